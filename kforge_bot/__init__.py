@@ -1,0 +1,7 @@
+"""kforge-bot: LLM-driven kernel optimization where kernel engineers already work."""
+
+__version__ = "0.1.0"
+
+# Bumped whenever a change to the evaluation harness could change a verdict or a timing;
+# it is part of every cache key, so results measured by an older harness are never reused.
+HARNESS_VERSION = "1"

@@ -1,0 +1,69 @@
+"""The `kforge-bot` command: a click group whose subcommands live in `kforge_bot.commands`.
+
+Subcommands are imported only when invoked, so `kforge-bot check` never imports the GitHub, git
+or LLM client libraries (the device machines lack them) and `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from kforge_bot import __version__
+from kforge_bot.errors import KforgeError
+
+# name -> (module, attribute, one-line help shown in `kforge-bot --help`)
+SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
+    "check": ("kforge_bot.commands.check", "check", "Evaluate a kernel against its reference: correctness and speed."),
+    "optimize": ("kforge_bot.commands.optimize", "optimize", "Run the generator/analyst loop (or the tuner) on one kernel."),
+    "gate": ("kforge_bot.commands.gate", "gate", "Performance and correctness regression gate between two revisions."),
+    "pr": ("kforge_bot.commands.pr", "pr", "The pull-request bot: optimize a PR's kernels, open follow-up PRs."),
+    "precommit": ("kforge_bot.commands.precommit", "precommit", "Quick check of staged kernel files (the pre-commit hook)."),
+    "doctor": ("kforge_bot.commands.doctor", "doctor", "Probe this machine: device, toolchain, profilers, measured ceilings."),
+    "policy": ("kforge_bot.commands.policy", "policy", "Validate and show policy files."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in SUBCOMMANDS:
+            return None
+        module_name, attr, _ = SUBCOMMANDS[name]
+        return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Help text comes from the table, so listing commands imports none of them.
+        rows = [(name, SUBCOMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kforge-bot")
+def cli() -> None:
+    """kforge-bot: LLM-driven kernel optimization in git, pull requests and pre-commit."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="kforge-bot", standalone_mode=False)
+    except KforgeError as exc:
+        click.echo(f"kforge-bot: error: {exc}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("kforge-bot: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except SystemExit:
+        raise
+
+
+if __name__ == "__main__":
+    main()

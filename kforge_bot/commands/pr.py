@@ -1,0 +1,12 @@
+"""`kforge-bot pr`: not yet available (see the project's issues)."""
+
+import click
+
+from kforge_bot.errors import KforgeError
+
+
+@click.command("pr", context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def pr(args: tuple[str, ...]) -> None:
+    """Not yet available."""
+    raise KforgeError("'kforge-bot pr' is not yet available in this version")
