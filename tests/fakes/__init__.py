@@ -1,0 +1,1 @@
+"""Test doubles that speak real wire formats over loopback HTTP."""

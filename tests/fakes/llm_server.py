@@ -1,0 +1,282 @@
+"""A scripted OpenAI-compatible server on 127.0.0.1, for tests that use the real `openai` client.
+
+It speaks the documented wire format (POST /v1/chat/completions returning a `chat.completion` object,
+GET /v1/models returning a list, errors as {"error": {message, type, param, code}}), replays a queue of
+scripted responses in order, and records every request so a test can assert what each prompt held.
+
+    with ScriptedLLMServer([rate_limited(0.01), reply("```python\\n...\\n```")]) as server:
+        client = LLMClient(Endpoint(server.base_url, "test-key", "kforge-test-model"))
+        ...
+        assert "error: expected" in server.chat_requests[1]["messages"][-1]["content"]
+
+A request that finds the queue empty gets HTTP 400 "scripted server: no response queued", so a test
+that makes more calls than it scripted fails loudly rather than hanging.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterable, Union
+
+DEFAULT_MODEL = "kforge-test-model"
+
+
+@dataclass
+class Text:
+    """A 200 chat.completion whose first choice says `content`."""
+
+    content: str
+    prompt_tokens: int | None = None  # None: estimated from the request, as a tokenizer would roughly count
+    completion_tokens: int | None = None
+    finish_reason: str = "stop"
+    delay: float = 0.0  # seconds before answering (longer than the client's timeout = a timeout)
+    omit_usage: bool = False  # some servers send no usage block
+
+
+@dataclass
+class HTTPError:
+    """An error response in OpenAI's format, e.g. 429 with Retry-After, 500, 401."""
+
+    status: int
+    message: str = "scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+    error_type: str = "server_error"
+    code: str | None = None
+    delay: float = 0.0
+
+
+Response = Union[Text, HTTPError]
+
+
+def reply(content: str, **kwargs: Any) -> Text:
+    return Text(content, **kwargs)
+
+
+def rate_limited(retry_after: float | None = 0.01, *, header: str = "retry-after") -> HTTPError:
+    """429 as OpenAI sends it; `header` may be "retry-after" (seconds) or "retry-after-ms"."""
+    headers: dict[str, str] = {}
+    if retry_after is not None:
+        headers[header] = str(int(retry_after * 1000)) if header == "retry-after-ms" else f"{retry_after:g}"
+    return HTTPError(
+        429,
+        "Rate limit reached for requests per min (RPM): Limit 3, Used 3, Requested 1.",
+        headers,
+        error_type="requests",
+        code="rate_limit_exceeded",
+    )
+
+
+def server_error(status: int = 500, message: str = "The server had an error while processing your request.") -> HTTPError:
+    return HTTPError(status, message, error_type="server_error")
+
+
+def stall(seconds: float) -> Text:
+    """A response that arrives only after `seconds`: a client with a shorter timeout sees a timeout."""
+    return Text("(arrived too late)", delay=seconds)
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any  # parsed JSON, or the raw text when it was not JSON
+    at: float
+
+
+def _estimate(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+class ScriptedLLMServer:
+    def __init__(self, responses: Iterable[Response] = (), *, models: Iterable[str] = (DEFAULT_MODEL,), api_key: str | None = None):
+        self._queue: deque[Response] = deque(responses)
+        self.models = list(models)
+        self.api_key = api_key  # when set, other keys get 401 like the real API
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle -------------------------------------------------------------------------------------
+    def start(self) -> ScriptedLLMServer:
+        handler = _make_handler(self)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-llm", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()  # wakes handlers sleeping on a scripted delay
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> ScriptedLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # script and records ------------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        assert self._httpd is not None, "start the server first"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def push(self, *responses: Response) -> None:
+        with self._lock:
+            self._queue.extend(responses)
+
+    @property
+    def remaining(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    @property
+    def chat_requests(self) -> list[Any]:
+        """Bodies of every POST /v1/chat/completions, in arrival order (retries included)."""
+        with self._lock:
+            return [r.body for r in self.requests if r.method == "POST" and r.path.endswith("/chat/completions")]
+
+    def prompts(self) -> list[str]:
+        """For each chat request, all its message contents joined: handy for `in` assertions."""
+        return ["\n".join(str(m.get("content", "")) for m in body.get("messages", [])) for body in self.chat_requests]
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _next(self) -> Response | None:
+        with self._lock:
+            return self._queue.popleft() if self._queue else None
+
+
+def _error_body(message: str, error_type: str, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+
+
+def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+            return
+
+        def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(body).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("x-request-id", f"req_{uuid.uuid4().hex[:16]}")
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a scripted timeout): nothing to deliver
+
+        def _authorised(self) -> bool:
+            if server.api_key is None:
+                return True
+            if self.headers.get("Authorization") == f"Bearer {server.api_key}":
+                return True
+            self._send(401, _error_body("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"))
+            return False
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            server._record(RecordedRequest("GET", self.path, dict(self.headers), None, time.time()))
+            if not self._authorised():
+                return
+            if self.path.rstrip("/").endswith("/models"):
+                created = int(time.time())
+                data = [{"id": m, "object": "model", "created": created, "owned_by": "kforge-tests"} for m in server.models]
+                self._send(200, {"object": "list", "data": data})
+            else:
+                self._send(404, _error_body(f"Unknown request URL: GET {self.path}.", "invalid_request_error", "unknown_url"))
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length).decode("utf-8", "replace")
+            try:
+                body: Any = json.loads(raw)
+            except json.JSONDecodeError:
+                body = raw
+            server._record(RecordedRequest("POST", self.path, dict(self.headers), body, time.time()))
+            if not self._authorised():
+                return
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send(404, _error_body(f"Unknown request URL: POST {self.path}.", "invalid_request_error", "unknown_url"))
+                return
+            problem = _validate(body)
+            if problem:
+                self._send(400, _error_body(problem, "invalid_request_error", None))
+                return
+            scripted = server._next()
+            if scripted is None:
+                self._send(400, _error_body("scripted server: no response queued", "invalid_request_error", "script_exhausted"))
+                return
+            if scripted.delay and server._stop.wait(scripted.delay):
+                return  # shutting down
+            if isinstance(scripted, HTTPError):
+                self._send(scripted.status, _error_body(scripted.message, scripted.error_type, scripted.code), scripted.headers)
+                return
+            self._send(200, _completion(body, scripted))
+
+    return Handler
+
+
+def _validate(body: Any) -> str | None:
+    if not isinstance(body, dict):
+        return "We could not parse the JSON body of your request."
+    if not body.get("model"):
+        return "you must provide a model parameter"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "'messages' must be a non-empty array"
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "developer", "tool"):
+            return f"Invalid value for 'messages[{i}].role'"
+        if not isinstance(m.get("content"), str):
+            return f"Invalid type for 'messages[{i}].content': expected a string"
+    if body.get("stream"):
+        return "scripted server: streaming is not supported"
+    return None
+
+
+def _completion(request: dict[str, Any], scripted: Text) -> dict[str, Any]:
+    prompt = scripted.prompt_tokens
+    if prompt is None:  # roughly what a tokenizer gives: chars/4 plus a few per message
+        prompt = sum(_estimate(m["content"]) + 4 for m in request["messages"])
+    completion = scripted.completion_tokens if scripted.completion_tokens is not None else _estimate(scripted.content)
+    body: dict[str, Any] = {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request["model"],
+        "system_fingerprint": "fp_kforge_tests",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": scripted.content, "refusal": None},
+                "logprobs": None,
+                "finish_reason": scripted.finish_reason,
+            }
+        ],
+    }
+    if not scripted.omit_usage:
+        body["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return body
