@@ -1,0 +1,349 @@
+"""Git operations for the pull-request bot (GitPython, imported lazily).
+
+What the bot needs from git, and nothing else:
+- which files a PR changed (base...head: merge-base semantics, like GitHub's "Files changed");
+- a file's content at a revision;
+- a branch the bot owns (`kforge/pr-<N>/<kernel>`): one bot commit on top of the PR's head,
+  written without touching the working tree, pushed to `origin` with a lease so a concurrent
+  human push is never overwritten;
+- whether a human pushed to that branch (then the bot stops updating it, like Dependabot);
+- a throwaway worktree of a revision (to evaluate the base or the head side by side).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kforge_bot.errors import KforgeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import git
+
+BRANCH_PREFIX = "kforge/"
+TRAILER = "Kforge-Bot"
+# How far back to look for the bot's own commit before deciding a branch is not the bot's.
+_MAX_WALK = 100
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    email: str
+
+
+# The identity the bot commits as; it is how the bot recognises its own commits on its branches.
+BOT_IDENTITY = Identity("kforge-bot", "kforge-bot@users.noreply.github.com")
+
+
+@dataclass(frozen=True)
+class ChangedFile:
+    path: str
+    status: str  # A added, M modified, D deleted, R renamed, C copied, T type changed
+    old_path: str | None = None
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    author_name: str
+    author_email: str
+    committer_email: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class PushResult:
+    branch: str
+    status: str  # "created" | "updated" | "unchanged" | "human-pushed"
+    sha: str | None  # the branch's tip on the remote after this call
+    foreign_commits: tuple[CommitInfo, ...] = ()
+
+    @property
+    def pushed(self) -> bool:
+        return self.status in ("created", "updated")
+
+
+def _git():
+    try:
+        import git
+    except ImportError as exc:  # pragma: no cover - a hard dependency, missing only on GPU boxes
+        raise KforgeError("GitPython is not installed", hint="pip install gitpython") from exc
+    return git
+
+
+def open_repo(path: str | Path) -> git.Repo:
+    git = _git()
+    try:
+        return git.Repo(str(path), search_parent_directories=False)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+        raise KforgeError("not a git repository", path=path, hint="run inside a clone (actions/checkout)") from exc
+
+
+def _run(repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, what: str, hint: str | None = None,
+         stdin: bytes | None = None) -> str:
+    git = _git()
+    try:
+        if stdin is not None:  # GitPython's execute cannot feed bytes on stdin portably
+            proc = subprocess.run(["git", *args], cwd=repo.working_dir or repo.git_dir, input=stdin,
+                                  capture_output=True, env={**os.environ, **(env or {})})
+            if proc.returncode != 0:
+                raise git.GitCommandError(["git", *args], proc.returncode, proc.stderr)
+            return proc.stdout.decode()
+        return repo.git.execute(["git", *args], env=dict(env) if env else None, strip_newline_in_stdout=False)
+    except git.GitCommandError as exc:
+        detail = (exc.stderr or "").strip().replace("\n", " ")
+        detail = re.sub(r"^stderr: '?|'$", "", detail)
+        raise KforgeError(f"{what}: {detail or exc}", path=repo.working_dir, hint=hint) from exc
+
+
+def resolve(repo_path: str | Path, rev: str) -> str:
+    """The full commit sha of `rev`; a clear error when the revision is not in the clone."""
+    repo = open_repo(repo_path)
+    return _run(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
+                what=f"unknown revision {rev!r}",
+                hint="fetch it first (actions/checkout with fetch-depth: 0)").strip()
+
+
+def merge_base(repo_path: str | Path, base: str, head: str) -> str:
+    repo = open_repo(repo_path)
+    base_sha, head_sha = resolve(repo_path, base), resolve(repo_path, head)
+    out = _run(repo, "merge-base", base_sha, head_sha, what=f"no common ancestor of {base} and {head}",
+               hint="the clone is probably shallow: use actions/checkout with fetch-depth: 0").strip()
+    return out
+
+
+def changed_files(repo_path: str | Path, base: str, head: str) -> list[ChangedFile]:
+    """Files changed by `head` since it forked from `base` (git diff base...head), renames detected."""
+    repo = open_repo(repo_path)
+    mb = merge_base(repo_path, base, head)
+    head_sha = resolve(repo_path, head)
+    out = _run(repo, "diff", "--name-status", "-z", "--find-renames", "--no-ext-diff", mb, head_sha,
+               what=f"cannot diff {base}...{head}")
+    parts = out.split("\0")
+    result: list[ChangedFile] = []
+    i = 0
+    while i < len(parts) and parts[i]:
+        status = parts[i]
+        kind = status[0]
+        if kind in ("R", "C"):
+            result.append(ChangedFile(path=parts[i + 2], status=kind, old_path=parts[i + 1]))
+            i += 3
+        else:
+            result.append(ChangedFile(path=parts[i + 1], status=kind))
+            i += 2
+    return result
+
+
+def read_file_at(repo_path: str | Path, rev: str, path: str) -> str | None:
+    """The text of `path` at `rev`, or None when the file does not exist there."""
+    repo = open_repo(repo_path)
+    commit = repo.commit(resolve(repo_path, rev))
+    try:
+        blob = commit.tree / path
+    except KeyError:
+        return None
+    if blob.type != "blob":
+        return None
+    data = blob.data_stream.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise KforgeError(f"not a UTF-8 text file at {rev[:12]}", path=path) from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# The bot's branches
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def bot_branch(pr_number: int, kernel: str) -> str:
+    """`kforge/pr-<N>/<kernel>`, with the kernel name reduced to characters safe in a ref."""
+    name = _SAFE.sub("-", kernel).strip(".-") or "kernel"
+    name = re.sub(r"\.{2,}", ".", name)
+    if name.endswith(".lock"):
+        name = name[: -len(".lock")] + "-lock"
+    return f"{BRANCH_PREFIX}pr-{int(pr_number)}/{name}"
+
+
+def parse_bot_branch(branch: str) -> tuple[int, str] | None:
+    """(PR number, kernel) for a bot branch name, else None (so a follow-up PR leads to its origin)."""
+    m = re.fullmatch(rf"{re.escape(BRANCH_PREFIX)}pr-(\d+)/([A-Za-z0-9._-]+)", branch)
+    return (int(m.group(1)), m.group(2)) if m else None
+
+
+def trailer_line(pr_number: int, kernel: str) -> str:
+    return f"{TRAILER}: pr={int(pr_number)} kernel={kernel}"
+
+
+def remote_branch_sha(repo_path: str | Path, branch: str, remote: str = "origin") -> str | None:
+    repo = open_repo(repo_path)
+    out = _run(repo, "ls-remote", "--heads", remote, f"refs/heads/{branch}",
+               what=f"cannot list branches of remote {remote!r}", hint="check the remote URL and credentials")
+    for line in out.splitlines():
+        sha, _, ref = line.partition("\t")
+        if ref == f"refs/heads/{branch}":
+            return sha
+    return None
+
+
+def _is_bot_commit(commit: git.Commit, identity: Identity) -> bool:
+    return (commit.author.email == identity.email and commit.committer.email == identity.email
+            and f"\n{TRAILER}: " in f"\n{commit.message}")
+
+
+def _info(commit: git.Commit) -> CommitInfo:
+    return CommitInfo(sha=commit.hexsha, author_name=commit.author.name or "", author_email=commit.author.email or "",
+                      committer_email=commit.committer.email or "", summary=str(commit.summary))
+
+
+def foreign_commits(repo_path: str | Path, tip: str, identity: Identity = BOT_IDENTITY) -> list[CommitInfo]:
+    """Commits on a bot branch that the bot did not make, newest first.
+
+    A bot branch is always the PR head plus one bot commit. Walking first parents from the tip,
+    everything above the first bot commit was pushed by someone else. If no bot commit is found at
+    all, the branch was never the bot's, and its tip is reported as foreign.
+    """
+    repo = open_repo(repo_path)
+    commit = repo.commit(resolve(repo_path, tip))
+    foreign: list[CommitInfo] = []
+    for _ in range(_MAX_WALK):
+        if _is_bot_commit(commit, identity):
+            return foreign
+        foreign.append(_info(commit))
+        if not commit.parents:
+            break
+        commit = commit.parents[0]
+    return foreign[:1] if foreign else []
+
+
+def _ensure_commit(repo: git.Repo, sha: str, remote: str) -> None:
+    """Fetch `sha` when the clone lacks it (actions/checkout leaves the PR's merge commit, depth 1)."""
+    git = _git()
+    try:
+        repo.commit(sha)
+        return
+    except (ValueError, git.BadName):
+        pass
+    _run(repo, "fetch", "--no-tags", "--quiet", remote, sha, what=f"cannot fetch commit {sha[:12]} from {remote}",
+         hint="use actions/checkout with fetch-depth: 0")
+
+
+def commit_files(repo_path: str | Path, parent: str, files: Mapping[str, str | bytes | None], message: str,
+                 identity: Identity = BOT_IDENTITY) -> str:
+    """A new commit on `parent` with `files` replaced (None deletes), made without touching the
+    working tree or the real index: the Action's checkout stays exactly as it was."""
+    if not files:
+        raise KforgeError("nothing to commit: no files given")
+    repo = open_repo(repo_path)
+    parent_sha = resolve(repo_path, parent)
+    parent_tree = repo.commit(parent_sha).tree
+    with tempfile.TemporaryDirectory(prefix="kforge-index-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        _run(repo, "read-tree", parent_sha, env=env, what="cannot read the parent tree")
+        for path, content in sorted(files.items()):
+            if path.startswith("/") or ".." in Path(path).parts:
+                raise KforgeError("refusing a path outside the repository", path=path)
+            if content is None:
+                _run(repo, "update-index", "--force-remove", "--", path, env=env, what=f"cannot remove {path}")
+                continue
+            data = content.encode("utf-8") if isinstance(content, str) else content
+            blob = _run(repo, "hash-object", "-w", "--stdin", stdin=data, what=f"cannot store {path}").strip()
+            try:
+                mode = f"{(parent_tree / path).mode:o}"
+            except KeyError:
+                mode = "100644"
+            _run(repo, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}", env=env,
+                 what=f"cannot stage {path}")
+        tree = _run(repo, "write-tree", env=env, what="cannot write the tree").strip()
+    ident = {"GIT_AUTHOR_NAME": identity.name, "GIT_AUTHOR_EMAIL": identity.email,
+             "GIT_COMMITTER_NAME": identity.name, "GIT_COMMITTER_EMAIL": identity.email}
+    return _run(repo, "commit-tree", tree, "-p", parent_sha, "-m", message, env=ident,
+                what="cannot create the commit").strip()
+
+
+def push_bot_branch(repo_path: str | Path, *, branch: str, parent: str, files: Mapping[str, str | bytes | None],
+                    message: str, identity: Identity = BOT_IDENTITY, remote: str = "origin") -> PushResult:
+    """Create or update the bot's `branch` as `parent` + one commit with `files`, and push it.
+
+    Never pushes to a branch outside `kforge/`, never to one whose commits are not all the bot's
+    (returns status "human-pushed" and leaves it alone), and pushes with a lease on the tip it
+    inspected, so a push that races a human's is rejected rather than overwriting it.
+    """
+    if not branch.startswith(BRANCH_PREFIX) or parse_bot_branch(branch) is None:
+        raise KforgeError(f"refusing to push to {branch!r}: the bot only writes branches it names "
+                          f"{BRANCH_PREFIX}pr-<N>/<kernel>")
+    if f"\n{TRAILER}: " not in f"\n{message}":
+        pr, kernel = parse_bot_branch(branch)  # type: ignore[misc]
+        message = f"{message.rstrip()}\n\n{trailer_line(pr, kernel)}\n"
+    repo = open_repo(repo_path)
+    _ensure_commit(repo, parent, remote)
+    parent_sha = resolve(repo_path, parent)
+
+    remote_sha = remote_branch_sha(repo_path, branch, remote)
+    if remote_sha is not None:
+        _run(repo, "fetch", "--no-tags", "--quiet", remote, f"+refs/heads/{branch}:refs/kforge/remote/{branch}",
+             what=f"cannot fetch {branch} from {remote}")
+        foreign = foreign_commits(repo_path, remote_sha, identity)
+        if foreign:
+            return PushResult(branch=branch, status="human-pushed", sha=remote_sha, foreign_commits=tuple(foreign))
+
+    new_sha = commit_files(repo_path, parent_sha, files, message, identity)
+    if remote_sha is not None:
+        old = repo.commit(remote_sha)
+        new = repo.commit(new_sha)
+        if old.tree.hexsha == new.tree.hexsha and [p.hexsha for p in old.parents] == [parent_sha]:
+            return PushResult(branch=branch, status="unchanged", sha=remote_sha)
+
+    # The lease alone allows the non-fast-forward replace; adding --force would disable it.
+    lease = f"refs/heads/{branch}:{remote_sha or ''}"
+    git = _git()
+    # GitPython cannot parse push results for a bare sha, so the commit goes out through a local ref.
+    out_ref = f"refs/kforge/out/{branch}"
+    _run(repo, "update-ref", out_ref, new_sha, what="cannot record the new commit")
+    try:
+        infos = repo.remote(remote).push(f"{out_ref}:refs/heads/{branch}", force_with_lease=lease)
+    except git.GitCommandError as exc:
+        detail = (exc.stderr or "").strip().replace("\n", " ")
+        raise KforgeError(f"push of {branch} to {remote} failed: {detail}", path=repo.working_dir,
+                          hint="someone pushed to it meanwhile, a branch rule protects kforge/*, or the token lacks contents: write") from exc
+    except ValueError as exc:  # GitPython raises ValueError for an unknown remote name
+        raise KforgeError(f"no remote named {remote!r}", path=repo.working_dir) from exc
+    finally:
+        with contextlib.suppress(KforgeError):
+            _run(repo, "update-ref", "-d", out_ref, what="cannot delete a temporary ref")
+    bad_flags = git.PushInfo.ERROR | git.PushInfo.REJECTED | git.PushInfo.REMOTE_REJECTED | git.PushInfo.REMOTE_FAILURE
+    if not infos or any(info.flags & bad_flags for info in infos):
+        summary = "; ".join(f"{info.remote_ref_string}: {info.summary.strip()}" for info in infos) or "no result"
+        raise KforgeError(f"push of {branch} to {remote} was rejected ({summary})", path=repo.working_dir,
+                          hint="someone pushed to it meanwhile, a branch rule protects kforge/*, or the token lacks contents: write")
+    return PushResult(branch=branch, status="updated" if remote_sha else "created", sha=new_sha)
+
+
+@contextlib.contextmanager
+def worktree(repo_path: str | Path, rev: str) -> Iterator[Path]:
+    """A detached checkout of `rev` in a temporary directory, removed afterwards."""
+    repo = open_repo(repo_path)
+    sha = resolve(repo_path, rev)
+    tmp = Path(tempfile.mkdtemp(prefix="kforge-wt-"))
+    path = tmp / "tree"
+    _run(repo, "worktree", "add", "--detach", "--quiet", str(path), sha, what=f"cannot check out {rev}")
+    try:
+        yield path
+    finally:
+        try:
+            _run(repo, "worktree", "remove", "--force", str(path), what="cannot remove the worktree")
+        except KforgeError:
+            pass
+        shutil.rmtree(tmp, ignore_errors=True)
+        with contextlib.suppress(KforgeError):
+            _run(repo, "worktree", "prune", what="cannot prune worktrees")
