@@ -1,12 +1,62 @@
-"""`kforge-bot policy`: not yet available (see the project's issues)."""
+"""`kforge-bot policy`: validate (`check`), print (`show`) and describe (`schema`) policy files."""
+
+from __future__ import annotations
+
+import json
+import sys
 
 import click
 
 from kforge_bot.errors import KforgeError
 
 
-@click.command("policy", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def policy(args: tuple[str, ...]) -> None:
-    """Not yet available."""
-    raise KforgeError("'kforge-bot policy' is not yet available in this version")
+@click.group("policy")
+def policy() -> None:
+    """Validate and show policy files (policies/README.md explains every key)."""
+
+
+@policy.command("check")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def check(files: tuple[str, ...]) -> None:
+    """Validate policy FILES; exit 0 when all are valid, 2 with one line per invalid file."""
+    from kforge_bot.policy import load_policy
+
+    failed = 0
+    for f in files:
+        try:
+            load_policy(f)
+        except KforgeError as exc:
+            failed += 1
+            click.echo(f"kforge-bot: error: {exc}", err=True)
+        else:
+            click.echo(f"{f}: valid policy")
+    if failed:
+        sys.exit(2)
+
+
+@policy.command("show")
+@click.argument("file", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
+def show(file: str | None, as_json: bool) -> None:
+    """Print the effective policy of FILE (or the shipped default), defaults filled in.
+
+    FILE may also name a shipped policy: `default` or `strict`."""
+    import yaml
+
+    from kforge_bot.policy import load_policy
+
+    pol = load_policy(file)
+    data = pol.to_dict()
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(f"# effective policy from {pol.source}")
+        click.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100).rstrip())
+
+
+@policy.command("schema")
+def schema() -> None:
+    """Print the JSON Schema of policy files (the same as policies/schema.json)."""
+    from kforge_bot.policy import json_schema
+
+    click.echo(json.dumps(json_schema(), indent=2))

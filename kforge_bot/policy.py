@@ -1,0 +1,423 @@
+"""Policies: what the bot may do in a repository, read from YAML and validated on load.
+
+A policy says which paths hold kernels, which targets must pass, how much faster a candidate must
+be to earn a follow-up PR, the regression gate's threshold and confidence (with per-path or
+per-kernel rules), LLM budgets, whom the PR bot trusts, which kernel languages candidates may use
+and whether they may fall back to framework ops. Keys left out take the defaults below, which are
+exactly `policies/default.yml` (a test keeps them equal). Any mistake is one `KforgeError` line
+naming the file and the key path.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from kforge_bot.errors import KforgeError
+from kforge_bot.yamlcheck import Checker, join, load_yaml_file
+
+# GitHub's author_association values (REST API: issues and pull requests).
+ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR",
+                "FIRST_TIMER", "MANNEQUIN", "NONE")
+# Kernel languages a candidate may be written in.
+LANGUAGES = ("triton", "cuda", "cpp", "sycl", "cute-dsl", "metal", "pytorch")
+TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")
+_TARGET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """One entry of `gate.rules`: applies when `path` and/or `kernel` match (first match wins)."""
+
+    path: str | None = None
+    kernel: str | None = None
+    threshold: float | None = None
+    confidence: float | None = None
+    skip: bool | None = None
+    reason: str | None = None
+
+    def matches(self, kernel_name: str, path: str) -> bool:
+        if self.path is not None and not path_matches(self.path, path):
+            return False
+        if self.kernel is not None and not fnmatch.fnmatchcase(kernel_name, self.kernel):
+            return False
+        return True
+
+    def describe(self) -> str:
+        parts = [f"path '{self.path}'" if self.path else "", f"kernel '{self.kernel}'" if self.kernel else ""]
+        return " and ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class GateRule:
+    """The effective gate settings for one kernel."""
+
+    threshold: float  # relative slowdown that counts as a regression (0.02 = 2%)
+    confidence: float  # confidence required before calling a regression
+    skip: bool = False
+    reason: str | None = None
+    matched: str = "gate defaults"  # which rule applied, for the gate's report
+
+
+@dataclass(frozen=True)
+class Gate:
+    threshold: float = 0.02
+    confidence: float = 0.95
+    rules: tuple[RuleSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class Budgets:
+    iterations: int = 10
+    tokens: int = 500_000
+    time_limit_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Trust:
+    allowed_associations: tuple[str, ...] = ("OWNER", "MEMBER", "COLLABORATOR")
+    trigger_label: str = "kforge:run"
+    allow_forks: bool = False
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    seeds: int = 3
+    time_budget_s: float = 10.0
+    timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    kernel_paths: tuple[str, ...] = ("**",)
+    required_targets: tuple[str, ...] = ()
+    min_speedup: float = 1.05
+    gate: Gate = field(default_factory=Gate)
+    budgets: Budgets = field(default_factory=Budgets)
+    trust: Trust = field(default_factory=Trust)
+    languages: tuple[str, ...] = ("triton", "cuda", "cpp", "sycl", "pytorch")
+    allow_framework_fallback: bool = False
+    evaluation: Evaluation = field(default_factory=Evaluation)
+    source: str = field(default="<built-in defaults>", compare=False)
+
+    def rule_for(self, kernel_name: str, path: str) -> GateRule:
+        """Gate settings for a kernel: the first rule matching its name and/or path, with the
+        gate's defaults for whatever that rule leaves out."""
+        norm = normalize_path(path)
+        for i, rule in enumerate(self.gate.rules):
+            if rule.matches(kernel_name, norm):
+                return GateRule(
+                    threshold=self.gate.threshold if rule.threshold is None else rule.threshold,
+                    confidence=self.gate.confidence if rule.confidence is None else rule.confidence,
+                    skip=bool(rule.skip),
+                    reason=rule.reason,
+                    matched=f"gate.rules[{i}] ({rule.describe()})",
+                )
+        return GateRule(self.gate.threshold, self.gate.confidence)
+
+    def is_kernel_path(self, path: str) -> bool:
+        norm = normalize_path(path)
+        return any(path_matches(p, norm) for p in self.kernel_paths)
+
+    def allows_language(self, language: str) -> bool:
+        return language in self.languages
+
+    def trusts(self, association: str) -> bool:
+        return association.upper() in self.trust.allowed_associations
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data in the file's own layout (loading it back gives an equal Policy)."""
+        d = asdict(self)
+        d.pop("source")
+        d["gate"]["rules"] = [{k: v for k, v in r.items() if v is not None} for r in d["gate"]["rules"]]
+        return _lists(d)
+
+
+def _lists(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _lists(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_lists(v) for v in x]
+    return x
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths
+
+
+def normalize_path(path: str) -> str:
+    p = str(PurePosixPath(str(path).replace("\\", "/")))
+    return p[2:] if p.startswith("./") else p
+
+
+@lru_cache(maxsize=512)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    # .gitignore-like: a pattern without "/" matches a file name at any depth; "**" spans directories.
+    if "/" not in pattern.rstrip("/"):
+        pattern = "**/" + pattern
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[":
+            j = pattern.find("]", i + 2)
+            if j < 0:
+                out.append(re.escape("["))
+                i += 1
+            else:
+                body = pattern[i + 1:j]
+                body = "^" + body[1:] if body.startswith("!") else body
+                out.append(f"[{body.replace(chr(92), chr(92) * 2)}]")
+                i = j + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + "(?:/.*)?\\Z")
+
+
+def path_matches(pattern: str, path: str) -> bool:
+    """Glob match of a repository-relative path: `*` within a directory, `**` across
+    directories, a pattern without `/` matches the file name at any depth, and a pattern
+    naming a directory matches everything below it."""
+    return _glob_regex(pattern).match(normalize_path(path)) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and validation
+
+_TOP = ("version", "kernel_paths", "required_targets", "min_speedup", "gate", "budgets", "trust",
+        "languages", "allow_framework_fallback", "evaluation")
+_RULE_KEYS = ("path", "kernel", "threshold", "confidence", "skip", "reason")
+
+
+def _glob(ck: Checker, value: Any, key: str) -> str:
+    g = ck.string(value, key)
+    if g.startswith("/") or ".." in PurePosixPath(g).parts:
+        ck.fail(key, f"expected a repository-relative glob, got {g!r}", hint="drop the leading '/' and any '..'")
+    return g
+
+
+def _threshold(ck: Checker, value: Any, key: str) -> float:
+    return ck.number(value, key, minimum=0, maximum=1)
+
+
+def _confidence(ck: Checker, value: Any, key: str) -> float:
+    c = ck.number(value, key, minimum=0.5, maximum=1)
+    if c >= 1:
+        ck.fail(key, "expected a number between 0.5 and 1 (exclusive of 1), got 1", hint="use e.g. 0.95 or 0.99")
+    return c
+
+
+def parse_policy(raw: Any, path: str | Path) -> Policy:
+    ck = Checker(path)
+    if raw is None:
+        raw = {}
+    top = ck.mapping(raw, "", allowed=_TOP)
+    if "version" in top and (top["version"] != 1 or isinstance(top["version"], bool)):
+        ck.expected("version", "1", top["version"])
+    base = Policy()
+    kw: dict[str, Any] = {}
+
+    if "kernel_paths" in top:
+        v = top["kernel_paths"]
+        if not isinstance(v, list) or not v:
+            ck.expected("kernel_paths", "a non-empty list of globs", v)
+        kw["kernel_paths"] = tuple(_glob(ck, g, join("kernel_paths", i)) for i, g in enumerate(v))
+    if "required_targets" in top:
+        targets = ck.string_list(top["required_targets"], "required_targets")
+        for i, t in enumerate(targets):
+            if not _TARGET_RE.match(t):
+                ck.fail(join("required_targets", i),
+                        f"expected a target kind ({', '.join(TARGET_KINDS)}) or a runner name like 'h200', got {t!r}")
+        kw["required_targets"] = tuple(targets)
+    if "min_speedup" in top:
+        kw["min_speedup"] = ck.number(top["min_speedup"], "min_speedup", minimum=1)
+    if "languages" in top:
+        kw["languages"] = tuple(ck.string_list(top["languages"], "languages", choices=LANGUAGES, nonempty=True))
+    if "allow_framework_fallback" in top:
+        kw["allow_framework_fallback"] = ck.boolean(top["allow_framework_fallback"], "allow_framework_fallback")
+
+    if "gate" in top:
+        g = ck.mapping(top["gate"], "gate", allowed=("threshold", "confidence", "rules"))
+        gkw: dict[str, Any] = {}
+        if "threshold" in g:
+            gkw["threshold"] = _threshold(ck, g["threshold"], "gate.threshold")
+        if "confidence" in g:
+            gkw["confidence"] = _confidence(ck, g["confidence"], "gate.confidence")
+        if "rules" in g:
+            rules_raw = g["rules"]
+            if not isinstance(rules_raw, list):
+                ck.expected("gate.rules", "a list of rules", rules_raw)
+            rules = []
+            for i, r in enumerate(rules_raw):
+                key = f"gate.rules[{i}]"
+                rm = ck.mapping(r, key, allowed=_RULE_KEYS)
+                if "path" not in rm and "kernel" not in rm:
+                    ck.fail(key, "a rule needs `path` (a glob) or `kernel` (a name pattern) to say what it applies to")
+                if not any(k in rm for k in ("threshold", "confidence", "skip")):
+                    ck.fail(key, "a rule must set at least one of threshold, confidence, skip")
+                rules.append(RuleSpec(
+                    path=_glob(ck, rm["path"], f"{key}.path") if "path" in rm else None,
+                    kernel=ck.string(rm["kernel"], f"{key}.kernel") if "kernel" in rm else None,
+                    threshold=_threshold(ck, rm["threshold"], f"{key}.threshold") if "threshold" in rm else None,
+                    confidence=_confidence(ck, rm["confidence"], f"{key}.confidence") if "confidence" in rm else None,
+                    skip=ck.boolean(rm["skip"], f"{key}.skip") if "skip" in rm else None,
+                    reason=ck.string(rm["reason"], f"{key}.reason") if "reason" in rm else None,
+                ))
+            gkw["rules"] = tuple(rules)
+        kw["gate"] = Gate(**{**asdict_shallow(base.gate), **gkw})
+
+    if "budgets" in top:
+        b = ck.mapping(top["budgets"], "budgets", allowed=("iterations", "tokens", "time_limit_s"))
+        bkw: dict[str, Any] = {}
+        if "iterations" in b:
+            bkw["iterations"] = ck.integer(b["iterations"], "budgets.iterations", minimum=1)
+        if "tokens" in b:
+            bkw["tokens"] = ck.integer(b["tokens"], "budgets.tokens", minimum=1)
+        if "time_limit_s" in b:
+            bkw["time_limit_s"] = ck.number(b["time_limit_s"], "budgets.time_limit_s", minimum=0, exclusive_minimum=True)
+        kw["budgets"] = Budgets(**{**asdict_shallow(base.budgets), **bkw})
+
+    if "trust" in top:
+        t = ck.mapping(top["trust"], "trust", allowed=("allowed_associations", "trigger_label", "allow_forks"))
+        tkw: dict[str, Any] = {}
+        if "allowed_associations" in t:
+            tkw["allowed_associations"] = tuple(
+                ck.string_list(t["allowed_associations"], "trust.allowed_associations", choices=ASSOCIATIONS))
+        if "trigger_label" in t:
+            label = ck.string(t["trigger_label"], "trust.trigger_label")
+            if len(label) > 50:
+                ck.fail("trust.trigger_label", "GitHub labels are at most 50 characters")
+            tkw["trigger_label"] = label
+        if "allow_forks" in t:
+            tkw["allow_forks"] = ck.boolean(t["allow_forks"], "trust.allow_forks")
+        kw["trust"] = Trust(**{**asdict_shallow(base.trust), **tkw})
+
+    if "evaluation" in top:
+        e = ck.mapping(top["evaluation"], "evaluation", allowed=("seeds", "time_budget_s", "timeout_s"))
+        ekw: dict[str, Any] = {}
+        if "seeds" in e:
+            ekw["seeds"] = ck.integer(e["seeds"], "evaluation.seeds", minimum=1, maximum=100)
+        if "time_budget_s" in e:
+            ekw["time_budget_s"] = ck.number(e["time_budget_s"], "evaluation.time_budget_s", minimum=0, exclusive_minimum=True)
+        if "timeout_s" in e:
+            ekw["timeout_s"] = ck.number(e["timeout_s"], "evaluation.timeout_s", minimum=0, exclusive_minimum=True)
+        ev = Evaluation(**{**asdict_shallow(base.evaluation), **ekw})
+        if ev.timeout_s < ev.time_budget_s:
+            ck.fail("evaluation.timeout_s", f"must be at least evaluation.time_budget_s ({ev.time_budget_s:g}), got {ev.timeout_s:g}")
+        kw["evaluation"] = ev
+
+    return Policy(**kw, source=str(path))
+
+
+def asdict_shallow(obj: Any) -> dict[str, Any]:
+    return {f: getattr(obj, f) for f in obj.__dataclass_fields__}
+
+
+def policies_dir() -> Path:
+    """The shipped policies (package data; `policies/*.yml` in the repository link here)."""
+    return Path(__file__).resolve().parent / "data" / "policies"
+
+
+def shipped_policies() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(policies_dir().glob("*.yml"))}
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    """Load and validate a policy file. None gives the shipped default policy; a bare name
+    such as "strict" that is not an existing file gives the shipped policy of that name."""
+    if path is None:
+        path = policies_dir() / "default.yml"
+    p = Path(path)
+    if not p.exists() and p.suffix == "" and str(path) in shipped_policies():
+        p = shipped_policies()[str(path)]
+    if not p.exists():
+        raise KforgeError("policy file not found", path=p,
+                          hint="pass a YAML file, or one of the shipped policies: " + ", ".join(shipped_policies()))
+    return parse_policy(load_yaml_file(p), p)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON Schema (policies/schema.json is generated from this; a test keeps them equal)
+
+
+def json_schema() -> dict[str, Any]:
+    """A JSON Schema (draft 2020-12) of a policy file, for editors and check-jsonschema.
+    The loader above is the authority; this mirrors it (a test checks both agree on examples)."""
+    d = Policy()
+    pos = {"type": "number", "exclusiveMinimum": 0}
+    glob = {"type": "string", "minLength": 1, "not": {"pattern": r"^/|(^|/)\.\.(/|$)"}}
+    threshold = {"type": "number", "minimum": 0, "maximum": 1}
+    confidence = {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "kforge-bot policy",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "version": {"const": 1},
+            "kernel_paths": {"type": "array", "minItems": 1, "items": glob, "default": list(d.kernel_paths),
+                             "description": "Globs of repository paths that may hold kernels."},
+            "required_targets": {"type": "array", "items": {"type": "string", "pattern": _TARGET_RE.pattern},
+                                 "default": list(d.required_targets),
+                                 "description": "Target kinds or runner names on which a candidate must be correct "
+                                                "and measured; empty means every target that ran."},
+            "min_speedup": {"type": "number", "minimum": 1, "default": d.min_speedup,
+                            "description": "Smallest speedup (lower end of its interval) worth a follow-up PR."},
+            "gate": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "threshold": {**threshold, "default": d.gate.threshold},
+                    "confidence": {**confidence, "default": d.gate.confidence},
+                    "rules": {"type": "array", "items": {
+                        "type": "object", "additionalProperties": False,
+                        "anyOf": [{"required": ["path"]}, {"required": ["kernel"]}],
+                        "allOf": [{"anyOf": [{"required": ["threshold"]}, {"required": ["confidence"]},
+                                             {"required": ["skip"]}]}],
+                        "properties": {
+                            "path": glob, "kernel": {"type": "string", "minLength": 1},
+                            "threshold": threshold, "confidence": confidence,
+                            "skip": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1},
+                        }}},
+                }},
+            "budgets": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "iterations": {"type": "integer", "minimum": 1, "default": d.budgets.iterations},
+                    "tokens": {"type": "integer", "minimum": 1, "default": d.budgets.tokens},
+                    "time_limit_s": {**pos, "default": d.budgets.time_limit_s},
+                }},
+            "trust": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "allowed_associations": {"type": "array", "items": {"enum": list(ASSOCIATIONS)},
+                                             "default": list(d.trust.allowed_associations)},
+                    "trigger_label": {"type": "string", "minLength": 1, "maxLength": 50, "default": d.trust.trigger_label},
+                    "allow_forks": {"type": "boolean", "default": d.trust.allow_forks},
+                }},
+            "languages": {"type": "array", "minItems": 1, "items": {"enum": list(LANGUAGES)},
+                          "default": list(d.languages)},
+            "allow_framework_fallback": {"type": "boolean", "default": d.allow_framework_fallback},
+            "evaluation": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "seeds": {"type": "integer", "minimum": 1, "maximum": 100, "default": d.evaluation.seeds},
+                    "time_budget_s": {**pos, "default": d.evaluation.time_budget_s},
+                    "timeout_s": {**pos, "default": d.evaluation.timeout_s},
+                }},
+        },
+    }
