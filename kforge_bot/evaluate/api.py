@@ -1,0 +1,295 @@
+"""evaluate(spec, candidate, target) -> EvalResult: the one step everything else is built from.
+
+The parent (this module) plans, runs two workers (the trusted reference, then the candidate with the
+baseline), compares outputs itself and computes every statistic from raw samples. A verdict never
+depends on anything the candidate's process claims except raw timings taken by code bound before the
+candidate was imported, and the outputs it wrote, which are checked here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.guards import static_findings
+from kforge_bot.evaluate.plan import Case, Plan
+from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
+from kforge_bot.evaluate.sandbox import ChildOutcome, run_worker
+from kforge_bot.evaluate.stats import speedup_from_pairs, summarize
+from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.targets import resolve_target_name
+
+Progress = Callable[[dict[str, Any]], None]
+REFERENCE_TIMEOUT_S = 600.0
+
+
+def _scratch_root() -> Path:
+    # Outputs travel as files: keep them in memory-backed storage where the machine has it.
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    return base
+
+
+class ReferenceStore:
+    """Reference outputs computed once per (spec, target, seeds) and reused by every candidate."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self._own = root is None
+        self.root = Path(tempfile.mkdtemp(prefix="kforge-ref-", dir=_scratch_root())) if root is None else root
+        self._done: dict[str, dict[str, Any]] = {}
+
+    def key(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings) -> str:
+        material = json.dumps([spec.reference.to_dict(), spec.inputs_source.to_dict(), spec.inputs_symbol,
+                               spec.init_symbol, spec.init_kwargs, list(spec.shape_sets), target, seeds,
+                               settings.measure, settings.rotate_sets], sort_keys=True, default=str)
+        return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+    def ensure(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings,
+               progress: Progress | None) -> tuple[Path, dict[str, Any]]:
+        key = self.key(spec, target, seeds, settings)
+        folder = self.root / key
+        if key in self._done:
+            return folder, self._done[key]
+        plan = Plan(role="reference", target=target, spec=spec, baseline=spec.reference, candidate=None,
+                    settings=settings, seeds=seeds, out_dir=folder)
+        outcome = run_worker(plan.to_dict(), folder, REFERENCE_TIMEOUT_S, on_message=progress)
+        result = outcome.result
+        if result is None or result.get("status") != "ok":
+            why = result.get("reason") if result else outcome.exit_description()
+            raise KforgeError(f"the reference for kernel {spec.name!r} failed on {target}: {why}",
+                              path=Path(spec.root) / spec.kernel_file,
+                              hint="the reference and its inputs must run before any candidate can be judged")
+        self._done[key] = result
+        return folder, result
+
+    def cleanup(self) -> None:
+        if self._own:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def new_seeds(count: int) -> list[int]:
+    """Fresh seeds per evaluation: a candidate cannot be tuned to a fixed set of inputs."""
+    return [secrets.randbelow(2**31 - 1) for _ in range(count)]
+
+
+def evaluate(
+    spec: KernelSpec,
+    candidate: Implementation,
+    target: str = "auto",
+    settings: EvalSettings | None = None,
+    *,
+    baseline: Implementation | None = None,
+    seeds: list[int] | None = None,
+    references: ReferenceStore | None = None,
+    progress: Progress | None = None,
+) -> EvalResult:
+    settings = settings or EvalSettings()
+    target_name = resolve_target_name(target, spec.targets)
+    baseline = baseline or spec.baseline
+    seeds = seeds or new_seeds(settings.seeds or spec.seeds)
+
+    findings = static_findings(candidate.source)
+    if findings:
+        return EvalResult(verdict="rejected", target=target_name,
+                          reason=f"static check: {findings[0]}" + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""),
+                          details={"static_findings": [str(f) for f in findings]})
+
+    store = references or ReferenceStore()
+    try:
+        ref_dir, ref_result = store.ensure(spec, target_name, seeds, settings, progress)
+        work = Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=_scratch_root()))
+        try:
+            plan = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
+                        settings=settings, seeds=seeds, out_dir=work)
+            outcome = run_worker(plan.to_dict(), work, settings.timeout_s, on_message=progress)
+            result = _judge(plan, outcome, ref_dir, ref_result)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    finally:
+        if references is None:
+            store.cleanup()
+    result.details.setdefault("seeds", seeds)
+    return result
+
+
+# ------------------------------------------------------------------------------------------- judging
+
+
+def _judge(plan: Plan, outcome: ChildOutcome, ref_dir: Path, ref_result: dict[str, Any]) -> EvalResult:
+    base = EvalResult(verdict="crash", reason="", target=plan.target,
+                      device_name=ref_result.get("device_name", ""), target_info=ref_result.get("target_info", {}))
+    base.details = {"wall_s": round(outcome.wall_s, 3), "log_tail": outcome.log_tail[-4000:]}
+    if outcome.forged_lines:
+        base.details["forged_lines"] = outcome.forged_lines
+    message = outcome.result
+    if outcome.timed_out:
+        base.verdict, base.reason = "timeout", f"the candidate {outcome.exit_description()}"
+        return base
+    if message is None:
+        if outcome.returncode == 0:
+            base.verdict = "rejected"
+            base.reason = "the candidate's process exited before the harness finished (early exit)"
+            if outcome.forged_lines:
+                base.reason += f" after writing {outcome.forged_lines} unsigned line(s) to the result channel"
+        else:
+            base.reason = f"the candidate's process {outcome.exit_description()}"
+        return base
+    status = message.get("status")
+    if status != "ok":
+        base.verdict = status if status in ("compile_error", "crash", "rejected", "incorrect") else "crash"
+        base.reason = message.get("reason", "")
+        base.details["traceback"] = message.get("detail", "")
+        return base
+
+    base.device_name = message.get("device_name", base.device_name)
+    base.target_info = message.get("target_info", base.target_info)
+    profile = message.get("profile", {})
+    base.profile = {"baseline": profile.get("baseline", {}), "candidate": profile.get("candidate", {}),
+                    "reference": ref_result.get("profile", {})}
+
+    correctness = _compare_all(plan, ref_dir)
+    base.correctness = correctness
+    if not correctness["ok"]:
+        base.verdict, base.reason = correctness["status"], correctness["reason"]
+        return base
+
+    rejection = _profile_rejection(plan, base.profile)
+    if rejection:
+        base.verdict, base.reason = "rejected", rejection
+        return base
+
+    base.verdict = "pass"
+    base.reason = "correct on every case"
+    timing = message.get("timing") or []
+    if timing:
+        _attach_timing(base, timing, plan.settings.confidence)
+        base.reason = f"correct on every case; {base.speedup:.3f}x (CI {base.speedup_ci[0]:.3f}-{base.speedup_ci[1]:.3f})"
+    return base
+
+
+def _load(path: Path) -> list[Any]:
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _compare_all(plan: Plan, ref_dir: Path) -> dict[str, Any]:
+    from kforge_bot.evaluate.checks import compare_outputs
+
+    records: list[dict[str, Any]] = []
+    tolerance = plan.spec.tolerance
+
+    def check(case: Case, cand_file: str, ref_file: str, label: str) -> str | None:
+        cand_path, ref_path = plan.out_dir / cand_file, ref_dir / ref_file
+        if not cand_path.is_file():
+            return f"rejected|{label}: the candidate's process produced no output file for this case"
+        try:
+            cand = _load(cand_path)
+        except Exception as exc:  # noqa: BLE001 - a forged or truncated file is the candidate's problem
+            return f"rejected|{label}: unreadable output file ({type(exc).__name__})"
+        ref = _load(ref_path)
+        per_output = compare_outputs(cand, ref, tolerance)
+        records.append({"case": label, "shape_set": case.shape, "seed": case.seed, "outputs": per_output})
+        bad = next((o for o in per_output if not o["ok"]), None)
+        return f"incorrect|{label}: output {bad['index']}: {bad['problem']}" if bad else None
+
+    failure = None
+    for case in plan.correctness_cases():
+        failure = check(case, case.cand_file, case.ref_file, case.label)
+        if failure is None and case.reuse_file and case.reuse_ref_file:
+            failure = check(case, case.reuse_file, case.reuse_ref_file,
+                            f"{case.label}, called again with seed {case.reuse_seed}'s values in the same buffers")
+            if failure and failure.startswith("incorrect|"):
+                failure = "rejected|" + failure.split("|", 1)[1] + " (result cached across calls?)"
+        if failure:
+            break
+    if failure is None:
+        for case in plan.timing_cases():
+            if not (plan.out_dir / case.cand_file).is_file():
+                continue  # a very slow kernel may not reach every rotated set; the ones it did are checked
+            failure = check(case, case.cand_file, case.ref_file, case.label)
+            if failure:
+                break
+    worst_abs = max((o.get("max_abs", 0.0) for r in records for o in r["outputs"]), default=0.0)
+    worst_rel = max((o.get("rel_norm", 0.0) for r in records for o in r["outputs"]), default=0.0)
+    summary: dict[str, Any] = {
+        "ok": failure is None,
+        "seeds": plan.seeds,
+        "shape_sets": list(plan.spec.shape_sets),
+        "cases_checked": len(records),
+        "timed_outputs_checked": sum(1 for r in records if r["case"].startswith("timed run")),
+        "max_abs_error": worst_abs,
+        "max_rel_norm_error": worst_rel,
+        "tolerance": plan.spec.tolerance or "by dtype",
+        "checks": ["shape and dtype", "NaN/Inf", "elementwise atol/rtol", "relative norm", "non-constant",
+                   "inputs unchanged", "no aliasing", "plain tensors", "same buffers new values",
+                   "earlier outputs not overwritten", "timed outputs"],
+        "records": records,
+    }
+    if failure:
+        summary["status"], summary["reason"] = failure.split("|", 1)
+    return summary
+
+
+def _profile_rejection(plan: Plan, profile: dict[str, Any]) -> str | None:
+    cand = profile.get("candidate") or {}
+    if cand.get("side_stream_kernels"):
+        names = ", ".join(cand["side_stream_kernels"][:3])
+        return (f"the candidate launched kernels on a side stream ({names}); work outside the current stream "
+                "escapes the timed region")
+    if plan.settings.allow_framework_fallback:
+        return None
+    ref_ops = set((profile.get("reference") or {}).get("compute_ops") or [])
+    cand_ops = set(cand.get("compute_ops") or [])
+    if ref_ops and ref_ops <= cand_ops:
+        return (f"the candidate still calls every framework op the reference uses ({', '.join(sorted(ref_ops)[:4])}):"
+                " it falls back to the framework instead of replacing it (policy allow_framework_fallback: false)")
+    return None
+
+
+def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence: float) -> None:
+    per_shape = []
+    pooled_b: list[float] = []
+    pooled_c: list[float] = []
+    usable = [t for t in timing if t.get("baseline_ms") and t.get("candidate_ms")]
+    if not usable:
+        return
+    n_min = min(len(t["baseline_ms"]) for t in usable)
+    for t in usable:
+        b, c = t["baseline_ms"], t["candidate_ms"]
+        speedup, ci = speedup_from_pairs(b, c, confidence)
+        per_shape.append({"shape_set": t["shape"], "baseline": summarize(b).to_dict(),
+                          "candidate": summarize(c).to_dict(), "speedup": speedup, "speedup_ci": list(ci),
+                          "pairs": len(b), "calls_per_sample": t.get("calls_per_sample", 1),
+                          "stop_reason": t.get("stop_reason", ""), "wall_s": t.get("wall_s")})
+        # Each shape set weighs the same in the pooled figure, however many pairs it took.
+        step = len(b) / n_min
+        idx = [int(i * step) for i in range(n_min)]
+        pooled_b.extend(b[i] for i in idx)
+        pooled_c.extend(c[i] for i in idx)
+    speedup, ci = speedup_from_pairs(pooled_b, pooled_c, confidence)
+    result.speedup, result.speedup_ci = speedup, ci
+    b_stats = [summarize(t["baseline_ms"]) for t in usable]
+    c_stats = [summarize(t["candidate_ms"]) for t in usable]
+    result.baseline = _sum_stats(b_stats)
+    result.candidate = _sum_stats(c_stats)
+    result.details["timing"] = per_shape
+    result.details["confidence"] = confidence
+
+
+def _sum_stats(stats: list[TimingStats]) -> TimingStats:
+    """One call on every shape set: medians and quartiles add up per shape set."""
+    return TimingStats(
+        median_ms=sum(s.median_ms for s in stats),
+        q1_ms=sum(s.q1_ms for s in stats),
+        q3_ms=sum(s.q3_ms for s in stats),
+        min_ms=sum(s.min_ms for s in stats),
+        samples=sum(s.samples for s in stats),
+    )

@@ -1,0 +1,112 @@
+"""Worker-side loading: import an Implementation, build its callable, make seeded inputs on the device."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect as _inspect  # the worker's own use; candidates may not import it
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+import torch
+
+from kforge_bot.spec import Implementation, KernelSpec
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)  # seeds every device's default generator too
+    try:
+        import numpy
+
+        numpy.random.seed(seed % (2**32))
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def import_implementation(impl: Implementation, workdir: Path, tag: str) -> ModuleType:
+    """Write the source to `workdir/<tag>/<filename>` and import it as a fresh, uniquely named module."""
+    digest = hashlib.sha256(impl.source.encode()).hexdigest()[:12]
+    folder = workdir / f"{tag}_{digest}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / impl.filename
+    path.write_text(impl.source, encoding="utf-8")
+    if impl.root and impl.root not in sys.path:
+        sys.path.insert(0, impl.root)
+    module_name = f"_kforge_{tag}_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {impl.filename}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def lookup(module: ModuleType, symbol: str, label: str) -> Any:
+    if not hasattr(module, symbol):
+        raise AttributeError(f"{label} defines no {symbol!r}")
+    return getattr(module, symbol)
+
+
+def make_inputs(spec: KernelSpec, inputs_module: ModuleType, shape_set: dict[str, Any], seed: int,
+                device: torch.device) -> list[Any]:
+    """Fresh random inputs for one (shape set, seed), created directly on the device."""
+    fn = lookup(inputs_module, spec.inputs_symbol, "the inputs module")
+    kwargs = dict(shape_set)
+    try:
+        if "device" in _inspect.signature(fn).parameters:
+            kwargs["device"] = device
+    except (TypeError, ValueError):
+        pass
+    seed_everything(seed)
+    with torch.device(device):
+        values = fn(**kwargs)
+    if isinstance(values, torch.Tensor):
+        values = [values]
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"{spec.inputs_symbol}() returned {type(values).__name__}; expected a list or tuple")
+    moved = [v.to(device) if isinstance(v, torch.Tensor) and v.device != device else v for v in values]
+    return moved
+
+
+def init_args(spec: KernelSpec, inputs_module: ModuleType) -> tuple[list[Any], dict[str, Any]]:
+    if spec.init_symbol:
+        values = lookup(inputs_module, spec.init_symbol, "the inputs module")()
+        return list(values) if isinstance(values, (list, tuple)) else [values], {}
+    return [], dict(spec.init_kwargs)
+
+
+def build_callable(obj: Any, spec: KernelSpec, inputs_module: ModuleType, device: torch.device,
+                   seed: int, state_from: torch.nn.Module | None = None) -> Callable[..., Any]:
+    """A function is called as is; an nn.Module class is built (seeded) with the spec's init inputs."""
+    if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
+        args, kwargs = init_args(spec, inputs_module)
+        seed_everything(seed)
+        module = obj(*args, **kwargs)
+        if state_from is not None:
+            _copy_matching_state(state_from, module)
+        return module.to(device).eval()
+    if callable(obj):
+        return obj
+    raise TypeError(f"{type(obj).__name__} object is not callable")
+
+
+def _copy_matching_state(source: torch.nn.Module, dest: torch.nn.Module) -> None:
+    """Give the candidate the reference's weights when both hold the same named parameters and buffers.
+
+    Seeded construction usually produces identical weights already; this also covers candidates that
+    create their parameters in another order.
+    """
+    src = source.state_dict()
+    dst = dest.state_dict()
+    if src.keys() == dst.keys() and all(src[k].shape == dst[k].shape for k in src):
+        dest.load_state_dict(src)
+
+
+def call(fn: Callable[..., Any], inputs: list[Any]) -> Any:
+    with torch.no_grad():
+        return fn(*inputs)

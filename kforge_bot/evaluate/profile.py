@@ -1,0 +1,92 @@
+"""Worker-side profiling of one call: framework ops, device kernels and the streams they ran on.
+
+The digest feeds the analyst and the evidence; the op list lets the parent spot a candidate that simply
+calls the framework op it claims to replace; the stream list catches work launched on a side stream,
+which device events on the current stream would not see.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+# Framework ops that move or shape data without computing anything a kernel would replace.
+NON_COMPUTE_OPS = {
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::zeros", "aten::zeros_like", "aten::ones",
+    "aten::ones_like", "aten::full", "aten::full_like", "aten::fill_", "aten::zero_", "aten::view",
+    "aten::reshape", "aten::_reshape_alias", "aten::contiguous", "aten::clone", "aten::copy_", "aten::to",
+    "aten::_to_copy", "aten::as_strided", "aten::t", "aten::transpose", "aten::permute", "aten::expand",
+    "aten::select", "aten::slice", "aten::unsqueeze", "aten::squeeze", "aten::detach", "aten::alias",
+    "aten::lift_fresh", "aten::resolve_conj", "aten::resolve_neg", "aten::size", "aten::stride", "aten::item",
+    "aten::_local_scalar_dense", "aten::is_nonzero", "aten::numel", "aten::flatten", "aten::unflatten",
+    "aten::split", "aten::chunk", "aten::narrow", "aten::unbind", "aten::stack", "aten::cat", "aten::record_stream",
+    "aten::result_type", "aten::set_", "aten::resize_", "aten::new_empty", "aten::new_empty_strided",
+    "aten::new_zeros", "aten::empty_permuted", "aten::_unsafe_view", "aten::expand_as", "aten::view_as",
+    "aten::contiguous", "aten::dropout", "aten::feature_dropout", "aten::linear_backward",
+}
+
+
+def compute_ops(op_names: list[str]) -> list[str]:
+    return sorted({name for name in op_names if name.startswith("aten::") and name not in NON_COMPUTE_OPS})
+
+
+def profile_call(fn: Callable[[], Any], device: torch.device, synchronize: Callable[[], None]) -> dict[str, Any]:
+    """Run `fn` once under the framework profiler and digest what happened."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    elif device.type == "xpu" and hasattr(ProfilerActivity, "XPU"):
+        activities.append(ProfilerActivity.XPU)
+    marker = torch.zeros(1, device=device) if device.type != "cpu" else None
+    synchronize()
+    with profile(activities=activities) as prof:
+        if marker is not None:
+            marker.add_(1)  # one known kernel on the current stream, to learn that stream's id
+        fn()
+        synchronize()
+    digest: dict[str, Any] = {"ops": [], "kernels": [], "streams": {}, "side_stream_kernels": []}
+    ops: dict[str, int] = {}
+    for event in prof.events():
+        if event.name.startswith("aten::"):
+            ops[event.name] = ops.get(event.name, 0) + 1
+    digest["ops"] = sorted(ops)
+    digest["compute_ops"] = compute_ops(list(ops))
+    if device.type == "cpu":
+        return digest
+    kernels: list[dict[str, Any]] = []
+    try:
+        raw = prof.profiler.kineto_results.events()  # type: ignore[union-attr]
+    except AttributeError:
+        digest["streams_checked"] = False
+        return digest
+    current_stream = None
+    for event in raw:
+        if event.device_type() == torch.autograd.DeviceType.CPU:
+            continue
+        name = event.name()
+        stream = int(event.device_resource_id())
+        record = {"name": name, "us": event.duration_ns() / 1000.0, "stream": stream}
+        if current_stream is None and marker is not None and ("fill" in name or "add" in name.lower()
+                                                              or "elementwise" in name.lower()):
+            current_stream = stream
+            continue  # the marker itself
+        kernels.append(record)
+    digest["streams_checked"] = current_stream is not None
+    digest["current_stream"] = current_stream
+    digest["kernels"] = _merge_kernels(kernels)
+    digest["device_us"] = sum(k["us"] for k in kernels)
+    if current_stream is not None:
+        digest["side_stream_kernels"] = sorted({k["name"][:120] for k in kernels if k["stream"] != current_stream})
+    return digest
+
+
+def _merge_kernels(kernels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    merged: dict[str, dict[str, Any]] = {}
+    for kernel in kernels:
+        entry = merged.setdefault(kernel["name"], {"name": kernel["name"][:200], "calls": 0, "us": 0.0})
+        entry["calls"] += 1
+        entry["us"] += kernel["us"]
+    return sorted(merged.values(), key=lambda k: -k["us"])

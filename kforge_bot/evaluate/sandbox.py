@@ -1,0 +1,160 @@
+"""Running a worker in a child process that cannot take the bot down or see its secrets.
+
+- A fresh interpreter in its own process group (session), killed as a group on timeout, so compilers,
+  stray threads and grandchildren go with it.
+- An environment stripped of tokens, keys, passwords and CI credentials.
+- Results over a private pipe, as JSON lines carrying a nonce the child reads from stdin before any user
+  code is imported; stdout and stderr are kept only as a log tail for the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH|COOKIE|SESSION)",
+                         re.IGNORECASE)
+SECRET_PREFIXES = ("GITHUB_", "ACTIONS_", "OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GH_", "HF_",
+                   "HUGGING_FACE_", "RUNNER_", "KFORGE_LLM_", "SSH_")
+LOG_TAIL_BYTES = 16_000
+
+
+def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The parent's environment minus anything that could be a credential."""
+    source = dict(os.environ if environ is None else environ)
+    clean = {k: v for k, v in source.items() if not SECRET_NAME.search(k) and not k.startswith(SECRET_PREFIXES)}
+    clean["PYTHONUNBUFFERED"] = "1"
+    clean["PYTHONDONTWRITEBYTECODE"] = "1"
+    # The worker must import this kforge_bot even when it is not installed (tests, a checkout).
+    package_root = str(Path(__file__).resolve().parents[2])
+    clean["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, clean.get("PYTHONPATH", "")) if p)
+    return clean
+
+
+@dataclass
+class ChildOutcome:
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    returncode: int | None = None
+    timed_out: bool = False
+    wall_s: float = 0.0
+    log_tail: str = ""
+    forged_lines: int = 0  # lines on the channel without the nonce (a candidate writing to it)
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        finals = [m for m in self.messages if m.get("type") == "result"]
+        return finals[-1] if finals else None
+
+    def exit_description(self) -> str:
+        if self.timed_out:
+            return f"timed out after {self.wall_s:.0f} s (hang, or too slow to finish)"
+        if self.returncode is None:
+            return "did not finish"
+        if self.returncode < 0:
+            try:
+                name = signal.Signals(-self.returncode).name
+            except ValueError:
+                name = f"signal {-self.returncode}"
+            return f"killed by {name}"
+        return f"exited with status {self.returncode} before reporting a result"
+
+
+def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,
+               on_message: Callable[[dict[str, Any]], None] | None = None,
+               env: dict[str, str] | None = None) -> ChildOutcome:
+    """Run `python -m kforge_bot.evaluate.worker` on `request`; never raises for the child's failures."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    request_path = workdir / f"request_{request['role']}.json"
+    request_path.write_text(json.dumps(request), encoding="utf-8")
+    log_path = workdir / f"log_{request['role']}.txt"
+    nonce = secrets.token_hex(16)
+    read_fd, write_fd = os.pipe()
+    outcome = ChildOutcome()
+    started = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kforge_bot.evaluate.worker", str(request_path), str(write_fd)],
+            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
+            env=scrubbed_environment() if env is None else env, cwd=str(workdir), start_new_session=True,
+        )
+        os.close(write_fd)
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write((nonce + "\n").encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        buffer = b""
+        selector = selectors.DefaultSelector()
+        selector.register(read_fd, selectors.EVENT_READ)
+        eof = False
+        try:
+            while not eof:
+                remaining = timeout_s - (time.monotonic() - started)
+                if remaining <= 0:
+                    outcome.timed_out = True
+                    break
+                for _key, _ in selector.select(timeout=min(remaining, 1.0)):
+                    chunk = os.read(read_fd, 1 << 16)
+                    if not chunk:
+                        eof = True
+                        break
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        message = _parse(line, nonce)
+                        if message is None:
+                            outcome.forged_lines += 1 if line.strip() else 0
+                            continue
+                        outcome.messages.append(message)
+                        if on_message is not None:
+                            on_message(message)
+                if not eof and proc.poll() is not None and not selector.select(timeout=0):
+                    # The child is gone but a grandchild may hold the pipe open: do not wait for it.
+                    break
+        finally:
+            selector.close()
+            os.close(read_fd)
+            _kill_group(proc)
+            try:
+                outcome.returncode = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                outcome.returncode = None
+    outcome.wall_s = time.monotonic() - started
+    outcome.log_tail = _tail(log_path)
+    return outcome
+
+
+def _parse(line: bytes, nonce: str) -> dict[str, Any] | None:
+    try:
+        message = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(message, dict) or message.get("nonce") != nonce:
+        return None
+    return message
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-LOG_TAIL_BYTES:].decode("utf-8", errors="replace")

@@ -1,0 +1,111 @@
+"""Statistics on paired timings: pure functions, no torch.
+
+Baseline and candidate are timed in alternating pairs, so each pair shares the machine's state at that
+moment and slow drift cancels in the ratio. The speedup is the median of the per-pair ratios
+baseline/candidate; its confidence interval comes from order statistics of those ratios (the
+distribution-free interval for a median), so no normality is assumed and single outliers cannot move it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from kforge_bot.evaluate.result import TimingStats
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile of already sorted values."""
+    if not sorted_values:
+        raise ValueError("no values")
+    pos = (len(sorted_values) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summarize(times_ms: Sequence[float]) -> TimingStats:
+    values = sorted(times_ms)
+    return TimingStats(
+        median_ms=quantile(values, 0.5),
+        q1_ms=quantile(values, 0.25),
+        q3_ms=quantile(values, 0.75),
+        min_ms=values[0],
+        samples=len(values),
+    )
+
+
+def _binomial_cdf(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2), computed in log space so large n does not overflow."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    log_half_n = -n * math.log(2.0)
+    total = 0.0
+    for i in range(k + 1):
+        total += math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + log_half_n)
+    return min(total, 1.0)
+
+
+def _order_statistic_rank(n: int, confidence: float) -> int:
+    """Largest k (1-based) with P(X < k) <= alpha/2: the interval [x_(k), x_(n-k+1)] covers the median."""
+    alpha = 1.0 - confidence
+    if n > 300:
+        # Normal approximation to the binomial; exact sums get slow and the approximation is excellent here.
+        z = _z(1.0 - alpha / 2)
+        return max(1, int(math.floor(n / 2 - z * math.sqrt(n) / 2)))
+    k = 0
+    while k + 1 <= n and _binomial_cdf(k, n) <= alpha / 2:
+        k += 1
+    return max(k, 1)
+
+
+def _z(p: float) -> float:
+    """Inverse standard normal CDF (Acklam's rational approximation; |error| < 1.2e-9)."""
+    a = [-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02, 1.383577518672690e02,
+         -3.066479806614716e01, 2.506628277459239e00]
+    b = [-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02, 6.680131188771972e01,
+         -1.328068155288572e01]
+    c = [-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00, -2.549671010243111e00,
+         4.374664141464968e00, 2.938163982698783e00]
+    d = [7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00]
+    if p < 0.02425:
+        q = math.sqrt(-2 * math.log(p))
+        return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / \
+               ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1)
+    if p > 1 - 0.02425:
+        return -_z(1 - p)
+    q = p - 0.5
+    r = q * q
+    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / \
+           (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+
+
+def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(median, low, high): a distribution-free confidence interval for the median."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("no values")
+    median = quantile(ordered, 0.5)
+    if n < 6:  # too few pairs for any interval at 95%: say so with the full range
+        return median, ordered[0], ordered[-1]
+    k = _order_statistic_rank(n, confidence)
+    return median, ordered[k - 1], ordered[n - k]
+
+
+def speedup_from_pairs(baseline_ms: Sequence[float], candidate_ms: Sequence[float],
+                       confidence: float = 0.95) -> tuple[float, tuple[float, float]]:
+    """Median of per-pair ratios baseline/candidate, and its confidence interval."""
+    if len(baseline_ms) != len(candidate_ms) or not baseline_ms:
+        raise ValueError("need equally many baseline and candidate times, at least one")
+    ratios = [b / c for b, c in zip(baseline_ms, candidate_ms) if c > 0 and b > 0]
+    if not ratios:
+        raise ValueError("no positive time pairs")
+    median, low, high = median_ci(ratios, confidence)
+    return median, (low, high)
+
+
+def relative_half_width(ci: tuple[float, float], center: float) -> float:
+    return (ci[1] - ci[0]) / (2 * center) if center > 0 else math.inf

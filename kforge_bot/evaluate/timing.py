@@ -1,0 +1,131 @@
+"""Worker-side timing: baseline and candidate interleaved, on the device's own clock.
+
+Each sample flushes the last-level cache, synchronizes the whole device, and times `k` calls between two
+device timestamps (k > 1 only for kernels too short to time singly). Samples come in pairs whose order
+alternates (B C, C B, ...) so neither side always runs first. Input sets rotate, so no call sees the
+inputs of the call before it. The loop stops once the speedup's confidence interval is tight enough or the
+time budget is spent; the parent recomputes every statistic from the raw samples it receives.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kforge_bot.evaluate.stats import relative_half_width, speedup_from_pairs
+from kforge_bot.targets.base import Target
+
+MIN_SAMPLE_MS = 0.2  # shorter kernels are timed k calls at a time, so launch latency does not dominate
+MAX_CALLS_PER_SAMPLE = 256
+
+_monotonic = time.monotonic  # bound at import, before any candidate code exists
+
+
+@dataclass
+class PairedTimes:
+    baseline_ms: list[float] = field(default_factory=list)
+    candidate_ms: list[float] = field(default_factory=list)
+    calls_per_sample: int = 1
+    stop_reason: str = ""
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "baseline_ms": self.baseline_ms,
+            "candidate_ms": self.candidate_ms,
+            "calls_per_sample": self.calls_per_sample,
+            "stop_reason": self.stop_reason,
+            "wall_s": self.wall_s,
+        }
+
+
+def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list[Any]], start: int,
+           k: int) -> tuple[float, Any, int]:
+    """Time k consecutive calls; returns (ms per call, last output, index of its input set)."""
+    target.flush_cache()
+    target.synchronize()
+    timer = target.timer()
+    out = None
+    index = start
+    timer.start()
+    for j in range(k):
+        index = (start + j) % len(input_sets)
+        out = fn(input_sets[index])
+    timer.stop()
+    elapsed = timer.elapsed_ms()
+    target.synchronize()  # work on other streams must finish before anyone reads the output
+    return elapsed / k, out, index
+
+
+def measure_pair(
+    target: Target,
+    baseline: Callable[[list[Any]], Any],
+    candidate: Callable[[list[Any]], Any],
+    input_sets: list[list[Any]],
+    *,
+    time_budget_s: float,
+    target_precision: float,
+    min_pairs: int,
+    max_pairs: int,
+    confidence: float,
+    warmup_ms: float,
+    after_baseline: Callable[[Any], None],
+    after_candidate: Callable[[Any, int], None],
+    progress: Callable[[int, float | None, tuple[float, float] | None], None] | None = None,
+) -> PairedTimes:
+    """Interleaved A/B timing until the CI is tight, the budget is spent, or `max_pairs` is reached.
+
+    `after_baseline(out)` and `after_candidate(out, input_index)` run outside the timed region: the caller
+    poisons the baseline's outputs (so a candidate cannot find them in freed memory) and keeps the
+    candidate's timed outputs for the correctness check.
+    """
+    started = _monotonic()
+    # Warm-up: compilation, caches, allocator pools. Estimate the per-call time from the last calls.
+    estimate = 0.0
+    for fn in (baseline, candidate):
+        calls = 0
+        warm_start = _monotonic()
+        while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
+            ms, out, index = _timed(target, fn, input_sets, calls, 1)
+            (after_baseline(out) if fn is baseline else after_candidate(out, index))
+            estimate = max(estimate, ms) if calls >= 2 else estimate
+            calls += 1
+            if calls >= 1000:
+                break
+    k = 1 if estimate >= MIN_SAMPLE_MS else min(MAX_CALLS_PER_SAMPLE, math.ceil(MIN_SAMPLE_MS / max(estimate, 1e-4)))
+    result = PairedTimes(calls_per_sample=k)
+    budget_end = started + time_budget_s
+    pair = 0
+    while True:
+        order = ((baseline, "b"), (candidate, "c")) if pair % 2 == 0 else ((candidate, "c"), (baseline, "b"))
+        for fn, side in order:
+            ms, out, index = _timed(target, fn, input_sets, pair * k, k)
+            if side == "b":
+                result.baseline_ms.append(ms)
+                after_baseline(out)
+            else:
+                result.candidate_ms.append(ms)
+                after_candidate(out, index)
+        pair += 1
+        done = pair >= max_pairs
+        now = _monotonic()
+        if pair >= min_pairs and (pair % 5 == 0 or done or now >= budget_end):
+            speedup, ci = speedup_from_pairs(result.baseline_ms, result.candidate_ms, confidence)
+            if progress is not None:
+                progress(pair, speedup, ci)
+            if relative_half_width(ci, speedup) <= target_precision:
+                result.stop_reason = f"confidence interval within +-{target_precision:.1%}"
+                break
+        if done:
+            result.stop_reason = f"reached {max_pairs} pairs"
+            break
+        if now >= budget_end and pair >= min_pairs:
+            result.stop_reason = f"time budget of {time_budget_s:g} s spent"
+            break
+        if now >= budget_end + 4 * time_budget_s:  # min_pairs of a very slow kernel: stop anyway
+            result.stop_reason = "time budget far exceeded before the minimum number of pairs"
+            break
+    result.wall_s = _monotonic() - started
+    return result

@@ -1,0 +1,314 @@
+"""The child process that runs code: `python -m kforge_bot.evaluate.worker REQUEST RESULT_FD`.
+
+Two roles, never in the same process:
+- `reference`: trusted code only. Computes the reference outputs for every correctness case and every
+  timing input set, and profiles the reference once.
+- `candidate`: imports the candidate (and the baseline), runs the correctness cases and the structural
+  checks, profiles both, times them interleaved. Outputs are written as files; the parent compares them
+  with the reference's, so a candidate never sees a reference output and cannot judge itself.
+
+Messages go to the parent over an inherited pipe as JSON lines carrying a nonce read from stdin before
+any user code is imported; anything the candidate prints goes to stdout/stderr, which decide nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from kforge_bot.evaluate import checks, loading
+from kforge_bot.evaluate.guards import FunctionSnapshot
+from kforge_bot.evaluate.plan import Plan
+from kforge_bot.evaluate.profile import profile_call
+from kforge_bot.evaluate.timing import measure_pair
+from kforge_bot.spec import Implementation
+from kforge_bot.targets import make_target
+
+_write = os.write  # bound before user code exists
+_dumps = json.dumps
+_exit = os._exit
+
+
+class Channel:
+    def __init__(self, fd: int, nonce: str) -> None:
+        self.fd = fd
+        self.nonce = nonce
+
+    def send(self, kind: str, **payload: Any) -> None:
+        line = _dumps({"nonce": self.nonce, "type": kind, **payload}, default=str) + "\n"
+        data = line.encode()
+        while data:
+            written = _write(self.fd, data)
+            data = data[written:]
+
+
+class Stop(Exception):
+    """Ends the candidate role early with a verdict (compile_error, crash, rejected, incorrect)."""
+
+    def __init__(self, status: str, reason: str, detail: str = ""):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.detail = detail
+
+
+def _short_error(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    # Compiler errors are long; keep the lines that say what went wrong.
+    keep = [ln for ln in lines if "error" in ln.lower()] or lines
+    return " | ".join(keep[:6])[:2000]
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    module = type(exc).__module__ or ""
+    text = str(exc)
+    return bool(
+        names & {"CompilationError", "CompileTimeAssertionFailure", "SyntaxError", "ImportError",
+                 "ModuleNotFoundError", "NameError"}
+        or module.startswith("triton.compiler")
+        or "Error building extension" in text
+        or "ninja: build stopped" in text
+        or "error: command" in text and "failed" in text
+    )
+
+
+def _as_list(value: Any) -> list[Any]:
+    return checks.flatten_outputs(value)
+
+
+def _save(outputs: list[torch.Tensor], path: Path) -> None:
+    torch.save([o.detach().cpu() for o in outputs], path)
+
+
+# ------------------------------------------------------------------------------------------ reference
+
+
+def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
+    spec = plan.spec
+    target = make_target(plan.target)
+    device = target.device
+    inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs")
+    ref_module = loading.import_implementation(spec.reference, workdir, "reference")
+    ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
+    reference = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
+    for case in plan.all_cases():
+        inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[case.shape], case.seed, device)
+        outputs = _as_list(loading.call(reference, inputs))
+        checks.check_plain_outputs(outputs, device.type)
+        _save(outputs, plan.out_dir / case.ref_file)
+        channel.send("progress", phase="reference", case=case.label)
+    profile = {}
+    if plan.settings.profile:
+        inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[0], plan.timing_seed(0, 0), device)
+        profile = profile_call(lambda: loading.call(reference, inputs), device, target.synchronize)
+    channel.send("result", status="ok", profile=profile, device_name=target.device_name(),
+                 target_info=target.describe())
+
+
+# ------------------------------------------------------------------------------------------ candidate
+
+
+def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
+    spec = plan.spec
+    target = make_target(plan.target)
+    device = target.device
+    device_type = device.type
+    torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
+    inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs")
+    base_module = loading.import_implementation(plan.baseline, workdir, "baseline")
+    ref_module = loading.import_implementation(spec.reference, workdir, "reference")
+    ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
+    reference_instance = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
+    state_source = reference_instance if isinstance(reference_instance, torch.nn.Module) else None
+    baseline = loading.build_callable(loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename),
+                                      spec, inputs_module, device, plan.init_seed, state_from=state_source)
+    del reference_instance, ref_module
+    def baseline_extra() -> dict[str, Any]:
+        # The functions behind the baseline: a patch of its class or instance would fake the comparison.
+        return {"baseline": baseline, "baseline class": type(baseline),
+                "baseline.forward": getattr(type(baseline), "forward", None),
+                "baseline instance forward": vars(baseline).get("forward") if hasattr(baseline, "__dict__") else None}
+
+    snapshot = FunctionSnapshot(extra=baseline_extra())
+
+    def guard(phase: str) -> None:
+        changed = snapshot.changed(baseline_extra())
+        if changed:
+            raise Stop("rejected", f"the candidate replaced {', '.join(changed[:5])} ({phase}); patching the "
+                                   "framework, the clock, the harness or the baseline is not allowed")
+
+    # Import and build the candidate: failures here are compile errors.
+    try:
+        cand_module = loading.import_implementation(plan.candidate, workdir, "candidate")
+        cand_obj = loading.lookup(cand_module, plan.candidate.symbol, plan.candidate.filename)
+        candidate = loading.build_callable(cand_obj, spec, inputs_module, device, plan.init_seed,
+                                           state_from=state_source)
+    except Exception as exc:  # noqa: BLE001 - any failure to build is the candidate's
+        raise Stop("compile_error", _short_error(exc), traceback.format_exc()[-4000:]) from None
+    guard("while importing")
+    if isinstance(candidate, torch.nn.Module) and isinstance(baseline, torch.nn.Module) \
+            and isinstance(candidate, type(baseline)) and type(candidate) is not type(baseline) \
+            and type(candidate).forward is type(baseline).forward:
+        raise Stop("rejected", "the candidate inherits the baseline's forward unchanged (it does no work of its own)")
+
+    def run(fn: Callable[..., Any], inputs: list[Any], what: str) -> list[Any]:
+        try:
+            out = _as_list(loading.call(fn, inputs))
+            target.synchronize()
+        except Exception as exc:  # noqa: BLE001
+            status = "compile_error" if _is_compile_error(exc) else "crash"
+            raise Stop(status, f"{what}: {_short_error(exc)}", traceback.format_exc()[-4000:]) from None
+        return out
+
+    # Correctness: every shape set, every seed; inputs must stay unchanged; outputs plain and fresh.
+    for case in plan.correctness_cases():
+        inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[case.shape], case.seed, device)
+        before = checks.snapshot_inputs(inputs)
+        outputs = run(candidate, inputs, f"running {case.label}")
+        try:
+            checks.check_plain_outputs(outputs, device_type)
+            checks.check_no_alias(outputs, inputs)
+            checks.check_inputs_unchanged(inputs, before)
+        except checks.CheckFailure as failure:
+            raise Stop(failure.kind, f"{case.label}: {failure}") from None
+        _save(outputs, plan.out_dir / case.cand_file)
+        if case.reuse_file:
+            # Same input buffers, new values: a result cached by pointer or shape shows up here, and an
+            # output buffer reused across calls overwrites the first result.
+            kept = [o.clone() for o in outputs]
+            fresh = loading.make_inputs(spec, inputs_module, spec.shape_sets[case.shape], case.reuse_seed, device)
+            for buffer, value in zip(inputs, fresh):
+                if isinstance(buffer, torch.Tensor):
+                    buffer.copy_(value)
+            again = run(candidate, inputs, f"running {case.label} again with new values in the same buffers")
+            try:
+                checks.check_plain_outputs(again, device_type)
+            except checks.CheckFailure as failure:
+                raise Stop(failure.kind, f"{case.label}: {failure}") from None
+            _save(again, plan.out_dir / case.reuse_file)
+            for i, (first, copy) in enumerate(zip(outputs, kept)):
+                if not torch.equal(first.nan_to_num(), copy.nan_to_num()):
+                    raise Stop("rejected", f"{case.label}: output {i} of an earlier call changed when the "
+                                           "candidate ran again (output buffers reused across calls)")
+        channel.send("progress", phase="correctness", case=case.label)
+        del inputs, before, outputs
+    guard("while running")
+
+    profile: dict[str, Any] = {}
+    if plan.settings.profile:
+        inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[0], plan.timing_seed(0, 0), device)
+        try:
+            profile["candidate"] = profile_call(lambda: loading.call(candidate, inputs), device, target.synchronize)
+            profile["baseline"] = profile_call(lambda: loading.call(baseline, inputs), device, target.synchronize)
+        except Exception as exc:  # noqa: BLE001 - a profiler failure is not the candidate's fault
+            profile["error"] = _short_error(exc)
+        del inputs
+        guard("while profiling")
+
+    timing: list[dict[str, Any]] = []
+    if plan.settings.measure:
+        for shape_index in range(len(spec.shape_sets)):
+            timing.append(_time_shape(plan, shape_index, target, inputs_module, baseline, candidate, channel, run))
+            guard("while timing")
+    channel.send("result", status="ok", profile=profile, timing=timing, device_name=target.device_name(),
+                 target_info=target.describe())
+
+
+def _poison(outputs: list[Any]) -> None:
+    for out in outputs:
+        if isinstance(out, torch.Tensor) and out.numel():
+            out.fill_(math.nan if out.is_floating_point() else -1)
+
+
+def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, baseline: Any, candidate: Any,
+                channel: Channel, run: Callable[..., list[Any]]) -> dict[str, Any]:
+    spec = plan.spec
+    device = target.device
+    sets = [loading.make_inputs(spec, inputs_module, spec.shape_sets[shape_index], plan.timing_seed(shape_index, r),
+                                device) for r in range(plan.settings.rotate_sets)]
+    snapshots = [checks.snapshot_inputs(s) for s in sets]
+    kept: dict[int, list[torch.Tensor]] = {}
+
+    def call_baseline(inputs: list[Any]) -> Any:
+        return loading.call(baseline, inputs)
+
+    def call_candidate(inputs: list[Any]) -> Any:
+        return loading.call(candidate, inputs)
+
+    def after_baseline(out: Any) -> None:
+        _poison(_as_list(out))
+
+    def after_candidate(out: Any, index: int) -> None:
+        outputs = _as_list(out)
+        checks.check_plain_outputs(outputs, device.type)
+        kept[index] = [o.clone() for o in outputs]
+
+    def progress(pairs: int, speedup: float | None, ci: tuple[float, float] | None) -> None:
+        channel.send("progress", phase="timing", shape=shape_index, pairs=pairs, speedup=speedup,
+                     ci=list(ci) if ci else None)
+
+    try:
+        times = measure_pair(
+            target, call_baseline, call_candidate, sets,
+            time_budget_s=plan.settings.time_budget_s / len(spec.shape_sets),
+            target_precision=plan.settings.target_precision,
+            min_pairs=plan.settings.min_pairs,
+            max_pairs=plan.settings.max_pairs,
+            confidence=plan.settings.confidence,
+            warmup_ms=plan.settings.warmup_ms,
+            after_baseline=after_baseline,
+            after_candidate=after_candidate,
+            progress=progress,
+        )
+    except checks.CheckFailure as failure:
+        raise Stop(failure.kind, f"timed run, shape set {shape_index}: {failure}") from None
+    except Exception as exc:  # noqa: BLE001
+        raise Stop("crash", f"timed run, shape set {shape_index}: {_short_error(exc)}",
+                   traceback.format_exc()[-4000:]) from None
+    for r, (inputs, before) in enumerate(zip(sets, snapshots)):
+        try:
+            checks.check_inputs_unchanged(inputs, before)
+        except checks.CheckFailure as failure:
+            raise Stop("rejected", f"timed run, shape set {shape_index}: {failure}") from None
+        if r in kept:
+            _save(kept[r], plan.out_dir / plan.timed_cand_file(shape_index, r))
+    return {"shape": shape_index, **times.to_dict()}
+
+
+# --------------------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str]) -> int:
+    request_path, fd = Path(argv[0]), int(argv[1])
+    nonce = sys.stdin.readline().strip()
+    channel = Channel(fd, nonce)
+    plan = Plan.from_dict(json.loads(request_path.read_text(encoding="utf-8")))
+    workdir = plan.out_dir / f"src_{plan.role}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(plan.threads) if plan.threads else None
+    try:
+        if plan.role == "reference":
+            run_reference(plan, channel, workdir)
+        else:
+            run_candidate(plan, channel, workdir)
+    except Stop as stop:
+        channel.send("result", status=stop.status, reason=stop.reason, detail=stop.detail)
+    except Exception as exc:  # noqa: BLE001 - in the reference role this is the user's spec failing
+        channel.send("result", status="error", reason=_short_error(exc), detail=traceback.format_exc()[-4000:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _exit(0)  # skip atexit handlers and finalizers: nothing may run after the result is sent
+    return 0  # pragma: no cover
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

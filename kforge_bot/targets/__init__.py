@@ -1,0 +1,43 @@
+"""Device targets behind one protocol, chosen by name or `auto`."""
+
+from __future__ import annotations
+
+from kforge_bot.errors import KforgeError
+
+TARGET_NAMES = ("cpu", "cuda", "xpu", "mps")
+AUTO_ORDER = ("cuda", "xpu", "mps", "cpu")
+
+
+def target_class(name: str):  # -> type[Target]; imported lazily so `import kforge_bot.targets` stays cheap
+    if name == "cpu":
+        from kforge_bot.targets.cpu import CpuTarget
+        return CpuTarget
+    if name == "cuda":
+        from kforge_bot.targets.cuda import CudaTarget
+        return CudaTarget
+    if name == "xpu":
+        from kforge_bot.targets.xpu import XpuTarget
+        return XpuTarget
+    if name == "mps":
+        from kforge_bot.targets.mps import MpsTarget
+        return MpsTarget
+    raise KforgeError(f"unknown target {name!r}", hint=f"use one of {', '.join(TARGET_NAMES)} or auto")
+
+
+def resolve_target_name(name: str, allowed: tuple[str, ...] | None = None) -> str:
+    """'auto' -> the first available device kind (among `allowed`); a named kind must be available."""
+    if name == "auto":
+        for kind in AUTO_ORDER:
+            if (allowed is None or kind in allowed) and target_class(kind).available():
+                return kind
+        raise KforgeError("no device this kernel supports is available here",
+                          hint=f"kernel targets: {', '.join(allowed or ())}")
+    cls = target_class(name)
+    if not cls.available():
+        raise KforgeError(f"target {name!r} is not available on this machine",
+                          hint="run `kforge-bot doctor` to see what is, or use --target auto")
+    return name
+
+
+def make_target(name: str, index: int = 0):
+    return target_class(name)(index)

@@ -1,0 +1,91 @@
+"""One small protocol for every kind of device the harness can measure on.
+
+A target knows how to place tensors, wait for the device, time a region with the device's own clock,
+flush the last-level cache between timed runs, and describe itself. Only the worker (a child process)
+touches the device; the parent uses `available()` and `describe()` through a probe.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+
+# The flush buffer is larger than any L2/LLC we target (H200 60 MB, B200 126 MB, Arc B580 18 MB).
+GPU_FLUSH_BYTES = 256 * 1024 * 1024
+CPU_FLUSH_BYTES = 64 * 1024 * 1024
+
+
+class Timer(ABC):
+    """Times one region. `stop()` only marks the end; `elapsed_ms()` waits for the device."""
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    @abstractmethod
+    def elapsed_ms(self) -> float: ...
+
+
+class HostTimer(Timer):
+    """For synchronous devices (the CPU): a monotonic host clock is the device clock."""
+
+    def __init__(self) -> None:
+        self._clock = time.perf_counter_ns  # bound now: a later patch of time.perf_counter changes nothing
+        self._t0 = self._t1 = 0
+
+    def start(self) -> None:
+        self._t0 = self._clock()
+
+    def stop(self) -> None:
+        self._t1 = self._clock()
+
+    def elapsed_ms(self) -> float:
+        return (self._t1 - self._t0) / 1e6
+
+
+class Target(ABC):
+    kind: str = ""
+
+    def __init__(self, index: int = 0) -> None:
+        self.index = index
+        self._flush_buffer: torch.Tensor | None = None
+
+    @classmethod
+    @abstractmethod
+    def available(cls) -> bool: ...
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self.kind, self.index) if self.kind != "cpu" else torch.device("cpu")
+
+    @abstractmethod
+    def device_name(self) -> str: ...
+
+    def synchronize(self) -> None:
+        """Wait for all work on the device (every stream), not just the current stream."""
+
+    @abstractmethod
+    def timer(self) -> Timer: ...
+
+    def flush_cache(self) -> None:
+        """Overwrite a buffer larger than the last-level cache so no run starts with warm data."""
+        if self._flush_buffer is None:
+            size = CPU_FLUSH_BYTES if self.kind == "cpu" else GPU_FLUSH_BYTES
+            self._flush_buffer = torch.empty(size // 4, dtype=torch.int32, device=self.device)
+        self._flush_buffer.fill_(1)
+
+    def memory_stats(self) -> dict[str, Any]:
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        """Identity for reports and cache keys: what could change a timing."""
+        return {
+            "kind": self.kind,
+            "device_name": self.device_name(),
+            "torch": torch.__version__,
+        }

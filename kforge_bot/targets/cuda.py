@@ -1,0 +1,58 @@
+"""The CUDA target: device events on the current stream, whole-device synchronization."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kforge_bot.targets.base import Target, Timer
+
+
+class CudaEventTimer(Timer):
+    def __init__(self) -> None:
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+        self._elapsed = torch.cuda.Event.elapsed_time  # bound now: patching the class later changes nothing
+
+    def start(self) -> None:
+        self._start.record()
+
+    def stop(self) -> None:
+        self._end.record()
+
+    def elapsed_ms(self) -> float:
+        self._end.synchronize()
+        return float(self._elapsed(self._start, self._end))
+
+
+class CudaTarget(Target):
+    kind = "cuda"
+
+    @classmethod
+    def available(cls) -> bool:
+        return torch.cuda.is_available()
+
+    def device_name(self) -> str:
+        return torch.cuda.get_device_name(self.index)
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self.index)
+
+    def timer(self) -> Timer:
+        return CudaEventTimer()
+
+    def memory_stats(self) -> dict[str, Any]:
+        return {"max_allocated_bytes": torch.cuda.max_memory_allocated(self.index)}
+
+    def describe(self) -> dict[str, Any]:
+        info = super().describe()
+        props = torch.cuda.get_device_properties(self.index)
+        info.update(
+            compute_capability=f"{props.major}.{props.minor}",
+            multiprocessors=props.multi_processor_count,
+            memory_bytes=props.total_memory,
+            cuda=torch.version.cuda,
+            l2_bytes=getattr(props, "L2_cache_size", None),
+        )
+        return info
