@@ -1,0 +1,84 @@
+"""May this event run on self-hosted hardware? One pure decision, with the reason to print.
+
+The rules (GitHub's advice for self-hosted runners on public repositories, tightened):
+- A same-repository PR whose author is OWNER, MEMBER or COLLABORATOR (and, when known, has write
+  permission) runs.
+- Anyone else's PR, and every fork PR, runs only when a maintainer has put the trigger label on
+  it, and only on a maintainer's action: the `labeled` event itself, a dispatch, or a command
+  comment by a maintainer. New commits pushed after the label was added do not run by
+  themselves: otherwise a label given to harmless code would let later pushes run anything.
+- Comment commands count only from OWNER, MEMBER or COLLABORATOR (or users with write access).
+Fail closed: an event whose PR details are unknown is not allowed.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from kforge_bot.events import PullRequestEvent
+
+DEFAULT_TRIGGER_LABEL = "kforge:run"
+TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+
+
+class Decision(NamedTuple):
+    allowed: bool
+    reason: str
+
+
+def _trusted(association: str | None, permission: str | None) -> bool:
+    if permission is not None:
+        # The permission API is the stronger fact: a read-only collaborator is not trusted,
+        # and an owner's association is confirmed.
+        return permission.lower() in WRITE_PERMISSIONS
+    return (association or "").upper() in TRUSTED_ASSOCIATIONS
+
+
+def _who(login: str | None, association: str | None, permission: str | None) -> str:
+    facts = [association or "unknown association"]
+    if permission is not None:
+        facts.append(f"{permission} permission")
+    return f"@{login or 'unknown'} ({', '.join(facts)})"
+
+
+def decide(event: PullRequestEvent, *, trigger_label: str = DEFAULT_TRIGGER_LABEL,
+           author_permission: str | None = None, sender_permission: str | None = None) -> Decision:
+    """Whether `event` may run on a self-hosted runner, and why.
+
+    `author_permission` / `sender_permission` are the PR author's and the event sender's
+    repository permission (admin, maintain, write, triage, read, none) when the caller looked
+    them up; without them the payload's author_association decides.
+    """
+    if not event.complete:
+        return Decision(False, f"PR #{event.number}: refs and author are unknown; look the PR up before deciding")
+    if event.state == "closed":
+        return Decision(False, f"PR #{event.number} is closed")
+
+    if event.command is not None and event.event_name == "issue_comment":
+        if not _trusted(event.sender_association, sender_permission):
+            return Decision(False, f"/kforge {event.command} by "
+                                   f"{_who(event.sender, event.sender_association, sender_permission)} ignored: "
+                                   "only OWNER, MEMBER or COLLABORATOR with write access can command kforge-bot")
+        if event.command == "stop":
+            return Decision(True, f"/kforge stop by @{event.sender}: runs nothing, closes the bot's PRs")
+
+    if event.action == "labeled" and event.label_added != trigger_label:
+        return Decision(False, f"label '{event.label_added}' added; only '{trigger_label}' starts a run")
+
+    author = _who(event.author, event.author_association, author_permission)
+    if not event.is_fork and _trusted(event.author_association, author_permission):
+        return Decision(True, f"same-repository PR by {author}")
+
+    why = (f"fork PR from {event.head_repo or 'a deleted fork'} by {author}" if event.is_fork
+           else f"PR by {author}, who lacks write access")
+    if trigger_label not in event.labels:
+        return Decision(False, f"{why}: a maintainer must add the '{trigger_label}' label to run it on self-hosted hardware")
+    if event.action == "labeled":
+        return Decision(True, f"{why}: @{event.sender or 'a maintainer'} added the '{trigger_label}' label")
+    if event.event_name == "workflow_dispatch":
+        return Decision(True, f"{why}: labeled '{trigger_label}' and dispatched by @{event.sender or 'a maintainer'}")
+    if event.event_name == "issue_comment":
+        return Decision(True, f"{why}: labeled '{trigger_label}' and /kforge {event.command} by @{event.sender}")
+    return Decision(False, f"{why}: new commits ({event.action}) since '{trigger_label}' was added; "
+                           f"a maintainer must review them and add the label again")
