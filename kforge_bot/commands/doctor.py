@@ -1,12 +1,123 @@
-"""`kforge-bot doctor`: not yet available (see the project's issues)."""
+"""`kforge-bot doctor`: probe this machine and measure its ceilings (see kforge_bot/doctor.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
 
 import click
 
-from kforge_bot.errors import KforgeError
+from kforge_bot.doctor import TARGET_CHOICES
 
 
-@click.command("doctor", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def doctor(args: tuple[str, ...]) -> None:
-    """Not yet available."""
-    raise KforgeError("'kforge-bot doctor' is not yet available in this version")
+@click.command("doctor")
+@click.option("--target", type=click.Choice(TARGET_CHOICES), default="auto", show_default=True,
+              help="Device kind to probe and measure; auto picks cuda, then xpu, then mps, then cpu.")
+@click.option("--json", "json_path", metavar="PATH", help="Also write the full report as JSON to PATH ('-': stdout only).")
+@click.option("--save", is_flag=True, help="Save the measured ceilings as this machine's roofline.")
+@click.option("--save-to", metavar="PATH", help="With --save: write the ceilings file here instead of the cache.")
+@click.option("--quick", is_flag=True, default=None,
+              help="Tiny sizes (seconds, for tests); figures are not ceilings. Also KFORGE_DOCTOR_QUICK=1.")
+@click.option("--timeout", type=float, default=900.0, show_default=True, help="Seconds allowed for the measurement child.")
+@click.option("--no-ncu", is_flag=True, help="Skip profiling a probe kernel under ncu (CUDA only).")
+def doctor(target: str, json_path: str | None, save: bool, save_to: str | None, quick: bool | None,
+           timeout: float, no_ncu: bool) -> None:
+    """Probe this machine: device, drivers and toolchain, profilers, measured ceilings.
+
+    Measurements run in a child process. Exit status 0 when the device was found and measured,
+    1 when it is missing or a measurement failed, 2 on bad input."""
+    from kforge_bot.doctor import build_report, save_report_ceilings
+
+    report = build_report(target, quick=quick, timeout=timeout, ncu_probe=not no_ncu)
+    saved = None
+    if save or save_to:
+        saved = save_report_ceilings(report, save_to)
+        report["saved_ceilings"] = str(saved)
+    if json_path == "-":
+        click.echo(json.dumps(report, indent=2))
+    else:
+        if json_path:
+            Path(json_path).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        _render(report)
+        if json_path:
+            click.echo(f"report written to {json_path}")
+        if saved:
+            click.echo(f"ceilings saved to {saved} (used as this machine's roofline)")
+    if not report["ok"]:
+        sys.exit(1)
+
+
+def _fmt(x: Any, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def _render(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    dev = report.get("device")
+    title = f"kforge-bot doctor: {report.get('target') or report['requested_target']}"
+    if dev:
+        title += f" - {dev['name']}"
+    if report.get("runner"):
+        title += f" (runner {report['runner']['name']})"
+    console.print(f"[bold]{title}[/bold]")
+
+    info = Table(title="Device and software", show_header=False, title_justify="left")
+    info.add_column("what")
+    info.add_column("value")
+    if dev:
+        for k, v in dev.items():
+            info.add_row(k, _fmt(v))
+    for k, v in report.get("software", {}).items():
+        if not k.endswith("_error"):
+            info.add_row(k, _fmt(v))
+    console.print(info)
+
+    tools = Table(title="Tools", title_justify="left")
+    for col in ("tool", "status", "version / message"):
+        tools.add_column(col)
+    for t in report["tools"]:
+        if not (t["relevant"] or t["found"]):
+            continue
+        status = "[green]ok[/green]" if t["ok"] else ("[red]broken[/red]" if t["found"] else "[yellow]missing[/yellow]")
+        tools.add_row(t["name"], status, t["version"] if t["ok"] else t["message"])
+    console.print(tools)
+
+    if report["profilers"]:
+        prof = Table(title="Profilers (tried)", title_justify="left")
+        for col in ("profiler", "works", "detail"):
+            prof.add_column(col)
+        for p in report["profilers"]:
+            prof.add_row(p["name"], "[green]yes[/green]" if p.get("ok") else "[red]no[/red]", _fmt(p.get("message")))
+        console.print(prof)
+
+    if report["comparison"]:
+        cmp = Table(title="Measured ceilings vs runner facts", title_justify="left")
+        for col in ("figure", "unit", "measured", "stated", "%", "ref.", "%", "status"):
+            cmp.add_column(col, justify="left" if col in ("figure", "unit", "status") else "right", no_wrap=True)
+        for r in report["comparison"]:
+            colour = {"ok": "green", "low": "yellow", "failed": "red"}.get(r["status"], "white")
+            cmp.add_row(r["figure"].replace(" bandwidth", ""), r["unit"], _fmt(r["measured"]), _fmt(r["datasheet"]),
+                        _fmt(r["pct_of_datasheet"]), _fmt(r["reference"]), _fmt(r["pct_of_reference"]),
+                        f"[{colour}]{r['status']}[/{colour}]")
+        console.print(cmp)
+        console.print("stated: the runner's datasheet figure; ref.: the project's measurement on that machine class; "
+                      "%: measured as a percentage of it")
+        method = report.get("method") or {}
+        console.print(f"timing: {method.get('timer')}; copy {method.get('copy_bytes', 0) >> 20} MiB, "
+                      f"matmul n={method.get('matmul_n')}, median of {method.get('reps')} after {method.get('warmup')} warm-up")
+
+    if report["missing"]:
+        console.print("[bold]Missing or not working[/bold]")
+        for line in report["missing"]:
+            console.print(f"  - {line}", soft_wrap=True)
+    else:
+        console.print("[green]Nothing missing.[/green]")
