@@ -110,7 +110,8 @@ class ScriptedLLMServer:
         handler = _make_handler(self)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-llm", daemon=True)
+        # A short poll interval: shutdown() waits for one, and tests start many servers.
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), name="scripted-llm", daemon=True)
         self._thread.start()
         return self
 

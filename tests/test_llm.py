@@ -1,0 +1,292 @@
+"""The LLM client, with the real `openai` package talking HTTP to a scripted server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+
+import pytest
+from fakes.llm_server import HTTPError, ScriptedLLMServer, rate_limited, reply, server_error, stall
+
+from kforge_bot.agents.errors import BudgetExhausted, LLMUnavailable, MalformedReply
+from kforge_bot.agents.llm import (
+    Endpoint,
+    LLMClient,
+    RetryPolicy,
+    Usage,
+    configured,
+    endpoint_from_env,
+    parse_retry_after,
+)
+from kforge_bot.errors import KforgeError
+
+MESSAGES = [
+    {"role": "system", "content": "You write Triton kernels."},
+    {"role": "user", "content": "Make softmax faster on the H200."},
+]
+
+
+@pytest.fixture
+def server():
+    with ScriptedLLMServer(api_key="sk-test-123") as s:
+        yield s
+
+
+def make_client(server: ScriptedLLMServer, **kwargs) -> tuple[LLMClient, list[float]]:
+    sleeps: list[float] = []
+    kwargs.setdefault("retry", RetryPolicy(max_attempts=4, base_delay=0.5, max_delay=8.0))
+    client = LLMClient(
+        Endpoint(server.base_url, "sk-test-123", "kforge-test-model"),
+        timeout=kwargs.pop("timeout", 5.0),
+        sleep=sleeps.append,
+        rand=lambda: 0.5,
+        **kwargs,
+    )
+    return client, sleeps
+
+
+# --- endpoint configuration -------------------------------------------------------------------------
+
+
+def test_endpoint_from_env_and_flag_override():
+    env = {"OPENAI_BASE_URL": "http://localhost:8000/v1", "OPENAI_API_KEY": "k", "KFORGE_MODEL": "qwen"}
+    assert endpoint_from_env(env=env) == Endpoint("http://localhost:8000/v1", "k", "qwen")
+    ep = endpoint_from_env(base_url="http://other/v1", model="llama", env=env)
+    assert ep == Endpoint("http://other/v1", "k", "llama")
+    assert "k" not in ep.describe().split() and "llama at http://other/v1" == ep.describe()
+
+
+def test_configured_needs_a_base_url_or_a_key():
+    assert not configured(env={})
+    assert not configured(env={"OPENAI_BASE_URL": "", "KFORGE_MODEL": "x"})  # a model alone is no endpoint
+    assert configured(env={"OPENAI_BASE_URL": "http://localhost:11434/v1"})  # Ollama: no key needed
+    assert configured(env={"OPENAI_API_KEY": "sk-x"})  # OpenAI itself
+    assert configured(base_url="http://127.0.0.1:1/v1", env={})
+
+
+# --- a plain call: wire format, headers, tokens -------------------------------------------------------
+
+
+def test_chat_sends_the_messages_and_counts_tokens(server):
+    server.push(reply("Here is the kernel.", prompt_tokens=812, completion_tokens=301))
+    client, sleeps = make_client(server)
+    out = client.chat(MESSAGES, temperature=0.2, max_tokens=4096)
+    assert out.text == "Here is the kernel."
+    assert (out.prompt_tokens, out.completion_tokens, out.total_tokens) == (812, 301, 1113)
+    assert out.finish_reason == "stop" and out.attempts == 1 and not out.usage_estimated
+    assert sleeps == []
+    (body,) = server.chat_requests
+    assert body["model"] == "kforge-test-model"
+    assert body["messages"] == MESSAGES
+    assert body["temperature"] == 0.2 and body["max_tokens"] == 4096
+    post = [r for r in server.requests if r.method == "POST"][0]
+    assert {k.lower(): v for k, v in post.headers.items()}["authorization"] == "Bearer sk-test-123"
+
+
+def test_usage_accumulates_across_calls(server):
+    server.push(reply("one", prompt_tokens=100, completion_tokens=10), reply("two", prompt_tokens=200, completion_tokens=20))
+    client, _ = make_client(server)
+    client.chat(MESSAGES)
+    client.chat(MESSAGES)
+    assert client.usage == Usage(calls=2, prompt_tokens=300, completion_tokens=30, retries=0, estimated=False)
+    assert client.usage.to_dict()["total_tokens"] == 330
+    assert Usage.from_dict(client.usage.to_dict()) == client.usage  # resumable from a trajectory
+
+
+def test_missing_usage_is_estimated_and_flagged(server):
+    server.push(reply("x" * 400, omit_usage=True))
+    client, _ = make_client(server)
+    out = client.chat(MESSAGES)
+    assert out.usage_estimated and client.usage.estimated
+    assert out.completion_tokens == 100  # 400 characters / 4
+    assert out.prompt_tokens > 0
+
+
+def test_token_budget_stops_further_calls(server):
+    server.push(reply("a", prompt_tokens=900, completion_tokens=200), reply("never sent"))
+    client, _ = make_client(server, token_budget=1000)
+    client.chat(MESSAGES)  # the call that crosses the budget still returns: it is paid for
+    with pytest.raises(BudgetExhausted) as info:
+        client.chat(MESSAGES)
+    assert info.value.budget == "tokens" and "1100 of 1000" in str(info.value)
+    assert len(server.chat_requests) == 1 and server.remaining == 1
+
+
+def test_truncated_reply_is_reported(server):
+    server.push(reply("```python\ndef f(", finish_reason="length"))
+    client, _ = make_client(server)
+    out = client.chat(MESSAGES)
+    assert out.truncated and out.finish_reason == "length"
+
+
+# --- retries ------------------------------------------------------------------------------------------
+
+
+def test_429_then_success_honours_retry_after(server):
+    server.push(rate_limited(retry_after=2.5), reply("ok after the limit"))
+    client, sleeps = make_client(server)
+    out = client.chat(MESSAGES)
+    assert out.text == "ok after the limit" and out.attempts == 2
+    assert len(sleeps) == 1 and 2.5 <= sleeps[0] <= 2.5 * 1.1  # at least what the server asked
+    assert len(server.chat_requests) == 2
+    assert server.chat_requests[0] == server.chat_requests[1]  # the same request, resent
+    assert client.usage.retries == 1
+
+
+def test_retry_after_ms_header(server):
+    server.push(rate_limited(retry_after=0.25, header="retry-after-ms"), reply("ok"))
+    client, sleeps = make_client(server)
+    client.chat(MESSAGES)
+    assert 0.25 <= sleeps[0] <= 0.25 * 1.1
+
+
+def test_retries_really_wait_when_sleep_is_real(server):
+    """The default sleep is time.sleep: a 30 ms Retry-After costs about 30 ms of wall time."""
+    server.push(rate_limited(retry_after=0.03), reply("ok"))
+    client = LLMClient(Endpoint(server.base_url, "sk-test-123", "kforge-test-model"), timeout=5.0)
+    t0 = time.monotonic()
+    assert client.chat(MESSAGES).text == "ok"
+    assert time.monotonic() - t0 >= 0.03
+
+
+def test_500_exhausted_raises_llm_unavailable_after_exponential_backoff(server):
+    server.push(*[server_error(500)] * 4)
+    client, sleeps = make_client(server)
+    with pytest.raises(LLMUnavailable) as info:
+        client.chat(MESSAGES)
+    err = info.value
+    assert err.status == 500 and err.attempts == 4
+    assert "failed after 4 attempts" in str(err) and "HTTP 500" in str(err)
+    assert "The server had an error" in str(err)  # the server's own message comes through
+    assert "sk-test-123" not in str(err)
+    assert len(server.chat_requests) == 4
+    assert sleeps == [0.375, 0.75, 1.5]  # 0.5 * 2^k with "equal jitter" at rand = 0.5
+
+
+def test_backoff_is_capped_and_jittered():
+    policy = RetryPolicy(base_delay=1.0, max_delay=8.0)
+    assert [policy.delay(k, None, 0.0) for k in range(1, 7)] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    assert [policy.delay(k, None, 0.999999) for k in (1, 4, 6)] == pytest.approx([1.0, 8.0, 8.0])
+    assert policy.delay(1, 3.0, 0.0) == 3.0 and policy.delay(1, 3.0, 1.0) == pytest.approx(3.3)
+
+
+def test_5xx_variants_and_recovery(server):
+    server.push(server_error(502, "Bad gateway"), server_error(503, "Overloaded"), reply("finally"))
+    client, sleeps = make_client(server)
+    assert client.chat(MESSAGES).text == "finally"
+    assert len(sleeps) == 2
+
+
+def test_timeout_then_success(server):
+    server.push(stall(3.0), reply("in time"))
+    client, sleeps = make_client(server, timeout=0.3)
+    t0 = time.monotonic()
+    out = client.chat(MESSAGES)
+    assert out.text == "in time" and out.attempts == 2
+    assert time.monotonic() - t0 < 2.5  # the client gave up on the stalled request
+    assert len(sleeps) == 1
+
+
+def test_timeouts_exhausted(server):
+    server.push(stall(3.0), stall(3.0))
+    client, _ = make_client(server, timeout=0.2, retry=RetryPolicy(max_attempts=2, base_delay=0.01))
+    with pytest.raises(LLMUnavailable, match="timed out after 0.2 s"):
+        client.chat(MESSAGES)
+
+
+def test_non_retryable_error_fails_at_once(server):
+    server.push(HTTPError(400, "This model's maximum context length is 8192 tokens.", error_type="invalid_request_error"))
+    client, sleeps = make_client(server)
+    with pytest.raises(LLMUnavailable, match="maximum context length") as info:
+        client.chat(MESSAGES)
+    assert info.value.status == 400 and info.value.attempts == 1
+    assert sleeps == [] and len(server.chat_requests) == 1
+
+
+def test_wrong_key_is_unavailable_with_a_hint(server):
+    client = LLMClient(Endpoint(server.base_url, "sk-wrong", "kforge-test-model"), sleep=lambda s: None)
+    with pytest.raises(LLMUnavailable) as info:
+        client.chat(MESSAGES)
+    assert info.value.status == 401 and "OPENAI_API_KEY" in str(info.value)
+    assert "sk-wrong" not in str(info.value)
+
+
+def test_retry_after_beyond_the_limit_gives_up_without_waiting(server):
+    server.push(rate_limited(retry_after=3600))
+    client, sleeps = make_client(server)
+    with pytest.raises(LLMUnavailable, match="asked to wait 3600 s"):
+        client.chat(MESSAGES)
+    assert sleeps == []
+
+
+def test_connection_refused_is_retried_then_unavailable():
+    with ScriptedLLMServer() as s:
+        url = s.base_url
+    # the server is gone: nothing listens on that port any more
+    sleeps: list[float] = []
+    client = LLMClient(Endpoint(url, None, "m"), timeout=2.0, retry=RetryPolicy(max_attempts=3, base_delay=0.01), sleep=sleeps.append)
+    with pytest.raises(LLMUnavailable, match="failed after 3 attempts: connection failed"):
+        client.chat(MESSAGES)
+    assert len(sleeps) == 2
+
+
+def test_parse_retry_after_forms():
+    assert parse_retry_after({"Retry-After": "7"}) == 7.0
+    assert parse_retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    now = time.time()
+    date = email.utils.formatdate(now + 30, usegmt=True)
+    assert 28.0 <= parse_retry_after({"retry-after": date}, now=now) <= 31.0
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+# --- model selection ----------------------------------------------------------------------------------
+
+
+def test_model_from_the_server_when_it_offers_one(server):
+    server.push(reply("hi"))
+    client = LLMClient(Endpoint(server.base_url, "sk-test-123", None), sleep=lambda s: None)
+    client.chat(MESSAGES)
+    assert server.chat_requests[0]["model"] == "kforge-test-model"
+    assert [r.path for r in server.requests if r.method == "GET"] == ["/v1/models"]
+
+
+def test_several_models_and_none_chosen_is_a_user_error():
+    with ScriptedLLMServer(models=["qwen2.5-coder-32b", "llama-3.3-70b"]) as s:
+        client = LLMClient(Endpoint(s.base_url, None, None), sleep=lambda s: None)
+        with pytest.raises(KforgeError, match="KFORGE_MODEL") as info:
+            client.chat(MESSAGES)
+        assert "qwen2.5-coder-32b" in str(info.value)
+        assert s.chat_requests == []
+
+
+def test_no_choices_is_a_malformed_reply():
+    """A server returning an empty choices list (seen from some proxies) costs an iteration, not the run."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            return
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m", "choices": [],
+                               "usage": {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True).start()
+    try:
+        client = LLMClient(Endpoint(f"http://127.0.0.1:{httpd.server_address[1]}/v1", None, "m"), sleep=lambda s: None)
+        with pytest.raises(MalformedReply, match="no choices"):
+            client.chat(MESSAGES)
+        assert client.usage.calls == 1 and client.usage.prompt_tokens == 5  # still paid for
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
