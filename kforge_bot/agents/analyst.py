@@ -32,7 +32,7 @@ _TABLE_ROWS = 12
 def build_messages(
     *,
     digest: Mapping[str, Any],
-    hardware: Mapping[str, Any] | None = None,
+    hardware: Mapping[str, Any] | str | None = None,
     contract: Mapping[str, Any] | None = None,
     source: str | None = None,
     language: str | None = None,
@@ -48,10 +48,12 @@ def build_messages(
     speedup: the current best's speedup over the baseline, when it is not the baseline itself"""
     system = Template(load_prompt("analyst.md")).substitute(max_items=max_items)
     name = (contract or {}).get("name") or (contract or {}).get("entry") or "the kernel"
-    device = (hardware or {}).get("name") or "the target"
+    device = (hardware.get("name") if isinstance(hardware, Mapping) else None) or "the target"
     status = "the baseline as written" if speedup is None else f"the current best, {speedup:.2f}x the baseline"
     parts = [f"# Profile of `{name}` on {device} ({status})"]
-    if hardware:
+    if isinstance(hardware, str) and hardware.strip():
+        parts.append("## Target ceilings and facts\n" + hardware.strip())
+    elif isinstance(hardware, Mapping) and hardware:
         parts.append("## Target ceilings and facts\n" + "\n".join(f"- {k}: {_inline(v)}" for k, v in hardware.items() if v not in (None, "", [], {})))
     parts.append(render_digest(digest))
     if tried:
@@ -83,14 +85,25 @@ def render_digest(digest: Mapping[str, Any]) -> str:
     roof = digest.get("roofline")
     if isinstance(roof, Mapping) and roof:
         parts.append("## Roofline position\n" + _roofline(roof))
-    rest = {k: v for k, v in digest.items() if k not in ("kernels", "ncu", "roofline")}
+    if isinstance(digest.get("device_us"), (int, float)):
+        parts.append(f"Device time per call: {float(digest['device_us']):.4g} us.")
+    ops = digest.get("compute_ops")
+    if ops:
+        parts.append("Framework compute ops called: " + ", ".join(f"`{o}`" for o in list(ops)[:20]))
+    if digest.get("side_stream_kernels"):
+        parts.append("Kernels on a side stream (not allowed): " + ", ".join(digest["side_stream_kernels"][:5]))
+    rest = {k: v for k, v in digest.items() if k not in _RENDERED and k not in _NOISE}
     if rest:
         parts.append("## Other profile data\n" + _clip(json.dumps(rest, default=str, sort_keys=True), 1500))
     return "\n\n".join(parts)
 
 
+_RENDERED = ("kernels", "ncu", "roofline", "device_us", "compute_ops", "side_stream_kernels")
+_NOISE = ("ops", "streams", "current_stream", "streams_checked")  # bookkeeping of the harness
+
+
 def _kernel_time(k: Mapping[str, Any]) -> float:
-    for key, scale in (("time_us", 1.0), ("time_ms", 1000.0), ("total_us", 1.0), ("self_time_us", 1.0)):
+    for key, scale in (("us", 1.0), ("time_us", 1.0), ("time_ms", 1000.0), ("total_us", 1.0), ("self_time_us", 1.0)):
         v = k.get(key)
         if isinstance(v, (int, float)):
             return float(v) * scale
@@ -124,8 +137,10 @@ def _ncu_table(ncu: Any) -> str:
 def _roofline(roof: Mapping[str, Any]) -> str:
     lines = []
     for k, v in roof.items():
-        if k == "fraction" and isinstance(v, (int, float)):
-            lines.append(f"- fraction of the roofline ceiling reached: {100.0 * float(v):.1f}%")
+        if k.endswith("fraction") and isinstance(v, (int, float)):
+            what = {"fraction": "roofline ceiling", "roofline_fraction": "roofline ceiling at this intensity",
+                    "bandwidth_fraction": "peak bandwidth", "compute_fraction": "peak FLOP/s"}.get(k, k)
+            lines.append(f"- {k}: {100.0 * float(v):.1f}% of the {what}")
         else:
             lines.append(f"- {k}: {_cell(v)}")
     return "\n".join(lines)

@@ -89,8 +89,12 @@ def failure_from_result(result: Mapping[str, Any], *, iteration: int | None = No
     Keeps only what the model needs: the verdict, the reason (compile log, crash message), the
     outputs that failed with their errors and tolerances, and the speedup of a correct but slower
     candidate. `source` (the failed file) lets the next prompt show the model what to repair."""
-    outputs = (result.get("correctness") or {}).get("outputs") or []
-    bad = [dict(o) for o in outputs if not o.get("ok", True)]
+    correctness = result.get("correctness") or {}
+    outputs = [dict(o) for o in correctness.get("outputs") or []]
+    for record in correctness.get("records") or []:  # the harness's per-case records
+        where = {k: record[k] for k in ("case", "shape_set", "seed") if record.get(k) is not None}
+        outputs += [{**o, **where} for o in record.get("outputs") or []]
+    bad = [o for o in outputs if not o.get("ok", True)]
     entry: dict[str, Any] = {
         "iteration": iteration,
         "verdict": str(result.get("verdict", "unknown")),
@@ -129,7 +133,7 @@ def build_messages(
     *,
     language: str,
     target_kind: str,
-    hardware: Mapping[str, Any],
+    hardware: Mapping[str, Any] | str,
     contract: Mapping[str, Any],
     current_source: str,
     history: Sequence[Mapping[str, Any]] = (),
@@ -141,7 +145,8 @@ def build_messages(
     """The generator's chat messages: [system, user].
 
     language: the spec's language ("triton", "cuda", "c", "cpp", "sycl" or "torch"; see kernel_language)
-    hardware: facts about the target (name, peak bandwidth, SM count, ...), shown as given
+    hardware: facts about the target (name, peak bandwidth, SM count, ...) as a dict, or ready text
+              (e.g. RunnerFacts.prompt_text()); shown as given
     contract: name, entry, kernel_file, signature, shape_sets, tolerance, forbidden (framework ops)...
     history: failure entries (failure_from_result / failure_from_malformed), oldest first
     references: [{"target", "language", "source", "note"?}] working code for other targets
@@ -186,17 +191,19 @@ def _fence_tag(fmt: str) -> str:
     return {"python": "python", "cuda": "cuda", "cpp": "cpp", "c": "c"}[fmt]
 
 
-def _task_section(contract: Mapping[str, Any], target_kind: str, hardware: Mapping[str, Any], best: float | None) -> str:
+def _task_section(contract: Mapping[str, Any], target_kind: str, hardware: Mapping[str, Any] | str, best: float | None) -> str:
     name = contract.get("name") or contract.get("entry") or "the kernel"
-    device = hardware.get("name") or target_kind
+    device = (hardware.get("name") if isinstance(hardware, Mapping) else None) or target_kind
     where = f" (`{contract['kernel_file']}`)" if contract.get("kernel_file") else ""
     goal = "Make it faster" if best is None else f"The current best is {best:.2f}x the baseline; make it faster still"
     return f"# Task\nOptimize `{name}`{where} for {device} (target `{target_kind}`). {goal}, keeping it correct."
 
 
-def _hardware_section(hardware: Mapping[str, Any]) -> str:
+def _hardware_section(hardware: Mapping[str, Any] | str) -> str:
     if not hardware:
         return ""
+    if isinstance(hardware, str):
+        return "## Target hardware\n" + hardware.strip()
     lines = [f"- {k}: {_inline(v)}" for k, v in hardware.items() if v not in (None, "", [], {})]
     return "## Target hardware\n" + "\n".join(lines)
 
@@ -299,18 +306,31 @@ def _render_failure(h: Mapping[str, Any]) -> str:
 
 
 def _outputs_table(outputs: Sequence[Mapping[str, Any]]) -> str:
-    """Correctness diffs as a table: which output, how far off, against which tolerance."""
-    known = ("index", "max_abs", "max_rel", "atol", "rtol")
-    extra = sorted({k for o in outputs for k in o if k not in known and k != "ok"})
-    cols = list(known) + extra
-    header = "| output | max abs error | max rel error | atol | rtol |" + "".join(f" {c} |" for c in extra)
-    sep = "|" + "---|" * len(cols)
-    rows = [header, sep]
-    for o in outputs[:12]:
-        rows.append("| " + " | ".join(_num(o.get(c)) for c in cols) + " |")
-    if len(outputs) > 12:
-        rows.append(f"({len(outputs) - 12} more failing outputs not shown)")
-    return "Outputs outside the tolerance:\n" + "\n".join(rows)
+    """Correctness diffs, one line per failing output: which output, where, how far off, the tolerance."""
+    lines = ["Outputs outside the tolerance:"]
+    for o in outputs[:8]:
+        what = f"output {o.get('index', '?')}"
+        meta = ", ".join(str(x) for x in (o.get("dtype"), f"shape {o['shape']}" if o.get("shape") else None) if x)
+        if meta:
+            what += f" ({meta})"
+        if o.get("case"):
+            what += f" in case \"{o['case']}\""
+        if o.get("shape_set") not in (None, {}):
+            what += f" with shape set {_inline(o['shape_set'])}"
+        errors = []
+        for key, label in (("max_abs", "max abs error"), ("max_rel", "max rel error"), ("rel_norm", "relative norm error")):
+            if o.get(key) is not None:
+                errors.append(f"{label} {_num(o[key])}")
+        tol = ", ".join(f"{k} {_num(o[k])}" for k in ("atol", "rtol") if o.get(k) is not None)
+        line = f"- {what}: " + ("; ".join(errors) if errors else "wrong")
+        if tol:
+            line += f" (tolerance {tol})"
+        if o.get("problem"):
+            line += f": {o['problem']}"
+        lines.append(line)
+    if len(outputs) > 8:
+        lines.append(f"- ... and {len(outputs) - 8} more failing outputs")
+    return "\n".join(lines)
 
 
 def _instructions(history: Sequence[Mapping[str, Any]], recommendations: Sequence[str], fence: str, filename: str) -> str:

@@ -83,11 +83,14 @@ def kind_of(name: str, *, gpu: bool) -> str | None:
     return None
 
 
-def candidates_for(kind: str, current: int, *, cpu_count: int | None = None) -> tuple[int, ...]:
-    """Powers of two around `current` within the kind's bounds (stages: every integer), current included."""
+def candidates_for(kind: str, current: int, *, cpu_count: int | None = None, gpu: bool = True) -> tuple[int, ...]:
+    """Powers of two around `current` within the kind's bounds (stages: every integer), current included.
+    CPU tiles may go down to 4 (a register block), GPU blocks not below 16."""
     if kind == "int":
         return (current,)
     lo, hi = BOUNDS[kind]
+    if not gpu and kind in ("block", "tile"):
+        lo = 4
     if kind == "threads":
         hi = max(1, cpu_count or os.cpu_count() or 1)
     values: set[int] = {current}
@@ -257,6 +260,7 @@ _CONSTEXPR = re.compile(
     r"(?P<name>[A-Za-z_]\w*)\s*(?:=\s*(?P<value>\d+)|\{\s*(?P<braced>\d+)\s*\})[uUlL]*\s*;"
 )
 _NUMBER = r"(?<![\w.])(?P<n>\d+)(?![\w.])"
+_LOOKBACK_LINES = 5  # a launch whose block literal also appears this close above is left alone
 
 
 def _c_sites(source: str, regions: Sequence[tuple[int, int]], text: _Text, gpu: bool, forced: set[str]) -> list[_Site]:
@@ -284,7 +288,9 @@ def _c_named(sites: list[_Site], m: re.Match[str], group: str, origin: str, base
 
 def _launch_sites(chunk: str, base: int, text: _Text) -> list[_Site]:
     """`<<<grid, 256[, smem[, stream]]>>>`: the block literal, plus the same number (and number - 1,
-    as in `(n + 255) / 256`) inside the grid expression, which must move with it."""
+    as in `(n + 255) / 256`) inside the grid expression, which must move with it. When the number is
+    not in the grid expression but appears in the lines just above (`blocks = (n + 255) / 256;`), the
+    launch is coupled to code this rewrite cannot see safely, and it is not tuned."""
     sites: list[_Site] = []
     for m in re.finditer(r"<<<(?P<args>.*?)>>>", chunk, re.S):
         args = _split_top(m.group("args"))
@@ -301,7 +307,11 @@ def _launch_sites(chunk: str, base: int, text: _Text) -> list[_Site]:
         spans = [(start, start + len(lit.group(1)), 0)]
         grid = m.group("args")[g0:g1]
         nums = [(n.start("n"), n.end("n"), int(n.group("n"))) for n in re.finditer(_NUMBER, grid)]
-        if any(v == value for _, _, v in nums):
+        coupled = any(v == value for _, _, v in nums)
+        before = "\n".join(chunk[: m.start()].splitlines()[-_LOOKBACK_LINES:])
+        if not coupled and re.search(rf"(?<![\w.]){value}(?![\w.])", before):
+            continue  # the grid is computed from this number a few lines up: changing one alone breaks it
+        if coupled:
             for s, e, v in nums:
                 if v == value:
                     spans.append((args_at + g0 + s, args_at + g0 + e, 0))
@@ -402,7 +412,8 @@ def find_tunables(source: str, language: str | None = None, *, path: str | None 
         else:
             seen[name] = 0
         kind = s.kind or "int"
-        tunables.append(Tunable(name, kind, s.current, candidates_for(kind, s.current, cpu_count=cpu_count), s.origin, s.line, tuple(s.spans)))
+        values = candidates_for(kind, s.current, cpu_count=cpu_count, gpu=gpu)
+        tunables.append(Tunable(name, kind, s.current, values, s.origin, s.line, tuple(s.spans)))
 
     for marker in markers:
         hits = [t for t in tunables if t.name == marker.name or t.name.split("@")[0] == marker.name]
@@ -474,8 +485,9 @@ def _number(d: Any, *names: str) -> float | None:
 def profile_hint(digest: Mapping[str, Any] | None) -> str | None:
     """'memory', 'compute' or 'launch' from a profile digest, or None when it says too little.
 
-    Reads (whichever are present): roofline.bound; a total kernel time under 20 us (launch-bound);
-    ncu DRAM vs SM throughput; arithmetic intensity vs the ridge point of the target's ceilings."""
+    Reads (whichever are present): roofline.bound ("memory"/"compute"; "unknown" is ignored); a
+    device time per call (device_us) under 20 us (launch-bound); ncu DRAM vs SM throughput;
+    roofline arithmetic_intensity vs ridge_intensity."""
     if not digest:
         return None
     roof = digest.get("roofline") or {}
@@ -486,7 +498,7 @@ def profile_hint(digest: Mapping[str, Any] | None) -> str | None:
         return "compute"
     if bound.startswith(("launch", "latency", "overhead")):
         return "launch"
-    time_us = _number(digest, "total_time_us", "time_us")
+    time_us = _number(digest, "device_us", "total_time_us", "time_us")
     if time_us is None:
         ms = _number(digest, "total_time_ms", "time_ms")
         time_us = ms * 1000.0 if ms is not None else None
@@ -501,12 +513,10 @@ def profile_hint(digest: Mapping[str, Any] | None) -> str | None:
     sm = _number(ncu, "sm_throughput_pct", "compute_throughput_pct", "sm_pct")
     if dram is not None and sm is not None:
         return "memory" if dram >= sm else "compute"
-    flops = _number(roof, "flops", "achieved_flops")
-    bytes_ = _number(roof, "bytes", "bytes_moved")
-    peak_f = _number(roof, "peak_flops")
-    peak_b = _number(roof, "peak_bytes_per_s", "peak_bandwidth")
-    if flops is not None and bytes_ and peak_f and peak_b:
-        return "memory" if flops / bytes_ < peak_f / peak_b else "compute"
+    intensity = _number(roof, "arithmetic_intensity")
+    ridge = _number(roof, "ridge_intensity")
+    if intensity is not None and ridge:
+        return "memory" if intensity < ridge else "compute"
     return None
 
 
@@ -515,6 +525,7 @@ def profile_hint(digest: Mapping[str, Any] | None) -> str | None:
 
 # Per hint: kinds in visiting order, and the direction (+1 larger, -1 smaller) to try first.
 _PLANS: dict[str | None, list[tuple[str, int]]] = {
+    None: [("threads", 1), ("warps", 1), ("block", 1), ("tile", 1), ("gpu_threads", 1), ("stages", 1), ("small", 1), ("int", 1)],
     "memory": [("block", 1), ("tile", 1), ("gpu_threads", 1), ("warps", 1), ("threads", 1), ("small", 1), ("stages", 1), ("int", 1)],
     "launch": [("block", 1), ("tile", 1), ("gpu_threads", 1), ("threads", -1), ("warps", 1), ("small", 1), ("stages", -1), ("int", 1)],
     "compute": [("stages", 1), ("tile", 1), ("block", 1), ("warps", 1), ("gpu_threads", 1), ("small", 1), ("threads", 1), ("int", 1)],
@@ -577,7 +588,7 @@ class TunerSearch:
 
     # The order the parameters are visited in, with the first direction for each.
     def order(self) -> list[tuple[Tunable, int]]:
-        plan = _PLANS.get(self.hint, [])
+        plan = _PLANS.get(self.hint, _PLANS[None])
         rank = {kind: (i, d) for i, (kind, d) in enumerate(plan)}
         indexed = list(enumerate(self.tunables))
         indexed.sort(key=lambda it: (not it[1].marked, rank.get(it[1].kind, (len(plan), 1))[0], it[0]))
@@ -593,7 +604,8 @@ class TunerSearch:
         self.history.append((dict(assignment), score))
         if self._pending is not None and _key(self._pending) == key:
             self._pending = None
-        if score is not None and (self._best[1] is None or score > self._best[1]):
+        # The same acceptance rule as the descent: a gain within min_gain is noise, not progress.
+        if score is not None and (self._best[1] is None or score > self._best[1] * (1.0 + self.min_gain)):
             self._best = (dict(assignment), score)
 
     def done(self) -> bool:
