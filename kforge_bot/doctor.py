@@ -201,7 +201,7 @@ def _tail(text: str, n: int) -> str:
 # Measurements (child side: imports torch)
 
 
-def _quick_default() -> bool:
+def quick_default() -> bool:
     return os.environ.get(QUICK_ENV, "") not in ("", "0", "false", "no")
 
 
@@ -489,7 +489,7 @@ def _now() -> str:
 def build_report(requested: str = "auto", quick: bool | None = None, timeout: float = 900.0,
                  ncu_probe: bool = True) -> dict[str, Any]:
     """The whole doctor run as plain JSON-able data."""
-    quick = _quick_default() if quick is None else quick
+    quick = quick_default() if quick is None else quick
     child = run_child(requested, quick, timeout)
     kind = child.get("target")
     tools = probe_tools(kind or (requested if requested != "auto" else "cpu"))
@@ -573,7 +573,7 @@ def _main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("measure", help="measure this machine (the child half of `kforge-bot doctor`)")
     m.add_argument("--target", choices=TARGET_CHOICES, default="auto")
-    m.add_argument("--quick", action="store_true", default=_quick_default())
+    m.add_argument("--quick", action="store_true", default=quick_default())
     m.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     result = measure(args.target, args.quick)

@@ -28,8 +28,13 @@ def doctor(target: str, json_path: str | None, save: bool, save_to: str | None, 
 
     Measurements run in a child process. Exit status 0 when the device was found and measured,
     1 when it is missing or a measurement failed, 2 on bad input."""
-    from kforge_bot.doctor import build_report, save_report_ceilings
+    from kforge_bot.doctor import quick_default, build_report, save_report_ceilings
+    from kforge_bot.errors import KforgeError
 
+    quick = quick_default() if quick is None else quick
+    if (save or save_to) and quick:  # say so before minutes of measuring
+        raise KforgeError("refusing to save quick-mode figures as ceilings",
+                          hint="run `kforge-bot doctor --save` without --quick or KFORGE_DOCTOR_QUICK")
     report = build_report(target, quick=quick, timeout=timeout, ncu_probe=not no_ncu)
     saved = None
     if save or save_to:

@@ -1,0 +1,238 @@
+"""Policies: loading, validation errors that name the key, gate rules, schema, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from kforge_bot import policy as pol
+from kforge_bot.errors import KforgeError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_shipped_policies_validate_and_default_yml_is_the_code_default():
+    shipped = pol.shipped_policies()
+    assert set(shipped) >= {"default", "strict"}
+    for path in shipped.values():
+        pol.load_policy(path)
+    assert pol.load_policy() == pol.Policy()
+    assert pol.load_policy(REPO / "policies" / "default.yml") == pol.Policy()
+    strict = pol.load_policy("strict")
+    assert strict != pol.Policy()
+    assert strict.gate.confidence > pol.Policy().gate.confidence
+    assert strict.min_speedup > pol.Policy().min_speedup
+    assert strict.trust.allowed_associations == ("OWNER", "MEMBER") and not strict.trust.allow_forks
+
+
+@pytest.mark.parametrize("name", ["default", "strict"])
+def test_repository_policies_link_to_the_packaged_files(name):
+    assert (REPO / "policies" / f"{name}.yml").resolve() == (pol.policies_dir() / f"{name}.yml").resolve()
+
+
+def test_defaults_match_the_brief():
+    d = pol.Policy()
+    assert d.gate.threshold == 0.02 and d.gate.confidence == 0.95
+    assert d.trust.allowed_associations == ("OWNER", "MEMBER", "COLLABORATOR")
+    assert d.trust.trigger_label == "kforge:run" and d.trust.allow_forks is False
+    assert d.allow_framework_fallback is False
+
+
+def _load(tmp_path: Path, text: str) -> pol.Policy:
+    p = tmp_path / "x.yml"
+    p.write_text(text)
+    return pol.load_policy(p)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("gate:\n  threshold: fast\n", "gate.threshold: expected a number between 0 and 1, got 'fast'"),
+    ("gate:\n  threshold: 1.5\n", "gate.threshold: expected a number between 0 and 1, got 1.5"),
+    ("gate:\n  threshold: true\n", "gate.threshold: expected a number between 0 and 1, got true"),
+    ("gate:\n  confidence: 1\n", "gate.confidence: expected a number between 0.5 and 1 (exclusive of 1), got 1"),
+    ("gate:\n  rules:\n    - path: a\n      thresold: 0.1\n", "gate.rules[0].thresold: unknown key"),
+    ("gate:\n  rules:\n    - threshold: 0.1\n", "gate.rules[0]: a rule needs `path`"),
+    ("gate:\n  rules:\n    - kernel: x\n", "gate.rules[0]: a rule must set at least one of threshold, confidence, skip"),
+    ("gate:\n  rules:\n    - {kernel: x, skip: maybe}\n", "gate.rules[0].skip: expected true or false, got 'maybe'"),
+    ("gate:\n  rules: {path: x}\n", "gate.rules: expected a list of rules, got a mapping"),
+    ("gate: 0.02\n", "gate: expected a mapping, got 0.02"),
+    ("treshold: 0.1\n", "treshold: unknown key"),
+    ("min_speedup: 0.9\n", "min_speedup: expected a number of at least 1, got 0.9"),
+    ("budgets:\n  iterations: 2.5\n", "budgets.iterations: expected an integer of at least 1, got 2.5"),
+    ("budgets:\n  tokens: 0\n", "budgets.tokens: expected an integer of at least 1, got 0"),
+    ("trust:\n  allowed_associations: [OWNER, ADMIN]\n",
+     "trust.allowed_associations[1]: expected one of OWNER, MEMBER, COLLABORATOR"),
+    ("trust:\n  allow_forks: 'yes'\n", "trust.allow_forks: expected true or false, got 'yes'"),
+    ("languages: [triton, fortran]\n", "languages[1]: expected one of triton, cuda, cpp, sycl"),
+    ("languages: []\n", "languages: expected at least one entry"),
+    ("kernel_paths: [/abs/*.py]\n", "kernel_paths[0]: expected a repository-relative glob, got '/abs/*.py'"),
+    ("kernel_paths: ['../x']\n", "kernel_paths[0]: expected a repository-relative glob"),
+    ("required_targets: [H200!]\n", "required_targets[0]: expected a target kind"),
+    ("evaluation:\n  seeds: 0\n", "evaluation.seeds: expected an integer between 1 and 100, got 0"),
+    ("evaluation:\n  timeout_s: 5\n  time_budget_s: 10\n", "evaluation.timeout_s: must be at least evaluation.time_budget_s"),
+    ("version: 2\n", "version: expected 1, got 2"),
+    ("- a\n- b\n", "expected a mapping, got a list"),
+    ("gate:\n  threshold: 0.1\n  threshold: 0.2\n", "duplicate key 'threshold'"),
+    ("gate: [unclosed\n", "not valid YAML (line"),
+])
+def test_invalid_policy_is_one_line_naming_file_and_key(tmp_path, text, message):
+    with pytest.raises(KforgeError) as err:
+        _load(tmp_path, text)
+    line = str(err.value)
+    assert line.startswith(str(tmp_path / "x.yml") + ": "), line
+    assert message in line, line
+    assert "\n" not in line
+
+
+def test_partial_policy_keeps_defaults_for_the_rest(tmp_path):
+    p = _load(tmp_path, "gate:\n  threshold: 0.05\nbudgets:\n  iterations: 3\n")
+    assert p.gate.threshold == 0.05 and p.gate.confidence == 0.95
+    assert p.budgets.iterations == 3 and p.budgets.tokens == pol.Policy().budgets.tokens
+    assert _load(tmp_path, "") == pol.Policy()  # an empty file is the default policy
+
+
+def test_rule_for_first_match_wins_and_inherits_defaults(tmp_path):
+    p = _load(tmp_path, """
+gate:
+  threshold: 0.03
+  confidence: 0.9
+  rules:
+    - {path: "kernels/attention/**", kernel: "flash_*", threshold: 0.10}
+    - {path: "kernels/attention/**", confidence: 0.99}
+    - {kernel: "*_small", skip: true, reason: "too short to time"}
+""")
+    r = p.rule_for("flash_fwd", "kernels/attention/fa.py")
+    assert (r.threshold, r.confidence, r.skip) == (0.10, 0.9, False) and r.matched.startswith("gate.rules[0]")
+    r = p.rule_for("other", "./kernels/attention/sub/x.py")  # rule 0 needs both name and path
+    assert (r.threshold, r.confidence) == (0.03, 0.99) and r.matched.startswith("gate.rules[1]")
+    r = p.rule_for("rms_small", "kernels/norm.py")
+    assert r.skip and r.reason == "too short to time" and r.threshold == 0.03
+    r = p.rule_for("rms", "kernels/norm.py")
+    assert (r.threshold, r.confidence, r.skip, r.matched) == (0.03, 0.9, False, "gate defaults")
+
+
+@pytest.mark.parametrize(("pattern", "path", "expected"), [
+    ("**", "a/b/c.py", True),
+    ("*.cu", "src/deep/k.cu", True),  # no "/": any depth, like .gitignore
+    ("*.cu", "src/k.cuh", False),
+    ("kernels/*.py", "kernels/a.py", True),
+    ("kernels/*.py", "kernels/sub/a.py", False),
+    ("kernels/**/*.py", "kernels/a.py", True),
+    ("kernels/**/*.py", "kernels/x/y/a.py", True),
+    ("kernels/**", "kernels/x/y/a.cu", True),
+    ("kernels", "kernels/a.py", True),  # a directory covers what is below it
+    ("kernels/a?.py", "kernels/ab.py", True),
+    ("kernels/[!x]*.py", "kernels/xa.py", False),
+    ("kernels/[!x]*.py", "kernels/ya.py", True),
+    ("src/kernels/**", "kernels/a.py", False),
+])
+def test_path_globs(pattern, path, expected):
+    assert pol.path_matches(pattern, path) is expected
+
+
+def test_kernel_paths_and_other_queries():
+    strict = pol.load_policy("strict")
+    assert strict.is_kernel_path("kernels/norm/rms.py") and strict.is_kernel_path("csrc/gemm.cu")
+    assert not strict.is_kernel_path("docs/index.md")
+    assert strict.allows_language("triton") and not strict.allows_language("sycl")
+    assert strict.trusts("member") and not strict.trusts("CONTRIBUTOR")
+
+
+def test_to_dict_round_trips():
+    for name in ("default", "strict"):
+        p = pol.load_policy(name)
+        assert pol.parse_policy(yaml.safe_load(yaml.safe_dump(p.to_dict())), "roundtrip") == p
+
+
+# --- schema ----------------------------------------------------------------------------------
+
+
+def test_schema_file_is_generated_from_the_code():
+    on_disk = json.loads((REPO / "policies" / "schema.json").read_text())
+    assert on_disk == pol.json_schema(), "regenerate: kforge-bot policy schema > policies/schema.json"
+
+
+VALID_DOCS = [
+    {},
+    {"gate": {"threshold": 0.05, "rules": [{"kernel": "x", "skip": True}]}},
+    {"trust": {"allowed_associations": ["OWNER"], "allow_forks": True}, "languages": ["sycl"]},
+]
+INVALID_DOCS = [
+    {"gate": {"threshold": "fast"}},
+    {"gate": {"rules": [{"threshold": 0.1}]}},
+    {"gate": {"rules": [{"path": "a"}]}},
+    {"gate": {"confidence": 1}},
+    {"min_speedup": 0.5},
+    {"budgets": {"iterations": 0}},
+    {"languages": ["fortran"]},
+    {"trust": {"allowed_associations": ["ADMIN"]}},
+    {"unknown": 1},
+    {"kernel_paths": ["/abs"]},
+    {"allow_framework_fallback": "no"},
+]
+
+
+@pytest.mark.parametrize("doc", VALID_DOCS)
+def test_schema_and_loader_accept_the_same_valid_documents(doc):
+    jsonschema.validate(doc, pol.json_schema())
+    pol.parse_policy(doc, "doc")
+
+
+@pytest.mark.parametrize("doc", INVALID_DOCS)
+def test_schema_and_loader_reject_the_same_invalid_documents(doc):
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, pol.json_schema())
+    with pytest.raises(KforgeError):
+        pol.parse_policy(doc, "doc")
+
+
+def test_shipped_policies_pass_the_json_schema():
+    for path in pol.shipped_policies().values():
+        jsonschema.validate(yaml.safe_load(path.read_text()), pol.json_schema())
+
+
+# --- CLI -------------------------------------------------------------------------------------
+
+
+def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kforge_bot.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+def test_policy_check_valid_files_exit_0():
+    r = _cli("policy", "check", "policies/default.yml", "policies/strict.yml")
+    assert r.returncode == 0, r.stderr
+    assert "policies/default.yml: valid policy" in r.stdout and "policies/strict.yml: valid policy" in r.stdout
+
+
+def test_policy_check_invalid_file_exits_2_with_one_line(tmp_path):
+    bad = tmp_path / "x.yml"
+    bad.write_text("gate:\n  threshold: fast\n")
+    r = _cli("policy", "check", str(bad))
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"kforge-bot: error: {bad}: gate.threshold: expected a number between 0 and 1, got 'fast'"
+    r = _cli("policy", "check", "policies/default.yml", str(bad), str(tmp_path / "missing.yml"))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 2 and "missing.yml: policy file not found" in lines[1]
+
+
+def test_policy_show_prints_the_effective_policy(tmp_path):
+    partial = tmp_path / "p.yml"
+    partial.write_text("min_speedup: 1.2\n")
+    r = _cli("policy", "show", str(partial))
+    assert r.returncode == 0, r.stderr
+    shown = yaml.safe_load(r.stdout)
+    assert shown["min_speedup"] == 1.2 and shown["gate"]["threshold"] == 0.02
+    r = _cli("policy", "show", "strict", "--json")
+    assert json.loads(r.stdout) == pol.load_policy("strict").to_dict()
+
+
+def test_policy_schema_command_prints_the_schema():
+    r = _cli("policy", "schema")
+    assert r.returncode == 0 and json.loads(r.stdout) == pol.json_schema()
