@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +44,22 @@ class Repos:
 
 
 def make_repos(tmp: Path) -> Repos:
+    """A fresh copy of the standard pair (see `_build`) in `tmp`: copied, not rebuilt, for speed."""
+    template_root, template = _template()
+    shutil.copytree(template_root, tmp, dirs_exist_ok=True, symlinks=True)
+    repos = Repos(origin=tmp / "origin.git", clone=tmp / "work", base_sha=template.base_sha,
+                  head_sha=template.head_sha, fork_point=template.fork_point)
+    git(repos.clone, "remote", "set-url", "origin", str(repos.origin))
+    return repos
+
+
+@functools.lru_cache(maxsize=1)
+def _template() -> tuple[Path, Repos]:
+    root = Path(tempfile.mkdtemp(prefix="kforge-repos-"))
+    return root, _build(root)
+
+
+def _build(tmp: Path) -> Repos:
     """main: softmax.py, rmsnorm.py, README; PR branch `feature` changes rmsnorm.py and adds gelu.py;
     main then moves on (changes README) so base...head differs from base..head."""
     origin = tmp / "origin.git"
@@ -65,4 +84,5 @@ def make_repos(tmp: Path) -> Repos:
     clone = tmp / "work"
     git(tmp, "clone", "-q", str(origin), str(clone))
     git(clone, "fetch", "-q", "origin", "feature:refs/remotes/origin/feature")
+    shutil.rmtree(seed)
     return Repos(origin=origin, clone=clone, base_sha=base, head_sha=head, fork_point=fork_point)
