@@ -63,9 +63,9 @@ def profile_call(fn: Callable[[], Any], device: torch.device, synchronize: Calla
         digest["streams_checked"] = False
         return digest
     current_stream = None
-    for event in raw:
-        if event.device_type() == torch.autograd.DeviceType.CPU:
-            continue
+    device_events = [e for e in raw if e.device_type() != torch.autograd.DeviceType.CPU]
+    device_events.sort(key=lambda e: e.start_ns())  # the marker ran first
+    for event in device_events:
         name = event.name()
         stream = int(event.device_resource_id())
         record = {"name": name, "us": event.duration_ns() / 1000.0, "stream": stream}

@@ -1,0 +1,160 @@
+"""`kforge-bot check REFERENCE [--candidate FILE]`: one evaluation, a verdict and a speedup.
+
+Exit codes: 0 correct, 1 rejected (incorrect, cheating, crash, hang, compile error), 2 usage or
+configuration error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.spec import Implementation, KernelSpec, defines, load_spec
+
+
+def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Implementation, Implementation, str]:
+    """(candidate, baseline, description) for `check`, following the spec's format.
+
+    - KernelBench: the candidate file's `ModelNew` against `Model`; without --candidate, the problem's own
+      `ModelNew` if it has one, else `Model` against itself (an A/A run that shows the harness's noise).
+    - Manifest: the candidate file's entry against the kernel as it is on disk; without --candidate, the
+      kernel against its reference.
+    """
+    if spec.format == "kernelbench":
+        if candidate_path is not None:
+            impl = Implementation.from_file(candidate_path, "ModelNew")
+            if not defines(impl.source, "ModelNew"):
+                raise KforgeError("defines no class ModelNew", path=candidate_path,
+                                  hint="a KernelBench candidate defines ModelNew with Model's constructor and forward")
+            return impl, spec.baseline, f"{candidate_path.name}:ModelNew vs {spec.kernel_file}:Model"
+        if defines(spec.reference.source, "ModelNew"):
+            impl = Implementation(spec.reference.source, "ModelNew", spec.reference.filename, spec.reference.root)
+            return impl, spec.baseline, f"{spec.kernel_file}: ModelNew vs Model"
+        return spec.baseline, spec.baseline, f"{spec.kernel_file}: Model vs itself (A/A: no candidate given)"
+    if candidate_path is not None:
+        impl = Implementation.from_file(candidate_path, spec.entry, root=spec.root)
+        if not defines(impl.source, spec.entry):
+            raise KforgeError(f"defines no top-level {spec.entry!r}", path=candidate_path,
+                              hint=f"a candidate for kernel {spec.name!r} defines the same entry as {spec.kernel_file}")
+        return impl, spec.baseline, f"{candidate_path.name}:{spec.entry} vs {spec.kernel_file}:{spec.entry}"
+    kernel = spec.baseline
+    reference = spec.reference
+    if reference == kernel:
+        return kernel, kernel, f"{spec.kernel_file}:{spec.entry} vs itself (A/A: the manifest names no reference)"
+    return kernel, reference, f"{spec.kernel_file}:{spec.entry} vs reference {reference.filename}:{reference.symbol}"
+
+
+def _fmt_ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.1f} us" if value < 1 else f"{value:.3f} ms"
+
+
+def render(result: EvalResult, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=False, highlight=False)
+    color = "green" if result.correct else "red"
+    console.print(f"[bold]{title}[/bold]")
+    table = Table(show_header=True, header_style="bold")
+    for col in ("target", "verdict", "baseline", "candidate", "speedup (95% CI)"):
+        table.add_column(col)
+    speed = "-"
+    if result.speedup is not None and result.speedup_ci:
+        speed = f"{result.speedup:.3f}x ({result.speedup_ci[0]:.3f}-{result.speedup_ci[1]:.3f})"
+    table.add_row(f"{result.target} ({result.device_name})", f"[{color}]{result.verdict}[/{color}]",
+                  _fmt_ms(result.baseline.median_ms if result.baseline else None),
+                  _fmt_ms(result.candidate.median_ms if result.candidate else None), speed)
+    console.print(table)
+    console.print(f"reason: {result.reason}")
+    corr = result.correctness
+    if corr.get("cases_checked"):
+        console.print(f"correctness: {corr['cases_checked']} cases ({len(corr['seeds'])} seeds x "
+                      f"{len(corr['shape_sets'])} shape sets, {corr['timed_outputs_checked']} timed outputs), "
+                      f"max abs error {corr['max_abs_error']:.3g}, max relative error {corr['max_rel_norm_error']:.3g}")
+    for row in result.details.get("timing", []):
+        if len(result.details["timing"]) > 1:
+            console.print(f"  shape set {row['shape_set']}: {row['speedup']:.3f}x "
+                          f"({row['speedup_ci'][0]:.3f}-{row['speedup_ci'][1]:.3f}), {row['pairs']} pairs")
+    if result.speedup_ci and result.correct:
+        lo, hi = result.speedup_ci
+        verdict = "faster" if lo > 1 else "slower" if hi < 1 else "no difference resolved"
+        console.print(f"speed: {verdict} ({result.details['timing'][0]['stop_reason']})")
+
+
+class _Progress:
+    """A live line while workers compile, check and time; silent when output is not a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._status: Any = None
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            from rich.console import Console
+
+            self._status = Console(stderr=True).status("starting workers ...")
+            self._status.__enter__()
+        return self
+
+    def __call__(self, message: dict[str, Any]) -> None:
+        if self._status is None or message.get("type") != "progress":
+            return
+        phase = message.get("phase")
+        if phase == "timing" and message.get("ci"):
+            lo, hi = message["ci"]
+            text = f"timing: {message['pairs']} pairs, {message['speedup']:.3f}x ({lo:.3f}-{hi:.3f})"
+        else:
+            text = f"{phase}: {message.get('case', '')}"
+        self._status.update(text)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(*exc)
+
+
+@click.command("check")
+@click.argument("reference", type=click.Path(path_type=Path))
+@click.option("--candidate", "candidate_path", type=click.Path(path_type=Path), default=None,
+              help="Candidate file (KernelBench: defines ModelNew; manifest kernel: defines the entry).")
+@click.option("--kernel", default=None, help="Kernel name, when REFERENCE is a kforge.yaml with several.")
+@click.option("--target", default="auto", show_default=True,
+              type=click.Choice(["auto", "cpu", "cuda", "xpu", "mps"]), help="Device kind to run on.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
+              help="Write the full report as JSON here ('-' for stdout).")
+@click.option("--seeds", type=click.IntRange(1, 100), default=None, help="Correctness seeds per shape set.")
+@click.option("--time-budget", type=click.FloatRange(0.1, 600), default=3.0, show_default=True,
+              help="Seconds of interleaved timing, at most.")
+@click.option("--timeout", type=click.FloatRange(1, 7200), default=300.0, show_default=True,
+              help="Seconds before the candidate's process is killed (compilation included).")
+@click.option("--no-timing", is_flag=True, help="Check correctness only.")
+@click.option("--allow-fallback", is_flag=True, help="Accept candidates that call the framework op they replace.")
+def check(reference: Path, candidate_path: Path | None, kernel: str | None, target: str, json_path: Path | None,
+          seeds: int | None, time_budget: float, timeout: float, no_timing: bool, allow_fallback: bool) -> None:
+    """Evaluate a kernel against its reference: correctness, then speed (interleaved, with a 95% CI)."""
+    from kforge_bot.evaluate.api import evaluate
+
+    spec = load_spec(reference, kernel)
+    candidate, baseline, title = resolve_candidate(spec, candidate_path)
+    settings = EvalSettings(seeds=seeds, time_budget_s=time_budget, timeout_s=timeout, measure=not no_timing,
+                            allow_framework_fallback=allow_fallback)
+    quiet_json = json_path is not None and str(json_path) == "-"
+    with _Progress(enabled=sys.stderr.isatty() and not quiet_json) as progress:
+        result = evaluate(spec, candidate, target, settings, baseline=baseline, progress=progress)
+    report = {"kernel": spec.name, "format": spec.format, "comparison": title, **result.to_dict()}
+    if json_path is not None:
+        text = json.dumps(report, indent=2, default=str)
+        if quiet_json:
+            click.echo(text)
+        else:
+            json_path.write_text(text + "\n", encoding="utf-8")
+    if not quiet_json:
+        render(result, f"kforge-bot check: {title}")
+    sys.exit(0 if result.correct else 1)
