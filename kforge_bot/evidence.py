@@ -1,0 +1,436 @@
+"""Markdown for the follow-up PR, the comment on the original PR and the job summary.
+
+Pure functions of plain data (`KernelOutcome`, JSON-friendly), following EVIDENCE.md: short at the
+top (one claim sentence and a table), complete below (<details> sections for correctness, profile,
+how it was found, reproduce), a hidden marker at the end. Every claim is derived from the data;
+missing data is shown as "n/a", never filled in. Text that came from a model is kept from pinging
+people (@mentions are broken) and code goes in fences longer than any backtick run inside it.
+GitHub caps a PR body or comment at 65536 characters: long sections are cut, saying so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+NA = "n/a"
+MAX_BODY = 65536
+_BUDGET = 60000  # headroom under GitHub's limit for the marker and the caller's additions
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """One target's measurement of the best candidate against the baseline (times in ms)."""
+
+    target: str  # the hardware runner name, e.g. b200
+    runner_labels: tuple[str, ...] = ()
+    baseline_ms: float | None = None
+    candidate_ms: float | None = None
+    speedup: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    roofline_before: float | None = None  # fraction of the bound ceiling, 0..1
+    roofline_after: float | None = None
+    roofline_bound: str | None = None  # e.g. "DRAM bandwidth"
+    correct: bool | None = None
+    target_kind: str | None = None  # cuda | xpu | cpu | mps, for the reproduce command
+    device_name: str | None = None
+
+    @property
+    def faster(self) -> bool:
+        """Faster with confidence: the whole interval above 1."""
+        return self.ci_low is not None and self.ci_low > 1.0
+
+
+@dataclass(frozen=True)
+class KernelOutcome:
+    kernel: str
+    file: str
+    targets: tuple[TargetRow, ...] = ()
+    correctness: Mapping[str, Any] = field(default_factory=dict)
+    profile_before: str | None = None
+    profile_after: str | None = None
+    analyst_note: str | None = None
+    how_found: Mapping[str, Any] = field(default_factory=dict)
+    diff: str | None = None
+    pr_url: str | None = None
+    pr_number: int | None = None
+    skip_reason: str | None = None  # why no follow-up PR: no improvement, not trusted, skipped by policy, ...
+    branch: str | None = None
+    candidate_path: str | None = None  # where the candidate lives on `branch` (default: `file`)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["targets"] = [{**asdict(t), "runner_labels": list(t.runner_labels)} for t in self.targets]
+        data["correctness"] = dict(self.correctness)
+        data["how_found"] = dict(self.how_found)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KernelOutcome:
+        known = set(cls.__dataclass_fields__)
+        row_known = set(TargetRow.__dataclass_fields__)
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["targets"] = tuple(
+            TargetRow(**{**{k: v for k, v in row.items() if k in row_known},
+                         "runner_labels": tuple(row.get("runner_labels") or ())})
+            for row in data.get("targets") or ())
+        return cls(**kwargs)
+
+
+# -- formatting ------------------------------------------------------------------------------
+
+def _num3(v: float) -> str:
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def fmt_time(ms: float | None) -> str:
+    """412 us, 1.31 ms, 2.50 s; n/a when unknown."""
+    if ms is None or ms != ms or ms < 0:
+        return NA
+    if ms >= 1000:
+        return f"{_num3(ms / 1000)} s"
+    if ms >= 1:
+        return f"{_num3(ms)} ms"
+    return f"{_num3(ms * 1000)} us"
+
+
+def fmt_speedup(row: TargetRow) -> str:
+    """1.80x (1.78-1.82); the interval says n/a when it was not measured."""
+    if row.speedup is None:
+        return NA
+    ci = (f"{row.ci_low:.2f}-{row.ci_high:.2f}" if row.ci_low is not None and row.ci_high is not None
+          else "interval n/a")
+    return f"{row.speedup:.2f}x ({ci})"
+
+
+def fmt_roofline(row: TargetRow) -> str:
+    def pct(f: float | None) -> str:
+        return NA if f is None else f"{100 * f:.0f}%"
+    if row.roofline_before is None and row.roofline_after is None:
+        return NA
+    tail = f" of {row.roofline_bound}" if row.roofline_bound else ""
+    return f"{pct(row.roofline_before)} -> {pct(row.roofline_after)}{tail}"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    """Inline code that survives backticks in the text."""
+    text = str(text).replace("\n", " ")
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _fence(text: str, lang: str = "") -> str:
+    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
+
+
+def _quiet(text: str) -> str:
+    """Break @mentions in free text (model output) so it pings nobody, and hide no HTML comments."""
+    text = re.sub(r"@(?=[A-Za-z0-9_-])", "@\u200b", str(text))
+    return text.replace("<!--", "&lt;!--")
+
+
+def _marker_safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._/,:+-]", "-", str(text))
+
+
+def _target_cell(row: TargetRow) -> str:
+    labels = f" ({_code('[' + ', '.join(row.runner_labels) + ']')})" if row.runner_labels else ""
+    return _cell(f"{row.target}{labels}")
+
+
+def _truncate(text: str, limit: int, what: str) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[: max(0, limit)]
+    cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
+    return f"{cut}\n... ({what} cut: {len(text) - len(cut)} more characters; the full text is in the job's artifacts)"
+
+
+# -- markers ---------------------------------------------------------------------------------
+
+def pr_marker(pr_number: int, kernel: str, targets: Iterable[str], harness: str | None = None) -> str:
+    fields = [f"pr={int(pr_number)}", f"kernel={_marker_safe(kernel)}",
+              f"targets={_marker_safe(','.join(targets)) or '-'}"]
+    if harness:
+        fields.append(f"harness={_marker_safe(harness)}")
+    return f"<!-- kforge-bot: {' '.join(fields)} -->"
+
+
+def comment_marker(pr_number: int) -> str:
+    return f"<!-- kforge-bot:summary pr={int(pr_number)} -->"
+
+
+# -- the follow-up PR --------------------------------------------------------------------------
+
+def render_title(outcome: KernelOutcome) -> str:
+    """`kforge: rmsnorm 1.80x faster on b200, 1.30x on arc-b580` (only measured speedups)."""
+    parts = [f"{r.speedup:.2f}x{' faster' if i == 0 else ''} on {r.target}"
+             for i, r in enumerate([r for r in outcome.targets if r.speedup is not None])]
+    title = f"kforge: {outcome.kernel} {', '.join(parts)}" if parts else f"kforge: new {outcome.kernel} candidate (not timed)"
+    return title if len(title) <= 250 else title[:249] + "…"
+
+
+def _claim(outcome: KernelOutcome) -> str:
+    """Correctness and speed sentences, each backed by the rows (nothing claimed without data)."""
+    rows = outcome.targets
+    if not rows:
+        return "No target measured it, so no speed or correctness claim is made."
+    wrong = [r.target for r in rows if r.correct is False]
+    unknown = [r.target for r in rows if r.correct is None]
+    if wrong:
+        correct = f"It FAILED correctness on {', '.join(wrong)}."
+    elif unknown:
+        correct = f"Correctness was not recorded on {', '.join(unknown)}."
+    else:
+        correct = f"It is correct on every target measured ({', '.join(r.target for r in rows)})."
+    faster = [r.target for r in rows if r.faster]
+    unclear = [r.target for r in rows if not r.faster]
+    if not unclear:
+        speed = ("It is faster on each, with the whole 95% interval above 1.0." if len(rows) > 1
+                 else f"It is faster on {rows[0].target}, with the whole 95% interval above 1.0.")
+    else:
+        speed = ((f"It is faster on {', '.join(faster)}; not" if faster else "It is not")
+                 + f" measurably faster on {', '.join(unclear)} (the 95% interval reaches 1.0 or was not measured).")
+    return f"{correct} {speed}"
+
+
+def render_table(rows: Sequence[TargetRow], extra: Mapping[str, str] | None = None) -> str:
+    head = "| target | before | after | speedup (95% interval) | roofline |"
+    sep = "|---|---|---|---|---|"
+    if extra is not None:
+        head += " result |"
+        sep += "---|"
+    lines = [head, sep]
+    for r in rows:
+        line = (f"| {_target_cell(r)} | {fmt_time(r.baseline_ms)} | {fmt_time(r.candidate_ms)} | "
+                f"{fmt_speedup(r)} | {_cell(fmt_roofline(r))} |")
+        if extra is not None:
+            line += f" {_cell(extra.get(r.target, NA))} |"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+_CORRECTNESS_KEYS = [
+    ("seeds", "Seeds"), ("shape_sets", "Shape sets"), ("dtypes", "Dtypes"), ("cases_checked", "Cases checked"),
+    ("timed_outputs_checked", "Timed outputs re-verified"), ("tolerance", "Tolerance"),
+    ("tolerance_reason", "Why this tolerance"), ("max_abs_error", "Largest absolute error"),
+    ("max_rel_error", "Largest relative error"), ("max_rel_norm_error", "Largest relative norm error"),
+    ("checks", "Checks passed"),
+]
+_CORRECTNESS_SKIP = {"records", "ok", "status", "reason"}
+
+
+def _value(v: Any) -> str:
+    if v is None:
+        return NA
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, Mapping):
+        return ", ".join(f"{k}={_value(x)}" for k, x in v.items()) or NA
+    if isinstance(v, (list, tuple)):
+        if len(v) > 12:
+            return ", ".join(_value(x) for x in v[:12]) + f", ... ({len(v)} in all)"
+        return ", ".join(_value(x) for x in v) or NA
+    return str(v)
+
+
+def render_correctness(correctness: Mapping[str, Any], rows: Sequence[TargetRow] = ()) -> str:
+    if not correctness:
+        return "No correctness record was attached to this result (n/a)."
+    lines = []
+    if "ok" in correctness:
+        verdict = "passed" if correctness["ok"] else f"FAILED: {correctness.get('reason', NA)}"
+        lines.append(f"- Result: {_quiet(verdict)}")
+    for key, label in _CORRECTNESS_KEYS:
+        if key in correctness:
+            lines.append(f"- {label}: {_quiet(_value(correctness[key]))}")
+    for key, value in correctness.items():
+        if key not in dict(_CORRECTNESS_KEYS) and key not in _CORRECTNESS_SKIP:
+            lines.append(f"- {_quiet(key)}: {_quiet(_value(value))}")
+    per_target = [f"{r.target}: {'correct' if r.correct else 'INCORRECT' if r.correct is False else NA}"
+                  for r in rows]
+    if per_target:
+        lines.append(f"- Per target: {', '.join(per_target)}")
+    return "\n".join(lines)
+
+
+def render_profile(outcome: KernelOutcome) -> str:
+    parts = []
+    for title, text in (("Before (baseline)", outcome.profile_before), ("After (candidate)", outcome.profile_after)):
+        parts.append(f"**{title}**\n\n{_fence(text) if text else NA}")
+    if outcome.analyst_note:
+        parts.append(f"**The analyst's reading:** {_quiet(outcome.analyst_note)}")
+    return "\n\n".join(parts)
+
+
+_HOW_KEYS = [("generator", "Generator"), ("model", "Model"), ("endpoint", "Endpoint"), ("iterations", "Iterations"),
+             ("tokens", "Tokens"), ("prompt_tokens", "Prompt tokens"), ("completion_tokens", "Completion tokens"),
+             ("wall_s", "Wall time (s)"), ("stop_reason", "Stopped because")]
+
+
+def _strip_userinfo(url: str) -> str:
+    return re.sub(r"(?<=://)[^/@\s]*@", "", url)
+
+
+def render_how_found(how: Mapping[str, Any]) -> str:
+    if not how:
+        return "No record of the search was attached (n/a)."
+    lines = []
+    for key, label in _HOW_KEYS:
+        if key in how:
+            value = how[key]
+            if key == "endpoint" and isinstance(value, str):
+                value = _strip_userinfo(value)
+            if key == "wall_s" and isinstance(value, (int, float)):
+                value = f"{value:.0f}"
+            lines.append(f"- {label}: {_quiet(_value(value))}")
+    steps = how.get("steps") or []
+    if steps:
+        lines.append("- Accepted steps:")
+        lines += [f"  {i}. {_quiet(str(s))}" for i, s in enumerate(steps, 1)]
+    rejected = how.get("rejected")
+    if rejected:
+        if isinstance(rejected, Mapping):
+            lines.append("- Rejected candidates: " + ", ".join(f"{_quiet(k)}: {_value(v)}" for k, v in rejected.items()))
+        else:
+            lines.append("- Rejected candidates:")
+            lines += [f"  - {_quiet(str(r))}" for r in rejected]
+    known = {k for k, _ in _HOW_KEYS} | {"steps", "rejected"}
+    for key, value in how.items():
+        if key not in known:
+            lines.append(f"- {_quiet(key)}: {_quiet(_value(value))}")
+    return "\n".join(lines)
+
+
+def render_reproduce(outcome: KernelOutcome) -> str:
+    candidate = outcome.candidate_path or outcome.file
+    local = f"candidate_{_marker_safe(outcome.kernel)}{'.' + outcome.file.rsplit('.', 1)[-1] if '.' in outcome.file else ''}"
+    lines = []
+    if outcome.branch:
+        lines += [f"git fetch origin {outcome.branch}", f"git show FETCH_HEAD:{candidate} > {local}"]
+    else:
+        local = "<the candidate file>"
+    kinds = sorted({r.target_kind for r in outcome.targets if r.target_kind}) or ["<cuda|xpu|cpu>"]
+    lines += [f"kforge-bot check {outcome.file} --candidate {local} --target {k}" for k in kinds]
+    return _fence("\n".join(lines))
+
+
+def _details(summary: str, body: str) -> str:
+    return f"<details><summary>{summary}</summary>\n\n{body}\n</details>"
+
+
+def render_pr_body(outcome: KernelOutcome, *, pr_number: int, head_branch: str, harness: str | None = None,
+                   limit: int = _BUDGET) -> str:
+    """The follow-up PR's body: claim, table, details, commands, marker; at most `limit` characters."""
+    found = "a faster" if any(r.faster for r in outcome.targets) else "a candidate"
+    intro = (f"kforge-bot found {found} {_code(outcome.kernel)} for #{int(pr_number)} ({_code(outcome.file)}). "
+             f"{_claim(outcome)} Merge this PR into {_code(head_branch)} to take it.")
+    table = render_table(outcome.targets) if outcome.targets else "No timings were recorded (n/a)."
+    commands = ("Commands: comment `/kforge retry` to run again, `/kforge stop` to close this PR and stop "
+                "suggesting for this kernel. A push to this branch by anyone but kforge-bot stops its updates.")
+    marker = pr_marker(pr_number, outcome.kernel, [r.target for r in outcome.targets], harness)
+    fixed = [intro, table,
+             _details("Correctness", render_correctness(outcome.correctness, outcome.targets)),
+             None,  # profile
+             _details("How it was found", render_how_found(outcome.how_found)),
+             _details("Reproduce", render_reproduce(outcome)),
+             None,  # diff
+             commands, marker]
+    # What is left after the fixed parts goes to the profile, then the diff.
+    room = limit - sum(len(p) + 2 for p in fixed if p) - 200
+    profile = render_profile(outcome)
+    profile = _truncate(profile, max(2000, room // 2 if outcome.diff else room), "profile")
+    fixed[3] = _details("Profile: before and after", profile)
+    if outcome.diff:
+        room -= len(fixed[3])
+        diff = outcome.diff if len(outcome.diff) <= room else _truncate(outcome.diff, max(0, room - 200), "diff")
+        fixed[6] = _details("Diff", _fence(diff, "diff"))
+    body = "\n\n".join(p for p in fixed if p) + "\n"
+    if len(body) > MAX_BODY:  # the fixed parts alone were too long: cut hard, keep the marker
+        body = body[: MAX_BODY - len(marker) - 100] + "\n\n... (cut to GitHub's size limit)\n\n" + marker + "\n"
+    return body
+
+
+# -- the comment on the original PR and the job summary ------------------------------------------
+
+def _speeds(outcome: KernelOutcome) -> str:
+    parts = []
+    for r in outcome.targets:
+        if r.speedup is None:
+            parts.append(f"{r.target}: {NA}")
+        else:
+            ci = f" ({r.ci_low:.2f}-{r.ci_high:.2f})" if r.ci_low is not None and r.ci_high is not None else ""
+            parts.append(f"{r.speedup:.2f}x on {r.target}{ci}")
+    return ", ".join(parts)
+
+
+def render_comment_line(outcome: KernelOutcome) -> str:
+    head = f"- {_code(outcome.kernel)} ({_code(outcome.file)})"
+    speeds = _speeds(outcome)
+    if outcome.pr_url:
+        ref = f"#{outcome.pr_number}" if outcome.pr_number else "follow-up PR"
+        return f"{head}: {speeds or 'no timings (n/a)'} -> [{ref}]({outcome.pr_url})"
+    reason = _quiet(outcome.skip_reason or "reason not recorded")
+    best = f" (measured: {speeds})" if speeds else ""
+    return f"{head}: no follow-up PR: {reason}{best}"
+
+
+def render_comment(outcomes: Sequence[KernelOutcome], *, pr_number: int, note: str | None = None) -> str:
+    """The one comment on the original PR: one line per kernel, updated in place (marker at the end)."""
+    lines = ["**kforge-bot**" + (f": {_quiet(note)}" if note else "")]
+    if outcomes:
+        lines.append("")
+        lines += [render_comment_line(o) for o in outcomes]
+    elif not note:
+        lines.append("")
+        lines.append("No kernels changed in this PR.")
+    lines += ["", "Comment `/kforge retry` to run again, `/kforge stop` to stop.", "", comment_marker(pr_number)]
+    return "\n".join(lines) + "\n"
+
+
+def render_summary(outcomes: Sequence[KernelOutcome], *, title: str = "kforge-bot", note: str | None = None) -> str:
+    """The job summary (GITHUB_STEP_SUMMARY): the table of every kernel and target, with the result."""
+    lines = [f"### {_cell(title)}", ""]
+    if note:
+        lines += [_quiet(note), ""]
+    if not outcomes:
+        lines.append("No kernels were evaluated.")
+        return "\n".join(lines) + "\n"
+    lines += ["| kernel | target | before | after | speedup (95% interval) | roofline | result |",
+              "|---|---|---|---|---|---|---|"]
+    for o in outcomes:
+        result = (f"[#{o.pr_number}]({o.pr_url})" if o.pr_url and o.pr_number else o.pr_url
+                  or f"no PR: {o.skip_reason or 'reason not recorded'}")
+        for r in o.targets or (TargetRow(target=NA),):
+            lines.append(f"| {_cell(_code(o.kernel))} | {_target_cell(r)} | {fmt_time(r.baseline_ms)} | "
+                         f"{fmt_time(r.candidate_ms)} | {fmt_speedup(r)} | {_cell(fmt_roofline(r))} | "
+                         f"{_cell(_quiet(result))} |")
+    return "\n".join(lines) + "\n"
+
+
+def status_description(outcomes: Sequence[KernelOutcome], note: str | None = None) -> str:
+    """At most 140 characters for the commit status."""
+    if note and not outcomes:
+        text = note
+    else:
+        opened = [o for o in outcomes if o.pr_url]
+        text = f"{len(outcomes)} kernel{'s' if len(outcomes) != 1 else ''}: {len(opened)} follow-up PR{'s' if len(opened) != 1 else ''}"
+        if opened:
+            text += " (" + ", ".join(f"#{o.pr_number}" for o in opened if o.pr_number) + ")"
+        rest = len(outcomes) - len(opened)
+        if rest:
+            text += f", {rest} without"
+    return text if len(text) <= 140 else text[:139] + "…"

@@ -1,0 +1,171 @@
+"""Evidence rendering: claims follow the data, missing data says n/a, limits are respected."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from kforge_bot import evidence
+from kforge_bot.evidence import KernelOutcome, TargetRow
+
+
+def _rows():
+    return (
+        TargetRow("b200", ("self-hosted", "b200"), baseline_ms=0.412, candidate_ms=0.229, speedup=1.80, ci_low=1.78,
+                  ci_high=1.82, roofline_before=0.71, roofline_after=0.93, roofline_bound="DRAM bandwidth",
+                  correct=True, target_kind="cuda"),
+        TargetRow("arc-b580", ("self-hosted", "arc-b580"), baseline_ms=1.31, candidate_ms=1.01, speedup=1.30,
+                  ci_low=1.27, ci_high=1.33, correct=True, target_kind="xpu"),
+    )
+
+
+def _outcome(**kw) -> KernelOutcome:
+    base = dict(
+        kernel="rmsnorm", file="kernels/rmsnorm.py", targets=_rows(),
+        correctness={"ok": True, "seeds": [0, 1, 2], "shape_sets": ["small", "large"], "max_abs_error": 0.00123,
+                     "max_rel_norm_error": 2.5e-4, "tolerance": {"atol": 0.01, "rtol": 0.01},
+                     "checks": ["inputs unchanged", "no aliasing", "timed outputs"], "records": [{"huge": 1}]},
+        profile_before="rmsnorm_fwd  412.0 us  DRAM 71%", profile_after="rmsnorm_fused  229.0 us  DRAM 93%",
+        analyst_note="Memory bound; @alice suggested wider loads.",
+        how_found={"model": "kforge-test-model", "endpoint": "https://user:sk-secret@llm.example/v1",
+                   "iterations": 6, "tokens": 48211, "wall_s": 812.4,
+                   "steps": ["vectorized loads (2x fewer transactions)", "two rows per program"],
+                   "rejected": {"compile_error": 2, "incorrect": 1, "slower": 3}},
+        diff="--- a/kernels/rmsnorm.py\n+++ b/kernels/rmsnorm.py\n-BLOCK = 128\n+BLOCK = 512\n",
+        branch="kforge/pr-123/rmsnorm", pr_url="https://github.example/o/r/pull/456", pr_number=456)
+    base.update(kw)
+    return KernelOutcome(**base)
+
+
+def test_formatting():
+    assert evidence.fmt_time(0.412) == "412 us"
+    assert evidence.fmt_time(0.0412) == "41.2 us"
+    assert evidence.fmt_time(1.31) == "1.31 ms"
+    assert evidence.fmt_time(2500) == "2.50 s"
+    assert evidence.fmt_time(None) == "n/a" and evidence.fmt_time(float("nan")) == "n/a"
+    row = _rows()[0]
+    assert evidence.fmt_speedup(row) == "1.80x (1.78-1.82)"
+    assert evidence.fmt_roofline(row) == "71% -> 93% of DRAM bandwidth"
+    assert evidence.fmt_roofline(_rows()[1]) == "n/a"
+    assert evidence.fmt_speedup(TargetRow("x", speedup=1.2)) == "1.20x (interval n/a)"
+    assert evidence.fmt_roofline(TargetRow("x", roofline_after=0.5)) == "n/a -> 50%"
+
+
+def test_title():
+    assert evidence.render_title(_outcome()) == "kforge: rmsnorm 1.80x faster on b200, 1.30x on arc-b580"
+    assert evidence.render_title(_outcome(targets=())) == "kforge: new rmsnorm candidate (not timed)"
+
+
+def test_pr_body_layout():
+    body = evidence.render_pr_body(_outcome(), pr_number=123, head_branch="feature/rmsnorm", harness="1")
+    first = body.split("\n\n")[0]
+    assert first.startswith("kforge-bot found a faster `rmsnorm` for #123 (`kernels/rmsnorm.py`).")
+    assert "correct on every target measured (b200, arc-b580)" in first and "faster on each" in first
+    assert "Merge this PR into `feature/rmsnorm`" in first
+    assert "| b200 (`[self-hosted, b200]`) | 412 us | 229 us | 1.80x (1.78-1.82) | 71% -> 93% of DRAM bandwidth |" in body
+    assert "| arc-b580 (`[self-hosted, arc-b580]`) | 1.31 ms | 1.01 ms | 1.30x (1.27-1.33) | n/a |" in body
+    summaries = re.findall(r"<details><summary>(.*?)</summary>", body)
+    assert summaries == ["Correctness", "Profile: before and after", "How it was found", "Reproduce", "Diff"]
+    assert body.count("<details>") == body.count("</details>") == 5
+    assert "- Seeds: 0, 1, 2" in body and "- Largest absolute error: 0.00123" in body
+    assert "- Tolerance: atol=0.01, rtol=0.01" in body and "huge" not in body  # raw records left out
+    assert "kforge-bot check kernels/rmsnorm.py --candidate candidate_rmsnorm.py --target cuda" in body
+    assert "git fetch origin kforge/pr-123/rmsnorm" in body
+    assert "/kforge retry" in body and "/kforge stop" in body
+    assert body.rstrip().endswith("<!-- kforge-bot: pr=123 kernel=rmsnorm targets=b200,arc-b580 harness=1 -->")
+
+
+def test_model_text_cannot_ping_or_leak():
+    body = evidence.render_pr_body(_outcome(), pr_number=1, head_branch="f")
+    assert "@alice" not in body and "@\u200balice" in body
+    assert "sk-secret" not in body and "https://llm.example/v1" in body
+
+
+def test_claims_follow_the_data():
+    mixed = _outcome(targets=(_rows()[0], TargetRow("arc-b580", speedup=1.01, ci_low=0.98, ci_high=1.04, correct=True)))
+    first = evidence.render_pr_body(mixed, pr_number=1, head_branch="f").split("\n\n")[0]
+    assert "It is faster on b200; not measurably faster on arc-b580" in first
+    assert "faster on each" not in first
+
+    unknown = _outcome(targets=(TargetRow("b200", speedup=1.5, ci_low=1.4, ci_high=1.6),))
+    first = evidence.render_pr_body(unknown, pr_number=1, head_branch="f").split("\n\n")[0]
+    assert "Correctness was not recorded on b200" in first and "correct on every" not in first
+
+    none_faster = _outcome(targets=(TargetRow("b200", speedup=1.02, correct=True),))
+    first = evidence.render_pr_body(none_faster, pr_number=1, head_branch="f").split("\n\n")[0]
+    assert first.startswith("kforge-bot found a candidate") and "not measurably faster on b200" in first
+
+
+def test_missing_data_is_na_not_invented():
+    bare = KernelOutcome(kernel="gelu", file="k/gelu.py", targets=(TargetRow("cpu"),))
+    body = evidence.render_pr_body(bare, pr_number=9, head_branch="f")
+    assert "| cpu | n/a | n/a | n/a | n/a |" in body
+    assert "No correctness record was attached to this result (n/a)." in body
+    assert "No record of the search was attached (n/a)." in body
+    assert "**Before (baseline)**\n\nn/a" in body
+    assert "<summary>Diff</summary>" not in body
+    assert not re.search(r"\d+\.\d\dx", body)  # no speedup figure anywhere
+
+
+def test_body_respects_githubs_limit():
+    huge_diff = "".join(f"+line {i} " + "x" * 80 + "\n" for i in range(2000))
+    huge_profile = "kernel " * 20000
+    o = _outcome(diff=huge_diff, profile_before=huge_profile, profile_after=huge_profile)
+    body = evidence.render_pr_body(o, pr_number=1, head_branch="f")
+    assert len(body) <= 65536
+    assert "(diff cut:" in body and "(profile cut:" in body
+    assert body.rstrip().endswith("-->") and "<summary>Reproduce</summary>" in body
+    assert body.count("<details>") == body.count("</details>")
+
+
+def test_fences_survive_backticks_in_code():
+    diff = "+x = '```'\n+y = '````'\n"
+    body = evidence.render_pr_body(_outcome(diff=diff), pr_number=1, head_branch="f")
+    block = body[body.index("<summary>Diff</summary>"):]
+    assert "`````diff\n" in block and "\n`````\n" in block
+
+
+def test_comment_one_line_per_kernel_and_marker():
+    no_gain = KernelOutcome("softmax", "kernels/softmax.py",
+                            (TargetRow("b200", speedup=0.98, ci_low=0.96, ci_high=1.00, correct=True),),
+                            skip_reason="no improvement over the baseline")
+    not_run = KernelOutcome("gelu", "kernels/gelu.py", skip_reason="skipped by policy (not a required kernel)")
+    text = evidence.render_comment([_outcome(), no_gain, not_run], pr_number=123)
+    lines = [line for line in text.splitlines() if line.startswith("- ")]
+    assert lines == [
+        "- `rmsnorm` (`kernels/rmsnorm.py`): 1.80x on b200 (1.78-1.82), 1.30x on arc-b580 (1.27-1.33) -> "
+        "[#456](https://github.example/o/r/pull/456)",
+        "- `softmax` (`kernels/softmax.py`): no follow-up PR: no improvement over the baseline "
+        "(measured: 0.98x on b200 (0.96-1.00))",
+        "- `gelu` (`kernels/gelu.py`): no follow-up PR: skipped by policy (not a required kernel)",
+    ]
+    assert text.rstrip().endswith(evidence.comment_marker(123))
+
+
+def test_comment_for_a_run_that_did_not_happen():
+    text = evidence.render_comment([], pr_number=5, note="not run: fork PR without the 'kforge:run' label")
+    assert text.startswith("**kforge-bot**: not run: fork PR without the 'kforge:run' label")
+    assert "<!-- kforge-bot:summary pr=5 -->" in text
+
+
+def test_summary_and_status():
+    no_gain = KernelOutcome("softmax", "kernels/softmax.py", skip_reason="no improvement")
+    summary = evidence.render_summary([_outcome(), no_gain], note="trusted: same-repository PR by @ada")
+    assert "| `rmsnorm` | b200 (`[self-hosted, b200]`) | 412 us | 229 us | 1.80x (1.78-1.82) |" in summary
+    assert "| `softmax` | n/a | n/a | n/a | n/a | n/a | no PR: no improvement |" in summary
+    assert "@\u200bada" in summary
+    assert evidence.status_description([_outcome(), no_gain]) == "2 kernels: 1 follow-up PR (#456), 1 without"
+    assert evidence.status_description([], note="x" * 300).endswith("…")
+    assert len(evidence.status_description([], note="x" * 300)) == 140
+
+
+def test_round_trip_through_json():
+    o = _outcome()
+    again = KernelOutcome.from_dict(json.loads(json.dumps(o.to_dict())))
+    assert again == KernelOutcome(**{**o.__dict__, "correctness": dict(o.correctness), "how_found": dict(o.how_found)})
+    assert again.targets[0].runner_labels == ("self-hosted", "b200")
+
+
+def test_markers_cannot_be_broken_by_names():
+    marker = evidence.pr_marker(1, "evil --> <b>", ["b200"])
+    assert marker.count("-->") == 1 and "<b>" not in marker
