@@ -23,7 +23,7 @@ import ast
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Generator, Mapping, Sequence
 
 from kforge_bot.errors import KforgeError
 
@@ -155,9 +155,9 @@ def _python_sites(tree: ast.Module, text: _Text, gpu: bool, forced: set[str]) ->
     sites: list[_Site] = []
     strings: list[tuple[int, int]] = []
 
-    def add(base: str, kind: str | None, node: ast.AST, origin: str) -> None:
+    def add(base: str, kind: str | None, node: ast.AST | None, origin: str) -> None:
         value = _int_value(node)
-        if value is None:
+        if value is None or node is None:
             return
         start, end = text.span(node)
         sites.append(_Site(base, kind, value, origin, node.lineno, [(start, end, 0)]))  # type: ignore[attr-defined]
@@ -177,12 +177,12 @@ def _python_sites(tree: ast.Module, text: _Text, gpu: bool, forced: set[str]) ->
             continue
         counts: dict[str, int] = {}
         literal: dict[str, ast.AST] = {}
-        for node in ast.walk(fn):
-            for name in _assigned_names(node):
+        for inner in ast.walk(fn):
+            for name in _assigned_names(inner):
                 counts[name] = counts.get(name, 0) + 1
-            target, value = _simple_assign(node)
-            if target and _int_value(value) is not None:
-                literal[target] = value  # type: ignore[assignment]
+            target, value = _simple_assign(inner)
+            if target and value is not None and _int_value(value) is not None:
+                literal[target] = value
         for name, value in literal.items():
             if counts.get(name) != 1:
                 continue
@@ -201,7 +201,7 @@ def _python_sites(tree: ast.Module, text: _Text, gpu: bool, forced: set[str]) ->
             prefix = f"autotune[{config_index}]."
             config_index += 1
             if call.args and isinstance(call.args[0], ast.Dict):
-                for key, value in zip(call.args[0].keys, call.args[0].values):
+                for key, value in zip(call.args[0].keys, call.args[0].values, strict=True):
                     if isinstance(key, ast.Constant) and isinstance(key.value, str):
                         add(prefix + key.value, kind_of(key.value, gpu=gpu) or "int", value, "autotune")
             for kw in call.keywords:
@@ -215,9 +215,9 @@ def _python_sites(tree: ast.Module, text: _Text, gpu: bool, forced: set[str]) ->
             elif kw.arg and (is_launch or kw.arg in forced) and looks_tunable(kw.arg):
                 add(kw.arg, kind_of(kw.arg, gpu=gpu), kw.value, "keyword")
 
-    for node in ast.walk(tree):
-        if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
-            strings.append(text.span(node))
+    for sub in ast.walk(tree):
+        if isinstance(sub, ast.JoinedStr) or (isinstance(sub, ast.Constant) and isinstance(sub.value, str)):
+            strings.append(text.span(sub))
     strings = _outermost(strings)
     return sites, strings
 
@@ -455,7 +455,7 @@ def apply(source: str, assignment: Mapping[str, int], language: str | None = Non
                 raise ValueError(f"tunable {name!r}: {value} makes a linked literal negative")
             edits.append((start, end, str(value + offset)))
     edits.sort()
-    for (s1, e1, _), (s2, _e2, _) in zip(edits, edits[1:]):
+    for (_s1, e1, _), (s2, _e2, _) in zip(edits, edits[1:], strict=False):
         if s2 < e1:
             raise ValueError("overlapping edits: two tunables share a literal")
     out = source
@@ -635,13 +635,13 @@ class TunerSearch:
             except StopIteration:
                 self._exhausted = True
 
-    def _ask(self, trial: dict[str, int]) -> Iterator[dict[str, int]]:
+    def _ask(self, trial: dict[str, int]) -> Generator[dict[str, int], None, float | None]:
         key = _key(trial)
         if key not in self.results:
             yield trial
         return self.results.get(key)
 
-    def _walk(self) -> Iterator[dict[str, int]]:
+    def _walk(self) -> Generator[dict[str, int], None, None]:
         best = dict(self.current)
         best_score = yield from self._ask(best)
         for _ in range(self.max_passes):
