@@ -1,18 +1,24 @@
 """May this event run on self-hosted hardware? One pure decision, with the reason to print.
 
 The rules (GitHub's advice for self-hosted runners on public repositories, tightened):
-- A same-repository PR whose author is OWNER, MEMBER or COLLABORATOR (and, when known, has write
-  permission) runs.
+- Trusted means: author_association OWNER, MEMBER or COLLABORATOR (the policy's
+  `trust.allowed_associations`) and, when the caller looked it up, write permission
+  (admin, maintain or write). Lacking either one is untrusted.
+- A same-repository PR by a trusted author runs (a fork PR too when the policy's
+  `trust.allow_forks` is true).
 - Anyone else's PR, and every fork PR, runs only when a maintainer has put the trigger label on
   it, and only on a maintainer's action: the `labeled` event itself, a dispatch, or a command
-  comment by a maintainer. New commits pushed after the label was added do not run by
-  themselves: otherwise a label given to harmless code would let later pushes run anything.
-- Comment commands count only from OWNER, MEMBER or COLLABORATOR (or users with write access).
+  comment by a trusted user. New commits pushed after the label was added do not run by
+  themselves: otherwise a label given to harmless code would let later pushes run anything
+  (so the `pr` command removes the label after each run, `GitHub.remove_label`, and a maintainer
+  re-adds it after reviewing the new commits).
+- Comment commands count only from trusted users.
 Fail closed: an event whose PR details are unknown is not allowed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from kforge_bot.events import PullRequestEvent
@@ -27,12 +33,11 @@ class Decision(NamedTuple):
     reason: str
 
 
-def _trusted(association: str | None, permission: str | None) -> bool:
-    if permission is not None:
-        # The permission API is the stronger fact: a read-only collaborator is not trusted,
-        # and an owner's association is confirmed.
-        return permission.lower() in WRITE_PERMISSIONS
-    return (association or "").upper() in TRUSTED_ASSOCIATIONS
+def _trusted(association: str | None, permission: str | None, associations: frozenset[str]) -> bool:
+    # Both facts must hold: a read-only COLLABORATOR is not trusted either.
+    if (association or "").upper() not in associations:
+        return False
+    return permission is None or permission.lower() in WRITE_PERMISSIONS
 
 
 def _who(login: str | None, association: str | None, permission: str | None) -> str:
@@ -43,23 +48,25 @@ def _who(login: str | None, association: str | None, permission: str | None) -> 
 
 
 def decide(event: PullRequestEvent, *, trigger_label: str = DEFAULT_TRIGGER_LABEL,
+           trusted_associations: Iterable[str] = TRUSTED_ASSOCIATIONS, allow_forks: bool = False,
            author_permission: str | None = None, sender_permission: str | None = None) -> Decision:
     """Whether `event` may run on a self-hosted runner, and why.
 
     `author_permission` / `sender_permission` are the PR author's and the event sender's
-    repository permission (admin, maintain, write, triage, read, none) when the caller looked
-    them up; without them the payload's author_association decides.
+    repository permission (admin, write, read, none: GitHub's `permission` field) when the caller
+    looked them up; without them the payload's author_association decides alone.
     """
+    associations = frozenset(a.upper() for a in trusted_associations)
     if not event.complete:
         return Decision(False, f"PR #{event.number}: refs and author are unknown; look the PR up before deciding")
     if event.state == "closed":
         return Decision(False, f"PR #{event.number} is closed")
 
     if event.command is not None and event.event_name == "issue_comment":
-        if not _trusted(event.sender_association, sender_permission):
+        if not _trusted(event.sender_association, sender_permission, associations):
             return Decision(False, f"/kforge {event.command} by "
                                    f"{_who(event.sender, event.sender_association, sender_permission)} ignored: "
-                                   "only OWNER, MEMBER or COLLABORATOR with write access can command kforge-bot")
+                                   f"only {', '.join(sorted(associations))} with write access can command kforge-bot")
         if event.command == "stop":
             return Decision(True, f"/kforge stop by @{event.sender}: runs nothing, closes the bot's PRs")
 
@@ -67,8 +74,11 @@ def decide(event: PullRequestEvent, *, trigger_label: str = DEFAULT_TRIGGER_LABE
         return Decision(False, f"label '{event.label_added}' added; only '{trigger_label}' starts a run")
 
     author = _who(event.author, event.author_association, author_permission)
-    if not event.is_fork and _trusted(event.author_association, author_permission):
+    trusted_author = _trusted(event.author_association, author_permission, associations)
+    if trusted_author and not event.is_fork:
         return Decision(True, f"same-repository PR by {author}")
+    if trusted_author and allow_forks:
+        return Decision(True, f"fork PR from {event.head_repo or 'a deleted fork'} by {author}; the policy allows forks")
 
     why = (f"fork PR from {event.head_repo or 'a deleted fork'} by {author}" if event.is_fork
            else f"PR by {author}, who lacks write access")

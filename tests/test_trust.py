@@ -65,11 +65,24 @@ def test_contributor_in_same_repo_needs_label():
     assert not allowed and "lacks write access" in reason
 
 
-def test_permission_overrides_association():
-    # A COLLABORATOR with read-only permission is not trusted; a CONTRIBUTOR granted write is.
-    assert not trust.decide(_pr(association="COLLABORATOR"), author_permission="read").allowed
-    assert trust.decide(_pr(association="CONTRIBUTOR"), author_permission="write").allowed
+def test_permission_and_association_must_both_hold():
+    # A COLLABORATOR with read-only permission is not trusted; nor is a CONTRIBUTOR with write.
+    allowed, reason = trust.decide(_pr(association="COLLABORATOR"), author_permission="read")
+    assert not allowed and "@Codertocat (COLLABORATOR, read permission), who lacks write access" in reason
+    assert not trust.decide(_pr(association="CONTRIBUTOR"), author_permission="write").allowed
+    assert trust.decide(_pr(association="COLLABORATOR"), author_permission="write").allowed
     assert "(OWNER, admin permission)" in trust.decide(_pr(), author_permission="admin").reason
+
+
+def test_policy_associations_and_forks():
+    assert trust.decide(_pr(association="CONTRIBUTOR"),
+                        trusted_associations=["OWNER", "CONTRIBUTOR"]).allowed
+    assert not trust.decide(_pr(), trusted_associations=["MEMBER"]).allowed
+    fork_by_member = events.PullRequestEvent(**{**_pr(fork=True).__dict__, "author_association": "MEMBER"})
+    assert not trust.decide(fork_by_member).allowed
+    allowed, reason = trust.decide(fork_by_member, allow_forks=True)
+    assert allowed and "the policy allows forks" in reason
+    assert not trust.decide(_pr(fork=True), allow_forks=True).allowed  # an untrusted fork still needs the label
 
 
 def test_other_labels_do_not_start_runs():
@@ -100,8 +113,9 @@ def test_comment_commands():
     outsider = events.parse_event("issue_comment", pr_comment("/kforge optimize", association="NONE", login="eve"))
     allowed, reason = trust.decide(outsider.with_pull(_pull()))
     assert not allowed and "@eve (NONE)" in reason
-    # A commenter with write permission counts even if the association says otherwise.
-    assert trust.decide(outsider.with_pull(_pull()), sender_permission="write").allowed
+    # Write permission alone does not make a commenter trusted (association NONE).
+    assert not trust.decide(outsider.with_pull(_pull()), sender_permission="write").allowed
+    assert not trust.decide(maint.with_pull(_pull()), sender_permission="read").allowed
 
 
 def test_stop_needs_a_maintainer_but_no_label():
