@@ -236,10 +236,17 @@ def test_contract_from_a_spec_like_object():
         format = "manifest"
 
     contract = gen.contract_from_spec(Spec())
-    assert contract == {"name": "rmsnorm_cuda", "language": "cuda", "entry": "rmsnorm", "kernel_file": "cuda/rmsnorm_cuda.py",
-                        "shape_sets": ({"rows": 16384, "cols": 4096},)}
+    assert contract == {"name": "rmsnorm_cuda", "format": "manifest", "language": "cuda", "entry": "rmsnorm",
+                        "kernel_file": "cuda/rmsnorm_cuda.py", "shape_sets": ({"rows": 16384, "cols": 4096},)}
     text = gen.build_messages(language="cuda", target_kind="cuda", hardware=H200, contract=contract, current_source="x = 1\n")[1]["content"]
     assert "tolerance: the harness's default for each dtype" in text
+
+
+def test_kernelbench_contract_asks_for_model_new():
+    contract = {"name": "23_Softmax", "format": "kernelbench", "entry": "ModelNew", "kernel_file": "23_Softmax.py"}
+    text = gen.build_messages(language="torch", target_kind="cuda", hardware=H200, contract=contract,
+                              current_source="class Model:\n    pass\n")[1]["content"]
+    assert "define `class ModelNew(nn.Module)` with the same `__init__` arguments" in text
 
 
 # --- parsing replies --------------------------------------------------------------------------------

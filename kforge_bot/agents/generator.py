@@ -122,7 +122,7 @@ def failure_from_malformed(error: MalformedReply, *, iteration: int | None = Non
 
 def contract_from_spec(spec: Any) -> dict[str, Any]:
     """The contract fields of a KernelSpec-like object (read by attribute name, so no import)."""
-    keys = ("name", "language", "entry", "kernel_file", "signature", "shape_sets", "tolerance", "forbidden", "notes")
+    keys = ("name", "format", "language", "entry", "kernel_file", "signature", "shape_sets", "tolerance", "forbidden", "notes")
     contract = {k: getattr(spec, k) for k in keys if getattr(spec, k, None) is not None}
     if "kernel_file" in contract:
         contract["kernel_file"] = str(contract["kernel_file"])
@@ -210,7 +210,12 @@ def _hardware_section(hardware: Mapping[str, Any] | str) -> str:
 
 def _contract_section(contract: Mapping[str, Any]) -> str:
     lines = []
-    if contract.get("entry"):
+    if contract.get("entry") == "ModelNew" or contract.get("format") == "kernelbench":
+        lines.append(
+            "- KernelBench format: define `class ModelNew(nn.Module)` with the same `__init__` arguments and "
+            "`forward` signature as `Model`, computing the same outputs with your kernels"
+        )
+    elif contract.get("entry"):
         lines.append(f"- entry: `{contract['entry']}` (keep its name and signature)")
     if contract.get("signature"):
         lines.append(f"- signature: `{contract['signature']}`")
