@@ -517,7 +517,7 @@ def build_report(requested: str = "auto", quick: bool | None = None, timeout: fl
 
     copy = measurements.get("copy", {})
     tflops = {p: m["tflops"] for p, m in measurements.get("matmul", {}).items() if "tflops" in m}
-    if device and (copy.get("gbs") or tflops):
+    if kind and device and (copy.get("gbs") or tflops):
         report["ceilings"] = hardware.ceilings_record(
             kind, device["name"], copy.get("gbs"), tflops, report["created_at"],
             {**(child.get("method") or {}), "host": report["host"], "torch": report["software"].get("torch")})

@@ -424,7 +424,7 @@ def roofline(bytes_moved: float, flops: float, seconds: float, ceilings: Ceiling
         roof_frac = bw_frac
     elif bound == "compute" and bytes_moved == 0:
         roof_frac = compute_frac
-    elif ridge is not None and intensity is not None:
+    elif ridge is not None and intensity is not None and peak and bw:
         attainable = min(peak, intensity * bw / 1e3)  # TFLOP/s: intensity [FLOP/B] * GB/s / 1e3
         roof_frac = achieved_tflops / attainable if attainable > 0 else None
     else:

@@ -239,10 +239,10 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
         kw["kernel_paths"] = tuple(_glob(ck, g, join("kernel_paths", i)) for i, g in enumerate(v))
     if "required_targets" in top:
         targets = ck.string_list(top["required_targets"], "required_targets")
-        for i, t in enumerate(targets):
-            if not _TARGET_RE.match(t):
+        for i, name in enumerate(targets):
+            if not _TARGET_RE.match(name):
                 ck.fail(join("required_targets", i),
-                        f"expected a target kind ({', '.join(TARGET_KINDS)}) or a runner name like 'h200', got {t!r}")
+                        f"expected a target kind ({', '.join(TARGET_KINDS)}) or a runner name like 'h200', got {name!r}")
         kw["required_targets"] = tuple(targets)
     if "min_speedup" in top:
         kw["min_speedup"] = ck.number(top["min_speedup"], "min_speedup", minimum=1)
