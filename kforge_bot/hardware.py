@@ -154,6 +154,17 @@ class RunnerFacts:
             lines.append(f"- dense peak TFLOP/s (int8 in TOPS): {peaks}")
         return "\n".join(lines)
 
+    def prompt_facts(self) -> dict[str, Any]:
+        """The same facts as a flat mapping ("name" first), for agents that take a dict."""
+        out: dict[str, Any] = {"name": self.title, "target": self.target, "runner": self.name}
+        out.update({k: f.value for k, f in self.facts.items()})
+        out.update({f"peak_tflops_{k}": f.value for k, f in self.peak_tflops.items()})
+        unverified = [k for k, f in self.facts.items() if f.unverified]
+        unverified += [f"peak_tflops_{k}" for k, f in self.peak_tflops.items() if f.unverified]
+        if unverified:
+            out["unverified"] = unverified
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         facts: dict[str, Any] = {k: f.to_dict() for k, f in self.facts.items()}
         if self.peak_tflops:

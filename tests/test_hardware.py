@@ -69,6 +69,8 @@ def test_facts_carry_units_sources_and_unverified_marks():
     assert arc.target == "xpu" and arc.get("xe_cores") == 20
     assert arc.peak_tflops["fp16"].unverified and not arc.peak_tflops["int8"].unverified
     assert "unverified" in arc.prompt_text()
+    flat = arc.prompt_facts()
+    assert flat["name"].startswith("Intel Arc B580") and flat["xe_cores"] == 20 and "peak_tflops_fp16" in flat["unverified"]
     b200 = hardware.get_runner("b200")
     assert any("tcgen05" in s for s in b200.get("matrix_instructions"))
     assert any("wgmma" in s for s in h200.get("matrix_instructions"))
