@@ -553,7 +553,7 @@ def missing_pieces(report: dict[str, Any]) -> list[str]:
     if report.get("device") and report.get("runner") is None:
         out.append(f"no hardware runner describes '{report['device']['name']}' ({kind}): no stated facts to compare "
                    "with; the measured ceilings still serve as this machine's roofline after --save")
-    if report.get("quick"):
+    if report.get("quick") and report.get("device"):
         out.append("quick mode: tiny sizes, the figures are not ceilings (run without --quick to measure them)")
     return out
 
