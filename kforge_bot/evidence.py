@@ -267,9 +267,13 @@ def render_correctness(correctness: Mapping[str, Any], rows: Sequence[TargetRow]
     return "\n".join(lines)
 
 
-def render_profile(outcome: KernelOutcome) -> str:
+def render_profile(outcome: KernelOutcome, limit: int | None = None) -> str:
+    """Both profiles in code blocks; each cut to `limit` characters before fencing, so the
+    Markdown around them stays intact."""
     parts = []
     for title, text in (("Before (baseline)", outcome.profile_before), ("After (candidate)", outcome.profile_after)):
+        if text and limit is not None:
+            text = _truncate(text, limit, "profile")
         parts.append(f"**{title}**\n\n{_fence(text) if text else NA}")
     if outcome.analyst_note:
         parts.append(f"**The analyst's reading:** {_quiet(outcome.analyst_note)}")
@@ -342,22 +346,19 @@ def render_pr_body(outcome: KernelOutcome, *, pr_number: int, head_branch: str, 
     commands = ("Commands: comment `/kforge retry` to run again, `/kforge stop` to close this PR and stop "
                 "suggesting for this kernel. A push to this branch by anyone but kforge-bot stops its updates.")
     marker = pr_marker(pr_number, outcome.kernel, [r.target for r in outcome.targets], harness)
-    fixed = [intro, table,
-             _details("Correctness", render_correctness(outcome.correctness, outcome.targets)),
-             None,  # profile
-             _details("How it was found", render_how_found(outcome.how_found)),
-             _details("Reproduce", render_reproduce(outcome)),
-             None,  # diff
-             commands, marker]
+    correctness = _details("Correctness", render_correctness(outcome.correctness, outcome.targets))
+    how = _details("How it was found", render_how_found(outcome.how_found))
+    reproduce = _details("Reproduce", render_reproduce(outcome))
     # What is left after the fixed parts goes to the profile, then the diff.
-    room = limit - sum(len(p) + 2 for p in fixed if p) - 200
-    profile = render_profile(outcome)
-    profile = _truncate(profile, max(2000, room // 2 if outcome.diff else room), "profile")
-    fixed[3] = _details("Profile: before and after", profile)
+    room = limit - sum(len(p) + 2 for p in (intro, table, correctness, how, reproduce, commands, marker)) - 200
+    profile_room = max(2000, room // 2 if outcome.diff else room)
+    profile = _details("Profile: before and after", render_profile(outcome, limit=profile_room // 2 - 200))
+    diff = ""
     if outcome.diff:
-        room -= len(fixed[3])
-        diff = outcome.diff if len(outcome.diff) <= room else _truncate(outcome.diff, max(0, room - 200), "diff")
-        fixed[6] = _details("Diff", _fence(diff, "diff"))
+        room -= len(profile)
+        text = outcome.diff if len(outcome.diff) <= room else _truncate(outcome.diff, max(0, room - 200), "diff")
+        diff = _details("Diff", _fence(text, "diff"))
+    fixed = [intro, table, correctness, profile, how, reproduce, diff, commands, marker]
     body = "\n\n".join(p for p in fixed if p) + "\n"
     if len(body) > MAX_BODY:  # the fixed parts alone were too long: cut hard, keep the marker
         body = body[: MAX_BODY - len(marker) - 100] + "\n\n... (cut to GitHub's size limit)\n\n" + marker + "\n"

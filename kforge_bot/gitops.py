@@ -102,7 +102,7 @@ def _run(repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, what:
     except git.GitCommandError as exc:
         detail = (exc.stderr or "").strip().replace("\n", " ")
         detail = re.sub(r"^stderr: '?|'$", "", detail)
-        raise KforgeError(f"{what}: {detail or exc}", path=repo.working_dir, hint=hint) from exc
+        raise KforgeError(f"{what}: {detail or exc}", path=str(repo.working_dir), hint=hint) from exc
 
 
 def resolve(repo_path: str | Path, rev: str) -> str:
@@ -197,8 +197,9 @@ def remote_branch_sha(repo_path: str | Path, branch: str, remote: str = "origin"
 
 
 def _is_bot_commit(commit: git.Commit, identity: Identity) -> bool:
+    message = commit.message if isinstance(commit.message, str) else commit.message.decode(errors="replace")
     return (commit.author.email == identity.email and commit.committer.email == identity.email
-            and f"\n{TRAILER}: " in f"\n{commit.message}")
+            and f"\n{TRAILER}: " in f"\n{message}")
 
 
 def _info(commit: git.Commit) -> CommitInfo:
@@ -314,17 +315,17 @@ def push_bot_branch(repo_path: str | Path, *, branch: str, parent: str, files: M
         infos = repo.remote(remote).push(f"{out_ref}:refs/heads/{branch}", force_with_lease=lease)
     except git.GitCommandError as exc:
         detail = (exc.stderr or "").strip().replace("\n", " ")
-        raise KforgeError(f"push of {branch} to {remote} failed: {detail}", path=repo.working_dir,
+        raise KforgeError(f"push of {branch} to {remote} failed: {detail}", path=str(repo.working_dir),
                           hint="someone pushed to it meanwhile, a branch rule protects kforge/*, or the token lacks contents: write") from exc
     except ValueError as exc:  # GitPython raises ValueError for an unknown remote name
-        raise KforgeError(f"no remote named {remote!r}", path=repo.working_dir) from exc
+        raise KforgeError(f"no remote named {remote!r}", path=str(repo.working_dir)) from exc
     finally:
         with contextlib.suppress(KforgeError):
             _run(repo, "update-ref", "-d", out_ref, what="cannot delete a temporary ref")
     bad_flags = git.PushInfo.ERROR | git.PushInfo.REJECTED | git.PushInfo.REMOTE_REJECTED | git.PushInfo.REMOTE_FAILURE
     if not infos or any(info.flags & bad_flags for info in infos):
         summary = "; ".join(f"{info.remote_ref_string}: {info.summary.strip()}" for info in infos) or "no result"
-        raise KforgeError(f"push of {branch} to {remote} was rejected ({summary})", path=repo.working_dir,
+        raise KforgeError(f"push of {branch} to {remote} was rejected ({summary})", path=str(repo.working_dir),
                           hint="someone pushed to it meanwhile, a branch rule protects kforge/*, or the token lacks contents: write")
     return PushResult(branch=branch, status="updated" if remote_sha else "created", sha=new_sha)
 

@@ -66,7 +66,8 @@ def test_pr_body_layout():
     assert "| arc-b580 (`[self-hosted, arc-b580]`) | 1.31 ms | 1.01 ms | 1.30x (1.27-1.33) | n/a |" in body
     summaries = re.findall(r"<details><summary>(.*?)</summary>", body)
     assert summaries == ["Correctness", "Profile: before and after", "How it was found", "Reproduce", "Diff"]
-    assert body.count("<details>") == body.count("</details>") == 5
+    assert body.count("<details>") == 5
+    _assert_well_formed(body)
     assert "- Seeds: 0, 1, 2" in body and "- Largest absolute error: 0.00123" in body
     assert "- Tolerance: atol=0.01, rtol=0.01" in body and "huge" not in body  # raw records left out
     assert "kforge-bot check kernels/rmsnorm.py --candidate candidate_rmsnorm.py --target cuda" in body
@@ -115,6 +116,23 @@ def test_body_respects_githubs_limit():
     assert len(body) <= 65536
     assert "(diff cut:" in body and "(profile cut:" in body
     assert body.rstrip().endswith("-->") and "<summary>Reproduce</summary>" in body
+    _assert_well_formed(body)
+
+
+def _assert_well_formed(body: str) -> None:
+    """Every code fence closes, and no <details> tag or marker sits inside one."""
+    fence = None
+    for line in body.splitlines():
+        m = re.match(r"^(`{3,})", line)
+        if m and fence is None:
+            fence = m.group(1)
+        elif m and fence is not None and line.strip() == fence:
+            fence = None
+        elif fence is None:
+            continue
+        else:
+            assert not line.startswith(("</details>", "<details>", "<!-- kforge-bot")), line
+    assert fence is None, "an unclosed code fence"
     assert body.count("<details>") == body.count("</details>")
 
 
@@ -123,6 +141,7 @@ def test_fences_survive_backticks_in_code():
     body = evidence.render_pr_body(_outcome(diff=diff), pr_number=1, head_branch="f")
     block = body[body.index("<summary>Diff</summary>"):]
     assert "`````diff\n" in block and "\n`````\n" in block
+    _assert_well_formed(body)
 
 
 def test_comment_one_line_per_kernel_and_marker():

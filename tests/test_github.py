@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 import pytest
 
-from kforge_bot import events, gitops
+from kforge_bot import events, evidence, gitops, trust
 from kforge_bot.errors import KforgeError
+from kforge_bot.evidence import KernelOutcome, TargetRow
 from kforge_bot.github import GitHub
 from tests.fakes.github_server import FakeGitHub
-from tests.fakes.gitrepos import make_repos
-from tests.fakes.webhooks import pr_comment
+from tests.fakes.gitrepos import commit_all, git, make_repos, write
+from tests.fakes.webhooks import as_fork, example, pr_comment
 
 REPO = "octo/kernels"
 
@@ -263,3 +265,115 @@ def test_the_schema_check_is_not_vacuous(world, monkeypatch):
         gh.get_pull(number)
     assert any("'node_id' is a required property" in e for e in fake.schema_errors)
     fake.schema_errors.clear()  # expected here; the fixture checks the rest
+
+
+# -- The pieces together, in the order the `pr` command uses them --------------------------------
+
+def _event(fake, repos, number, *, fork=False, action="opened"):
+    payload = example("pull_request", action)
+    if fork:
+        as_fork(payload)
+    payload["repository"]["full_name"] = REPO
+    pr = payload["pull_request"]
+    pr["number"] = payload["number"] = number
+    pr["base"]["repo"]["full_name"] = REPO
+    if not fork:
+        pr["head"]["repo"]["full_name"] = REPO
+        pr["user"]["login"], pr["author_association"] = "ada", "COLLABORATOR"
+    pr["base"].update(ref="main", sha=repos.base_sha)
+    pr["head"].update(ref="feature", sha=repos.head_sha)
+    return events.parse_event("pull_request_target", payload)
+
+
+def _outcome(speedup=1.8, low=1.7, high=1.9):
+    return KernelOutcome(kernel="rmsnorm", file="kernels/rmsnorm.py",
+                         targets=(TargetRow("cpu", ("self-hosted", "kforge-cpu"), 2.0, 2.0 / speedup, speedup, low,
+                                            high, correct=True, target_kind="cpu"),),
+                         correctness={"ok": True, "seeds": [0, 1, 2]})
+
+
+def _publish(gh, repos, ev, outcome, files, min_speedup=1.05):
+    """What `kforge-bot pr` does after the loop, per kernel, then once per PR."""
+    branch = gitops.bot_branch(ev.number, outcome.kernel)
+    row = outcome.targets[0]
+    if not (row.correct and row.ci_low is not None and row.ci_low > 1.0 and row.speedup >= min_speedup):
+        outcome = replace(outcome, skip_reason="no improvement")
+    else:
+        push = gitops.push_bot_branch(repos.clone, branch=branch, parent=ev.head_sha, files=files,
+                                      message=evidence.render_title(outcome))
+        if push.status == "human-pushed":
+            outcome = replace(outcome, skip_reason=f"someone else pushed to {branch}; kforge-bot no longer updates it",
+                              pr_url=None)
+        else:
+            outcome = replace(outcome, branch=branch)
+            pr = gh.open_or_update_follow_up(
+                branch=branch, base=ev.head_ref, title=evidence.render_title(outcome),
+                body=evidence.render_pr_body(outcome, pr_number=ev.number, head_branch=ev.head_ref))
+            outcome = replace(outcome, pr_url=pr.url, pr_number=pr.number)
+    gh.upsert_comment(ev.number, evidence.render_comment([outcome], pr_number=ev.number),
+                      evidence.comment_marker(ev.number))
+    gh.set_status(ev.head_sha, "success", evidence.status_description([outcome]))
+    return outcome
+
+
+def test_flow_open_then_rerun(world):
+    fake, repos, number = world
+    gh = client(fake)
+    ev = _event(fake, repos, number)
+    assert trust.decide(ev, author_permission=gh.permission(ev.author)).allowed
+    first = _publish(gh, repos, ev, _outcome(1.5, 1.4, 1.6), {"kernels/rmsnorm.py": "BLOCK = 512\n"})
+    second = _publish(gh, repos, ev, _outcome(1.8, 1.7, 1.9), {"kernels/rmsnorm.py": "BLOCK = 1024\n"})
+    assert first.pr_number == second.pr_number
+    follow_ups = [p for p in fake.pulls_of(REPO) if p.head_ref.startswith("kforge/")]
+    assert len(follow_ups) == 1
+    pr = follow_ups[0]
+    assert pr.base_ref == "feature" and pr.title == "kforge: rmsnorm 1.80x faster on cpu"
+    assert "| cpu (`[self-hosted, kforge-cpu]`) | 2.00 ms | 1.11 ms | 1.80x (1.70-1.90) | n/a |" in pr.body
+    assert fake._git(REPO, "show", f"{pr.head_ref}:kernels/rmsnorm.py") == "BLOCK = 1024"
+    comments = fake.comments_on(REPO, number)
+    assert len(comments) == 1 and "1.80x on cpu (1.70-1.90) -> [#" in comments[0].body
+    assert [s["description"] for s in fake.statuses] == [f"1 kernel: 1 follow-up PR (#{pr.number})"] * 2
+
+
+def test_flow_human_push_stops_updates(world, tmp_path):
+    fake, repos, number = world
+    gh = client(fake)
+    ev = _event(fake, repos, number)
+    first = _publish(gh, repos, ev, _outcome(1.5, 1.4, 1.6), {"kernels/rmsnorm.py": "BLOCK = 512\n"})
+    body_before = fake.pulls[(REPO, first.pr_number)].body
+    human = tmp_path / "human"
+    git(tmp_path, "clone", "-q", "-b", first.branch, str(repos.origin), str(human))
+    write(human, "kernels/rmsnorm.py", "BLOCK = 640  # hand-tuned\n")
+    commit_all(human, "hand tuning on top of the bot")
+    git(human, "push", "-q", "origin", first.branch)
+
+    again = _publish(gh, repos, ev, _outcome(1.9, 1.8, 2.0), {"kernels/rmsnorm.py": "BLOCK = 2048\n"})
+    assert again.pr_url is None and "no longer updates it" in again.skip_reason
+    assert fake.pulls[(REPO, first.pr_number)].body == body_before  # PR untouched
+    assert fake._git(REPO, "show", f"{first.branch}:kernels/rmsnorm.py") == "BLOCK = 640  # hand-tuned"
+    assert "someone else pushed to kforge/pr-1/rmsnorm" in fake.comments_on(REPO, number)[0].body
+
+
+def test_flow_no_improvement_comments_and_opens_nothing(world):
+    fake, repos, number = world
+    gh = client(fake)
+    ev = _event(fake, repos, number)
+    out = _publish(gh, repos, ev, _outcome(1.01, 0.97, 1.05), {"kernels/rmsnorm.py": "BLOCK = 512\n"})
+    assert out.skip_reason == "no improvement"
+    assert [p.number for p in fake.pulls_of(REPO)] == [number]  # only the original PR
+    assert fake.branch_sha(REPO, gitops.bot_branch(number, "rmsnorm")) is None  # nothing pushed
+    body = fake.comments_on(REPO, number)[0].body
+    assert "no follow-up PR: no improvement (measured: 1.01x on cpu (0.97-1.05))" in body
+
+
+def test_flow_fork_without_label_runs_nothing(world):
+    fake, repos, number = world
+    gh = client(fake)
+    fake.add_fork("mallory/kernels", REPO)
+    ev = _event(fake, repos, number, fork=True)
+    allowed, reason = trust.decide(ev, author_permission=gh.permission(ev.author))
+    assert not allowed and "a maintainer must add the 'kforge:run' label" in reason
+    gh.upsert_comment(ev.number, evidence.render_comment([], pr_number=ev.number, note=f"not run: {reason}"),
+                      evidence.comment_marker(ev.number))
+    assert "not run: fork PR from mallory/Hello-World" in fake.comments_on(REPO, number)[0].body
+    assert [r for r in fake.writes() if r.template != "/repos/{owner}/{repo}/issues/{issue_number}/comments"] == []
