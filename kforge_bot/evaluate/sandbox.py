@@ -5,6 +5,8 @@
 - An environment stripped of tokens, keys, passwords and CI credentials.
 - Results over a private pipe, as JSON lines carrying a nonce the child reads from stdin before any user
   code is imported; stdout and stderr are kept only as a log tail for the report.
+- The request (seeds included) also arrives on stdin, never as a file: a candidate that could read the
+  seeds, its own or a concurrent evaluation's, could precompute the expected results at import time.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,8 +77,6 @@ def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,
                env: dict[str, str] | None = None) -> ChildOutcome:
     """Run `python -m kforge_bot.evaluate.worker` on `request`; never raises for the child's failures."""
     workdir.mkdir(parents=True, exist_ok=True)
-    request_path = workdir / f"request_{request['role']}.json"
-    request_path.write_text(json.dumps(request), encoding="utf-8")
     log_path = workdir / f"log_{request['role']}.txt"
     nonce = secrets.token_hex(16)
     read_fd, write_fd = os.pipe()
@@ -83,17 +84,15 @@ def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,
     started = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kforge_bot.evaluate.worker", str(request_path), str(write_fd)],
+            [sys.executable, "-m", "kforge_bot.evaluate.worker", str(write_fd)],
             stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
             env=scrubbed_environment() if env is None else env, cwd=str(workdir), start_new_session=True,
         )
         os.close(write_fd)
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write((nonce + "\n").encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
+        # A large request fills the pipe before the child reads it: write from a thread so the timeout holds.
+        feeder = threading.Thread(target=_feed, args=(proc, (nonce + "\n" + json.dumps(request) + "\n").encode()),
+                                  daemon=True)
+        feeder.start()
         buffer = b""
         selector = selectors.DefaultSelector()
         selector.register(read_fd, selectors.EVENT_READ)
@@ -133,6 +132,15 @@ def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,
     outcome.wall_s = time.monotonic() - started
     outcome.log_tail = _tail(log_path)
     return outcome
+
+
+def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(data)
+        proc.stdin.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # the child died first; its exit status tells the story
 
 
 def _parse(line: bytes, nonce: str) -> dict[str, Any] | None:

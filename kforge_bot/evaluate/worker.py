@@ -1,4 +1,4 @@
-"""The child process that runs code: `python -m kforge_bot.evaluate.worker REQUEST RESULT_FD`.
+"""The child process that runs code: `python -m kforge_bot.evaluate.worker RESULT_FD` (request on stdin).
 
 Two roles, never in the same process:
 - `reference`: trusted code only. Computes the reference outputs for every correctness case and every
@@ -7,8 +7,9 @@ Two roles, never in the same process:
   checks, profiles both, times them interleaved. Outputs are written as files; the parent compares them
   with the reference's, so a candidate never sees a reference output and cannot judge itself.
 
-Messages go to the parent over an inherited pipe as JSON lines carrying a nonce read from stdin before
-any user code is imported; anything the candidate prints goes to stdout/stderr, which decide nothing.
+Messages go to the parent over an inherited pipe as JSON lines carrying a nonce read from stdin (the
+request follows on the next line) before any user code is imported; anything the candidate prints goes to
+stdout/stderr, which decide nothing.
 """
 
 from __future__ import annotations
@@ -288,10 +289,11 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
 
 
 def main(argv: list[str]) -> int:
-    request_path, fd = Path(argv[0]), int(argv[1])
+    fd = int(argv[0])
     nonce = sys.stdin.readline().strip()
     channel = Channel(fd, nonce)
-    plan = Plan.from_dict(json.loads(request_path.read_text(encoding="utf-8")))
+    plan = Plan.from_dict(json.loads(sys.stdin.readline()))
+    sys.stdin.close()
     workdir = plan.out_dir / f"src_{plan.role}"
     workdir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(plan.threads) if plan.threads else None
