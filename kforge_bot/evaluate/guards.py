@@ -40,7 +40,9 @@ FORBIDDEN_CALLS = {
     ("os", "write"): "writing to raw file descriptors can forge the harness's result channel",
     ("os", "fdopen"): "opening inherited file descriptors can forge the harness's result channel",
     ("os", "dup2"): "redirecting file descriptors can forge the harness's result channel",
-    ("builtins", "setattr"): "patching builtins changes how the harness works",
+    ("builtins", "setattr"): "setattr() can patch the framework, the clock or the harness under any name",
+    ("builtins", "eval"): "code assembled at run time escapes this review",
+    ("builtins", "exec"): "code assembled at run time escapes this review",
 }
 FORBIDDEN_NAMES = {
     "__builtins__": "patching builtins changes how the harness works",
@@ -53,6 +55,8 @@ FORBIDDEN_NAMES = {
     "get_objects": "the garbage collector can hand over other objects' results",
     "get_referrers": "the garbage collector can hand over other objects' results",
 }
+_FORBIDDEN_STRINGS = {**{name: why for name, why in FORBIDDEN_NAMES.items()},
+                      **{attr: why for (module, attr), why in FORBIDDEN_CALLS.items() if module != "builtins"}}
 PATCHABLE_ROOTS = {"torch", "time", "math", "numpy", "np", "F", "triton", "builtins", "os", "sys"}
 
 
@@ -117,6 +121,9 @@ def static_findings(source: str) -> list[Finding]:
                             and arg.value.split(".")[0] in FORBIDDEN_IMPORTS:
                         findings.append(Finding(line, f"dynamic import of {arg.value}",
                                                 FORBIDDEN_IMPORTS[arg.value.split(".")[0]]))
+                    elif not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                        findings.append(Finding(line, f"{name}() of a computed module name",
+                                                "a name built at run time hides which module is imported"))
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for target in targets:
@@ -131,6 +138,9 @@ def static_findings(source: str) -> list[Finding]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "/proc/self/fd" in node.value:
             findings.append(Finding(line, "reference to /proc/self/fd",
                                     "opening inherited file descriptors can forge the harness's result channel"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _FORBIDDEN_STRINGS:
+            # getattr(sys, "_getframe") and friends: the same attribute, named by a string.
+            findings.append(Finding(line, f"the string {node.value!r}", _FORBIDDEN_STRINGS[node.value]))
     # One finding per line is enough to explain; keep the first.
     seen: set[int] = set()
     unique = []
