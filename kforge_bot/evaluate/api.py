@@ -244,8 +244,8 @@ def _profile_rejection(plan: Plan, profile: dict[str, Any]) -> str | None:
         names = ", ".join(cand["side_stream_kernels"][:3])
         return (f"the candidate launched kernels on a side stream ({names}); work outside the current stream "
                 "escapes the timed region")
-    if plan.settings.allow_framework_fallback:
-        return None
+    if plan.settings.allow_framework_fallback or plan.candidate == plan.baseline:
+        return None  # an A/A run (the same code on both sides) measures the harness's noise, not a kernel
     ref_ops = set((profile.get("reference") or {}).get("compute_ops") or [])
     cand_ops = set(cand.get("compute_ops") or [])
     if ref_ops and ref_ops <= cand_ops:
