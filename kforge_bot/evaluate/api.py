@@ -14,6 +14,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,12 +39,18 @@ def _scratch_root() -> Path:
 
 
 class ReferenceStore:
-    """Reference outputs computed once per (spec, target, seeds) and reused by every candidate."""
+    """Reference outputs computed once per (spec, target, seeds) and reused by every candidate.
+
+    They are kept in this (the parent's) memory, and the reference worker's files are deleted as soon as
+    they are read: a candidate runs as the same user and could otherwise simply load the expected outputs
+    from disk.
+    """
 
     def __init__(self, root: Path | None = None) -> None:
         self._own = root is None
         self.root = Path(tempfile.mkdtemp(prefix="kforge-ref-", dir=_scratch_root())) if root is None else root
-        self._done: dict[str, dict[str, Any]] = {}
+        self._done: dict[str, tuple[dict[str, list[Any]], dict[str, Any]]] = {}
+        self._lock = threading.Lock()  # evaluations in threads share a store: one reference run per key
 
     def key(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings) -> str:
         material = json.dumps([spec.reference.to_dict(), spec.inputs_source.to_dict(), spec.inputs_symbol,
@@ -52,22 +59,31 @@ class ReferenceStore:
         return hashlib.sha256(material.encode()).hexdigest()[:16]
 
     def ensure(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings,
-               progress: Progress | None) -> tuple[Path, dict[str, Any]]:
+               progress: Progress | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+        """(reference outputs by file name, the reference worker's result message)."""
         key = self.key(spec, target, seeds, settings)
+        with self._lock:
+            if key not in self._done:
+                self._done[key] = self._compute(key, spec, target, seeds, settings, progress)
+            return self._done[key]
+
+    def _compute(self, key: str, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings,
+                 progress: Progress | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
         folder = self.root / key
-        if key in self._done:
-            return folder, self._done[key]
         plan = Plan(role="reference", target=target, spec=spec, baseline=spec.reference, candidate=None,
                     settings=settings, seeds=seeds, out_dir=folder)
-        outcome = run_worker(plan.to_dict(), folder, REFERENCE_TIMEOUT_S, on_message=progress)
-        result = outcome.result
-        if result is None or result.get("status") != "ok":
-            why = result.get("reason") if result else outcome.exit_description()
-            raise KforgeError(f"the reference for kernel {spec.name!r} failed on {target}: {why}",
-                              path=Path(spec.root) / spec.kernel_file,
-                              hint="the reference and its inputs must run before any candidate can be judged")
-        self._done[key] = result
-        return folder, result
+        try:
+            outcome = run_worker(plan.to_dict(), folder, REFERENCE_TIMEOUT_S, on_message=progress)
+            result = outcome.result
+            if result is None or result.get("status") != "ok":
+                why = result.get("reason") if result else outcome.exit_description()
+                raise KforgeError(f"the reference for kernel {spec.name!r} failed on {target}: {why}",
+                                  path=Path(spec.root) / spec.kernel_file,
+                                  hint="the reference and its inputs must run before any candidate can be judged")
+            outputs = {case.ref_file: _load(folder / case.ref_file) for case in plan.all_cases()}
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return outputs, result
 
     def cleanup(self) -> None:
         if self._own:
@@ -103,13 +119,13 @@ def evaluate(
 
     store = references or ReferenceStore()
     try:
-        ref_dir, ref_result = store.ensure(spec, target_name, seeds, settings, progress)
+        ref_outputs, ref_result = store.ensure(spec, target_name, seeds, settings, progress)
         work = Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=_scratch_root()))
         try:
             plan = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
                         settings=settings, seeds=seeds, out_dir=work)
             outcome = run_worker(plan.to_dict(), work, settings.timeout_s, on_message=progress)
-            result = _judge(plan, outcome, ref_dir, ref_result)
+            result = _judge(plan, outcome, ref_outputs, ref_result)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     finally:
@@ -122,7 +138,8 @@ def evaluate(
 # ------------------------------------------------------------------------------------------- judging
 
 
-def _judge(plan: Plan, outcome: ChildOutcome, ref_dir: Path, ref_result: dict[str, Any]) -> EvalResult:
+def _judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
+           ref_result: dict[str, Any]) -> EvalResult:
     base = EvalResult(verdict="crash", reason="", target=plan.target,
                       device_name=ref_result.get("device_name", ""), target_info=ref_result.get("target_info", {}))
     base.details = {"wall_s": round(outcome.wall_s, 3), "log_tail": outcome.log_tail[-4000:]}
@@ -154,7 +171,9 @@ def _judge(plan: Plan, outcome: ChildOutcome, ref_dir: Path, ref_result: dict[st
     base.profile = {"baseline": profile.get("baseline", {}), "candidate": profile.get("candidate", {}),
                     "reference": ref_result.get("profile", {})}
 
-    correctness = _compare_all(plan, ref_dir)
+    if message.get("restored_state"):
+        base.details["restored_state"] = message["restored_state"]
+    correctness = _compare_all(plan, ref_outputs, timed=bool(message.get("timing")))
     base.correctness = correctness
     if not correctness["ok"]:
         base.verdict, base.reason = correctness["status"], correctness["reason"]
@@ -180,21 +199,21 @@ def _load(path: Path) -> list[Any]:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def _compare_all(plan: Plan, ref_dir: Path) -> dict[str, Any]:
+def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool) -> dict[str, Any]:
     from kforge_bot.evaluate.checks import compare_outputs
 
     records: list[dict[str, Any]] = []
     tolerance = plan.spec.tolerance
 
     def check(case: Case, cand_file: str, ref_file: str, label: str) -> str | None:
-        cand_path, ref_path = plan.out_dir / cand_file, ref_dir / ref_file
+        cand_path = plan.out_dir / cand_file
         if not cand_path.is_file():
             return f"rejected|{label}: the candidate's process produced no output file for this case"
         try:
             cand = _load(cand_path)
         except Exception as exc:  # noqa: BLE001 - a forged or truncated file is the candidate's problem
             return f"rejected|{label}: unreadable output file ({type(exc).__name__})"
-        ref = _load(ref_path)
+        ref = ref_outputs[ref_file]
         per_output = compare_outputs(cand, ref, tolerance)
         records.append({"case": label, "shape_set": case.shape, "seed": case.seed, "outputs": per_output})
         bad = next((o for o in per_output if not o["ok"]), None)
@@ -217,6 +236,13 @@ def _compare_all(plan: Plan, ref_dir: Path) -> dict[str, Any]:
             failure = check(case, case.cand_file, case.ref_file, case.label)
             if failure:
                 break
+    if failure is None and timed:
+        for case in plan.moved_cases():
+            failure = check(case, case.cand_file, case.ref_file, case.label)
+            if failure and failure.startswith("incorrect|"):
+                failure = "rejected|" + failure.split("|", 1)[1] + " (result cached by input buffer?)"
+            if failure:
+                break
     worst_abs = max((o.get("max_abs", 0.0) for r in records for o in r["outputs"]), default=0.0)
     worst_rel = max((o.get("rel_norm", 0.0) for r in records for o in r["outputs"]), default=0.0)
     summary: dict[str, Any] = {
@@ -230,7 +256,7 @@ def _compare_all(plan: Plan, ref_dir: Path) -> dict[str, Any]:
         "tolerance": plan.spec.tolerance or "by dtype",
         "checks": ["shape and dtype", "NaN/Inf", "elementwise atol/rtol", "relative norm", "non-constant",
                    "inputs unchanged", "no aliasing", "plain tensors", "same buffers new values",
-                   "earlier outputs not overwritten", "timed outputs"],
+                   "earlier outputs not overwritten", "timed outputs", "values moved between timed buffers"],
         "records": records,
     }
     if failure:

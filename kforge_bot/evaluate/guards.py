@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import os
 import sys
+import types
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -157,15 +158,36 @@ _WATCHED_MODULES = (
     "torch", "torch.nn.functional", "torch.testing", "torch.cuda", "torch.xpu", "torch.mps", "torch.linalg",
     "torch.fft", "torch.special", "torch.profiler", "torch.autograd", "time", "math", "builtins", "os", "sys",
     "random", "json", "pickle", "numpy", "kforge_bot.evaluate.worker", "kforge_bot.evaluate.checks",
-    "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing", "kforge_bot.targets.base",
+    "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing", "kforge_bot.evaluate.loading",
+    "kforge_bot.evaluate.guards", "kforge_bot.evaluate.profile", "kforge_bot.targets.base",
     "kforge_bot.targets.cpu", "kforge_bot.targets.cuda", "kforge_bot.targets.xpu", "kforge_bot.targets.mps",
 )
+# Classes are read with their inherited attributes: assigning torch.Tensor.fill_ shadows the method that
+# torch._C.TensorBase defines, and the harness calls it (to poison the baseline's outputs) all the same.
 _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "torch.nn.Module",
-                    "torch.Generator", "torch.cuda.graphs.CUDAGraph")
+                    "torch.Generator", "torch.cuda.graphs.CUDAGraph", "torch.autograd.grad_mode.no_grad",
+                    "kforge_bot.targets.base.Target", "kforge_bot.targets.base.HostTimer",
+                    "kforge_bot.targets.cpu.CpuTarget", "kforge_bot.targets.cuda.CudaTarget",
+                    "kforge_bot.targets.cuda.CudaEventTimer", "kforge_bot.targets.xpu.XpuTarget",
+                    "kforge_bot.targets.mps.MpsTarget", "kforge_bot.evaluate.worker.Channel")
+# What the harness itself calls between two candidate calls while timing: checked after every timed
+# candidate sample (the whole snapshot is checked after every correctness call and every phase).
+CRITICAL = (
+    "time", "builtins", "torch.cuda.Event", "kforge_bot.evaluate.checks", "kforge_bot.evaluate.timing",
+    "kforge_bot.evaluate.loading", "kforge_bot.targets.base.HostTimer", "kforge_bot.targets.cuda.CudaEventTimer",
+    "kforge_bot.targets.cpu.CpuTarget", "kforge_bot.targets.cuda.CudaTarget", "kforge_bot.targets.base.Target",
+    "torch.equal", "torch.save", "torch.no_grad", "torch.isfinite", "torch.cuda.synchronize",
+    "torch.cuda.current_stream", "torch.Tensor.fill_", "torch.Tensor.clone", "torch.Tensor.copy_",
+    "torch.Tensor.detach", "torch.Tensor.cpu", "torch.Tensor.numel", "torch.Tensor.is_floating_point",
+    "torch.Tensor.data_ptr", "torch.Tensor.untyped_storage", "torch.Tensor.layout", "torch.Tensor.device",
+    "torch.Tensor.is_meta", "torch.Tensor.nan_to_num", "torch.Tensor.__eq__",
+)
 # Attributes that legitimately change after import (lazy initialisation and counters).
 _IGNORED = {"sys.modules", "sys.path", "sys.path_importer_cache", "sys.meta_path", "sys.path_hooks",
             "sys.stdout", "sys.stderr", "sys.stdin", "sys.last_exc", "sys.last_type", "sys.last_value",
             "sys.last_traceback", "sys.exc_info", "os.environ"}
+_RECORDED_TYPES = (staticmethod, classmethod, property, types.GetSetDescriptorType, types.MemberDescriptorType)
+_MISSING = object()
 
 
 def _trusted_roots() -> tuple[str, ...]:
@@ -179,20 +201,25 @@ def _trusted_roots() -> tuple[str, ...]:
     return tuple(roots)
 
 
-def _from_trusted_package(obj: Any) -> bool:
-    """True for the framework re-wrapping its own functions (torch._dynamo wraps torch.manual_seed on import).
+def _framework_rewrap(new: Any, original: Any) -> bool:
+    """True for the framework wrapping its own function (torch._dynamo wraps torch.manual_seed on import).
 
-    Judged by where the replacement's code lives, not by names it could claim: a candidate's function has
-    its code in the candidate's file.
+    Both must hold: the replacement's code lives in the framework (a candidate's function has its code in
+    the candidate's file), and it wraps the very object it replaced (so borrowing some other framework
+    function, say `torch.equal = torch.is_tensor`, is still a patch).
     """
-    func = getattr(obj, "__func__", obj)
+    func = getattr(new, "__func__", new)
     code = getattr(func, "__code__", None)
-    if code is None:
-        wrapped = getattr(func, "__wrapped__", None)
-        code = getattr(wrapped, "__code__", None) if wrapped is not None and type(func).__module__ == "functools" else None
-    if code is None:
+    if code is None or not code.co_filename.startswith(_trusted_roots()):
         return False
-    return code.co_filename.startswith(_trusted_roots())
+    inner = func
+    for _ in range(4):
+        inner = getattr(inner, "__wrapped__", None)
+        if inner is None:
+            return False
+        if inner is original or getattr(inner, "__func__", _MISSING) is original:
+            return True
+    return False
 
 
 def _resolve(dotted: str) -> Any:
@@ -201,49 +228,148 @@ def _resolve(dotted: str) -> Any:
     return getattr(module, attr, None) if module is not None else None
 
 
+def _holder(name: str) -> Any:
+    module = sys.modules.get(name)
+    return module if module is not None else _resolve(name)
+
+
+def _namespace(holder: Any) -> dict[str, Any]:
+    """What attribute lookup finds, without running descriptors: a module's globals, or a class's own and
+    inherited attributes (nearest class wins, as in the MRO)."""
+    if isinstance(holder, type):
+        merged: dict[str, Any] = {}
+        for klass in reversed(holder.__mro__):
+            if klass is not object:
+                merged.update(vars(klass))
+        return merged
+    if isinstance(holder, ModuleType):
+        return vars(holder)
+    return {}
+
+
+def _lookup(cls: type, attr: str) -> Any:
+    for klass in cls.__mro__:
+        found = vars(klass)
+        if attr in found:
+            return found[attr]
+    return _MISSING
+
+
 class FunctionSnapshot:
-    """Identity of every callable attribute of the watched modules and classes, at one moment."""
+    """The callables of the watched modules and classes, as objects, at one moment.
+
+    `changed()` names every watched attribute that now holds another object: a monkey-patch of the
+    framework, the clock, the harness or the baseline.
+    """
 
     def __init__(self, extra: dict[str, Any] | None = None) -> None:
-        self._ids: dict[str, int] = {}
-        for name in _WATCHED_MODULES:
-            module = sys.modules.get(name)
-            if isinstance(module, ModuleType):
-                self._record(name, vars(module))
-        for name in _WATCHED_CLASSES:
-            cls = _resolve(name)
-            if isinstance(cls, type):
-                self._record(name, vars(cls))
-        for label, obj in (extra or {}).items():
-            self._ids[label] = id(obj)
+        self._spaces: dict[str, tuple[Any, dict[str, Any]]] = {}  # name -> (holder, {attr: object})
+        for name in _WATCHED_MODULES + _WATCHED_CLASSES:
+            holder = _holder(name)
+            if isinstance(holder, (ModuleType, type)):
+                self._spaces[name] = (holder, self._recorded(name, _namespace(holder)))
         self._extra = dict(extra or {})
 
-    def _record(self, prefix: str, namespace: dict[str, Any]) -> None:
+    @staticmethod
+    def _recorded(prefix: str, namespace: dict[str, Any]) -> dict[str, Any]:
+        kept = {}
         for attr, value in list(namespace.items()):
-            key = f"{prefix}.{attr}"
-            if key in _IGNORED or attr.startswith("__") and attr not in ("__init__", "__call__", "__eq__"):
+            if f"{prefix}.{attr}" in _IGNORED or attr.startswith("__") and attr not in ("__init__", "__call__", "__eq__"):
                 continue
-            if callable(value) or isinstance(value, (staticmethod, classmethod, property)):
-                self._ids[key] = id(value)
+            if callable(value) or isinstance(value, _RECORDED_TYPES):
+                kept[attr] = value
+        return kept
 
-    def changed(self, extra_now: dict[str, Any] | None = None) -> list[str]:
-        """Watched names whose object is no longer the one recorded."""
+    def changed(self, extra_now: dict[str, Any] | None = None, only: tuple[str, ...] | None = None) -> list[str]:
+        """Watched names whose object is no longer the one recorded (`only`: just these, for speed)."""
         changes: list[str] = []
-        for key, ident in self._ids.items():
-            if key in self._extra:
+        for name, attrs in self._selection(only):
+            holder, recorded = self._spaces[name]
+            now_holder = _holder(name)
+            if now_holder is not holder and isinstance(holder, ModuleType):
+                changes.append(f"{name} (module replaced in sys.modules)")
                 continue
-            prefix, _, attr = key.rpartition(".")
-            holder = sys.modules.get(prefix)
-            if holder is None:
-                holder = _resolve(prefix)
-            if holder is None:
-                continue
-            namespace = vars(holder) if isinstance(holder, (ModuleType, type)) else {}
-            if attr not in namespace:
-                changes.append(key + " (deleted)")
-            elif id(namespace[attr]) != ident and not _from_trusted_package(namespace[attr]):
-                changes.append(key)
+            # A few attributes of a class: look each up along the MRO rather than merging every dict.
+            namespace = _namespace(holder) if len(attrs) > 64 or not isinstance(holder, type) else None
+            for attr in attrs:
+                value = namespace.get(attr, _MISSING) if namespace is not None else _lookup(holder, attr)
+                original = recorded[attr]
+                if value is _MISSING:
+                    changes.append(f"{name}.{attr} (deleted)")
+                elif value is not original and not _framework_rewrap(value, original):
+                    changes.append(f"{name}.{attr}")
         for label, obj in (extra_now or {}).items():
-            if label in self._ids and id(obj) != self._ids[label]:
+            if label in self._extra and obj is not self._extra[label]:
                 changes.append(label)
         return changes
+
+    def _selection(self, only: tuple[str, ...] | None) -> list[tuple[str, Any]]:
+        if only is None:
+            return [(name, list(recorded)) for name, (_, recorded) in self._spaces.items()]
+        picked: dict[str, list[str]] = {}
+        for key in only:
+            if key in self._spaces:
+                picked[key] = list(self._spaces[key][1])
+                continue
+            name, _, attr = key.rpartition(".")
+            if name in self._spaces and attr in self._spaces[name][1]:
+                picked.setdefault(name, []).append(attr)
+        return list(picked.items())
+
+
+# --------------------------------------------------------------------------------- framework state
+
+def _backend_flags() -> list[tuple[str, Any, str]]:
+    import torch
+
+    backends = torch.backends
+    flags = [("torch.backends.cudnn", backends.cudnn, name) for name in ("enabled", "benchmark", "deterministic",
+                                                                          "allow_tf32")]
+    flags += [("torch.backends.cuda.matmul", backends.cuda.matmul, name)
+              for name in ("allow_tf32", "allow_fp16_reduced_precision_reduction",
+                           "allow_bf16_reduced_precision_reduction")]
+    flags.append(("torch.backends.mkldnn", backends.mkldnn, "enabled"))
+    return [(f"{prefix}.{name}", holder, name) for prefix, holder, name in flags if hasattr(holder, name)]
+
+
+def framework_state() -> dict[str, Any]:
+    """Process-wide framework settings that change how fast (or how precisely) the *next* call runs.
+
+    A candidate that leaves them changed (one thread, TF32 off, ...) slows the baseline timed after it;
+    the worker puts them back after every candidate call and reports what it had to restore.
+    """
+    import torch
+
+    state: dict[str, Any] = {
+        "torch.get_num_threads()": torch.get_num_threads(),
+        "torch.get_default_dtype()": torch.get_default_dtype(),
+        "torch.are_deterministic_algorithms_enabled()": torch.are_deterministic_algorithms_enabled(),
+        "torch.get_float32_matmul_precision()": torch.get_float32_matmul_precision(),
+    }
+    for label, holder, name in _backend_flags():
+        state[label] = getattr(holder, name)
+    return state
+
+
+def restore_framework_state(saved: dict[str, Any]) -> list[str]:
+    """Put back whatever differs from `saved`; returns 'name: now -> saved' for each setting restored."""
+    import torch
+
+    now = framework_state()
+    restored = []
+    setters = {
+        "torch.get_num_threads()": torch.set_num_threads,
+        "torch.get_default_dtype()": torch.set_default_dtype,
+        "torch.are_deterministic_algorithms_enabled()": torch.use_deterministic_algorithms,
+        "torch.get_float32_matmul_precision()": torch.set_float32_matmul_precision,
+    }
+    flags = {label: (holder, name) for label, holder, name in _backend_flags()}
+    for label, value in saved.items():
+        if now.get(label) == value:
+            continue
+        restored.append(f"{label}: {now.get(label)} -> {value}")
+        if label in setters:
+            setters[label](value)
+        elif label in flags:
+            setattr(flags[label][0], flags[label][1], value)
+    return restored

@@ -70,6 +70,20 @@ class Plan:
                      cand_file=self.timed_cand_file(s, r), label=f"timed run, shape set {s}, input set {r}")
                 for s in range(len(self.spec.shape_sets)) for r in range(self.settings.rotate_sets)]
 
+    def moved_cand_file(self, shape: int, rotation: int) -> str:
+        return f"cand_t{shape}_{rotation}_moved.pt"
+
+    def moved_cases(self) -> list[Case]:
+        """After timing, input set r+1's values sit in input set r's buffers: the result must follow the values."""
+        rotations = self.settings.rotate_sets
+        if not self.settings.measure or rotations < 2:
+            return []
+        return [Case(shape=s, seed=self.timing_seed(s, (r + 1) % rotations),
+                     ref_file=self.timed_ref_file(s, (r + 1) % rotations), cand_file=self.moved_cand_file(s, r),
+                     label=f"after timing, shape set {s}: input set {(r + 1) % rotations}'s values in input set "
+                           f"{r}'s buffers")
+                for s in range(len(self.spec.shape_sets)) for r in range(rotations)]
+
     def all_cases(self) -> list[Case]:
         return self.correctness_cases() + self.timing_cases()
 

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import torch
 
 from kforge_bot.evaluate import checks, loading
-from kforge_bot.evaluate.guards import FunctionSnapshot
+from kforge_bot.evaluate.guards import CRITICAL, FunctionSnapshot, framework_state, restore_framework_state
 from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.profile import profile_call
 from kforge_bot.evaluate.timing import measure_pair
@@ -140,12 +140,20 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
                 "baseline instance forward": vars(baseline).get("forward") if hasattr(baseline, "__dict__") else None}
 
     snapshot = FunctionSnapshot(extra=baseline_extra())
+    state = framework_state()
+    restored: list[str] = []
 
-    def guard(phase: str) -> None:
-        changed = snapshot.changed(baseline_extra())
+    def guard(phase: str, only: tuple[str, ...] | None = None) -> None:
+        changed = snapshot.changed(baseline_extra(), only=only)
         if changed:
             raise Stop("rejected", f"the candidate replaced {', '.join(changed[:5])} ({phase}); patching the "
                                    "framework, the clock, the harness or the baseline is not allowed")
+
+    def restore_state() -> None:
+        # Settings a candidate leaves behind (threads, TF32, ...) would slow or speed whatever runs next.
+        for change in restore_framework_state(state):
+            if change not in restored:
+                restored.append(change)
 
     # Import and build the candidate: failures here are compile errors.
     try:
@@ -156,9 +164,8 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
     except Exception as exc:  # noqa: BLE001 - any failure to build is the candidate's
         raise Stop("compile_error", _short_error(exc), traceback.format_exc()[-4000:]) from None
     guard("while importing")
-    if isinstance(candidate, torch.nn.Module) and isinstance(baseline, torch.nn.Module) \
-            and isinstance(candidate, type(baseline)) and type(candidate) is not type(baseline) \
-            and type(candidate).forward is type(baseline).forward:
+    restore_state()
+    if _inherits_forward(candidate, baseline):
         raise Stop("rejected", "the candidate inherits the baseline's forward unchanged (it does no work of its own)")
 
     def run(fn: Callable[..., Any], inputs: list[Any], what: str) -> list[Any]:
@@ -168,6 +175,9 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
         except Exception as exc:  # noqa: BLE001
             status = "compile_error" if _is_compile_error(exc) else "crash"
             raise Stop(status, f"{what}: {_short_error(exc)}", traceback.format_exc()[-4000:]) from None
+        # Before any check runs: a patch that puts itself back once the harness calls it would be gone later.
+        guard(what)
+        restore_state()
         return out
 
     # Correctness: every shape set, every seed; inputs must stay unchanged; outputs plain and fresh.
@@ -209,19 +219,40 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
         inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[0], plan.timing_seed(0, 0), device)
         try:
             profile["candidate"] = profile_call(lambda: loading.call(candidate, inputs), device, target.synchronize)
+            guard("while profiling")
+            restore_state()
             profile["baseline"] = profile_call(lambda: loading.call(baseline, inputs), device, target.synchronize)
         except Exception as exc:  # noqa: BLE001 - a profiler failure is not the candidate's fault
             profile["error"] = _short_error(exc)
         del inputs
         guard("while profiling")
+        restore_state()
 
     timing: list[dict[str, Any]] = []
     if plan.settings.measure:
         for shape_index in range(len(spec.shape_sets)):
-            timing.append(_time_shape(plan, shape_index, target, inputs_module, baseline, candidate, channel, run))
+            timing.append(_time_shape(plan, shape_index, target, inputs_module, baseline, candidate, channel, run,
+                                      lambda: (guard("while timing", CRITICAL), restore_state())))
             guard("while timing")
     channel.send("result", status="ok", profile=profile, timing=timing, device_name=target.device_name(),
-                 target_info=target.describe())
+                 target_info=target.describe(), restored_state=restored)
+
+
+def _inherits_forward(candidate: Any, baseline: Any) -> bool:
+    """The candidate's forward is the baseline's, inherited (even from another import of the same file)."""
+    if not isinstance(candidate, torch.nn.Module) or not isinstance(baseline, torch.nn.Module) \
+            or type(candidate) is type(baseline):
+        return False
+    mine = getattr(type(candidate), "forward", None)
+    theirs = getattr(type(baseline), "forward", None)
+    if mine is theirs:
+        return True
+    owner = next((k for k in type(candidate).__mro__ if "forward" in vars(k)), None)
+    if owner is None or owner.__module__ == type(candidate).__module__:
+        return False  # defined by the candidate's own module: its own work
+    a, b = getattr(mine, "__code__", None), getattr(theirs, "__code__", None)
+    return a is not None and b is not None and (a.co_code, a.co_consts, a.co_names) == (b.co_code, b.co_consts,
+                                                                                        b.co_names)
 
 
 def _poison(outputs: list[Any]) -> None:
@@ -231,7 +262,7 @@ def _poison(outputs: list[Any]) -> None:
 
 
 def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, baseline: Any, candidate: Any,
-                channel: Channel, run: Callable[..., list[Any]]) -> dict[str, Any]:
+                channel: Channel, run: Callable[..., list[Any]], after_call: Callable[[], Any]) -> dict[str, Any]:
     spec = plan.spec
     device = target.device
     sets = [loading.make_inputs(spec, inputs_module, spec.shape_sets[shape_index], plan.timing_seed(shape_index, r),
@@ -249,6 +280,7 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
         _poison(_as_list(out))
 
     def after_candidate(out: Any, index: int) -> None:
+        after_call()  # patched clock or harness function: rejected before the next sample uses it
         outputs = _as_list(out)
         checks.check_plain_outputs(outputs, device.type)
         kept[index] = [o.clone() for o in outputs]
@@ -282,6 +314,23 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
             raise Stop("rejected", f"timed run, shape set {shape_index}: {failure}") from None
         if r in kept:
             _save(kept[r], plan.out_dir / plan.timed_cand_file(shape_index, r))
+    # The timed calls reused the same few input buffers. Move each set's values into the next set's buffers
+    # and call once more: a result cached by pointer (switched on only after the correctness calls) now
+    # answers with the old values' result, and the parent sees it.
+    if len(sets) > 1:
+        values = [[v.clone() if isinstance(v, torch.Tensor) else v for v in s] for s in sets]
+        for r, buffers in enumerate(sets):
+            for buffer, value in zip(buffers, values[(r + 1) % len(sets)]):
+                if isinstance(buffer, torch.Tensor):
+                    buffer.copy_(value)
+        for r, buffers in enumerate(sets):
+            outputs = run(candidate, buffers, f"timed run, shape set {shape_index}: input set {(r + 1) % len(sets)}'s "
+                                              f"values in input set {r}'s buffers")
+            try:
+                checks.check_plain_outputs(outputs, device.type)
+            except checks.CheckFailure as failure:
+                raise Stop(failure.kind, f"timed run, shape set {shape_index}: {failure}") from None
+            _save(outputs, plan.out_dir / plan.moved_cand_file(shape_index, r))
     return {"shape": shape_index, **times.to_dict()}
 
 
