@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from kforge_bot.hardware import all_runners
-from tests.fakes.webhooks import ROOT, node_file
+from fakes.webhooks import ROOT, node_file
 
 ACTION = ROOT / "action.yml"
 WORKFLOWS = ROOT / ".github" / "workflows"

@@ -9,7 +9,7 @@ import pytest
 from kforge_bot import events
 from kforge_bot.errors import KforgeError
 from kforge_bot.events import Ignored, PullRequestEvent
-from tests.fakes.webhooks import as_fork, example, pr_comment
+from fakes.webhooks import as_fork, example, pr_comment
 
 
 def _write(tmp_path, payload, name="event.json"):

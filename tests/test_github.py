@@ -13,9 +13,9 @@ from kforge_bot import events, evidence, gitops, trust
 from kforge_bot.errors import KforgeError
 from kforge_bot.evidence import KernelOutcome, TargetRow
 from kforge_bot.github import GitHub
-from tests.fakes.github_server import FakeGitHub
-from tests.fakes.gitrepos import commit_all, git, make_repos, write
-from tests.fakes.webhooks import as_fork, example, pr_comment
+from fakes.github_server import FakeGitHub
+from fakes.gitrepos import commit_all, git, make_repos, write
+from fakes.webhooks import as_fork, example, pr_comment
 
 REPO = "octo/kernels"
 

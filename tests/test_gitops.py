@@ -8,7 +8,7 @@ import pytest
 
 from kforge_bot import gitops
 from kforge_bot.errors import KforgeError
-from tests.fakes.gitrepos import commit_all, git, make_repos, write
+from fakes.gitrepos import commit_all, git, make_repos, write
 
 
 @pytest.fixture()

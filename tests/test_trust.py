@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kforge_bot import events, trust
-from tests.fakes.webhooks import as_fork, example, pr_comment
+from fakes.webhooks import as_fork, example, pr_comment
 
 
 def _pr(action="opened", fork=False, labels=(), association=None, label_added=None):

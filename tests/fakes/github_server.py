@@ -39,7 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
 
-from tests.fakes.openapi import validate_response
+from fakes.openapi import validate_response
 
 PREFIX = "/api/v3"
 STAMP = "2026-11-29T12:00:00Z"

@@ -12,7 +12,7 @@ import functools
 import json
 from typing import Any
 
-from tests.fakes.webhooks import node_file
+from fakes.webhooks import node_file
 
 SPEC_FILE = "@octokit/openapi/generated/api.github.com.json"
 _URI = "https://kforge.test/api.github.com.json"
