@@ -24,8 +24,13 @@ from kforge_bot.spec import load_spec
 HERE = Path(__file__).parent
 
 
-def variant(spec, extra: float):
-    source = spec.baseline.source.replace("EXTRA = 0.0", f"EXTRA = {extra!r}")
+BASE_EXTRA = 0.1
+
+
+def variant(spec, more_work: float):
+    """The kernel reading `more_work` (a fraction) more bytes than the baseline, with the same launches."""
+    extra = round((1 + BASE_EXTRA) * (1 + more_work) - 1, 6)
+    source = spec.baseline.source.replace(f"EXTRA = {BASE_EXTRA!r}", f"EXTRA = {extra!r}")
     assert f"EXTRA = {extra!r}" in source
     return spec.candidate_from_source(source)
 

@@ -10,6 +10,7 @@ EPS = 1e-6
 
 CUDA_SOURCE = r"""
 #include <torch/extension.h>
+#include <c10/cuda/CUDAException.h>
 #include <cuda_bf16.h>
 
 __global__ void rmsnorm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,

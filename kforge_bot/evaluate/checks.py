@@ -106,7 +106,7 @@ def tolerance_for(dtype: torch.dtype, override: dict[str, float] | None) -> tupl
 
 
 def compare_tensor(index: int, cand: torch.Tensor, ref: torch.Tensor,
-                   override: dict[str, float] | None) -> dict[str, Any]:
+                   override: dict[str, float] | None, device: str = "cpu") -> dict[str, Any]:
     """Compare one output; returns a JSON-ready record with `ok` and, when not ok, `problem`."""
     record: dict[str, Any] = {"index": index, "shape": list(ref.shape), "dtype": str(ref.dtype).replace("torch.", "")}
     if cand.shape != ref.shape:
@@ -121,8 +121,9 @@ def compare_tensor(index: int, cand: torch.Tensor, ref: torch.Tensor,
                       max_rel=0.0, rel_norm=0.0)
         return {**record, "ok": mismatches == 0,
                 **({"problem": f"{mismatches} of {ref.numel()} integer elements differ"} if mismatches else {})}
-    c = cand.detach().to(torch.float64)
-    r = ref.detach().to(torch.float64)
+    # float64 on the comparison device: a GPU runner compares gigabyte outputs in milliseconds.
+    c = cand.detach().to(device=device, dtype=torch.float64)
+    r = ref.detach().to(device=device, dtype=torch.float64)
     ref_finite = torch.isfinite(r)
     cand_finite = torch.isfinite(c)
     bad_nonfinite = int((~cand_finite & ref_finite).sum())
@@ -154,8 +155,13 @@ def compare_tensor(index: int, cand: torch.Tensor, ref: torch.Tensor,
     return {**record, "ok": True}
 
 
+def comparison_device(target: str) -> str:
+    """Where the parent compares outputs: the GPU when the target is one and this process can reach it."""
+    return "cuda" if target == "cuda" and torch.cuda.is_available() else "cpu"
+
+
 def compare_outputs(cand: list[torch.Tensor], ref: list[torch.Tensor],
-                    override: dict[str, float] | None) -> list[dict[str, Any]]:
+                    override: dict[str, float] | None, device: str = "cpu") -> list[dict[str, Any]]:
     if len(cand) != len(ref):
         return [{"index": 0, "ok": False, "problem": f"{len(cand)} outputs, expected {len(ref)}"}]
-    return [compare_tensor(i, c, r, override) for i, (c, r) in enumerate(zip(cand, ref))]
+    return [compare_tensor(i, c, r, override, device) for i, (c, r) in enumerate(zip(cand, ref))]

@@ -4,6 +4,7 @@ from torch.utils.cpp_extension import load_inline
 
 _SRC = r"""
 #include <torch/extension.h>
+#include <c10/cuda/CUDAException.h>
 __global__ void axpb_kernel(const float* x, float* y, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = x[i] * 2.0f + 1.0f;
