@@ -200,10 +200,11 @@ def _load(path: Path) -> list[Any]:
 
 
 def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool) -> dict[str, Any]:
-    from kforge_bot.evaluate.checks import compare_outputs
+    from kforge_bot.evaluate.checks import compare_outputs, comparison_device
 
     records: list[dict[str, Any]] = []
     tolerance = plan.spec.tolerance
+    device = comparison_device(plan.target)
 
     def check(case: Case, cand_file: str, ref_file: str, label: str) -> str | None:
         cand_path = plan.out_dir / cand_file
@@ -214,7 +215,7 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool) -> 
         except Exception as exc:  # noqa: BLE001 - a forged or truncated file is the candidate's problem
             return f"rejected|{label}: unreadable output file ({type(exc).__name__})"
         ref = ref_outputs[ref_file]
-        per_output = compare_outputs(cand, ref, tolerance)
+        per_output = compare_outputs(cand, ref, tolerance, device)
         records.append({"case": label, "shape_set": case.shape, "seed": case.seed, "outputs": per_output})
         bad = next((o for o in per_output if not o["ok"]), None)
         return f"incorrect|{label}: output {bad['index']}: {bad['problem']}" if bad else None
