@@ -221,5 +221,6 @@ def from_env(env: Mapping[str, str] | None = None) -> PullRequestEvent | Ignored
     name, path = env.get("GITHUB_EVENT_NAME"), env.get("GITHUB_EVENT_PATH")
     if not name or not path:
         missing = " and ".join(k for k, v in (("GITHUB_EVENT_NAME", name), ("GITHUB_EVENT_PATH", path)) if not v)
-        raise KforgeError(f"{missing} not set", hint="run inside GitHub Actions, or set them to an event name and a payload file")
+        raise KforgeError(f"{missing} not set",
+                          hint="run inside GitHub Actions, or set them to an event name and a payload file")
     return load_event(path, name)

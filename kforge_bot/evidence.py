@@ -422,13 +422,17 @@ def render_summary(outcomes: Sequence[KernelOutcome], *, title: str = "kforge-bo
     return "\n".join(lines) + "\n"
 
 
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
 def status_description(outcomes: Sequence[KernelOutcome], note: str | None = None) -> str:
     """At most 140 characters for the commit status."""
     if note and not outcomes:
         text = note
     else:
         opened = [o for o in outcomes if o.pr_url]
-        text = f"{len(outcomes)} kernel{'s' if len(outcomes) != 1 else ''}: {len(opened)} follow-up PR{'s' if len(opened) != 1 else ''}"
+        text = f"{len(outcomes)} kernel{_s(len(outcomes))}: {len(opened)} follow-up PR{_s(len(opened))}"
         if opened:
             text += " (" + ", ".join(f"#{o.pr_number}" for o in opened if o.pr_number) + ")"
         rest = len(outcomes) - len(opened)

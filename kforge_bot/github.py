@@ -90,7 +90,8 @@ class GitHub:
         token = env.get("GITHUB_TOKEN") or ""
         if not token:
             raise KforgeError("GITHUB_TOKEN is not set",
-                              hint="pass `github-token: ${{ secrets.GITHUB_TOKEN }}` to the action (it reaches kforge-bot as GITHUB_TOKEN)")
+                              hint="pass `github-token: ${{ secrets.GITHUB_TOKEN }}` to the action "
+                                   "(it reaches kforge-bot as GITHUB_TOKEN)")
         repository = env.get("GITHUB_REPOSITORY") or ""
         if not repository:
             raise KforgeError("GITHUB_REPOSITORY is not set", hint="run inside GitHub Actions or set it to owner/name")
@@ -124,12 +125,14 @@ class GitHub:
                                   hint=self._rate_limit_hint(headers, getattr(exc, "wait", None))) from None
             if isinstance(exc, BadCredentialsException) or status == 401:
                 raise KforgeError(f"{where}: the token was rejected while {doing} ({said})",
-                                  hint="the token is invalid or expired; pass `github-token: ${{ secrets.GITHUB_TOKEN }}`") from None
+                                  hint="the token is invalid or expired; "
+                                       "pass `github-token: ${{ secrets.GITHUB_TOKEN }}`") from None
             if status == 403:
                 raise KforgeError(f"{where}: permission denied while {doing} ({said})", hint=_PERMISSIONS_HINT) from None
             if status == 404:
                 raise KforgeError(f"{where}: not found while {doing} ({said})",
-                                  hint=f"check that {self.repository} exists and the token can read it (private repositories answer 404)") from None
+                                  hint=f"check that {self.repository} exists and the token can read it "
+                                       "(private repositories answer 404)") from None
             if status == 422:
                 raise KforgeError(f"{where}: GitHub rejected the request while {doing} ({said})",
                                   hint=hint_422 or "the request was invalid; see the message") from None
@@ -139,7 +142,8 @@ class GitHub:
             text = _sanitize(str(exc), self._token)
             if "429" in text or "403" in text:
                 raise KforgeError(f"{where}: rate limit exceeded while {doing} (still limited after retries)",
-                                  hint="GitHub's secondary rate limit: wait a few minutes and re-run, or run fewer jobs at once") from None
+                                  hint="GitHub's secondary rate limit: wait a few minutes and re-run, "
+                                       "or run fewer jobs at once") from None
             raise KforgeError(f"{where}: error while {doing} (gave up after retries: {text[:200]})",
                               hint="GitHub may be having trouble; re-run the job") from None
         except requests.exceptions.RequestException as exc:
@@ -195,9 +199,18 @@ class GitHub:
                                     merged=pull.merged_at is not None, head_sha=pull.head.sha)
         return None
 
-    def open_or_update_follow_up(self, *, branch: str, base: str, title: str, body: str,
+    def open_or_update_follow_up(self, *, branch: str, base: str, base_repo: str, title: str, body: str,
                                  draft: bool = False) -> FollowUp:
-        """Open the follow-up PR `branch` -> `base`, or update the open one (found by branch)."""
+        """Open the follow-up PR `branch` -> `base`, or update the open one (found by branch).
+
+        `base_repo` is the repository that owns `base` (the original PR's head repository). A
+        fork's branch cannot be a PR base here, and a same-named branch of this repository
+        must never be targeted by mistake, so anything but this repository is refused.
+        """
+        if base_repo.lower() != self.repository.lower():
+            raise KforgeError(f"cannot open a follow-up PR against {base_repo}:{base}: a pull request in "
+                              f"{self.repository} can only target its own branches",
+                              hint="for fork PRs, put the evidence and the patch in the comment instead")
         existing = self.find_follow_up(branch)
         if existing is None:
             try:
@@ -234,10 +247,14 @@ class GitHub:
         with self._call(f"updating the kforge-bot comment on #{number}",
                         hint_422="the comment is invalid (longer than 65536 characters?)"):
             issue = self._repo.get_issue(int(number))
-            mine = None
+            by_bot = by_anyone = None
             for comment in issue.get_comments():
                 if marker in (comment.body or ""):
-                    mine = comment  # the newest one wins if several exist
+                    # The newest wins; a bot account's (the Actions token's) beats a person's copy.
+                    by_anyone = comment
+                    if comment.user is not None and comment.user.type == "Bot":
+                        by_bot = comment
+            mine = by_bot or by_anyone
             if mine is None:
                 created = issue.create_comment(body)
                 return CommentRef(id=created.id, url=created.html_url, action="created")

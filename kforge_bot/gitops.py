@@ -32,6 +32,7 @@ BRANCH_PREFIX = "kforge/"
 TRAILER = "Kforge-Bot"
 # How far back to look for the bot's own commit before deciding a branch is not the bot's.
 _MAX_WALK = 100
+_PUSH_HINT = "someone pushed to it meanwhile, a branch rule protects kforge/*, or the token lacks contents: write"
 
 
 @dataclass(frozen=True)
@@ -316,7 +317,7 @@ def push_bot_branch(repo_path: str | Path, *, branch: str, parent: str, files: M
     except git.GitCommandError as exc:
         detail = (exc.stderr or "").strip().replace("\n", " ")
         raise KforgeError(f"push of {branch} to {remote} failed: {detail}", path=str(repo.working_dir),
-                          hint="someone pushed to it meanwhile, a branch rule protects kforge/*, or the token lacks contents: write") from exc
+                          hint=_PUSH_HINT) from exc
     except ValueError as exc:  # GitPython raises ValueError for an unknown remote name
         raise KforgeError(f"no remote named {remote!r}", path=str(repo.working_dir)) from exc
     finally:
@@ -326,7 +327,7 @@ def push_bot_branch(repo_path: str | Path, *, branch: str, parent: str, files: M
     if not infos or any(info.flags & bad_flags for info in infos):
         summary = "; ".join(f"{info.remote_ref_string}: {info.summary.strip()}" for info in infos) or "no result"
         raise KforgeError(f"push of {branch} to {remote} was rejected ({summary})", path=str(repo.working_dir),
-                          hint="someone pushed to it meanwhile, a branch rule protects kforge/*, or the token lacks contents: write")
+                          hint=_PUSH_HINT)
     return PushResult(branch=branch, status="updated" if remote_sha else "created", sha=new_sha)
 
 

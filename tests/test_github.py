@@ -77,13 +77,15 @@ def test_open_then_rerun_updates_the_same_pr(world):
     branch = gitops.bot_branch(number, "rmsnorm")
     assert gh.find_follow_up(branch) is None
     _push(repos, number)
-    first = gh.open_or_update_follow_up(branch=branch, base="feature", title="kforge: rmsnorm 1.5x", body="v1")
+    first = gh.open_or_update_follow_up(branch=branch, base="feature", base_repo=REPO,
+                                        title="kforge: rmsnorm 1.5x", body="v1")
     assert first.action == "created" and first.url.endswith(f"/pull/{first.number}")
     pr = fake.pulls[(REPO, first.number)]
     assert (pr.head_ref, pr.base_ref, pr.body) == (branch, "feature", "v1")
 
     _push(repos, number, "BLOCK = 1024\n")
-    second = gh.open_or_update_follow_up(branch=branch, base="feature", title="kforge: rmsnorm 1.9x", body="v2")
+    second = gh.open_or_update_follow_up(branch=branch, base="feature", base_repo=REPO,
+                                         title="kforge: rmsnorm 1.9x", body="v2")
     assert second.action == "updated" and second.number == first.number
     assert [p.number for p in fake.pulls_of(REPO) if p.head_ref == branch] == [first.number]
     assert (pr.title, pr.body) == ("kforge: rmsnorm 1.9x", "v2")
@@ -99,7 +101,7 @@ def test_concurrent_open_updates_instead_of_failing(world, monkeypatch):
     gh = client(fake)
     branch = gitops.bot_branch(number, "rmsnorm")
     _push(repos, number)
-    other = gh.open_or_update_follow_up(branch=branch, base="feature", title="t", body="from another run")
+    other = gh.open_or_update_follow_up(branch=branch, base="feature", base_repo=REPO, title="t", body="from another run")
     real = gh.find_follow_up
     calls = []
 
@@ -108,9 +110,20 @@ def test_concurrent_open_updates_instead_of_failing(world, monkeypatch):
         return None if len(calls) == 1 else real(b, state)
 
     monkeypatch.setattr(gh, "find_follow_up", stale_then_real)
-    result = gh.open_or_update_follow_up(branch=branch, base="feature", title="t2", body="mine")
+    result = gh.open_or_update_follow_up(branch=branch, base="feature", base_repo=REPO, title="t2", body="mine")
     assert result.action == "updated" and result.number == other.number
     assert len(fake.pulls_of(REPO)) == 2  # the original PR and one follow-up
+
+
+def test_never_targets_a_fork_branch(world):
+    fake, repos, number = world
+    gh = client(fake)
+    _push(repos, number)
+    # The fork's branch is called "main", like this repository's: a wrong base would be a disaster.
+    with pytest.raises(KforgeError, match="cannot open a follow-up PR against mallory/kernels:main"):
+        gh.open_or_update_follow_up(branch=gitops.bot_branch(number, "rmsnorm"), base="main",
+                                    base_repo="mallory/kernels", title="t", body="b")
+    assert fake.writes() == []
 
 
 def test_closed_follow_up_is_found_with_state_all(world):
@@ -118,7 +131,7 @@ def test_closed_follow_up_is_found_with_state_all(world):
     gh = client(fake)
     branch = gitops.bot_branch(number, "rmsnorm")
     _push(repos, number)
-    pr = gh.open_or_update_follow_up(branch=branch, base="feature", title="t", body="b")
+    pr = gh.open_or_update_follow_up(branch=branch, base="feature", base_repo=REPO, title="t", body="b")
     gh.close_pull(pr.number, comment="Stopped by /kforge stop.")
     assert gh.find_follow_up(branch) is None
     closed = gh.find_follow_up(branch, state="all")
@@ -138,9 +151,13 @@ def test_upsert_comment_finds_its_marker_across_pages(world):
     assert (c2.action, c2.id) == ("updated", c1.id)
     c3 = gh.upsert_comment(number, "rmsnorm: 1.9x faster", marker)
     assert c3.action == "unchanged"
-    mine = [c for c in fake.comments_on(REPO, number) if marker in c.body]
-    assert len(mine) == 1 and mine[0].body.startswith("rmsnorm: 1.9x faster") and mine[0].body.rstrip().endswith(marker)
-    assert len(fake.comments_on(REPO, number)) == 36
+    # A person pasting the marker into a later comment does not capture the bot's comment.
+    fake.add_comment(REPO, number, f"quoting the bot {marker}", "ada")
+    c4 = gh.upsert_comment(number, "rmsnorm: 2.0x faster", marker)
+    assert (c4.action, c4.id) == ("updated", c1.id)
+    mine = [c for c in fake.comments_on(REPO, number) if marker in c.body and c.user == fake.bot_login]
+    assert len(mine) == 1 and mine[0].body.startswith("rmsnorm: 2.0x faster") and mine[0].body.rstrip().endswith(marker)
+    assert len(fake.comments_on(REPO, number)) == 37
     assert any(r.query.get("page") == "2" for r in fake.requests if r.template and r.template.endswith("/comments"))
 
 
@@ -175,7 +192,8 @@ def test_403_gives_the_permissions_fix(world):
     _push(repos, number)
     fake.inject("POST", "/repos/{owner}/{repo}/pulls", 403, "Resource not accessible by integration")
     with pytest.raises(KforgeError) as info:
-        gh.open_or_update_follow_up(branch=gitops.bot_branch(number, "rmsnorm"), base="feature", title="t", body="b")
+        gh.open_or_update_follow_up(branch=gitops.bot_branch(number, "rmsnorm"), base="feature", base_repo=REPO,
+                                    title="t", body="b")
     text = str(info.value)
     assert "permission denied while opening the pull request kforge/pr-1/rmsnorm -> feature" in text
     assert "403 Resource not accessible by integration" in text and "pull-requests: write" in text
@@ -186,7 +204,8 @@ def test_422_when_the_branch_was_not_pushed(world):
     fake, _, number = world
     gh = client(fake)
     with pytest.raises(KforgeError) as info:
-        gh.open_or_update_follow_up(branch=gitops.bot_branch(number, "gelu"), base="feature", title="t", body="b")
+        gh.open_or_update_follow_up(branch=gitops.bot_branch(number, "gelu"), base="feature", base_repo=REPO,
+                                    title="t", body="b")
     text = str(info.value)
     assert "GitHub rejected the request while opening the pull request" in text
     assert "422 Validation Failed: head invalid" in text and "push kforge/pr-1/gelu first" in text
@@ -307,7 +326,7 @@ def _publish(gh, repos, ev, outcome, files, min_speedup=1.05):
         else:
             outcome = replace(outcome, branch=branch)
             pr = gh.open_or_update_follow_up(
-                branch=branch, base=ev.head_ref, title=evidence.render_title(outcome),
+                branch=branch, base=ev.head_ref, base_repo=ev.head_repo, title=evidence.render_title(outcome),
                 body=evidence.render_pr_body(outcome, pr_number=ev.number, head_branch=ev.head_ref))
             outcome = replace(outcome, pr_url=pr.url, pr_number=pr.number)
     gh.upsert_comment(ev.number, evidence.render_comment([outcome], pr_number=ev.number),

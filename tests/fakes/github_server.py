@@ -483,8 +483,8 @@ class FakeGitHub:
             raise ApiError(422, "Validation Failed", [{"resource": "PullRequest", "field": "head", "code": "invalid"}])
         for p in self.pulls_of(full_name, "open"):
             if p.head_ref == head_ref and p.base_ref == base_ref and p.head_repo == full_name:
-                raise ApiError(422, "Validation Failed", [{"resource": "PullRequest", "code": "custom",
-                                                            "message": f"A pull request already exists for {owner}:{head_ref}."}])
+                message = f"A pull request already exists for {owner}:{head_ref}."
+                raise ApiError(422, "Validation Failed", [{"resource": "PullRequest", "code": "custom", "message": message}])
         if self._git(full_name, "merge-base", "--is-ancestor", head_sha, base_sha) is not None:
             raise ApiError(422, "Validation Failed", [{"resource": "PullRequest", "code": "custom",
                                                         "message": f"No commits between {base_ref} and {head_ref}"}])
