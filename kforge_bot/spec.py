@@ -289,7 +289,8 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
     if not isinstance(shapes, list) or not shapes or not all(isinstance(s, dict) for s in shapes):
         raise KforgeError(f"{where}.shapes: expected a non-empty list of mappings (keyword arguments for "
                           f"the inputs callable)", path=manifest)
-    init = entry.get("init", {}) or {}
+    init = entry.get("init")
+    init = {} if init is None else init  # `init:` with no value means none; `init: []` is a mistake
     if not isinstance(init, dict):
         raise KforgeError(f"{where}.init: expected a mapping of keyword arguments", path=manifest)
     tolerance = entry.get("tolerance")
