@@ -296,7 +296,7 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
     tolerance = entry.get("tolerance")
     if tolerance is not None:
         if not isinstance(tolerance, dict) or set(tolerance) - {"atol", "rtol"} or not all(
-                isinstance(v, (int, float)) and v >= 0 for v in tolerance.values()):
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in tolerance.values()):
             raise KforgeError(f"{where}.tolerance: expected {{atol: number, rtol: number}} with values >= 0",
                               path=manifest)
         tolerance = {k: float(v) for k, v in tolerance.items()}
