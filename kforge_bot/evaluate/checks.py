@@ -130,7 +130,9 @@ def compare_tensor(index: int, cand: torch.Tensor, ref: torch.Tensor,
     if bad_nonfinite:
         return {**record, "ok": False, "max_abs": math.inf, "max_rel": math.inf,
                 "problem": f"{bad_nonfinite} NaN/Inf values where the reference is finite"}
-    same_nonfinite = torch.equal(c[~ref_finite].nan_to_num(0.0, 1.0, -1.0), r[~ref_finite].nan_to_num(0.0, 1.0, -1.0))
+    # Where the reference is NaN or +-Inf the candidate must be the same (nan_to_num would equate NaN with 0).
+    c_nf, r_nf = c[~ref_finite], r[~ref_finite]
+    same_nonfinite = bool(((c_nf == r_nf) | (torch.isnan(c_nf) & torch.isnan(r_nf))).all())
     if not same_nonfinite:
         return {**record, "ok": False, "problem": "non-finite values differ from the reference's"}
     c, r = c[ref_finite], r[ref_finite]
