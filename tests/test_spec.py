@@ -1,0 +1,297 @@
+"""Kernel specs: KernelBench detection, kforge.yaml loading, and one clear line for every malformed input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kforge_bot.errors import KforgeError
+from kforge_bot.spec import (
+    Implementation,
+    KernelSpec,
+    discover_kernels,
+    find_manifest,
+    is_kernelbench_source,
+    load_kernelbench,
+    load_manifest,
+    load_spec,
+)
+
+DATA = Path(__file__).parent / "data"
+KB_SOFTMAX = DATA / "kb" / "softmax.py"
+MANIFEST_REPO = DATA / "manifest_repo"
+
+KERNEL = textwrap.dedent('''
+    import torch
+
+
+    def double(x):
+        return x * 2
+
+
+    def make_inputs(n=8):
+        return [torch.randn(n)]
+''')
+REFERENCE = "def double_ref(x):\n    return x + x\n"
+
+
+# ------------------------------------------------------------------------------------------- KernelBench
+
+
+def test_kernelbench_problem_is_detected_and_loaded() -> None:
+    source = KB_SOFTMAX.read_text()
+    assert is_kernelbench_source(source)
+    spec = load_spec(KB_SOFTMAX)
+    assert spec.format == "kernelbench"
+    assert spec.name == "softmax"
+    assert spec.entry == "ModelNew"
+    assert spec.reference.symbol == "Model" and spec.baseline == spec.reference
+    assert spec.inputs_symbol == "get_inputs" and spec.init_symbol == "get_init_inputs"
+    assert spec.root == str(KB_SOFTMAX.parent.resolve())
+    assert spec.kernel_path == KB_SOFTMAX.resolve()
+    assert spec.language == "torch"
+    assert set(spec.targets) == {"cpu", "cuda", "xpu", "mps"}
+
+
+def test_kernelbench_detection_needs_all_three_names() -> None:
+    assert not is_kernelbench_source("class Model: pass\ndef get_inputs(): return []\n")
+    assert not is_kernelbench_source("def get_inputs(): return []\ndef get_init_inputs(): return []\n")
+    assert not is_kernelbench_source("class Model(:\n")  # a syntax error is not a problem file
+    # Model must be a class, not some other name
+    assert not is_kernelbench_source("Model = 1\ndef get_inputs(): pass\ndef get_init_inputs(): pass\n")
+    assert is_kernelbench_source("from x import get_inputs, get_init_inputs\nclass Model: pass\n")
+
+
+def test_kernelbench_language_guess(tmp_path: Path) -> None:
+    base = KB_SOFTMAX.read_text()
+    (tmp_path / "t.py").write_text("import triton\n" + base)
+    (tmp_path / "c.py").write_text("from torch.utils.cpp_extension import load_inline\n" + base)
+    assert load_kernelbench(tmp_path / "t.py").language == "triton"
+    assert load_kernelbench(tmp_path / "c.py").language == "cuda"
+
+
+def test_load_kernelbench_names_the_missing_definitions(tmp_path: Path) -> None:
+    path = tmp_path / "half.py"
+    path.write_text("class Model:\n    pass\n")
+    with pytest.raises(KforgeError) as info:
+        load_kernelbench(path)
+    _one_line(info, path.name, "get_inputs, get_init_inputs")
+
+
+def test_a_candidate_file_is_not_a_spec(tmp_path: Path) -> None:
+    path = tmp_path / "softmax_new.py"
+    shutil.copy(DATA / "kb" / "softmax_new.py", path)
+    with pytest.raises(KforgeError) as info:
+        load_spec(path)
+    _one_line(info, "softmax_new.py", "not a KernelBench problem")
+
+
+def test_spec_round_trips_through_json() -> None:
+    for spec in (load_spec(KB_SOFTMAX), *load_manifest(MANIFEST_REPO / "kforge.yaml").values()):
+        again = KernelSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+        assert again == spec
+
+
+def test_candidate_from_source_targets_the_kernel_file() -> None:
+    spec = load_manifest(MANIFEST_REPO / "kforge.yaml")["rmsnorm"]
+    cand = spec.candidate_from_source("def rmsnorm(x, w):\n    return x\n")
+    assert cand.symbol == "rmsnorm" and cand.filename == "rmsnorm.py" and cand.root == spec.root
+    impl = Implementation.from_file(MANIFEST_REPO / "kernels" / "rmsnorm.py", "rmsnorm")
+    assert impl.root == str((MANIFEST_REPO / "kernels").resolve())
+
+
+# ------------------------------------------------------------------------------------------- manifests
+
+
+def test_manifest_repo_loads_both_reference_forms_shapes_tolerance_targets() -> None:
+    kernels = load_manifest(MANIFEST_REPO / "kforge.yaml")
+    assert sorted(kernels) == ["rmsnorm", "scale"]
+
+    rms = kernels["rmsnorm"]
+    assert rms.format == "manifest"
+    assert rms.kernel_file == "kernels/rmsnorm.py" and rms.entry == "rmsnorm"
+    # 'file.py:callable' form
+    assert rms.reference.filename == "reference.py" and rms.reference.symbol == "rmsnorm_reference"
+    assert "def rmsnorm_reference" in rms.reference.source
+    # bare callable form: looked up in the kernel's own file
+    assert rms.inputs_source.filename == "rmsnorm.py" and rms.inputs_symbol == "make_inputs"
+    assert rms.baseline.symbol == "rmsnorm" and rms.baseline.filename == "rmsnorm.py"
+    assert rms.shape_sets == ({"rows": 64, "cols": 128}, {"rows": 16, "cols": 512})
+    assert rms.tolerance == {"atol": 1e-5, "rtol": 1e-5}
+    assert rms.targets == ("cpu",)
+    assert rms.seeds == 2 and rms.language == "torch"
+    assert rms.root == str(MANIFEST_REPO.resolve())
+
+    scale = kernels["scale"]
+    assert scale.reference == scale.baseline  # no reference: the kernel as first loaded
+    assert scale.inputs_source.filename == "scale.py"
+    assert scale.init_kwargs == {"factor": 3.0}
+    assert scale.shape_sets == ({},) and scale.tolerance is None
+    assert scale.targets == ("cpu", "cuda")
+    assert scale.seeds == 3  # the default
+
+
+def test_load_spec_finds_a_manifest_kernel_by_file_dir_or_name() -> None:
+    by_file = load_spec(MANIFEST_REPO / "kernels" / "rmsnorm.py")
+    assert by_file.name == "rmsnorm"
+    assert load_spec(MANIFEST_REPO / "kforge.yaml", "scale").name == "scale"
+    assert load_spec(MANIFEST_REPO, "rmsnorm") == by_file
+    assert find_manifest(MANIFEST_REPO / "kernels" / "rmsnorm.py") == (MANIFEST_REPO / "kforge.yaml").resolve()
+    with pytest.raises(KforgeError) as info:
+        load_spec(MANIFEST_REPO / "kforge.yaml")
+    _one_line(info, "kforge.yaml", "2 kernels", "--kernel", "rmsnorm, scale")
+    with pytest.raises(KforgeError) as info:
+        load_spec(MANIFEST_REPO / "kforge.yaml", "nope")
+    _one_line(info, "kforge.yaml", "'nope'")
+
+
+def test_discover_kernels_finds_manifest_and_kernelbench_files(tmp_path: Path) -> None:
+    shutil.copytree(MANIFEST_REPO, tmp_path / "repo")
+    (tmp_path / "repo" / "problems").mkdir()
+    shutil.copy(KB_SOFTMAX, tmp_path / "repo" / "problems" / "softmax.py")
+    (tmp_path / "repo" / ".venv").mkdir()
+    shutil.copy(KB_SOFTMAX, tmp_path / "repo" / ".venv" / "ignored.py")
+    names = sorted(s.name for s in discover_kernels(tmp_path / "repo"))
+    assert names == ["rmsnorm", "scale", "softmax"]
+
+
+def test_a_single_kernel_manifest_needs_no_kernel_name(tmp_path: Path) -> None:
+    _write(tmp_path, {"k": {"file": "k.py", "entry": "double", "inputs": "make_inputs"}})
+    assert load_spec(tmp_path / "kforge.yaml").name == "k"
+
+
+# ------------------------------------------------------------------------------------ malformed inputs
+
+
+def _one_line(info: pytest.ExceptionInfo[KforgeError], *needles: str) -> None:
+    text = str(info.value)
+    assert "\n" not in text, text
+    for needle in needles:
+        assert needle in text, f"{needle!r} not in {text!r}"
+
+
+def _write(root: Path, kernels: object, extra: str = "", raw: str | None = None) -> Path:
+    import yaml
+
+    (root / "k.py").write_text(KERNEL)
+    (root / "ref.py").write_text(REFERENCE)
+    manifest = root / "kforge.yaml"
+    manifest.write_text(raw if raw is not None else yaml.safe_dump({"version": 1, "kernels": kernels}) + extra)
+    return manifest
+
+
+GOOD = {"file": "k.py", "entry": "double", "inputs": "make_inputs"}
+
+MALFORMED = [
+    # (id, kernel settings or raw text, words the one-line error must contain)
+    ("bad-yaml", "kernels:\n  k: {file: k.py\n", ["invalid YAML", "line"]),
+    ("empty-file", "", ["kernels:"]),
+    ("kernels-not-mapping", "kernels: [a, b]\n", ["kernels:"]),
+    ("unknown-top-level", "version: 1\nkernal: {}\nkernels: {k: {file: k.py, entry: double, inputs: make_inputs}}\n",
+     ["unknown top-level key 'kernal'"]),
+    ("version-2", "version: 2\nkernels: {k: {file: k.py, entry: double, inputs: make_inputs}}\n",
+     ["version", "2"]),
+    ("kernel-not-mapping", {"k": "k.py"}, ["kernels.k", "mapping"]),
+    ("missing-file", {"k": {"entry": "double", "inputs": "make_inputs"}}, ["kernels.k", "'file'"]),
+    ("missing-entry", {"k": {"file": "k.py", "inputs": "make_inputs"}}, ["kernels.k", "'entry'"]),
+    ("missing-inputs", {"k": {"file": "k.py", "entry": "double"}}, ["kernels.k", "'inputs'"]),
+    ("unknown-key", {"k": {**GOOD, "tolerence": {"atol": 1}}}, ["kernels.k", "unknown key 'tolerence'"]),
+    ("file-not-py", {"k": {**GOOD, "file": "k.cu"}}, ["kernels.k.file", "'k.cu'"]),
+    ("file-not-string", {"k": {**GOOD, "file": 3}}, ["kernels.k.file"]),
+    ("entry-not-identifier", {"k": {**GOOD, "entry": "dou-ble"}}, ["kernels.k.entry", "'dou-ble'"]),
+    ("entry-file-missing", {"k": {**GOOD, "file": "nope.py"}}, ["kernels.k.entry", "'nope.py'", "does not exist"]),
+    ("entry-symbol-missing", {"k": {**GOOD, "entry": "triple"}}, ["kernels.k.entry", "k.py", "'triple'"]),
+    ("reference-file-missing", {"k": {**GOOD, "reference": "gone.py:double_ref"}},
+     ["kernels.k.reference", "'gone.py'"]),
+    ("reference-symbol-missing", {"k": {**GOOD, "reference": "ref.py:nope"}}, ["kernels.k.reference", "'nope'"]),
+    ("reference-bad-form", {"k": {**GOOD, "reference": "ref.txt:double_ref"}}, ["kernels.k.reference", "ref.txt"]),
+    ("reference-not-string", {"k": {**GOOD, "reference": ["ref.py"]}}, ["kernels.k.reference"]),
+    ("inputs-symbol-missing", {"k": {**GOOD, "inputs": "k.py:make"}}, ["kernels.k.inputs", "'make'"]),
+    ("inputs-empty", {"k": {**GOOD, "inputs": " "}}, ["kernels.k.inputs"]),
+    ("shapes-not-list", {"k": {**GOOD, "shapes": {"n": 4}}}, ["kernels.k.shapes"]),
+    ("shapes-empty", {"k": {**GOOD, "shapes": []}}, ["kernels.k.shapes"]),
+    ("shapes-item-not-mapping", {"k": {**GOOD, "shapes": [{"n": 4}, 8]}}, ["kernels.k.shapes"]),
+    ("init-not-mapping", {"k": {**GOOD, "init": [1, 2]}}, ["kernels.k.init"]),
+    ("init-empty-list", {"k": {**GOOD, "init": []}}, ["kernels.k.init"]),
+    ("tolerance-not-mapping", {"k": {**GOOD, "tolerance": 0.01}}, ["kernels.k.tolerance"]),
+    ("tolerance-negative", {"k": {**GOOD, "tolerance": {"atol": -1}}}, ["kernels.k.tolerance"]),
+    ("tolerance-string", {"k": {**GOOD, "tolerance": {"atol": "1e-3"}}}, ["kernels.k.tolerance"]),
+    ("tolerance-bool", {"k": {**GOOD, "tolerance": {"atol": True}}}, ["kernels.k.tolerance"]),
+    ("tolerance-unknown-key", {"k": {**GOOD, "tolerance": {"eps": 1}}}, ["kernels.k.tolerance"]),
+    ("targets-unknown", {"k": {**GOOD, "targets": ["tpu"]}}, ["kernels.k.targets", "tpu"]),
+    ("targets-string", {"k": {**GOOD, "targets": "cpu"}}, ["kernels.k.targets"]),
+    ("targets-empty", {"k": {**GOOD, "targets": []}}, ["kernels.k.targets"]),
+    ("language-unknown", {"k": {**GOOD, "language": "fortran"}}, ["kernels.k.language", "fortran"]),
+    ("seeds-zero", {"k": {**GOOD, "seeds": 0}}, ["kernels.k.seeds"]),
+    ("seeds-bool", {"k": {**GOOD, "seeds": True}}, ["kernels.k.seeds"]),
+    ("seeds-float", {"k": {**GOOD, "seeds": 2.5}}, ["kernels.k.seeds"]),
+]
+
+
+@pytest.mark.parametrize("case,settings,needles", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_manifest_gives_one_line_naming_file_and_key(tmp_path: Path, case: str, settings: object,
+                                                               needles: list[str]) -> None:
+    manifest = _write(tmp_path, settings, raw=settings if isinstance(settings, str) else None)
+    with pytest.raises(KforgeError) as info:
+        load_manifest(manifest)
+    _one_line(info, str(manifest.resolve()), *needles)
+    # the CLI's route reports the same error
+    with pytest.raises(KforgeError) as again:
+        load_spec(manifest, "k")
+    assert str(again.value) == str(info.value)
+
+
+def test_syntax_error_in_a_kernel_file_names_that_file_and_line(tmp_path: Path) -> None:
+    manifest = _write(tmp_path, {"k": GOOD})
+    (tmp_path / "k.py").write_text("import torch\n\ndef double(x)\n    return x * 2\n")
+    with pytest.raises(KforgeError) as info:
+        load_manifest(manifest)
+    _one_line(info, str((tmp_path / "k.py").resolve()), "line 3", "syntax error")
+
+
+def test_syntax_error_in_a_reference_file(tmp_path: Path) -> None:
+    manifest = _write(tmp_path, {"k": {**GOOD, "reference": "ref.py:double_ref"}})
+    (tmp_path / "ref.py").write_text("def double_ref(x):\n    return x +\n")
+    with pytest.raises(KforgeError) as info:
+        load_manifest(manifest)
+    _one_line(info, "ref.py", "line 2", "syntax error")
+
+
+def test_syntax_error_in_a_kernelbench_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.py"
+    path.write_text("class Model(nn.Module:\n    pass\n")
+    with pytest.raises(KforgeError) as info:
+        load_spec(path)
+    _one_line(info, "broken.py", "line 1", "syntax error")
+
+
+def test_missing_paths_and_wrong_kinds_of_file(tmp_path: Path) -> None:
+    with pytest.raises(KforgeError) as info:
+        load_spec(tmp_path / "nope.py")
+    _one_line(info, "nope.py", "file not found")
+    with pytest.raises(KforgeError) as info:
+        load_spec(tmp_path / "kforge.yaml")
+    _one_line(info, "kforge.yaml", "file not found")
+    with pytest.raises(KforgeError) as info:
+        load_spec(tmp_path)
+    _one_line(info, str(tmp_path), "no kforge.yaml")
+    (tmp_path / "notes.txt").write_text("hi")
+    with pytest.raises(KforgeError) as info:
+        load_spec(tmp_path / "notes.txt")
+    _one_line(info, "notes.txt", ".py")
+    (tmp_path / "binary.py").write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(KforgeError) as info:
+        load_spec(tmp_path / "binary.py")
+    _one_line(info, "binary.py", "cannot read")
+
+
+def test_a_kernel_file_named_by_two_kernels_needs_a_name(tmp_path: Path) -> None:
+    _write(tmp_path, {"a": GOOD, "b": GOOD})
+    with pytest.raises(KforgeError) as info:
+        load_spec(tmp_path / "k.py")
+    _one_line(info, "k.py", "--kernel", "a, b")
+    assert load_spec(tmp_path / "k.py", "b").name == "b"
