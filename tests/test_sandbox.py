@@ -1,0 +1,175 @@
+"""The sandbox: scrubbed environment, private result channel, process-group kill, prompt return."""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from kforge_bot.evaluate.api import evaluate
+from kforge_bot.evaluate.plan import Plan
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.sandbox import ChildOutcome, _parse, run_worker, scrubbed_environment
+from kforge_bot.spec import Implementation, load_spec
+
+ADV = Path(__file__).parent / "data" / "adversarial"
+QUICK = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60)
+
+
+def test_scrubbed_environment_drops_credentials_and_keeps_the_rest() -> None:
+    parent = {
+        "PATH": "/usr/bin", "HOME": "/home/u", "LANG": "C.UTF-8", "CUDA_VISIBLE_DEVICES": "0",
+        "OMP_NUM_THREADS": "4", "PYTHONPATH": "/somewhere",
+        "GITHUB_TOKEN": "ghp_x", "GH_TOKEN": "x", "OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://x",
+        "ANTHROPIC_API_KEY": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_REGION": "x", "HF_TOKEN": "x",
+        "ACTIONS_RUNTIME_TOKEN": "x", "ACTIONS_ID_TOKEN_REQUEST_URL": "x", "RUNNER_TEMP": "/t",
+        "SSH_AUTH_SOCK": "/s", "DB_PASSWORD": "x", "my_secret": "x", "NPM_AUTH": "x", "SESSION_COOKIE": "x",
+        "KFORGE_LLM_KEY": "x", "PRIVATE_KEY_PATH": "/k", "GOOGLE_APPLICATION_CREDENTIALS": "/c",
+    }
+    clean = scrubbed_environment(parent)
+    for kept in ("PATH", "HOME", "LANG", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"):
+        assert clean[kept] == parent[kept]
+    for name in parent:
+        if name not in ("PATH", "HOME", "LANG", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "PYTHONPATH"):
+            assert name not in clean, name
+    package_root = str(Path(__file__).resolve().parents[1])
+    assert clean["PYTHONPATH"].split(os.pathsep) == [package_root, "/somewhere"]
+    assert clean["PYTHONUNBUFFERED"] == "1"
+
+
+def test_child_outcome_descriptions() -> None:
+    outcome = ChildOutcome(messages=[{"type": "progress"}, {"type": "result", "n": 1}, {"type": "result", "n": 2}])
+    assert outcome.result == {"type": "result", "n": 2}
+    assert ChildOutcome().result is None
+    assert "killed by SIGSEGV" == ChildOutcome(returncode=-signal.SIGSEGV).exit_description()
+    assert "killed by SIGKILL" == ChildOutcome(returncode=-9).exit_description()
+    assert "exited with status 3" in ChildOutcome(returncode=3).exit_description()
+    assert "did not finish" == ChildOutcome().exit_description()
+    assert "timed out after 12 s" in ChildOutcome(timed_out=True, wall_s=12.2).exit_description()
+
+
+def test_only_lines_with_the_nonce_count() -> None:
+    assert _parse(b'{"nonce": "abc", "type": "result"}', "abc") == {"nonce": "abc", "type": "result"}
+    assert _parse(b'{"nonce": "abd", "type": "result"}', "abc") is None
+    assert _parse(b'{"type": "result", "status": "ok"}', "abc") is None
+    assert _parse(b'["abc"]', "abc") is None
+    assert _parse(b"not json", "abc") is None
+    assert _parse(b"\xff\xfe", "abc") is None
+
+
+def test_reference_worker_gets_a_large_request_on_stdin_and_no_credentials(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_fake_for_test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-for-test")
+    # The reference's own inputs function checks what it can see; the request is ~400 KB (far over a pipe
+    # buffer), so the parent must feed stdin while it watches the clock.
+    problem = tmp_path / "problem.py"
+    problem.write_text(textwrap.dedent('''
+        import os
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x.relu()
+
+        def get_inputs():
+            leaked = [k for k in os.environ if k in ("GITHUB_TOKEN", "OPENAI_API_KEY")]
+            if leaked:
+                raise RuntimeError("worker saw " + ",".join(leaked))
+            print("inputs made", flush=True)
+            return [torch.randn(8, 8)]
+
+        def get_init_inputs():
+            return []
+    ''') + "# padding\n" * 40_000)
+    spec = load_spec(problem)
+    work = tmp_path / "work"
+    plan = Plan(role="reference", target="cpu", spec=spec, baseline=spec.reference, candidate=None,
+                settings=QUICK, seeds=[1, 2], out_dir=work)
+    seen: list[dict] = []
+    outcome = run_worker(plan.to_dict(), work, timeout_s=60, on_message=seen.append)
+    assert outcome.returncode == 0 and not outcome.timed_out
+    assert outcome.result is not None and outcome.result["status"] == "ok", outcome.log_tail
+    assert seen == outcome.messages and any(m["type"] == "progress" for m in seen)
+    assert outcome.forged_lines == 0
+    assert "inputs made" in outcome.log_tail  # stdout is kept as a log, and decides nothing
+    assert sorted(p.name for p in work.glob("ref_*.pt")) == ["ref_0_0.pt", "ref_0_1.pt"]
+    assert not list(work.glob("request*")), "the request (with its seeds) must never be a file"
+
+
+GRANDCHILD_HANG = '''
+import subprocess
+import torch
+import torch.nn as nn
+
+child = subprocess.Popen(["sleep", "300"])
+open({pidfile!r}, "w").write(str(child.pid))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        while True:
+            pass
+'''
+
+GRANDCHILD_HOLDS_PIPE = '''
+import subprocess
+import sys
+import torch
+import torch.nn as nn
+
+# keep the harness's result pipe open in a grandchild, then leave: the parent must not wait for it
+fds = tuple(int(a) for a in sys.argv[1:] if a.isdigit())
+child = subprocess.Popen(["sleep", "300"], pass_fds=fds)
+open({pidfile!r}, "w").write(str(child.pid))
+raise SystemExit(3)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x
+'''
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")  # a zombie waiting for init is dead
+
+
+def test_hang_and_grandchildren_are_killed_with_the_process_group(tmp_path: Path) -> None:
+    spec = load_spec(ADV / "problem.py")
+    runs = {}
+    for name, template in (("hang", GRANDCHILD_HANG), ("pipe", GRANDCHILD_HOLDS_PIPE)):
+        pidfile = tmp_path / f"{name}.pid"
+        runs[name] = (pidfile, Implementation(template.format(pidfile=str(pidfile)), "ModelNew", f"{name}.py",
+                                              str(tmp_path)))
+    settings = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=8)
+    started = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(evaluate, spec, impl, "cpu", settings, seeds=[5, 6])
+                   for name, (_, impl) in runs.items()}
+        results = {name: f.result() for name, f in futures.items()}
+
+    hang = results["hang"]
+    assert hang.verdict == "timeout" and "timed out after 8 s" in hang.reason
+    pipe = results["pipe"]
+    assert pipe.verdict == "crash" and "exited with status 3" in pipe.reason
+    # the early exit was reported promptly even though a grandchild still held the pipe open
+    assert pipe.details["wall_s"] < 8
+    for name, (pidfile, _) in runs.items():
+        pid = int(pidfile.read_text())
+        deadline = time.monotonic() + 5
+        while not _gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(pid), f"{name}: grandchild {pid} survived the evaluation"
+    assert time.monotonic() - started < 60
+
