@@ -1,0 +1,221 @@
+"""One adversarial candidate per reward-hack class, each through the full evaluate() on the CPU.
+
+Every candidate in tests/data/adversarial/ claims to compute problem.py's row softmax. Each test asserts
+the verdict and that the reason names the problem. Two layers are exercised separately: the default
+evaluation (static scan, then the sandboxed worker), and the worker's runtime checks alone, with the
+static scan switched off in this (the parent's) process, for the hacks the scan would stop first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import kforge_bot.evaluate.api as api
+from kforge_bot.evaluate.api import ReferenceStore, evaluate
+from kforge_bot.evaluate.guards import static_findings
+from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.spec import Implementation, load_spec
+
+ADV = Path(__file__).parent / "data" / "adversarial"
+SEEDS = [11, 22]
+CHECK = EvalSettings(seeds=2, measure=False, timeout_s=60)  # profiled (the fallback rule reads the profile)
+TIMED = EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=60)
+HANG = EvalSettings(seeds=2, measure=False, timeout_s=6)
+FAKE_SECRETS = {"GITHUB_TOKEN": "ghp_fakefakefake", "OPENAI_API_KEY": "sk-fakefakefake", "HF_TOKEN": "hf_fake"}
+
+# name -> (settings, verdict, regex the reason must match)
+DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
+    # 1. output never written
+    "empty_output": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: "),
+    # 2. inputs mutated in place
+    "mutate_inputs": (CHECK, "rejected", r"input 0 was modified in place"),
+    # outputs aliasing an input
+    "alias_input": (CHECK, "rejected", r"output 0 shares memory with input 0"),
+    # 5. results cached by pointer and shape
+    "cache_pointer": (CHECK, "rejected", r"called again with seed 22's values in the same buffers: output 0: .*"
+                                         r"\(result cached across calls\?\)"),
+    # 5. ... switched on only after the correctness calls (only the timed phase can expose it)
+    "cache_delayed": (TIMED, "rejected", r"input set 1's values in input set 0's buffers: output 0: .*"
+                                         r"\(result cached by input buffer\?\)"),
+    # output buffer reused across calls
+    "reuse_output": (CHECK, "rejected", r"output 0 of an earlier call changed .*output buffers reused across calls"),
+    # 7. tensor subclass / lazy output
+    "subclass_output": (CHECK, "rejected", r"output 0 is a .*Deferred, not a plain torch\.Tensor"),
+    # 6. monkey-patched timer, comparison, baseline
+    "patch_timer": (CHECK, "rejected", r"^static check: line 8: assignment to time\.perf_counter "),
+    "patch_compare": (CHECK, "rejected", r"^static check: line 6: assignment to torch\.allclose "),
+    "patch_baseline": (CHECK, "rejected", r"^static check: line 19: call to setattr\(\)"),
+    # 10. the garbage collector; frames
+    "gc_objects": (CHECK, "rejected", r"^static check: line 3: import gc "),
+    "getframe": (CHECK, "rejected", r"^static check: line 11: call to sys\._getframe\(\)"),
+    # 11. forged result channel, early exit, atexit
+    "forge_channel": (CHECK, "rejected", r"^static check: line 18: call to os\.write\(\) .*result channel"),
+    "early_exit": (CHECK, "rejected", r"^static check: line 11: call to sys\.exit\(\)"),
+    "atexit_forge": (CHECK, "rejected", r"^static check: line 3: import atexit "),
+    # 4. framework fallback; inheriting the reference
+    "fallback": (CHECK, "rejected", r"calls every framework op the reference uses \(aten::_softmax, aten::softmax\)"
+                                    r".*falls back to the framework"),
+    "inherit": (CHECK, "rejected", r"inherits the baseline's forward unchanged"),
+    # 9. zeros
+    "zeros": (CHECK, "incorrect", r"output 0: \d+ of 16384 elements outside atol=0\.0001, rtol=0\.0001 "
+                                  r"\(worst: got 0, expected"),
+    # hang, segfault, compile error, runtime error
+    "hang": (HANG, "timeout", r"timed out after 6 s"),
+    "segfault": (CHECK, "crash", r"killed by SIGSEGV"),
+    "syntax_error": (CHECK, "compile_error", r"SyntaxError: expected ':' \(syntax_error\.py, line 8\)"),
+    "runtime_error": (CHECK, "crash", r"running shape set 0 seed 11: RuntimeError: mat1 and mat2 shapes cannot be"),
+    # secrets: the candidate raises if it sees any; it passes only because it saw none
+    "env_token": (CHECK, "pass", r"^correct on every case$"),
+    # the same hacks written to slip past the static scan
+    "evasive_exit": (CHECK, "rejected", r"exited before the harness finished \(early exit\)$"),
+    "evasive_forge": (CHECK, "rejected", r"\(early exit\) after writing 1 unsigned line\(s\) to the result channel"),
+    "evasive_reference_files": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: "),
+    "evasive_tensor_method": (CHECK, "rejected", r"replaced torch\.Tensor\.fill_ \(running shape set 0 seed 11\)"),
+    "evasive_threads": (CHECK, "pass", r"^correct on every case$"),
+    "evasive_gc": (CHECK, "rejected", r"^static check: line 7: __import__\(\) of a computed module name"),
+    "evasive_timer_toggle": (CHECK, "rejected", r"^static check: line 8: __import__\(\) of a computed module name"),
+    "evasive_equal_restoring": (CHECK, "rejected", r"^static check: line 13: call to setattr\(\)"),
+}
+
+# With the static scan off: what the worker's own checks make of the hacks the scan stops first.
+RUNTIME_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
+    "patch_timer": (CHECK, "rejected", r"replaced time\.perf_counter, time\.perf_counter_ns \(while importing\)"),
+    "patch_compare": (CHECK, "rejected", r"replaced torch\.allclose, torch\.equal \(while importing\)"),
+    "patch_baseline": (CHECK, "rejected", r"replaced baseline\.forward \(while importing\)"),
+    "evasive_timer_toggle": (CHECK, "rejected", r"replaced time\.perf_counter_ns \(running shape set 0 seed 11\)"),
+    "evasive_equal_restoring": (CHECK, "rejected", r"replaced torch\.equal \(running shape set 0 seed 11\)"),
+    "gc_objects": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: "),
+    "evasive_gc": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: "),
+    "forge_channel": (CHECK, "rejected", r"\(early exit\) after writing \d+ unsigned line\(s\) to the result channel"),
+    "early_exit": (CHECK, "rejected", r"exited before the harness finished \(early exit\)$"),
+    "atexit_forge": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: "),
+}
+
+
+def _candidate(name: str) -> Implementation:
+    return Implementation.from_file(ADV / f"{name}.py", "ModelNew")
+
+
+def _run_all(cases: dict[str, tuple[EvalSettings, str, str]], store: ReferenceStore) -> dict[str, EvalResult]:
+    spec = load_spec(ADV / "problem.py")
+    # References first, one per settings key: no candidate ever runs while a reference is on disk.
+    for settings in {id(s): s for s, _, _ in cases.values()}.values():
+        store.ensure(spec, "cpu", SEEDS, settings, None)
+    # The hang goes first so the other candidates run beside it, not after it.
+    order = sorted(cases, key=lambda n: (n != "hang", n))
+    with ThreadPoolExecutor(2) as pool:
+        futures = {n: pool.submit(evaluate, spec, _candidate(n), "cpu", cases[n][0], seeds=SEEDS, references=store)
+                   for n in order}
+        return {n: f.result() for n, f in futures.items()}
+
+
+@pytest.fixture(scope="module")
+def store() -> ReferenceStore:
+    references = ReferenceStore()
+    yield references
+    references.cleanup()
+
+
+@pytest.fixture(scope="module")
+def default_layer(store: ReferenceStore) -> dict[str, EvalResult]:
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in FAKE_SECRETS.items():
+            mp.setenv(key, value)
+        return _run_all(DEFAULT_LAYER, store)
+
+
+@pytest.fixture(scope="module")
+def runtime_layer(store: ReferenceStore) -> dict[str, EvalResult]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(api, "static_findings", lambda source: [])
+        return _run_all(RUNTIME_LAYER, store)
+
+
+def _assert_verdict(result: EvalResult, verdict: str, pattern: str) -> None:
+    assert result.verdict == verdict, f"{result.verdict}: {result.reason}"
+    assert re.search(pattern, result.reason), f"reason {result.reason!r} does not match {pattern!r}"
+    assert result.correct == (verdict == "pass")
+    if verdict != "pass":
+        assert result.speedup is None and result.speedup_ci is None  # no speed is reported for a rejected kernel
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULT_LAYER))
+def test_hack_is_caught(name: str, default_layer: dict[str, EvalResult]) -> None:
+    _, verdict, pattern = DEFAULT_LAYER[name]
+    _assert_verdict(default_layer[name], verdict, pattern)
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIME_LAYER))
+def test_hack_is_caught_without_the_static_scan(name: str, runtime_layer: dict[str, EvalResult]) -> None:
+    _, verdict, pattern = RUNTIME_LAYER[name]
+    _assert_verdict(runtime_layer[name], verdict, pattern)
+
+
+def test_every_candidate_file_is_exercised() -> None:
+    files = {p.stem for p in ADV.glob("*.py")} - {"problem", "honest"}
+    assert files == set(DEFAULT_LAYER)
+
+
+def test_the_evasive_candidates_really_evade_what_they_claim_to() -> None:
+    # These get past the static scan; only the worker's runtime checks stand between them and a pass.
+    for name in ("evasive_exit", "evasive_forge", "evasive_reference_files", "evasive_tensor_method",
+                 "evasive_threads", "cache_delayed", "inherit", "fallback", "alias_input", "mutate_inputs"):
+        assert static_findings((ADV / f"{name}.py").read_text()) == [], name
+
+
+def test_secrets_were_set_in_the_parent_and_invisible_to_the_candidate(default_layer: dict[str, EvalResult]) -> None:
+    result = default_layer["env_token"]
+    assert result.verdict == "pass"
+    assert "credentials visible" not in result.details.get("log_tail", "")
+    for value in FAKE_SECRETS.values():
+        assert value not in result.details.get("log_tail", "")
+
+
+def test_framework_state_left_behind_is_restored_and_reported(default_layer: dict[str, EvalResult]) -> None:
+    # evasive_threads leaves the process single-threaded after each call, to slow the baseline timed next
+    restored = default_layer["evasive_threads"].details.get("restored_state", [])
+    threads = os.cpu_count() or 1
+    if threads == 1:
+        pytest.skip("one CPU: torch runs one thread anyway, so there is nothing to restore")
+    assert any(r.startswith("torch.get_num_threads(): 1 -> ") for r in restored), restored
+
+
+def test_an_exit_handler_never_runs(runtime_layer: dict[str, EvalResult]) -> None:
+    # atexit_forge registers a handler printing a fake passing result; the worker leaves with os._exit
+    assert '"speedup": 100.0' not in runtime_layer["atexit_forge"].details["log_tail"]
+
+
+def test_forged_lines_are_counted_not_believed(runtime_layer: dict[str, EvalResult],
+                                               default_layer: dict[str, EvalResult]) -> None:
+    assert runtime_layer["forge_channel"].details["forged_lines"] >= 1
+    assert default_layer["evasive_forge"].details["forged_lines"] == 1
+    assert default_layer["evasive_forge"].device_name != "forged"
+
+
+def test_reference_outputs_are_not_left_on_disk(store: ReferenceStore, default_layer: dict[str, EvalResult]) -> None:
+    assert list(store.root.rglob("*.pt")) == []
+
+
+def test_the_bot_is_unaffected_after_crashes_and_hangs(default_layer: dict[str, EvalResult],
+                                                       runtime_layer: dict[str, EvalResult],
+                                                       store: ReferenceStore) -> None:
+    assert default_layer["hang"].verdict == "timeout" and default_layer["segfault"].verdict == "crash"
+    spec = load_spec(ADV / "problem.py")
+    result = evaluate(spec, _candidate("honest"), "cpu", CHECK, seeds=SEEDS, references=store)
+    assert result.verdict == "pass", result.reason
+    assert result.correctness["cases_checked"] == 3  # two seeds, plus the same-buffers call
+    # and no worker process is left behind
+    me = os.getpid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            assert b"kforge_bot.evaluate.worker" not in cmdline, f"worker {stat.parent.name} still running"
