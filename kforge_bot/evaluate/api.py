@@ -295,7 +295,8 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence:
         per_shape.append({"shape_set": t["shape"], "baseline": summarize(b).to_dict(),
                           "candidate": summarize(c).to_dict(), "speedup": speedup, "speedup_ci": list(ci),
                           "pairs": len(b), "calls_per_sample": t.get("calls_per_sample", 1),
-                          "stop_reason": t.get("stop_reason", ""), "wall_s": t.get("wall_s")})
+                          "stop_reason": t.get("stop_reason", ""), "wall_s": t.get("wall_s"),
+                          "mode": t.get("mode", "eager"), "mode_note": t.get("mode_note", "")})
         # Each shape set weighs the same in the pooled figure, however many pairs it took.
         step = len(b) / n_min
         idx = [int(i * step) for i in range(n_min)]
