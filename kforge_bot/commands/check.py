@@ -69,6 +69,8 @@ def render(result: EvalResult, title: str) -> None:
     speed = "-"
     if result.speedup is not None and result.speedup_ci:
         speed = f"{result.speedup:.3f}x ({result.speedup_ci[0]:.3f}-{result.speedup_ci[1]:.3f})"
+    elif result.speedup is not None:
+        speed = f"{result.speedup:.3f}x (no interval)"
     table.add_row(f"{result.target} ({result.device_name})", f"[{color}]{result.verdict}[/{color}]",
                   _fmt_ms(result.baseline.median_ms if result.baseline else None),
                   _fmt_ms(result.candidate.median_ms if result.candidate else None), speed)
@@ -81,12 +83,15 @@ def render(result: EvalResult, title: str) -> None:
                       f"max abs error {corr['max_abs_error']:.3g}, max relative error {corr['max_rel_norm_error']:.3g}")
     for row in result.details.get("timing", []):
         if len(result.details["timing"]) > 1:
-            console.print(f"  shape set {row['shape_set']}: {row['speedup']:.3f}x "
-                          f"({row['speedup_ci'][0]:.3f}-{row['speedup_ci'][1]:.3f}), {row['pairs']} pairs")
+            ci = row.get("speedup_ci")
+            interval = f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "no interval"
+            console.print(f"  shape set {row['shape_set']}: {row['speedup']:.3f}x ({interval}), {row['pairs']} pairs")
     if result.speedup_ci and result.correct:
         lo, hi = result.speedup_ci
         verdict = "faster" if lo > 1 else "slower" if hi < 1 else "no difference resolved"
         console.print(f"speed: {verdict} ({result.details['timing'][0]['stop_reason']})")
+    elif result.speedup is not None and result.correct:
+        console.print(f"speed: not resolved: {result.details.get('speedup_ci_note', 'no confidence interval')}")
 
 
 class _Progress:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import secrets
 import shutil
@@ -189,7 +190,11 @@ def _judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
     timing = message.get("timing") or []
     if timing:
         _attach_timing(base, timing, plan.settings.confidence)
-        base.reason = f"correct on every case; {base.speedup:.3f}x (CI {base.speedup_ci[0]:.3f}-{base.speedup_ci[1]:.3f})"
+        if base.speedup_ci is not None:
+            base.reason = (f"correct on every case; {base.speedup:.3f}x "
+                           f"(CI {base.speedup_ci[0]:.3f}-{base.speedup_ci[1]:.3f})")
+        elif base.speedup is not None:
+            base.reason = f"correct on every case; {base.speedup:.3f}x ({base.details['speedup_ci_note']})"
     return base
 
 
@@ -293,7 +298,8 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence:
         b, c = t["baseline_ms"], t["candidate_ms"]
         speedup, ci = speedup_from_pairs(b, c, confidence)
         per_shape.append({"shape_set": t["shape"], "baseline": summarize(b).to_dict(),
-                          "candidate": summarize(c).to_dict(), "speedup": speedup, "speedup_ci": list(ci),
+                          "candidate": summarize(c).to_dict(), "speedup": speedup,
+                          "speedup_ci": list(ci) if math.isfinite(ci[0]) else None,
                           "pairs": len(b), "calls_per_sample": t.get("calls_per_sample", 1),
                           "stop_reason": t.get("stop_reason", ""), "wall_s": t.get("wall_s"),
                           "mode": t.get("mode", "eager"), "mode_note": t.get("mode_note", "")})
@@ -304,6 +310,11 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence:
         pooled_c.extend(c[i] for i in idx)
     speedup, ci = speedup_from_pairs(pooled_b, pooled_c, confidence)
     result.speedup, result.speedup_ci = speedup, ci
+    if not math.isfinite(ci[0]):
+        # The range of a handful of pairs is no 95% interval: report none rather than an overconfident one.
+        result.speedup_ci = None
+        result.details["speedup_ci_note"] = (f"too few pairs ({len(pooled_b)}) for a {confidence:.1%} confidence "
+                                             "interval; give it more time")
     b_stats = [summarize(t["baseline_ms"]) for t in usable]
     c_stats = [summarize(t["candidate_ms"]) for t in usable]
     result.baseline = _sum_stats(b_stats)

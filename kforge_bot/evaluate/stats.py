@@ -49,7 +49,10 @@ def _binomial_cdf(k: int, n: int) -> float:
 
 
 def _order_statistic_rank(n: int, confidence: float) -> int:
-    """Largest k (1-based) with P(X < k) <= alpha/2: the interval [x_(k), x_(n-k+1)] covers the median."""
+    """Largest k (1-based) with P(X < k) <= alpha/2: the interval [x_(k), x_(n-k+1)] covers the median.
+
+    0 when even the full range [x_(1), x_(n)] covers the median less often than `confidence` asks.
+    """
     alpha = 1.0 - confidence
     if n > 300:
         # Normal approximation to the binomial; exact sums get slow and the approximation is excellent here.
@@ -58,7 +61,7 @@ def _order_statistic_rank(n: int, confidence: float) -> int:
     k = 0
     while k + 1 <= n and _binomial_cdf(k, n) <= alpha / 2:
         k += 1
-    return max(k, 1)
+    return k
 
 
 def _z(p: float) -> float:
@@ -83,15 +86,19 @@ def _z(p: float) -> float:
 
 
 def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """(median, low, high): a distribution-free confidence interval for the median."""
+    """(median, low, high): a distribution-free confidence interval for the median.
+
+    With too few values for any interval at `confidence` (fewer than 6 at 95%, 11 at 99.9%) the interval
+    is (-inf, inf): the range of, say, two values covers the median only half the time.
+    """
     ordered = sorted(values)
     n = len(ordered)
     if n == 0:
         raise ValueError("no values")
     median = quantile(ordered, 0.5)
-    if n < 6:  # too few pairs for any interval at 95%: say so with the full range
-        return median, ordered[0], ordered[-1]
     k = _order_statistic_rank(n, confidence)
+    if k == 0:
+        return median, -math.inf, math.inf
     return median, ordered[k - 1], ordered[n - k]
 
 
