@@ -1,12 +1,116 @@
-"""`kforge-bot pr`: not yet available (see the project's issues)."""
+"""`kforge-bot pr`: the pull-request bot (what the GitHub Action runs).
+
+Reads the Actions environment (GITHUB_EVENT_NAME / _PATH, GITHUB_REPOSITORY, GITHUB_API_URL,
+GITHUB_TOKEN, GITHUB_WORKSPACE, GITHUB_STEP_SUMMARY), decides whether the event may run here (a skip
+prints the reason, puts it in the summary and exits 0), optimizes the kernels the PR changed on this
+runner's target, and publishes follow-up PRs with the evidence (`kforge_bot.prbot`).
+Exit codes: 0 done or skipped, 2 bad input (event, policy, environment) or a GitHub/git error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
 
 import click
 
-from kforge_bot.errors import KforgeError
+def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | None = None,
+                     model: str | None = None, time_budget_s: float | None = None, work_dir: str | None = None,
+                     log: Any = None) -> tuple[str | None, Any, dict[str, Any]]:
+    """The ONLY place the PR bot touches the optimize loop (kforge_bot.loop).
+
+    Runs the LLM loop when an endpoint is configured (OPENAI_BASE_URL / OPENAI_API_KEY), else the
+    built-in tuner, on one spec and device kind, within the policy's budgets. Returns (the best
+    accepted candidate's source, its EvalResult, how it was found), or (None, None, how) when no
+    candidate beat the kernel as written."""
+    from kforge_bot.agents.llm import configured, endpoint_from_env
+    from kforge_bot.evaluate.result import EvalResult, EvalSettings
+    from kforge_bot.loop import Budgets, OptimizeRun, RunConfig
+
+    endpoint = endpoint_from_env(model=model) if configured() else None
+    settings = EvalSettings(seeds=policy.evaluation.seeds,
+                            time_budget_s=time_budget_s or policy.evaluation.time_budget_s,
+                            timeout_s=policy.evaluation.timeout_s,
+                            allow_framework_fallback=policy.allow_framework_fallback)
+    budgets = Budgets(iterations=iterations or policy.budgets.iterations,
+                      tokens=policy.budgets.tokens if endpoint is not None else None,
+                      time_limit_s=policy.budgets.time_limit_s)
+    config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint)
+    root = Path(work_dir or tempfile.mkdtemp(prefix="kforge-pr-"))
+    report_dir = root / f"{spec.name}-{target}"
+    if log:
+        log(f"{spec.name}: {'LLM ' + endpoint.describe() if endpoint else 'no LLM endpoint configured: built-in tuner'}"
+            f", {budgets.iterations} iteration(s)")
+    run = OptimizeRun.open(spec, config, report_dir)
+    outcome = run.run()
+    how = outcome.how_found()
+    how["trajectory"] = str(report_dir)
+    record = outcome.record
+    before, after = record.position("baseline") or {}, record.position("best") or {}
+    if before.get("roofline_fraction") is not None or after.get("roofline_fraction") is not None:
+        how["roofline"] = {"before": before.get("roofline_fraction"), "after": after.get("roofline_fraction"),
+                           "bound": after.get("bound") or before.get("bound")}
+    if record.best is None or outcome.best_source is None:
+        return None, None, how
+    return outcome.best_source, EvalResult.from_dict(record.best.result), how
 
 
-@click.command("pr", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def pr(args: tuple[str, ...]) -> None:
-    """Not yet available."""
-    raise KforgeError("'kforge-bot pr' is not yet available in this version")
+@click.command("pr")
+@click.option("--target", "targets", multiple=True,
+              help="Runner class (h200, b200, arc-b580, cpu, ...) or device kind this job measures on; "
+                   "repeatable. Default: auto.")
+@click.option("--model", default=None, help="Model name at the LLM endpoint (KFORGE_MODEL). No endpoint: the tuner.")
+@click.option("--iterations", type=click.IntRange(1, 1000), default=None,
+              help="Loop iterations per kernel (default: the policy's budgets.iterations).")
+@click.option("--time-budget", type=click.FloatRange(0.1, 3600), default=None,
+              help="Seconds of interleaved timing per evaluation (default: the policy's evaluation.time_budget_s).")
+@click.option("--policy", "policy_path", default=None, help="Policy file, or a shipped one (default, strict).")
+@click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the results (JSON) here: evidence, candidates, follow-up PR numbers.")
+@click.option("--no-publish", is_flag=True,
+              help="Measure and write the results file only: no branch, PR, comment or status.")
+@click.option("--aggregate", "aggregate_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Combine the results files of per-target jobs in this directory and publish (no optimizing).")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the loop's trajectories go (default: a temporary directory).")
+def pr(targets: tuple[str, ...], model: str | None, iterations: int | None, time_budget: float | None,
+       policy_path: str | None, results_path: Path | None, no_publish: bool, aggregate_dir: Path | None,
+       work_dir: Path | None) -> None:
+    """Optimize the kernels a pull request changed and open follow-up PRs with the evidence."""
+    from kforge_bot import prbot
+    from kforge_bot.github import GitHub
+    from kforge_bot.policy import load_policy
+
+    env = prbot.ActionEnv.from_env()
+    policy = load_policy(policy_path or os.environ.get("KFORGE_POLICY") or None)
+    # Token and repository come from the environment; the token never goes to the evaluated code:
+    # evaluate() runs candidates in a child whose environment is scrubbed of credentials.
+    gh = GitHub.from_env()
+
+    def log(message: str) -> None:
+        click.echo(f"kforge pr: {message}", err=True)
+
+    options = prbot.Options(targets=targets, iterations=iterations, model=model, publish=not no_publish,
+                            time_budget_s=time_budget, work_dir=str(work_dir) if work_dir else None)
+    report = prbot.run_pr(env, policy, options, gh=gh, optimize=_optimize_kernel, aggregate_dir=aggregate_dir,
+                          log=log)
+    if results_path is not None:
+        results_path.parent.mkdir(parents=True, exist_ok=True)
+        results_path.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
+    prbot.write_summary(env.step_summary, prbot.summary_markdown(report))
+    if not report.allowed:
+        click.echo(f"kforge-bot pr: skipped: {report.decision}")
+        return
+    for run in report.kernels:
+        o = run.outcome
+        click.echo(f"{o.kernel}: " + (f"follow-up PR #{o.pr_number} {o.pr_url}" if o.pr_url
+                                      else f"no follow-up PR: {o.skip_reason}" if o.skip_reason
+                                      else "candidate ready (not published)"))
+    for note in report.notes:
+        click.echo(f"note: {note}")
+    if not report.kernels:
+        click.echo("no changed kernels")
+
