@@ -1,12 +1,291 @@
-"""`kforge-bot optimize`: not yet available (see the project's issues)."""
+"""`kforge-bot optimize FILE`: the generator/analyst loop on one kernel, or the built-in tuner without a model.
+
+Exit codes: 0 the run finished (the best candidate written to --out or in place with --write when one beat
+the kernel as written; otherwise nothing is written and the report says so); 1 the LLM endpoint could not
+be used at all (no iteration ran); 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
 
 import click
 
 from kforge_bot.errors import KforgeError
 
+TARGETS = ["auto", "cpu", "cuda", "xpu", "mps"]
 
-@click.command("optimize", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def optimize(args: tuple[str, ...]) -> None:
-    """Not yet available."""
-    raise KforgeError("'kforge-bot optimize' is not yet available in this version")
+
+@click.command("optimize")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--kernel", default=None, help="Kernel name, when FILE is a kforge.yaml with several.")
+@click.option("--target", default="auto", show_default=True, type=click.Choice(TARGETS),
+              help="Device kind to optimize for.")
+@click.option("--model", default=None, help="Model name (default: $KFORGE_MODEL, or the endpoint's only model).")
+@click.option("--iterations", type=click.IntRange(1, 100_000), default=None,
+              help="Candidates to evaluate, at most (default: the policy's budgets.iterations, 10).")
+@click.option("--budget-tokens", type=click.IntRange(1), default=None,
+              help="LLM tokens to spend, at most (default: the policy's budgets.tokens).")
+@click.option("--time-limit", type=click.FloatRange(1, None), default=None,
+              help="Seconds of wall time, at most; checked between candidates (default: the policy's).")
+@click.option("--out", "out_path", type=click.Path(path_type=Path), default=None,
+              help="Write the best candidate here.")
+@click.option("--write", "write_in_place", is_flag=True, help="Write the best candidate over FILE's kernel file.")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path), default=None,
+              help="Folder for the trajectory, candidates, report.md and plot.png (default: a new temporary folder).")
+@click.option("--resume", "resume_dir", type=click.Path(path_type=Path), default=None,
+              help="Continue the run recorded in this report folder.")
+@click.option("--base-url", default=None, help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL).")
+@click.option("--api-key", default=None, help="API key (default: $OPENAI_API_KEY; prefer the variable: "
+                                              "command lines are visible to other users).")
+@click.option("--policy", "policy_path", default=None,
+              help="Policy file (or a shipped name, e.g. strict) for budgets and evaluation settings.")
+def optimize(file: Path, kernel: str | None, target: str, model: str | None, iterations: int | None,
+             budget_tokens: int | None, time_limit: float | None, out_path: Path | None, write_in_place: bool,
+             report_dir: Path | None, resume_dir: Path | None, base_url: str | None, api_key: str | None,
+             policy_path: str | None) -> None:
+    """Optimize one kernel: an LLM generator and analyst when an endpoint is configured
+    (OPENAI_BASE_URL / OPENAI_API_KEY), else the built-in tuner. Every candidate is checked and timed
+    against the kernel as written; the best one that is faster with confidence is kept."""
+    from rich.console import Console
+
+    from kforge_bot.agents.llm import configured, endpoint_from_env
+    from kforge_bot.loop import TUNER, OptimizeRun, default_cpu_count
+    from kforge_bot.spec import load_spec
+    from kforge_bot.targets import resolve_target_name
+
+    if out_path is not None and write_in_place:
+        raise KforgeError("--out and --write exclude each other", hint="choose where the best candidate goes")
+    if resume_dir is not None and report_dir is not None and resume_dir.resolve() != report_dir.resolve():
+        raise KforgeError("--resume continues the run in its own folder; drop --report or give the same folder")
+    spec = load_spec(file, kernel)
+    if write_in_place and spec.format == "kernelbench":
+        raise KforgeError("--write would replace the problem's reference Model with a candidate", path=spec.kernel_path,
+                          hint="for a KernelBench problem, write the candidate (ModelNew) with --out")
+    recorded_target = _recorded_target(resume_dir) if resume_dir is not None else None
+    target_name = resolve_target_name(recorded_target if (target == "auto" and recorded_target) else target,
+                                      spec.targets)
+    config = build_config(target_name, policy_path, iterations, budget_tokens, time_limit)
+    if configured(base_url=base_url, api_key=api_key):
+        config.endpoint = endpoint_from_env(base_url=base_url, api_key=api_key, model=model)
+        config.references = sibling_references(spec, file, target_name)
+    config.cpu_count = default_cpu_count()
+
+    console = Console(highlight=False)
+    folder = resume_dir or report_dir or Path(tempfile.mkdtemp(prefix=f"kforge-optimize-{spec.name}-"))
+    display = Display(console, config.budgets, TUNER if config.endpoint is None else "llm")
+    console.print(f"[bold]kforge-bot optimize[/bold]: {spec.name} ({spec.kernel_file}) on {target_name}"
+                  + (f", resuming {folder}" if resume_dir else ""))
+    if config.endpoint is None:
+        console.print("generator: [bold]built-in tuner[/bold] (no LLM endpoint configured: set OPENAI_BASE_URL "
+                      "or OPENAI_API_KEY to use a model); it searches the kernel's own parameters")
+    else:
+        console.print(f"generator: LLM generator and analyst, {config.endpoint.describe()}")
+    console.print(f"report folder: {folder}")
+
+    run = OptimizeRun.open(spec, config, folder, resume=resume_dir is not None, progress=display.on_progress)
+    run.trajectory.listeners.append(display.on_event)
+    display.attach(run.trajectory.record)
+    tunables = getattr(run.loop.proposer, "tunables", None)
+    if tunables is not None:
+        console.print("tunable parameters: " + (", ".join(f"{t.name} = {t.current}" for t in tunables) or "none found"),
+                      markup=False)
+    with display:
+        outcome = run.run()
+
+    written: str | None = None
+    if outcome.improved and outcome.best_source is not None:
+        if write_in_place:
+            spec.kernel_path.write_text(outcome.best_source, encoding="utf-8")
+            written = str(spec.kernel_path)
+        elif out_path is not None:
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            out_path.write_text(outcome.best_source, encoding="utf-8")
+            written = str(out_path)
+    note = None if outcome.improved else "no candidate beat the kernel as written; the original was left untouched"
+    files = run.finish(written_to=written, note=note)
+
+    record = outcome.record
+    console.print(f"stopped: {outcome.stop_reason}")
+    if outcome.improved and record.best is not None:
+        best = record.best
+        ci = f" (95% CI {best.speedup_ci[0]:.3f}-{best.speedup_ci[1]:.3f})" if best.speedup_ci else ""
+        console.print(f"[bold green]best: {best.speedup:.3f}x{ci}[/bold green] faster than the kernel as written, "
+                      f"correct; iteration {best.iteration}" + (f" ({best.change})" if best.change else ""))
+        console.print(f"written to {written}" if written else
+                      f"not written anywhere (pass --out or --write); the best is in {folder}")
+    else:
+        console.print(f"[bold]no candidate beat the kernel as written[/bold] with confidence: {spec.kernel_file} "
+                      "left untouched" + (", nothing written to --out" if out_path else ""))
+    console.print(f"report: {files.markdown}" + ("" if files.plot else f" (plot skipped: {files.plot_note})"))
+    if outcome.stop_kind == "LLMUnavailable" and record.iterations_used == 0:
+        sys.exit(1)
+
+
+def build_config(target: str, policy_path: str | None, iterations: int | None, budget_tokens: int | None,
+                 time_limit: float | None) -> Any:
+    """Budgets and evaluation settings: flags over the policy; without --policy, quick evaluation settings."""
+    from kforge_bot.evaluate.result import EvalSettings
+    from kforge_bot.loop import QUICK_SETTINGS, Budgets, RunConfig
+    from kforge_bot.policy import load_policy
+
+    policy = load_policy(policy_path)
+    if policy_path is not None:
+        ev = policy.evaluation
+        settings = EvalSettings(seeds=ev.seeds, time_budget_s=ev.time_budget_s, timeout_s=ev.timeout_s,
+                                allow_framework_fallback=policy.allow_framework_fallback)
+    else:
+        settings = EvalSettings(**QUICK_SETTINGS, allow_framework_fallback=policy.allow_framework_fallback)
+    budgets = Budgets(iterations=iterations or policy.budgets.iterations,
+                      tokens=budget_tokens or policy.budgets.tokens,
+                      time_limit_s=time_limit or policy.budgets.time_limit_s)
+    return RunConfig(target=target, budgets=budgets, settings=settings)
+
+
+def _recorded_target(folder: Path) -> str | None:
+    from kforge_bot.trajectory import TRAJECTORY_FILE, read_events
+
+    path = folder / TRAJECTORY_FILE
+    if not path.is_file():
+        return None  # OptimizeRun.open says what is wrong
+    events = read_events(path)
+    return events[0].get("target") if events and events[0].get("event") == "start" else None
+
+
+def sibling_references(spec: Any, file: Path, target: str) -> list[dict[str, Any]]:
+    """Working implementations for other targets (KForge's cross-platform reference): kernels in the same
+    kforge.yaml that are checked against the same reference callable and do not run on this target."""
+    from kforge_bot.spec import find_manifest, load_manifest
+
+    if spec.format != "manifest":
+        return []
+    manifest = file if file.suffix in (".yaml", ".yml") else find_manifest(file)
+    if manifest is None:
+        return []
+    refs = []
+    for other in load_manifest(manifest).values():
+        if other.name == spec.name or other.kernel_file == spec.kernel_file or target in other.targets:
+            continue
+        if (other.reference.source, other.reference.symbol) != (spec.reference.source, spec.reference.symbol):
+            continue
+        refs.append({"target": ", ".join(other.targets), "language": other.language, "source": other.baseline.source,
+                     "file": other.kernel_file,
+                     "note": f"Kernel `{other.name}` ({other.kernel_file}) from the same kforge.yaml, checked there "
+                             "against the same reference."})
+    return refs
+
+
+class Display:
+    """What the user sees while it runs: a line per step, and a live status line on a terminal."""
+
+    def __init__(self, console: Any, budgets: Any, mode: str) -> None:
+        self.console = console
+        self.budgets = budgets
+        self.mode = mode
+        self.record: Any = None
+        self._status: Any = None
+        self._iteration = 0
+        self._phase = "starting"
+
+    def attach(self, record: Any) -> None:
+        self.record = record
+
+    def __enter__(self) -> Display:
+        if self.console.is_terminal:
+            self._status = self.console.status(self._status_text())
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(*exc)
+            self._status = None
+
+    def _best(self) -> str:
+        best = self.record.best if self.record is not None else None
+        return f"{best.speedup:.3f}x" if best is not None and best.speedup is not None else "none yet"
+
+    def _tokens(self) -> str:
+        usage = (self.record.usage if self.record is not None else None) or {}
+        cap = f"/{self.budgets.tokens:,}" if self.budgets.tokens else ""
+        return f" · tokens {usage.get('total_tokens', 0):,}{cap}" if self.mode != "tuner" else ""
+
+    def _status_text(self) -> str:
+        it = f"iteration {self._iteration}/{self.budgets.iterations}" if self._iteration else "kernel as written"
+        return f"{it} · best {self._best()}{self._tokens()} · {self._phase}"
+
+    def _update(self, phase: str | None = None) -> None:
+        if phase is not None:
+            self._phase = phase
+        if self._status is not None:
+            self._status.update(self._status_text())
+
+    def on_progress(self, message: dict[str, Any]) -> None:
+        if message.get("type") != "progress":
+            return
+        phase = message.get("phase", "")
+        if phase == "timing" and message.get("ci"):
+            lo, hi = message["ci"]
+            self._update(f"timing: {message.get('pairs')} pairs, {message.get('speedup', 0):.3f}x ({lo:.3f}-{hi:.3f})")
+        else:
+            self._update(f"{phase} {message.get('case', '')}".strip())
+
+    def on_event(self, e: dict[str, Any]) -> None:
+        from rich.markup import escape
+
+        kind = e.get("event")
+
+        def out(text: str, markup: bool = False) -> None:
+            self.console.print(text, markup=markup, highlight=False)
+
+        if kind == "baseline":
+            r = e["result"]
+            ms = (r.get("baseline") or {}).get("median_ms")
+            timing = f", {ms:.3f} ms per call" if isinstance(ms, (int, float)) else ""
+            out(f"kernel as written: {r.get('verdict')}{timing} on {r.get('device_name') or r.get('target')}")
+        elif kind == "ceilings":
+            c = e.get("ceilings")
+            out(f"roofline ceilings: {c.get('origin')} ({c.get('bandwidth_gbs') or 'n/a'} GB/s)" if c else
+                f"roofline: {e.get('note') or 'no ceilings for this device'}")
+        elif kind == "recommendations":
+            items = e.get("items") or []
+            which = "the kernel as written" if not e.get("for_iteration") else f"iteration {e['for_iteration']}"
+            out(f"analyst ({which}): " + (items[0][:160] if items else "-") + (f" (+{len(items) - 1} more)" if len(items) > 1 else ""))
+        elif kind == "prompt":
+            self._iteration = max(self._iteration, int(e.get("iteration") or 0))
+            self._update(f"asking the {e.get('agent')}")
+        elif kind == "reply":
+            self._update(f"{e.get('agent')} replied")
+        elif kind == "candidate":
+            self._iteration = int(e["iteration"])
+            self._update(f"evaluating {e.get('change') or 'the candidate'}")
+        elif kind == "malformed":
+            if e.get("agent") == "analyst":
+                out(f"analyst reply unusable: {e.get('feedback')}")
+            else:
+                out(f"[{e['iteration']}/{self.budgets.iterations}] reply unusable (costs the iteration): {e.get('feedback')}"
+                    f" · best {self._best()}{self._tokens()}")
+        elif kind == "result":
+            it = self.record.iterations.get(int(e["iteration"])) if self.record is not None else None
+            r = e["result"]
+            speed = ""
+            if r.get("speedup") is not None and r.get("speedup_ci"):
+                speed = f" {r['speedup']:.3f}x ({r['speedup_ci'][0]:.3f}-{r['speedup_ci'][1]:.3f})"
+            change = escape(f"{it.change}: ") if it is not None and it.change else ""
+            verdict = r.get("verdict")
+            tail = " [green]new best[/green]" if e.get("accepted") else ""
+            if verdict != "pass":
+                tail = escape(f" ({_clip(str(r.get('reason', '')), 100)})")
+            out(escape(f"[{e['iteration']}/{self.budgets.iterations}] ") + f"{change}{verdict}{speed}{tail} · best "
+                f"{self._best()}{self._tokens()}", markup=True)
+        elif kind == "llm_error":
+            out("[red]LLM endpoint[/red]: " + escape(str(e.get("message"))), markup=True)
+        self._update()
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

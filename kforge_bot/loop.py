@@ -1,0 +1,778 @@
+"""The optimization loop: propose a candidate, evaluate it, keep the best, feed back, repeat.
+
+Two proposers take turns at the same loop:
+- `LLMProposer`: the KForge generator writes or repairs the kernel from the current best, the failures
+  since then (compile errors, crashes, correctness diffs) and the analyst's ranked advice; the analyst
+  reads the profile of the kernel as written and of every accepted candidate.
+- `TunerProposer`: with no model configured, the built-in tuner searches the kernel's own parameters
+  (block sizes, warps, stages, threads, tiles), guided by the same profile digest.
+
+A candidate is accepted only when `evaluate` says it is correct and faster than the kernel as written with
+confidence (the whole speedup interval above 1), and better than the current best by `min_gain`.
+
+Control flow uses the loop-control exceptions of `kforge_bot.agents.errors` (as in mini-swe-agent): a
+`NonTerminating` signal (a malformed reply) costs its iteration and the run goes on; a `Terminating` one
+(budget spent, endpoint gone, no progress, near the roofline, search exhausted) ends the run and the best
+candidate so far stands. Everything the loop knows is in its trajectory (kforge_bot.trajectory), written
+as it happens, so a stopped run resumes where it was without spending an iteration twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+from kforge_bot.agents import analyst, generator, tuner
+from kforge_bot.agents.errors import BudgetExhausted, MalformedReply, NonTerminating, Terminating
+from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.trajectory import SCHEMA, IterationRecord, RunRecord, Trajectory, roofline_position, sha256
+
+Progress = Callable[[dict[str, Any]], None]
+# A workload model: shape set -> (bytes moved, FLOPs or None). Benchmarks that know their kernels pass one;
+# otherwise the compulsory traffic is measured by a probe (inputs read once, outputs written once).
+WorkloadModel = Callable[[dict[str, Any]], "tuple[float, float | None]"]
+
+TUNER = "tuner"
+LLM = "llm"
+
+
+# ------------------------------------------------------------------------------- loop-control signals
+
+
+class NoProgress(Terminating):
+    """K rounds in a row brought no better candidate."""
+
+
+class NearRoofline(Terminating):
+    """The kernel already sits within the set fraction of its roofline: little is left to gain."""
+
+
+class SearchExhausted(Terminating):
+    """The tuner has nothing left to try (or nothing to tune at all)."""
+
+
+# ------------------------------------------------------------------------------------------ settings
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """What one run may spend, over all its sessions (a resumed run continues the same budgets)."""
+
+    iterations: int = 10
+    tokens: int | None = None
+    time_limit_s: float | None = None
+
+
+@dataclass(frozen=True)
+class StopRules:
+    patience: int = 4  # stop after this many iterations in a row without a new best
+    roofline_fraction: float = 0.9  # stop once the best (or the baseline) reaches this fraction of its roofline
+    min_gain: float = 0.01  # a new best must beat the old one's speedup by this much (relative)
+
+
+# Budgets of the quickstart when no policy is given: one CPU example in a few minutes.
+QUICK_SETTINGS = {"seeds": 2, "time_budget_s": 2.0, "timeout_s": 300.0}
+
+
+def quick_rules(mode: str) -> StopRules:
+    """The tuner's coordinate descent expects misses (each direction of each parameter is one), so it gets
+    more patience than a model, whose misses mean it is out of ideas."""
+    return StopRules(patience=6 if mode == TUNER else 4)
+
+
+@dataclass
+class Proposal:
+    source: str
+    change: str = ""
+    assignment: dict[str, int] | None = None
+
+
+class Proposer(Protocol):
+    mode: str
+
+    def bind(self, loop: Loop) -> None: ...
+
+    def start(self) -> None: ...
+
+    def propose(self, iteration: int) -> Proposal: ...
+
+    def observe(self, it: IterationRecord) -> None: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+# ------------------------------------------------------------------------------------------ evaluation
+
+
+class Evaluator:
+    """`evaluate` with one reference store and one seed list for the whole session, timed."""
+
+    def __init__(self, spec: KernelSpec, target: str, settings: EvalSettings, *, seeds: list[int] | None = None,
+                 evaluate_fn: Callable[..., EvalResult] | None = None) -> None:
+        from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
+
+        self.spec = spec
+        self.target = target
+        self.settings = settings
+        self.seeds = seeds or new_seeds(settings.seeds or spec.seeds)
+        self.references = ReferenceStore()
+        self._evaluate = evaluate_fn or evaluate
+        self.progress: Progress | None = None
+
+    def __call__(self, candidate: Implementation) -> tuple[EvalResult, float]:
+        started = time.monotonic()
+        result = self._evaluate(self.spec, candidate, self.target, self.settings, seeds=self.seeds,
+                                references=self.references, progress=self.progress)
+        return result, time.monotonic() - started
+
+    def close(self) -> None:
+        self.references.cleanup()
+
+
+# ------------------------------------------------------------------------------------------ proposers
+
+
+class TunerProposer:
+    """The built-in tuner as a proposer: every candidate is the ORIGINAL source with new parameter values."""
+
+    mode = TUNER
+
+    def __init__(self, spec: KernelSpec, *, cpu_count: int | None = None, min_gain: float = 0.01) -> None:
+        self.spec = spec
+        self.original = spec.baseline.source
+        self.tunables = tuner.find_tunables(self.original, spec.language, path=str(spec.kernel_path),
+                                            cpu_count=cpu_count)
+        self.current = tuner.current_assignment(self.tunables)
+        self.min_gain = min_gain
+        self.search: tuner.TunerSearch | None = None
+        self.loop: Loop | None = None
+
+    def bind(self, loop: Loop) -> None:
+        self.loop = loop
+
+    def describe(self) -> dict[str, Any]:
+        return {"generator": "built-in tuner", "tunables": [t.describe() for t in self.tunables]}
+
+    def start(self) -> None:
+        assert self.loop is not None
+        if not self.loop.record.tunables and self.tunables:
+            self.loop.trajectory.append("tunables", tunables=[t.describe() for t in self.tunables])
+        if not self.tunables:
+            raise SearchExhausted(
+                f"the tuner found no tunable parameters in {self.spec.kernel_file} (UPPER_CASE block/tile/warp/"
+                "thread constants, num_warps=, #define or constexpr values, launch shapes); mark one with "
+                "'# kforge: tune NAME in [a, b, c]' or configure an LLM endpoint")
+        hint = tuner.profile_hint(self.loop.digest(0))
+        self.search = tuner.TunerSearch(self.tunables, hint=hint, min_gain=self.min_gain)
+        for assignment, score in self.loop.record.tuner_results():  # resume: replay, propose nothing twice
+            self.search.record(assignment, score)
+
+    def propose(self, iteration: int) -> Proposal:
+        assert self.search is not None
+        assignment = self.search.propose()
+        if assignment is None:
+            raise SearchExhausted("the tuner tried every neighbouring value of every parameter without further gain")
+        source = tuner.apply(self.original, assignment, self.spec.language)
+        change = ", ".join(f"{k} {self.current[k]}->{v}" for k, v in assignment.items() if v != self.current[k])
+        return Proposal(source=source, change=change or "as written", assignment=assignment)
+
+    def observe(self, it: IterationRecord) -> None:
+        if self.search is not None and it.assignment is not None and it.result is not None:
+            from kforge_bot.trajectory import tuner_score
+
+            self.search.record(it.assignment, tuner_score(it.result))
+
+
+class LLMProposer:
+    """The KForge generator and analyst, talking to an OpenAI-compatible endpoint."""
+
+    mode = LLM
+
+    def __init__(self, client: Any, spec: KernelSpec, target_kind: str, *,
+                 references: Sequence[dict[str, Any]] = ()) -> None:
+        self.client = client  # kforge_bot.agents.llm.LLMClient
+        self.spec = spec
+        self.target_kind = target_kind
+        self.references = list(references)
+        self.contract = generator.contract_from_spec(spec)
+        generator.kernel_language(spec.language, target_kind)  # no prompt for this language: fail before spending
+        self.loop: Loop | None = None
+
+    def bind(self, loop: Loop) -> None:
+        self.loop = loop
+
+    def describe(self) -> dict[str, Any]:
+        return {"generator": "LLM", "endpoint": self.client.endpoint.describe(), "model": self.client.endpoint.model,
+                "references": [r.get("note") or r.get("file") or r.get("target") for r in self.references]}
+
+    def start(self) -> None:
+        assert self.loop is not None
+        record = self.loop.record
+        if record.usage:
+            from kforge_bot.agents.llm import Usage
+
+            self.client.usage = Usage.from_dict(record.usage)  # resume: the token budget counts what was spent
+        subject = record.best.iteration if record.best else 0
+        if record.analysed_for != subject:
+            self.analyse(subject)
+
+    def propose(self, iteration: int) -> Proposal:
+        assert self.loop is not None
+        record = self.loop.record
+        best = record.best
+        messages = generator.build_messages(
+            language=self.spec.language, target_kind=self.target_kind, hardware=self.loop.hardware_text,
+            contract=self.contract, current_source=self.loop.best_source(), history=record.history,
+            recommendations=record.recommendations, references=self.references,
+            best_speedup=best.speedup if best else None)
+        reply = self._chat("generator", iteration, messages)
+        try:
+            source = generator.extract_source(reply.text, self.spec.language, self.spec.entry,
+                                              filename=self.spec.kernel_file, truncated=reply.truncated)
+        except MalformedReply as exc:
+            exc.reply = reply.text  # type: ignore[attr-defined]  # for the history entry's excerpt
+            raise
+        return Proposal(source=source)
+
+    def observe(self, it: IterationRecord) -> None:
+        if it.accepted:
+            self.analyse(it.iteration)
+
+    def analyse(self, iteration: int) -> None:
+        """Ask the analyst about the profile of `iteration` (0: the kernel as written)."""
+        assert self.loop is not None
+        record = self.loop.record
+        speedup = record.best.speedup if (record.best and iteration) else None
+        messages = analyst.build_messages(
+            digest=self.loop.digest(iteration), hardware=self.loop.hardware_text, contract=self.contract,
+            source=self.loop.source_of(iteration), language=self.spec.language, tried=record.tried(),
+            speedup=speedup)
+        reply = self._chat("analyst", iteration, messages)
+        try:
+            items = analyst.parse_recommendations(reply.text)
+        except MalformedReply as exc:
+            # Advice is optional: keep the previous advice, spend no iteration.
+            self.loop.trajectory.append("malformed", iteration=iteration, agent="analyst", feedback=exc.feedback)
+            return
+        self.loop.trajectory.append("recommendations", for_iteration=iteration, items=items)
+
+    def _chat(self, agent: str, iteration: int, messages: list[dict[str, str]]) -> Any:
+        assert self.loop is not None
+        trajectory = self.loop.trajectory
+        trajectory.append("prompt", iteration=iteration, agent=agent, messages=messages)
+        started = time.monotonic()
+        try:
+            reply = self.client.chat(messages)
+        except Terminating as exc:
+            trajectory.append("llm_error", iteration=iteration, agent=agent, kind=type(exc).__name__, message=str(exc))
+            raise
+        except MalformedReply:
+            trajectory.append("reply", iteration=iteration, agent=agent, text="", prompt_tokens=0, completion_tokens=0,
+                              usage=self.client.usage.to_dict(), llm_s=round(time.monotonic() - started, 3))
+            raise
+        trajectory.append("reply", iteration=iteration, agent=agent, text=reply.text, model=reply.model,
+                          prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+                          attempts=reply.attempts, finish_reason=reply.finish_reason,
+                          usage_estimated=reply.usage_estimated, usage=self.client.usage.to_dict(),
+                          llm_s=round(time.monotonic() - started, 3))
+        return reply
+
+
+# ------------------------------------------------------------------------------------------ the loop
+
+
+@dataclass
+class LoopOutcome:
+    record: RunRecord
+    mode: str
+    report_dir: Path
+    best_source: str | None = None
+    stop_kind: str = ""
+    stop_reason: str = ""
+
+    @property
+    def improved(self) -> bool:
+        return self.record.best is not None and self.best_source is not None
+
+    def how_found(self) -> dict[str, Any]:
+        """The search in brief, in the keys `kforge_bot.evidence.render_how_found` reads."""
+        record = self.record
+        start = record.start
+        usage = record.usage or {}
+        out: dict[str, Any] = {"generator": "LLM (KForge generator + analyst)" if self.mode == LLM else "built-in tuner"}
+        if self.mode == LLM:
+            out["model"] = ", ".join(record.models) or start.get("model") or "n/a"
+            out["endpoint"] = start.get("endpoint", "n/a")
+            out["tokens"] = usage.get("total_tokens", 0)
+            out["prompt_tokens"] = usage.get("prompt_tokens", 0)
+            out["completion_tokens"] = usage.get("completion_tokens", 0)
+        out["iterations"] = record.iterations_used
+        out["wall_s"] = round(record.wall_s, 1)
+        out["stop_reason"] = self.stop_reason or "n/a"
+        out["steps"] = [it.summary() for it in record.completed if it.accepted]
+        rejected: dict[str, int] = {}
+        for it in record.completed:
+            if not it.accepted:
+                key = "correct but not faster" if it.verdict == "pass" else it.verdict
+                rejected[key] = rejected.get(key, 0) + 1
+        out["rejected"] = rejected
+        return out
+
+
+class Loop:
+    def __init__(self, spec: KernelSpec, target: str, proposer: Proposer, trajectory: Trajectory,
+                 evaluator: Callable[[Implementation], tuple[EvalResult, float]], *, budgets: Budgets,
+                 rules: StopRules, workload_model: WorkloadModel | None = None, probe_workload: bool = True,
+                 progress: Progress | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.spec = spec
+        self.target = target
+        self.proposer = proposer
+        self.trajectory = trajectory
+        self.evaluator = evaluator
+        self.budgets = budgets
+        self.rules = rules
+        self.workload_model = workload_model
+        self.probe_workload = probe_workload
+        self.progress = progress
+        self.clock = clock
+        self.hardware_text = f"Device kind: {target}"
+        self._prior_wall = 0.0
+        self._session_start = 0.0
+        proposer.bind(self)
+
+    @property
+    def record(self) -> RunRecord:
+        return self.trajectory.record
+
+    # -- what the agents read -------------------------------------------------------------------
+
+    def best_source(self) -> str:
+        best = self.record.best
+        return self.trajectory.read_source(best.file) if best and best.file else self.spec.baseline.source
+
+    def source_of(self, iteration: int) -> str:
+        it = self.record.iterations.get(iteration)
+        return self.trajectory.read_source(it.file) if iteration and it and it.file else self.spec.baseline.source
+
+    def digest(self, iteration: int) -> dict[str, Any]:
+        """The profile digest of the baseline (0) or of a candidate, with its roofline position and time."""
+        record = self.record
+        result = record.result_for(iteration) or {}
+        side = "baseline" if iteration == 0 else "candidate"
+        digest = dict((result.get("profile") or {}).get(side) or {})
+        position = roofline_position(result, side, record.workload, record.ceilings)
+        if position:
+            keep = ("achieved_gbs", "bandwidth_fraction", "achieved_tflops", "compute_fraction", "roofline_fraction",
+                    "arithmetic_intensity", "ridge_intensity", "bound", "basis")
+            roof = {k: position[k] for k in keep if position.get(k) not in (None, "", "unknown")}
+            if position.get("ceilings"):
+                roof["ceilings_origin"] = position["ceilings"].get("origin")
+            digest["roofline"] = roof
+        rows = (result.get("details") or {}).get("timing") or []
+        if rows:
+            digest["time_ms"] = (rows[0].get(side) or {}).get("median_ms")
+            if len(rows) > 1:
+                digest["time_ms_per_shape_set"] = [(r.get(side) or {}).get("median_ms") for r in rows]
+        return digest
+
+    # -- the run --------------------------------------------------------------------------------
+
+    def run(self) -> tuple[str, str]:
+        """Run until a Terminating signal; returns (stop kind, stop reason). KforgeError propagates."""
+        self._prior_wall = self.record.wall_s
+        self._session_start = self.clock()
+        self.trajectory.append("session", resumed=self.trajectory.session > 1,
+                               budgets=_plain(self.budgets), rules=_plain(self.rules))
+        try:
+            self._ensure_baseline()
+            self.proposer.start()
+            while True:
+                self._check_stop()
+                self._step(self.record.next_iteration)
+        except Terminating as exc:
+            kind, reason = type(exc).__name__, str(exc)
+        except KeyboardInterrupt:
+            self.trajectory.append("stop", kind="Interrupted", reason="interrupted; continue with --resume",
+                                   iteration=self.record.iterations_used)
+            raise
+        self.trajectory.append("stop", kind=kind, reason=reason, iteration=self.record.iterations_used)
+        return kind, reason
+
+    def elapsed_s(self) -> float:
+        return self._prior_wall + (self.clock() - self._session_start)
+
+    def _check_stop(self) -> None:
+        record, budgets = self.record, self.budgets
+        if record.iterations_used >= budgets.iterations:
+            raise BudgetExhausted(f"iteration budget spent ({record.iterations_used} of {budgets.iterations})",
+                                  budget="iterations")
+        if budgets.time_limit_s is not None and self.elapsed_s() >= budgets.time_limit_s:
+            raise BudgetExhausted(f"time limit reached ({self.elapsed_s():.0f} s of {budgets.time_limit_s:g} s)",
+                                  budget="time")
+        spent = int((record.usage or {}).get("total_tokens", 0))
+        if budgets.tokens is not None and spent >= budgets.tokens:
+            raise BudgetExhausted(f"token budget spent ({spent} of {budgets.tokens})", budget="tokens")
+        if record.since_progress >= self.rules.patience:
+            raise NoProgress(f"no better candidate in the last {record.since_progress} iterations "
+                             f"(patience {self.rules.patience})")
+        which = "best" if record.best else "baseline"
+        position = record.position(which)
+        fraction = (position or {}).get("roofline_fraction")
+        if fraction is not None and fraction >= self.rules.roofline_fraction:
+            subject = "the best candidate" if record.best else "the kernel as written"
+            what = "roofline" if position and position.get("flops_known") else "peak bandwidth (compulsory traffic)"
+            raise NearRoofline(f"{subject} reaches {fraction:.0%} of its {what}; the stop is at "
+                               f"{self.rules.roofline_fraction:.0%}")
+
+    def _ensure_baseline(self) -> None:
+        record = self.record
+        probe: _Probe | None = None
+        if record.baseline is None:
+            if record.workload is None and self.workload_model is None and self.probe_workload:
+                probe = _Probe(self.spec)  # in parallel with the baseline's evaluation
+            result, eval_s = self.evaluator(self.spec.baseline)
+            self.trajectory.append("baseline", result=result.to_dict(), eval_s=round(eval_s, 3))
+        baseline = self.record.baseline or {}
+        if baseline.get("verdict") != "pass":
+            if probe is not None:
+                probe.join()
+            raise KforgeError(
+                f"the kernel as written fails its own check ({baseline.get('verdict')}: "
+                f"{_clip(str(baseline.get('reason', '')), 300)})", path=self.spec.kernel_path,
+                hint="run `kforge-bot check` on it to see why; optimizing needs a correct starting point")
+        if record.workload is None:
+            self.trajectory.append("workload", **self._workload(probe))
+        elif probe is not None:
+            probe.join()
+        device = str(baseline.get("device_name") or "")
+        facts, ceilings, origin_note = hardware_context(self.target, device)
+        if record.ceilings is None and not any(e.get("event") == "ceilings" for e in self.trajectory.events):
+            self.trajectory.append("ceilings", ceilings=ceilings, device_name=device, note=origin_note,
+                                   runner=facts.name if facts else None)
+        self.hardware_text = hardware_text(self.target, device, facts, self.record.ceilings)
+
+    def _workload(self, probe: _Probe | None) -> dict[str, Any]:
+        from kforge_bot.trajectory import output_bytes
+
+        shapes = list(self.spec.shape_sets)
+        if self.workload_model is not None:
+            rows = []
+            for shape in shapes:
+                moved, flops = self.workload_model(shape)
+                rows.append({"bytes": moved, "flops": flops})
+            return {"shape_sets": rows, "basis": "the caller's workload model (bytes moved and FLOPs per call)"}
+        outputs = output_bytes(self.record.baseline)
+        inputs, error = probe.join() if probe is not None else (None, "not measured")
+        rows = []
+        for i in range(len(shapes)):
+            in_b = inputs[i] if inputs and i < len(inputs) else None
+            out_b = outputs[i] if i < len(outputs) else None
+            total = in_b + out_b if in_b is not None and out_b is not None else None
+            rows.append({"bytes": total, "input_bytes": in_b, "output_bytes": out_b, "flops": None})
+        data: dict[str, Any] = {"shape_sets": rows, "basis": "compulsory traffic: every input read once and every "
+                                                             "output written once (module parameters not counted)"}
+        if error:
+            data["error"] = error
+        return data
+
+    def _step(self, iteration: int) -> None:
+        started = self.clock()
+        record = self.record
+        pending = record.pending
+        if pending is not None and pending.iteration == iteration and pending.file:
+            # The run stopped between writing this candidate and judging it: judge it now, spend nothing new.
+            proposal = Proposal(self.trajectory.read_source(pending.file), pending.change, pending.assignment)
+        else:
+            try:
+                proposal = self.proposer.propose(iteration)
+            except NonTerminating as exc:
+                feedback = getattr(exc, "feedback", str(exc))
+                entry = generator.failure_from_malformed(
+                    exc if isinstance(exc, MalformedReply) else MalformedReply(feedback), iteration=iteration,
+                    reply=getattr(exc, "reply", None))
+                self.trajectory.append("malformed", iteration=iteration, agent="generator", feedback=feedback,
+                                       history_entry=entry, iteration_s=round(self.clock() - started, 3))
+                return
+            suffix = Path(self.spec.kernel_file).suffix or ".py"
+            rel = self.trajectory.write_source(f"{iteration:04d}{suffix}", proposal.source)
+            self.trajectory.append("candidate", iteration=iteration, file=rel, sha256=sha256(proposal.source),
+                                   change=proposal.change, assignment=proposal.assignment)
+        digest = sha256(proposal.source)
+        earlier = next((it for it in record.completed if it.sha256 == digest and it.result is not None), None)
+        if earlier is not None:
+            result, eval_s, duplicate_of = EvalResult.from_dict(earlier.result or {}), 0.0, earlier.iteration
+        else:
+            result, eval_s = self.evaluator(self.spec.candidate_from_source(proposal.source))
+            duplicate_of = None
+        accepted = self._accepts(result)
+        result_dict = result.to_dict()
+        entry = None if accepted else generator.failure_from_result(result_dict, iteration=iteration,
+                                                                     source=proposal.source)
+        self.trajectory.append("result", iteration=iteration, result=result_dict, accepted=accepted,
+                               eval_s=round(eval_s, 3), iteration_s=round(self.clock() - started, 3),
+                               history_entry=entry, duplicate_of=duplicate_of)
+        it = record.iterations[iteration]
+        if accepted:
+            suffix = Path(self.spec.kernel_file).suffix or ".py"
+            (self.trajectory.root / f"best{suffix}").write_text(proposal.source, encoding="utf-8")
+        self.proposer.observe(it)
+
+    def _accepts(self, result: EvalResult) -> bool:
+        """Correct and faster than the kernel as written with confidence, and better than the best so far."""
+        if not result.faster or result.speedup is None:
+            return False
+        best = self.record.best
+        return best is None or best.speedup is None or result.speedup > best.speedup * (1.0 + self.rules.min_gain)
+
+
+# ------------------------------------------------------------------------------------------ hardware
+
+
+def hardware_context(target: str, device_name: str) -> tuple[Any, dict[str, Any] | None, str]:
+    """(runner facts or None, ceilings as a dict or None, where the ceilings come from).
+
+    Ceilings in order of preference: this machine's own measurement (`kforge-bot doctor --save`), the
+    project's measurement of the machine class, the datasheet."""
+    from kforge_bot.hardware import ceilings_for, facts_for
+
+    facts = None
+    try:
+        facts = facts_for(target, device_name) if device_name else None
+        found = ceilings_for(target, device_name) if device_name else None
+    except KforgeError as exc:
+        return facts, None, f"ceilings unreadable: {exc}"
+    if found is not None and found.origin == "measured":
+        return facts, found.to_dict(), found.source
+    reference = facts.reference_ceilings() if facts is not None else None
+    chosen = reference or found
+    if chosen is None:
+        return facts, None, (f"no ceilings known for {device_name or target}: run `kforge-bot doctor --save` on this "
+                             "machine to measure them")
+    return facts, chosen.to_dict(), chosen.source
+
+
+def hardware_text(target: str, device_name: str, facts: Any, ceilings: dict[str, Any] | None) -> str:
+    lines = [facts.prompt_text()] if facts is not None else [f"Device: {device_name or 'unknown'} (target '{target}')."]
+    if facts is not None and device_name:
+        lines.append(f"- this machine reports: {device_name}")
+    if ceilings:
+        parts = []
+        if ceilings.get("bandwidth_gbs"):
+            parts.append(f"memory bandwidth {ceilings['bandwidth_gbs']:g} GB/s")
+        parts += [f"{p} {v:g} TFLOP/s" for p, v in sorted((ceilings.get("tflops") or {}).items())]
+        if parts:
+            lines.append(f"- roofline ceilings ({ceilings.get('origin')}): " + ", ".join(parts))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ workload probe
+
+
+_PROBE_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+import torch
+from kforge_bot.spec import KernelSpec
+from kforge_bot.evaluate import loading
+spec = KernelSpec.from_dict(json.loads(sys.stdin.read()))
+module = loading.import_implementation(spec.inputs_source, Path(sys.argv[1]), "inputs")
+sizes = []
+for shape in spec.shape_sets:
+    size = None
+    for device in ("meta", "cpu"):  # meta: shapes without memory; cpu when the generator needs real values
+        try:
+            values = loading.make_inputs(spec, module, shape, 0, torch.device(device))
+        except Exception:
+            continue
+        size = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+        break
+    sizes.append(size)
+print("KFORGE_PROBE " + json.dumps(sizes), flush=True)
+"""
+
+
+class _Probe:
+    """Input sizes per shape set, from the spec's own input generator run in a child process (repository
+    code never runs in the bot's process), without credentials in its environment."""
+
+    def __init__(self, spec: KernelSpec, timeout_s: float = 180.0) -> None:
+        self.spec = spec
+        self.timeout_s = timeout_s
+        self.sizes: list[int | None] | None = None
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="kforge-probe", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from kforge_bot.evaluate.sandbox import scrubbed_environment
+
+        work = Path(tempfile.mkdtemp(prefix="kforge-probe-"))
+        try:
+            proc = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT, str(work)],
+                                  input=json.dumps(self.spec.to_dict()), capture_output=True, text=True,
+                                  timeout=self.timeout_s, env=scrubbed_environment(), cwd=str(work),
+                                  start_new_session=True)
+            line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("KFORGE_PROBE ")), None)
+            if line is None:
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+                self.error = f"input-size probe failed: {tail[0][:300]}"
+            else:
+                self.sizes = json.loads(line.split(" ", 1)[1])
+        except subprocess.TimeoutExpired:
+            self.error = f"input-size probe timed out after {self.timeout_s:g} s"
+        except OSError as exc:
+            self.error = f"input-size probe could not start: {exc}"
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def join(self) -> tuple[list[int | None] | None, str | None]:
+        self._thread.join()
+        return self.sizes, self.error
+
+
+# ------------------------------------------------------------------------------------------ a whole run
+
+
+@dataclass
+class RunConfig:
+    """Everything a run is started with (what `optimize` reads from flags and the policy)."""
+
+    target: str
+    budgets: Budgets = field(default_factory=Budgets)
+    rules: StopRules | None = None  # None: quick_rules(mode)
+    settings: EvalSettings = field(default_factory=lambda: EvalSettings(**QUICK_SETTINGS))
+    endpoint: Any = None  # kforge_bot.agents.llm.Endpoint; None: the built-in tuner
+    references: Sequence[dict[str, Any]] = ()
+    workload_model: WorkloadModel | None = None
+    probe_workload: bool = True
+    cpu_count: int | None = None
+    client_factory: Callable[..., Any] | None = None  # tests and embedders: build the LLMClient themselves
+
+
+class OptimizeRun:
+    """One session of a run: `open` (new or resumed), `run`, then `finish` (end event and report)."""
+
+    def __init__(self, spec: KernelSpec, trajectory: Trajectory, loop: Loop, evaluator: Evaluator, mode: str,
+                 config: RunConfig) -> None:
+        self.spec = spec
+        self.trajectory = trajectory
+        self.loop = loop
+        self.evaluator = evaluator
+        self.mode = mode
+        self.config = config
+        self.outcome: LoopOutcome | None = None
+
+    @classmethod
+    def open(cls, spec: KernelSpec, config: RunConfig, report_dir: str | Path, *, resume: bool = False,
+             progress: Progress | None = None) -> OptimizeRun:
+        report_dir = Path(report_dir)
+        mode = TUNER if config.endpoint is None else LLM
+        if resume:
+            trajectory = Trajectory.open(report_dir)
+            spec = _check_resumable(spec, trajectory, mode, config.target)
+        else:
+            trajectory = Trajectory.create(report_dir)
+        rules = config.rules or quick_rules(mode)
+        proposer: Any
+        if mode == TUNER:
+            proposer = TunerProposer(spec, cpu_count=config.cpu_count, min_gain=rules.min_gain)
+        else:
+            from kforge_bot.agents.llm import LLMClient
+
+            factory = config.client_factory or (lambda endpoint, token_budget: LLMClient(endpoint, token_budget=token_budget))
+            client = factory(config.endpoint, token_budget=config.budgets.tokens)
+            proposer = LLMProposer(client, spec, config.target, references=config.references)
+        if not resume:
+            suffix = Path(spec.kernel_file).suffix or ".py"
+            baseline_file = trajectory.write_source(f"baseline{suffix}", spec.baseline.source)
+            trajectory.append("start", schema=SCHEMA, kernel=spec.name, format=spec.format, root=spec.root,
+                              kernel_file=spec.kernel_file, entry=spec.entry, language=spec.language,
+                              target=config.target, mode=mode, baseline_file=baseline_file,
+                              baseline_sha256=sha256(spec.baseline.source), settings=config.settings.to_dict(),
+                              budgets=_plain(config.budgets), rules=_plain(rules),
+                              endpoint=proposer.describe().get("endpoint"), model=proposer.describe().get("model"),
+                              references=[r.get("note") or r.get("file") for r in config.references])
+        evaluator = Evaluator(spec, config.target, config.settings)
+        evaluator.progress = progress
+        loop = Loop(spec, config.target, proposer, trajectory, evaluator, budgets=config.budgets, rules=rules,
+                    workload_model=config.workload_model, probe_workload=config.probe_workload, progress=progress)
+        return cls(spec, trajectory, loop, evaluator, mode, config)
+
+    def run(self) -> LoopOutcome:
+        try:
+            kind, reason = self.loop.run()
+        finally:
+            self.evaluator.close()
+        record = self.trajectory.record
+        best_source = self.loop.best_source() if record.best else None
+        self.outcome = LoopOutcome(record=record, mode=self.mode, report_dir=self.trajectory.root,
+                                   best_source=best_source, stop_kind=kind, stop_reason=reason)
+        return self.outcome
+
+    def finish(self, *, written_to: str | None = None, note: str | None = None) -> Any:
+        """Record the session's end and write report.md and plot.png; returns kforge_bot.report.ReportFiles."""
+        from kforge_bot.report import write_report
+
+        record = self.trajectory.record
+        self.trajectory.append("end", written_to=written_to, note=note,
+                               best_iteration=record.best.iteration if record.best else None,
+                               best_speedup=record.best.speedup if record.best else None,
+                               usage=record.usage or None)
+        return write_report(self.trajectory.root, self.trajectory.record)
+
+
+def _check_resumable(spec: KernelSpec, trajectory: Trajectory, mode: str, target: str) -> KernelSpec:
+    """The spec to continue with: the run's own kernel, as it was when the run started."""
+    start = trajectory.record.start
+    where = trajectory.path
+    if start.get("kernel") != spec.name or start.get("kernel_file") != spec.kernel_file:
+        raise KforgeError(f"this run optimized kernel {start.get('kernel')!r} ({start.get('kernel_file')}), "
+                          f"not {spec.name!r}", path=where, hint="pass the same FILE and --kernel as the first time")
+    if start.get("mode") != mode:
+        want = "an LLM endpoint (OPENAI_BASE_URL / OPENAI_API_KEY or --base-url)" if start.get("mode") == LLM else \
+            "no LLM endpoint (unset OPENAI_BASE_URL and OPENAI_API_KEY)"
+        raise KforgeError(f"this run used the {'LLM generator' if start.get('mode') == LLM else 'built-in tuner'}; "
+                          f"resuming it needs {want}", path=where)
+    if start.get("target") != target:
+        raise KforgeError(f"this run measured on target {start.get('target')!r}, not {target!r}", path=where,
+                          hint=f"resume with --target {start.get('target')}")
+    original = trajectory.read_source(start["baseline_file"])
+    on_disk = spec.baseline.source
+    if sha256(on_disk) == start.get("baseline_sha256"):
+        return spec
+    best = trajectory.record.best
+    if best is not None and best.sha256 == sha256(on_disk):
+        # The run already wrote its best in place (--write): keep measuring against the kernel as written.
+        def swap(impl: Implementation) -> Implementation:
+            return replace(impl, source=original) if impl.source == on_disk else impl
+        return replace(spec, baseline=swap(spec.baseline), reference=swap(spec.reference),
+                       inputs_source=swap(spec.inputs_source))
+    raise KforgeError(f"{spec.kernel_file} changed since this run started", path=spec.kernel_path,
+                      hint="restore it, or start a new run on the new version")
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def default_cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

@@ -1,0 +1,350 @@
+"""The end of a run, for people: report.md and plot.png in the report folder.
+
+Both are functions of the run's record (kforge_bot.trajectory), so a report can be rebuilt from a
+trajectory file alone. Every figure comes from a measurement in the record; what was not measured is
+said to be unknown, never filled in. matplotlib is imported only to draw the plot; without it the report
+says the plot was skipped and why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kforge_bot.trajectory import IterationRecord, RunRecord
+
+REPORT_FILE = "report.md"
+PLOT_FILE = "plot.png"
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    markdown: Path
+    plot: Path | None  # None when the plot was skipped
+    plot_note: str  # why it was skipped, or what it shows
+
+
+def write_report(report_dir: str | Path, record: RunRecord) -> ReportFiles:
+    report_dir = Path(report_dir)
+    plot_path = report_dir / PLOT_FILE
+    skipped = render_plot(record, plot_path)
+    plot = None if skipped else plot_path
+    note = skipped or "speedup per iteration; roofline position of the kernel as written and the best"
+    markdown = report_dir / REPORT_FILE
+    markdown.write_text(render_markdown(record, plot_file=PLOT_FILE if plot else None, plot_note=note),
+                        encoding="utf-8")
+    return ReportFiles(markdown, plot, note)
+
+
+# ---------------------------------------------------------------------------------------- Markdown
+
+
+def render_markdown(record: RunRecord, *, plot_file: str | None = None, plot_note: str = "") -> str:
+    start = record.start
+    parts = [f"# kforge-bot optimize: `{start.get('kernel', '?')}`", _overview(record), _result(record),
+             _comparison(record), _iterations(record), _advice(record), _plot(plot_file, plot_note),
+             _overhead(record), _files(record)]
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def _overview(record: RunRecord) -> str:
+    start = record.start
+    baseline = record.baseline or {}
+    device = baseline.get("device_name") or "device not measured"
+    budgets = start.get("budgets") or {}
+    if start.get("mode") == "llm":
+        model = ", ".join(record.models) or start.get("model") or "model not reported"
+        generator = f"LLM generator and analyst: {model} at {start.get('endpoint', 'n/a')}"
+    else:
+        generator = ("built-in tuner (no LLM endpoint was configured; it searches the kernel's own parameters)")
+    rows = [
+        ("kernel", f"`{start.get('kernel_file', '?')}` (entry `{start.get('entry', '?')}`, {start.get('language', '?')})"),
+        ("target", f"{start.get('target', '?')} ({device})"),
+        ("generator", generator),
+        ("iterations", f"{record.iterations_used} of {budgets.get('iterations', '?')}"),
+    ]
+    if start.get("mode") == "llm":
+        usage = record.usage or {}
+        cap = f" of {budgets['tokens']:,}" if budgets.get("tokens") else ""
+        est = " (estimated: the endpoint sent no usage)" if usage.get("estimated") else ""
+        rows.append(("tokens", f"{usage.get('total_tokens', 0):,}{cap} (prompt {usage.get('prompt_tokens', 0):,}, "
+                               f"completion {usage.get('completion_tokens', 0):,}; {usage.get('retries', 0)} "
+                               f"retried requests){est}"))
+    sessions = len(record.sessions) or 1
+    rows.append(("wall time", f"{_duration(record.wall_s)} over {sessions} session{'s' if sessions != 1 else ''}"))
+    stop = record.stop
+    rows.append(("stopped because", _cell(stop["reason"]) if stop else "the run did not record a stop (killed?)"))
+    settings = start.get("settings") or {}
+    if settings:
+        rows.append(("evaluation", f"{settings.get('seeds') or 'spec'} seeds per shape set, up to "
+                                   f"{settings.get('time_budget_s')} s of interleaved timing per candidate, "
+                                   f"{int(settings.get('confidence', 0.95) * 100)}% intervals"))
+    return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
+def _result(record: RunRecord) -> str:
+    best = record.best
+    ends = record.ends
+    written = next((e.get("written_to") for e in reversed(ends) if e.get("written_to")), None)
+    if best is None or best.speedup is None:
+        text = ("## Result\n**No candidate beat the kernel as written** (accepted only when correct and faster with "
+                "the whole 95% interval above 1x): the original file was left untouched.")
+        correct = [it for it in record.completed if it.verdict == "pass"]
+        if correct:
+            top = max(correct, key=lambda it: it.speedup or 0.0)
+            text += (f" The fastest correct candidate measured {_speed(top)} (iteration {top.iteration}), "
+                     "which does not establish a speedup.")
+        return text
+    result = best.result or {}
+    corr = result.get("correctness") or {}
+    cases = corr.get("cases_checked")
+    checked = (f", correct on {cases} cases ({len(corr.get('seeds') or [])} seeds x "
+               f"{len(corr.get('shape_sets') or [])} shape sets, {corr.get('timed_outputs_checked', 0)} timed outputs; "
+               f"max abs error {_num(corr.get('max_abs_error'))})") if cases else ""
+    change = f" ({best.change})" if best.change else ""
+    where = f" Written to `{written}`." if written else " Not written anywhere (no --out or --write)."
+    return (f"## Result\n**{best.speedup:.2f}x faster** than the kernel as written (95% interval "
+            f"{best.speedup_ci[0]:.3f}-{best.speedup_ci[1]:.3f}){checked}. Best: iteration {best.iteration}{change}, "
+            f"saved as `{_best_name(record)}`.{where}" if best.speedup_ci else
+            f"## Result\n**{best.speedup:.2f}x faster** than the kernel as written.{where}")
+
+
+def _comparison(record: RunRecord) -> str:
+    base_result = record.baseline
+    if not base_result:
+        return ""
+    best = record.best
+    base_pos = record.position("baseline")
+    best_pos = record.position("best")
+    base_ms = ((base_result.get("baseline") or {}).get("median_ms"))
+    best_ms = ((best.result or {}).get("candidate") or {}).get("median_ms") if best else None
+    rows = [("median time per call (sum over shape sets)", _ms(base_ms), _ms(best_ms) if best else "-")]
+
+    def fig(pos: dict[str, Any] | None, key: str, fmt: str) -> str:
+        if not pos or pos.get(key) is None:
+            return "n/a"
+        return fmt.format(pos[key])
+
+    rows.append(("achieved bandwidth", fig(base_pos, "achieved_gbs", "{:.1f} GB/s"),
+                 fig(best_pos, "achieved_gbs", "{:.1f} GB/s") if best else "-"))
+    if (base_pos or {}).get("flops_known"):
+        rows.append(("achieved compute", fig(base_pos, "achieved_tflops", "{:.2f} TFLOP/s"),
+                     fig(best_pos, "achieved_tflops", "{:.2f} TFLOP/s") if best else "-"))
+    label = "fraction of the roofline" if (base_pos or {}).get("flops_known") else "fraction of peak bandwidth"
+    rows.append((label, fig(base_pos, "roofline_fraction", "{:.1%}"),
+                 fig(best_pos, "roofline_fraction", "{:.1%}") if best else "-"))
+    table = "| | kernel as written | best |\n|---|---|---|\n" + "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
+    notes = []
+    workload = record.workload or {}
+    if workload.get("basis"):
+        notes.append(f"Bytes counted: {workload['basis']}.")
+    if workload.get("error"):
+        notes.append(f"Input sizes unknown ({workload['error']}).")
+    ceilings = record.ceilings
+    if ceilings:
+        bw = f"{ceilings['bandwidth_gbs']:g} GB/s" if ceilings.get("bandwidth_gbs") else "no bandwidth figure"
+        notes.append(f"Ceilings ({ceilings.get('origin')}): {bw}; source: {ceilings.get('source')}.")
+    else:
+        notes.append((record.ceilings_note or "No ceilings are known for this device") +
+                     "; so no fraction of a roofline is given.")
+    return "## Kernel as written vs best\n" + table + "\n\n" + " ".join(notes)
+
+
+def _iterations(record: RunRecord) -> str:
+    done = record.completed
+    if not done:
+        return "## Iterations\nNo iteration completed."
+    lines = ["## Iterations", "| # | change | verdict | speedup (95% CI) | accepted | evaluate s | note |",
+             "|---|---|---|---|---|---|---|"]
+    for it in done:
+        note = _cell(_clip(it.reason, 140)) if it.verdict != "pass" else ""
+        if it.duplicate_of:
+            note = f"same source as iteration {it.duplicate_of}; its result reused"
+        lines.append(f"| {it.iteration} | {_cell(it.change or '-')} | {it.verdict} | {_speed(it)} | "
+                     f"{'yes' if it.accepted else ''} | {it.eval_s:.1f} | {note} |")
+    if record.tunables:
+        lines.append("\nTunable parameters found: " + "; ".join(f"`{t}`" for t in record.tunables))
+    return "\n".join(lines)
+
+
+def _advice(record: RunRecord) -> str:
+    if not record.recommendation_log:
+        return ""
+    parts = ["## Analyst's recommendations"]
+    for entry in record.recommendation_log:
+        n = entry["for_iteration"]
+        parts.append(f"For {'the kernel as written' if n == 0 else f'iteration {n}'}:")
+        parts.append("\n".join(f"{i}. {_clip(item, 400)}" for i, item in enumerate(entry["items"], 1)))
+    return "\n\n".join(parts)
+
+
+def _plot(plot_file: str | None, note: str) -> str:
+    if plot_file:
+        return f"## Plot\n![{note}]({plot_file})"
+    return f"## Plot\nPlot skipped: {note}."
+
+
+def _overhead(record: RunRecord) -> str:
+    done = [it for it in record.completed if it.iteration_s > 0]
+    if not done:
+        return ""
+    n = len(done)
+    wall = sum(it.iteration_s for it in done) / n
+    ev = sum(it.eval_s for it in done) / n
+    llm = sum(it.llm_s for it in done) / n
+    own = sum(it.overhead_s for it in done) / n
+    return (f"## Loop overhead\nPer iteration (mean of {n}): {wall:.2f} s wall, of which evaluating "
+            f"{ev:.2f} s, waiting for the model {llm:.2f} s, and the loop itself {own:.3f} s. The kernel as written "
+            f"took {record.baseline_eval_s:.1f} s to evaluate once at the start.")
+
+
+def _files(record: RunRecord) -> str:
+    lines = ["## Files", "- `trajectory.jsonl`: every prompt, reply, candidate and result, in order",
+             "- `candidates/`: every candidate's source, and the kernel as written (`baseline` file)"]
+    if record.best is not None:
+        lines.append(f"- `{_best_name(record)}`: the best candidate")
+    return "\n".join(lines)
+
+
+def _best_name(record: RunRecord) -> str:
+    suffix = Path(str(record.start.get("kernel_file", "x.py"))).suffix or ".py"
+    return f"best{suffix}"
+
+
+# ---------------------------------------------------------------------------------------- plot
+
+
+def render_plot(record: RunRecord, path: str | Path) -> str | None:
+    """Draw plot.png; returns None when drawn, else why it was skipped."""
+    try:
+        import matplotlib
+    except ImportError:
+        return "matplotlib is not installed (pip install 'kforge-bot[plot]' to get plot.png)"
+    matplotlib.use("Agg")  # files only: no display needed
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    try:
+        _speedup_panel(left, record)
+        _roofline_panel(right, record)
+        fig.suptitle(f"kforge-bot optimize: {record.start.get('kernel', '?')} on {record.start.get('target', '?')}")
+        fig.tight_layout()
+        fig.savefig(str(path), dpi=110)
+    finally:
+        plt.close(fig)
+    return None
+
+
+def _speedup_panel(ax: Any, record: RunRecord) -> None:
+    done = record.completed
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="kernel as written")
+    correct = [it for it in done if it.verdict == "pass" and it.speedup is not None]
+    for accepted, color, marker, label in ((False, "tab:blue", "o", "correct, not accepted"),
+                                           (True, "tab:green", "*", "accepted (new best)")):
+        pts = [it for it in correct if it.accepted == accepted]
+        if not pts:
+            continue
+        ys = [float(it.speedup or 0.0) for it in pts]
+        lo = [y - it.speedup_ci[0] if it.speedup_ci else 0.0 for y, it in zip(ys, pts)]
+        hi = [it.speedup_ci[1] - y if it.speedup_ci else 0.0 for y, it in zip(ys, pts)]
+        ax.errorbar([it.iteration for it in pts], ys, yerr=[lo, hi], fmt=marker, color=color,
+                    markersize=11 if accepted else 6, capsize=3, label=label)
+    failed = [it for it in done if it not in correct]
+    floor = min([1.0] + [float(it.speedup_ci[0]) for it in correct if it.speedup_ci]) * 0.9
+    if failed:
+        ax.scatter([it.iteration for it in failed], [floor] * len(failed), marker="x", color="tab:red",
+                   label="failed (" + ", ".join(sorted({it.verdict for it in failed})) + ")")
+    if done:
+        best, xs, ys = 1.0, [0], [1.0]
+        for it in done:
+            if it.accepted and it.speedup is not None:
+                best = float(it.speedup)
+            xs.append(it.iteration)
+            ys.append(best)
+        ax.step(xs, ys, where="post", color="tab:green", alpha=0.5, label="best so far")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("speedup over the kernel as written (95% CI)")
+    ax.set_title("speedup per iteration")
+    ax.legend(fontsize=8, loc="best")
+    ax.grid(alpha=0.3)
+
+
+def _roofline_panel(ax: Any, record: RunRecord) -> None:
+    base = record.position("baseline")
+    best = record.position("best")
+    ceilings = record.ceilings or {}
+    ax.set_title("roofline position")
+    if not base:
+        why = (record.workload or {}).get("error") or "bytes per call or times unknown"
+        ax.text(0.5, 0.5, f"position unknown:\n{why}", ha="center", va="center", wrap=True)
+        ax.set_axis_off()
+        return
+    bw = ceilings.get("bandwidth_gbs")
+    precision = base.get("precision", "fp32")
+    peak = (ceilings.get("tflops") or {}).get(precision)
+    if base.get("flops_known") and bw and peak and base.get("arithmetic_intensity"):
+        lo = min(p["arithmetic_intensity"] for p in (base, best) if p) / 10
+        hi = max(max(p["arithmetic_intensity"] for p in (base, best) if p) * 10, peak * 1e3 / bw * 4)
+        xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
+        ax.loglog(xs, [min(peak, x * bw / 1e3) for x in xs], color="black", label=f"roof ({ceilings.get('origin')})")
+        for pos, color, label in ((base, "tab:grey", "kernel as written"), (best, "tab:green", "best")):
+            if pos:
+                ax.scatter([pos["arithmetic_intensity"]], [pos["achieved_tflops"]], color=color, s=60,
+                           label=f"{label}: {pos['roofline_fraction']:.0%} of roof")
+        ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+        ax.set_ylabel(f"{precision} TFLOP/s")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+        return
+    names = ["kernel as written"] + (["best"] if best else [])
+    values = [base["achieved_gbs"]] + ([best["achieved_gbs"]] if best else [])
+    bars = ax.bar(names, values, color=["tab:grey", "tab:green"][: len(values)])
+    for bar, pos in zip(bars, [base, best]):
+        frac = (pos or {}).get("bandwidth_fraction")
+        text = f"{bar.get_height():.1f} GB/s" + (f"\n{frac:.0%} of peak" if frac is not None else "")
+        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
+    if bw:
+        ax.axhline(bw, color="black", linestyle="--", label=f"peak bandwidth {bw:g} GB/s ({ceilings.get('origin')})")
+        ax.legend(fontsize=8)
+    else:
+        ax.set_xlabel("no ceilings known for this device: `kforge-bot doctor --save` measures them")
+    ax.set_ylabel("achieved bandwidth, compulsory traffic (GB/s)")
+
+
+# ---------------------------------------------------------------------------------------- formatting
+
+
+def _speed(it: IterationRecord) -> str:
+    if it.speedup is None:
+        return "-"
+    if it.speedup_ci:
+        return f"{it.speedup:.3f}x ({it.speedup_ci[0]:.3f}-{it.speedup_ci[1]:.3f})"
+    return f"{it.speedup:.3f}x"
+
+
+def _ms(value: Any) -> str:
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "n/a"
+    return f"{value * 1000:.1f} us" if value < 1 else f"{value:.3f} ms"
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) else "n/a"
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,516 @@
+"""The record of one optimization run: every prompt, reply, candidate and result, as it happens.
+
+A report directory holds:
+
+    trajectory.jsonl   one JSON event per line, flushed and fsynced as it is written
+    candidates/        each candidate's source (0001.py, 0002.py, ...) and the kernel as written (baseline.py)
+    best.<ext>         a copy of the best candidate, when one beat the kernel as written
+    report.md, plot.png  written at the end of each session (kforge_bot.report)
+
+The loop keeps no state of its own that is not in the trajectory: `RunRecord.apply` folds each event into
+the run's state as it is appended, so `--resume` (replaying the file) reaches exactly the state the
+stopped run had, and the report is a function of the file alone.
+
+Events (each line also carries "event", "time" (Unix seconds) and "session"):
+    start            kernel, files, target, mode (llm | tuner), model/endpoint, settings, budgets, rules
+    session          a session began (the first, or a resume)
+    baseline         the kernel as written, evaluated against itself: its time, profile, correctness
+    workload         bytes (and FLOPs when known) per shape set, for the roofline
+    ceilings         the roofline's ceilings for this device, and where they come from
+    tunables         (tuner) the parameters found in the kernel
+    prompt, reply    one LLM exchange (agent: generator | analyst), with token counts
+    malformed        a reply that could not be used (it costs its iteration)
+    candidate        a candidate's file, hash and, for the tuner, the assignment it tries
+    result           its evaluation, whether it was accepted as the new best, timings of the step
+    recommendations  the analyst's ranked advice (for the baseline or an accepted candidate)
+    llm_error        the endpoint failed for good or a budget ran out in a call
+    stop             why the loop stopped
+    end              a session ended (what was written where)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kforge_bot.errors import KforgeError
+
+SCHEMA = 1
+TRAJECTORY_FILE = "trajectory.jsonl"
+CANDIDATES_DIR = "candidates"
+
+Listener = Callable[[dict[str, Any]], None]
+
+# Output dtypes -> the precision of the compute roof they are measured against.
+_PRECISION = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
+              "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "int8": "int8"}
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------ the record
+
+
+@dataclass
+class IterationRecord:
+    """One iteration: a candidate and its evaluation, or a reply that could not be used."""
+
+    iteration: int
+    verdict: str = "pending"  # an EvalResult verdict, "malformed", or "pending" (no result yet)
+    reason: str = ""
+    speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    accepted: bool = False
+    file: str | None = None  # candidate source, relative to the report directory
+    sha256: str | None = None
+    change: str = ""  # what the step changed ("TILE_N 1->4"), when the proposer can say
+    assignment: dict[str, int] | None = None  # tuner only
+    result: dict[str, Any] | None = None
+    eval_s: float = 0.0  # time inside evaluate()
+    llm_s: float = 0.0  # time waiting for the generator's reply (the analyst runs after the step)
+    iteration_s: float = 0.0  # the whole step, wall clock
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duplicate_of: int | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.verdict != "pending"
+
+    @property
+    def overhead_s(self) -> float:
+        """The loop's own time in this step: everything but evaluating and waiting for the model."""
+        return max(0.0, self.iteration_s - self.eval_s - self.llm_s)
+
+    def summary(self) -> str:
+        """One line for prompts and reports: what was tried and how it went."""
+        what = self.change or "candidate"
+        if self.verdict == "pass" and self.speedup is not None:
+            tail = f"correct, {self.speedup:.3f}x" + (" (accepted)" if self.accepted else " (not better)")
+        else:
+            tail = f"{self.verdict}: {_clip(self.reason, 160)}" if self.reason else self.verdict
+        return f"iteration {self.iteration}: {what}: {tail}"
+
+
+@dataclass
+class RunRecord:
+    """The state of a run, folded from its events (see the module docstring)."""
+
+    start: dict[str, Any] = field(default_factory=dict)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    baseline: dict[str, Any] | None = None  # the A/A evaluation result of the kernel as written
+    baseline_eval_s: float = 0.0
+    workload: dict[str, Any] | None = None
+    ceilings: dict[str, Any] | None = None
+    ceilings_note: str = ""  # where the ceilings come from, or why there are none
+    tunables: list[str] = field(default_factory=list)
+    iterations: dict[int, IterationRecord] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)  # generator feedback since the last accepted step
+    recommendations: list[str] = field(default_factory=list)  # the analyst's latest advice
+    recommendation_log: list[dict[str, Any]] = field(default_factory=list)
+    analysed_for: int | None = None  # iteration whose profile the latest advice read (0: the baseline)
+    best: IterationRecord | None = None
+    since_progress: int = 0  # completed iterations since the last accepted one
+    usage: dict[str, Any] = field(default_factory=dict)  # the LLM client's running totals
+    models: list[str] = field(default_factory=list)  # models that answered, in order of first reply
+    llm_errors: list[dict[str, Any]] = field(default_factory=list)
+    stops: list[dict[str, Any]] = field(default_factory=list)
+    ends: list[dict[str, Any]] = field(default_factory=list)
+    _first_time: dict[int, float] = field(default_factory=dict)
+    _last_time: dict[int, float] = field(default_factory=dict)
+
+    # -- folding --------------------------------------------------------------------------------
+
+    def apply(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        session = int(event.get("session", 1))
+        t = float(event.get("time", 0.0))
+        self._first_time.setdefault(session, t)
+        self._last_time[session] = t
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None:
+            handler(event)
+
+    def _on_start(self, e: dict[str, Any]) -> None:
+        self.start = dict(e)
+
+    def _on_session(self, e: dict[str, Any]) -> None:
+        self.sessions.append(dict(e))
+
+    def _on_baseline(self, e: dict[str, Any]) -> None:
+        self.baseline = e["result"]
+        self.baseline_eval_s = float(e.get("eval_s", 0.0))
+
+    def _on_workload(self, e: dict[str, Any]) -> None:
+        self.workload = {k: v for k, v in e.items() if k not in ("event", "time", "session")}
+
+    def _on_ceilings(self, e: dict[str, Any]) -> None:
+        self.ceilings = e.get("ceilings")
+        self.ceilings_note = str(e.get("note") or "")
+
+    def _on_tunables(self, e: dict[str, Any]) -> None:
+        self.tunables = list(e.get("tunables") or [])
+
+    def _iteration(self, n: int) -> IterationRecord:
+        return self.iterations.setdefault(n, IterationRecord(iteration=n))
+
+    def _on_reply(self, e: dict[str, Any]) -> None:
+        n = int(e.get("iteration", 0))
+        if e.get("usage"):
+            self.usage = dict(e["usage"])
+        if e.get("model") and e["model"] not in self.models:
+            self.models.append(str(e["model"]))
+        if n > 0:
+            it = self._iteration(n)
+            it.prompt_tokens += int(e.get("prompt_tokens", 0))
+            it.completion_tokens += int(e.get("completion_tokens", 0))
+            if e.get("agent", "generator") == "generator":  # the analyst runs after the step's clock stops
+                it.llm_s += float(e.get("llm_s", 0.0))
+
+    def _on_candidate(self, e: dict[str, Any]) -> None:
+        it = self._iteration(int(e["iteration"]))
+        it.file, it.sha256 = e.get("file"), e.get("sha256")
+        it.change = e.get("change") or it.change
+        it.assignment = e.get("assignment")
+
+    def _on_malformed(self, e: dict[str, Any]) -> None:
+        n = int(e["iteration"])
+        if e.get("agent", "generator") != "generator" or n <= 0:
+            return  # an analyst reply that could not be used keeps the old advice; no iteration is spent
+        it = self._iteration(n)
+        it.verdict, it.reason = "malformed", str(e.get("feedback", ""))
+        it.iteration_s = float(e.get("iteration_s", 0.0))
+        if e.get("history_entry"):
+            self.history.append(e["history_entry"])
+        self.since_progress += 1
+
+    def _on_result(self, e: dict[str, Any]) -> None:
+        it = self._iteration(int(e["iteration"]))
+        result = e["result"]
+        it.result = result
+        it.verdict = str(result.get("verdict", "unknown"))
+        it.reason = str(result.get("reason", ""))
+        it.speedup = result.get("speedup")
+        ci = result.get("speedup_ci")
+        it.speedup_ci = (float(ci[0]), float(ci[1])) if ci else None
+        it.accepted = bool(e.get("accepted"))
+        it.eval_s = float(e.get("eval_s", 0.0))
+        it.iteration_s = float(e.get("iteration_s", 0.0))
+        it.duplicate_of = e.get("duplicate_of")
+        if it.accepted:
+            self.best = it
+            self.history = []  # earlier failures were attempts on an older best
+            self.since_progress = 0
+        else:
+            if e.get("history_entry"):
+                self.history.append(e["history_entry"])
+            self.since_progress += 1
+
+    def _on_recommendations(self, e: dict[str, Any]) -> None:
+        self.recommendations = list(e.get("items") or [])
+        self.analysed_for = int(e.get("for_iteration", 0))
+        self.recommendation_log.append({"for_iteration": self.analysed_for, "items": self.recommendations})
+
+    def _on_llm_error(self, e: dict[str, Any]) -> None:
+        self.llm_errors.append(dict(e))
+
+    def _on_stop(self, e: dict[str, Any]) -> None:
+        self.stops.append(dict(e))
+
+    def _on_end(self, e: dict[str, Any]) -> None:
+        self.ends.append(dict(e))
+
+    # -- questions ------------------------------------------------------------------------------
+
+    @property
+    def completed(self) -> list[IterationRecord]:
+        return [self.iterations[n] for n in sorted(self.iterations) if self.iterations[n].completed]
+
+    @property
+    def iterations_used(self) -> int:
+        return len(self.completed)
+
+    @property
+    def next_iteration(self) -> int:
+        pending = self.pending
+        if pending is not None:
+            return pending.iteration
+        return max((it.iteration for it in self.completed), default=0) + 1
+
+    @property
+    def pending(self) -> IterationRecord | None:
+        """A candidate written but never evaluated (the run stopped in between): evaluate it on resume."""
+        waiting = [it for it in self.iterations.values() if not it.completed and it.file]
+        return max(waiting, key=lambda it: it.iteration) if waiting else None
+
+    @property
+    def wall_s(self) -> float:
+        """Wall time over every session, from each one's first event to its last."""
+        return sum(self._last_time[s] - self._first_time[s] for s in self._first_time)
+
+    @property
+    def stop(self) -> dict[str, Any] | None:
+        return self.stops[-1] if self.stops else None
+
+    def tuner_results(self) -> list[tuple[dict[str, int], float | None]]:
+        """(assignment, score) of every evaluated tuner candidate, in order: what the search replays."""
+        out = []
+        for it in self.completed:
+            if it.assignment is not None and it.result is not None:
+                out.append((dict(it.assignment), tuner_score(it.result)))
+        return out
+
+    def tried(self, limit: int = 12) -> list[str]:
+        return [it.summary() for it in self.completed[-limit:]]
+
+    def result_for(self, iteration: int) -> dict[str, Any] | None:
+        if iteration == 0:
+            return self.baseline
+        it = self.iterations.get(iteration)
+        return it.result if it else None
+
+    # -- roofline --------------------------------------------------------------------------------
+
+    def position(self, which: str = "best") -> dict[str, Any] | None:
+        """Where the baseline ("baseline") or the best candidate ("best") sits on the roofline; None when
+        the time or the bytes are unknown. Without ceilings the achieved figures are still given."""
+        if which == "baseline":
+            return roofline_position(self.baseline, "baseline", self.workload, self.ceilings)
+        if self.best is None:
+            return None
+        return roofline_position(self.best.result, "candidate", self.workload, self.ceilings)
+
+
+def tuner_score(result: dict[str, Any]) -> float | None:
+    """The tuner's score of an evaluated candidate: its speedup when correct, else None (a failure)."""
+    if result.get("verdict") == "pass" and result.get("speedup") is not None:
+        return float(result["speedup"])
+    return None
+
+
+# ------------------------------------------------------------------------------------------ roofline
+
+
+def output_bytes(result: dict[str, Any] | None) -> list[int | None]:
+    """Bytes of the outputs per shape set, from the correctness records (shape and dtype of each output)."""
+    if not result:
+        return []
+    import math
+
+    sizes: dict[int, int] = {}
+    for record in (result.get("correctness") or {}).get("records") or []:
+        shape_set = record.get("shape_set")
+        if not isinstance(shape_set, int) or shape_set in sizes:
+            continue
+        total = 0
+        for out in record.get("outputs") or []:
+            size = _DTYPE_BYTES.get(str(out.get("dtype")))
+            if size is None or out.get("shape") is None:
+                total = -1
+                break
+            total += size * math.prod(out["shape"])
+        if total >= 0:
+            sizes[shape_set] = total
+    count = max(sizes, default=-1) + 1
+    return [sizes.get(i) for i in range(count)]
+
+
+_DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+                "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "complex64": 8}
+
+
+def output_precision(result: dict[str, Any] | None) -> str:
+    for record in ((result or {}).get("correctness") or {}).get("records") or []:
+        for out in record.get("outputs") or []:
+            if str(out.get("dtype")) in _PRECISION:
+                return _PRECISION[str(out["dtype"])]
+    return "fp32"
+
+
+def roofline_position(result: dict[str, Any] | None, side: str, workload: dict[str, Any] | None,
+                      ceilings: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Achieved bandwidth (and FLOP/s when the workload says) of one side of an evaluation, summed over
+    the shape sets whose bytes are known, with fractions of the ceilings when those are known.
+
+    Without FLOPs the position is the compulsory traffic's bandwidth (each input read once, each output
+    written once): a lower bound of the real traffic, so its fraction of peak bandwidth never overstates
+    how close a memory-bound kernel is to its roof. No "bound" is claimed then."""
+    from kforge_bot.hardware import Ceilings, roofline
+
+    if not result or not workload or result.get("verdict") != "pass":
+        return None
+    rows = {t.get("shape_set"): t for t in (result.get("details") or {}).get("timing") or []}
+    shapes = workload.get("shape_sets") or []
+    total_bytes = 0.0
+    total_flops = 0.0
+    flops_known = True
+    seconds = 0.0
+    used = 0
+    for i, shape in enumerate(shapes):
+        row = rows.get(i)
+        if row is None or shape.get("bytes") is None:
+            continue
+        median = (row.get(side) or {}).get("median_ms")
+        if not median:
+            continue
+        total_bytes += float(shape["bytes"])
+        if shape.get("flops") is None:
+            flops_known = False
+        else:
+            total_flops += float(shape["flops"])
+        seconds += float(median) / 1000.0
+        used += 1
+    if used == 0 or seconds <= 0:
+        return None
+    ceil = Ceilings(**ceilings) if ceilings else None
+    precision = workload.get("precision") or output_precision(result)
+    position = roofline(total_bytes, total_flops if flops_known else 0.0, seconds, ceil, precision)
+    position["flops_known"] = flops_known
+    position["shape_sets_used"] = used
+    position["basis"] = workload.get("basis", "")
+    if not flops_known:
+        position["achieved_tflops"] = None
+        position["compute_fraction"] = None
+        position["arithmetic_intensity"] = None
+        position["bound"] = "unknown"
+        position["roofline_fraction"] = position.get("bandwidth_fraction")
+    return position
+
+
+# ------------------------------------------------------------------------------------------ the file
+
+
+class Trajectory:
+    """Append-only JSONL in a report directory, plus the candidates as files. Not thread-safe."""
+
+    def __init__(self, root: Path, events: list[dict[str, Any]] | None = None):
+        self.root = Path(root)
+        self.path = self.root / TRAJECTORY_FILE
+        self.events: list[dict[str, Any]] = []
+        self.record = RunRecord()
+        self.session = 1
+        self.listeners: list[Listener] = []
+        for event in events or []:
+            self.events.append(event)
+            self.record.apply(event)
+        if self.events:
+            self.session = max(int(e.get("session", 1)) for e in self.events) + 1
+
+    @classmethod
+    def create(cls, root: str | Path) -> Trajectory:
+        """A new run in `root` (created if needed); a folder that already holds a run is refused."""
+        root = Path(root)
+        if (root / TRAJECTORY_FILE).exists():
+            raise KforgeError("this report folder already holds a run", path=root,
+                              hint="continue it with --resume, or pick another --report folder")
+        try:
+            (root / CANDIDATES_DIR).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise KforgeError(f"cannot create the report folder: {exc.strerror or exc}", path=root) from None
+        return cls(root)
+
+    @classmethod
+    def open(cls, root: str | Path) -> Trajectory:
+        """An existing run, to continue it."""
+        root = Path(root)
+        path = root / TRAJECTORY_FILE
+        if not path.is_file():
+            raise KforgeError("no trajectory.jsonl here: not a kforge-bot optimize report folder", path=root,
+                              hint="pass the --report folder of the run to continue")
+        events = read_events(path)
+        if not events or events[0].get("event") != "start":
+            raise KforgeError("the trajectory does not begin with a start event", path=path,
+                              hint="start a new run with --report instead of --resume")
+        if events[0].get("schema") != SCHEMA:
+            raise KforgeError(f"trajectory schema {events[0].get('schema')!r} is not {SCHEMA}", path=path,
+                              hint="this kforge-bot cannot continue it; start a new run")
+        (root / CANDIDATES_DIR).mkdir(parents=True, exist_ok=True)
+        return cls(root, events)
+
+    def append(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Write one event now (flushed and fsynced), fold it into the record, tell the listeners."""
+        entry = {"event": event, "time": round(time.time(), 3), "session": self.session, **fields}
+        line = json.dumps(entry, default=_json_default, allow_nan=True)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        entry = json.loads(line)  # the record holds exactly what a replay will read
+        self.events.append(entry)
+        self.record.apply(entry)
+        for listener in self.listeners:
+            listener(entry)
+        return entry
+
+    def write_source(self, name: str, source: str) -> str:
+        """Save a source under candidates/; returns its path relative to the report folder."""
+        rel = f"{CANDIDATES_DIR}/{name}"
+        target = self.root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source, encoding="utf-8")
+        return rel
+
+    def read_source(self, rel: str) -> str:
+        path = self.root / rel
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise KforgeError(f"cannot read a candidate the trajectory names: {exc.strerror or exc}", path=path,
+                              hint="the report folder is incomplete; start a new run") from None
+
+
+def read_events(path: str | Path) -> list[dict[str, Any]]:
+    """Every event of a trajectory file. A last line cut short (the run was killed mid-write) is dropped;
+    a bad line anywhere else is an error naming it."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KforgeError(f"cannot read the trajectory: {exc}", path=path) from None
+    events: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break  # cut short by a kill: everything before it stands
+            raise KforgeError(f"line {number}: not a JSON object", path=path,
+                              hint="the trajectory was edited or damaged; start a new run") from None
+        if not isinstance(event, dict) or "event" not in event:
+            raise KforgeError(f"line {number}: not a trajectory event", path=path,
+                              hint="the trajectory was edited or damaged; start a new run")
+        events.append(event)
+    return events
+
+
+def replay(path_or_dir: str | Path) -> RunRecord:
+    """The record of a run from its file (or its report folder)."""
+    path = Path(path_or_dir)
+    if path.is_dir():
+        path = path / TRAJECTORY_FILE
+    record = RunRecord()
+    for event in read_events(path):
+        record.apply(event)
+    return record
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
