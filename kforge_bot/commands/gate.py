@@ -1,12 +1,130 @@
-"""`kforge-bot gate`: not yet available (see the project's issues)."""
+"""`kforge-bot gate --base REF`: the performance and correctness regression gate for CI.
+
+Exit codes: 0 nothing regressed or broke, 1 a kernel regressed, became incorrect or errors,
+2 usage or configuration error. The decision rule is documented in `kforge_bot/gate.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
 
 import click
 
 from kforge_bot.errors import KforgeError
 
 
-@click.command("gate", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def gate(args: tuple[str, ...]) -> None:
-    """Not yet available."""
-    raise KforgeError("'kforge-bot gate' is not yet available in this version")
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = 160  # CI logs are wide; rich's 80-column default folds the table into a column of words
+    return console
+
+
+def render_console(report) -> None:  # report: GateReport
+    from rich.table import Table
+
+    from kforge_bot.gate import FAILING, TABLE_HEADER, headline, table_rows
+
+    console = _console()
+    failed = report.exit_code != 0
+    console.print(f"[bold]kforge-bot gate: {'[red]failed[/red]' if failed else '[green]passed[/green]'}[/bold] "
+                  f"- {headline(report)}")
+    if report.kernels:
+        table = Table(show_header=True, header_style="bold")
+        for col in TABLE_HEADER:
+            table.add_column(col, overflow="fold")
+        for row in table_rows(report):
+            color = "red" if row[4] in FAILING else "green" if row[4] in ("pass", "improved") else "yellow"
+            row[4] = f"[{color}]{row[4]}[/{color}]"
+            row[5] = row[5] if len(row[5]) <= 200 else row[5][:199] + "…"  # the full reason is in the JSON report
+            table.add_row(*row)
+        console.print(table)
+        console.print("change = head time / base time - 1 (positive: slower), with the policy's confidence interval")
+    if report.unchanged:
+        console.print(f"{len(report.unchanged)} managed kernel(s) unchanged by this change: not measured")
+    if report.removed:
+        console.print(f"removed in head: {', '.join(report.removed)}")
+    for note in report.notes:
+        console.print(f"note: {note}")
+
+
+def _post_status(report, target: str) -> None:
+    from kforge_bot.gate import status_for
+
+    if not (os.environ.get("GITHUB_TOKEN") and os.environ.get("GITHUB_REPOSITORY")):
+        click.echo("commit status: skipped (GITHUB_TOKEN and GITHUB_REPOSITORY are not both set)", err=True)
+        return
+    from kforge_bot.github import GitHub
+
+    state, description = status_for(report)
+    url = None
+    if os.environ.get("GITHUB_RUN_ID") and os.environ.get("GITHUB_SERVER_URL"):
+        url = (f"{os.environ['GITHUB_SERVER_URL']}/{os.environ['GITHUB_REPOSITORY']}/actions/runs/"
+               f"{os.environ['GITHUB_RUN_ID']}")
+    context = "kforge-bot/gate" + (f" ({target})" if target != "auto" else "")
+    try:
+        GitHub.from_env().set_status(report.head_sha, state, description, context=context, target_url=url)
+    except KforgeError as exc:
+        # The verdict stands either way; a missing `statuses: write` must not hide it.
+        prefix = "::warning title=kforge gate::" if os.environ.get("GITHUB_ACTIONS") == "true" else "warning: "
+        click.echo(f"{prefix}commit status not set: {exc}", err=True)
+        return
+    click.echo(f"commit status: {state} on {report.head_sha[:12]} ({context}: {description})", err=True)
+
+
+@click.command("gate")
+@click.option("--base", "base", required=True, help="Base revision (the PR's target branch or its sha).")
+@click.option("--head", "head", default="HEAD", show_default=True, help="Head revision (the PR's head).")
+@click.option("--all", "all_kernels", is_flag=True, help="Measure every managed kernel, changed or not (nightly).")
+@click.option("--target", default="auto", show_default=True,
+              help="auto, a device kind (cpu, cuda, xpu, mps) or a runner class (h200, b200, arc-b580, ...).")
+@click.option("--policy", "policy_path", default=None,
+              help="Policy file (or a shipped one: default, strict). Default: the shipped default policy.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
+              help="Write the full report as JSON here ('-' for stdout).")
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+              help="Result cache directory (default: .kforge-cache in the repository; fits actions/cache).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
+@click.option("--time-budget", type=click.FloatRange(0.1, 3600), default=None,
+              help="Seconds of interleaved timing per kernel (default: the policy's evaluation.time_budget_s).")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
+              help="A directory inside the git repository.")
+def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str | None, json_path: Path | None,
+         cache_dir: Path | None, no_cache: bool, time_budget: float | None, repo: Path) -> None:
+    """Measure the kernels a change touches, base against head on this device, and fail on a
+    regression, an incorrect kernel or one that no longer builds."""
+    from kforge_bot.gate import annotations, render_markdown, run_gate
+    from kforge_bot.policy import load_policy
+
+    policy = load_policy(policy_path)
+    quiet = json_path is not None and str(json_path) == "-"
+    progress = _console(stderr=True)
+
+    def log(message: str) -> None:
+        if not quiet:
+            progress.print(f"[dim]kforge gate:[/dim] {message}")
+
+    report = run_gate(repo, base, head, policy=policy, all_kernels=all_kernels, target=target,
+                      cache_dir=cache_dir, use_cache=not no_cache, time_budget_s=time_budget, log=log)
+    data = report.to_dict()
+    if quiet:
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        render_console(report)
+        if json_path is not None:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as handle:
+            handle.write(render_markdown(report) + "\n")
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in annotations(report):
+            click.echo(line, err=quiet)  # stdout, unless stdout carries the JSON report
+    _post_status(report, target)
+    sys.exit(report.exit_code)

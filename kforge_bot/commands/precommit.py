@@ -1,12 +1,227 @@
-"""`kforge-bot precommit`: not yet available (see the project's issues)."""
+"""`kforge-bot precommit FILES...`: the `kforge-check` pre-commit hook.
+
+For the staged files pre-commit passes: every staged kforge.yaml and policy file (policies/*.yml) is
+validated, and every managed kernel that depends on a staged file (its kernel, reference or inputs
+file, a local file they import, or its changed manifest entry) gets a quick correctness check of the
+working version (no timing). The oracle is the kernel's reference when the manifest names one (or
+a KernelBench file's Model, for its ModelNew); a kernel that is its own reference is checked
+against its committed version (HEAD), and a new one against itself (it must run and give finite,
+non-constant, repeatable outputs). On a machine without any of a kernel's targets the check is
+skipped and says so: validation still runs, and a skip does not block the commit.
+
+Exit codes: 0 everything checked passed (or was skipped), 1 a check failed, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import replace
+from pathlib import Path, PurePosixPath
 
 import click
 
 from kforge_bot.errors import KforgeError
 
+_POLICY_SUFFIXES = (".yml", ".yaml")
+_SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cl", ".metal", ".ptx",
+                    ".sycl", ".yaml", ".yml")
 
-@click.command("precommit", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def precommit(args: tuple[str, ...]) -> None:
-    """Not yet available."""
-    raise KforgeError("'kforge-bot precommit' is not yet available in this version")
+
+def _is_policy_file(rel: str) -> bool:
+    parts = PurePosixPath(rel).parts
+    return len(parts) >= 2 and parts[-2] == "policies" and rel.endswith(_POLICY_SUFFIXES)
+
+
+def _root() -> tuple[Path, bool]:
+    proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return Path.cwd().resolve(), False
+    return Path(proc.stdout.strip()).resolve(), True
+
+
+def _has_head(root: Path) -> bool:
+    proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=root, capture_output=True)
+    return proc.returncode == 0
+
+
+def export_head(root: Path, dest: Path) -> None:
+    """The committed tree's source files, read from git's objects (never the index, which `git
+    commit` holds locked while hooks run), written under `dest`."""
+    proc = subprocess.Popen(["git", "archive", "--format=tar", "HEAD"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    try:
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
+            for member in archive:
+                name = PurePosixPath(member.name)
+                if not member.isfile() or name.is_absolute() or ".." in name.parts:
+                    continue
+                if not member.name.endswith(_SOURCE_SUFFIXES):
+                    continue
+                data = archive.extractfile(member)
+                if data is None:
+                    continue
+                target = dest.joinpath(*name.parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data.read())
+    finally:
+        _, err = proc.communicate()
+    if proc.returncode != 0:
+        raise KforgeError(f"cannot read the committed tree: {err.decode(errors='replace').strip()}", path=root)
+
+
+def _head_manifest_entry(root: Path, manifest_rel: str, name: str) -> object:
+    import yaml
+
+    proc = subprocess.run(["git", "show", f"HEAD:{manifest_rel}"], cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    try:
+        data = yaml.safe_load(proc.stdout)
+    except yaml.YAMLError:
+        return None
+    kernels = data.get("kernels") if isinstance(data, dict) else None
+    return kernels.get(name) if isinstance(kernels, dict) else None
+
+
+def _working_manifest_entry(path: Path, name: str) -> object:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    kernels = data.get("kernels") if isinstance(data, dict) else None
+    return kernels.get(name) if isinstance(kernels, dict) else None
+
+
+@click.command("precommit")
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--target", default="auto", show_default=True,
+              help="auto, or a device kind (cpu, cuda, xpu, mps) to check on.")
+@click.option("--policy", "policy_path", default=None,
+              help="Policy file (or a shipped one: default, strict). Default: the shipped default policy.")
+def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> None:
+    """Validate staged manifests and policies, and check staged kernels for correctness (no timing)."""
+    from kforge_bot.evaluate.result import EvalSettings
+    from kforge_bot.gate import (TargetChoice, dependencies, discover, harness_verdict, has_own_reference,
+                                 isolated_implementation, kernel_implementation, kernel_target, parse_target)
+    from kforge_bot.policy import load_policy
+    from kforge_bot.spec import MANIFEST_NAME, load_manifest
+
+    root, in_git = _root()
+    policy = load_policy(policy_path)
+    choice: TargetChoice = parse_target(target)
+    if choice.runner is not None:
+        raise KforgeError("--target takes a device kind here (cpu, cuda, xpu, mps or auto)")
+    rel_files: set[str] = set()
+    for f in files:
+        path = (Path.cwd() / f).resolve()
+        try:
+            rel_files.add(path.relative_to(root).as_posix())
+        except ValueError:
+            raise KforgeError("file is outside the repository", path=f) from None
+
+    problems: list[str] = []
+    lines: list[str] = []
+    for rel in sorted(rel_files):
+        path = root / rel
+        if not path.is_file():
+            continue  # a staged deletion
+        if PurePosixPath(rel).name == MANIFEST_NAME:
+            try:
+                load_manifest(path)
+                lines.append(f"{rel}: valid manifest")
+            except KforgeError as exc:
+                problems.append(str(exc))
+        elif _is_policy_file(rel):
+            try:
+                load_policy(path)
+                lines.append(f"{rel}: valid policy")
+            except KforgeError as exc:
+                problems.append(str(exc))
+
+    notes: list[str] = []
+    kernels = discover(root, policy, strict=False, notes=notes)
+    selected = []
+    for kernel in kernels.values():
+        deps = {p.relative_to(root).as_posix() for p in dependencies(kernel, root) if p.is_relative_to(root)}
+        if deps & rel_files:
+            selected.append(kernel)
+            continue
+        manifest_rel = kernel.manifest
+        if manifest_rel is not None and manifest_rel in rel_files and \
+                _working_manifest_entry(root / manifest_rel, kernel.name) != _head_manifest_entry(root, manifest_rel,
+                                                                                                   kernel.name):
+            selected.append(kernel)
+
+    def say(text: str) -> None:
+        click.echo(f"kforge-check: {text}")
+
+    for line in lines:
+        say(line)
+    if not selected:
+        say("no staged change touches a managed kernel" if not problems else "no kernel to check")
+
+    head_tree: Path | None = None
+    head_kernels: dict = {}
+    tmp = tempfile.TemporaryDirectory(prefix="kforge-precommit-")
+    try:
+        for kernel in sorted(selected, key=lambda k: k.id):
+            if kernel.spec is None:
+                problems.append(f"{kernel.file}: kernel {kernel.name!r} does not load: {kernel.error}")
+                continue
+            rule = policy.rule_for(kernel.name, kernel.file)
+            if rule.skip:
+                say(f"{kernel.name}: skipped by the policy ({rule.matched})")
+                continue
+            kind, why = kernel_target(choice, kernel.spec)
+            if kind is None:
+                say(f"{kernel.name}: correctness check SKIPPED: {why} (its manifest entry and files were validated)")
+                continue
+            spec = kernel.spec
+            oracle = None
+            against = "its reference"
+            if not has_own_reference(spec):
+                if head_tree is None and in_git and _has_head(root):
+                    head_tree = Path(tmp.name) / "HEAD"
+                    export_head(root, head_tree)
+                    head_kernels = discover(head_tree, policy, strict=False)
+                committed = head_kernels.get(kernel.id)
+                if committed is not None and committed.spec is not None and head_tree is not None:
+                    oracle = isolated_implementation(head_tree, committed.spec, kernel_implementation(committed.spec),
+                                                     committed.file, [root], "the committed (HEAD) version")
+                    against = "the committed (HEAD) version"
+                else:
+                    against = "itself (new kernel without a reference: it must run and give sane outputs)"
+            judged = replace(spec, reference=oracle) if oracle is not None else spec
+            settings = EvalSettings(seeds=policy.evaluation.seeds, measure=False, profile=False,
+                                    allow_framework_fallback=True, timeout_s=policy.evaluation.timeout_s)
+            from kforge_bot.evaluate.api import evaluate
+
+            say(f"{kernel.name}: checking {kernel.file} against {against} on {kind} ...")
+            try:
+                result = evaluate(judged, kernel_implementation(spec), kind, settings, baseline=judged.reference)
+            except KforgeError as exc:
+                problems.append(f"{kernel.name}: the oracle or the inputs fail: {exc}")
+                continue
+            bad = harness_verdict(result)
+            if bad:
+                problems.append(f"{kernel.file}: kernel {kernel.name!r} is {bad[0]}: {bad[1]}")
+                continue
+            cases = result.correctness.get("cases_checked", 0)
+            say(f"{kernel.name}: correct ({cases} cases, max abs error "
+                f"{result.correctness.get('max_abs_error', 0.0):.3g})")
+    finally:
+        tmp.cleanup()
+    for note in notes:
+        say(f"note: {note}")
+    for problem in problems:
+        click.echo(f"kforge-check: FAILED: {problem}", err=True)
+    if problems:
+        click.echo(f"kforge-check: {len(problems)} problem(s); fix them or commit with --no-verify to skip the hook",
+                   err=True)
+    sys.exit(1 if problems else 0)

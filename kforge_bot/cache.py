@@ -1,0 +1,289 @@
+"""A content-addressed cache of gate results: a directory of JSON files (fits the Actions cache).
+
+A kernel's result is reused only when everything that could change it is byte-for-byte the same:
+the kernel file and every local file it imports (transitively, on both the base and the head side),
+the reference and input sources, the manifest's settings for the kernel, the policy rule it was
+judged by, the evaluation settings, the target (device name, torch version) and the harness version
+(`kforge_bot.HARNESS_VERSION`). The key is the SHA-256 of that material; nothing else (paths of
+temporary checkouts, dates, seeds) goes in, so two runs on the same content share a key.
+
+"Local" means a file under the repository root that an `import` statement (anywhere in a file,
+also inside functions) would load through the kernel's import root (the directory that goes on
+`sys.path`: the manifest's, or the KernelBench file's), or through a relative import inside a
+package. Source files a kernel reads by name (`"kernels/rmsnorm.cu"`, for `load()` or `open()`)
+count when the name appears as a string literal and the file exists; a path built at run time does
+not, so such a kernel should name its sources literally.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kforge_bot import HARNESS_VERSION
+from kforge_bot.errors import KforgeError
+
+DEFAULT_DIR = ".kforge-cache"
+_SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cl", ".metal", ".ptx",
+                    ".sycl", ".py")
+_STRING_PATH = re.compile(r"^[\w.\-/]+$")
+
+
+# ------------------------------------------------------------------------------------- local imports
+
+
+def _within(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def _module_files(dotted: str, root: Path) -> list[Path]:
+    """Files that `import dotted` executes when `root` is on sys.path: each package's __init__ and
+    the module itself. Empty when the module's top-level package is not under `root`."""
+    parts = dotted.split(".")
+    found: list[Path] = []
+    folder = root
+    for i, part in enumerate(parts):
+        if not part:
+            return found
+        last = i == len(parts) - 1
+        package = folder / part
+        module = folder / f"{part}.py"
+        if package.is_dir():
+            init = package / "__init__.py"
+            if init.is_file():
+                found.append(init)
+            folder = package  # a namespace package (no __init__) still resolves submodules
+            continue
+        if last and module.is_file():
+            found.append(module)
+        break  # a module file ends the chain; `a.b` with a.py found means b is an attribute
+    return found
+
+
+def _package_dir(file: Path, level: int) -> Path:
+    folder = file.parent
+    for _ in range(level - 1):
+        folder = folder.parent
+    return folder
+
+
+def direct_dependencies(file: Path, import_roots: Sequence[Path], repo_root: Path) -> set[Path]:
+    """Local files that `file` imports or names directly (not transitively)."""
+    try:
+        source = file.read_text(encoding="utf-8")
+        tree = ast.parse(source, filename=str(file))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return set()  # a file that does not parse has no imports to follow; its own hash still changes
+    names: list[tuple[str, Path | None]] = []  # (dotted name, explicit base folder for relative imports)
+    strings: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend((alias.name, None) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _package_dir(file, node.level) if node.level else None
+            module = node.module or ""
+            if module:
+                names.append((module, base))
+            for alias in node.names:
+                if alias.name != "*":
+                    names.append((f"{module}.{alias.name}" if module else alias.name, base))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if 0 < len(text) < 300 and text.endswith(_SOURCE_SUFFIXES) and _STRING_PATH.match(text):
+                strings.append(text)
+    found: set[Path] = set()
+    for dotted, base in names:
+        roots = [base] if base is not None else list(import_roots)
+        for root in roots:
+            found.update(_module_files(dotted, root))
+    for text in strings:
+        for folder in (file.parent, *import_roots, repo_root):
+            candidate = folder / text
+            if candidate.is_file():
+                found.add(candidate)
+                break
+    resolved = {p.resolve() for p in found}
+    return {p for p in resolved if _within(p, repo_root) and p != file.resolve()}
+
+
+def local_closure(files: Iterable[Path], import_roots: Sequence[Path], repo_root: Path) -> list[Path]:
+    """`files` and every local file they import, transitively; sorted, resolved paths."""
+    repo_root = repo_root.resolve()
+    roots = [Path(r).resolve() for r in import_roots]
+    todo = [Path(f).resolve() for f in files]
+    seen: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        if path.suffix == ".py" and path.is_file():
+            todo.extend(direct_dependencies(path, roots, repo_root) - seen)
+    return sorted(seen)
+
+
+def file_digests(paths: Iterable[Path], repo_root: Path) -> dict[str, str]:
+    """Repository-relative POSIX path -> SHA-256 of the bytes ("missing" for a file that is not there)."""
+    repo_root = repo_root.resolve()
+    out: dict[str, str] = {}
+    for path in paths:
+        path = Path(path).resolve()
+        rel = path.relative_to(repo_root).as_posix() if _within(path, repo_root) else str(path)
+        try:
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            out[rel] = "missing"
+    return dict(sorted(out.items()))
+
+
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def portable(data: Any) -> Any:
+    """Spec/implementation data with machine-specific parts removed: `root` directories are dropped
+    and `source` texts become their digests, so a checkout's location never changes a key."""
+    if isinstance(data, Mapping):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if key == "root":
+                continue
+            out[key] = text_digest(value) if key == "source" and isinstance(value, str) else portable(value)
+        return out
+    if isinstance(data, (list, tuple)):
+        return [portable(v) for v in data]
+    return data
+
+
+# ------------------------------------------------------------------------------------------ targets
+
+
+@dataclass(frozen=True)
+class TargetFingerprint:
+    """What a timing depends on besides the code: the device kind and model, and torch's version."""
+
+    kind: str
+    device_name: str
+    torch_version: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine() or "unknown cpu"
+
+
+def _torch_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+_PROBE = """
+import json, sys, torch
+kind = sys.argv[1]
+module = getattr(torch, kind)
+print(json.dumps({"name": module.get_device_name(0), "torch": torch.__version__}))
+"""
+
+
+def probe_fingerprint(kind: str) -> TargetFingerprint:
+    """The fingerprint of this machine's `kind` device. GPUs are asked in a child process, so the
+    gate's own process never holds a device context while kernels are measured."""
+    if kind == "cpu":
+        return TargetFingerprint("cpu", _cpu_model(), _torch_version())
+    if kind == "mps":
+        return TargetFingerprint("mps", "Apple GPU (" + (os.uname().machine if hasattr(os, "uname") else "?") + ")",
+                                 _torch_version())
+    from kforge_bot.evaluate.sandbox import scrubbed_environment
+
+    proc = subprocess.run([sys.executable, "-c", _PROBE, kind], capture_output=True, text=True, timeout=300,
+                          env=scrubbed_environment())
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise KforgeError(f"cannot read the {kind} device's name: {tail}",
+                          hint="run `kforge-bot doctor` to see what this machine offers")
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    return TargetFingerprint(kind, data["name"], data["torch"])
+
+
+# -------------------------------------------------------------------------------------------- store
+
+
+def cache_key(material: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of `material` plus the harness version."""
+    blob = json.dumps({"harness_version": HARNESS_VERSION, **material}, sort_keys=True, separators=(",", ":"),
+                      default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ResultCache:
+    """`<dir>/<key>.json`, written atomically; unreadable or foreign files count as misses."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+
+    def path(self, key: str) -> Path:
+        return self.directory / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or data.get("key") != key or data.get("harness_version") != HARNESS_VERSION:
+            return None
+        payload = data.get("result")
+        return payload if isinstance(payload, dict) else None
+
+    def put(self, key: str, material: Mapping[str, Any], result: Mapping[str, Any]) -> Path:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            ignore = self.directory / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("# kforge-bot's result cache: not for version control\n*\n", encoding="utf-8")
+        except OSError as exc:
+            raise KforgeError(f"cannot create the cache directory: {exc.strerror}", path=self.directory,
+                              hint="pass a writable --cache-dir") from None
+        record = {"key": key, "harness_version": HARNESS_VERSION, "material": material, "result": dict(result)}
+        text = json.dumps(record, indent=1, sort_keys=True, default=str)
+        handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=self.directory, prefix=".tmp-",
+                                             suffix=".json", delete=False)
+        try:
+            with handle:
+                handle.write(text)
+            os.replace(handle.name, self.path(key))
+        except OSError:
+            Path(handle.name).unlink(missing_ok=True)
+            raise
+        return self.path(key)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.directory.glob("*.json")) if self.directory.is_dir() else 0

@@ -1,0 +1,388 @@
+"""The regression gate: its decision rule, and whole runs on real git repositories with tiny CPU kernels.
+
+The repository scenario (one gate run, several tests reading it): a kernel made 20x slower, one made
+incorrect, one that no longer imports, one changed only through a helper it imports, one unchanged
+kernel and an unchanged KernelBench file. The gate runs as the real CLI in a child process, with
+GitHub's Actions environment (step summary file, annotations) and a loopback GitHub API for the
+commit status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakes.github_server import FakeGitHub
+from fakes.gitrepos import commit_all, git, write
+from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.gate import (FAILING, GateReport, KernelReport, annotations, compare, confirmation_settings,
+                             exit_code, fmt_change, harness_verdict, regression_bound, render_markdown, run_gate,
+                             status_for, timing_decision)
+from kforge_bot.policy import load_policy
+from kforge_bot.spec import Implementation, load_spec
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+REPO = "octo/kernels"
+
+REF = """\
+import torch
+
+
+def reference(x, y):
+    return x * 2.0 + y
+
+
+def make_inputs(n):
+    return torch.randn(n, n), torch.randn(n, n)
+"""
+PLAIN = """\
+import torch
+
+
+def kernel(x, y):
+    return x * 2.0 + y
+"""
+VIA_HELPER = """\
+from helper import scale
+
+
+def kernel(x, y):
+    return scale(x) + y
+"""
+KB = """\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+POLICY = """\
+version: 1
+gate: {threshold: 0.5, confidence: 0.95}
+evaluation: {seeds: 2, time_budget_s: 1.0, timeout_s: 120}
+"""
+
+
+def manifest(names: list[str], n: int = 128) -> str:
+    lines = ["version: 1", "kernels:"]
+    for name in names:
+        lines += [f"  {name}:", f"    file: {name}.py", "    entry: kernel", "    reference: ref.py:reference",
+                  "    inputs: ref.py:make_inputs", f"    shapes: [{{n: {n}}}]", "    targets: [cpu]"]
+    return "\n".join(lines) + "\n"
+
+
+def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    full["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), full.get("PYTHONPATH", "")) if p)
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "kforge_bot.cli", *args], cwd=cwd, env=full, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def init_repo(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+
+
+# ------------------------------------------------------------------------------------ decision rule
+
+
+def test_regression_bound_and_decisions():
+    assert regression_bound(0.02) == pytest.approx(1 / 1.02)
+    t = 0.02
+    assert timing_decision((0.90, 0.95), t) == "regression"      # whole interval below 1/1.02 = 0.9804
+    assert timing_decision((0.95, 0.99), t) == "uncertain"       # straddles the bound: confirm
+    assert timing_decision((0.979, 0.981), t) == "uncertain"
+    assert timing_decision((0.981, 1.01), t) == "pass"           # a 1.9% slowdown is within the threshold
+    assert timing_decision((0.99, 1.01), t) == "pass"
+    assert timing_decision((1.01, 1.03), t) == "pass"            # faster, but not by more than the threshold
+    assert timing_decision((1.03, 1.05), t) == "improved"
+    assert timing_decision(None, t) == "unmeasured"            # too few pairs for an interval: confirm
+    assert timing_decision((0.5, 0.9), 0.0) == "regression"      # threshold 0: any confident slowdown
+    assert timing_decision((0.9, 1.1), 0.0) == "uncertain"
+
+
+def test_harness_verdicts_map_to_gate_verdicts():
+    def r(verdict: str, reason: str = "why") -> EvalResult:
+        return EvalResult(verdict=verdict, reason=reason, target="cpu")
+
+    assert harness_verdict(r("pass")) is None
+    assert harness_verdict(r("incorrect"))[0] == "incorrect"
+    assert harness_verdict(r("rejected", "output 0 shares memory with input 0"))[0] == "incorrect"
+    assert harness_verdict(r("rejected", "static check: import gc"))[0] == "error"
+    assert harness_verdict(r("compile_error", "ImportError: x"))[0] == "error"
+    assert harness_verdict(r("crash"))[0] == "error"
+    assert harness_verdict(r("timeout"))[0] == "error"
+    assert exit_code(["pass", "improved", "skipped"]) == 0
+    assert all(exit_code([v]) == 1 for v in FAILING)
+
+
+def test_change_formatting():
+    assert fmt_change(1 / 1.031, (1 / 1.034, 1 / 1.028)) == "+3.1% (+2.8% to +3.4%)"
+    assert fmt_change(1.25, (1.2, 1.3)) == "-20.0% (-23.1% to -16.7%)"
+    assert fmt_change(0.05, (0.048, 0.052)) == "20.0x slower (19.2x-20.8x)"
+    assert fmt_change(None, None) == "n/a"
+
+
+@pytest.fixture()
+def tiny_spec(tmp_path):
+    write(tmp_path, "ref.py", REF)
+    write(tmp_path, "k.py", PLAIN)
+    write(tmp_path, "kforge.yaml", manifest(["k"]))
+    return load_spec(tmp_path / "kforge.yaml")
+
+
+class Scripted:
+    """Stands in for evaluate() to drive compare()'s control flow with chosen results (the real
+    evaluate is exercised by the repository tests below)."""
+
+    def __init__(self, results: list[EvalResult]):
+        self.results = list(results)
+        self.calls: list[dict] = []
+
+    def __call__(self, spec, candidate, target, settings, *, baseline=None, seeds=None, references=None):
+        self.calls.append({"spec": spec, "candidate": candidate, "baseline": baseline, "settings": settings,
+                           "seeds": seeds})
+        return self.results.pop(0)
+
+
+def timed(low: float, high: float) -> EvalResult:
+    mid = (low + high) / 2
+    return EvalResult(verdict="pass", reason="ok", target="cpu", speedup=mid, speedup_ci=(low, high))
+
+
+def test_straddling_result_gets_one_confirmation_which_decides(tiny_spec):
+    head = tiny_spec.baseline
+    base = Implementation("def kernel(x, y):\n    return x * 2.0 + y\n", "kernel", "k.py")
+    settings = EvalSettings(time_budget_s=1.0, confidence=0.95)
+
+    fake = Scripted([timed(0.95, 0.99), timed(0.955, 0.975)])
+    m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
+    assert m.verdict == "regression" and m.first is not None and m.reason.startswith("confirmed")
+    assert len(fake.calls) == 2
+    assert fake.calls[1]["settings"].time_budget_s == pytest.approx(3.0)
+    assert fake.calls[1]["settings"] == confirmation_settings(fake.calls[0]["settings"])
+    assert fake.calls[0]["seeds"] == fake.calls[1]["seeds"]  # one reference computation serves both runs
+
+    fake = Scripted([timed(0.95, 0.99), timed(0.97, 0.995)])
+    m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
+    assert m.verdict == "pass" and "not resolved" in m.reason
+
+    untimed = EvalResult(verdict="pass", reason="too few pairs", target="cpu", speedup=0.5, speedup_ci=None)
+    fake = Scripted([untimed, untimed])  # no interval even after confirming: not judged, so not passed
+    m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
+    assert m.verdict == "error" and "could not be timed" in m.reason and len(fake.calls) == 2
+
+    fake = Scripted([timed(0.99, 1.01)])  # clear of the bound: no confirmation
+    m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
+    assert m.verdict == "pass" and len(fake.calls) == 1
+
+
+def test_crash_is_attributed_to_the_base_when_the_head_runs_alone(tiny_spec):
+    head = tiny_spec.baseline
+    base = Implementation("raise RuntimeError('old')\n", "kernel", "k.py")
+    crash = EvalResult(verdict="crash", reason="RuntimeError: old", target="cpu")
+    fake = Scripted([crash, timed(0.98, 1.02)])
+    m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
+    assert m.verdict == "pass" and "base version failed" in m.reason and not m.cacheable
+    assert fake.calls[1]["baseline"] == head  # the head alone, timed against itself
+
+    fake = Scripted([crash, crash])
+    m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
+    assert m.verdict == "error"
+
+
+def sample_report() -> GateReport:
+    kernels = [
+        KernelReport("slow", "slow", "kernels/slow,v2.py", "manifest", "regression", "slower: 100% more\nsee log",
+                     base_ms=0.1, head_ms=0.2, speedup=0.5, speedup_ci=[0.48, 0.52]),
+        KernelReport("ok", "ok", "ok.py", "manifest", "pass", "within", base_ms=0.1, head_ms=0.1, speedup=1.0,
+                     speedup_ci=[0.99, 1.01], cached=True),
+    ]
+    return GateReport(repo="/r", base_ref="main", head_ref="HEAD", base_sha="a" * 40, head_sha="b" * 40,
+                      merge_base="a" * 40, kernels=kernels, unchanged=["x", "y"])
+
+
+def test_annotations_escape_workflow_command_syntax():
+    lines = annotations(sample_report())
+    assert len(lines) == 1  # only failing kernels
+    assert lines[0].startswith("::error file=kernels/slow%2Cv2.py,title=kforge gate%3A slow regression::")
+    assert "%0A" in lines[0] and "\n" not in lines[0]
+    state, description = status_for(sample_report())
+    assert state == "failure" and description == "kforge gate: 1 pass, 1 regression"
+    md = render_markdown(sample_report())
+    assert "| slow | 100 us | 200 us | 2.0x slower (1.9x-2.1x) | **regression** |" in md
+    assert "cache hit" in md and "2 managed kernel(s) unchanged" in md
+
+
+# ------------------------------------------------------------------------- a real repository and run
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gate") / "repo"
+    init_repo(root)
+    names = ["slow", "wrong", "broken", "viahelper", "same"]
+    write(root, "ref.py", REF)
+    write(root, "helper.py", "def scale(x):\n    return x * 2.0\n")
+    for name in names:
+        write(root, f"{name}.py", VIA_HELPER if name == "viahelper" else PLAIN)
+    write(root, "kb/relu_problem.py", KB)
+    write(root, "kforge.yaml", manifest(names))
+    write(root, "policy.yml", POLICY)
+    base = commit_all(root, "kernels")
+    git(root, "checkout", "-q", "-b", "feature")
+    write(root, "slow.py", PLAIN.replace("    return x * 2.0 + y",
+                                         "    for _ in range(20):  # redundant work\n"
+                                         "        out = x * 2.0 + y\n    return out"))
+    write(root, "wrong.py", PLAIN.replace("x * 2.0 + y", "x * 2.0 - y"))
+    write(root, "broken.py", "from helper import scale_v2\n\n\ndef kernel(x, y):\n    return scale_v2(x) + y\n")
+    write(root, "helper.py", "def scale(x):\n    return x + x\n")
+    head = commit_all(root, "changes")
+
+    summary = root.parent / "summary.md"
+    summary.write_text("earlier step\n")
+    report_path = root.parent / "report.json"
+    cache = root.parent / "cache"
+    with FakeGitHub() as fake:
+        fake.add_repo(REPO, root / ".git")
+        env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_TOKEN": fake.token,
+               "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": fake.api_url}
+        proc = cli("gate", "--base", "main", "--policy", "policy.yml", "--json", str(report_path),
+                   "--cache-dir", str(cache), cwd=root, env=env)
+        statuses = list(fake.statuses)
+        assert fake.schema_errors == []
+    return {"root": root, "base": base, "head": head, "proc": proc, "summary": summary.read_text(),
+            "report": json.loads(report_path.read_text()) if report_path.exists() else None,
+            "statuses": statuses, "cache": cache}
+
+
+def by_id(report: dict) -> dict[str, dict]:
+    return {k["id"]: k for k in report["kernels"]}
+
+
+@pytest.mark.slow
+def test_gate_verdicts_on_a_real_change(scenario):
+    proc, report = scenario["proc"], scenario["report"]
+    assert report is not None, proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    kernels = by_id(report)
+    assert set(kernels) == {"slow", "wrong", "broken", "viahelper"}
+    assert kernels["slow"]["verdict"] == "regression"
+    assert kernels["slow"]["head_ms"] > 1.5 * kernels["slow"]["base_ms"]
+    assert kernels["slow"]["speedup_ci"][1] < regression_bound(0.5)
+    assert kernels["wrong"]["verdict"] == "incorrect" and "outside" in kernels["wrong"]["reason"]
+    assert kernels["broken"]["verdict"] == "error" and "scale_v2" in kernels["broken"]["reason"]
+    assert all(k["measured"] and not k["cached"] for k in kernels.values())
+    assert report["exit_code"] == 1 and report["counts"]["regression"] == 1
+    assert report["base"]["merge_base"] == scenario["base"] and report["head"]["sha"] == scenario["head"]
+    assert report["targets"]["cpu"]["torch_version"]
+
+
+@pytest.mark.slow
+def test_unchanged_kernels_are_not_measured_and_a_helper_change_is(scenario):
+    report = scenario["report"]
+    assert sorted(report["unchanged"]) == ["kb/relu_problem.py", "same"]
+    via = by_id(report)["viahelper"]
+    assert via["touched_by"] == ["helper.py"]  # viahelper.py itself did not change
+    assert via["measured"] and via["verdict"] in ("pass", "improved")
+    assert via["base_ms"] > 0 and via["head_ms"] > 0
+
+
+@pytest.mark.slow
+def test_step_summary_annotations_and_status(scenario):
+    proc, summary = scenario["proc"], scenario["summary"]
+    assert summary.startswith("earlier step\n")  # appended, not overwritten
+    assert "### kforge-bot gate: failed" in summary
+    assert "| kernel | base | head | change (interval) | verdict | notes |" in summary
+    assert "| slow |" in summary and "**regression**" in summary and "**incorrect**" in summary
+    errors = [line for line in proc.stdout.splitlines() if line.startswith("::error ")]
+    assert {line.split(",")[0] for line in errors} == {"::error file=slow.py", "::error file=wrong.py",
+                                                       "::error file=broken.py"}
+    slow = next(line for line in errors if "file=slow.py" in line)
+    assert "title=kforge gate%3A slow regression::" in slow and "slower than the base" in slow
+    assert len(scenario["statuses"]) == 1
+    status = scenario["statuses"][0]
+    assert status["sha"] == scenario["head"] and status["state"] == "failure"
+    assert status["context"] == "kforge-bot/gate" and "1 regression" in status["description"]
+
+
+@pytest.mark.slow
+def test_second_run_plans_cache_hits_for_everything_but_errors(scenario):
+    from kforge_bot.cache import TargetFingerprint, probe_fingerprint
+
+    root, policy = scenario["root"], load_policy(scenario["root"] / "policy.yml")
+    here = {"cpu": probe_fingerprint("cpu")}
+    plan = run_gate(root, "main", policy=policy, cache_dir=scenario["cache"], fingerprints=here, measure=False)
+    kernels = {k.id: k for k in plan.kernels}
+    assert {k for k, v in kernels.items() if v.cached} == {"slow", "wrong", "viahelper"}
+    assert kernels["slow"].verdict == "regression" and kernels["wrong"].verdict == "incorrect"
+    assert not kernels["broken"].cached  # errors are never cached: they may be the machine's fault
+    other = {"cpu": TargetFingerprint("cpu", "Some Other CPU", here["cpu"].torch_version)}
+    plan = run_gate(root, "main", policy=policy, cache_dir=scenario["cache"], fingerprints=other, measure=False)
+    assert not any(k.cached for k in plan.kernels)
+
+
+# ------------------------------------------------------------------------------ usage and config errors
+
+
+@pytest.fixture(scope="module")
+def small_repo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gate-small") / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "k.py", PLAIN)
+    write(root, "kforge.yaml", manifest(["k"]))
+    commit_all(root, "one kernel")
+    return root
+
+
+def test_unknown_base_is_a_usage_error(small_repo):
+    proc = cli("gate", "--base", "no-such-branch", cwd=small_repo)
+    assert proc.returncode == 2
+    assert "unknown revision 'no-such-branch'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_invalid_policy_and_target_are_usage_errors(small_repo, tmp_path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("gate: {threshold: 2}\n")
+    proc = cli("gate", "--base", "HEAD", "--policy", str(bad), cwd=small_repo)
+    assert proc.returncode == 2 and "gate.threshold" in proc.stderr
+    proc = cli("gate", "--base", "HEAD", "--target", "tpu9000", cwd=small_repo)
+    assert proc.returncode == 2 and "unknown target 'tpu9000'" in proc.stderr
+
+
+def test_malformed_manifest_in_head_is_a_config_error(tmp_path):
+    root = tmp_path / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "k.py", PLAIN)
+    write(root, "kforge.yaml", manifest(["k"]))
+    commit_all(root, "one kernel")
+    write(root, "kforge.yaml", "version: 1\nkernels: [oops\n")
+    commit_all(root, "broken manifest")
+    proc = cli("gate", "--base", "HEAD~1", cwd=root)
+    assert proc.returncode == 2 and "kforge.yaml" in proc.stderr and "invalid YAML" in proc.stderr
+
+
+def test_nothing_changed_passes_without_measuring(small_repo):
+    proc = cli("gate", "--base", "HEAD", "--json", "-", cwd=small_repo)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["kernels"] == [] and report["unchanged"] == ["k"]
+    assert "commit status: skipped" in proc.stderr
