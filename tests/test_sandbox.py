@@ -152,7 +152,8 @@ def test_hang_and_grandchildren_are_killed_with_the_process_group(tmp_path: Path
         pidfile = tmp_path / f"{name}.pid"
         runs[name] = (pidfile, Implementation(template.format(pidfile=str(pidfile)), "ModelNew", f"{name}.py",
                                               str(tmp_path)))
-    settings = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=8)
+    # Generous: on a loaded 2-core CI machine a worker can take >8 s just to import torch.
+    settings = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=30)
     started = time.monotonic()
     with ThreadPoolExecutor(2) as pool:
         futures = {name: pool.submit(evaluate, spec, impl, "cpu", settings, seeds=[5, 6])
@@ -160,7 +161,7 @@ def test_hang_and_grandchildren_are_killed_with_the_process_group(tmp_path: Path
         results = {name: f.result() for name, f in futures.items()}
 
     hang = results["hang"]
-    assert hang.verdict == "timeout" and "timed out after 8 s" in hang.reason
+    assert hang.verdict == "timeout" and "timed out after 30 s" in hang.reason
     pipe = results["pipe"]
     assert pipe.verdict == "crash" and "exited with status 3" in pipe.reason
     # the early exit was reported promptly even though a grandchild still held the pipe open
@@ -171,5 +172,5 @@ def test_hang_and_grandchildren_are_killed_with_the_process_group(tmp_path: Path
         while not _gone(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _gone(pid), f"{name}: grandchild {pid} survived the evaluation"
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < 90
 
