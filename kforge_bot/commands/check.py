@@ -29,7 +29,7 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
     if spec.format == "kernelbench":
         if candidate_path is not None:
             impl = Implementation.from_file(candidate_path, "ModelNew")
-            if not defines(impl.source, "ModelNew"):
+            if _parses(impl.source) and not defines(impl.source, "ModelNew"):
                 raise KforgeError("defines no class ModelNew", path=candidate_path,
                                   hint="a KernelBench candidate defines ModelNew with Model's constructor and forward")
             return impl, spec.baseline, f"{candidate_path.name}:ModelNew vs {spec.kernel_file}:Model"
@@ -39,7 +39,7 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
         return spec.baseline, spec.baseline, f"{spec.kernel_file}: Model vs itself (A/A: no candidate given)"
     if candidate_path is not None:
         impl = Implementation.from_file(candidate_path, spec.entry, root=spec.root)
-        if not defines(impl.source, spec.entry):
+        if _parses(impl.source) and not defines(impl.source, spec.entry):
             raise KforgeError(f"defines no top-level {spec.entry!r}", path=candidate_path,
                               hint=f"a candidate for kernel {spec.name!r} defines the same entry as {spec.kernel_file}")
         return impl, spec.baseline, f"{candidate_path.name}:{spec.entry} vs {spec.kernel_file}:{spec.entry}"
@@ -48,6 +48,17 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
     if reference == kernel:
         return kernel, kernel, f"{spec.kernel_file}:{spec.entry} vs itself (A/A: the manifest names no reference)"
     return kernel, reference, f"{spec.kernel_file}:{spec.entry} vs reference {reference.filename}:{reference.symbol}"
+
+
+def _parses(source: str) -> bool:
+    """A candidate that does not parse is a compile error (exit 1, with the compiler's message), not a usage error."""
+    import ast
+
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
 
 
 def _fmt_ms(value: float | None) -> str:
