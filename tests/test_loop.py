@@ -1,0 +1,156 @@
+"""The loop end to end on a tiny C kernel: real evaluations in child processes, the real `openai` client
+against a scripted OpenAI-compatible server on loopback, and runs stopped and resumed from their trajectory.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from fakes.llm_server import HTTPError, ScriptedLLMServer, rate_limited, reply
+
+from kforge_bot.agents.llm import Endpoint
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.loop import Budgets, OptimizeRun, RunConfig
+from kforge_bot.spec import load_spec
+from kforge_bot.trajectory import replay
+
+FIXTURE = Path(__file__).parent / "data" / "optimize"
+SETTINGS = EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120)
+
+
+@pytest.fixture
+def kernel_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "kernels"
+    shutil.copytree(FIXTURE, folder)
+    return folder
+
+
+def source_with(base: str, **subs: str) -> str:
+    out = base
+    for old, new in subs.items():
+        assert old in out or re.search(old, out, re.M), old
+        out = re.sub(old, new, out, flags=re.M) if old.startswith("^") else out.replace(old, new)
+    return out
+
+
+def fenced(source: str, prose: str = "Here is the whole file.") -> str:
+    return f"{prose}\n\n```python\n{source}```\n"
+
+
+ADVICE_A = "Recommendations:\n1. Raise TILE_N from 32 to 64 so the inner j loop vectorizes.\n2. Then try THREADS = 2."
+ADVICE_B = "Recommendations:\n1. Now share the row tiles between cores: THREADS = 2.\n2. Try TILE_M = 16."
+
+
+def events(folder: Path, kind: str) -> list[dict]:
+    import json
+
+    return [e for e in map(json.loads, (folder / "trajectory.jsonl").read_text().splitlines()) if e["event"] == kind]
+
+
+@pytest.mark.slow
+def test_llm_conversation_feedback_reaches_the_model_and_a_resumed_run_keeps_its_history(
+        kernel_dir: Path, tmp_path: Path) -> None:
+    spec = load_spec(kernel_dir / "kforge.yaml")
+    base = spec.baseline.source
+    broken = source_with(base, **{"float v = acc[i][j] + bias[j0 + j];":
+                                  "float v = acc[i][j] + bias[j0 + j] + undeclared_offset;"})
+    wrong = source_with(base, **{"out[(long)(i0 + i) * N + j0 + j] = v > 0.0f ? v : 0.0f;":
+                                 "out[(long)(i0 + i) * N + j0 + j] = v;"})  # forgot the relu
+    faster = source_with(base, **{"^TILE_N = 32": "TILE_N = 64"})
+    report = tmp_path / "report"
+
+    with ScriptedLLMServer([reply(ADVICE_A), reply(fenced(broken)), rate_limited(0.01), reply(fenced(wrong)),
+                            reply("You should raise TILE_N; that will be faster.")], api_key="test-key") as server:
+        endpoint = Endpoint(server.base_url, "test-key", "kforge-test-model")
+        config = RunConfig(target="cpu", budgets=Budgets(iterations=3, tokens=10**7), settings=SETTINGS,
+                           endpoint=endpoint)
+        first = OptimizeRun.open(spec, config, report)
+        outcome = first.run()
+        first.finish()
+
+        prompts = server.prompts()
+        assert len(prompts) == 5  # analyst, generator x3, and the retry after the 429
+        assert "performance-analysis agent" in server.chat_requests[0]["messages"][0]["content"]
+        assert "Profile of `tiny_mm`" in prompts[0] and "the baseline as written" in prompts[0]
+        # Iteration 1: the analyst's advice and the kernel as written reach the generator.
+        assert "Raise TILE_N from 32 to 64" in prompts[1] and "TILE_N = 32" in prompts[1]
+        assert "Attempts so far" not in prompts[1]
+        # Iteration 2 (sent twice: the 429 was retried): the compiler's own error message.
+        assert prompts[2] == prompts[3]
+        assert "did not compile" in prompts[3] and "undeclared_offset" in prompts[3] and "error" in prompts[3]
+        # Iteration 3: the correctness diff, which output and how far off.
+        assert "wrong results" in prompts[4] and "Outputs outside the tolerance" in prompts[4]
+        assert re.search(r"output 0 \(float32, shape \[128, 128\]\).*elements outside atol", prompts[4])
+        assert "forgot" not in prompts[4]
+
+        record = outcome.record
+        assert [it.verdict for it in record.completed] == ["compile_error", "incorrect", "malformed"]
+        assert outcome.stop_kind == "BudgetExhausted" and not outcome.improved
+        assert [e["attempts"] for e in events(report, "reply") if e["iteration"] == 2] == [2]
+        assert (report / "candidates" / "0001.py").read_text() == broken
+        assert not (report / "candidates" / "0003.py").exists()  # the malformed reply produced no candidate
+        assert "No candidate beat the kernel as written" in (report / "report.md").read_text()
+
+        # Resume with a larger budget: history, advice and token counts come back from the trajectory.
+        server.push(reply(fenced(faster)), reply(ADVICE_B), HTTPError(401, "Incorrect API key provided."))
+        config = RunConfig(target="cpu", budgets=Budgets(iterations=5, tokens=10**7), settings=SETTINGS,
+                           endpoint=endpoint)
+        second = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"), config, report, resume=True)
+        outcome = second.run()
+        second.finish(written_to=None)
+        prompts = server.prompts()[5:]
+
+    assert len(prompts) == 3
+    # Iteration 4 sees every failure since the last accepted candidate, across the two sessions.
+    assert "no fenced code block" in prompts[0] and "undeclared_offset" in prompts[0]
+    assert "Outputs outside the tolerance" in prompts[0] and "Raise TILE_N from 32 to 64" in prompts[0]
+    # The analyst reads the accepted candidate's profile; its advice and the new best reach iteration 5.
+    assert "the current best" in prompts[1] and "TILE_N = 64" in prompts[1]
+    assert "THREADS = 2" in prompts[2] and "Current best (correct," in prompts[2] and "TILE_N = 64" in prompts[2]
+    assert "Attempts so far" not in prompts[2]  # failures on the old best are not the new best's problem
+
+    record = outcome.record
+    assert outcome.stop_kind == "LLMUnavailable" and "401" in outcome.stop_reason
+    assert [it.iteration for it in record.completed] == [1, 2, 3, 4]
+    best = record.best
+    assert best is not None and best.iteration == 4 and best.speedup_ci is not None and best.speedup_ci[0] > 1.0
+    assert outcome.best_source == faster == (report / "best.py").read_text()
+    assert record.usage["calls"] == 6 and record.usage["retries"] == 1  # counted across both sessions
+    assert len(events(report, "baseline")) == 1  # the kernel as written was measured once
+    assert [e["agent"] for e in events(report, "llm_error")] == ["generator"]
+    assert replay(report).best.iteration == 4
+    text = (report / "report.md").read_text()
+    assert "over 2 sessions" in text and f"**{best.speedup:.2f}x faster**" in text
+    assert "test-key" not in (report / "trajectory.jsonl").read_text()  # the key is never recorded
+
+
+@pytest.mark.slow
+def test_tuner_finds_a_faster_variant_and_resumes_without_proposing_it_again(kernel_dir: Path, tmp_path: Path) -> None:
+    spec = load_spec(kernel_dir / "kforge.yaml")
+    report = tmp_path / "report"
+    run = OptimizeRun.open(spec, RunConfig(target="cpu", budgets=Budgets(iterations=1), settings=SETTINGS,
+                                           cpu_count=2), report)
+    outcome = run.run()
+    run.finish()
+    best = outcome.record.best
+    assert best is not None and best.change == "TILE_N 32->64"  # the marked parameter goes first
+    assert best.verdict == "pass" and best.speedup_ci is not None and best.speedup_ci[0] > 1.0
+    assert "TILE_N = 64  # kforge: tune" in (outcome.best_source or "")
+    assert [e["tunables"] for e in events(report, "tunables")][0][1].startswith("TILE_N = 32")
+
+    again = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
+                             RunConfig(target="cpu", budgets=Budgets(iterations=2), settings=SETTINGS, cpu_count=2),
+                             report, resume=True)
+    outcome = again.run()
+    again.finish()
+    record = outcome.record
+    assert [it.iteration for it in record.completed] == [1, 2]
+    second = record.iterations[2]
+    assert second.assignment == {"TILE_M": 8, "TILE_N": 64, "THREADS": 2}  # continues from the best, not from scratch
+    assert second.change == "TILE_N 32->64, THREADS 1->2"
+    assert len(events(report, "baseline")) == 1
+    assert outcome.stop_reason == "iteration budget spent (2 of 2)"
+    assert (kernel_dir / "tiny_mm.py").read_text() == spec.baseline.source  # the loop never writes the kernel
