@@ -1,0 +1,136 @@
+"""`kforge-bot check` end to end, as a user runs it: exit codes 0/1/2, the JSON report, the table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data"
+SOFTMAX = DATA / "kb" / "softmax.py"
+ADV = DATA / "adversarial"
+MANIFEST_REPO = DATA / "manifest_repo"
+
+
+def _check(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", COLUMNS="200")  # one torch thread: see test_evaluate
+    return subprocess.run([sys.executable, "-m", "kforge_bot.cli", "check", *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+    tmp = tmp_path_factory.mktemp("check")
+    bad_manifest = tmp / "repo"
+    bad_manifest.mkdir()
+    (bad_manifest / "kforge.yaml").write_text("kernels:\n  k:\n    file: k.py\n    entry: f\n    inputs: g\n"
+                                              "    tolerance: {atol: lots}\n")
+    (bad_manifest / "k.py").write_text("def f(x):\n    return x\n\ndef g():\n    return []\n")
+    commands = {
+        "pass": (SOFTMAX, "--candidate", ADV / "honest.py", "--seeds", "2", "--time-budget", "0.3",
+                 "--json", tmp / "pass.json"),
+        "incorrect": (SOFTMAX, "--candidate", ADV / "zeros.py", "--seeds", "2", "--no-timing", "--json", "-"),
+        "manifest": (MANIFEST_REPO / "kernels" / "rmsnorm.py", "--time-budget", "0.3", "--json", "-"),
+        "aa": (SOFTMAX, "--seeds", "2", "--no-timing"),
+        "compile_error": (SOFTMAX, "--candidate", ADV / "syntax_error.py", "--no-timing", "--json", "-"),
+        "timeout": (SOFTMAX, "--candidate", ADV / "hang.py", "--no-timing", "--timeout", "3", "--json", "-"),
+        # configuration and usage errors: exit 2 before any worker starts
+        "no_modelnew": (SOFTMAX, "--candidate", MANIFEST_REPO / "kernels" / "rmsnorm.py"),
+        "missing_file": (DATA / "kb" / "nope.py",),
+        "which_kernel": (MANIFEST_REPO / "kforge.yaml",),
+        "bad_manifest": (bad_manifest / "k.py",),
+        "bad_target": (SOFTMAX, "--target", "tpu"),
+        "bad_seeds": (SOFTMAX, "--seeds", "0"),
+    }
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(_check, *args) for name, args in commands.items()}
+        results = {name: f.result() for name, f in futures.items()}
+    results["pass_json"] = (tmp / "pass.json").read_text() if (tmp / "pass.json").exists() else ""  # type: ignore
+    return results
+
+
+def _json(run: subprocess.CompletedProcess[str]) -> dict:
+    return json.loads(run.stdout)
+
+
+def test_a_correct_candidate_exits_0_with_the_full_report(runs: dict) -> None:
+    run = runs["pass"]
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(runs["pass_json"])
+    assert report["verdict"] == "pass" and report["correct"] is True
+    assert report["reason"].startswith("correct on every case")
+    for side in ("baseline", "candidate"):
+        stats = report[side]
+        assert set(stats) >= {"median_ms", "q1_ms", "q3_ms", "min_ms", "samples", "spread"}
+        assert stats["median_ms"] > 0 and stats["samples"] >= 1
+    assert report["speedup"] > 0
+    assert report["speedup_ci"] is None or (len(report["speedup_ci"]) == 2
+                                            and report["speedup_ci"][0] <= report["speedup"] <= report["speedup_ci"][1])
+    assert report["target"] == "cpu" and report["device_name"]
+    assert report["kernel"] == "softmax" and report["format"] == "kernelbench"
+    assert report["comparison"] == "honest.py:ModelNew vs softmax.py:Model"
+    assert report["correctness"]["cases_checked"] >= 3 and report["correctness"]["timed_outputs_checked"] == 3
+    # the human table went to stdout as well (the JSON went to a file)
+    assert "verdict" in run.stdout and "pass" in run.stdout and "speedup (95% CI)" in run.stdout
+    assert "reason: correct on every case" in run.stdout
+
+
+def test_an_incorrect_candidate_exits_1_and_says_why(runs: dict) -> None:
+    run = runs["incorrect"]
+    assert run.returncode == 1, run.stderr
+    report = _json(run)  # --json -: stdout is the JSON and nothing else
+    assert report["verdict"] == "incorrect" and report["correct"] is False
+    assert "output 0:" in report["reason"] and "elements outside" in report["reason"]
+    assert report["speedup"] is None and report["speedup_ci"] is None
+    assert report["baseline"] is None and report["candidate"] is None
+
+
+def test_compile_errors_and_hangs_exit_1(runs: dict) -> None:
+    run = runs["compile_error"]
+    assert run.returncode == 1
+    assert _json(run)["verdict"] == "compile_error" and "SyntaxError" in _json(run)["reason"]
+    run = runs["timeout"]
+    assert run.returncode == 1
+    assert _json(run)["verdict"] == "timeout" and "timed out after 3 s" in _json(run)["reason"]
+
+
+def test_a_manifest_kernel_is_checked_against_its_reference(runs: dict) -> None:
+    run = runs["manifest"]
+    assert run.returncode == 0, run.stderr
+    report = _json(run)
+    assert report["kernel"] == "rmsnorm" and report["format"] == "manifest"
+    assert report["comparison"] == "kernels/rmsnorm.py:rmsnorm vs reference reference.py:rmsnorm_reference"
+    assert report["verdict"] == "pass"
+    assert [t["shape_set"] for t in report["details"]["timing"]] == [0, 1]
+    assert report["correctness"]["shape_sets"] == [{"rows": 64, "cols": 128}, {"rows": 16, "cols": 512}]
+
+
+def test_without_a_candidate_a_kernelbench_problem_runs_against_itself(runs: dict) -> None:
+    run = runs["aa"]
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "softmax.py: Model vs itself (A/A: no candidate given)" in run.stdout
+    assert "pass" in run.stdout
+
+
+@pytest.mark.parametrize("name,needle", [
+    ("no_modelnew", "rmsnorm.py: defines no class ModelNew"),
+    ("missing_file", "nope.py: file not found"),
+    ("which_kernel", "manifest has 2 kernels; choose one with --kernel (rmsnorm, scale)"),
+    ("bad_manifest", "kforge.yaml: kernels.k.tolerance: expected {atol: number, rtol: number}"),
+    ("bad_target", "'tpu' is not one of"),
+    ("bad_seeds", "--seeds"),
+])
+def test_configuration_and_usage_errors_exit_2_with_one_line(runs: dict, name: str, needle: str) -> None:
+    run = runs[name]
+    assert run.returncode == 2, (run.returncode, run.stdout, run.stderr)
+    assert needle in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and run.stdout == ""
+    if name not in ("bad_target", "bad_seeds"):  # click prints its own usage block for those
+        assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+        assert run.stderr.startswith("kforge-bot: error: ")
