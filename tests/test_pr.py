@@ -34,13 +34,14 @@ kernels:
     reference: kernels/mm.py:reference
     inputs: kernels/mm.py:make_inputs
     shapes:
-      - {m: 192, n: 192, k: 192}
+      - {m: 4, n: 4096, k: 128}
     targets: [cpu]
     language: c
     seeds: 1
 """
 
-# THREADS is the one tunable (1 -> 2 is a real speedup on a machine with two cores).
+# TILE_N is the one tunable: 1 walks `w` down its columns one float at a time; 32 streams its rows
+# in vectorizable runs (several times faster on any machine, whatever else it is running).
 KERNEL = '''\
 """relu(a @ w) in C, built with the system compiler; {note}"""
 import ctypes, hashlib, os, subprocess, tempfile
@@ -53,21 +54,25 @@ _LEAKED = [k for k, v in os.environ.items() if "ghs_fake_token" in v or k == "GI
 if _LEAKED:
     raise RuntimeError(f"credentials visible to evaluated code: {{_LEAKED}}")
 
-THREADS = 1
+TILE_N = 1  # kforge: tune TILE_N in [1, 32]
 
 C_SOURCE = r"""
-void mm_relu(const float* a, const float* w, float* out, int M, int N, int K, int threads) {{
-    #pragma omp parallel for num_threads(threads) schedule(static)
-    for (int i = 0; i < M; ++i) {{
-        for (int j = 0; j < N; ++j) out[(long)i * N + j] = 0.0f;
-        for (int k = 0; k < K; ++k) {{
-            float av = a[(long)i * K + k];
-            for (int j = 0; j < N; ++j) out[(long)i * N + j] += av * w[(long)k * N + j];
+#define TILE_N %d
+void mm_relu(const float* a, const float* w, float* out, int M, int N, int K) {{
+    for (int i = 0; i < M; ++i)
+        for (int j0 = 0; j0 < N; j0 += TILE_N) {{
+            float acc[TILE_N];
+            int jn = (N - j0) < TILE_N ? (N - j0) : TILE_N;
+            for (int j = 0; j < jn; ++j) acc[j] = 0.0f;
+            for (int k = 0; k < K; ++k) {{
+                float av = a[(long)i * K + k];
+                const float* wrow = w + (long)k * N + j0;
+                for (int j = 0; j < jn; ++j) acc[j] += av * wrow[j];
+            }}
+            for (int j = 0; j < jn; ++j) out[(long)i * N + j0 + j] = acc[j] > 0.0f ? acc[j] : 0.0f;
         }}
-        for (int j = 0; j < N; ++j) if (out[(long)i * N + j] < 0.0f) out[(long)i * N + j] = 0.0f;
-    }}
 }}
-"""
+""" % TILE_N
 
 
 def _build():
@@ -79,11 +84,11 @@ def _build():
         src = folder / f"mm_{{digest}}.c"
         src.write_text(C_SOURCE)
         tmp = lib.with_suffix(f".{{os.getpid()}}.tmp")
-        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-fopenmp", "-shared", "-fPIC", str(src), "-o", str(tmp)],
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", str(src), "-o", str(tmp)],
                        check=True, capture_output=True)
         tmp.replace(lib)
     handle = ctypes.CDLL(str(lib))
-    handle.mm_relu.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
+    handle.mm_relu.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 3
     return handle
 
 
@@ -93,7 +98,7 @@ _LIB = _build()
 def mm_relu(a, w):
     a, w = a.contiguous(), w.contiguous()
     out = torch.empty(a.shape[0], w.shape[1])
-    _LIB.mm_relu(a.data_ptr(), w.data_ptr(), out.data_ptr(), a.shape[0], w.shape[1], a.shape[1], THREADS)
+    _LIB.mm_relu(a.data_ptr(), w.data_ptr(), out.data_ptr(), a.shape[0], w.shape[1], a.shape[1])
     return out
 
 
@@ -109,7 +114,7 @@ POLICY = """\
 version: 1
 min_speedup: {min_speedup}
 budgets: {{iterations: 1, tokens: 1000, time_limit_s: 600}}
-evaluation: {{seeds: 1, time_budget_s: 0.5, timeout_s: 240}}
+evaluation: {{seeds: 1, time_budget_s: 1.0, timeout_s: 240}}
 """
 
 
@@ -158,7 +163,7 @@ class World:
         path.write_text(json.dumps(payload))
         return path
 
-    def run(self, event: Path, *args: str, min_speedup: float = 1.0, event_name: str = "pull_request",
+    def run(self, event: Path, *args: str, min_speedup: float = 1.2, event_name: str = "pull_request",
             timeout: float = 300) -> subprocess.CompletedProcess:
         policy = self.tmp / f"policy-{min_speedup}.yml"
         policy.write_text(POLICY.format(min_speedup=min_speedup))
@@ -202,11 +207,11 @@ def test_pr_opens_one_follow_up_then_updates_it(world):
     assert "| cpu | " in pr.body and "x (" in pr.body
     for section in ("<summary>Correctness</summary>", "<summary>Profile: before and after</summary>",
                     "<summary>How it was found</summary>", "built-in tuner", "kforge-bot check kernels/mm.py",
-                    "<summary>Diff</summary>", "-THREADS = 1", "+THREADS = 2"):
+                    "<summary>Diff</summary>", "-TILE_N = 1 ", "+TILE_N = 32 "):
         assert section in pr.body, section
     # The branch holds the PR head plus one bot commit with the candidate.
     assert world.fake._git(REPO, "rev-parse", f"{pr.head_ref}~1") == world.head_sha
-    assert "THREADS = 2" in world.fake._git(REPO, "show", f"{pr.head_ref}:kernels/mm.py")
+    assert "TILE_N = 32 " in world.fake._git(REPO, "show", f"{pr.head_ref}:kernels/mm.py")
     comments = world.fake.comments_on(REPO, world.number)
     assert len(comments) == 1 and f"[#{pr.number}]" in comments[0].body
     assert world.fake.statuses[-1]["state"] == "success" and world.fake.statuses[-1]["sha"] == world.head_sha
@@ -234,7 +239,8 @@ def test_no_improvement_comments_and_opens_nothing(world):
     assert world.follow_ups() == []
     assert world.fake.branch_sha(REPO, f"kforge/pr-{world.number}/mm") is None
     body = world.fake.comments_on(REPO, world.number)[0].body
-    assert "no follow-up PR: no improvement" in body and "min_speedup 50" in body
+    # Either the loop found nothing faster, or what it found is below the policy's 50x: no PR both ways.
+    assert "no follow-up PR: no improvement" in body
     assert "no follow-up PR" in proc.stdout
 
 
