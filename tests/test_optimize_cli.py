@@ -1,0 +1,155 @@
+"""`kforge-bot optimize` as a user runs it: the real command in a child process (or in-process for usage
+errors), the built-in tuner without an endpoint, the LLM loop against a scripted server on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fakes.llm_server import ScriptedLLMServer, reply
+
+from kforge_bot.cli import main
+from kforge_bot.trajectory import Trajectory, sha256
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = Path(__file__).parent / "data" / "optimize"
+ADVICE = "Recommendations:\n1. Raise TILE_N from 32 to 64 so the inner loop vectorizes."
+
+
+@pytest.fixture
+def kernel_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "kernels"
+    shutil.copytree(FIXTURE, folder)
+    return folder
+
+
+@pytest.fixture
+def quick_policy(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.yml"
+    path.write_text("evaluation:\n  seeds: 2\n  time_budget_s: 0.5\n  timeout_s: 120\n")
+    return path
+
+
+def no_llm_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "KFORGE_MODEL"))}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env["COLUMNS"] = "200"  # one progress line per step, unwrapped
+    return env
+
+
+def kforge(*args: str | Path, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kforge_bot.cli", *map(str, args)], capture_output=True, text=True,
+                          env=no_llm_env(), cwd=str(REPO), timeout=timeout)
+
+
+def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    captured = capsys.readouterr()
+    return int(exc.value.code or 0), captured.out + captured.err
+
+
+# ---------------------------------------------------------------------------------- usage errors (fast)
+
+
+def test_usage_errors_exit_2_with_one_line(kernel_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    manifest = str(kernel_dir / "kforge.yaml")
+    code, out = run_main(["optimize", manifest, "--out", str(tmp_path / "x.py"), "--write"], capsys)
+    assert code == 2 and "--out and --write exclude each other" in out
+    problem = str(REPO / "examples" / "kernelbench" / "softmax_problem.py")
+    code, out = run_main(["optimize", problem, "--write"], capsys)
+    assert code == 2 and "softmax_problem.py" in out and "--out" in out
+    code, out = run_main(["optimize", manifest, "--resume", str(tmp_path)], capsys)
+    assert code == 2 and "no trajectory.jsonl here" in out
+    bad_policy = tmp_path / "bad.yml"
+    bad_policy.write_text("budgets:\n  iterations: 0\n")
+    code, out = run_main(["optimize", manifest, "--policy", str(bad_policy)], capsys)
+    assert code == 2 and "bad.yml" in out and "budgets.iterations" in out
+
+
+def test_resume_refuses_another_mode_or_a_changed_kernel(kernel_dir: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    source = (kernel_dir / "tiny_mm.py").read_text()
+    run = Trajectory.create(tmp_path / "run")
+    run.append("start", schema=1, kernel="tiny_mm", kernel_file="tiny_mm.py", mode="tuner", target="cpu",
+               baseline_file=run.write_source("baseline.py", source), baseline_sha256=sha256(source))
+    manifest = str(kernel_dir / "kforge.yaml")
+    code, out = run_main(["optimize", manifest, "--report", str(tmp_path / "run")], capsys)
+    assert code == 2 and "already holds a run" in out and "--resume" in out
+    code, out = run_main(["optimize", manifest, "--resume", str(tmp_path / "run"), "--base-url",
+                          "http://127.0.0.1:9/v1"], capsys)
+    assert code == 2 and "this run used the built-in tuner" in out
+    (kernel_dir / "tiny_mm.py").write_text(source.replace("THREADS = 1", "THREADS = 3"))
+    code, out = run_main(["optimize", manifest, "--resume", str(tmp_path / "run")], capsys)
+    assert code == 2 and "tiny_mm.py changed since this run started" in out
+
+
+# ---------------------------------------------------------------------------------- whole runs (slow)
+
+
+@pytest.mark.slow
+def test_without_an_endpoint_the_tuner_writes_a_verified_faster_kernel(kernel_dir: Path, tmp_path: Path,
+                                                                      quick_policy: Path) -> None:
+    original = (kernel_dir / "tiny_mm.py").read_text()
+    out, report = tmp_path / "faster.py", tmp_path / "report"
+    proc = kforge("optimize", kernel_dir / "kforge.yaml", "--iterations", "1", "--out", out, "--report", report,
+                  "--policy", quick_policy)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "built-in tuner" in proc.stdout and "no LLM endpoint configured" in proc.stdout
+    assert "[1/1] TILE_N 32->64: pass" in proc.stdout and "new best" in proc.stdout
+    assert "TILE_N = 64" in out.read_text() and out.read_text() != original
+    assert (kernel_dir / "tiny_mm.py").read_text() == original  # --out leaves the kernel alone
+    lines = [json.loads(line) for line in (report / "trajectory.jsonl").read_text().splitlines()]
+    kinds = [e["event"] for e in lines]
+    assert kinds[:2] == ["start", "session"] and kinds[-1] == "end" and "result" in kinds
+    assert lines[-1]["written_to"] == str(out)
+    text = (report / "report.md").read_text()
+    assert "x faster** than the kernel as written" in text and f"Written to `{out}`" in text
+
+
+@pytest.mark.slow
+def test_llm_run_that_finds_nothing_better_leaves_the_kernel_untouched(kernel_dir: Path, tmp_path: Path,
+                                                                       quick_policy: Path) -> None:
+    original = (kernel_dir / "tiny_mm.py").read_text()
+    call = "_LIB.mm_bias_relu(a.data_ptr(), w.data_ptr(), bias.data_ptr(), out.data_ptr(), M, N, K, THREADS)"
+    slower = original.replace(call, f"{call}\n    {call}")  # correct, and twice the work
+    report = tmp_path / "report"
+    with ScriptedLLMServer([reply(ADVICE, prompt_tokens=100, completion_tokens=50),
+                            reply(f"```python\n{slower}```", prompt_tokens=100, completion_tokens=50)],
+                           api_key="sk-test-secret") as server:
+        proc = kforge("optimize", kernel_dir / "tiny_mm.py", "--write", "--iterations", "5", "--budget-tokens", "200",
+                      "--report", report, "--policy", quick_policy, "--base-url", server.base_url,
+                      "--api-key", "sk-test-secret", "--model", "kforge-test-model")
+        assert len(server.chat_requests) == 2
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "LLM generator and analyst, kforge-test-model at http://127.0.0.1" in proc.stdout
+    assert "[1/5] pass" in proc.stdout and "tokens 300/200" in proc.stdout
+    assert "token budget spent (300 of 200)" in proc.stdout
+    assert "no candidate beat the kernel as written" in proc.stdout
+    assert (kernel_dir / "tiny_mm.py").read_text() == original
+    text = (report / "report.md").read_text()
+    assert "No candidate beat the kernel as written" in text and "left untouched" in text
+    for path in (report / "trajectory.jsonl", report / "report.md"):
+        assert "sk-test-secret" not in path.read_text()
+    assert "sk-test-secret" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_an_endpoint_that_refuses_every_request_exits_1(kernel_dir: Path, tmp_path: Path, quick_policy: Path) -> None:
+    with ScriptedLLMServer([], api_key="the-right-key") as server:
+        proc = kforge("optimize", kernel_dir / "kforge.yaml", "--report", tmp_path / "report", "--policy",
+                      quick_policy, "--base-url", server.base_url, "--api-key", "a-wrong-key")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "HTTP 401" in proc.stdout and "check OPENAI_API_KEY" in proc.stdout
+    assert "no candidate beat the kernel as written" in proc.stdout
