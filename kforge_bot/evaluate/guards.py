@@ -373,3 +373,49 @@ def restore_framework_state(saved: dict[str, Any]) -> list[str]:
         elif label in flags:
             setattr(flags[label][0], flags[label][1], value)
     return restored
+
+
+# ----------------------------------------------------------------------------------------- threads
+
+
+class ThreadWatch:
+    """Python threads started by the candidate's own code, so none may outlive a call.
+
+    On the CPU a thread is what a side stream is on a GPU: a forward that hands its work to a thread and
+    returns at once is timed as instant, and its output fills in later. Threads count as the candidate's
+    when the nearest caller outside the standard library (which holds Thread and the thread pools) is
+    the candidate's source file; threads the framework starts for itself are not its business.
+    """
+
+    def __init__(self, candidate_dir_prefix: str) -> None:
+        import threading
+
+        self._prefix = candidate_dir_prefix
+        self._stdlib = os.path.dirname(threading.__file__) + os.sep
+        self._threading = threading
+        self.started: list[Any] = []
+
+    def install(self) -> None:
+        watch = self
+        original = self._threading.Thread.start
+
+        def start(thread: Any) -> None:
+            if watch._started_by_candidate():
+                watch.started.append(thread)
+            original(thread)
+
+        start.__wrapped__ = original  # type: ignore[attr-defined]
+        self._threading.Thread.start = start  # type: ignore[method-assign]
+
+    def _started_by_candidate(self) -> bool:
+        frame = sys._getframe(2)
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if not filename.startswith(self._stdlib):
+                return filename.startswith(self._prefix)
+            frame = frame.f_back
+        return False
+
+    def running(self) -> list[str]:
+        """Names of candidate threads still alive."""
+        return [t.name for t in self.started if t.is_alive()]

@@ -25,7 +25,8 @@ from typing import Any, Callable
 import torch
 
 from kforge_bot.evaluate import checks, loading
-from kforge_bot.evaluate.guards import CRITICAL, FunctionSnapshot, framework_state, restore_framework_state
+from kforge_bot.evaluate.guards import (CRITICAL, FunctionSnapshot, ThreadWatch, framework_state,
+                                        restore_framework_state)
 from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.profile import profile_call
 from kforge_bot.evaluate.timing import measure_pair
@@ -155,6 +156,16 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
             if change not in restored:
                 restored.append(change)
 
+    threads = ThreadWatch(str(workdir / "candidate_"))
+    threads.install()
+
+    def no_threads_left(what: str) -> None:
+        running = threads.running()
+        if running:
+            raise Stop("rejected", f"{what}: the candidate left {len(running)} thread(s) running after the call "
+                                   f"returned ({', '.join(running[:3])}); work finishing after a call returns "
+                                   "escapes the timed region")
+
     # Import and build the candidate: failures here are compile errors.
     try:
         cand_module = loading.import_implementation(plan.candidate, workdir, "candidate")
@@ -175,7 +186,9 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
         except Exception as exc:  # noqa: BLE001
             status = "compile_error" if _is_compile_error(exc) else "crash"
             raise Stop(status, f"{what}: {_short_error(exc)}", traceback.format_exc()[-4000:]) from None
-        # Before any check runs: a patch that puts itself back once the harness calls it would be gone later.
+        # Before any check runs: a patch that puts itself back once the harness calls it would be gone later,
+        # and a thread still writing the output would finish while the harness looked elsewhere.
+        no_threads_left(what)
         guard(what)
         restore_state()
         return out
@@ -232,7 +245,8 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
     if plan.settings.measure:
         for shape_index in range(len(spec.shape_sets)):
             timing.append(_time_shape(plan, shape_index, target, inputs_module, baseline, candidate, channel, run,
-                                      lambda: (guard("while timing", CRITICAL), restore_state())))
+                                      lambda: (no_threads_left("timed run"), guard("while timing", CRITICAL),
+                                               restore_state())))
             guard("while timing")
     channel.send("result", status="ok", profile=profile, timing=timing, device_name=target.device_name(),
                  target_info=target.describe(), restored_state=restored)
@@ -304,6 +318,8 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
         )
     except checks.CheckFailure as failure:
         raise Stop(failure.kind, f"timed run, shape set {shape_index}: {failure}") from None
+    except Stop:
+        raise  # a guard's verdict (a patch, a thread left running), not a crash
     except Exception as exc:  # noqa: BLE001
         raise Stop("crash", f"timed run, shape set {shape_index}: {_short_error(exc)}",
                    traceback.format_exc()[-4000:]) from None
