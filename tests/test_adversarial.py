@@ -42,6 +42,9 @@ DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     # 5. ... switched on only after the correctness calls (only the timed phase can expose it)
     "cache_delayed": (TIMED, "rejected", r"input set 1's values in input set 0's buffers: output 0: .*"
                                          r"\(result cached by input buffer\?\)"),
+    # 3. work escaping the timed region: on a CPU, a thread that finishes the output after the call returned
+    "background_thread": (TIMED, "rejected", r"^timed run: the candidate left 1 thread\(s\) running after the call "
+                                             r"returned \(Thread-\d+ \(_work\)\); work finishing after a call"),
     # output buffer reused across calls
     "reuse_output": (CHECK, "rejected", r"output 0 of an earlier call changed .*output buffers reused across calls"),
     # 7. tensor subclass / lazy output
@@ -164,7 +167,7 @@ def test_every_candidate_file_is_exercised() -> None:
 def test_the_evasive_candidates_really_evade_what_they_claim_to() -> None:
     # These get past the static scan; only the worker's runtime checks stand between them and a pass.
     for name in ("evasive_exit", "evasive_forge", "evasive_reference_files", "evasive_tensor_method",
-                 "evasive_threads", "cache_delayed", "inherit", "fallback", "alias_input", "mutate_inputs"):
+                 "evasive_threads", "cache_delayed", "background_thread", "inherit", "fallback", "alias_input", "mutate_inputs"):
         assert static_findings((ADV / f"{name}.py").read_text()) == [], name
 
 

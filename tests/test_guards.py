@@ -6,6 +6,7 @@ import functools
 import math
 import sys
 import textwrap
+import threading
 import time
 import types
 from pathlib import Path
@@ -16,6 +17,7 @@ import torch
 from kforge_bot.evaluate.guards import (
     CRITICAL,
     FunctionSnapshot,
+    ThreadWatch,
     framework_state,
     restore_framework_state,
     static_findings,
@@ -249,3 +251,38 @@ def test_framework_state_is_restored_and_reported() -> None:
         torch.set_num_threads(threads)
         torch.set_float32_matmul_precision(saved["torch.get_float32_matmul_precision()"])
         torch.backends.cudnn.benchmark = saved["torch.backends.cudnn.benchmark"]
+
+
+# ------------------------------------------------------------------------------------------ threads
+
+
+def test_thread_watch_tracks_threads_the_candidate_starts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(threading.Thread, "start", threading.Thread.start)  # undone after the test
+    prefix = str(tmp_path / "candidate_")
+    watch = ThreadWatch(prefix)
+    watch.install()
+    release = threading.Event()
+    candidate = compile(textwrap.dedent("""
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        def launch(release):
+            threading.Thread(target=release.wait, name="direct").start()
+            pool = ThreadPoolExecutor(1, thread_name_prefix="pooled")
+            pool.submit(release.wait)  # started inside the standard library, on the candidate's behalf
+            return pool
+    """), prefix + "abc/cand.py", "exec")
+    namespace: dict = {}
+    exec(candidate, namespace)
+    pool = namespace["launch"](release)
+    ours = threading.Thread(target=release.wait, name="framework")  # started by code that is not the candidate's
+    ours.start()
+    try:
+        assert sorted(watch.running()) == ["direct", "pooled_0"]
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
+        ours.join()
+    for thread in watch.started:
+        thread.join(timeout=5)
+    assert watch.running() == []
