@@ -29,7 +29,8 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from kforge_bot.agents import analyst, generator, tuner
 from kforge_bot.agents.errors import BudgetExhausted, MalformedReply, NonTerminating, Terminating
@@ -81,8 +82,9 @@ class StopRules:
     min_gain: float = 0.01  # a new best must beat the old one's speedup by this much (relative)
 
 
-# Budgets of the quickstart when no policy is given: one CPU example in a few minutes.
-QUICK_SETTINGS = {"seeds": 2, "time_budget_s": 2.0, "timeout_s": 300.0}
+def quick_settings(allow_framework_fallback: bool = False) -> EvalSettings:
+    """Evaluation when no policy is given: the quickstart's CPU example in a few minutes."""
+    return EvalSettings(seeds=2, time_budget_s=2.0, timeout_s=300.0, allow_framework_fallback=allow_framework_fallback)
 
 
 def quick_rules(mode: str) -> StopRules:
@@ -498,11 +500,11 @@ class Loop:
                 proposal = self.proposer.propose(iteration)
             except NonTerminating as exc:
                 feedback = getattr(exc, "feedback", str(exc))
-                entry = generator.failure_from_malformed(
+                malformed = generator.failure_from_malformed(
                     exc if isinstance(exc, MalformedReply) else MalformedReply(feedback), iteration=iteration,
                     reply=getattr(exc, "reply", None))
                 self.trajectory.append("malformed", iteration=iteration, agent="generator", feedback=feedback,
-                                       history_entry=entry, iteration_s=round(self.clock() - started, 3))
+                                       history_entry=malformed, iteration_s=round(self.clock() - started, 3))
                 return
             suffix = Path(self.spec.kernel_file).suffix or ".py"
             rel = self.trajectory.write_source(f"{iteration:04d}{suffix}", proposal.source)
@@ -517,8 +519,9 @@ class Loop:
             duplicate_of = None
         accepted = self._accepts(result)
         result_dict = result.to_dict()
-        entry = None if accepted else generator.failure_from_result(result_dict, iteration=iteration,
-                                                                     source=proposal.source)
+        entry: dict[str, Any] | None = None
+        if not accepted:
+            entry = generator.failure_from_result(result_dict, iteration=iteration, source=proposal.source)
         self.trajectory.append("result", iteration=iteration, result=result_dict, accepted=accepted,
                                eval_s=round(eval_s, 3), iteration_s=round(self.clock() - started, 3),
                                history_entry=entry, duplicate_of=duplicate_of)
@@ -622,7 +625,7 @@ class _Probe:
             proc = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT, str(work)],
                                   input=json.dumps(self.spec.to_dict()), capture_output=True, text=True,
                                   timeout=self.timeout_s, env=scrubbed_environment(), cwd=str(work),
-                                  start_new_session=True)
+                                  start_new_session=True, check=False)
             line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("KFORGE_PROBE ")), None)
             if line is None:
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -651,7 +654,7 @@ class RunConfig:
     target: str
     budgets: Budgets = field(default_factory=Budgets)
     rules: StopRules | None = None  # None: quick_rules(mode)
-    settings: EvalSettings = field(default_factory=lambda: EvalSettings(**QUICK_SETTINGS))
+    settings: EvalSettings = field(default_factory=quick_settings)
     endpoint: Any = None  # kforge_bot.agents.llm.Endpoint; None: the built-in tuner
     references: Sequence[dict[str, Any]] = ()
     workload_model: WorkloadModel | None = None

@@ -58,7 +58,7 @@ def _overview(record: RunRecord) -> str:
         model = ", ".join(record.models) or start.get("model") or "model not reported"
         generator = f"LLM generator and analyst: {model} at {start.get('endpoint', 'n/a')}"
     else:
-        generator = ("built-in tuner (no LLM endpoint was configured; it searches the kernel's own parameters)")
+        generator = "built-in tuner (no LLM endpoint was configured; it searches the kernel's own parameters)"
     rows = [
         ("kernel", f"`{start.get('kernel_file', '?')}` (entry `{start.get('entry', '?')}`, {start.get('language', '?')})"),
         ("target", f"{start.get('target', '?')} ({device})"),
@@ -69,18 +69,18 @@ def _overview(record: RunRecord) -> str:
         usage = record.usage or {}
         cap = f" of {budgets['tokens']:,}" if budgets.get("tokens") else ""
         est = " (estimated: the endpoint sent no usage)" if usage.get("estimated") else ""
-        rows.append(("tokens", f"{usage.get('total_tokens', 0):,}{cap} (prompt {usage.get('prompt_tokens', 0):,}, "
-                               f"completion {usage.get('completion_tokens', 0):,}; {usage.get('retries', 0)} "
-                               f"retried requests){est}"))
+        tokens = (f"{usage.get('total_tokens', 0):,}{cap} (prompt {usage.get('prompt_tokens', 0):,}, completion "
+                  f"{usage.get('completion_tokens', 0):,}; {usage.get('retries', 0)} retried requests){est}")
+        rows.append(("tokens", tokens))
     sessions = len(record.sessions) or 1
     rows.append(("wall time", f"{_duration(record.wall_s)} over {sessions} session{'s' if sessions != 1 else ''}"))
     stop = record.stop
     rows.append(("stopped because", _cell(stop["reason"]) if stop else "the run did not record a stop (killed?)"))
     settings = start.get("settings") or {}
     if settings:
-        rows.append(("evaluation", f"{settings.get('seeds') or 'spec'} seeds per shape set, up to "
-                                   f"{settings.get('time_budget_s')} s of interleaved timing per candidate, "
-                                   f"{int(settings.get('confidence', 0.95) * 100)}% intervals"))
+        evaluation = (f"{settings.get('seeds') or 'spec'} seeds per shape set, up to {settings.get('time_budget_s')} s "
+                      f"of interleaved timing per candidate, {int(settings.get('confidence', 0.95) * 100)}% intervals")
+        rows.append(("evaluation", evaluation))
     return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
 
 

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from fakes.llm_server import HTTPError, ScriptedLLMServer, rate_limited, reply
 
+from kforge_bot.agents.errors import BudgetExhausted
 from kforge_bot.agents.llm import Endpoint
-from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.loop import Budgets, OptimizeRun, RunConfig
+from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.loop import (Budgets, Loop, NearRoofline, NoProgress, OptimizeRun, RunConfig, SearchExhausted,
+                             StopRules, TunerProposer)
 from kforge_bot.spec import load_spec
-from kforge_bot.trajectory import replay
+from kforge_bot.trajectory import Trajectory, replay
 
 FIXTURE = Path(__file__).parent / "data" / "optimize"
 SETTINGS = EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120)
@@ -31,8 +33,8 @@ def kernel_dir(tmp_path: Path) -> Path:
 def source_with(base: str, **subs: str) -> str:
     out = base
     for old, new in subs.items():
-        assert old in out or re.search(old, out, re.M), old
-        out = re.sub(old, new, out, flags=re.M) if old.startswith("^") else out.replace(old, new)
+        assert old in out or re.search(old, out, re.MULTILINE), old
+        out = re.sub(old, new, out, flags=re.MULTILINE) if old.startswith("^") else out.replace(old, new)
     return out
 
 
@@ -154,3 +156,84 @@ def test_tuner_finds_a_faster_variant_and_resumes_without_proposing_it_again(ker
     assert len(events(report, "baseline")) == 1
     assert outcome.stop_reason == "iteration budget spent (2 of 2)"
     assert (kernel_dir / "tiny_mm.py").read_text() == spec.baseline.source  # the loop never writes the kernel
+
+
+# ---------------------------------------------------------------------------------- stop rules (fast)
+
+
+def idle_loop(tmp_path: Path, budgets: Budgets, rules: StopRules | None = None, clock: list[float] | None = None,
+              spec_path: Path = FIXTURE / "kforge.yaml") -> Loop:
+    """A loop whose state comes only from trajectory events: these tests never reach an evaluation."""
+    spec = load_spec(spec_path)
+    trajectory = Trajectory.create(tmp_path / "run")
+    trajectory.append("start", schema=1, kernel=spec.name, kernel_file=spec.kernel_file, mode="tuner", target="cpu")
+
+    def no_evaluation(candidate: object) -> tuple[EvalResult, float]:
+        raise AssertionError("the stop rules must decide without evaluating anything")
+
+    now = clock or [0.0]
+    return Loop(spec, "cpu", TunerProposer(spec, cpu_count=2), trajectory, no_evaluation, budgets=budgets,
+                rules=rules or StopRules(), clock=lambda: now[0])
+
+
+def test_budgets_and_stop_rules_end_the_run_with_the_reason(tmp_path: Path) -> None:
+    from test_trajectory import result
+
+    loop = idle_loop(tmp_path / "a", Budgets(iterations=2))
+    for n in (1, 2):
+        loop.trajectory.append("candidate", iteration=n, file=loop.trajectory.write_source(f"{n}.py", "x"), sha256=str(n))
+        loop.trajectory.append("result", iteration=n, result=result("incorrect"), accepted=False)
+    with pytest.raises(BudgetExhausted, match=r"iteration budget spent \(2 of 2\)") as exc:
+        loop._check_stop()
+    assert exc.value.budget == "iterations"
+
+    clock = [0.0]
+    loop = idle_loop(tmp_path / "b", Budgets(iterations=9, time_limit_s=60), clock=clock)
+    loop._check_stop()
+    clock[0] = 61.0
+    with pytest.raises(BudgetExhausted, match="time limit reached") as exc:
+        loop._check_stop()
+    assert exc.value.budget == "time"
+
+    loop = idle_loop(tmp_path / "c", Budgets(iterations=9, tokens=400))
+    loop.trajectory.append("reply", iteration=1, agent="generator", text="", usage={"total_tokens": 450})
+    with pytest.raises(BudgetExhausted, match=r"token budget spent \(450 of 400\)"):
+        loop._check_stop()
+
+    loop = idle_loop(tmp_path / "d", Budgets(iterations=9), StopRules(patience=2))
+    for n in (1, 2):
+        loop.trajectory.append("malformed", iteration=n, agent="generator", feedback="no code")
+    with pytest.raises(NoProgress, match="no better candidate in the last 2 iterations"):
+        loop._check_stop()
+
+
+def test_near_the_roofline_the_run_stops(tmp_path: Path) -> None:
+    from test_trajectory import result
+
+    loop = idle_loop(tmp_path, Budgets(iterations=9), StopRules(roofline_fraction=0.9))
+    loop.trajectory.append("baseline", result=result(base_ms=1.0, cand_ms=1.0))
+    loop.trajectory.append("workload", shape_sets=[{"bytes": 95e6, "flops": None}], basis="test")
+    loop.trajectory.append("ceilings", ceilings={"bandwidth_gbs": 100.0, "tflops": {}, "origin": "measured",
+                                                 "source": "test"})
+    with pytest.raises(NearRoofline, match=r"the kernel as written reaches 95% of its peak bandwidth"):
+        loop._check_stop()  # 95 MB in 1 ms = 95 GB/s of 100
+
+
+def test_acceptance_needs_the_whole_interval_above_1_and_a_real_gain_over_the_best(tmp_path: Path) -> None:
+    from test_trajectory import result
+
+    loop = idle_loop(tmp_path, Budgets(iterations=9), StopRules(min_gain=0.02))
+    assert loop._accepts(EvalResult.from_dict(result(speedup=1.5, ci=(1.2, 1.8))))
+    assert not loop._accepts(EvalResult.from_dict(result(speedup=1.5, ci=(0.98, 2.0))))  # could be noise
+    assert not loop._accepts(EvalResult.from_dict(result("incorrect")))
+    loop.trajectory.append("candidate", iteration=1, file=loop.trajectory.write_source("1.py", "x"), sha256="1")
+    loop.trajectory.append("result", iteration=1, result=result(speedup=1.5, ci=(1.2, 1.8)), accepted=True)
+    assert not loop._accepts(EvalResult.from_dict(result(speedup=1.52, ci=(1.4, 1.6))))  # within min_gain
+    assert loop._accepts(EvalResult.from_dict(result(speedup=1.6, ci=(1.4, 1.8))))
+
+
+def test_a_kernel_without_tunables_ends_the_tuner_with_advice(tmp_path: Path) -> None:
+    loop = idle_loop(tmp_path, Budgets(iterations=9),
+                     spec_path=Path(__file__).resolve().parents[1] / "examples" / "kernelbench" / "softmax_problem.py")
+    with pytest.raises(SearchExhausted, match="kforge: tune NAME in"):
+        loop.proposer.start()

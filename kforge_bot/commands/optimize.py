@@ -129,7 +129,7 @@ def build_config(target: str, policy_path: str | None, iterations: int | None, b
                  time_limit: float | None) -> Any:
     """Budgets and evaluation settings: flags over the policy; without --policy, quick evaluation settings."""
     from kforge_bot.evaluate.result import EvalSettings
-    from kforge_bot.loop import QUICK_SETTINGS, Budgets, RunConfig
+    from kforge_bot.loop import Budgets, RunConfig, quick_settings
     from kforge_bot.policy import load_policy
 
     policy = load_policy(policy_path)
@@ -138,7 +138,7 @@ def build_config(target: str, policy_path: str | None, iterations: int | None, b
         settings = EvalSettings(seeds=ev.seeds, time_budget_s=ev.time_budget_s, timeout_s=ev.timeout_s,
                                 allow_framework_fallback=policy.allow_framework_fallback)
     else:
-        settings = EvalSettings(**QUICK_SETTINGS, allow_framework_fallback=policy.allow_framework_fallback)
+        settings = quick_settings(policy.allow_framework_fallback)
     budgets = Budgets(iterations=iterations or policy.budgets.iterations,
                       tokens=budget_tokens or policy.budgets.tokens,
                       time_limit_s=time_limit or policy.budgets.time_limit_s)
