@@ -1,0 +1,198 @@
+"""The gate's result cache: local-import closure, content keys, the JSON store, and hits and misses in
+real gate runs (a cached run measures nothing; a different target fingerprint misses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kforge_bot.cache as cache_module
+from fakes.gitrepos import commit_all, git, write
+from kforge_bot.cache import (ResultCache, TargetFingerprint, cache_key, direct_dependencies, file_digests,
+                              local_closure, portable, probe_fingerprint)
+from kforge_bot.gate import run_gate
+from kforge_bot.policy import load_policy
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def tree(tmp_path):
+    write(tmp_path, "kernel.py", "import torch\nimport numpy\nfrom pkg import util\nfrom pkg.sub import deep\n\n"
+                                 "SOURCES = ['csrc/k.cu']\n\n\ndef f():\n    import lazyhelper\n    return lazyhelper\n")
+    write(tmp_path, "pkg/__init__.py", "")
+    write(tmp_path, "pkg/util.py", "from . import inner\n")
+    write(tmp_path, "pkg/inner.py", "X = 1\n")
+    write(tmp_path, "pkg/sub/deep.py", "Y = 2\n")  # a namespace package: no __init__.py
+    write(tmp_path, "lazyhelper.py", "import chain\n")
+    write(tmp_path, "chain.py", "import broken_syntax\n")
+    write(tmp_path, "broken_syntax.py", "def oops(:\n")
+    write(tmp_path, "csrc/k.cu", "__global__ void k() {}\n")
+    write(tmp_path, "unrelated.py", "import kernel\n")
+    return tmp_path
+
+
+def rel(paths, root):
+    return sorted(p.relative_to(root.resolve()).as_posix() for p in paths)
+
+
+def test_local_closure_follows_imports_transitively(tree):
+    closure = local_closure([tree / "kernel.py"], [tree], tree)
+    assert rel(closure, tree) == ["broken_syntax.py", "chain.py", "csrc/k.cu", "kernel.py", "lazyhelper.py",
+                                  "pkg/__init__.py", "pkg/inner.py", "pkg/sub/deep.py", "pkg/util.py"]
+    # torch and numpy are not files under the repository; unrelated.py imports the kernel, not the reverse.
+    assert rel(direct_dependencies(tree / "pkg/util.py", [tree], tree), tree) == ["pkg/inner.py"]
+
+
+def test_closure_stays_inside_the_repository(tree, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("site")
+    write(outside, "extlib.py", "Z = 3\n")
+    write(tree, "uses_ext.py", "import extlib\n")
+    closure = local_closure([tree / "uses_ext.py"], [tree, outside], tree)
+    assert rel(closure, tree) == ["uses_ext.py"]
+
+
+def test_digests_and_portable_material(tree):
+    before = file_digests([tree / "pkg/inner.py", tree / "gone.py"], tree)
+    assert before["gone.py"] == "missing" and len(before["pkg/inner.py"]) == 64
+    (tree / "pkg/inner.py").write_text("X = 2\n")
+    assert file_digests([tree / "pkg/inner.py"], tree)["pkg/inner.py"] != before["pkg/inner.py"]
+    data = {"root": "/tmp/wt-1/tree", "reference": {"source": "abc", "symbol": "f", "root": "/tmp/x"}, "shapes": [1]}
+    assert portable(data) == {"reference": {"source": cache_module.text_digest("abc"), "symbol": "f"}, "shapes": [1]}
+    # Two checkouts of the same content in different places give the same material.
+    assert portable({**data, "root": "/elsewhere"}) == portable(data)
+
+
+def test_key_depends_on_every_part(monkeypatch):
+    fp = TargetFingerprint("cuda", "NVIDIA H200", "2.13.0")
+    material = {"kernel": "k", "head": {"files": {"k.py": "1"}}, "target": fp.to_dict()}
+    key = cache_key(material)
+    assert key == cache_key(json.loads(json.dumps(material)))  # canonical: order and round trips do not matter
+    assert cache_key({**material, "target": TargetFingerprint("cuda", "NVIDIA B200", "2.13.0").to_dict()}) != key
+    assert cache_key({**material, "target": TargetFingerprint("cuda", "NVIDIA H200", "2.14.0").to_dict()}) != key
+    assert cache_key({**material, "head": {"files": {"k.py": "2"}}}) != key
+    monkeypatch.setattr(cache_module, "HARNESS_VERSION", "999")
+    assert cache_key(material) != key
+
+
+def test_store_round_trip_and_bad_entries(tmp_path):
+    store = ResultCache(tmp_path / "c")
+    assert store.get("k1") is None and len(store) == 0
+    path = store.put("k1", {"m": 1}, {"verdict": "pass"})
+    assert store.get("k1") == {"verdict": "pass"} and len(store) == 1
+    assert (tmp_path / "c" / ".gitignore").read_text().strip().endswith("*")
+    assert not list((tmp_path / "c").glob(".tmp-*"))  # written through a temporary file, renamed
+    path.write_text("{not json")
+    assert store.get("k1") is None
+    path.write_text(json.dumps({"key": "other", "harness_version": cache_module.HARNESS_VERSION, "result": {}}))
+    assert store.get("k1") is None
+    path.write_text(json.dumps({"key": "k1", "harness_version": "0", "result": {"verdict": "pass"}}))
+    assert store.get("k1") is None
+
+
+def test_cpu_fingerprint_names_the_machine():
+    fp = probe_fingerprint("cpu")
+    assert fp.kind == "cpu" and fp.device_name and fp.torch_version[0].isdigit()
+
+
+# ------------------------------------------------------------------------------- real gate runs
+
+
+REF = "import torch\n\n\ndef make_inputs(n):\n    return torch.randn(n, n), torch.randn(n, n)\n"
+KERNEL = "def kernel(x, y):\n    return x * 2.0 + y\n"
+FRESH = """\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return 2.0 * torch.sigmoid(2.0 * x) - 1.0
+
+
+def get_inputs():
+    return [torch.randn(128, 128)]
+
+
+def get_init_inputs():
+    return []
+"""
+MANIFEST = """\
+version: 1
+kernels:
+  k:
+    file: k.py
+    entry: kernel
+    inputs: ref.py:make_inputs
+    shapes: [{n: 128}]
+    targets: [cpu]
+"""
+POLICY = "version: 1\ngate: {threshold: 0.5}\nevaluation: {seeds: 2, time_budget_s: 1.0, timeout_s: 120}\n"
+
+
+def gate_cli(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "kforge_bot.cli", "gate", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    return proc, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_second_gate_run_is_all_cache_hits_and_another_device_misses(tmp_path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    write(root, "ref.py", REF)
+    write(root, "k.py", KERNEL)
+    write(root, "kforge.yaml", MANIFEST)
+    write(root, "policy.yml", POLICY)
+    commit_all(root, "base")
+    # An equivalent rewrite of a kernel that is its own reference (checked against its base version),
+    # and a new KernelBench problem with its own ModelNew (checked against Model only).
+    write(root, "k.py", "def kernel(x, y):\n    return y + 2.0 * x\n")
+    write(root, "problems/fresh.py", FRESH)
+    commit_all(root, "head")
+
+    args = ("--base", "HEAD~1", "--policy", "policy.yml", "--json", "-")
+    first, first_s = gate_cli(root, *args)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    kernels = {k["id"]: k for k in report["kernels"]}
+    assert set(kernels) == {"k", "problems/fresh.py"}
+    assert kernels["k"]["verdict"] == "pass" and kernels["k"]["speedup_ci"] is not None
+    assert kernels["problems/fresh.py"]["verdict"] == "pass" and kernels["problems/fresh.py"]["new"]
+    assert not any(k["cached"] for k in kernels.values())
+    cache_dir = root / ".kforge-cache"
+    assert len(ResultCache(cache_dir)) == 2
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True,
+                          text=True).stdout == ""  # the cache ignores itself
+
+    second, second_s = gate_cli(root, *args)
+    assert second.returncode == 0, second.stderr
+    again = {k["id"]: k for k in json.loads(second.stdout)["kernels"]}
+    assert all(k["cached"] and not k["measured"] for k in again.values())
+    assert {k: v["verdict"] for k, v in again.items()} == {k: v["verdict"] for k, v in kernels.items()}
+    assert second_s < first_s / 2, (first_s, second_s)  # nothing was measured: no worker ran
+
+    policy = load_policy(root / "policy.yml")
+    here = {"cpu": probe_fingerprint("cpu")}
+    plan = run_gate(root, "HEAD~1", policy=policy, fingerprints=here, measure=False)
+    assert all(k.cached for k in plan.kernels)
+    other = {"cpu": TargetFingerprint("cpu", "A Different CPU", here["cpu"].torch_version)}
+    plan = run_gate(root, "HEAD~1", policy=policy, fingerprints=other, measure=False)
+    assert not any(k.cached for k in plan.kernels)
+    plan = run_gate(root, "HEAD~1", policy=policy, fingerprints=here, measure=False, use_cache=False)
+    assert not any(k.cached for k in plan.kernels)
