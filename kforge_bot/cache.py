@@ -224,7 +224,7 @@ def probe_fingerprint(kind: str) -> TargetFingerprint:
                                  _torch_version())
     from kforge_bot.evaluate.sandbox import scrubbed_environment
 
-    proc = subprocess.run([sys.executable, "-c", _PROBE, kind], capture_output=True, text=True, timeout=300,
+    proc = subprocess.run([sys.executable, "-c", _PROBE, kind], check=False, capture_output=True, text=True, timeout=300,
                           env=scrubbed_environment())
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -274,14 +274,14 @@ class ResultCache:
                               hint="pass a writable --cache-dir") from None
         record = {"key": key, "harness_version": HARNESS_VERSION, "material": material, "result": dict(result)}
         text = json.dumps(record, indent=1, sort_keys=True, default=str)
-        handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=self.directory, prefix=".tmp-",
-                                             suffix=".json", delete=False)
+        # Written beside the target and renamed: a reader (or a cache upload) never sees half a file.
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
         try:
-            with handle:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
-            os.replace(handle.name, self.path(key))
+            os.replace(tmp, self.path(key))
         except OSError:
-            Path(handle.name).unlink(missing_ok=True)
+            Path(tmp).unlink(missing_ok=True)
             raise
         return self.path(key)
 

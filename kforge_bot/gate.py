@@ -38,8 +38,16 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot import HARNESS_VERSION, __version__
-from kforge_bot.cache import (DEFAULT_DIR, ResultCache, TargetFingerprint, cache_key, file_digests, local_closure,
-                              portable, probe_fingerprint)
+from kforge_bot.cache import (
+    DEFAULT_DIR,
+    ResultCache,
+    TargetFingerprint,
+    cache_key,
+    file_digests,
+    local_closure,
+    portable,
+    probe_fingerprint,
+)
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.policy import GateRule, Policy
@@ -183,7 +191,8 @@ def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[
     for name, entry in entries.items():
         name = str(name)
         entry_map = entry if isinstance(entry, dict) else {}
-        kernel_file = entry_map.get("file") if isinstance(entry_map.get("file"), str) else MANIFEST_NAME
+        declared = entry_map.get("file")
+        kernel_file: str = declared if isinstance(declared, str) else MANIFEST_NAME
         sources = tuple(dict.fromkeys(
             os.path.normpath(prefix + f) for f in (kernel_file, _file_part(entry_map.get("reference"), kernel_file),
                                                    _file_part(entry_map.get("inputs"), kernel_file))))
@@ -672,7 +681,8 @@ def kernel_target(choice: TargetChoice, spec: KernelSpec) -> tuple[str | None, s
 def repo_root(path: str | Path) -> Path:
     import subprocess
 
-    proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=str(path), capture_output=True, text=True)
+    proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=str(path), capture_output=True, text=True,
+                          check=False)
     if proc.returncode != 0:
         raise KforgeError("not inside a git repository", path=path,
                           hint="run the gate in a clone (actions/checkout with fetch-depth: 0)")
@@ -735,11 +745,11 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
             return entry
 
         for kid in sorted(set(base_kernels) - set(head_kernels)):
-            old = base_kernels[kid]
-            if old.format == "kernelbench" and (head_root / old.file).is_file():
-                head_kernels[kid] = Kernel(kid, old.name, old.format, old.file, None,
+            gone = base_kernels[kid]
+            if gone.format == "kernelbench" and (head_root / gone.file).is_file():
+                head_kernels[kid] = Kernel(kid, gone.name, gone.format, gone.file, None,
                                            "no longer a KernelBench problem (class Model, get_inputs, "
-                                           "get_init_inputs) or it does not parse", old.sources)
+                                           "get_init_inputs) or it does not parse", gone.sources)
             else:
                 report.removed.append(kid)
 
@@ -813,99 +823,3 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
                 cache.put(key, key_material, entry.to_dict())
     report.wall_s = time.monotonic() - started
     return report
-
-
-# ---------------------------------------------------------------------------------- rendering
-
-
-def _ms(value: float | None) -> str:
-    from kforge_bot.evidence import fmt_time
-
-    return fmt_time(value) if value is not None else "-"
-
-
-def _notes(k: KernelReport) -> str:
-    bits = []
-    if k.cached:
-        bits.append("cache hit")
-    if k.new:
-        bits.append("new")
-    if k.confirmed:
-        bits.append("confirmed")
-    return ", ".join(bits)
-
-
-def headline(report: GateReport) -> str:
-    counts = report.counts()
-    parts = [f"{n} {v}" for v, n in counts.items() if n]
-    measured = ", ".join(parts) if parts else "no changed kernel"
-    devices = "; ".join(f"{kind}: {fp['device_name']}" for kind, fp in report.targets.items())
-    return (f"{measured} (base {report.merge_base[:10]}, head {report.head_sha[:10]}"
-            + (f", {devices}" if devices else "") + ")")
-
-
-def table_rows(report: GateReport) -> list[list[str]]:
-    rows = []
-    for k in report.kernels:
-        rows.append([k.name if k.name == k.id else f"{k.name} ({k.id})", _ms(k.base_ms), _ms(k.head_ms), k.change,
-                     k.verdict, "; ".join(b for b in (_notes(k), k.reason) if b)])
-    return rows
-
-
-TABLE_HEADER = ["kernel", "base", "head", "change (interval)", "verdict", "notes"]
-
-
-def _md_cell(text: str) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def render_markdown(report: GateReport) -> str:
-    failed = report.exit_code != 0
-    lines = [f"### kforge-bot gate: {'failed' if failed else 'passed'}", "", headline(report), ""]
-    if report.kernels:
-        lines.append("| " + " | ".join(TABLE_HEADER) + " |")
-        lines.append("|" + "---|" * len(TABLE_HEADER))
-        for row in table_rows(report):
-            verdict = row[4]
-            row[4] = f"**{verdict}**" if verdict in FAILING else verdict
-            lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
-        lines.append("")
-    lines.append("Change = head time / base time - 1 (positive: slower), with the policy's confidence interval.")
-    if report.unchanged:
-        lines.append(f"{len(report.unchanged)} managed kernel(s) unchanged by this change: not measured.")
-    if report.removed:
-        lines.append(f"Removed in head: {', '.join(report.removed)}.")
-    for note in report.notes:
-        lines.append(f"Note: {note}")
-    return "\n".join(lines) + "\n"
-
-
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def annotations(report: GateReport) -> list[str]:
-    """GitHub Actions `::error` workflow commands, one per failing kernel, on its file."""
-    out = []
-    for k in report.kernels:
-        if k.verdict not in FAILING:
-            continue
-        title = f"kforge gate: {k.name} {k.verdict}"
-        message = f"{k.name}: {k.verdict}: {k.reason}"
-        if k.base_ms is not None and k.head_ms is not None:
-            message += f" (base {_ms(k.base_ms)}, head {_ms(k.head_ms)})"
-        out.append(f"::error file={_escape_property(k.file)},title={_escape_property(title)}::{_escape_data(message)}")
-    return out
-
-
-def status_for(report: GateReport) -> tuple[str, str]:
-    """(state, description) for the commit status."""
-    counts = report.counts()
-    state = "failure" if report.exit_code else "success"
-    parts = [f"{counts[v]} {v}" for v in VERDICTS if counts[v]]
-    text = ", ".join(parts) if parts else "no changed kernel"
-    return state, f"kforge gate: {text}"

@@ -11,11 +11,19 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes.gitrepos import commit_all, git, write
 
 import kforge_bot.cache as cache_module
-from fakes.gitrepos import commit_all, git, write
-from kforge_bot.cache import (ResultCache, TargetFingerprint, cache_key, direct_dependencies, file_digests,
-                              local_closure, portable, probe_fingerprint)
+from kforge_bot.cache import (
+    ResultCache,
+    TargetFingerprint,
+    cache_key,
+    direct_dependencies,
+    file_digests,
+    local_closure,
+    portable,
+    probe_fingerprint,
+)
 from kforge_bot.gate import run_gate
 from kforge_bot.policy import load_policy
 
@@ -146,7 +154,7 @@ def gate_cli(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, float
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "kforge_bot.cli", "gate", *args], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=600)
+                          check=False, capture_output=True, text=True, timeout=600)
     return proc, time.monotonic() - started
 
 
@@ -177,7 +185,7 @@ def test_second_gate_run_is_all_cache_hits_and_another_device_misses(tmp_path):
     assert not any(k["cached"] for k in kernels.values())
     cache_dir = root / ".kforge-cache"
     assert len(ResultCache(cache_dir)) == 2
-    assert subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True,
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=root, check=False, capture_output=True,
                           text=True).stdout == ""  # the cache ignores itself
 
     second, second_s = gate_cli(root, *args)

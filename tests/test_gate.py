@@ -16,13 +16,24 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, write
+
+from kforge_bot.commands.gate import annotation_lines, render_markdown, status_for
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.gate import (FAILING, GateReport, KernelReport, annotations, compare, confirmation_settings,
-                             exit_code, fmt_change, harness_verdict, regression_bound, render_markdown, run_gate,
-                             status_for, timing_decision)
+from kforge_bot.gate import (
+    FAILING,
+    GateReport,
+    KernelReport,
+    compare,
+    confirmation_settings,
+    exit_code,
+    fmt_change,
+    harness_verdict,
+    regression_bound,
+    run_gate,
+    timing_decision,
+)
 from kforge_bot.policy import load_policy
 from kforge_bot.spec import Implementation, load_spec
 
@@ -90,7 +101,7 @@ def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float
     full = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
     full["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), full.get("PYTHONPATH", "")) if p)
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "kforge_bot.cli", *args], cwd=cwd, env=full, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "kforge_bot.cli", *args], cwd=cwd, env=full, check=False, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -219,7 +230,7 @@ def sample_report() -> GateReport:
 
 
 def test_annotations_escape_workflow_command_syntax():
-    lines = annotations(sample_report())
+    lines = annotation_lines(sample_report())
     assert len(lines) == 1  # only failing kernels
     assert lines[0].startswith("::error file=kernels/slow%2Cv2.py,title=kforge gate%3A slow regression::")
     assert "%0A" in lines[0] and "\n" not in lines[0]

@@ -14,6 +14,102 @@ from pathlib import Path
 import click
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.gate import FAILING, VERDICTS, GateReport, KernelReport
+
+# ------------------------------------------------------------------------- rendering (pure functions)
+
+
+def _ms(value: float | None) -> str:
+    from kforge_bot.evidence import fmt_time
+
+    return fmt_time(value) if value is not None else "-"
+
+
+def _notes(k: KernelReport) -> str:
+    bits = []
+    if k.cached:
+        bits.append("cache hit")
+    if k.new:
+        bits.append("new")
+    if k.confirmed:
+        bits.append("confirmed")
+    return ", ".join(bits)
+
+
+def headline(report: GateReport) -> str:
+    counts = report.counts()
+    parts = [f"{n} {v}" for v, n in counts.items() if n]
+    measured = ", ".join(parts) if parts else "no changed kernel"
+    devices = "; ".join(f"{kind}: {fp['device_name']}" for kind, fp in report.targets.items())
+    return (f"{measured} (base {report.merge_base[:10]}, head {report.head_sha[:10]}"
+            + (f", {devices}" if devices else "") + ")")
+
+
+def table_rows(report: GateReport) -> list[list[str]]:
+    rows = []
+    for k in report.kernels:
+        rows.append([k.name if k.name == k.id else f"{k.name} ({k.id})", _ms(k.base_ms), _ms(k.head_ms), k.change,
+                     k.verdict, "; ".join(b for b in (_notes(k), k.reason) if b)])
+    return rows
+
+
+TABLE_HEADER = ["kernel", "base", "head", "change (interval)", "verdict", "notes"]
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: GateReport) -> str:
+    failed = report.exit_code != 0
+    lines = [f"### kforge-bot gate: {'failed' if failed else 'passed'}", "", headline(report), ""]
+    if report.kernels:
+        lines.append("| " + " | ".join(TABLE_HEADER) + " |")
+        lines.append("|" + "---|" * len(TABLE_HEADER))
+        for row in table_rows(report):
+            verdict = row[4]
+            row[4] = f"**{verdict}**" if verdict in FAILING else verdict
+            lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
+        lines.append("")
+    lines.append("Change = head time / base time - 1 (positive: slower), with the policy's confidence interval.")
+    if report.unchanged:
+        lines.append(f"{len(report.unchanged)} managed kernel(s) unchanged by this change: not measured.")
+    if report.removed:
+        lines.append(f"Removed in head: {', '.join(report.removed)}.")
+    for note in report.notes:
+        lines.append(f"Note: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation_lines(report: GateReport) -> list[str]:
+    """GitHub Actions `::error` workflow commands, one per failing kernel, on its file."""
+    out = []
+    for k in report.kernels:
+        if k.verdict not in FAILING:
+            continue
+        title = f"kforge gate: {k.name} {k.verdict}"
+        message = f"{k.name}: {k.verdict}: {k.reason}"
+        if k.base_ms is not None and k.head_ms is not None:
+            message += f" (base {_ms(k.base_ms)}, head {_ms(k.head_ms)})"
+        out.append(f"::error file={_escape_property(k.file)},title={_escape_property(title)}::{_escape_data(message)}")
+    return out
+
+
+def status_for(report: GateReport) -> tuple[str, str]:
+    """(state, description) for the commit status."""
+    counts = report.counts()
+    state = "failure" if report.exit_code else "success"
+    parts = [f"{counts[v]} {v}" for v in VERDICTS if counts[v]]
+    text = ", ".join(parts) if parts else "no changed kernel"
+    return state, f"kforge gate: {text}"
 
 
 def _console(stderr: bool = False):
@@ -25,10 +121,8 @@ def _console(stderr: bool = False):
     return console
 
 
-def render_console(report) -> None:  # report: GateReport
+def render_console(report: GateReport) -> None:
     from rich.table import Table
-
-    from kforge_bot.gate import FAILING, TABLE_HEADER, headline, table_rows
 
     console = _console()
     failed = report.exit_code != 0
@@ -53,9 +147,7 @@ def render_console(report) -> None:  # report: GateReport
         console.print(f"note: {note}")
 
 
-def _post_status(report, target: str) -> None:
-    from kforge_bot.gate import status_for
-
+def _post_status(report: GateReport, target: str) -> None:
     if not (os.environ.get("GITHUB_TOKEN") and os.environ.get("GITHUB_REPOSITORY")):
         click.echo("commit status: skipped (GITHUB_TOKEN and GITHUB_REPOSITORY are not both set)", err=True)
         return
@@ -98,7 +190,7 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
          cache_dir: Path | None, no_cache: bool, time_budget: float | None, repo: Path) -> None:
     """Measure the kernels a change touches, base against head on this device, and fail on a
     regression, an incorrect kernel or one that no longer builds."""
-    from kforge_bot.gate import annotations, render_markdown, run_gate
+    from kforge_bot.gate import run_gate
     from kforge_bot.policy import load_policy
 
     policy = load_policy(policy_path)
@@ -124,7 +216,7 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
         with open(summary, "a", encoding="utf-8") as handle:
             handle.write(render_markdown(report) + "\n")
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in annotations(report):
+        for line in annotation_lines(report):
             click.echo(line, err=quiet)  # stdout, unless stdout carries the JSON report
     _post_status(report, target)
     sys.exit(report.exit_code)

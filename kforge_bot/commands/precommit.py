@@ -36,14 +36,14 @@ def _is_policy_file(rel: str) -> bool:
 
 
 def _root() -> tuple[Path, bool]:
-    proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], check=False, capture_output=True, text=True)
     if proc.returncode != 0:
         return Path.cwd().resolve(), False
     return Path(proc.stdout.strip()).resolve(), True
 
 
 def _has_head(root: Path) -> bool:
-    proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=root, capture_output=True)
+    proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=root, check=False, capture_output=True)
     return proc.returncode == 0
 
 
@@ -76,7 +76,7 @@ def export_head(root: Path, dest: Path) -> None:
 def _head_manifest_entry(root: Path, manifest_rel: str, name: str) -> object:
     import yaml
 
-    proc = subprocess.run(["git", "show", f"HEAD:{manifest_rel}"], cwd=root, capture_output=True, text=True)
+    proc = subprocess.run(["git", "show", f"HEAD:{manifest_rel}"], cwd=root, check=False, capture_output=True, text=True)
     if proc.returncode != 0:
         return None
     try:
@@ -107,8 +107,17 @@ def _working_manifest_entry(path: Path, name: str) -> object:
 def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> None:
     """Validate staged manifests and policies, and check staged kernels for correctness (no timing)."""
     from kforge_bot.evaluate.result import EvalSettings
-    from kforge_bot.gate import (TargetChoice, dependencies, discover, harness_verdict, has_own_reference,
-                                 isolated_implementation, kernel_implementation, kernel_target, parse_target)
+    from kforge_bot.gate import (
+        TargetChoice,
+        dependencies,
+        discover,
+        harness_verdict,
+        has_own_reference,
+        isolated_implementation,
+        kernel_implementation,
+        kernel_target,
+        parse_target,
+    )
     from kforge_bot.policy import load_policy
     from kforge_bot.spec import MANIFEST_NAME, load_manifest
 
