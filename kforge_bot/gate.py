@@ -391,18 +391,21 @@ def _default_evaluator() -> Evaluator:
 
 def compare(spec: KernelSpec, head: Implementation, base: Implementation | None, target: str,
             settings: EvalSettings, threshold: float, *, oracle: Implementation | None = None,
-            evaluator: Evaluator | None = None, references: Any = None) -> Measurement:
+            evaluator: Evaluator | None = None, references: Any = None,
+            seeds: list[int] | None = None) -> Measurement:
     """Measure and judge one kernel: head against base (or, with no base, against its reference).
 
     `oracle` replaces the spec's reference (the base version, for a kernel that is its own reference).
-    The seeds of the first run are reused by a confirmation run, so the reference is computed once."""
+    The seeds of the first run are reused by a confirmation run, so the reference is computed once;
+    `seeds` and `references` let a caller share one reference computation across many decisions
+    (the benchmark's repeated decisions on one kernel)."""
     evaluate = evaluator or _default_evaluator()
     started = time.monotonic()
     seeds_count = max(settings.seeds or spec.seeds, 1)
     from kforge_bot.evaluate.api import ReferenceStore, new_seeds
 
     store = references if references is not None else ReferenceStore()
-    seeds = new_seeds(seeds_count)
+    seeds = list(seeds) if seeds else new_seeds(seeds_count)
     judged = replace(spec, reference=oracle) if oracle is not None else spec
     runs = 0
 
