@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import platform
 import shutil
@@ -35,7 +36,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +43,15 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from kforge_bot.evaluate.api import ReferenceStore, new_seeds  # noqa: E402
-from kforge_bot.gate import compare, gate_settings, isolated_implementation, regression_bound  # noqa: E402
-from kforge_bot.policy import GateRule, load_policy  # noqa: E402
-from kforge_bot.spec import load_spec  # noqa: E402
+from kforge_bot.evaluate.api import ReferenceStore, new_seeds
+from kforge_bot.gate import (
+    compare,
+    gate_settings,
+    isolated_implementation,
+    regression_bound,
+)
+from kforge_bot.policy import GateRule, load_policy
+from kforge_bot.spec import load_spec
 
 BASE_EXTRA = 0.1  # rowsum.py's extra fraction of rows read by the baseline
 
@@ -232,8 +237,8 @@ def gpu_part(args: argparse.Namespace, results: Results) -> None:
         m = decisions("calibration", 1, round((1 + BASE_EXTRA) * (1 + probe) - 1, 6), device_kind, work, rule, store,
                       seeds, deadline, kernel)
         measured = m["median_change"]
-        chosen = probe if not measured or measured != measured or measured <= 0.003 \
-            else min(max(probe * 0.03 / measured, 0.03), 0.10)
+        usable = isinstance(measured, float) and math.isfinite(measured) and measured > 0.003
+        chosen = min(max(probe * 0.03 / measured, 0.03), 0.10) if usable else probe
         results.add("calibration", {"extra_work": probe, "measured_change": measured, "chosen_extra_work": chosen,
                                     "wall_s": m["max_wall_s"]})
         aa = decisions("aa", args.decisions, BASE_EXTRA, device_kind, work, rule, store, seeds, deadline, kernel)

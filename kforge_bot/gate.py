@@ -818,7 +818,9 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
                 f" on {kind} ({fp.device_name})")
             m = compare(kernel.spec, head_impl, base_impl, kind, settings, rule.threshold, oracle=oracle,
                         evaluator=evaluator)
-            entry = clean(_report_from(kernel, m, rule, kind, touched, new=usable_base is None))
+            entry = clean(_report_from(kernel, m, rule, kind, touched, new=old is None))
+            if old is not None and usable_base is None:
+                entry.reason = f"the base version does not load, so only correctness was checked; {entry.reason}"
             entry.key = key
             say(f"{kernel.name}: {entry.verdict} ({entry.reason})")
             report.kernels.append(entry)

@@ -234,6 +234,9 @@ def test_annotations_escape_workflow_command_syntax():
     assert len(lines) == 1  # only failing kernels
     assert lines[0].startswith("::error file=kernels/slow%2Cv2.py,title=kforge gate%3A slow regression::")
     assert "%0A" in lines[0] and "\n" not in lines[0]
+    nested = sample_report()
+    nested.repo = "/work/space/sub"
+    assert annotation_lines(nested, "/work/space")[0].startswith("::error file=sub/kernels/slow%2Cv2.py,")
     state, description = status_for(sample_report())
     assert state == "failure" and description == "kforge gate: 1 pass, 1 regression"
     md = render_markdown(sample_report())

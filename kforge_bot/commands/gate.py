@@ -89,8 +89,16 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def annotation_lines(report: GateReport) -> list[str]:
-    """GitHub Actions `::error` workflow commands, one per failing kernel, on its file."""
+def annotation_lines(report: GateReport, workspace: str | None = None) -> list[str]:
+    """GitHub Actions `::error` workflow commands, one per failing kernel, on its file. Paths are made
+    relative to `workspace` (GITHUB_WORKSPACE) when the repository is checked out below it."""
+    prefix = ""
+    if workspace:
+        try:
+            inner = Path(report.repo).resolve().relative_to(Path(workspace).resolve()).as_posix()
+            prefix = "" if inner == "." else f"{inner}/"
+        except ValueError:
+            prefix = ""
     out = []
     for k in report.kernels:
         if k.verdict not in FAILING:
@@ -99,7 +107,8 @@ def annotation_lines(report: GateReport) -> list[str]:
         message = f"{k.name}: {k.verdict}: {k.reason}"
         if k.base_ms is not None and k.head_ms is not None:
             message += f" (base {_ms(k.base_ms)}, head {_ms(k.head_ms)})"
-        out.append(f"::error file={_escape_property(k.file)},title={_escape_property(title)}::{_escape_data(message)}")
+        path = _escape_property(prefix + k.file)
+        out.append(f"::error file={path},title={_escape_property(title)}::{_escape_data(message)}")
     return out
 
 
@@ -216,7 +225,7 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
         with open(summary, "a", encoding="utf-8") as handle:
             handle.write(render_markdown(report) + "\n")
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in annotation_lines(report):
+        for line in annotation_lines(report, os.environ.get("GITHUB_WORKSPACE")):
             click.echo(line, err=quiet)  # stdout, unless stdout carries the JSON report
     _post_status(report, target)
     sys.exit(report.exit_code)
