@@ -23,9 +23,11 @@ from kforge_bot.spec import Implementation, load_spec
 
 ADV = Path(__file__).parent / "data" / "adversarial"
 SEEDS = [11, 22]
-CHECK = EvalSettings(seeds=2, measure=False, timeout_s=60)  # profiled (the fallback rule reads the profile)
-TIMED = EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=60)
-HANG = EvalSettings(seeds=2, measure=False, timeout_s=6)
+# Correctness only and no profile where neither matters: each worker start costs seconds on a 2-core CI box.
+CHECK = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60)
+PROFILED = EvalSettings(seeds=2, measure=False, timeout_s=60)  # the fallback rule reads the framework profile
+TIMED = EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=60)  # hacks that wait for the timing
+HANG = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=6)
 FAKE_SECRETS = {"GITHUB_TOKEN": "ghp_fakefakefake", "OPENAI_API_KEY": "sk-fakefakefake", "HF_TOKEN": "hf_fake"}
 
 # name -> (settings, verdict, regex the reason must match)
@@ -61,7 +63,7 @@ DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     "early_exit": (CHECK, "rejected", r"^static check: line 11: call to sys\.exit\(\)"),
     "atexit_forge": (CHECK, "rejected", r"^static check: line 3: import atexit "),
     # 4. framework fallback; inheriting the reference
-    "fallback": (CHECK, "rejected", r"calls every framework op the reference uses \(aten::_softmax, aten::softmax\)"
+    "fallback": (PROFILED, "rejected", r"calls every framework op the reference uses \(aten::_softmax, aten::softmax\)"
                                     r".*falls back to the framework"),
     "inherit": (CHECK, "rejected", r"inherits the baseline's forward unchanged"),
     # 9. zeros

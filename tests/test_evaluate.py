@@ -126,7 +126,8 @@ def test_a_against_a_has_an_interval_containing_one(tmp_path: Path, single_threa
 
 def test_manifest_kernel_against_its_reference_on_every_shape_set(single_threaded: None) -> None:
     spec = load_manifest(MANIFEST_REPO / "kforge.yaml")["rmsnorm"]
-    result = evaluate(spec, spec.baseline, "cpu", EvalSettings(time_budget_s=0.4), baseline=spec.reference)
+    result = evaluate(spec, spec.baseline, "cpu", EvalSettings(time_budget_s=0.4, profile=False),
+                      baseline=spec.reference)
     assert result.verdict == "pass", result.reason
     corr = result.correctness
     assert len(corr["seeds"]) == 2  # the manifest's `seeds: 2`
