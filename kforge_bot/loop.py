@@ -105,6 +105,8 @@ class Proposer(Protocol):
 
     def bind(self, loop: Loop) -> None: ...
 
+    def prepare(self) -> None: ...
+
     def start(self) -> None: ...
 
     def propose(self, iteration: int) -> Proposal: ...
@@ -163,6 +165,9 @@ class TunerProposer:
     def bind(self, loop: Loop) -> None:
         self.loop = loop
 
+    def prepare(self) -> None:
+        pass
+
     def describe(self) -> dict[str, Any]:
         return {"generator": "built-in tuner", "tunables": [t.describe() for t in self.tunables]}
 
@@ -213,6 +218,17 @@ class LLMProposer:
 
     def bind(self, loop: Loop) -> None:
         self.loop = loop
+
+    def prepare(self) -> None:
+        """Settle the model before minutes of evaluation: with no model named this asks the endpoint for its
+        models (GET /models), so a wrong URL or key ends the run at once."""
+        assert self.loop is not None
+        try:
+            self.client.resolve_model()
+        except Terminating as exc:
+            self.loop.trajectory.append("llm_error", iteration=0, agent="models", kind=type(exc).__name__,
+                                        message=str(exc))
+            raise
 
     def describe(self) -> dict[str, Any]:
         return {"generator": "LLM", "endpoint": self.client.endpoint.describe(), "model": self.client.endpoint.model,
@@ -397,6 +413,7 @@ class Loop:
         self.trajectory.append("session", resumed=self.trajectory.session > 1,
                                budgets=_plain(self.budgets), rules=_plain(self.rules))
         try:
+            self.proposer.prepare()
             self._ensure_baseline()
             self.proposer.start()
             while True:

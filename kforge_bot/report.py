@@ -53,7 +53,8 @@ def _overview(record: RunRecord) -> str:
     start = record.start
     baseline = record.baseline or {}
     device = baseline.get("device_name") or "device not measured"
-    budgets = start.get("budgets") or {}
+    latest = next((e.get("budgets") for e in reversed(record.sessions) if e.get("budgets")), None)
+    budgets = latest or start.get("budgets") or {}  # a resumed session may have raised them
     if start.get("mode") == "llm":
         model = ", ".join(record.models) or start.get("model") or "model not reported"
         generator = f"LLM generator and analyst: {model} at {start.get('endpoint', 'n/a')}"

@@ -126,6 +126,11 @@ def test_llm_conversation_feedback_reaches_the_model_and_a_resumed_run_keeps_its
     assert replay(report).best.iteration == 4
     text = (report / "report.md").read_text()
     assert "over 2 sessions" in text and f"**{best.speedup:.2f}x faster**" in text
+    assert "| iterations | 4 of 5 |" in text
+    how = outcome.how_found()  # what the PR bot's evidence shows
+    assert how["iterations"] == 4 and how["model"] == "kforge-test-model" and how["tokens"] > 0
+    assert len(how["steps"]) == 1 and how["steps"][0].startswith("iteration 4:")
+    assert how["rejected"] == {"compile_error": 1, "incorrect": 1, "malformed": 1}
     assert "test-key" not in (report / "trajectory.jsonl").read_text()  # the key is never recorded
 
 

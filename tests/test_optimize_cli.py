@@ -145,11 +145,15 @@ def test_llm_run_that_finds_nothing_better_leaves_the_kernel_untouched(kernel_di
     assert "sk-test-secret" not in proc.stdout + proc.stderr
 
 
-@pytest.mark.slow
-def test_an_endpoint_that_refuses_every_request_exits_1(kernel_dir: Path, tmp_path: Path, quick_policy: Path) -> None:
+def test_an_endpoint_that_refuses_every_request_exits_1_before_any_evaluation(kernel_dir: Path, tmp_path: Path,
+                                                                              quick_policy: Path) -> None:
     with ScriptedLLMServer([], api_key="the-right-key") as server:
         proc = kforge("optimize", kernel_dir / "kforge.yaml", "--report", tmp_path / "report", "--policy",
                       quick_policy, "--base-url", server.base_url, "--api-key", "a-wrong-key")
+        assert [r.method + " " + r.path for r in server.requests] == ["GET /v1/models"]  # no model named: ask
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "HTTP 401" in proc.stdout and "check OPENAI_API_KEY" in proc.stdout
     assert "no candidate beat the kernel as written" in proc.stdout
+    kinds = [json.loads(line)["event"] for line in (tmp_path / "report" / "trajectory.jsonl").read_text().splitlines()]
+    assert "baseline" not in kinds and "llm_error" in kinds  # a wrong key costs no evaluation
+    assert (tmp_path / "report" / "report.md").is_file()

@@ -51,6 +51,7 @@ def optimize(file: Path, kernel: str | None, target: str, model: str | None, ite
     (OPENAI_BASE_URL / OPENAI_API_KEY), else the built-in tuner. Every candidate is checked and timed
     against the kernel as written; the best one that is faster with confidence is kept."""
     from rich.console import Console
+    from rich.markup import escape
 
     from kforge_bot.agents.llm import configured, endpoint_from_env
     from kforge_bot.loop import TUNER, OptimizeRun, default_cpu_count
@@ -77,14 +78,14 @@ def optimize(file: Path, kernel: str | None, target: str, model: str | None, ite
     console = Console(highlight=False)
     folder = resume_dir or report_dir or Path(tempfile.mkdtemp(prefix=f"kforge-optimize-{spec.name}-"))
     display = Display(console, config.budgets, TUNER if config.endpoint is None else "llm")
-    console.print(f"[bold]kforge-bot optimize[/bold]: {spec.name} ({spec.kernel_file}) on {target_name}"
-                  + (f", resuming {folder}" if resume_dir else ""))
+    console.print("[bold]kforge-bot optimize[/bold]: " + escape(f"{spec.name} ({spec.kernel_file}) on {target_name}"
+                                                             + (f", resuming {folder}" if resume_dir else "")))
     if config.endpoint is None:
         console.print("generator: [bold]built-in tuner[/bold] (no LLM endpoint configured: set OPENAI_BASE_URL "
                       "or OPENAI_API_KEY to use a model); it searches the kernel's own parameters")
     else:
-        console.print(f"generator: LLM generator and analyst, {config.endpoint.describe()}")
-    console.print(f"report folder: {folder}")
+        console.print(f"generator: LLM generator and analyst, {config.endpoint.describe()}", markup=False)
+    console.print(f"report folder: {folder}", markup=False)
 
     run = OptimizeRun.open(spec, config, folder, resume=resume_dir is not None, progress=display.on_progress)
     run.trajectory.listeners.append(display.on_event)
@@ -93,8 +94,14 @@ def optimize(file: Path, kernel: str | None, target: str, model: str | None, ite
     if tunables is not None:
         console.print("tunable parameters: " + (", ".join(f"{t.name} = {t.current}" for t in tunables) or "none found"),
                       markup=False)
-    with display:
-        outcome = run.run()
+    try:
+        with display:
+            outcome = run.run()
+    except KeyboardInterrupt:
+        files = run.finish(note="interrupted")
+        console.print(f"interrupted: the run so far is in {folder} (report: {files.markdown}); continue it with "
+                      f"--resume {folder}", markup=False)
+        raise
 
     written: str | None = None
     if outcome.improved and outcome.best_source is not None:
@@ -109,18 +116,22 @@ def optimize(file: Path, kernel: str | None, target: str, model: str | None, ite
     files = run.finish(written_to=written, note=note)
 
     record = outcome.record
-    console.print(f"stopped: {outcome.stop_reason}")
+    console.print(f"stopped: {outcome.stop_reason}", markup=False)
     if outcome.improved and record.best is not None:
         best = record.best
         ci = f" (95% CI {best.speedup_ci[0]:.3f}-{best.speedup_ci[1]:.3f})" if best.speedup_ci else ""
         console.print(f"[bold green]best: {best.speedup:.3f}x{ci}[/bold green] faster than the kernel as written, "
-                      f"correct; iteration {best.iteration}" + (f" ({best.change})" if best.change else ""))
+                      f"correct; iteration {best.iteration}" + escape(f" ({best.change})" if best.change else ""))
         console.print(f"written to {written}" if written else
-                      f"not written anywhere (pass --out or --write); the best is in {folder}")
+                      f"not written anywhere (pass --out or --write); the best is in {folder}", markup=False)
     else:
-        console.print(f"[bold]no candidate beat the kernel as written[/bold] with confidence: {spec.kernel_file} "
-                      "left untouched" + (", nothing written to --out" if out_path else ""))
-    console.print(f"report: {files.markdown}" + ("" if files.plot else f" (plot skipped: {files.plot_note})"))
+        console.print("[bold]no candidate beat the kernel as written[/bold] with confidence: "
+                      + escape(f"{spec.kernel_file} left untouched" + (", nothing written to --out" if out_path else "")))
+    console.print(f"report: {files.markdown}" + ("" if files.plot else f" (plot skipped: {files.plot_note})"),
+                  markup=False)
+    if outcome.stop_kind == "BudgetExhausted":
+        console.print(f"to continue with a larger budget: kforge-bot optimize {file} "
+                      + (f"--kernel {kernel} " if kernel else "") + f"--resume {folder} --iterations N", markup=False)
     if outcome.stop_kind == "LLMUnavailable" and record.iterations_used == 0:
         sys.exit(1)
 
