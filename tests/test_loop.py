@@ -17,7 +17,7 @@ from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.loop import (Budgets, Loop, NearRoofline, NoProgress, OptimizeRun, RunConfig, SearchExhausted,
                              StopRules, TunerProposer)
 from kforge_bot.spec import load_spec
-from kforge_bot.trajectory import Trajectory, replay
+from kforge_bot.trajectory import Trajectory, replay, sha256
 
 FIXTURE = Path(__file__).parent / "data" / "optimize"
 SETTINGS = EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120)
@@ -96,41 +96,48 @@ def test_llm_conversation_feedback_reaches_the_model_and_a_resumed_run_keeps_its
         assert not (report / "candidates" / "0003.py").exists()  # the malformed reply produced no candidate
         assert "No candidate beat the kernel as written" in (report / "report.md").read_text()
 
+        # A run killed after writing iteration 4's candidate and before judging it leaves this behind
+        # (the candidate repeats iteration 2's source, so judging it reuses that result).
+        killed = Trajectory.open(report)
+        killed.append("candidate", iteration=4, file=killed.write_source("0004.py", wrong), sha256=sha256(wrong))
+
         # Resume with a larger budget: history, advice and token counts come back from the trajectory.
         server.push(reply(fenced(faster)), reply(ADVICE_B), HTTPError(401, "Incorrect API key provided."))
-        config = RunConfig(target="cpu", budgets=Budgets(iterations=5, tokens=10**7), settings=SETTINGS,
-                           endpoint=endpoint)
+        config = RunConfig(target="cpu", budgets=Budgets(iterations=6, tokens=10**7), settings=SETTINGS,
+                           endpoint=endpoint, rules=StopRules(patience=6))  # 4 misses in a row so far
         second = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"), config, report, resume=True)
         outcome = second.run()
         second.finish(written_to=None)
         prompts = server.prompts()[5:]
 
-    assert len(prompts) == 3
-    # Iteration 4 sees every failure since the last accepted candidate, across the two sessions.
+    assert len(prompts) == 3  # iteration 4 was judged without asking the model again
+    # Iteration 5 sees every failure since the last accepted candidate, across the sessions.
     assert "no fenced code block" in prompts[0] and "undeclared_offset" in prompts[0]
     assert "Outputs outside the tolerance" in prompts[0] and "Raise TILE_N from 32 to 64" in prompts[0]
-    # The analyst reads the accepted candidate's profile; its advice and the new best reach iteration 5.
+    assert "Attempt 4: wrong results" in prompts[0]
+    # The analyst reads the accepted candidate's profile; its advice and the new best reach iteration 6.
     assert "the current best" in prompts[1] and "TILE_N = 64" in prompts[1]
     assert "THREADS = 2" in prompts[2] and "Current best (correct," in prompts[2] and "TILE_N = 64" in prompts[2]
     assert "Attempts so far" not in prompts[2]  # failures on the old best are not the new best's problem
 
     record = outcome.record
     assert outcome.stop_kind == "LLMUnavailable" and "401" in outcome.stop_reason
-    assert [it.iteration for it in record.completed] == [1, 2, 3, 4]
+    assert [it.iteration for it in record.completed] == [1, 2, 3, 4, 5]
+    assert record.iterations[4].duplicate_of == 2 and record.iterations[4].verdict == "incorrect"
     best = record.best
-    assert best is not None and best.iteration == 4 and best.speedup_ci is not None and best.speedup_ci[0] > 1.0
+    assert best is not None and best.iteration == 5 and best.speedup_ci is not None and best.speedup_ci[0] > 1.0
     assert outcome.best_source == faster == (report / "best.py").read_text()
-    assert record.usage["calls"] == 6 and record.usage["retries"] == 1  # counted across both sessions
+    assert record.usage["calls"] == 6 and record.usage["retries"] == 1  # counted across the sessions
     assert len(events(report, "baseline")) == 1  # the kernel as written was measured once
     assert [e["agent"] for e in events(report, "llm_error")] == ["generator"]
-    assert replay(report).best.iteration == 4
+    assert replay(report).best.iteration == 5
     text = (report / "report.md").read_text()
     assert "over 2 sessions" in text and f"**{best.speedup:.2f}x faster**" in text
-    assert "| iterations | 4 of 5 |" in text
+    assert "| iterations | 5 of 6 |" in text and "same source as iteration 2" in text
     how = outcome.how_found()  # what the PR bot's evidence shows
-    assert how["iterations"] == 4 and how["model"] == "kforge-test-model" and how["tokens"] > 0
-    assert len(how["steps"]) == 1 and how["steps"][0].startswith("iteration 4:")
-    assert how["rejected"] == {"compile_error": 1, "incorrect": 1, "malformed": 1}
+    assert how["iterations"] == 5 and how["model"] == "kforge-test-model" and how["tokens"] > 0
+    assert len(how["steps"]) == 1 and how["steps"][0].startswith("iteration 5:")
+    assert how["rejected"] == {"compile_error": 1, "incorrect": 2, "malformed": 1}
     assert "test-key" not in (report / "trajectory.jsonl").read_text()  # the key is never recorded
 
 
