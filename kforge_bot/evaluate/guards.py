@@ -205,13 +205,20 @@ def _framework_rewrap(new: Any, original: Any) -> bool:
     """True for the framework wrapping its own function (torch._dynamo wraps torch.manual_seed on import).
 
     Both must hold: the replacement's code lives in the framework (a candidate's function has its code in
-    the candidate's file), and it wraps the very object it replaced (so borrowing some other framework
-    function, say `torch.equal = torch.is_tensor`, is still a patch).
+    the candidate's file), and it wraps the very object it replaced, through `__wrapped__` (functools.wraps)
+    or a closure (torch.compile's dynamo replaces nn.Module.__init__ with a closure calling the original),
+    so borrowing some other framework function, say `torch.equal = torch.is_tensor`, is still a patch.
     """
     func = getattr(new, "__func__", new)
     code = getattr(func, "__code__", None)
     if code is None or not code.co_filename.startswith(_trusted_roots()):
         return False
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            if cell.cell_contents is original:
+                return True
+        except ValueError:  # an empty cell
+            continue
     inner = func
     for _ in range(4):
         inner = getattr(inner, "__wrapped__", None)
@@ -375,6 +382,23 @@ def restore_framework_state(saved: dict[str, Any]) -> list[str]:
     return restored
 
 
+# ------------------------------------------------------------------------------ whose code is calling
+
+
+def _stdlib_test() -> Any:
+    """A predicate: is this code file part of Python's standard library (not site-packages)?"""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    stdlib = os.path.join(paths["stdlib"], "")
+    installed = tuple(os.path.join(paths[k], "") for k in ("purelib", "platlib"))
+
+    def is_stdlib(filename: str) -> bool:
+        return filename.startswith("<frozen") or (filename.startswith(stdlib) and not filename.startswith(installed))
+
+    return is_stdlib
+
+
 # ----------------------------------------------------------------------------------------- threads
 
 
@@ -391,7 +415,7 @@ class ThreadWatch:
         import threading
 
         self._prefix = candidate_dir_prefix
-        self._stdlib = os.path.dirname(threading.__file__) + os.sep
+        self._is_stdlib = _stdlib_test()
         self._threading = threading
         self.started: list[Any] = []
 
@@ -411,7 +435,7 @@ class ThreadWatch:
         frame = sys._getframe(2)
         while frame is not None:
             filename = frame.f_code.co_filename
-            if not filename.startswith(self._stdlib):
+            if not self._is_stdlib(filename):
                 return filename.startswith(self._prefix)
             frame = frame.f_back
         return False
@@ -419,3 +443,76 @@ class ThreadWatch:
     def running(self) -> list[str]:
         """Names of candidate threads still alive."""
         return [t.name for t in self.started if t.is_alive()]
+
+
+# -------------------------------------------------------------------------------- frames and the gc
+
+# Every way Python hands out a frame or someone else's objects raises one of these audit events (PEP 578);
+# f_back and f_locals need a first frame, and that comes from one of them.
+_AUDITED_CALLS = {"sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "gc.get_objects",
+                  "gc.get_referrers", "gc.get_referents"}
+_AUDITED_ATTRIBUTES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+# Standard-library functions that return frames to their caller (others use frames internally only,
+# e.g. collections.namedtuple reading its caller's module name, and stay allowed).
+_FRAME_GIVERS = {("inspect", "currentframe"), ("inspect", "stack"), ("inspect", "trace"),
+                 ("inspect", "getouterframes"), ("inspect", "getinnerframes"), ("traceback", "walk_stack"),
+                 ("traceback", "walk_tb")}
+
+
+class AuditGuard:
+    """Blocks the candidate's code from reaching frames or the garbage collector's view of all objects.
+
+    With a frame, a candidate can rewrite the harness's timing lists or read the result channel's nonce;
+    with gc.get_objects, find any tensor it likes. The static scan stops the plain spellings; names built
+    at run time get past any scan, but not the interpreter's audit hook, which cannot be removed once
+    added. An operation is refused (the candidate gets an exception) and remembered (the verdict) when
+    the code asking is the candidate's own, directly or through a standard-library function that hands
+    frames out. The harness and the framework keep using frames as they like.
+    """
+
+    def __init__(self, candidate_dir_prefix: str) -> None:
+        import threading
+
+        self._prefix = candidate_dir_prefix
+        self._is_stdlib = _stdlib_test()
+        self._local = threading.local()  # per thread: another thread cannot slip through while one is inside
+        self.refused: list[str] = []
+
+    def install(self) -> None:
+        sys.addaudithook(self._hook)
+
+    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
+        if event == "object.__getattr__":
+            if len(args) < 2 or args[1] not in _AUDITED_ATTRIBUTES:
+                return
+            what = f".{args[1]}"
+        elif event in _AUDITED_CALLS:
+            what = f"{event}()"
+        else:
+            return
+        if getattr(self._local, "busy", False):
+            return  # our own sys._getframe below
+        self._local.busy = True
+        try:
+            reason = self._refusal(sys._getframe(1), event)
+        finally:
+            self._local.busy = False
+        if reason:
+            message = f"{what} {reason}"
+            self.refused.append(message)
+            raise PermissionError(f"kforge-bot: refused {message}")
+
+    def _refusal(self, frame: Any, event: str) -> str | None:
+        first = frame
+        givers = []
+        while frame is not None and self._is_stdlib(frame.f_code.co_filename):
+            module = os.path.splitext(os.path.basename(frame.f_code.co_filename))[0]
+            givers.append((module, frame.f_code.co_name))
+            frame = frame.f_back
+        if frame is None or not frame.f_code.co_filename.startswith(self._prefix):
+            return None  # the harness's or the framework's own business
+        line = f"(candidate line {frame.f_lineno})"
+        if frame is first or event not in ("sys._getframe", "object.__getattr__"):
+            return line
+        given = next((g for g in givers if g in _FRAME_GIVERS), None)
+        return f"through {given[0]}.{given[1]}() {line}" if given else None

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import torch
 
 from kforge_bot.evaluate import checks, loading
-from kforge_bot.evaluate.guards import (CRITICAL, FunctionSnapshot, ThreadWatch, framework_state,
+from kforge_bot.evaluate.guards import (CRITICAL, AuditGuard, FunctionSnapshot, ThreadWatch, framework_state,
                                         restore_framework_state)
 from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.profile import profile_call
@@ -158,8 +158,16 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
 
     threads = ThreadWatch(str(workdir / "candidate_"))
     threads.install()
+    audit = AuditGuard(str(workdir / "candidate_"))
+    audit.install()  # for good: an audit hook cannot be removed
+
+    def no_reaching_in(what: str) -> None:
+        if audit.refused:
+            raise Stop("rejected", f"{what}: the candidate reached for {audit.refused[0]}; frames and the "
+                                   "garbage collector expose the harness's state (refused)")
 
     def no_threads_left(what: str) -> None:
+        no_reaching_in(what)
         running = threads.running()
         if running:
             raise Stop("rejected", f"{what}: the candidate left {len(running)} thread(s) running after the call "
@@ -173,7 +181,9 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
         candidate = loading.build_callable(cand_obj, spec, inputs_module, device, plan.init_seed,
                                            state_from=state_source)
     except Exception as exc:  # noqa: BLE001 - any failure to build is the candidate's
+        no_reaching_in("while importing")  # a refused frame or gc access surfaces as an exception here
         raise Stop("compile_error", _short_error(exc), traceback.format_exc()[-4000:]) from None
+    no_threads_left("while importing")
     guard("while importing")
     restore_state()
     if _inherits_forward(candidate, baseline):
@@ -184,6 +194,7 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
             out = _as_list(loading.call(fn, inputs))
             target.synchronize()
         except Exception as exc:  # noqa: BLE001
+            no_reaching_in(what)
             status = "compile_error" if _is_compile_error(exc) else "crash"
             raise Stop(status, f"{what}: {_short_error(exc)}", traceback.format_exc()[-4000:]) from None
         # Before any check runs: a patch that puts itself back once the harness calls it would be gone later,
