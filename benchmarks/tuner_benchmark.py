@@ -15,7 +15,9 @@ input read once and every output written once.
     python benchmarks/tuner_benchmark.py --target cpu --kernels matmul_bias_relu_cpu --iterations 2  # smoke test
 
 Writes benchmarks/results/tuner_<target>.json and .md (or under --out). Defaults keep the whole run
-within about six minutes on an H200.
+within about six minutes on an H200: 330 s shared by the kernels (no candidate is started that would end
+past a kernel's share), one correctness seed and two rotated input sets per candidate (an evaluation of
+these shapes is mostly correctness on outputs of up to 512 MiB).
 """
 
 from __future__ import annotations
@@ -77,11 +79,11 @@ def measured_ceilings(target: str, device: str, override: str | None) -> tuple[C
     return found, "datasheet" if found is not None else "none"
 
 
-def bench_kernel(name: str, args: argparse.Namespace, runs_dir: Path) -> dict[str, Any]:
+def bench_kernel(name: str, args: argparse.Namespace, runs_dir: Path, time_limit: float) -> dict[str, Any]:
     spec = load_spec(MANIFEST, name)
-    settings = EvalSettings(seeds=args.seeds, time_budget_s=args.time_budget, timeout_s=300.0)
-    config = RunConfig(target=args.target, budgets=Budgets(iterations=args.iterations,
-                                                           time_limit_s=args.kernel_time_limit),
+    settings = EvalSettings(seeds=args.seeds, time_budget_s=args.time_budget, timeout_s=300.0,
+                            rotate_sets=args.rotate_sets)
+    config = RunConfig(target=args.target, budgets=Budgets(iterations=args.iterations, time_limit_s=time_limit),
                        settings=settings, workload_model=WORKLOADS.get(name), cpu_count=default_cpu_count())
     started = time.monotonic()
     run = OptimizeRun.open(spec, config, runs_dir / name)
@@ -116,7 +118,7 @@ def bench_kernel(name: str, args: argparse.Namespace, runs_dir: Path) -> dict[st
         "baseline_eval_s": record.baseline_eval_s,
         # The rest of the kernel's wall time: process start-up of the run's parts, hardware facts, the report.
         "session_overhead_s": max(0.0, wall - evals - record.baseline_eval_s),
-        "wall_s": wall, "report": str(runs_dir / name / "report.md"),
+        "wall_s": wall, "time_limit_s": time_limit, "report": str(runs_dir / name / "report.md"),
     }
     memory_bound = WORKLOADS.get(name, lambda s: (0.0, None))(dict(spec.shape_sets[0]))[1] is None
     final = best_pos or base_pos
@@ -149,7 +151,8 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [f"# Tuner benchmark: {data['target']} ({data['device']})", "",
              f"{data['date']}, host {data['host']}, torch {data['torch']}, triton {data['triton']}. "
              f"Up to {data['iterations']} candidates per kernel, {data['time_budget_s']} s of interleaved timing per "
-             f"candidate, {data['seeds']} seeds per shape set; the built-in tuner (no LLM). Ceilings: "
+             f"candidate, {data['seeds']} seed(s) per shape set, {data.get('rotate_sets')} rotated input sets; the "
+             f"built-in tuner (no LLM), {data.get('total_time_limit_s')} s shared by the kernels. Ceilings: "
              f"{data['ceilings_origin']}.", "",
              "| kernel | speedup over the example (95% CI) | best change | time before -> after | achieved before -> "
              "after (fraction of measured ceiling) | >= 80% of DRAM bw | iterations | loop overhead / iteration | "
@@ -183,11 +186,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", default="cuda")
     parser.add_argument("--kernels", nargs="+", default=list(DEFAULT_KERNELS))
-    parser.add_argument("--iterations", type=int, default=8, help="candidates per kernel, at most (default 8)")
+    parser.add_argument("--iterations", type=int, default=6, help="candidates per kernel, at most (default 6)")
     parser.add_argument("--time-budget", type=float, default=1.0, help="seconds of timing per candidate (default 1)")
-    parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--kernel-time-limit", type=float, default=100.0,
-                        help="seconds per kernel, checked between candidates (default 100)")
+    # An evaluation's time on these shapes is mostly correctness on outputs of up to 512 MiB (each case's output
+    # is written, read back and compared): fewer seeds and input rotations keep a kernel within its limit.
+    parser.add_argument("--seeds", type=int, default=1, help="correctness seeds per shape set (default 1)")
+    parser.add_argument("--rotate-sets", type=int, default=2, help="input sets rotated while timing (default 2)")
+    parser.add_argument("--total-time-limit", type=float, default=330.0,
+                        help="seconds for all kernels, shared out as they run (a kernel that stops early leaves its "
+                             "time to the next); no candidate is started that would end past its share (default 330)")
     parser.add_argument("--ceilings", default=None, help="a doctor --save / --json file to measure fractions against")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--runs-dir", type=Path, default=None, help="keep each kernel's report folder here")
@@ -198,10 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="kforge-tuner-bench-"))
     rows = []
     started = time.monotonic()
-    for name in args.kernels:
-        print(f"== {name}", flush=True)
+    for index, name in enumerate(args.kernels):
+        share = max(1.0, (args.total_time_limit - (time.monotonic() - started)) / (len(args.kernels) - index))
+        print(f"== {name} (up to {share:.0f} s)", flush=True)
         try:
-            row = bench_kernel(name, args, runs_dir)
+            row = bench_kernel(name, args, runs_dir, share)
         except Exception as exc:  # noqa: BLE001 - one broken example must not hide the others' results
             row = {"kernel": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
         print(json.dumps({k: v for k, v in row.items() if k != "candidates"}, default=str), flush=True)
@@ -217,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "target": args.target,
         "device": device, "host": platform.node(), "torch": torch.__version__, "triton": triton_version,
         "iterations": args.iterations, "time_budget_s": args.time_budget, "seeds": args.seeds,
-        "kernel_time_limit_s": args.kernel_time_limit,
+        "rotate_sets": args.rotate_sets,
+        "total_time_limit_s": args.total_time_limit,
         "ceilings_origin": next((r["ceilings_origin"] for r in rows if r.get("ceilings_origin")), "none"),
         "wall_s": time.monotonic() - started, "runs_dir": str(runs_dir), "kernels": rows,
     }

@@ -367,6 +367,7 @@ class Loop:
         self.hardware_text = f"Device kind: {target}"
         self._prior_wall = 0.0
         self._session_start = 0.0
+        self._done_before = 0  # iterations completed in earlier sessions
         proposer.bind(self)
 
     @property
@@ -410,6 +411,7 @@ class Loop:
         """Run until a Terminating signal; returns (stop kind, stop reason). KforgeError propagates."""
         self._prior_wall = self.record.wall_s
         self._session_start = self.clock()
+        self._done_before = self.record.iterations_used
         self.trajectory.append("session", resumed=self.trajectory.session > 1,
                                budgets=_plain(self.budgets), rules=_plain(self.rules))
         try:
@@ -436,15 +438,21 @@ class Loop:
         if record.iterations_used >= budgets.iterations:
             raise BudgetExhausted(f"iteration budget spent ({record.iterations_used} of {budgets.iterations})",
                                   budget="iterations")
-        if budgets.time_limit_s is not None and self.elapsed_s() >= budgets.time_limit_s:
-            raise BudgetExhausted(f"time limit reached ({self.elapsed_s():.0f} s of {budgets.time_limit_s:g} s)",
-                                  budget="time")
+        if budgets.time_limit_s is not None:
+            elapsed, step = self.elapsed_s(), self._expected_step_s()
+            if elapsed >= budgets.time_limit_s:
+                raise BudgetExhausted(f"time limit reached ({elapsed:.0f} s of {budgets.time_limit_s:g} s)",
+                                      budget="time")
+            if elapsed + step > budgets.time_limit_s:  # an evaluation cannot be cut short: do not start one
+                raise BudgetExhausted(f"time limit: {elapsed:.0f} s of {budgets.time_limit_s:g} s spent and a step "
+                                      f"takes about {step:.0f} s", budget="time")
         spent = int((record.usage or {}).get("total_tokens", 0))
         if budgets.tokens is not None and spent >= budgets.tokens:
             raise BudgetExhausted(f"token budget spent ({spent} of {budgets.tokens})", budget="tokens")
-        if record.since_progress >= self.rules.patience:
-            raise NoProgress(f"no better candidate in the last {record.since_progress} iterations "
-                             f"(patience {self.rules.patience})")
+        # Patience counts this session only: resuming a run that ran out of ideas asks for more tries.
+        misses = min(record.since_progress, record.iterations_used - self._done_before)
+        if misses >= self.rules.patience:
+            raise NoProgress(f"no better candidate in the last {misses} iterations (patience {self.rules.patience})")
         which = "best" if record.best else "baseline"
         position = record.position(which)
         fraction = (position or {}).get("roofline_fraction")
@@ -453,6 +461,14 @@ class Loop:
             what = "roofline" if position and position.get("flops_known") else "peak bandwidth (compulsory traffic)"
             raise NearRoofline(f"{subject} reaches {fraction:.0%} of its {what}; the stop is at "
                                f"{self.rules.roofline_fraction:.0%}")
+
+    def _expected_step_s(self) -> float:
+        """What the next iteration will probably take: the mean of the steps so far, else the first evaluation's
+        time minus the reference run it included (roughly half of it)."""
+        steps = [it.iteration_s for it in self.record.completed if it.iteration_s > 0 and it.duplicate_of is None]
+        if steps:
+            return sum(steps) / len(steps)
+        return self.record.baseline_eval_s / 2
 
     def _ensure_baseline(self) -> None:
         record = self.record

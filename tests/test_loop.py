@@ -104,7 +104,7 @@ def test_llm_conversation_feedback_reaches_the_model_and_a_resumed_run_keeps_its
         # Resume with a larger budget: history, advice and token counts come back from the trajectory.
         server.push(reply(fenced(faster)), reply(ADVICE_B), HTTPError(401, "Incorrect API key provided."))
         config = RunConfig(target="cpu", budgets=Budgets(iterations=6, tokens=10**7), settings=SETTINGS,
-                           endpoint=endpoint, rules=StopRules(patience=6))  # 4 misses in a row so far
+                           endpoint=endpoint)  # 4 misses in a row so far; patience (4) counts this session
         second = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"), config, report, resume=True)
         outcome = second.run()
         second.finish(written_to=None)
@@ -206,6 +206,13 @@ def test_budgets_and_stop_rules_end_the_run_with_the_reason(tmp_path: Path) -> N
     with pytest.raises(BudgetExhausted, match="time limit reached") as exc:
         loop._check_stop()
     assert exc.value.budget == "time"
+    clock[0] = 30.0
+    loop.trajectory.append("candidate", iteration=1, file=loop.trajectory.write_source("1.py", "x"), sha256="1")
+    loop.trajectory.append("result", iteration=1, result=result("incorrect"), accepted=False, iteration_s=25.0)
+    loop._check_stop()  # 30 s spent, a step takes 25 s: it still fits in 60
+    clock[0] = 40.0
+    with pytest.raises(BudgetExhausted, match="40 s of 60 s spent and a step takes about 25 s"):
+        loop._check_stop()  # the next step would end near 65 s: do not start it
 
     loop = idle_loop(tmp_path / "c", Budgets(iterations=9, tokens=400))
     loop.trajectory.append("reply", iteration=1, agent="generator", text="", usage={"total_tokens": 450})
@@ -216,6 +223,13 @@ def test_budgets_and_stop_rules_end_the_run_with_the_reason(tmp_path: Path) -> N
     for n in (1, 2):
         loop.trajectory.append("malformed", iteration=n, agent="generator", feedback="no code")
     with pytest.raises(NoProgress, match="no better candidate in the last 2 iterations"):
+        loop._check_stop()
+    loop._done_before = 2  # a resumed session: its own misses count, not the earlier session's
+    loop._check_stop()
+    loop.trajectory.append("malformed", iteration=3, agent="generator", feedback="no code")
+    loop._check_stop()
+    loop.trajectory.append("malformed", iteration=4, agent="generator", feedback="no code")
+    with pytest.raises(NoProgress, match="in the last 2 iterations"):
         loop._check_stop()
 
 

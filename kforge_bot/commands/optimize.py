@@ -26,11 +26,13 @@ TARGETS = ["auto", "cpu", "cuda", "xpu", "mps"]
               help="Device kind to optimize for.")
 @click.option("--model", default=None, help="Model name (default: $KFORGE_MODEL, or the endpoint's only model).")
 @click.option("--iterations", type=click.IntRange(1, 100_000), default=None,
-              help="Candidates to evaluate, at most (default: the policy's budgets.iterations, 10).")
+              help="Candidates to evaluate, at most, over the whole run (a resumed run counts its earlier ones; "
+                   "default: the policy's budgets.iterations, 10).")
 @click.option("--budget-tokens", type=click.IntRange(1), default=None,
-              help="LLM tokens to spend, at most (default: the policy's budgets.tokens).")
+              help="LLM tokens to spend over the whole run, at most (default: the policy's budgets.tokens).")
 @click.option("--time-limit", type=click.FloatRange(1, None), default=None,
-              help="Seconds of wall time, at most; checked between candidates (default: the policy's).")
+              help="Seconds of wall time over the whole run, at most; checked between candidates (default: the "
+                   "policy's budgets.time_limit_s).")
 @click.option("--out", "out_path", type=click.Path(path_type=Path), default=None,
               help="Write the best candidate here.")
 @click.option("--write", "write_in_place", is_flag=True, help="Write the best candidate over FILE's kernel file.")
@@ -42,7 +44,8 @@ TARGETS = ["auto", "cpu", "cuda", "xpu", "mps"]
 @click.option("--api-key", default=None, help="API key (default: $OPENAI_API_KEY; prefer the variable: "
                                               "command lines are visible to other users).")
 @click.option("--policy", "policy_path", default=None,
-              help="Policy file (or a shipped name, e.g. strict) for budgets and evaluation settings.")
+              help="Policy file (or a shipped name, e.g. strict) for budgets and evaluation settings; without "
+                   "one: the default policy's budgets and a quick evaluation (2 seeds, 2 s of timing per candidate).")
 def optimize(file: Path, kernel: str | None, target: str, model: str | None, iterations: int | None,
              budget_tokens: int | None, time_limit: float | None, out_path: Path | None, write_in_place: bool,
              report_dir: Path | None, resume_dir: Path | None, base_url: str | None, api_key: str | None,
