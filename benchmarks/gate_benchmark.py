@@ -107,10 +107,12 @@ def render_md(data: dict[str, Any]) -> str:
         c = phases["cpu"]
         lines += [f"Repository with {c['kernels']} managed CPU kernels, {c['changed']} changed; policy: "
                   f"{c['policy']}; machine load average before: {c.get('load_before')}.", "",
-                  "| run | kernels measured | cache hits | wall s | target |", "|---|---|---|---|---|"]
+                  "| run | kernels measured | cache hits | verdicts of the measured (confirmation runs) | wall s | target |",
+                  "|---|---|---|---|---|---|"]
         for run in c["runs"]:
-            lines.append(f"| {run['name']} | {run['measured']} | {run['cached']} | {run['wall_s']:.1f} | "
-                         f"{run.get('target', '')} |")
+            counts = ", ".join(f"{n} {v}" for v, n in run.get("verdict_counts", {}).items()) or "-"
+            lines.append(f"| {run['name']} | {run['measured']} | {run['cached']} | {counts} "
+                         f"({run.get('confirmation_runs', 0)}) | {run['wall_s']:.1f} | {run.get('target', '')} |")
         lines.append("")
     for note in data.get("notes", []):
         lines.append(f"Note: {note}")
@@ -140,7 +142,8 @@ def checkout(folder: Path, extra: float, kernel: str) -> Path:
 
 
 def decisions(label: str, n: int, head_extra: float, target: str, work: Path, rule: GateRule, store: ReferenceStore,
-              seeds: list[int], deadline: float, kernel: str = "rowsum_1ms") -> dict[str, Any]:
+              seeds: list[int], deadline: float, kernel: str = "rowsum_1ms",
+              results: Results | None = None) -> dict[str, Any]:
     base_dir = checkout(work / f"{label}-base", BASE_EXTRA, kernel)
     head_dir = checkout(work / f"{label}-head", head_extra, kernel)
     base_spec = load_spec(base_dir / "kforge.yaml", kernel)
@@ -165,6 +168,12 @@ def decisions(label: str, n: int, head_extra: float, target: str, work: Path, ru
                "device": r.device_name if r else None}
         print(json.dumps({"phase": label, **row}), flush=True)
         rows.append(row)
+        if results is not None:  # after every decision: a run cut short by a timeout keeps what it measured
+            results.add(label, summarize(label, rows, n, rule, head_extra))
+    return summarize(label, rows, n, rule, head_extra)
+
+
+def summarize(label: str, rows: list[dict[str, Any]], n: int, rule: GateRule, head_extra: float) -> dict[str, Any]:
     wanted = "regression" if label == "slowdown" else None
     met = sum(1 for r in rows if (r["verdict"] == wanted if wanted else r["verdict"] != "regression"))
     changes = [1 / r["speedup"] - 1 for r in rows if r["speedup"]]
@@ -241,10 +250,11 @@ def gpu_part(args: argparse.Namespace, results: Results) -> None:
         chosen = min(max(probe * 0.03 / measured, 0.03), 0.10) if usable else probe
         results.add("calibration", {"extra_work": probe, "measured_change": measured, "chosen_extra_work": chosen,
                                     "wall_s": m["max_wall_s"]})
-        aa = decisions("aa", args.decisions, BASE_EXTRA, device_kind, work, rule, store, seeds, deadline, kernel)
+        aa = decisions("aa", args.decisions, BASE_EXTRA, device_kind, work, rule, store, seeds, deadline, kernel,
+                       results)
         results.add("aa", aa)
         slow = decisions("slowdown", args.decisions, round((1 + BASE_EXTRA) * (1 + chosen) - 1, 6), device_kind,
-                         work, rule, store, seeds, deadline, kernel)
+                         work, rule, store, seeds, deadline, kernel, results)
         results.add("slowdown", slow)
         if args.full_gate and time.monotonic() < deadline:
             results.add("full_gate", full_gate(device_kind, round((1 + BASE_EXTRA) * (1 + chosen) - 1, 6), work, kernel))
@@ -350,8 +360,12 @@ def cpu_part(args: argparse.Namespace, results: Results) -> None:
         row = {"name": name, "args": list(extra), "exit_code": proc.returncode, "wall_s": wall,
                "measured": sum(1 for k in kernels if k.get("measured")),
                "cached": sum(1 for k in kernels if k.get("cached")),
-               "verdicts": {k["id"]: k["verdict"] for k in kernels if k.get("measured")},
-               "measured_wall_s": sum(k.get("wall_s", 0) for k in kernels), "unchanged": len(report.get("unchanged", []))}
+               "measured_kernels": {k["id"]: {"verdict": k["verdict"], "reason": k["reason"], "wall_s": k["wall_s"],
+                                              "confirmed": k["confirmed"]} for k in kernels if k.get("measured")},
+               "measured_wall_s": sum(k.get("wall_s", 0) for k in kernels), "unchanged": len(report.get("unchanged", [])),
+               "verdict_counts": {v: sum(1 for k in kernels if k.get("measured") and k["verdict"] == v)
+                                  for v in sorted({k["verdict"] for k in kernels if k.get("measured")})},
+               "confirmation_runs": sum(1 for k in kernels if k.get("measured") and k.get("confirmed"))}
         if target_s is not None:
             row["target"] = f"< {target_s:g} s: {'met' if wall < target_s else 'NOT met'}"
         if report.get("error"):
