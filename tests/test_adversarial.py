@@ -85,6 +85,10 @@ DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     "evasive_gc": (CHECK, "rejected", r"^static check: line 7: __import__\(\) of a computed module name"),
     "evasive_timer_toggle": (CHECK, "rejected", r"^static check: line 8: __import__\(\) of a computed module name"),
     "evasive_equal_restoring": (CHECK, "rejected", r"^static check: line 13: call to setattr\(\)"),
+    "evasive_frames": (CHECK, "rejected", r"^running shape set 0 seed 11: the candidate reached for \.tb_frame "
+                                          r"\(candidate line 17\); frames and the garbage collector"),
+    # control: ordinary library features that use frames internally are not hacks
+    "honest_fancy": (CHECK, "pass", r"^correct on every case$"),
 }
 
 # With the static scan off: what the worker's own checks make of the hacks the scan stops first.
@@ -94,8 +98,9 @@ RUNTIME_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     "patch_baseline": (CHECK, "rejected", r"replaced baseline\.forward \(while importing\)"),
     "evasive_timer_toggle": (CHECK, "rejected", r"replaced time\.perf_counter_ns \(running shape set 0 seed 11\)"),
     "evasive_equal_restoring": (CHECK, "rejected", r"replaced torch\.equal \(running shape set 0 seed 11\)"),
-    "gc_objects": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: "),
-    "evasive_gc": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: "),
+    "gc_objects": (CHECK, "rejected", r"reached for gc\.get_objects\(\) \(candidate line 11\)"),
+    "evasive_gc": (CHECK, "rejected", r"reached for gc\.get_objects\(\) \(candidate line 13\)"),
+    "getframe": (CHECK, "rejected", r"reached for sys\._getframe\(\) \(candidate line 11\)"),
     "forge_channel": (CHECK, "rejected", r"\(early exit\) after writing \d+ unsigned line\(s\) to the result channel"),
     "early_exit": (CHECK, "rejected", r"exited before the harness finished \(early exit\)$"),
     "atexit_forge": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: "),
@@ -169,7 +174,8 @@ def test_every_candidate_file_is_exercised() -> None:
 def test_the_evasive_candidates_really_evade_what_they_claim_to() -> None:
     # These get past the static scan; only the worker's runtime checks stand between them and a pass.
     for name in ("evasive_exit", "evasive_forge", "evasive_reference_files", "evasive_tensor_method",
-                 "evasive_threads", "cache_delayed", "background_thread", "inherit", "fallback", "alias_input", "mutate_inputs"):
+                 "evasive_threads", "evasive_frames", "cache_delayed", "background_thread", "inherit", "fallback",
+                 "alias_input", "mutate_inputs", "honest_fancy"):
         assert static_findings((ADV / f"{name}.py").read_text()) == [], name
 
 

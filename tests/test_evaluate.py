@@ -292,3 +292,35 @@ def test_the_static_scan_answers_without_starting_any_process(monkeypatch: pytes
     result = evaluate(spec, _cand("import gc\nclass ModelNew:\n    pass\n"), "cpu")
     assert result.verdict == "rejected" and result.reason.startswith("static check: line 1: import gc")
     assert result.details["static_findings"] == [result.reason.removeprefix("static check: ")]
+
+
+COMPILED = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+
+    def _softmax(x):
+        e = (x - x.amax(dim=1, keepdim=True)).exp()
+        return e / e.sum(dim=1, keepdim=True)
+
+
+    _compiled = torch.compile(_softmax)
+
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return _compiled(x)
+''')
+
+
+@pytest.mark.slow
+def test_a_torch_compile_candidate_is_not_mistaken_for_a_hack(tmp_path: Path) -> None:
+    # torch.compile patches nn.Module.__init__, starts threads and walks frames, all from torch's own code:
+    # none of the guards may take that for the candidate's doing. (~30 s: inductor builds C++ on the CPU.)
+    import shutil
+
+    if shutil.which("g++") is None and shutil.which("c++") is None:
+        pytest.skip("torch.compile on the CPU needs a C++ compiler; none here")
+    spec = load_spec(Path(__file__).parent / "data" / "adversarial" / "problem.py")
+    result = evaluate(spec, _cand(COMPILED), "cpu", EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=300))
+    assert result.verdict == "pass", result.reason

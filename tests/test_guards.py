@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
+import os
+import subprocess
 import sys
 import textwrap
 import threading
@@ -207,6 +210,28 @@ def test_the_framework_wrapping_its_own_function_is_not_a_patch(monkeypatch: pyt
     assert snapshot.changed() == ["torch.manual_seed"]
 
 
+def test_a_framework_closure_over_the_original_is_not_a_patch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # torch.compile's dynamo replaces nn.Module.__init__ with a closure (code in torch) calling the original
+    original = torch.nn.Module.__init__
+    fake_torch_file = os.path.join(os.path.dirname(torch.__file__), "_dynamo", "fake_for_test.py")
+    namespace: dict = {}
+    source = (
+        "def make(init):\n"
+        "    def patched_init(self, *args, **kwargs):\n"
+        "        init(self, *args, **kwargs)\n"
+        "    return patched_init\n"
+        "\n"
+        "def unrelated(self, *args, **kwargs):\n"
+        "    return None\n"
+    )
+    exec(compile(source, fake_torch_file, "exec"), namespace)
+    snapshot = FunctionSnapshot()
+    monkeypatch.setattr(torch.nn.Module, "__init__", namespace["make"](original))
+    assert snapshot.changed() == []
+    monkeypatch.setattr(torch.nn.Module, "__init__", namespace["unrelated"])  # framework code, but no wrapper
+    assert snapshot.changed() == ["torch.nn.Module.__init__"]
+
+
 def test_deleted_functions_and_replaced_modules(monkeypatch: pytest.MonkeyPatch) -> None:
     snapshot = FunctionSnapshot()
     monkeypatch.delattr(math, "gcd")
@@ -286,3 +311,92 @@ def test_thread_watch_tracks_threads_the_candidate_starts(monkeypatch: pytest.Mo
     for thread in watch.started:
         thread.join(timeout=5)
     assert watch.running() == []
+
+
+# ------------------------------------------------------------------------------------ audit guard
+
+AUDIT_CANDIDATE = '''
+import gc, inspect, sys, traceback, warnings
+from collections import namedtuple
+from dataclasses import dataclass
+from typing import TypeVar
+
+
+def attempt(name, fn, results):
+    try:
+        fn()
+        results[name] = "allowed"
+    except PermissionError as exc:
+        results[name] = str(exc)
+
+
+def tb_frame():
+    try:
+        raise ValueError
+    except ValueError as exc:
+        return exc.__traceback__.tb_frame
+
+
+def gen():
+    yield 1
+
+
+def make_dataclass():
+    @dataclass
+    class Point:
+        x: int = 0
+    return Point
+
+
+def run(results):
+    attempt("sys._getframe", lambda: sys._getframe(0), results)
+    attempt("tb_frame", tb_frame, results)
+    attempt("gi_frame", lambda: gen().gi_frame, results)
+    attempt("inspect.currentframe", inspect.currentframe, results)
+    attempt("inspect.stack", inspect.stack, results)
+    attempt("traceback.walk_stack", lambda: next(traceback.walk_stack(None)), results)
+    attempt("sys._current_frames", sys._current_frames, results)
+    attempt("gc.get_objects", gc.get_objects, results)
+    attempt("gc.get_referrers", lambda: gc.get_referrers(results), results)
+    attempt("namedtuple", lambda: namedtuple("P", "x y"), results)
+    attempt("TypeVar", lambda: TypeVar("T"), results)
+    attempt("dataclass", make_dataclass, results)
+    attempt("warnings.warn", lambda: warnings.warn("w", stacklevel=2), results)
+    attempt("traceback.format_exc", traceback.format_exc, results)
+'''
+
+AUDIT_DRIVER = '''
+import gc, json, sys
+from kforge_bot.evaluate.guards import AuditGuard
+
+prefix, source = sys.argv[1], open(sys.argv[2]).read()
+guard = AuditGuard(prefix)
+guard.install()
+namespace = {"__name__": "cand"}
+exec(compile(source, prefix + "abc/cand.py", "exec"), namespace)
+results = {}
+namespace["run"](results)
+results["harness sys._getframe"] = "allowed" if sys._getframe(0) is not None else "?"
+results["harness gc.get_objects"] = "allowed" if gc.get_objects() else "?"
+results["refused"] = guard.refused
+print(json.dumps(results))
+'''
+
+
+def test_audit_guard_refuses_frames_and_gc_to_the_candidate_only(tmp_path: Path) -> None:
+    # An audit hook stays for the life of its process: run it in a child, not in the test process.
+    (tmp_path / "cand.py").write_text(AUDIT_CANDIDATE)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    run = subprocess.run([sys.executable, "-W", "ignore", "-c", AUDIT_DRIVER, str(tmp_path / "candidate_"),
+                          str(tmp_path / "cand.py")], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    results = json.loads(run.stdout)
+    for refused in ("sys._getframe", "tb_frame", "gi_frame", "inspect.currentframe", "inspect.stack",
+                    "traceback.walk_stack", "sys._current_frames", "gc.get_objects", "gc.get_referrers"):
+        assert results[refused].startswith("kforge-bot: refused "), (refused, results[refused])
+        assert "(candidate line " in results[refused]
+    assert "through inspect.currentframe()" in results["inspect.currentframe"]
+    for allowed in ("namedtuple", "TypeVar", "dataclass", "warnings.warn", "traceback.format_exc",
+                    "harness sys._getframe", "harness gc.get_objects"):
+        assert results[allowed] == "allowed", (allowed, results[allowed])
+    assert len(results["refused"]) == 9
