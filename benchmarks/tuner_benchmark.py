@@ -95,7 +95,7 @@ def bench_kernel(name: str, args: argparse.Namespace, runs_dir: Path, time_limit
     device = str(baseline.get("device_name") or "")
     ceilings, origin = measured_ceilings(args.target, device, args.ceilings)
     ceil = ceilings.to_dict() if ceilings else None
-    base_pos = roofline_position(baseline, "baseline", record.workload, ceil)
+    base_pos = roofline_position(record.paired_result(), "baseline", record.workload, ceil)
     best = record.best
     best_pos = roofline_position(best.result, "candidate", record.workload, ceil) if best else None
     done = record.completed
@@ -103,8 +103,8 @@ def bench_kernel(name: str, args: argparse.Namespace, runs_dir: Path, time_limit
     row: dict[str, Any] = {
         "kernel": name, "file": spec.kernel_file, "shapes": list(spec.shape_sets), "device": device,
         "iterations": len(done), "stop_reason": outcome.stop_reason, "tunables": record.tunables,
-        "baseline_ms": (baseline.get("baseline") or {}).get("median_ms"),
-        "best_ms": ((best.result or {}).get("candidate") or {}).get("median_ms") if best else None,
+        # Both times from one interleaved measurement (the best's), else the first evaluation's.
+        "baseline_ms": record.times_ms()[0], "best_ms": record.times_ms()[1],
         "speedup": best.speedup if best else None, "speedup_ci": list(best.speedup_ci) if best and best.speedup_ci else None,
         "best_change": best.change if best else None, "best_iteration": best.iteration if best else None,
         "verdicts": [it.verdict for it in done],

@@ -119,8 +119,7 @@ def _comparison(record: RunRecord) -> str:
     best = record.best
     base_pos = record.position("baseline")
     best_pos = record.position("best")
-    base_ms = ((base_result.get("baseline") or {}).get("median_ms"))
-    best_ms = ((best.result or {}).get("candidate") or {}).get("median_ms") if best else None
+    base_ms, best_ms = record.times_ms()
     rows = [("median time per call (sum over shape sets)", _ms(base_ms), _ms(best_ms) if best else "-")]
 
     def fig(pos: dict[str, Any] | None, key: str, fmt: str) -> str:
@@ -128,16 +127,17 @@ def _comparison(record: RunRecord) -> str:
             return "n/a"
         return fmt.format(pos[key])
 
-    rows.append(("achieved bandwidth", fig(base_pos, "achieved_gbs", "{:.1f} GB/s"),
-                 fig(best_pos, "achieved_gbs", "{:.1f} GB/s") if best else "-"))
+    rows.append(("achieved bandwidth", fig(base_pos, "achieved_gbs", "{:.4g} GB/s"),
+                 fig(best_pos, "achieved_gbs", "{:.4g} GB/s") if best else "-"))
     if (base_pos or {}).get("flops_known"):
-        rows.append(("achieved compute", fig(base_pos, "achieved_tflops", "{:.2f} TFLOP/s"),
-                     fig(best_pos, "achieved_tflops", "{:.2f} TFLOP/s") if best else "-"))
+        rows.append(("achieved compute", fig(base_pos, "achieved_tflops", "{:.4g} TFLOP/s"),
+                     fig(best_pos, "achieved_tflops", "{:.4g} TFLOP/s") if best else "-"))
     label = "fraction of the roofline" if (base_pos or {}).get("flops_known") else "fraction of peak bandwidth"
     rows.append((label, fig(base_pos, "roofline_fraction", "{:.1%}"),
                  fig(best_pos, "roofline_fraction", "{:.1%}") if best else "-"))
     table = "| | kernel as written | best |\n|---|---|---|\n" + "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
-    notes = []
+    notes = ["Both columns come from the best candidate's evaluation, where the two were timed interleaved."
+             if best else "Times from the first evaluation of the kernel as written."]
     workload = record.workload or {}
     if workload.get("basis"):
         notes.append(f"Bytes counted: {workload['basis']}.")
@@ -148,8 +148,8 @@ def _comparison(record: RunRecord) -> str:
         bw = f"{ceilings['bandwidth_gbs']:g} GB/s" if ceilings.get("bandwidth_gbs") else "no bandwidth figure"
         notes.append(f"Ceilings ({ceilings.get('origin')}): {bw}; source: {ceilings.get('source')}.")
     else:
-        notes.append((record.ceilings_note or "No ceilings are known for this device") +
-                     "; so no fraction of a roofline is given.")
+        note = record.ceilings_note or "no ceilings are known for this device"
+        notes.append(f"{note[:1].upper()}{note[1:]}; so no fraction of a roofline is given.")
     return "## Kernel as written vs best\n" + table + "\n\n" + " ".join(notes)
 
 

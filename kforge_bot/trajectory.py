@@ -280,13 +280,28 @@ class RunRecord:
     # -- roofline --------------------------------------------------------------------------------
 
     def position(self, which: str = "best") -> dict[str, Any] | None:
-        """Where the baseline ("baseline") or the best candidate ("best") sits on the roofline; None when
-        the time or the bytes are unknown. Without ceilings the achieved figures are still given."""
+        """Where the kernel as written ("baseline") or the best candidate ("best") sits on the roofline; None
+        when the time or the bytes are unknown. Without ceilings the achieved figures are still given.
+
+        Once there is a best, both sides come from its evaluation, where they were timed interleaved: figures
+        from two separate evaluations would mix in whatever else the machine was doing at each time."""
         if which == "baseline":
-            return roofline_position(self.baseline, "baseline", self.workload, self.ceilings)
+            return roofline_position(self.paired_result(), "baseline", self.workload, self.ceilings)
         if self.best is None:
             return None
         return roofline_position(self.best.result, "candidate", self.workload, self.ceilings)
+
+    def paired_result(self) -> dict[str, Any] | None:
+        """The evaluation that measured the kernel as written next to the best (or next to itself)."""
+        return self.best.result if self.best is not None and self.best.result else self.baseline
+
+    def times_ms(self) -> tuple[float | None, float | None]:
+        """(kernel as written, best) median milliseconds per call summed over the shape sets, from one
+        interleaved measurement (the best's), else the first evaluation's time of the kernel as written."""
+        paired = self.paired_result() or {}
+        before = (paired.get("baseline") or {}).get("median_ms")
+        after = (paired.get("candidate") or {}).get("median_ms") if self.best is not None else None
+        return before, after
 
 
 def tuner_score(result: dict[str, Any]) -> float | None:

@@ -21,7 +21,7 @@ def llm_run(tmp_path: Path, *, improved: bool, flops: float | None = None) -> Tr
              baseline_file="candidates/baseline.py", baseline_sha256="x", budgets={"iterations": 4, "tokens": 9000},
              settings={"seeds": 2, "time_budget_s": 0.5, "confidence": 0.95})
     t.append("session", resumed=False)
-    t.append("baseline", result=result(speedup=1.0, ci=(0.98, 1.02), base_ms=4.0, cand_ms=4.0), eval_s=6.0)
+    t.append("baseline", result=result(speedup=1.0, ci=(0.98, 1.02), base_ms=5.0, cand_ms=5.0), eval_s=6.0)
     t.append("workload", shape_sets=[{"bytes": 8_000_000, "flops": flops}], basis="test workload")
     t.append("ceilings", ceilings=Ceilings(100.0, {"fp32": 1.0}, "measured", "doctor on Test CPU").to_dict(),
              note="doctor")
@@ -53,8 +53,10 @@ def test_markdown_of_an_improved_run_states_measured_figures(tmp_path: Path) -> 
     assert "| 2 | - | malformed |" in text
     assert "iteration budget spent (3 of 3)" in text
     assert "Raise TILE_N to 64" in text
+    # Both sides from the best's interleaved measurement (4 ms and 2 ms), not the first evaluation's 5 ms:
     # 8 MB in 4 ms = 2 GB/s = 2% of 100 GB/s; the best moves it in 2 ms.
-    assert "| achieved bandwidth | 2.0 GB/s | 4.0 GB/s |" in text
+    assert "| median time per call (sum over shape sets) | 4.000 ms | 2.000 ms |" in text
+    assert "| achieved bandwidth | 2 GB/s | 4 GB/s |" in text
     assert "| fraction of peak bandwidth | 2.0% | 4.0% |" in text
     assert "![speedup per iteration](plot.png)" in text
     assert "waiting for the model" in text
@@ -66,6 +68,7 @@ def test_markdown_says_when_nothing_beat_the_kernel_as_written(tmp_path: Path) -
     assert "the original file was left untouched" in text
     assert "1.010x (0.970-1.050)" in text and "does not establish a speedup" in text
     assert "Plot skipped: matplotlib is not installed." in text
+    assert "| median time per call (sum over shape sets) | 5.000 ms | - |" in text
     assert "faster** than" not in text
 
 
