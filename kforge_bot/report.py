@@ -136,7 +136,9 @@ def _comparison(record: RunRecord) -> str:
     rows.append((label, fig(base_pos, "roofline_fraction", "{:.1%}"),
                  fig(best_pos, "roofline_fraction", "{:.1%}") if best else "-"))
     table = "| | kernel as written | best |\n|---|---|---|\n" + "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
-    notes = ["Both columns come from the best candidate's evaluation, where the two were timed interleaved."
+    notes = ["Both columns come from the best candidate's evaluation, where the two were timed interleaved. Each "
+             "time is that side's median; the speedup is the median of the per-pair ratios, so on a busy machine "
+             "the two can disagree (the ratio is the robust figure)."
              if best else "Times from the first evaluation of the kernel as written."]
     workload = record.workload or {}
     if workload.get("basis"):
