@@ -404,3 +404,28 @@ def test_nothing_changed_passes_without_measuring(small_repo):
     report = json.loads(proc.stdout)
     assert report["kernels"] == [] and report["unchanged"] == ["k"]
     assert "commit status: skipped" in proc.stderr
+
+
+def test_kernels_that_stop_parsing_are_errors_and_deleted_ones_are_listed(tmp_path):
+    root = tmp_path / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "k.py", PLAIN)
+    write(root, "gone.py", PLAIN)
+    write(root, "kforge.yaml", manifest(["k", "gone"]))
+    write(root, "problems/relu.py", KB)
+    commit_all(root, "base")
+    write(root, "kforge.yaml", manifest(["k"]))
+    (root / "gone.py").unlink()
+    write(root, "k.py", "def kernel(x, y):\n    return x * 2.0 + y +\n")  # a syntax error
+    write(root, "problems/relu.py", KB.replace("def get_inputs():", "def get_inputs(:"))
+    commit_all(root, "head")
+    policy = load_policy(None)
+    report = run_gate(root, "HEAD~1", policy=policy, measure=False)  # nothing here needs a measurement
+    kernels = {k.id: k for k in report.kernels}
+    assert report.removed == ["gone"]
+    assert kernels["k"].verdict == "error" and "syntax error" in kernels["k"].reason
+    assert kernels["k"].reason.startswith("does not load: k.py")  # a repository path, not the temporary checkout's
+    assert kernels["problems/relu.py"].verdict == "error"
+    assert "no longer a KernelBench problem" in kernels["problems/relu.py"].reason
+    assert report.exit_code == 1
