@@ -9,21 +9,28 @@ import torch
 from kforge_bot.targets.base import Target, Timer
 
 
+# Bound when the worker imports this module, before any candidate code exists: a patch of the Event class
+# installed inside a candidate's call (and undone before anyone looks) cannot reach the timer.
+_record = torch.cuda.Event.record
+_event_sync = torch.cuda.Event.synchronize
+_elapsed = torch.cuda.Event.elapsed_time
+_device_sync = torch.cuda.synchronize
+
+
 class CudaEventTimer(Timer):
     def __init__(self) -> None:
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
-        self._elapsed = torch.cuda.Event.elapsed_time  # bound now: patching the class later changes nothing
 
     def start(self) -> None:
-        self._start.record()
+        _record(self._start)
 
     def stop(self) -> None:
-        self._end.record()
+        _record(self._end)
 
     def elapsed_ms(self) -> float:
-        self._end.synchronize()
-        return float(self._elapsed(self._start, self._end))
+        _event_sync(self._end)
+        return float(_elapsed(self._start, self._end))
 
 
 class CudaTarget(Target):
@@ -37,7 +44,7 @@ class CudaTarget(Target):
         return torch.cuda.get_device_name(self.index)
 
     def synchronize(self) -> None:
-        torch.cuda.synchronize(self.index)
+        _device_sync(self.index)
 
     def timer(self) -> Timer:
         return CudaEventTimer()
