@@ -24,7 +24,7 @@ from kforge_bot.evaluate.guards import static_findings
 from kforge_bot.evaluate.plan import Case, Plan
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
 from kforge_bot.evaluate.sandbox import ChildOutcome, run_worker
-from kforge_bot.evaluate.stats import speedup_from_pairs, summarize
+from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.targets import resolve_target_name
 
@@ -295,12 +295,17 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence:
     if not usable:
         return
     n_min = min(len(t["baseline_ms"]) for t in usable)
+    floors: list[float] = []
     for t in usable:
         b, c = t["baseline_ms"], t["candidate_ms"]
         speedup, ci = speedup_from_pairs(b, c, confidence)
+        floor = systematic_floor(t.get("calls_per_sample", 1))
+        floors.append(floor)
         per_shape.append({"shape_set": t["shape"], "baseline": summarize(b).to_dict(),
                           "candidate": summarize(c).to_dict(), "speedup": speedup,
-                          "speedup_ci": list(ci) if math.isfinite(ci[0]) else None,
+                          "speedup_ci": list(widen(ci, floor)) if math.isfinite(ci[0]) else None,
+                          "speedup_ci_within_run": list(ci) if math.isfinite(ci[0]) else None,
+                          "systematic_floor": floor,
                           "pairs": len(b), "calls_per_sample": t.get("calls_per_sample", 1),
                           "stop_reason": t.get("stop_reason", ""), "wall_s": t.get("wall_s"),
                           "mode": t.get("mode", "eager"), "mode_note": t.get("mode_note", "")})
@@ -310,7 +315,9 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence:
         pooled_b.extend(b[i] for i in idx)
         pooled_c.extend(c[i] for i in idx)
     speedup, ci = speedup_from_pairs(pooled_b, pooled_c, confidence)
-    result.speedup, result.speedup_ci = speedup, ci
+    result.speedup, result.speedup_ci = speedup, widen(ci, max(floors))
+    result.details["speedup_ci_within_run"] = list(ci)
+    result.details["systematic_floor"] = max(floors)
     if not math.isfinite(ci[0]):
         # The range of a handful of pairs is no 95% interval: report none rather than an overconfident one.
         result.speedup_ci = None

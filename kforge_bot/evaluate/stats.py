@@ -116,3 +116,20 @@ def speedup_from_pairs(baseline_ms: Sequence[float], candidate_ms: Sequence[floa
 
 def relative_half_width(ci: tuple[float, float], center: float) -> float:
     return (ci[1] - ci[0]) / (2 * center) if center > 0 else math.inf
+
+
+# Between-run error the within-run interval cannot see (which process, which memory pages, clock state).
+# Calibrated from A/A runs on an H200 (benchmarks/results/harness_resolution.md, 2026-11-29): A/A intervals
+# missed 1.0 by up to 0.08% for samples of one ~1 ms call, and by up to 0.35% for short kernels timed
+# several calls per sample. The floors cover those misses; they still need an out-of-sample check.
+SYSTEMATIC_FLOOR_LONG = 0.001
+SYSTEMATIC_FLOOR_SHORT = 0.004
+
+
+def systematic_floor(calls_per_sample: int) -> float:
+    return SYSTEMATIC_FLOOR_LONG if calls_per_sample <= 1 else SYSTEMATIC_FLOOR_SHORT
+
+
+def widen(ci: tuple[float, float], floor: float) -> tuple[float, float]:
+    """The interval widened multiplicatively by a relative systematic error `floor` on each side."""
+    return ci[0] / (1.0 + floor), ci[1] * (1.0 + floor)
