@@ -68,8 +68,10 @@ def _build() -> ctypes.CDLL:
         src = folder / f"matmul_bias_relu_{digest}.c"
         src.write_text(source)
         tmp = lib.with_suffix(f".{os.getpid()}.tmp")
-        subprocess.run([os.environ.get("CC", "cc"), "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC",
-                        str(src), "-o", str(tmp)], check=True, capture_output=True, text=True)
+        proc = subprocess.run([os.environ.get("CC", "cc"), "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC",
+                               str(src), "-o", str(tmp)], capture_output=True, text=True)
+        if proc.returncode != 0:  # the compiler's own words are what a generator can repair from
+            raise RuntimeError(f"C compilation failed:\n{proc.stderr[-4000:]}")
         tmp.replace(lib)
     handle = ctypes.CDLL(str(lib))
     handle.matmul_bias_relu.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4
