@@ -10,6 +10,6 @@ for step in $steps; do
     tests)   timeout 200 python3 -m pytest -m gpu tests/test_gpu.py -v --tb=short --timeout 150 -p no:cacheprovider ${KFORGE_GPU_TESTS:+-k "$KFORGE_GPU_TESTS"} 2>&1 | grep -v USDT | tee "$out/gpu_tests.log" | grep -E "PASSED|FAILED|ERROR|passed|failed|Error|assert" ;;
     harness) timeout 240 python3 benchmarks/harness_resolution.py --runs 10 --small-runs 5 --budget 1.5 --out "$out" > "$out/harness.log" 2>&1; tail -12 "$out/harness.log" ;;
     tuner)   [ -f benchmarks/tuner_benchmark.py ] && { timeout 200 python3 benchmarks/tuner_benchmark.py --target cuda --out "$out" > "$out/tuner.log" 2>&1; tail -15 "$out/tuner.log"; } ;;
-    gate)    [ -f benchmarks/gate_benchmark.py ] && { timeout 150 python3 benchmarks/gate_benchmark.py --target cuda --out "$out" > "$out/gate.log" 2>&1; tail -15 "$out/gate.log"; } ;;
+    gate)    [ -f benchmarks/gate_benchmark.py ] && { timeout 330 python3 benchmarks/gate_benchmark.py --target cuda --out "$out" > "$out/gate.log" 2>&1; tail -15 "$out/gate.log"; } ;;
   esac
 done
