@@ -316,7 +316,7 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence:
         pooled_c.extend(c[i] for i in idx)
     speedup, ci = speedup_from_pairs(pooled_b, pooled_c, confidence)
     result.speedup, result.speedup_ci = speedup, widen(ci, max(floors))
-    result.details["speedup_ci_within_run"] = list(ci)
+    result.details["speedup_ci_within_run"] = list(ci) if math.isfinite(ci[0]) else None
     result.details["systematic_floor"] = max(floors)
     if not math.isfinite(ci[0]):
         # The range of a handful of pairs is no 95% interval: report none rather than an overconfident one.

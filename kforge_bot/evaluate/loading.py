@@ -34,16 +34,62 @@ def import_implementation(impl: Implementation, workdir: Path, tag: str) -> Modu
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / impl.filename
     path.write_text(impl.source, encoding="utf-8")
-    if impl.root and impl.root not in sys.path:
-        sys.path.insert(0, impl.root)
     module_name = f"_kforge_{tag}_{digest}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {impl.filename}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    spec.loader.exec_module(module)
+    if not impl.root:
+        spec.loader.exec_module(module)
+        return module
+    # Each implementation gets its own copies of its repository's local modules: a base and a head checkout
+    # (or a candidate) may both say `import helper` and mean different files. Local modules another
+    # implementation loaded are set aside during this import, and the ones this import loads are set aside
+    # after it; every module keeps the objects it imported.
+    root = Path(impl.root).resolve()
+    aside = {name: mod for name, mod in sys.modules.items() if _local_to_other_root(mod, root)}
+    for name in aside:
+        del sys.modules[name]
+    before = set(sys.modules)
+    sys.path.insert(0, str(root))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(root))
+        if str(root) not in sys.path:
+            sys.path.append(str(root))  # late imports inside kernels still resolve
+        for name in set(sys.modules) - before:
+            if _local_to(sys.modules[name], root):
+                _LOCAL_ROOTS.add(root)
+                del sys.modules[name]
+        for name, mod in aside.items():
+            sys.modules.setdefault(name, mod)
     return module
+
+
+_LOCAL_ROOTS: set[Path] = set()
+
+
+def _module_file(mod: object) -> Path | None:
+    file = getattr(mod, "__file__", None)
+    if not file:
+        return None
+    try:
+        return Path(file).resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
+def _local_to(mod: object, root: Path) -> bool:
+    file = _module_file(mod)
+    return file is not None and file.is_relative_to(root)
+
+
+def _local_to_other_root(mod: object, root: Path) -> bool:
+    file = _module_file(mod)
+    return file is not None and any(file.is_relative_to(r) for r in _LOCAL_ROOTS if r != root) \
+        and not file.is_relative_to(root)
 
 
 def lookup(module: ModuleType, symbol: str, label: str) -> Any:
