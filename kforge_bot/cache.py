@@ -32,6 +32,7 @@ from typing import Any
 
 from kforge_bot import HARNESS_VERSION
 from kforge_bot.errors import KforgeError
+from kforge_bot.targets import cpu_model
 
 DEFAULT_DIR = ".kforge-cache"
 _SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cl", ".metal", ".ptx",
@@ -184,19 +185,6 @@ class TargetFingerprint:
         return asdict(self)
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine() or "unknown cpu"
-
-
 def _torch_version() -> str:
     from importlib import metadata
 
@@ -218,7 +206,7 @@ def probe_fingerprint(kind: str) -> TargetFingerprint:
     """The fingerprint of this machine's `kind` device. GPUs are asked in a child process, so the
     gate's own process never holds a device context while kernels are measured."""
     if kind == "cpu":
-        return TargetFingerprint("cpu", _cpu_model(), _torch_version())
+        return TargetFingerprint("cpu", cpu_model(), _torch_version())
     if kind == "mps":
         return TargetFingerprint("mps", "Apple GPU (" + (os.uname().machine if hasattr(os, "uname") else "?") + ")",
                                  _torch_version())

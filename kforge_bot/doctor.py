@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kforge_bot import hardware
+from kforge_bot.targets import cpu_model
 
 QUICK_ENV = "KFORGE_DOCTOR_QUICK"
 TARGET_CHOICES = ("auto", "cpu", "cuda", "xpu", "mps")
@@ -271,17 +272,7 @@ def _device_info(torch: Any, kind: str) -> dict[str, Any]:
         return info
     if kind == "mps":
         return {"name": f"Apple MPS ({platform.machine()})", "count": 1}
-    return {"name": _cpu_model(), "count": 1, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads()}
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith(("model name", "hardware", "cpu model")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+    return {"name": cpu_model(), "count": 1, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads()}
 
 
 def _resolve_kind(torch: Any, requested: str) -> tuple[str | None, dict[str, bool], str | None]:

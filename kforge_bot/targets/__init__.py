@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import platform
+from pathlib import Path
+
 from kforge_bot.errors import KforgeError
 
 TARGET_NAMES = ("cpu", "cuda", "xpu", "mps")
@@ -41,3 +44,14 @@ def resolve_target_name(name: str, allowed: tuple[str, ...] | None = None) -> st
 
 def make_target(name: str, index: int = 0):
     return target_class(name)(index)
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name: one answer for the target, doctor's ceilings and the result cache's keys."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"

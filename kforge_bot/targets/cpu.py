@@ -8,18 +8,8 @@ from typing import Any
 
 import torch
 
+from kforge_bot.targets import cpu_model
 from kforge_bot.targets.base import HostTimer, Target, Timer
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 class CpuTarget(Target):
@@ -30,7 +20,7 @@ class CpuTarget(Target):
         return True
 
     def device_name(self) -> str:
-        return _cpu_model()
+        return cpu_model()
 
     def timer(self) -> Timer:
         return HostTimer()
