@@ -162,8 +162,7 @@ def _file_part(value: Any, default: str) -> str:
 def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[str]) -> list[Kernel]:
     import yaml
 
-    from kforge_bot import spec as spec_module
-    from kforge_bot.spec import load_manifest
+    from kforge_bot.spec import load_manifest, load_manifest_entry
 
     rel_dir = manifest.parent.relative_to(checkout).as_posix()
     prefix = "" if rel_dir == "." else f"{rel_dir}/"
@@ -202,7 +201,7 @@ def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[
             kernels.append(Kernel(ident(name), name, "manifest", rel_file, specs[name], None, sources, manifest_rel))
             continue
         try:
-            spec = spec_module._manifest_kernel(name, entry, manifest.parent.resolve(), manifest.resolve())
+            spec = load_manifest_entry(manifest, name, entry)
         except KforgeError as exc:
             kernels.append(Kernel(ident(name), name, "manifest", rel_file, None, str(exc), sources, manifest_rel))
         else:

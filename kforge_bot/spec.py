@@ -331,6 +331,14 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
     )
 
 
+def load_manifest_entry(manifest: str | Path, name: str, entry: Any) -> KernelSpec:
+    """One kernel of a manifest from its raw `kernels.<name>` entry, validated on its own: a caller
+    that must keep a manifest's good kernels when another one is broken (the regression gate) loads
+    each entry with this, where `load_manifest` stops at the first error."""
+    path = Path(manifest).resolve()
+    return _manifest_kernel(str(name), entry, path.parent, path)
+
+
 def load_manifest(path: str | Path) -> dict[str, KernelSpec]:
     """All kernels of one kforge.yaml, by name."""
     path = Path(path).resolve()

@@ -18,6 +18,7 @@ from kforge_bot.spec import (
     is_kernelbench_source,
     load_kernelbench,
     load_manifest,
+    load_manifest_entry,
     load_spec,
 )
 
@@ -243,6 +244,23 @@ def test_malformed_manifest_gives_one_line_naming_file_and_key(tmp_path: Path, c
     with pytest.raises(KforgeError) as again:
         load_spec(manifest, "k")
     assert str(again.value) == str(info.value)
+
+
+def test_one_entry_loads_on_its_own_while_another_is_broken(tmp_path: Path) -> None:
+    import yaml
+
+    manifest = _write(tmp_path, {"good": GOOD, "bad": {**GOOD, "entry": "triple"}})
+    with pytest.raises(KforgeError):
+        load_manifest(manifest)  # the whole manifest stops at the broken entry
+    entries = yaml.safe_load(manifest.read_text())["kernels"]
+    good = load_manifest_entry(manifest, "good", entries["good"])
+    assert good.name == "good" and good.entry == "double" and Path(good.root) == tmp_path.resolve()
+    with pytest.raises(KforgeError) as info:
+        load_manifest_entry(manifest, "bad", entries["bad"])
+    _one_line(info, str(manifest.resolve()), "kernels.bad.entry", "'triple'")
+    (tmp_path / "ok.yaml").write_text(yaml.safe_dump({"version": 1, "kernels": {"good": GOOD}}))
+    # the same spec as the whole-manifest loader gives (relative paths resolve against the manifest)
+    assert load_manifest_entry(tmp_path / "ok.yaml", "good", GOOD) == load_manifest(tmp_path / "ok.yaml")["good"]
 
 
 def test_syntax_error_in_a_kernel_file_names_that_file_and_line(tmp_path: Path) -> None:
