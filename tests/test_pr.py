@@ -28,22 +28,24 @@ REPO = "octo/kernels"
 MANIFEST = """\
 version: 1
 kernels:
-  mm:
-    file: kernels/mm.py
-    entry: mm_relu
-    reference: kernels/mm.py:reference
-    inputs: kernels/mm.py:make_inputs
+  rmsnorm:
+    file: kernels/rmsnorm.py
+    entry: rmsnorm
+    reference: kernels/rmsnorm.py:reference
+    inputs: kernels/rmsnorm.py:make_inputs
     shapes:
-      - {m: 4, n: 4096, k: 128}
+      - {rows: 64, cols: 2048}
     targets: [cpu]
     language: c
     seeds: 1
 """
 
-# TILE_N is the one tunable: 1 walks `w` down its columns one float at a time; 32 streams its rows
-# in vectorizable runs (several times faster on any machine, whatever else it is running).
+# CHUNK is the one tunable, and its first value does clearly redundant work: every chunk of CHUNK
+# outputs recomputes its row's sum of squares, so 128 reads each row 17 times where 2048 (the whole
+# row) reads it twice. The better value is several times faster on any machine, however loaded, so
+# the follow-up PR does not hang on a close timing call.
 KERNEL = '''\
-"""relu(a @ w) in C, built with the system compiler; {note}"""
+"""RMS norm of each row, in C, built with the system compiler; {note}"""
 import ctypes, hashlib, os, subprocess, tempfile
 from pathlib import Path
 
@@ -54,60 +56,59 @@ _LEAKED = [k for k, v in os.environ.items() if "ghs_fake_token" in v or k == "GI
 if _LEAKED:
     raise RuntimeError(f"credentials visible to evaluated code: {{_LEAKED}}")
 
-TILE_N = 1  # kforge: tune TILE_N in [1, 32]
+CHUNK = 128  # kforge: tune CHUNK in [128, 2048]
 
 C_SOURCE = r"""
-#define TILE_N %d
-void mm_relu(const float* a, const float* w, float* out, int M, int N, int K) {{
-    for (int i = 0; i < M; ++i)
-        for (int j0 = 0; j0 < N; j0 += TILE_N) {{
-            float acc[TILE_N];
-            int jn = (N - j0) < TILE_N ? (N - j0) : TILE_N;
-            for (int j = 0; j < jn; ++j) acc[j] = 0.0f;
-            for (int k = 0; k < K; ++k) {{
-                float av = a[(long)i * K + k];
-                const float* wrow = w + (long)k * N + j0;
-                for (int j = 0; j < jn; ++j) acc[j] += av * wrow[j];
-            }}
-            for (int j = 0; j < jn; ++j) out[(long)i * N + j0 + j] = acc[j] > 0.0f ? acc[j] : 0.0f;
+#include <math.h>
+#define CHUNK %d
+void rmsnorm(const float* x, const float* w, float* out, int M, int N) {{
+    for (int i = 0; i < M; ++i) {{
+        const float* row = x + (long)i * N;
+        for (int j0 = 0; j0 < N; j0 += CHUNK) {{
+            float ss = 0.0f;  /* the row's scale, recomputed for every chunk */
+            for (int k = 0; k < N; ++k) ss += row[k] * row[k];
+            float scale = 1.0f / sqrtf(ss / N + 1e-6f);
+            int jn = (N - j0) < CHUNK ? (N - j0) : CHUNK;
+            for (int j = 0; j < jn; ++j) out[(long)i * N + j0 + j] = row[j0 + j] * scale * w[j0 + j];
         }}
+    }}
 }}
-""" % TILE_N
+""" % CHUNK
 
 
 def _build():
     digest = hashlib.sha256(C_SOURCE.encode()).hexdigest()[:16]
     folder = Path(tempfile.gettempdir()) / f"kforge-test-prbuild-{{os.getuid()}}"
     folder.mkdir(exist_ok=True)
-    lib = folder / f"mm_{{digest}}.so"
+    lib = folder / f"rmsnorm_{{digest}}.so"
     if not lib.exists():
-        src = folder / f"mm_{{digest}}.c"
+        src = folder / f"rmsnorm_{{digest}}.c"
         src.write_text(C_SOURCE)
         tmp = lib.with_suffix(f".{{os.getpid()}}.tmp")
-        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", str(src), "-o", str(tmp)],
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", str(src), "-o", str(tmp), "-lm"],
                        check=True, capture_output=True)
         tmp.replace(lib)
     handle = ctypes.CDLL(str(lib))
-    handle.mm_relu.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 3
+    handle.rmsnorm.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 2
     return handle
 
 
 _LIB = _build()
 
 
-def mm_relu(a, w):
-    a, w = a.contiguous(), w.contiguous()
-    out = torch.empty(a.shape[0], w.shape[1])
-    _LIB.mm_relu(a.data_ptr(), w.data_ptr(), out.data_ptr(), a.shape[0], w.shape[1], a.shape[1])
+def rmsnorm(x, w):
+    x, w = x.contiguous(), w.contiguous()
+    out = torch.empty_like(x)
+    _LIB.rmsnorm(x.data_ptr(), w.data_ptr(), out.data_ptr(), x.shape[0], x.shape[1])
     return out
 
 
-def reference(a, w):
-    return torch.relu(a @ w)
+def reference(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(dim=1, keepdim=True) + 1e-6) * w
 
 
-def make_inputs(m, n, k):
-    return torch.randn(m, k), torch.randn(k, n) / k ** 0.5
+def make_inputs(rows, cols):
+    return torch.randn(rows, cols), torch.rand(cols) + 0.5
 '''
 
 POLICY = """\
@@ -127,13 +128,13 @@ class World:
         git(tmp, "clone", "-q", str(self.origin), str(seed))
         git(seed, "checkout", "-q", "-b", "main")
         write(seed, "kforge.yaml", MANIFEST)
-        write(seed, "kernels/mm.py", KERNEL.format(note="first version"))
+        write(seed, "kernels/rmsnorm.py", KERNEL.format(note="first version"))
         write(seed, "README.md", "kernels\n")
         commit_all(seed, "initial")
         git(seed, "push", "-q", "origin", "main")
         git(seed, "checkout", "-q", "-b", "feature")
-        write(seed, "kernels/mm.py", KERNEL.format(note="rewritten loop order"))
-        self.head_sha = commit_all(seed, "rewrite mm")
+        write(seed, "kernels/rmsnorm.py", KERNEL.format(note="weights applied in the same pass"))
+        self.head_sha = commit_all(seed, "rewrite rmsnorm")
         git(seed, "push", "-q", "origin", "feature")
         self.base_sha = git(seed, "rev-parse", "main")
         # The Action's checkout: the PR head, origin pointing at the bare repository.
@@ -143,7 +144,7 @@ class World:
         fake.add_repo(REPO, self.origin)
         fake.set_permission(REPO, "ada", "write")
         self.number = fake.add_pull(REPO, head_ref="feature", user="ada", author_association="COLLABORATOR",
-                                    title="Rewrite mm")
+                                    title="Rewrite rmsnorm")
 
     def event(self, *, fork: bool = False, action: str = "opened") -> Path:
         payload = example("pull_request", action)
@@ -195,25 +196,23 @@ def _ok(proc: subprocess.CompletedProcess) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="not passing yet: on a loaded 2-core machine the tuner's 1.2-1.3x gain on this fixture "
-                         "has a CI reaching below 1, so no follow-up PR is opened (issue 4 stays open)")
 def test_pr_opens_one_follow_up_then_updates_it(world):
     proc = world.run(world.event())
     _ok(proc)
     ups = world.follow_ups()
     assert len(ups) == 1, proc.stderr
     pr = ups[0]
-    assert pr.base_ref == "feature" and pr.head_ref == f"kforge/pr-{world.number}/mm"
-    assert pr.title.startswith("kforge: mm ") and "faster on cpu" in pr.title
+    assert pr.base_ref == "feature" and pr.head_ref == f"kforge/pr-{world.number}/rmsnorm"
+    assert pr.title.startswith("kforge: rmsnorm ") and "faster on cpu" in pr.title
     # The evidence: the table row with a CI, correctness, profile, how it was found, reproduce, diff.
     assert "| cpu | " in pr.body and "x (" in pr.body
     for section in ("<summary>Correctness</summary>", "<summary>Profile: before and after</summary>",
-                    "<summary>How it was found</summary>", "built-in tuner", "kforge-bot check kernels/mm.py",
-                    "<summary>Diff</summary>", "-TILE_N = 1 ", "+TILE_N = 32 "):
+                    "<summary>How it was found</summary>", "built-in tuner", "kforge-bot check kernels/rmsnorm.py",
+                    "<summary>Diff</summary>", "-CHUNK = 128 ", "+CHUNK = 2048 "):
         assert section in pr.body, section
     # The branch holds the PR head plus one bot commit with the candidate.
     assert world.fake._git(REPO, "rev-parse", f"{pr.head_ref}~1") == world.head_sha
-    assert "TILE_N = 32 " in world.fake._git(REPO, "show", f"{pr.head_ref}:kernels/mm.py")
+    assert "CHUNK = 2048 " in world.fake._git(REPO, "show", f"{pr.head_ref}:kernels/rmsnorm.py")
     comments = world.fake.comments_on(REPO, world.number)
     assert len(comments) == 1 and f"[#{pr.number}]" in comments[0].body
     assert world.fake.statuses[-1]["state"] == "success" and world.fake.statuses[-1]["sha"] == world.head_sha
@@ -239,7 +238,7 @@ def test_no_improvement_comments_and_opens_nothing(world):
     proc = world.run(world.event(), min_speedup=50)
     _ok(proc)
     assert world.follow_ups() == []
-    assert world.fake.branch_sha(REPO, f"kforge/pr-{world.number}/mm") is None
+    assert world.fake.branch_sha(REPO, f"kforge/pr-{world.number}/rmsnorm") is None
     body = world.fake.comments_on(REPO, world.number)[0].body
     # Either the loop found nothing faster, or what it found is below the policy's 50x: no PR both ways.
     assert "no follow-up PR: no improvement" in body

@@ -40,7 +40,10 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
                       time_limit_s=policy.budgets.time_limit_s)
     config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint)
     root = Path(work_dir or tempfile.mkdtemp(prefix="kforge-pr-"))
-    report_dir = root / f"{spec.name}-{target}"
+    root.mkdir(parents=True, exist_ok=True)
+    # A fresh folder per run: a self-hosted runner keeps --work-dir between runs, and the loop
+    # refuses a report folder that already holds a run.
+    report_dir = Path(tempfile.mkdtemp(prefix=f"{spec.name}-{target}-", dir=root))
     if log:
         log(f"{spec.name}: {'LLM ' + endpoint.describe() if endpoint else 'no LLM endpoint configured: built-in tuner'}"
             f", {budgets.iterations} iteration(s)")
