@@ -3,7 +3,7 @@
 GPU part (`--target cuda`, for the H200): a ~1 ms memory-bound kernel (benchmarks/harness_kernels/
 rowsum.py, 4 GiB read) judged at the default policy's 2% threshold and 95% confidence by the gate's
 own decision code (`kforge_bot.gate.compare`, confirmation run included), with the base version
-loaded the way the gate loads it (`isolated_implementation`, from its own checkout directory):
+loaded the way the gate loads it (its own implementation, rooted in its own checkout directory):
 - A/A: base and head are the same kernel, N decisions; a `regression` is a false alarm (target 0);
 - a 3% slowdown: the head reads more rows, calibrated once so that the measured median slowdown is
   about 3%; N decisions, each must be `regression` (target N of N);
@@ -47,7 +47,6 @@ from kforge_bot.evaluate.api import ReferenceStore, new_seeds
 from kforge_bot.gate import (
     compare,
     gate_settings,
-    isolated_implementation,
     regression_bound,
 )
 from kforge_bot.policy import GateRule, load_policy
@@ -148,9 +147,9 @@ def decisions(label: str, n: int, head_extra: float, target: str, work: Path, ru
     head_dir = checkout(work / f"{label}-head", head_extra, kernel)
     base_spec = load_spec(base_dir / "kforge.yaml", kernel)
     head_spec = load_spec(head_dir / "kforge.yaml", kernel)
-    # As the gate does it: the base from its own checkout, isolated; the kernel is its own reference,
-    # so the base version is the correctness oracle.
-    base = isolated_implementation(base_dir, base_spec, base_spec.baseline, "rowsum.py", [head_dir], "the base revision")
+    # As the gate does it: the base from its own checkout (the worker gives each implementation its own
+    # checkout's local modules); the kernel is its own reference, so the base version is the oracle.
+    base = base_spec.baseline
     settings = gate_settings(load_policy(None), rule)
     rows = []
     for i in range(n):

@@ -282,70 +282,6 @@ def material(kernel: Kernel, checkout: Path) -> dict[str, Any]:
     return data
 
 
-# ------------------------------------------------------------------ importing a revision in isolation
-
-_SHIM = '''\
-# kforge-bot: {label} of {rel}, imported from its own checkout with its own local modules, so that
-# it and the other revision (whose files share module names) never see each other's helpers.
-import importlib.util as _iu
-import os as _os
-import sys as _sys
-
-_ROOT = {root!r}
-_CHECKOUT = {checkout!r}
-_OTHERS = {others!r}
-_PATH = {path!r}
-
-
-def _under(module, roots):
-    try:
-        files = [getattr(module, "__file__", None)]
-        paths = getattr(module, "__path__", None)
-        if isinstance(paths, (list, tuple)) or type(paths).__name__ == "_NamespacePath":
-            files.extend(paths)
-        return any(isinstance(f, str) and _os.path.abspath(f).startswith(r + _os.sep) for f in files for r in roots)
-    except Exception:  # odd module objects (torch's class namespaces) are never a checkout's files
-        return False
-
-
-_saved = {{k: m for k, m in list(_sys.modules.items()) if m is not None and _under(m, [_CHECKOUT, *_OTHERS])}}
-for _k in _saved:
-    del _sys.modules[_k]
-_sys.path.insert(0, _ROOT)
-try:
-    _spec = _iu.spec_from_file_location({module!r}, _PATH)
-    _mod = _iu.module_from_spec(_spec)
-    _sys.modules[{module!r}] = _mod
-    _spec.loader.exec_module(_mod)
-finally:
-    if _ROOT in _sys.path:
-        _sys.path.remove(_ROOT)
-    for _k in [k for k, m in list(_sys.modules.items()) if m is not None and _under(m, [_CHECKOUT])]:
-        del _sys.modules[_k]
-    _sys.modules.update(_saved)
-{symbol} = _mod.{symbol}
-'''
-
-
-def isolated_implementation(checkout: Path, spec: KernelSpec, impl: Implementation, rel_file: str,
-                            other_checkouts: Sequence[Path], label: str) -> Implementation:
-    """An Implementation that imports `rel_file` of `checkout` with the checkout's own local modules.
-
-    The harness imports the baseline and the candidate into one process; both revisions' local
-    modules have the same names (`helper`), and Python keeps the first one imported. This shim loads
-    the file from its checkout with that checkout's import root first on sys.path, then takes its
-    local modules out of sys.modules again, so the other revision imports its own."""
-    checkout = checkout.resolve()
-    path = (checkout / rel_file).resolve()
-    import hashlib
-
-    module = "_kforge_isolated_" + hashlib.sha256(f"{path}:{label}".encode()).hexdigest()[:12]
-    source = _SHIM.format(label=label, rel=rel_file, root=str(Path(spec.root).resolve()), checkout=str(checkout),
-                          others=[str(Path(o).resolve()) for o in other_checkouts], path=str(path), module=module,
-                          symbol=impl.symbol)
-    return Implementation(source=source, symbol=impl.symbol, filename=path.name, root=None)
-
-
 # ---------------------------------------------------------------------------------- one kernel
 
 
@@ -809,8 +745,9 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
             base_impl = oracle = None
             if usable_base is not None:
                 assert old is not None and old.spec is not None
-                base_impl = isolated_implementation(base_root, old.spec, kernel_implementation(old.spec), old.file,
-                                                    [head_root], "the base revision")
+                # Its `root` is the base checkout: the worker imports each implementation with its own
+                # repository's local modules, so base and head may both `import helper` and mean two files.
+                base_impl = kernel_implementation(old.spec)
                 if not has_own_reference(kernel.spec):
                     oracle = base_impl
             say(f"{kernel.name}: measuring {'head against base' if base_impl else 'new kernel against its reference'}"

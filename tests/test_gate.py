@@ -429,3 +429,33 @@ def test_kernels_that_stop_parsing_are_errors_and_deleted_ones_are_listed(tmp_pa
     assert kernels["problems/relu.py"].verdict == "error"
     assert "no longer a KernelBench problem" in kernels["problems/relu.py"].reason
     assert report.exit_code == 1
+
+
+# ------------------------------------------------------- base and head import their own local modules
+
+
+def test_base_and_head_each_import_their_own_local_helper(tmp_path):
+    """Both revisions say `from helper import scale` and mean two different files. The kernel names no
+    reference, so the base version is the oracle: the head (whose helper adds 1) must come out
+    incorrect. Had the worker let one revision's `helper` serve both, both would compute the same
+    thing and the gate would pass. The gate hands the base over as a plain Implementation rooted in
+    its own checkout (no import shim); the worker's per-implementation loading does the isolating."""
+    import kforge_bot.gate as gate_module
+
+    assert not hasattr(gate_module, "isolated_implementation")
+    root = tmp_path / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "helper.py", "def scale(x):\n    return x * 2.0\n")
+    write(root, "viahelper.py", VIA_HELPER)
+    write(root, "kforge.yaml", "version: 1\nkernels:\n  viahelper:\n    file: viahelper.py\n    entry: kernel\n"
+                               "    inputs: ref.py:make_inputs\n    shapes: [{n: 32}]\n    targets: [cpu]\n")
+    write(root, "policy.yml", POLICY)
+    commit_all(root, "base")
+    write(root, "helper.py", "def scale(x):\n    return x * 2.0 + 1.0\n")
+    commit_all(root, "head: the helper changes what the kernel computes")
+    report = run_gate(root, "HEAD~1", policy=load_policy(root / "policy.yml"), use_cache=False)
+    (entry,) = report.kernels
+    assert entry.id == "viahelper" and entry.touched_by == ["helper.py"]
+    assert entry.verdict == "incorrect", entry.reason
+    assert report.exit_code == 1

@@ -113,7 +113,6 @@ def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> 
         discover,
         harness_verdict,
         has_own_reference,
-        isolated_implementation,
         kernel_implementation,
         kernel_target,
         parse_target,
@@ -201,8 +200,8 @@ def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> 
                     head_kernels = discover(head_tree, policy, strict=False)
                 committed = head_kernels.get(kernel.id)
                 if committed is not None and committed.spec is not None and head_tree is not None:
-                    oracle = isolated_implementation(head_tree, committed.spec, kernel_implementation(committed.spec),
-                                                     committed.file, [root], "the committed (HEAD) version")
+                    # rooted in the exported tree: the worker gives it that tree's local modules
+                    oracle = kernel_implementation(committed.spec)
                     against = "the committed (HEAD) version"
                 else:
                     against = "itself (new kernel without a reference: it must run and give sane outputs)"
