@@ -38,7 +38,8 @@ def test_repository_policies_link_to_the_packaged_files(name):
 
 def test_defaults_match_the_brief():
     d = pol.Policy()
-    assert d.gate.threshold == 0.02 and d.gate.confidence == 0.95
+    assert d.gate.threshold == {"cpu": 0.05, "cuda": 0.02, "xpu": 0.02, "mps": 0.02} and d.gate.confidence == 0.95
+    assert d.gate.require_all_targets is False
     assert d.trust.allowed_associations == ("OWNER", "MEMBER", "COLLABORATOR")
     assert d.trust.trigger_label == "kforge:run" and d.trust.allow_forks is False
     assert d.allow_framework_fallback is False
@@ -54,6 +55,11 @@ def _load(tmp_path: Path, text: str) -> pol.Policy:
     ("gate:\n  threshold: fast\n", "gate.threshold: expected a number between 0 and 1, got 'fast'"),
     ("gate:\n  threshold: 1.5\n", "gate.threshold: expected a number between 0 and 1, got 1.5"),
     ("gate:\n  threshold: true\n", "gate.threshold: expected a number between 0 and 1, got true"),
+    ("gate:\n  threshold: {gpu: 0.02}\n", "gate.threshold.gpu: unknown key (allowed here: cpu, cuda, xpu, mps)"),
+    ("gate:\n  threshold: {cpu: 2}\n", "gate.threshold.cpu: expected a number between 0 and 1, got 2"),
+    ("gate:\n  threshold: {}\n", "gate.threshold: expected a number between 0 and 1 or a mapping"),
+    ("gate:\n  require_all_targets: sometimes\n", "gate.require_all_targets: expected true or false"),
+    ("gate:\n  rules:\n    - {kernel: x, threshold: {cpu: fast}}\n", "gate.rules[0].threshold.cpu: expected a number"),
     ("gate:\n  confidence: 1\n", "gate.confidence: expected a number between 0.5 and 1 (exclusive of 1), got 1"),
     ("gate:\n  rules:\n    - path: a\n      thresold: 0.1\n", "gate.rules[0].thresold: unknown key"),
     ("gate:\n  rules:\n    - threshold: 0.1\n", "gate.rules[0]: a rule needs `path`"),
@@ -91,7 +97,7 @@ def test_invalid_policy_is_one_line_naming_file_and_key(tmp_path, text, message)
 
 def test_partial_policy_keeps_defaults_for_the_rest(tmp_path):
     p = _load(tmp_path, "gate:\n  threshold: 0.05\nbudgets:\n  iterations: 3\n")
-    assert p.gate.threshold == 0.05 and p.gate.confidence == 0.95
+    assert p.gate.threshold == {k: 0.05 for k in pol.TARGET_KINDS} and p.gate.confidence == 0.95
     assert p.budgets.iterations == 3 and p.budgets.tokens == pol.Policy().budgets.tokens
     assert _load(tmp_path, "") == pol.Policy()  # an empty file is the default policy
 
@@ -114,6 +120,30 @@ gate:
     assert r.skip and r.reason == "too short to time" and r.threshold == 0.03
     r = p.rule_for("rms", "kernels/norm.py")
     assert (r.threshold, r.confidence, r.skip, r.matched) == (0.03, 0.9, False, "gate defaults")
+
+
+def test_threshold_depends_on_the_target_kind(tmp_path):
+    d = pol.Policy()
+    assert d.rule_for("k", "k.py", "cpu").threshold == 0.05
+    assert d.rule_for("k", "k.py", "cpu").threshold_from == "gate.threshold.cpu"
+    assert all(d.rule_for("k", "k.py", kind).threshold == 0.02 for kind in ("cuda", "xpu", "mps"))
+    assert d.rule_for("k", "k.py").threshold == 0.02  # no target: the strictest
+    p = _load(tmp_path, """
+gate:
+  threshold: {cpu: 0.10}
+  rules:
+    - {kernel: "*_small", threshold: {cuda: 0.05}}
+    - {kernel: "flat", threshold: 0.07}
+""")
+    assert p.gate.threshold == {"cpu": 0.10, "cuda": 0.02, "xpu": 0.02, "mps": 0.02}  # unnamed kinds keep defaults
+    assert p.rule_for("k", "k.py", "cpu").threshold == 0.10
+    r = p.rule_for("rms_small", "k.py", "cuda")
+    assert r.threshold == 0.05 and r.threshold_from == "gate.rules[0].threshold.cuda"
+    r = p.rule_for("rms_small", "k.py", "cpu")  # the rule names no cpu value: the gate's
+    assert r.threshold == 0.10 and r.threshold_from == "gate.threshold.cpu"
+    assert all(p.rule_for("flat", "k.py", kind).threshold == 0.07 for kind in pol.TARGET_KINDS)
+    with pytest.raises(KforgeError):
+        p.rule_for("k", "k.py", "tpu")
 
 
 @pytest.mark.parametrize(("pattern", "path", "expected"), [
@@ -160,10 +190,17 @@ def test_schema_file_is_generated_from_the_code():
 VALID_DOCS = [
     {},
     {"gate": {"threshold": 0.05, "rules": [{"kernel": "x", "skip": True}]}},
+    {"gate": {"threshold": {"cpu": 0.1}, "require_all_targets": True,
+              "rules": [{"kernel": "x", "threshold": {"cuda": 0.05, "mps": 0.1}}]}},
     {"trust": {"allowed_associations": ["OWNER"], "allow_forks": True}, "languages": ["sycl"]},
 ]
 INVALID_DOCS = [
     {"gate": {"threshold": "fast"}},
+    {"gate": {"threshold": {}}},
+    {"gate": {"threshold": {"tpu": 0.02}}},
+    {"gate": {"threshold": {"cpu": 1.5}}},
+    {"gate": {"require_all_targets": "yes"}},
+    {"gate": {"rules": [{"kernel": "x", "threshold": {"cpu": -1}}]}},
     {"gate": {"rules": [{"threshold": 0.1}]}},
     {"gate": {"rules": [{"path": "a"}]}},
     {"gate": {"confidence": 1}},
@@ -228,7 +265,8 @@ def test_policy_show_prints_the_effective_policy(tmp_path):
     r = _cli("policy", "show", str(partial))
     assert r.returncode == 0, r.stderr
     shown = yaml.safe_load(r.stdout)
-    assert shown["min_speedup"] == 1.2 and shown["gate"]["threshold"] == 0.02
+    assert shown["min_speedup"] == 1.2 and shown["gate"]["threshold"] == {"cpu": 0.05, "cuda": 0.02, "xpu": 0.02,
+                                                                          "mps": 0.02}
     r = _cli("policy", "show", "strict", "--json")
     assert json.loads(r.stdout) == pol.load_policy("strict").to_dict()
 
