@@ -275,3 +275,35 @@ class ResultCache:
 
     def __len__(self) -> int:
         return sum(1 for _ in self.directory.glob("*.json")) if self.directory.is_dir() else 0
+
+
+# ------------------------------------------------------------------------------- optimize's evaluations
+
+# Verdicts that follow from the code, its inputs, the harness and the device alone. Crashes and timeouts can
+# be the machine's fault (a busy GPU, an OOM killer) and are measured again.
+EVAL_CACHEABLE = ("pass", "incorrect", "rejected")
+ENV_CACHE_DIR = "KFORGE_CACHE_DIR"
+
+
+def user_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """$KFORGE_CACHE_DIR, else $XDG_CACHE_HOME/kforge-bot, else ~/.cache/kforge-bot: a folder an Actions cache
+    step can save and restore between runs."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV_CACHE_DIR):
+        return Path(env[ENV_CACHE_DIR]).expanduser()
+    base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "kforge-bot"
+
+
+def evaluation_material(spec: Any, candidate: Any, settings: Any, fingerprint: TargetFingerprint,
+                        baseline: Any = None) -> dict[str, Any]:
+    """What one evaluation's verdict and timing depend on: the spec (its reference, inputs and shape sets)
+    and every local file the kernel imports, the candidate's source, the baseline it is timed against, the
+    evaluation settings and the target. Seeds are left out: fresh seeds each time are the point."""
+    root = Path(spec.root)
+    local = file_digests(local_closure([spec.kernel_path], [root], root), root)
+    settings_data = {k: v for k, v in settings.to_dict().items()}
+    return {"kind": "evaluation", "spec": portable(spec.to_dict()), "local_files": local,
+            "candidate": portable(candidate.to_dict()),
+            "baseline": portable(baseline.to_dict()) if baseline is not None else "spec baseline",
+            "settings": settings_data, "target": fingerprint.to_dict()}

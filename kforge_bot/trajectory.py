@@ -20,8 +20,10 @@ Events (each line also carries "event", "time" (Unix seconds) and "session"):
     tunables         (tuner) the parameters found in the kernel
     prompt, reply    one LLM exchange (agent: generator | analyst), with token counts
     malformed        a reply that could not be used (it costs its iteration)
-    candidate        a candidate's file, hash and, for the tuner, the assignment it tries
-    result           its evaluation, whether it was accepted as the new best, timings of the step
+    candidate        a candidate's file, hash and, for the tuner, the assignment it tries; with --parallel
+                     also its round, the model that wrote it and the parent it started from
+    result           its evaluation, whether it was accepted as the new best, timings of the step (loop_s:
+                     the loop's own time for this candidate), and whether the result came from the cache
     recommendations  the analyst's ranked advice (for the baseline or an accepted candidate)
     llm_error        the endpoint failed for good or a budget ran out in a call
     stop             why the loop stopped
@@ -80,6 +82,11 @@ class IterationRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     duplicate_of: int | None = None
+    round: int | None = None  # --parallel: the round this candidate was proposed in (several per round)
+    model: str | None = None  # the model asked for this candidate, when several take turns
+    parent: int | None = None  # the iteration whose source the proposal started from (0: the kernel as written)
+    loop_s: float | None = None  # the loop's own time for this candidate, measured directly (parallel rounds)
+    cached: bool = False  # the result came from the result cache, not a new evaluation
 
     @property
     def completed(self) -> bool:
@@ -87,7 +94,10 @@ class IterationRecord:
 
     @property
     def overhead_s(self) -> float:
-        """The loop's own time in this step: everything but evaluating and waiting for the model."""
+        """The loop's own time in this step: everything but evaluating and waiting for the model. In a parallel
+        round the candidates overlap, so the loop measures its own share per candidate directly."""
+        if self.loop_s is not None:
+            return self.loop_s
         return max(0.0, self.iteration_s - self.eval_s - self.llm_s)
 
     def summary(self) -> str:
@@ -180,6 +190,9 @@ class RunRecord:
         it.file, it.sha256 = e.get("file"), e.get("sha256")
         it.change = e.get("change") or it.change
         it.assignment = e.get("assignment")
+        it.round = e.get("round")
+        it.model = e.get("model")
+        it.parent = e.get("parent")
 
     def _on_malformed(self, e: dict[str, Any]) -> None:
         n = int(e["iteration"])
@@ -205,6 +218,10 @@ class RunRecord:
         it.eval_s = float(e.get("eval_s", 0.0))
         it.iteration_s = float(e.get("iteration_s", 0.0))
         it.duplicate_of = e.get("duplicate_of")
+        it.loop_s = float(e["loop_s"]) if e.get("loop_s") is not None else None
+        it.cached = bool(result.get("cached"))
+        if e.get("round") is not None:
+            it.round = int(e["round"])
         if it.accepted:
             self.best = it
             self.history = []  # earlier failures were attempts on an older best
@@ -244,6 +261,29 @@ class RunRecord:
         if pending is not None:
             return pending.iteration
         return max((it.iteration for it in self.completed), default=0) + 1
+
+    @property
+    def fresh_iteration(self) -> int:
+        """The first iteration number no candidate has used yet (a parallel round writes several at once)."""
+        return max(self.iterations, default=0) + 1
+
+    @property
+    def pendings(self) -> list[IterationRecord]:
+        """Every candidate written but never evaluated, in order (a parallel round stopped half way)."""
+        return sorted((it for it in self.iterations.values() if not it.completed and it.file),
+                      key=lambda it: it.iteration)
+
+    @property
+    def rounds(self) -> int:
+        """Parallel rounds started so far."""
+        return max((it.round or 0 for it in self.iterations.values()), default=0)
+
+    def beam(self, width: int) -> list[IterationRecord]:
+        """The best `width` correct candidates by speedup (the best first): the parents of the next round."""
+        correct = [it for it in self.completed if it.verdict == "pass" and it.speedup is not None
+                   and it.duplicate_of is None and it.file]
+        correct.sort(key=lambda it: (-(it.speedup or 0.0), it.iteration))
+        return correct[:max(0, width)]
 
     @property
     def pending(self) -> IterationRecord | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect as _inspect  # the worker's own use; candidates may not import it
+import os
 import random
 import sys
 from pathlib import Path
@@ -30,6 +31,11 @@ def seed_everything(seed: int) -> None:
 def import_implementation(impl: Implementation, workdir: Path, tag: str) -> ModuleType:
     """Write the source to `workdir/<tag>/<filename>` and import it as a fresh, uniquely named module."""
     digest = hashlib.sha256(impl.source.encode()).hexdigest()[:12]
+    extensions_root = os.environ.get("KFORGE_EXTENSIONS_ROOT")
+    if extensions_root:
+        # Compile-ahead (kforge_bot.scale.pool): each source builds its torch extensions in its own folder, so a
+        # build made earlier in another process (same source, same import order) is found again, not redone.
+        os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(extensions_root, digest)
     folder = workdir / f"{tag}_{digest}"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / impl.filename
