@@ -56,6 +56,17 @@ def _sanitize(text: str, token: str | None) -> str:
     return text
 
 
+def _quiet_pygithub() -> None:
+    """PyGithub puts a stderr handler at INFO on its `github` logger, so its retry logic prints each
+    failed request ("Request GET ... failed with 403") around the one-line error this module
+    raises. Those lines say nothing the error does not; keep warnings and above."""
+    import logging
+
+    retry_log = logging.getLogger("github.GithubRetry")
+    if retry_log.level in (logging.NOTSET, logging.DEBUG, logging.INFO):
+        retry_log.setLevel(logging.WARNING)
+
+
 class GitHub:
     """PyGithub, bound to one repository; errors mapped to `KforgeError`."""
 
@@ -70,6 +81,7 @@ class GitHub:
             from github import Auth, Github, GithubRetry
         except ImportError as exc:  # pragma: no cover - a hard dependency, missing only on GPU boxes
             raise KforgeError("PyGithub is not installed", hint="pip install PyGithub") from exc
+        _quiet_pygithub()
         self.repository = repository
         self.owner = repository.split("/")[0]
         self.api_url = api_url.rstrip("/")
