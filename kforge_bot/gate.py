@@ -22,6 +22,18 @@ base time / head time, so a slower head has a speedup below 1) and judged agains
 - `skipped`: the policy skips the kernel, or this machine has none of its targets;
 - a kernel new in head has no base: it is checked against its reference only (correctness).
 
+The threshold t is the policy's for the target kind the kernel is measured on (by default 2% on
+cuda/xpu/mps, 5% on cpu; `Policy.rule_for(name, path, kind)`); the report shows it per kernel.
+
+Required targets (the policy's `required_targets`): each applies to the kernels that run on it (its
+kind, or a runner class's kind, is among the kernel's targets). For each changed kernel the report
+says, per applicable required target, `measured` or `skipped (needs <target>)` (this run measured
+the kernel elsewhere, or not at all: a CPU-only runner and a required cuda). The exit code rule:
+0 when no kernel is regression / incorrect / error, else 1; and, only with `require_all_targets`
+(the policy's `gate.require_all_targets` or `--require-all-targets`), also 1 when any required
+target was not measured. Without it an unmeasured required target is reported and does not fail
+the run: the job on a runner that has the device measures it.
+
 Everything here that decides is a pure function of plain data (`timing_decision`,
 `harness_verdict`, `exit_code`); `compare` runs the measurements of one kernel, `run_gate` the
 whole gate, and the renderers turn a report into a table, Markdown, annotations and a status.
@@ -108,8 +120,18 @@ def harness_verdict(result: EvalResult) -> tuple[str, str] | None:
     return "error", f"crashed: {result.reason}"
 
 
-def exit_code(verdicts: Sequence[str]) -> int:
-    return 1 if any(v in FAILING for v in verdicts) else 0
+def exit_code(verdicts: Sequence[str], unmeasured_required: int = 0, require_all_targets: bool = False) -> int:
+    """1 if a kernel failed, or (only with `require_all_targets`) a required target went unmeasured."""
+    if any(v in FAILING for v in verdicts):
+        return 1
+    return 1 if require_all_targets and unmeasured_required > 0 else 0
+
+
+def fmt_threshold(threshold: float | None, target: str = "") -> str:
+    """'5% (cpu)', '2.5% (cuda)'."""
+    if threshold is None:
+        return "-"
+    return f"{threshold * 100:.4g}%" + (f" ({target})" if target else "")
 
 
 def fmt_change(speedup: float | None, ci: Sequence[float] | None) -> str:
@@ -449,7 +471,10 @@ class KernelReport:
     speedup_ci: list[float] | None = None
     threshold: float | None = None
     confidence: float | None = None
+    threshold_from: str = ""  # the policy key the threshold came from (gate.threshold.cpu, gate.rules[0]...)
     rule: str = ""
+    # per required target that applies to this kernel: "measured", or "skipped (needs cuda)"
+    required: dict[str, str] = field(default_factory=dict)
     new: bool = False
     cached: bool = False
     measured: bool = False
@@ -464,9 +489,14 @@ class KernelReport:
     def change(self) -> str:
         return fmt_change(self.speedup, self.speedup_ci)
 
+    @property
+    def unmeasured_required(self) -> list[str]:
+        return [t for t, status in self.required.items() if status != "measured"]
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["change"] = self.change
+        data["threshold_text"] = fmt_threshold(self.threshold, self.target)
         return data
 
     @classmethod
@@ -492,10 +522,21 @@ class GateReport:
     all_kernels: bool = False
     cache_dir: str | None = None
     wall_s: float = 0.0
+    required_targets: list[str] = field(default_factory=list)  # the policy's, as written
+    require_all_targets: bool = False
+
+    def unmeasured_required(self) -> dict[str, list[str]]:
+        """Required target -> the ids of the kernels this run could not measure on it."""
+        out: dict[str, list[str]] = {}
+        for k in self.kernels:
+            for t in k.unmeasured_required:
+                out.setdefault(t, []).append(k.id)
+        return out
 
     @property
     def exit_code(self) -> int:
-        return exit_code([k.verdict for k in self.kernels])
+        missing = sum(len(v) for v in self.unmeasured_required().values())
+        return exit_code([k.verdict for k in self.kernels], missing, self.require_all_targets)
 
     def counts(self) -> dict[str, int]:
         out = {v: 0 for v in VERDICTS}
@@ -516,6 +557,12 @@ class GateReport:
             "cache_dir": self.cache_dir,
             "counts": self.counts(),
             "exit_code": self.exit_code,
+            "required_targets": {
+                "targets": self.required_targets,
+                "require_all_targets": self.require_all_targets,
+                "unmeasured": self.unmeasured_required(),
+                "fails": self.require_all_targets and bool(self.unmeasured_required()),
+            },
             "kernels": [k.to_dict() for k in self.kernels],
             "unchanged": self.unchanged,
             "removed": self.removed,
@@ -541,7 +588,7 @@ def _report_from(kernel: Kernel, m: Measurement, rule: GateRule, target: str, to
     r = m.result
     report = KernelReport(id=kernel.id, name=kernel.name, file=kernel.file, format=kernel.format, verdict=m.verdict,
                           reason=m.reason, target=target, threshold=rule.threshold, confidence=rule.confidence,
-                          rule=rule.matched, new=new, measured=True, confirmed=m.first is not None,
+                          threshold_from=rule.threshold_from, rule=rule.matched, new=new, measured=True, confirmed=m.first is not None,
                           touched_by=touched, wall_s=round(m.wall_s, 3))
     if r is not None:
         report.device_name = r.device_name
@@ -613,6 +660,61 @@ def kernel_target(choice: TargetChoice, spec: KernelSpec) -> tuple[str | None, s
     return None, f"none of the kernel's targets ({', '.join(spec.targets)}) is on this machine"
 
 
+# ---------------------------------------------------------------------------------- required targets
+
+
+@dataclass(frozen=True)
+class RequiredTarget:
+    """One entry of the policy's `required_targets`: a device kind, or a runner class (h200, ...)."""
+
+    name: str
+    kind: str
+    runner: str | None = None
+    title: str = ""
+
+    @property
+    def needs(self) -> str:
+        return self.kind if self.runner is None else f"{self.name}: {self.title.split(' (')[0]}"
+
+
+def required_targets(policy: Policy) -> list[RequiredTarget]:
+    """The policy's required targets, resolved; an unknown name is a configuration error."""
+    out: list[RequiredTarget] = []
+    runners = None
+    for name in policy.required_targets:
+        if name in TARGET_KINDS:
+            out.append(RequiredTarget(name, name))
+            continue
+        if runners is None:
+            from kforge_bot.hardware import all_runners
+
+            runners = all_runners()
+        if name not in runners:
+            raise KforgeError(f"required_targets: unknown target {name!r}", path=policy.source,
+                              hint=f"use a device kind ({', '.join(TARGET_KINDS)}) or a runner class "
+                                   f"({', '.join(sorted(runners))})")
+        runner = runners[name]
+        out.append(RequiredTarget(name, runner.target, name, runner.title))
+    return out
+
+
+def required_status(required: Sequence[RequiredTarget], spec: KernelSpec, measured_kind: str | None,
+                    device_name: str, choice: TargetChoice) -> dict[str, str]:
+    """Per required target that applies to the kernel (it runs there): "measured" when this run
+    measured it on that target, else "skipped (needs ...)". Pure apart from runner-class matching."""
+    out: dict[str, str] = {}
+    for r in required:
+        if r.kind not in spec.targets:
+            continue  # the kernel does not run there: nothing to require
+        measured = measured_kind == r.kind
+        if measured and r.runner is not None and choice.runner != r.runner:
+            from kforge_bot.hardware import get_runner
+
+            measured = get_runner(r.runner).matches(device_name)
+        out[r.name] = "measured" if measured else f"skipped (needs {r.needs})"
+    return out
+
+
 # ---------------------------------------------------------------------------------- the whole gate
 
 
@@ -630,14 +732,18 @@ def repo_root(path: str | Path) -> Path:
 def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy, all_kernels: bool = False,
              target: str = "auto", cache_dir: str | Path | None = None, use_cache: bool = True,
              time_budget_s: float | None = None, fingerprints: Mapping[str, TargetFingerprint] | None = None,
-             log: Log | None = None, evaluator: Evaluator | None = None, measure: bool = True) -> GateReport:
+             log: Log | None = None, evaluator: Evaluator | None = None, measure: bool = True,
+             require_all_targets: bool | None = None) -> GateReport:
     """Run the gate. `fingerprints` pins the target fingerprint per kind (otherwise probed);
-    `measure=False` plans only: it reports cache hits and what would be measured, measuring nothing."""
+    `measure=False` plans only: it reports cache hits and what would be measured, measuring nothing.
+    `require_all_targets` (default: the policy's) makes an unmeasured required target fail the run."""
     from kforge_bot import gitops
 
     started = time.monotonic()
     say = log or (lambda _msg: None)
     choice = parse_target(target)
+    required = required_targets(policy)
+    strict_targets = policy.gate.require_all_targets if require_all_targets is None else require_all_targets
     root = repo_root(repo)
     head_sha = gitops.resolve(root, head)
     base_sha = gitops.resolve(root, base)
@@ -650,7 +756,8 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
     cache = ResultCache(Path(cache_dir) if cache_dir else root / DEFAULT_DIR) if use_cache else None
     report = GateReport(repo=str(root), base_ref=base, head_ref=head, base_sha=base_sha, head_sha=head_sha,
                         merge_base=merge_base, kernels=[], policy=policy.source, all_kernels=all_kernels,
-                        cache_dir=str(cache.directory) if cache else None)
+                        cache_dir=str(cache.directory) if cache else None,
+                        required_targets=list(policy.required_targets), require_all_targets=strict_targets)
     known: dict[str, TargetFingerprint] = dict(fingerprints or {})
 
     def fingerprint(kind: str) -> TargetFingerprint:
@@ -708,7 +815,7 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
                                                          f"does not load: {kernel.error}", touched_by=touched,
                                                          new=old is None)))
                 continue
-            rule = policy.rule_for(kernel.name, kernel.file)
+            rule = policy.rule_for(kernel.name, kernel.file)  # skip does not depend on the target
             if rule.skip:
                 report.kernels.append(KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
                                                    f"skipped by the policy ({rule.matched}"
@@ -717,11 +824,14 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
                 continue
             kind, why = kernel_target(choice, kernel.spec)
             if kind is None:
+                needs = required_status(required, kernel.spec, None, "", choice)
                 report.kernels.append(KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped", why,
-                                                   touched_by=touched))
+                                                   touched_by=touched, required=needs))
                 continue
             fp = fingerprint(kind)
             report.targets[kind] = fp.to_dict()
+            rule = policy.rule_for(kernel.name, kernel.file, kind)  # the threshold for this target kind
+            needs = required_status(required, kernel.spec, kind, fp.device_name, choice)
             settings = gate_settings(policy, rule, time_budget_s)
             usable_base = old if old is not None and old.spec is not None else None
             key_material = {"kernel": kid, "head": head_mat, "base": base_mat if usable_base else None,
@@ -732,14 +842,16 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
             if hit is not None:
                 cached = KernelReport.from_dict(hit)
                 cached.id, cached.file, cached.cached, cached.measured = kid, kernel.file, True, False
-                cached.touched_by, cached.key, cached.wall_s = touched, key, 0.0
+                cached.touched_by, cached.key, cached.wall_s, cached.required = touched, key, 0.0, needs
                 report.kernels.append(cached)
                 say(f"{kernel.name}: cache hit ({cached.verdict})")
                 continue
             if not measure:
                 report.kernels.append(KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
                                                    "plan only: not in the cache, would be measured", target=kind, key=key,
-                                                   touched_by=touched, new=usable_base is None))
+                                                   touched_by=touched, new=usable_base is None, threshold=rule.threshold,
+                                                   confidence=rule.confidence, threshold_from=rule.threshold_from,
+                                                   required=needs))
                 continue
             head_impl = kernel_implementation(kernel.spec)
             base_impl = oracle = None
@@ -751,13 +863,13 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
                 if not has_own_reference(kernel.spec):
                     oracle = base_impl
             say(f"{kernel.name}: measuring {'head against base' if base_impl else 'new kernel against its reference'}"
-                f" on {kind} ({fp.device_name})")
+                f" on {kind} ({fp.device_name}), threshold {fmt_threshold(rule.threshold)}")
             m = compare(kernel.spec, head_impl, base_impl, kind, settings, rule.threshold, oracle=oracle,
                         evaluator=evaluator)
             entry = clean(_report_from(kernel, m, rule, kind, touched, new=old is None))
             if old is not None and usable_base is None:
                 entry.reason = f"the base version does not load, so only correctness was checked; {entry.reason}"
-            entry.key = key
+            entry.key, entry.required = key, needs
             say(f"{kernel.name}: {entry.verdict} ({entry.reason})")
             report.kernels.append(entry)
             if cache is not None and entry.verdict in CACHEABLE and m.cacheable:

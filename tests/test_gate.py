@@ -20,6 +20,7 @@ from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, write
 
 from kforge_bot.commands.gate import annotation_lines, render_markdown, status_for
+from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.gate import (
     FAILING,
@@ -29,6 +30,7 @@ from kforge_bot.gate import (
     confirmation_settings,
     exit_code,
     fmt_change,
+    fmt_threshold,
     harness_verdict,
     regression_bound,
     run_gate,
@@ -126,6 +128,7 @@ def test_regression_bound_and_decisions():
     assert timing_decision(None, t) == "unmeasured"            # too few pairs for an interval: confirm
     assert timing_decision((0.5, 0.9), 0.0) == "regression"      # threshold 0: any confident slowdown
     assert timing_decision((0.9, 1.1), 0.0) == "uncertain"
+    assert fmt_threshold(0.05, "cpu") == "5% (cpu)" and fmt_threshold(0.025) == "2.5%" and fmt_threshold(None) == "-"
 
 
 def test_harness_verdicts_map_to_gate_verdicts():
@@ -141,6 +144,10 @@ def test_harness_verdicts_map_to_gate_verdicts():
     assert harness_verdict(r("timeout"))[0] == "error"
     assert exit_code(["pass", "improved", "skipped"]) == 0
     assert all(exit_code([v]) == 1 for v in FAILING)
+    # an unmeasured required target fails only when every required target must be measured here
+    assert exit_code(["pass", "skipped"], unmeasured_required=2) == 0
+    assert exit_code(["pass", "skipped"], unmeasured_required=2, require_all_targets=True) == 1
+    assert exit_code(["pass"], unmeasured_required=0, require_all_targets=True) == 0
 
 
 def test_change_formatting():
@@ -221,9 +228,9 @@ def test_crash_is_attributed_to_the_base_when_the_head_runs_alone(tiny_spec):
 def sample_report() -> GateReport:
     kernels = [
         KernelReport("slow", "slow", "kernels/slow,v2.py", "manifest", "regression", "slower: 100% more\nsee log",
-                     base_ms=0.1, head_ms=0.2, speedup=0.5, speedup_ci=[0.48, 0.52]),
+                     base_ms=0.1, head_ms=0.2, speedup=0.5, speedup_ci=[0.48, 0.52], target="cpu", threshold=0.05),
         KernelReport("ok", "ok", "ok.py", "manifest", "pass", "within", base_ms=0.1, head_ms=0.1, speedup=1.0,
-                     speedup_ci=[0.99, 1.01], cached=True),
+                     speedup_ci=[0.99, 1.01], cached=True, target="cpu", threshold=0.05),
     ]
     return GateReport(repo="/r", base_ref="main", head_ref="HEAD", base_sha="a" * 40, head_sha="b" * 40,
                       merge_base="a" * 40, kernels=kernels, unchanged=["x", "y"])
@@ -240,7 +247,8 @@ def test_annotations_escape_workflow_command_syntax():
     state, description = status_for(sample_report())
     assert state == "failure" and description == "kforge gate: 1 pass, 1 regression"
     md = render_markdown(sample_report())
-    assert "| slow | 100 us | 200 us | 2.0x slower (1.9x-2.1x) | **regression** |" in md
+    assert "| slow | 100 us | 200 us | 2.0x slower (1.9x-2.1x) | 5% (cpu) | **regression** |" in md
+    assert "| kernel | base | head | change (interval) | threshold | verdict | notes |" in md
     assert "cache hit" in md and "2 managed kernel(s) unchanged" in md
 
 
@@ -308,6 +316,10 @@ def test_gate_verdicts_on_a_real_change(scenario):
     assert report["exit_code"] == 1 and report["counts"]["regression"] == 2
     assert report["base"]["merge_base"] == scenario["base"] and report["head"]["sha"] == scenario["head"]
     assert report["targets"]["cpu"]["torch_version"]
+    assert kernels["slow"]["threshold"] == 0.25 and kernels["slow"]["threshold_from"] == "gate.threshold.cpu"
+    assert kernels["slow"]["threshold_text"] == "25% (cpu)"
+    assert report["required_targets"] == {"targets": [], "require_all_targets": False, "unmeasured": {},
+                                          "fails": False}
 
 
 @pytest.mark.slow
@@ -327,7 +339,8 @@ def test_step_summary_annotations_and_status(scenario):
     proc, summary = scenario["proc"], scenario["summary"]
     assert summary.startswith("earlier step\n")  # appended, not overwritten
     assert "### kforge-bot gate: failed" in summary
-    assert "| kernel | base | head | change (interval) | verdict | notes |" in summary
+    assert "| kernel | base | head | change (interval) | threshold | verdict | notes |" in summary
+    assert "| 25% (cpu) |" in summary  # the policy's threshold (policy.yml sets 0.25 for every target)
     assert "| slow |" in summary and "**regression**" in summary and "**incorrect**" in summary
     errors = [line for line in proc.stdout.splitlines() if line.startswith("::error ")]
     assert {line.split(",")[0] for line in errors} == {"::error file=slow.py", "::error file=wrong.py",
@@ -459,3 +472,202 @@ def test_base_and_head_each_import_their_own_local_helper(tmp_path):
     assert entry.id == "viahelper" and entry.touched_by == ["helper.py"]
     assert entry.verdict == "incorrect", entry.reason
     assert report.exit_code == 1
+
+
+# ------------------------------------------------------------------------------------ required targets
+
+
+def test_required_targets_resolve_and_apply_only_where_a_kernel_runs(tiny_spec):
+    from dataclasses import replace as dc_replace
+
+    from kforge_bot.gate import TargetChoice, parse_target, required_status, required_targets
+    from kforge_bot.policy import parse_policy
+
+    policy = parse_policy({"required_targets": ["cuda", "h200", "cpu"]}, "p.yml")
+    req = required_targets(policy)
+    assert [(r.name, r.kind, r.runner) for r in req] == [("cuda", "cuda", None), ("h200", "cuda", "h200"),
+                                                          ("cpu", "cpu", None)]
+    with pytest.raises(KforgeError) as err:
+        required_targets(parse_policy({"required_targets": ["tpu9000"]}, "p.yml"))
+    assert "p.yml: required_targets: unknown target 'tpu9000'" in str(err.value)
+
+    auto = parse_target("auto")
+    both = dc_replace(tiny_spec, targets=("cpu", "cuda"))
+    assert required_status(req, both, "cpu", "some cpu", auto) == {
+        "cuda": "skipped (needs cuda)", "h200": "skipped (needs h200: NVIDIA H200 SXM)", "cpu": "measured"}
+    cpu_only = dc_replace(tiny_spec, targets=("cpu",))
+    assert required_status(req, cpu_only, "cpu", "some cpu", auto) == {"cpu": "measured"}  # cuda does not apply
+    assert required_status(req, both, None, "", auto)["cpu"] == "skipped (needs cpu)"
+    # a runner class is measured only on a device of that class
+    on_h200 = required_status(req, both, "cuda", "NVIDIA H200", auto)
+    assert on_h200["h200"] == "measured" and on_h200["cuda"] == "measured"
+    on_a100 = required_status(req, both, "cuda", "NVIDIA A100-SXM4-80GB", auto)
+    assert on_a100["h200"].startswith("skipped (needs h200") and on_a100["cuda"] == "measured"
+    assert required_status(req, both, "cuda", "NVIDIA A100", TargetChoice("h200", "cuda", "h200"))["h200"] == "measured"
+
+
+@pytest.fixture(scope="module")
+def gpu_required_repo(tmp_path_factory):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the required target would be measured, not skipped")
+    root = tmp_path_factory.mktemp("gate-required") / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "both.py", PLAIN)
+    write(root, "gpuonly.py", PLAIN)
+    text = manifest(["both", "gpuonly"], n=64)
+    text = text.replace("    file: both.py\n", "    file: both.py\n    targets: [cpu, cuda]\n", 1)
+    lines, seen = [], None
+    for line in text.splitlines():  # the manifest helper writes `targets: [cpu]` for each kernel: drop it
+        seen = line.strip().rstrip(":") if line.startswith("  ") and not line.startswith("    ") else seen
+        if line.strip() == "targets: [cpu]":
+            line = "    targets: [cuda]" if seen == "gpuonly" else None
+        if line is not None:
+            lines.append(line)
+    write(root, "kforge.yaml", "\n".join(lines) + "\n")
+    write(root, "policy.yml", POLICY + "required_targets: [cuda]\n")
+    write(root, "strict-targets.yml", POLICY.replace("gate: {threshold: 0.25, confidence: 0.95}",
+                                                     "gate: {threshold: 0.25, confidence: 0.95, require_all_targets: true}")
+          + "required_targets: [cuda]\n")
+    commit_all(root, "base")
+    write(root, "both.py", "def kernel(x, y):\n    return y + x * 2.0\n")  # same result, same speed
+    write(root, "gpuonly.py", "def kernel(x, y):\n    return y + x * 2.0\n")
+    commit_all(root, "rewrite both kernels")
+    return root
+
+
+@pytest.mark.slow
+def test_unmeasured_required_target_is_reported_and_does_not_fail_by_default(gpu_required_repo, tmp_path):
+    root = gpu_required_repo
+    summary = tmp_path / "summary.md"
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    cache = tmp_path / "cache"
+    proc = cli("gate", "--base", "HEAD~1", "--policy", "policy.yml", "--json", str(tmp_path / "r.json"),
+               "--cache-dir", str(cache), cwd=root, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    report = json.loads((tmp_path / "r.json").read_text())
+    kernels = by_id(report)
+    assert kernels["both"]["verdict"] == "pass" and kernels["both"]["target"] == "cpu", kernels["both"]["reason"]
+    assert kernels["both"]["required"] == {"cuda": "skipped (needs cuda)"}
+    assert kernels["gpuonly"]["verdict"] == "skipped" and kernels["gpuonly"]["required"] == {"cuda": "skipped (needs cuda)"}
+    assert report["required_targets"] == {"targets": ["cuda"], "require_all_targets": False,
+                                          "unmeasured": {"cuda": ["both", "gpuonly"]}, "fails": False}
+    assert "required cuda: skipped (needs cuda)" in proc.stdout  # the table's notes
+    assert "Not measured on this runner: cuda for both, gpuonly: this does not fail the run" in proc.stdout
+    text = summary.read_text()
+    assert "### kforge-bot gate: passed" in text and "required cuda: skipped (needs cuda)" in text
+    assert "Required targets (policy): cuda." in text
+    warnings = [line for line in proc.stdout.splitlines() if line.startswith("::warning file=")]
+    assert len(warnings) == 2 and not any(line.startswith("::error") for line in proc.stdout.splitlines())
+
+    # --require-all-targets: the same results (from the cache) now fail the run
+    proc = cli("gate", "--base", "HEAD~1", "--policy", "policy.yml", "--require-all-targets", "--json", "-",
+               "--cache-dir", str(cache), cwd=root, env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout[proc.stdout.index("{"):proc.stdout.rindex("}") + 1])
+    assert by_id(report)["both"]["cached"] and report["required_targets"]["fails"] is True
+    assert "::error file=both.py,title=kforge gate%3A both not measured on cuda::" in proc.stderr
+
+    # the policy's gate.require_all_targets does the same
+    strict_summary = tmp_path / "strict.md"
+    proc = cli("gate", "--base", "HEAD~1", "--policy", "strict-targets.yml", "--cache-dir", str(cache), cwd=root,
+               env={"GITHUB_STEP_SUMMARY": str(strict_summary)})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "kforge-bot gate: failed - 1 pass, 1 skipped; required target(s) not measured here: cuda" in proc.stdout
+    assert "Not measured on this runner: cuda for both, gpuonly: this fails the gate (require_all_targets)." in proc.stdout
+    text = strict_summary.read_text()
+    assert "### kforge-bot gate: failed" in text
+    assert "required cuda: skipped (needs cuda) - fails the gate (require_all_targets)" in text
+
+
+# ---------------------------------------------------------- the issue's "done when", as a new user would
+
+
+@pytest.mark.slow
+def test_new_user_with_the_bundled_examples(tmp_path):
+    """A fresh repository holding the bundled examples (examples/kforge.yaml: the CPU kernel
+    matmul_bias_relu_cpu, built with the C compiler, next to GPU kernels this machine does not
+    run). With the shipped default policy and no flags beyond --base:
+    1. a commit that makes matmul_bias_relu_cpu 3x slower fails the gate: exit 1, a table with the
+       regression and the CPU threshold, an `::error file=...` annotation on the kernel file;
+    2. an unrelated commit passes (exit 0, nothing measured);
+    3. the pre-commit hook, installed with `pre-commit install` as the README shows, blocks a commit
+       that breaks the kernel's correctness (the commit does not happen)."""
+    import shutil
+
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("no C compiler: the CPU example builds with one")
+    root = tmp_path / "kernels"
+    shutil.copytree(PACKAGE_ROOT / "examples", root, ignore=shutil.ignore_patterns("__pycache__"))
+    write(root, "README.md", "# our kernels\n")
+    init_repo(root)
+    commit_all(root, "kernels, with kforge-bot's examples")
+    kernel = root / "cpu" / "matmul_bias_relu.py"
+    original = kernel.read_text()
+    call = ("    _LIB.matmul_bias_relu(a.data_ptr(), w.data_ptr(), bias.data_ptr(), out.data_ptr(), M, N, K, THREADS)\n")
+    assert call in original
+    kernel.write_text(original.replace(call, "    for _ in range(3):  # recompute: 3x the work\n    " + call))
+    commit_all(root, "matmul_bias_relu: 3x the work")
+
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
+    proc = cli("gate", "--base", "HEAD~1", "--json", str(tmp_path / "slow.json"), cwd=root, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    report = json.loads((tmp_path / "slow.json").read_text())
+    (entry,) = report["kernels"]  # the GPU kernels and the KernelBench files are unchanged
+    assert entry["id"] == "matmul_bias_relu_cpu" and entry["verdict"] == "regression", entry["reason"]
+    assert entry["target"] == "cpu" and entry["threshold"] == 0.05  # the default policy's CPU threshold
+    assert 2.0 < entry["head_ms"] / entry["base_ms"] < 4.5
+    assert "matmul_bias_relu_cpu" in report["unchanged"] or len(report["unchanged"]) >= 5
+    assert "kforge-bot gate: failed" in proc.stdout
+    assert "│ matmul_bias_relu_cpu │" in proc.stdout and "x slower" in proc.stdout and "5% (cpu)" in proc.stdout
+    errors = [line for line in proc.stdout.splitlines() if line.startswith("::error ")]
+    assert len(errors) == 1 and errors[0].startswith(
+        "::error file=cpu/matmul_bias_relu.py,title=kforge gate%3A matmul_bias_relu_cpu regression::"), errors
+    summary = (tmp_path / "summary.md").read_text()
+    assert "### kforge-bot gate: failed" in summary and "| matmul_bias_relu_cpu |" in summary
+    assert "**regression**" in summary
+
+    write(root, "README.md", "# our kernels\n\nNow with a regression gate.\n")
+    commit_all(root, "docs")
+    proc = cli("gate", "--base", "HEAD~1", "--json", str(tmp_path / "docs.json"), cwd=root, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "docs.json").read_text())
+    assert report["kernels"] == [] and "matmul_bias_relu_cpu" in report["unchanged"]
+    assert "kforge-bot gate: passed" in proc.stdout and "::error" not in proc.stdout
+
+    pytest.importorskip("pre_commit", reason="pre-commit is in the dev extras: pip install pre-commit")
+    # The README's hook for a repository that brings its own torch (language: system); the entry runs
+    # this checkout's kforge-bot with the interpreter running the tests.
+    write(root, ".pre-commit-config.yaml",
+          "repos:\n  - repo: local\n    hooks:\n"
+          f"      - {{id: kforge-check, name: kforge-check, entry: '{sys.executable} -m kforge_bot.cli precommit',\n"
+          "         language: system, files: '(\\.py|(^|/)kforge\\.yaml|(^|/)policies/[^/]+\\.ya?ml)$'}\n")
+    commit_all(root, "pre-commit hook")
+    hook_env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "PRE_COMMIT"))}
+    hook_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), hook_env.get("PYTHONPATH", "")) if p)
+    hook_env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
+    subprocess.run([sys.executable, "-m", "pre_commit", "install"], cwd=root, env=hook_env, check=True,
+                   capture_output=True, timeout=120)
+    head_before = git(root, "rev-parse", "HEAD")
+    broken = kernel.read_text().replace("out[(long)(i0 + i) * N + j0 + j] = v > 0.0f ? v : 0.0f;",
+                                        "out[(long)(i0 + i) * N + j0 + j] = v;  /* relu dropped */")
+    assert broken != kernel.read_text()
+    kernel.write_text(broken)
+    git(root, "add", "cpu/matmul_bias_relu.py")
+    proc = subprocess.run(["git", "commit", "-m", "drop the relu"], cwd=root, env={**hook_env, **_git_identity()},
+                          capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "kforge-check" in out and "Failed" in out
+    assert "FAILED: cpu/matmul_bias_relu.py: kernel 'matmul_bias_relu_cpu' is incorrect" in out
+    assert git(root, "rev-parse", "HEAD") == head_before  # the commit was blocked
+
+
+def _git_identity() -> dict[str, str]:
+    from fakes.gitrepos import HUMAN
+
+    return dict(HUMAN)

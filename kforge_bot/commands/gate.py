@@ -1,7 +1,10 @@
 """`kforge-bot gate --base REF`: the performance and correctness regression gate for CI.
 
-Exit codes: 0 nothing regressed or broke, 1 a kernel regressed, became incorrect or errors,
-2 usage or configuration error. The decision rule is documented in `kforge_bot/gate.py`.
+Exit codes: 0 nothing regressed or broke, 1 a kernel regressed, became incorrect or errors (or, with
+`--require-all-targets` / the policy's `gate.require_all_targets`, a required target could not be
+measured on this runner), 2 usage or configuration error. Without that flag a required target this
+runner lacks is reported as `skipped (needs cuda)` and does not fail the run. The decision rule is
+documented in `kforge_bot/gate.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 import click
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.gate import FAILING, VERDICTS, GateReport, KernelReport
+from kforge_bot.gate import FAILING, VERDICTS, GateReport, KernelReport, fmt_threshold
 
 # ------------------------------------------------------------------------- rendering (pure functions)
 
@@ -36,10 +39,37 @@ def _notes(k: KernelReport) -> str:
     return ", ".join(bits)
 
 
+def _required_note(k: KernelReport, strict: bool) -> str:
+    """'required cuda: skipped (needs cuda)' for each required target this run did not measure."""
+    suffix = " - fails the gate (require_all_targets)" if strict else ""
+    return "; ".join(f"required {t}: {k.required[t]}{suffix}" for t in k.unmeasured_required)
+
+
+def required_lines(report: GateReport) -> list[str]:
+    """What happened to the policy's required targets, in one or two sentences."""
+    if not report.required_targets:
+        return []
+    missing = report.unmeasured_required()
+    head = f"Required targets (policy): {', '.join(report.required_targets)}."
+    if not missing:
+        return [head + " Every changed kernel that runs on them was measured on them here."
+                if report.kernels else head]
+    parts = [f"{t} for {', '.join(ids)}" for t, ids in missing.items()]
+    if report.require_all_targets:
+        tail = "this fails the gate (require_all_targets)."
+    else:
+        tail = ("this does not fail the run; a runner with that device must measure them "
+                "(--require-all-targets or gate.require_all_targets: true makes it fail).")
+    return [head, f"Not measured on this runner: {'; '.join(parts)}: {tail}"]
+
+
 def headline(report: GateReport) -> str:
     counts = report.counts()
     parts = [f"{n} {v}" for v, n in counts.items() if n]
     measured = ", ".join(parts) if parts else "no changed kernel"
+    missing = report.unmeasured_required()
+    if missing:
+        measured += "; required target(s) not measured here: " + ", ".join(missing)
     devices = "; ".join(f"{kind}: {fp['device_name']}" for kind, fp in report.targets.items())
     return (f"{measured} (base {report.merge_base[:10]}, head {report.head_sha[:10]}"
             + (f", {devices}" if devices else "") + ")")
@@ -48,12 +78,15 @@ def headline(report: GateReport) -> str:
 def table_rows(report: GateReport) -> list[list[str]]:
     rows = []
     for k in report.kernels:
+        notes = (_notes(k), k.reason, _required_note(k, report.require_all_targets))
         rows.append([k.name if k.name == k.id else f"{k.name} ({k.id})", _ms(k.base_ms), _ms(k.head_ms), k.change,
-                     k.verdict, "; ".join(b for b in (_notes(k), k.reason) if b)])
+                     fmt_threshold(k.threshold, k.target), k.verdict, "; ".join(b for b in notes if b)])
     return rows
 
 
-TABLE_HEADER = ["kernel", "base", "head", "change (interval)", "verdict", "notes"]
+TABLE_HEADER = ["kernel", "base", "head", "change (interval)", "threshold", "verdict", "notes"]
+VERDICT_COLUMN = TABLE_HEADER.index("verdict")
+NOTES_COLUMN = TABLE_HEADER.index("notes")
 
 
 def _md_cell(text: str) -> str:
@@ -67,11 +100,13 @@ def render_markdown(report: GateReport) -> str:
         lines.append("| " + " | ".join(TABLE_HEADER) + " |")
         lines.append("|" + "---|" * len(TABLE_HEADER))
         for row in table_rows(report):
-            verdict = row[4]
-            row[4] = f"**{verdict}**" if verdict in FAILING else verdict
+            verdict = row[VERDICT_COLUMN]
+            row[VERDICT_COLUMN] = f"**{verdict}**" if verdict in FAILING else verdict
             lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
         lines.append("")
-    lines.append("Change = head time / base time - 1 (positive: slower), with the policy's confidence interval.")
+    lines.append("Change = head time / base time - 1 (positive: slower), with the policy's confidence interval. "
+                 "Threshold = the slowdown that counts as a regression on that target (policy `gate.threshold`).")
+    lines.extend(required_lines(report))
     if report.unchanged:
         lines.append(f"{len(report.unchanged)} managed kernel(s) unchanged by this change: not measured.")
     if report.removed:
@@ -101,14 +136,20 @@ def annotation_lines(report: GateReport, workspace: str | None = None) -> list[s
             prefix = ""
     out = []
     for k in report.kernels:
-        if k.verdict not in FAILING:
-            continue
-        title = f"kforge gate: {k.name} {k.verdict}"
-        message = f"{k.name}: {k.verdict}: {k.reason}"
-        if k.base_ms is not None and k.head_ms is not None:
-            message += f" (base {_ms(k.base_ms)}, head {_ms(k.head_ms)})"
         path = _escape_property(prefix + k.file)
-        out.append(f"::error file={path},title={_escape_property(title)}::{_escape_data(message)}")
+        if k.verdict in FAILING:
+            title = f"kforge gate: {k.name} {k.verdict}"
+            message = f"{k.name}: {k.verdict}: {k.reason}"
+            if k.base_ms is not None and k.head_ms is not None:
+                message += f" (base {_ms(k.base_ms)}, head {_ms(k.head_ms)}, threshold {fmt_threshold(k.threshold, k.target)})"
+            out.append(f"::error file={path},title={_escape_property(title)}::{_escape_data(message)}")
+        if k.unmeasured_required:
+            # An error only when it fails the run; otherwise a warning, so that nobody mistakes a
+            # pass on this runner for a measurement on the required one.
+            level = "error" if report.require_all_targets else "warning"
+            title = f"kforge gate: {k.name} not measured on {', '.join(k.unmeasured_required)}"
+            message = f"{k.name}: {_required_note(k, report.require_all_targets)}"
+            out.append(f"::{level} file={path},title={_escape_property(title)}::{_escape_data(message)}")
     return out
 
 
@@ -118,7 +159,10 @@ def status_for(report: GateReport) -> tuple[str, str]:
     state = "failure" if report.exit_code else "success"
     parts = [f"{counts[v]} {v}" for v in VERDICTS if counts[v]]
     text = ", ".join(parts) if parts else "no changed kernel"
-    return state, f"kforge gate: {text}"
+    missing = report.unmeasured_required()
+    if missing:
+        text += "; not measured: " + ", ".join(missing)
+    return state, f"kforge gate: {text}"[:140]  # GitHub's limit for a status description
 
 
 def _console(stderr: bool = False):
@@ -142,12 +186,17 @@ def render_console(report: GateReport) -> None:
         for col in TABLE_HEADER:
             table.add_column(col, overflow="fold")
         for row in table_rows(report):
-            color = "red" if row[4] in FAILING else "green" if row[4] in ("pass", "improved") else "yellow"
-            row[4] = f"[{color}]{row[4]}[/{color}]"
-            row[5] = row[5] if len(row[5]) <= 200 else row[5][:199] + "…"  # the full reason is in the JSON report
+            verdict = row[VERDICT_COLUMN]
+            color = "red" if verdict in FAILING else "green" if verdict in ("pass", "improved") else "yellow"
+            row[VERDICT_COLUMN] = f"[{color}]{verdict}[/{color}]"
+            notes = row[NOTES_COLUMN]
+            row[NOTES_COLUMN] = notes if len(notes) <= 200 else notes[:199] + "…"  # the full reason is in the JSON
             table.add_row(*row)
         console.print(table)
-        console.print("change = head time / base time - 1 (positive: slower), with the policy's confidence interval")
+        console.print("change = head time / base time - 1 (positive: slower), with the policy's confidence interval; "
+                      "threshold = the slowdown that counts as a regression on that target")
+    for line in required_lines(report):
+        console.print(line)
     if report.unchanged:
         console.print(f"{len(report.unchanged)} managed kernel(s) unchanged by this change: not measured")
     if report.removed:
@@ -195,8 +244,12 @@ def _post_status(report: GateReport, target: str) -> None:
               help="Seconds of interleaved timing per kernel (default: the policy's evaluation.time_budget_s).")
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="A directory inside the git repository.")
+@click.option("--require-all-targets", is_flag=True, default=None,
+              help="Fail when a policy-required target cannot be measured on this runner (default: the policy's "
+                   "gate.require_all_targets; otherwise it is reported as skipped).")
 def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str | None, json_path: Path | None,
-         cache_dir: Path | None, no_cache: bool, time_budget: float | None, repo: Path) -> None:
+         cache_dir: Path | None, no_cache: bool, time_budget: float | None, repo: Path,
+         require_all_targets: bool | None) -> None:
     """Measure the kernels a change touches, base against head on this device, and fail on a
     regression, an incorrect kernel or one that no longer builds."""
     from kforge_bot.gate import run_gate
@@ -211,7 +264,8 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
             progress.print(f"[dim]kforge gate:[/dim] {message}")
 
     report = run_gate(repo, base, head, policy=policy, all_kernels=all_kernels, target=target,
-                      cache_dir=cache_dir, use_cache=not no_cache, time_budget_s=time_budget, log=log)
+                      cache_dir=cache_dir, use_cache=not no_cache, time_budget_s=time_budget, log=log,
+                      require_all_targets=True if require_all_targets else None)
     data = report.to_dict()
     if quiet:
         click.echo(json.dumps(data, indent=2, default=str))
