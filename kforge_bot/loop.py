@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from collections.abc import Callable, Sequence
@@ -98,6 +99,8 @@ class Proposal:
     source: str
     change: str = ""
     assignment: dict[str, int] | None = None
+    parent: int | None = None  # the iteration it started from (0: the kernel as written)
+    model: str | None = None
 
 
 class Proposer(Protocol):
@@ -120,10 +123,15 @@ class Proposer(Protocol):
 
 
 class Evaluator:
-    """`evaluate` with one reference store and one seed list for the whole session, timed."""
+    """`evaluate` with one reference store and one seed list for the whole session, timed.
+
+    With a `pool` (kforge_bot.scale: local slots or Ray) evaluations run there, several at once through
+    `submit`; with a `cache` (kforge_bot.cache.ResultCache) and the target's `fingerprint`, a result measured
+    before for the same content on the same hardware is reused and marked `cached`."""
 
     def __init__(self, spec: KernelSpec, target: str, settings: EvalSettings, *, seeds: list[int] | None = None,
-                 evaluate_fn: Callable[..., EvalResult] | None = None) -> None:
+                 evaluate_fn: Callable[..., EvalResult] | None = None, pool: Any = None, cache: Any = None,
+                 fingerprint: Any = None) -> None:
         from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
 
         self.spec = spec
@@ -133,12 +141,75 @@ class Evaluator:
         self.references = ReferenceStore()
         self._evaluate = evaluate_fn or evaluate
         self.progress: Progress | None = None
+        self.pool = pool
+        self.cache = cache if fingerprint is not None else None
+        self.fingerprint = fingerprint
+        self.hits = 0
+        self.misses = 0
 
     def __call__(self, candidate: Implementation) -> tuple[EvalResult, float]:
-        started = time.monotonic()
-        result = self._evaluate(self.spec, candidate, self.target, self.settings, seeds=self.seeds,
-                                references=self.references, progress=self.progress)
-        return result, time.monotonic() - started
+        return self.submit(candidate).result()
+
+    def _key(self, candidate: Implementation) -> tuple[str, dict[str, Any]] | None:
+        if self.cache is None:
+            return None
+        from kforge_bot.cache import cache_key, evaluation_material
+
+        material = evaluation_material(self.spec, candidate, self.settings, self.fingerprint)
+        return cache_key(material), material
+
+    def submit(self, candidate: Implementation) -> Future[tuple[EvalResult, float]]:
+        """A future of (result, seconds inside evaluate); a cache hit is done at once, 0 s."""
+        out: Future[tuple[EvalResult, float]] = Future()
+        keyed = self._key(candidate)
+        if keyed is not None:
+            hit = self.cache.get(keyed[0])
+            if hit is not None:
+                self.hits += 1
+                result = EvalResult.from_dict(hit)
+                result.cached = True
+                result.details["cache_key"] = keyed[0]
+                out.set_result((result, 0.0))
+                return out
+            self.misses += 1
+
+        def store(result: EvalResult) -> None:
+            from kforge_bot.cache import EVAL_CACHEABLE
+
+            if keyed is not None and result.verdict in EVAL_CACHEABLE and not result.cached:
+                try:
+                    self.cache.put(keyed[0], keyed[1], result.to_dict())
+                except (KforgeError, OSError):
+                    pass  # a cache that cannot be written costs speed, never the run
+
+        if self.pool is None:
+            started = time.monotonic()
+            try:
+                result = self._evaluate(self.spec, candidate, self.target, self.settings, seeds=self.seeds,
+                                        references=self.references, progress=self.progress)
+            except BaseException as exc:  # noqa: BLE001 - the caller's .result() raises it
+                out.set_exception(exc)
+                return out
+            store(result)
+            out.set_result((result, time.monotonic() - started))
+            return out
+
+        inner = self.pool.submit(self.spec, candidate, self.settings, self.seeds, progress=self.progress)
+
+        def done(f: Future[Any]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                out.set_exception(exc)
+                return
+            pooled = f.result()
+            pooled.result.details.setdefault("pool", {"slot": pooled.slot, "device": pooled.device,
+                                                      "queue_s": round(pooled.queue_s, 3),
+                                                      "prepare": pooled.prepare, "prepare_s": pooled.prepare_s})
+            store(pooled.result)
+            out.set_result((pooled.result, pooled.eval_s))
+
+        inner.add_done_callback(done)
+        return out
 
     def close(self) -> None:
         self.references.cleanup()
@@ -200,6 +271,43 @@ class TunerProposer:
 
             self.search.record(it.assignment, tuner_score(it.result))
 
+    # -- parallel rounds ------------------------------------------------------------------------
+
+    def propose_for(self, iteration: int, slot: int, round_taken: list[dict[str, int]]) -> Proposal | None:
+        """Slot 0: the coordinate descent's next step. Other slots: untried neighbours (one step of one
+        parameter) of the beam's assignments, best first; their results feed the descent, which never
+        proposes a measured assignment again. None: nothing distinct left for this round."""
+        if slot == 0:
+            return self.propose(iteration)
+        assert self.search is not None and self.loop is not None
+        seen = {tuple(sorted(k)) for k in self.search.results} | {tuple(sorted(a.items())) for a in round_taken}
+        parents = [it.assignment for it in self.loop.record.beam(self.loop.beam) if it.assignment]
+        parents.append(self.search.best[0])
+        for parent in parents:
+            for t, first in self.search.order():
+                values = list(t.candidates)
+                if len(values) < 2 or t.name not in parent:
+                    continue
+                idx = values.index(parent[t.name]) if parent[t.name] in values else \
+                    min(range(len(values)), key=lambda i: abs(values[i] - parent[t.name]))
+                for direction in (first, -first):
+                    j = idx + direction
+                    if not 0 <= j < len(values):
+                        continue
+                    trial = {**parent, t.name: values[j]}
+                    if tuple(sorted(trial.items())) not in seen:
+                        return self._proposal(trial)
+        return None
+
+    def _proposal(self, assignment: dict[str, int]) -> Proposal:
+        source = tuner.apply(self.original, assignment, self.spec.language)
+        change = ", ".join(f"{k} {self.current[k]}->{v}" for k, v in assignment.items() if v != self.current[k])
+        return Proposal(source=source, change=change or "as written", assignment=assignment)
+
+    def observe_round(self, its: list[IterationRecord]) -> None:
+        for it in its:
+            self.observe(it)
+
 
 class LLMProposer:
     """The KForge generator and analyst, talking to an OpenAI-compatible endpoint."""
@@ -207,11 +315,12 @@ class LLMProposer:
     mode = LLM
 
     def __init__(self, client: Any, spec: KernelSpec, target_kind: str, *,
-                 references: Sequence[dict[str, Any]] = ()) -> None:
+                 references: Sequence[dict[str, Any]] = (), models: Sequence[str] = ()) -> None:
         self.client = client  # kforge_bot.agents.llm.LLMClient
         self.spec = spec
         self.target_kind = target_kind
         self.references = list(references)
+        self.models = list(models)
         self.contract = generator.contract_from_spec(spec)
         generator.kernel_language(spec.language, target_kind)  # no prompt for this language: fail before spending
         self.loop: Loop | None = None
@@ -267,6 +376,45 @@ class LLMProposer:
         if it.accepted:
             self.analyse(it.iteration)
 
+    # -- parallel rounds ------------------------------------------------------------------------
+
+    def propose_for(self, iteration: int, slot: int, round_taken: list[Any]) -> Proposal | None:
+        """One of the round's samples: the models take turns (by iteration), the parents are the beam's
+        members in turn (the kernel as written while there is no correct candidate)."""
+        assert self.loop is not None
+        record = self.loop.record
+        parents: list[IterationRecord | None] = list(record.beam(self.loop.beam)) or [None]
+        parent = parents[slot % len(parents)]
+        model = self.models[(iteration - 1) % len(self.models)] if self.models else None
+        if model is not None:
+            from kforge_bot.agents.llm import Endpoint
+
+            ep = self.client.endpoint
+            self.client.endpoint = Endpoint(ep.base_url, ep.api_key, model)
+        source_now = self.loop.trajectory.read_source(parent.file) if parent is not None and parent.file \
+            else self.spec.baseline.source
+        messages = generator.build_messages(
+            language=self.spec.language, target_kind=self.target_kind, hardware=self.loop.hardware_text,
+            contract=self.contract, current_source=source_now, history=record.history,
+            recommendations=record.recommendations, references=self.references,
+            best_speedup=parent.speedup if parent is not None else None)
+        reply = self._chat("generator", iteration, messages)
+        try:
+            source = generator.extract_source(reply.text, self.spec.language, self.spec.entry,
+                                              filename=self.spec.kernel_file, truncated=reply.truncated)
+        except MalformedReply as exc:
+            exc.reply = reply.text  # type: ignore[attr-defined]
+            raise
+        return Proposal(source=source, parent=parent.iteration if parent is not None else 0,
+                        model=model or getattr(reply, "model", None))
+
+    def observe_round(self, its: list[IterationRecord]) -> None:
+        """The analyst reads the round's best accepted candidate once, with every result of the round in its
+        list of what was tried."""
+        accepted = [it for it in its if it.accepted]
+        if accepted:
+            self.analyse(max(accepted, key=lambda it: it.speedup or 0.0).iteration)
+
     def analyse(self, iteration: int) -> None:
         """Ask the analyst about the profile of `iteration` (0: the kernel as written)."""
         assert self.loop is not None
@@ -274,7 +422,8 @@ class LLMProposer:
         speedup = record.best.speedup if (record.best and iteration) else None
         messages = analyst.build_messages(
             digest=self.loop.digest(iteration), hardware=self.loop.hardware_text, contract=self.contract,
-            source=self.loop.source_of(iteration), language=self.spec.language, tried=record.tried(),
+            source=self.loop.source_of(iteration), language=self.spec.language,
+            tried=record.tried(max(12, 2 * self.loop.parallel)),
             speedup=speedup)
         reply = self._chat("analyst", iteration, messages)
         try:
@@ -352,7 +501,8 @@ class Loop:
     def __init__(self, spec: KernelSpec, target: str, proposer: Proposer, trajectory: Trajectory,
                  evaluator: Callable[[Implementation], tuple[EvalResult, float]], *, budgets: Budgets,
                  rules: StopRules, workload_model: WorkloadModel | None = None, probe_workload: bool = True,
-                 progress: Progress | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 progress: Progress | None = None, clock: Callable[[], float] = time.monotonic,
+                 parallel: int = 1, beam: int = 1) -> None:
         self.spec = spec
         self.target = target
         self.proposer = proposer
@@ -364,6 +514,9 @@ class Loop:
         self.probe_workload = probe_workload
         self.progress = progress
         self.clock = clock
+        self.parallel = max(1, parallel)  # candidates proposed per round and evaluated at once
+        self.beam = max(1, beam)  # correct candidates carried forward as the next round's parents
+        self._round_walls: list[float] = []
         self.hardware_text = f"Device kind: {target}"
         self._prior_wall = 0.0
         self._session_start = 0.0
@@ -420,7 +573,10 @@ class Loop:
             self.proposer.start()
             while True:
                 self._check_stop()
-                self._step(self.record.next_iteration)
+                if self.parallel > 1 or len(self.record.pendings) > 1:
+                    self._round()
+                else:
+                    self._step(self.record.next_iteration)
         except Terminating as exc:
             kind, reason = type(exc).__name__, str(exc)
         except KeyboardInterrupt:
@@ -451,8 +607,9 @@ class Loop:
             raise BudgetExhausted(f"token budget spent ({spent} of {budgets.tokens})", budget="tokens")
         # Patience counts this session only: resuming a run that ran out of ideas asks for more tries.
         misses = min(record.since_progress, record.iterations_used - self._done_before)
-        if misses >= self.rules.patience:
-            raise NoProgress(f"no better candidate in the last {misses} iterations (patience {self.rules.patience})")
+        patience = self.rules.patience * self.parallel  # rounds of misses, counted in candidates
+        if misses >= patience:
+            raise NoProgress(f"no better candidate in the last {misses} iterations (patience {patience})")
         which = "best" if record.best else "baseline"
         position = record.position(which)
         fraction = (position or {}).get("roofline_fraction")
@@ -465,6 +622,11 @@ class Loop:
     def _expected_step_s(self) -> float:
         """What the next iteration will probably take: the mean of the steps so far, else the first evaluation's
         time minus the reference run it included (roughly half of it)."""
+        if self.parallel > 1:
+            if self._round_walls:
+                return sum(self._round_walls) / len(self._round_walls)
+            slots = getattr(getattr(self.evaluator, "pool", None), "size", 1) or 1
+            return self.record.baseline_eval_s / 2 * -(-self.parallel // slots)
         steps = [it.iteration_s for it in self.record.completed if it.iteration_s > 0 and it.duplicate_of is None]
         if steps:
             return sum(steps) / len(steps)
@@ -563,6 +725,122 @@ class Loop:
             suffix = Path(self.spec.kernel_file).suffix or ".py"
             (self.trajectory.root / f"best{suffix}").write_text(proposal.source, encoding="utf-8")
         self.proposer.observe(it)
+
+    def _round(self) -> None:
+        """One parallel round: propose up to `parallel` candidates (each goes to the pool as soon as it is
+        written, so evaluation overlaps the next proposal), then judge them in order. The loop's own time
+        per candidate (everything but waiting for the model and for evaluations) is measured as loop_s."""
+        record = self.record
+        round_start = self.clock()
+        round_no = record.rounds + 1
+        budget = self.budgets.iterations - record.iterations_used
+        submit = getattr(self.evaluator, "submit", None)
+        entries: list[dict[str, Any]] = []
+        stop: Terminating | None = None
+        suffix = Path(self.spec.kernel_file).suffix or ".py"
+
+        def launch(entry: dict[str, Any]) -> None:
+            proposal = entry["proposal"]
+            digest = sha256(proposal.source)
+            earlier = next((it for it in record.completed if it.sha256 == digest and it.result is not None), None)
+            twin = next((e for e in entries if e is not entry and e.get("digest") == digest), None)
+            entry["digest"] = digest
+            if earlier is not None:
+                entry["duplicate_of"], entry["done"] = earlier.iteration, (EvalResult.from_dict(earlier.result or {}), 0.0)
+            elif twin is not None:
+                entry["duplicate_of"], entry["twin"] = twin["iteration"], twin
+            else:
+                impl = self.spec.candidate_from_source(proposal.source)
+                entry["future"] = submit(impl) if submit is not None else None
+                if entry["future"] is None:
+                    entry["done"] = self.evaluator(impl)
+
+        pendings = record.pendings
+        if pendings:  # a stopped round: judge what it wrote, propose nothing new
+            for it in pendings:
+                t0 = self.clock()
+                entry = {"iteration": it.iteration, "start": t0, "llm_s": 0.0,
+                         "proposal": Proposal(self.trajectory.read_source(it.file or ""), it.change, it.assignment,
+                                              it.parent, it.model)}
+                entries.append(entry)
+                launch(entry)
+                entry["loop_s"] = self.clock() - t0
+            round_no = max((it.round or 0) for it in pendings) or round_no
+        else:
+            taken: list[dict[str, int]] = []
+            for slot in range(min(self.parallel, budget)):
+                iteration = record.fresh_iteration
+                t0 = self.clock()
+                llm_before = self._llm_seconds(iteration)
+                try:
+                    proposal = self.proposer.propose_for(iteration, slot, taken)  # type: ignore[attr-defined]
+                except NonTerminating as exc:
+                    feedback = getattr(exc, "feedback", str(exc))
+                    malformed = generator.failure_from_malformed(
+                        exc if isinstance(exc, MalformedReply) else MalformedReply(feedback), iteration=iteration,
+                        reply=getattr(exc, "reply", None))
+                    self.trajectory.append("malformed", iteration=iteration, agent="generator", feedback=feedback,
+                                           history_entry=malformed, iteration_s=round(self.clock() - t0, 3),
+                                           round=round_no)
+                    continue
+                except Terminating as exc:
+                    if not entries:
+                        raise
+                    stop = exc  # judge what this round already launched, then stop
+                    break
+                if proposal is None:
+                    break
+                if proposal.assignment:
+                    taken.append(dict(proposal.assignment))
+                rel = self.trajectory.write_source(f"{iteration:04d}{suffix}", proposal.source)
+                self.trajectory.append("candidate", iteration=iteration, file=rel, sha256=sha256(proposal.source),
+                                       change=proposal.change, assignment=proposal.assignment, round=round_no,
+                                       parent=proposal.parent, model=proposal.model)
+                llm_s = self._llm_seconds(iteration) - llm_before
+                entry = {"iteration": iteration, "start": t0, "llm_s": llm_s, "proposal": proposal}
+                entries.append(entry)
+                launch(entry)
+                entry["loop_s"] = max(0.0, self.clock() - t0 - llm_s)
+
+        judged: list[IterationRecord] = []
+        for entry in entries:
+            if "twin" in entry:
+                twin = entry["twin"]
+                entry["done"] = twin["done"] if "done" in twin else twin["future"].result()
+                entry["eval_s_own"] = 0.0
+            elif "done" not in entry:
+                entry["done"] = entry["future"].result()  # waiting on the pool is not the loop's time
+            t1 = self.clock()
+            result, eval_s = entry["done"]
+            if "twin" in entry:
+                eval_s = 0.0
+            iteration = entry["iteration"]
+            accepted = self._accepts(result) if entry.get("duplicate_of") is None else False
+            result_dict = result.to_dict()
+            history = None if accepted else generator.failure_from_result(
+                result_dict, iteration=iteration, source=entry["proposal"].source)
+            loop_s = entry.get("loop_s", 0.0) + (self.clock() - t1)
+            self.trajectory.append("result", iteration=iteration, result=result_dict, accepted=accepted,
+                                   eval_s=round(eval_s, 3), iteration_s=round(self.clock() - entry["start"], 3),
+                                   loop_s=round(loop_s, 4), history_entry=history,
+                                   duplicate_of=entry.get("duplicate_of"), round=round_no)
+            it = record.iterations[iteration]
+            if accepted:
+                (self.trajectory.root / f"best{suffix}").write_text(entry["proposal"].source, encoding="utf-8")
+            judged.append(it)
+        observe_round = getattr(self.proposer, "observe_round", None)
+        if observe_round is not None:
+            observe_round(judged)
+        else:
+            for it in judged:
+                self.proposer.observe(it)
+        self._round_walls.append(self.clock() - round_start)
+        if stop is not None:
+            raise stop
+
+    def _llm_seconds(self, iteration: int) -> float:
+        it = self.record.iterations.get(iteration)
+        return it.llm_s if it is not None else 0.0
 
     def _accepts(self, result: EvalResult) -> bool:
         """Correct and faster than the kernel as written with confidence, and better than the best so far."""
@@ -694,6 +972,14 @@ class RunConfig:
     probe_workload: bool = True
     cpu_count: int | None = None
     client_factory: Callable[..., Any] | None = None  # tests and embedders: build the LLMClient themselves
+    parallel: int = 1  # candidates per round, evaluated at once (kforge_bot.scale)
+    beam: int = 1  # correct candidates carried forward as parents
+    models: Sequence[str] = ()  # several models take turns writing a round's candidates
+    executor: str = "local"  # "local" (a pool of this host's devices) or "ray"
+    workers: int | None = None  # evaluation slots (default: every GPU; 1 on the CPU)
+    ray_address: str | None = None
+    pool: Any = None  # an evaluation pool the caller made (tests, benchmarks); closed by its owner
+    cache_dir: str | Path | None = None  # the result cache's folder; None: no cache
 
 
 class OptimizeRun:
@@ -708,6 +994,7 @@ class OptimizeRun:
         self.mode = mode
         self.config = config
         self.outcome: LoopOutcome | None = None
+        self.own_pool: Any = None  # a pool this run made, closed when it ends
 
     @classmethod
     def open(cls, spec: KernelSpec, config: RunConfig, report_dir: str | Path, *, resume: bool = False,
@@ -728,7 +1015,8 @@ class OptimizeRun:
 
             factory = config.client_factory or (lambda endpoint, token_budget: LLMClient(endpoint, token_budget=token_budget))
             client = factory(config.endpoint, token_budget=config.budgets.tokens)
-            proposer = LLMProposer(client, spec, config.target, references=config.references)
+            proposer = LLMProposer(client, spec, config.target, references=config.references,
+                                   models=config.models if len(config.models) > 1 else ())
         if not resume:
             suffix = Path(spec.kernel_file).suffix or ".py"
             baseline_file = trajectory.write_source(f"baseline{suffix}", spec.baseline.source)
@@ -739,17 +1027,34 @@ class OptimizeRun:
                               budgets=_plain(config.budgets), rules=_plain(rules),
                               endpoint=proposer.describe().get("endpoint"), model=proposer.describe().get("model"),
                               references=[r.get("note") or r.get("file") for r in config.references])
-        evaluator = Evaluator(spec, config.target, config.settings)
+        cache = fingerprint = None
+        if config.cache_dir is not None:
+            from kforge_bot.cache import ResultCache, probe_fingerprint
+
+            cache, fingerprint = ResultCache(config.cache_dir), probe_fingerprint(config.target)
+        pool, own_pool = config.pool, False
+        if pool is None and (config.parallel > 1 or config.executor == "ray" or config.workers):
+            from kforge_bot.scale import make_pool
+
+            pool, own_pool = make_pool(config.target, executor=config.executor, workers=config.workers,
+                                       ray_address=config.ray_address), True
+        evaluator = Evaluator(spec, config.target, config.settings, pool=pool, cache=cache, fingerprint=fingerprint)
         evaluator.progress = progress
         loop = Loop(spec, config.target, proposer, trajectory, evaluator, budgets=config.budgets, rules=rules,
-                    workload_model=config.workload_model, probe_workload=config.probe_workload, progress=progress)
-        return cls(spec, trajectory, loop, evaluator, mode, config)
+                    workload_model=config.workload_model, probe_workload=config.probe_workload, progress=progress,
+                    parallel=config.parallel, beam=config.beam)
+        run = cls(spec, trajectory, loop, evaluator, mode, config)
+        run.own_pool = pool if own_pool else None
+        return run
 
     def run(self) -> LoopOutcome:
         try:
             kind, reason = self.loop.run()
         finally:
             self.evaluator.close()
+            if self.own_pool is not None:
+                self.own_pool.close()
+                self.own_pool = None
         record = self.trajectory.record
         best_source = self.loop.best_source() if record.best else None
         self.outcome = LoopOutcome(record=record, mode=self.mode, report_dir=self.trajectory.root,

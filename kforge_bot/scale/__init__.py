@@ -4,3 +4,17 @@ Kept import-light: nothing here imports torch or ray at module level.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+
+def make_pool(target: str, *, executor: str = "local", workers: int | None = None,
+              ray_address: str | None = None) -> Any:
+    """The evaluation pool for `target`: this host's devices ("local"), or a Ray cluster's ("ray")."""
+    if executor == "ray":
+        from kforge_bot.scale.ray_executor import RayPool
+
+        return RayPool(target, workers=workers, address=ray_address)
+    from kforge_bot.scale.pool import EvalPool
+
+    return EvalPool(target, workers=workers)

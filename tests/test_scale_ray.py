@@ -1,0 +1,68 @@
+"""The Ray executor on Ray's own local multi-node test cluster (two nodes, one CPU each)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from kforge_bot.errors import KforgeError
+
+try:
+    import ray  # noqa: F401
+    from ray.cluster_utils import Cluster
+    HAVE_RAY = True
+except ImportError:  # pragma: no cover - the optional extra is missing
+    HAVE_RAY = False
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_scale_pool import KILL_SLOT, MANIFEST, KERNEL, SETTINGS, variant  # noqa: E402
+
+
+def test_without_ray_the_flag_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name: str, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    from kforge_bot.scale import make_pool
+
+    with pytest.raises(KforgeError, match=r"pip install 'kforge-bot\[ray\]'"):
+        make_pool("cpu", executor="ray")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_RAY, reason="ray is not installed (optional extra: pip install 'kforge-bot[ray]')")
+def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor(tmp_path: Path) -> None:
+    import ray
+
+    from kforge_bot.scale.ray_executor import RayPool
+    from kforge_bot.spec import load_spec
+
+    (tmp_path / "double.py").write_text(KERNEL)
+    (tmp_path / "kforge.yaml").write_text(MANIFEST)
+    spec = load_spec(tmp_path / "kforge.yaml")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    try:
+        cluster.wait_for_nodes()
+        with RayPool("cpu", workers=2, address=cluster.address) as pool:
+            assert len({p["node"] for p in pool.places}) == 2  # one actor on each node
+            jobs = {"good0": KERNEL, "kill_actor": KILL_SLOT, "good1": KERNEL}
+            futures = {n: pool.submit(spec, variant(spec, src, n), SETTINGS, [5, 6]) for n, src in jobs.items()}
+            done = {n: f.result(timeout=180) for n, f in futures.items()}
+            replaced = pool.replaced
+        for name in ("good0", "good1"):
+            assert done[name].result.verdict == "pass", (name, done[name].result.reason)
+        dead = done["kill_actor"].result
+        assert dead.verdict == "crash" and "Ray actor" in dead.reason and "died" in dead.reason
+        assert replaced == 1
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
