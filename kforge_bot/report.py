@@ -159,13 +159,19 @@ def _iterations(record: RunRecord) -> str:
     done = record.completed
     if not done:
         return "## Iterations\nNo iteration completed."
-    lines = ["## Iterations", "| # | change | verdict | speedup (95% CI) | accepted | evaluate s | note |",
-             "|---|---|---|---|---|---|---|"]
+    rounds = any(it.round is not None for it in done)  # --parallel: several candidates per round
+    lines = ["## Iterations", "| # | " + ("Round | " if rounds else "") + "change | verdict | speedup (95% CI) | "
+             "accepted | evaluate s | note |", "|---|" + ("---|" if rounds else "") + "---|---|---|---|---|---|"]
     for it in done:
         note = _cell(_clip(it.reason, 140)) if it.verdict != "pass" else ""
         if it.duplicate_of:
             note = f"same source as iteration {it.duplicate_of}; its result reused"
-        lines.append(f"| {it.iteration} | {_cell(it.change or '-')} | {it.verdict} | {_speed(it)} | "
+        if it.cached:
+            note = ("result cache hit (measured earlier on the same hardware); " + note).rstrip("; ")
+        if it.model and rounds:
+            note = f"{note} (model {_cell(it.model)})".strip()
+        round_cell = f"{it.round if it.round is not None else '-'} | " if rounds else ""
+        lines.append(f"| {it.iteration} | {round_cell}{_cell(it.change or '-')} | {it.verdict} | {_speed(it)} | "
                      f"{'yes' if it.accepted else ''} | {it.eval_s:.1f} | {note} |")
     if record.tunables:
         lines.append("\nTunable parameters found: " + "; ".join(f"`{t}`" for t in record.tunables))
@@ -198,9 +204,13 @@ def _overhead(record: RunRecord) -> str:
     ev = sum(it.eval_s for it in done) / n
     llm = sum(it.llm_s for it in done) / n
     own = sum(it.overhead_s for it in done) / n
-    return (f"## Loop overhead\nPer iteration (mean of {n}): {wall:.2f} s wall, of which evaluating "
+    text = (f"## Loop overhead\nPer iteration (mean of {n}): {wall:.2f} s wall, of which evaluating "
             f"{ev:.2f} s, waiting for the model {llm:.2f} s, and the loop itself {own:.3f} s. The kernel as written "
             f"took {record.baseline_eval_s:.1f} s to evaluate once at the start.")
+    if any(it.loop_s is not None for it in done) and ev > 0:
+        text += (f" Candidates of a round overlap (evaluated at once), so the loop's own time was measured per "
+                 f"candidate: {own / ev:.2%} of evaluation time.")
+    return text
 
 
 def _files(record: RunRecord) -> str:

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,7 @@ def no_llm_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "KFORGE_MODEL"))}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     env["COLUMNS"] = "200"  # one progress line per step, unwrapped
+    env.setdefault("KFORGE_CACHE_DIR", tempfile.mkdtemp(prefix="kforge-test-cache-"))  # never the user's cache
     return env
 
 
@@ -191,3 +193,35 @@ def test_kernels_checked_against_the_same_reference_on_other_targets_are_cross_p
     assert [r["file"] for r in sibling_references(spec, kernel_dir / "tiny_mm.py", "cuda")] == ["tiny_mm_cpu2.py"]
     assert sibling_references(load_spec(REPO / "examples" / "kernelbench" / "softmax_problem.py"),
                               REPO / "examples" / "kernelbench" / "softmax_problem.py", "cpu") == []
+
+
+@pytest.mark.slow
+def test_parallel_tuner_rounds_through_a_two_slot_pool_then_cache_hits(kernel_dir: Path, tmp_path: Path,
+                                                                       quick_policy: Path) -> None:
+    cache = tmp_path / "cache"
+    report = tmp_path / "report"
+    proc = kforge("optimize", kernel_dir / "kforge.yaml", "--target", "cpu", "--parallel", "2", "--workers", "2",
+                  "--iterations", "2", "--policy", quick_policy, "--report", report, "--cache-dir", cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "evaluation pool (local): 2 slot(s)" in proc.stdout
+    trajectory = Trajectory.open(report)
+    record = trajectory.record
+    its = record.completed
+    assert [it.round for it in its] == [1, 1]  # one round of two distinct assignments
+    assert len({it.sha256 for it in its}) == 2 and all(it.assignment for it in its)
+    slots = {it.result["details"]["pool"]["slot"] for it in its}
+    assert slots <= {0, 1} and all(it.loop_s is not None and it.loop_s < it.eval_s for it in its)
+    assert "[round 1]" in proc.stdout
+    assert "Round" in (report / "report.md").read_text()
+    first = {it.sha256: it.verdict for it in its}
+
+    # The same candidates again, on the same machine: every result comes from the cache, nothing is re-timed.
+    again = tmp_path / "again"
+    proc = kforge("optimize", kernel_dir / "kforge.yaml", "--target", "cpu", "--parallel", "2", "--iterations", "2",
+                  "--policy", quick_policy, "--report", again, "--cache-dir", cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = Trajectory.open(again).record
+    assert all(it.cached and it.eval_s == 0.0 for it in record.completed)
+    assert {it.sha256: it.verdict for it in record.completed} == first
+    assert record.baseline and record.baseline["cached"]
+    assert "(cache hit)" in proc.stdout and "result cache: 3 hit(s), 0 miss(es)" in proc.stdout

@@ -24,7 +24,9 @@ TARGETS = ["auto", "cpu", "cuda", "xpu", "mps"]
 @click.option("--kernel", default=None, help="Kernel name, when FILE is a kforge.yaml with several.")
 @click.option("--target", default="auto", show_default=True, type=click.Choice(TARGETS),
               help="Device kind to optimize for.")
-@click.option("--model", default=None, help="Model name (default: $KFORGE_MODEL, or the endpoint's only model).")
+@click.option("--model", "models", multiple=True,
+              help="Model name (default: $KFORGE_MODEL, or the endpoint's only model); repeat it to have several "
+                   "models take turns writing each round's candidates.")
 @click.option("--iterations", type=click.IntRange(1, 100_000), default=None,
               help="Candidates to evaluate, at most, over the whole run (a resumed run counts its earlier ones; "
                    "default: the policy's budgets.iterations, 10).")
@@ -46,10 +48,25 @@ TARGETS = ["auto", "cpu", "cuda", "xpu", "mps"]
 @click.option("--policy", "policy_path", default=None,
               help="Policy file (or a shipped name, e.g. strict) for budgets and evaluation settings; without "
                    "one: the default policy's budgets and a quick evaluation (2 seeds, 2 s of timing per candidate).")
-def optimize(file: Path, kernel: str | None, target: str, model: str | None, iterations: int | None,
+@click.option("--parallel", type=click.IntRange(1, 1024), default=1, show_default=True,
+              help="Candidates per round, evaluated at once on a pool of evaluation slots (one per GPU).")
+@click.option("--beam", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="The best K correct candidates carried forward as the next round's starting points.")
+@click.option("--workers", type=click.IntRange(1, 1024), default=None,
+              help="Evaluation slots (default: every GPU of the target; 1 on the CPU, where timing runs on shared "
+                   "cores disturb each other).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where evaluations run: this host's devices, or a Ray cluster.")
+@click.option("--ray-address", default=None, help="Ray cluster to join (default: $RAY_ADDRESS, else a local one).")
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+              help="Result cache folder (default: $KFORGE_CACHE_DIR or ~/.cache/kforge-bot); results are reused "
+                   "only for the same content on the same hardware.")
+@click.option("--no-cache", is_flag=True, help="Measure every candidate, even one measured before.")
+def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...], iterations: int | None,
              budget_tokens: int | None, time_limit: float | None, out_path: Path | None, write_in_place: bool,
              report_dir: Path | None, resume_dir: Path | None, base_url: str | None, api_key: str | None,
-             policy_path: str | None) -> None:
+             policy_path: str | None, parallel: int, beam: int, workers: int | None, executor: str,
+             ray_address: str | None, cache_dir: Path | None, no_cache: bool) -> None:
     """Optimize one kernel: an LLM generator and analyst when an endpoint is configured
     (OPENAI_BASE_URL / OPENAI_API_KEY), else the built-in tuner. Every candidate is checked and timed
     against the kernel as written; the best one that is faster with confidence is kept."""
@@ -73,6 +90,13 @@ def optimize(file: Path, kernel: str | None, target: str, model: str | None, ite
     target_name = resolve_target_name(recorded_target if (target == "auto" and recorded_target) else target,
                                       spec.targets)
     config = build_config(target_name, policy_path, iterations, budget_tokens, time_limit)
+    config.parallel, config.beam, config.workers = parallel, beam, workers
+    config.executor, config.ray_address, config.models = executor, ray_address, list(models)
+    if not no_cache:
+        from kforge_bot.cache import user_cache_dir
+
+        config.cache_dir = cache_dir or user_cache_dir()
+    model = models[0] if models else None
     if configured(base_url=base_url, api_key=api_key):
         config.endpoint = endpoint_from_env(base_url=base_url, api_key=api_key, model=model)
         config.references = sibling_references(spec, file, target_name)
@@ -89,10 +113,16 @@ def optimize(file: Path, kernel: str | None, target: str, model: str | None, ite
     else:
         console.print(f"generator: LLM generator and analyst, {config.endpoint.describe()}", markup=False)
     console.print(f"report folder: {folder}", markup=False)
+    if config.cache_dir is not None:
+        console.print(f"result cache: {config.cache_dir}", markup=False)
 
     run = OptimizeRun.open(spec, config, folder, resume=resume_dir is not None, progress=display.on_progress)
     run.trajectory.listeners.append(display.on_event)
     display.attach(run.trajectory.record)
+    pool = run.evaluator.pool
+    if pool is not None:
+        console.print(f"evaluation pool ({pool.executor}): {pool.describe()}; {parallel} candidate(s) per round"
+                      + (f", beam {beam}" if beam > 1 else ""), markup=False)
     tunables = getattr(run.loop.proposer, "tunables", None)
     if tunables is not None:
         console.print("tunable parameters: " + (", ".join(f"{t.name} = {t.current}" for t in tunables) or "none found"),
@@ -120,6 +150,8 @@ def optimize(file: Path, kernel: str | None, target: str, model: str | None, ite
 
     record = outcome.record
     console.print(f"stopped: {outcome.stop_reason}", markup=False)
+    if run.evaluator.cache is not None:
+        console.print(f"result cache: {run.evaluator.hits} hit(s), {run.evaluator.misses} miss(es)", markup=False)
     if outcome.improved and record.best is not None:
         best = record.best
         ci = f" (95% CI {best.speedup_ci[0]:.3f}-{best.speedup_ci[1]:.3f})" if best.speedup_ci else ""
@@ -293,6 +325,10 @@ class Display:
             tail = " [green]new best[/green]" if e.get("accepted") else ""
             if verdict != "pass":
                 tail = escape(f" ({_clip(str(r.get('reason', '')), 100)})")
+            if r.get("cached"):
+                tail += " (cache hit)"
+            if e.get("round") is not None:
+                tail += escape(f" [round {e['round']}]")
             out(escape(f"[{e['iteration']}/{self.budgets.iterations}] ") + f"{change}{verdict}{speed}{tail} · best "
                 f"{self._best()}{self._tokens()}", markup=True)
         elif kind == "llm_error":
