@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: the GPU test group and the GPU benchmarks, results under $OUT (or ./gpu-out).
-# Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [tests] [harness|harness-short] [tuner] [gate]
+# Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [tests] [harness|harness-short] [tuner] [gate|gate-slowdown] [scale]
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
 set -u
 out=${OUT:-gpu-out}; mkdir -p "$out"
@@ -13,5 +13,7 @@ for step in $steps; do
     harness-short) timeout 200 python3 benchmarks/harness_resolution.py --short-only --small-runs 5 --budget 1.5 --out "$out" > "$out/harness.log" 2>&1; tail -8 "$out/harness.log" ;;
     tuner)   [ -f benchmarks/tuner_benchmark.py ] && { timeout 420 python3 benchmarks/tuner_benchmark.py --target cuda --out "$out" > "$out/tuner.log" 2>&1; tail -15 "$out/tuner.log"; } ;;
     gate)    [ -f benchmarks/gate_benchmark.py ] && { timeout 330 python3 benchmarks/gate_benchmark.py --target cuda --out "$out" > "$out/gate.log" 2>&1; tail -15 "$out/gate.log"; } ;;
+    gate-slowdown) timeout 200 python3 benchmarks/gate_benchmark.py --target cuda --skip-aa --no-full-gate --max-seconds 170 --out "$out" > "$out/gate.log" 2>&1; tail -8 "$out/gate.log" ;;
+    scale)   timeout 330 python3 benchmarks/scale_benchmark.py --out "$out" > "$out/scale.log" 2>&1; tail -25 "$out/scale.log" ;;
   esac
 done
