@@ -1,4 +1,5 @@
-"""Git operations for the pull-request bot (GitPython, imported lazily).
+"""Git operations for the pull-request bot and the gate (the git binary; GitPython, imported lazily, for the bot's
+commits only).
 
 What the bot needs from git, and nothing else:
 - which files a PR changed (base...head: merge-base semantics, like GitHub's "Files changed");
@@ -89,45 +90,49 @@ def open_repo(path: str | Path) -> git.Repo:
         raise KforgeError("not a git repository", path=path, hint="run inside a clone (actions/checkout)") from exc
 
 
+def _cli(repo_path: str | Path, *args: str, env: Mapping[str, str] | None = None, what: str,
+         hint: str | None = None, stdin: bytes | None = None) -> str:
+    """Run the git binary in `repo_path`. The read-only operations the gate needs go through here alone, so
+    `kforge-bot gate` works on GPU runners without GitPython (only the PR bot's writes need it)."""
+    try:
+        proc = subprocess.run(["git", *args], cwd=str(repo_path), input=stdin, capture_output=True,
+                              env={**os.environ, **(env or {})})
+    except FileNotFoundError as exc:
+        raise KforgeError("git is not installed", hint="install git (the gate and the PR bot need it)") from exc
+    except NotADirectoryError as exc:
+        raise KforgeError("not a git repository", path=repo_path, hint="run inside a clone") from exc
+    if proc.returncode != 0:
+        detail = proc.stderr.decode(errors="replace").strip().replace("\n", " ")
+        if "not a git repository" in detail:
+            raise KforgeError("not a git repository", path=repo_path, hint="run inside a clone (actions/checkout)")
+        raise KforgeError(f"{what}: {detail or f'git {args[0]} exited with {proc.returncode}'}",
+                          path=str(repo_path), hint=hint)
+    return proc.stdout.decode(errors="replace")
+
+
 def _run(repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, what: str, hint: str | None = None,
          stdin: bytes | None = None) -> str:
-    git = _git()
-    try:
-        if stdin is not None:  # GitPython's execute cannot feed bytes on stdin portably
-            proc = subprocess.run(["git", *args], cwd=repo.working_dir or repo.git_dir, input=stdin,
-                                  capture_output=True, env={**os.environ, **(env or {})})
-            if proc.returncode != 0:
-                raise git.GitCommandError(["git", *args], proc.returncode, proc.stderr)
-            return proc.stdout.decode()
-        return repo.git.execute(["git", *args], env=dict(env) if env else None, strip_newline_in_stdout=False)
-    except git.GitCommandError as exc:
-        detail = (exc.stderr or "").strip().replace("\n", " ")
-        detail = re.sub(r"^stderr: '?|'$", "", detail)
-        raise KforgeError(f"{what}: {detail or exc}", path=str(repo.working_dir), hint=hint) from exc
+    return _cli(repo.working_dir or repo.git_dir, *args, env=env, what=what, hint=hint, stdin=stdin)
 
 
 def resolve(repo_path: str | Path, rev: str) -> str:
     """The full commit sha of `rev`; a clear error when the revision is not in the clone."""
-    repo = open_repo(repo_path)
-    return _run(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
+    return _cli(repo_path, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
                 what=f"unknown revision {rev!r}",
                 hint="fetch it first (actions/checkout with fetch-depth: 0)").strip()
 
 
 def merge_base(repo_path: str | Path, base: str, head: str) -> str:
-    repo = open_repo(repo_path)
     base_sha, head_sha = resolve(repo_path, base), resolve(repo_path, head)
-    out = _run(repo, "merge-base", base_sha, head_sha, what=f"no common ancestor of {base} and {head}",
-               hint="the clone is probably shallow: use actions/checkout with fetch-depth: 0").strip()
-    return out
+    return _cli(repo_path, "merge-base", base_sha, head_sha, what=f"no common ancestor of {base} and {head}",
+                hint="the clone is probably shallow: use actions/checkout with fetch-depth: 0").strip()
 
 
 def changed_files(repo_path: str | Path, base: str, head: str) -> list[ChangedFile]:
     """Files changed by `head` since it forked from `base` (git diff base...head), renames detected."""
-    repo = open_repo(repo_path)
     mb = merge_base(repo_path, base, head)
     head_sha = resolve(repo_path, head)
-    out = _run(repo, "diff", "--name-status", "-z", "--find-renames", "--no-ext-diff", mb, head_sha,
+    out = _cli(repo_path, "diff", "--name-status", "-z", "--find-renames", "--no-ext-diff", mb, head_sha,
                what=f"cannot diff {base}...{head}")
     parts = out.split("\0")
     result: list[ChangedFile] = []
@@ -145,18 +150,17 @@ def changed_files(repo_path: str | Path, base: str, head: str) -> list[ChangedFi
 
 
 def read_file_at(repo_path: str | Path, rev: str, path: str) -> str | None:
-    """The text of `path` at `rev`, or None when the file does not exist there."""
-    repo = open_repo(repo_path)
-    commit = repo.commit(resolve(repo_path, rev))
-    try:
-        blob = commit.tree / path
-    except KeyError:
+    """The text of `path` at `rev`, or None when the file does not exist there (or is not a file)."""
+    sha = resolve(repo_path, rev)
+    listing = _cli(repo_path, "ls-tree", "-z", sha, "--", path, what=f"cannot list {path} at {rev}")
+    entry = listing.split("\0")[0]
+    if not entry or entry.split(None, 2)[1] != "blob":
         return None
-    if blob.type != "blob":
+    data = subprocess.run(["git", "cat-file", "blob", f"{sha}:{path}"], cwd=str(repo_path), capture_output=True)
+    if data.returncode != 0:
         return None
-    data = blob.data_stream.read()
     try:
-        return data.decode("utf-8")
+        return data.stdout.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise KforgeError(f"not a UTF-8 text file at {rev[:12]}", path=path) from exc
 
@@ -334,18 +338,17 @@ def push_bot_branch(repo_path: str | Path, *, branch: str, parent: str, files: M
 @contextlib.contextmanager
 def worktree(repo_path: str | Path, rev: str) -> Iterator[Path]:
     """A detached checkout of `rev` in a temporary directory, removed afterwards."""
-    repo = open_repo(repo_path)
     sha = resolve(repo_path, rev)
     tmp = Path(tempfile.mkdtemp(prefix="kforge-wt-"))
     path = tmp / "tree"
-    _run(repo, "worktree", "add", "--detach", "--quiet", str(path), sha, what=f"cannot check out {rev}")
+    _cli(repo_path, "worktree", "add", "--detach", "--quiet", str(path), sha, what=f"cannot check out {rev}")
     try:
         yield path
     finally:
         try:
-            _run(repo, "worktree", "remove", "--force", str(path), what="cannot remove the worktree")
+            _cli(repo_path, "worktree", "remove", "--force", str(path), what="cannot remove the worktree")
         except KforgeError:
             pass
         shutil.rmtree(tmp, ignore_errors=True)
         with contextlib.suppress(KforgeError):
-            _run(repo, "worktree", "prune", what="cannot prune worktrees")
+            _cli(repo_path, "worktree", "prune", what="cannot prune worktrees")
