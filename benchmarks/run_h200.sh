@@ -14,6 +14,6 @@ for step in $steps; do
     tuner)   [ -f benchmarks/tuner_benchmark.py ] && { timeout 420 python3 benchmarks/tuner_benchmark.py --target cuda --out "$out" > "$out/tuner.log" 2>&1; tail -15 "$out/tuner.log"; } ;;
     gate)    [ -f benchmarks/gate_benchmark.py ] && { timeout 330 python3 benchmarks/gate_benchmark.py --target cuda --out "$out" > "$out/gate.log" 2>&1; tail -15 "$out/gate.log"; } ;;
     gate-slowdown) timeout 200 python3 benchmarks/gate_benchmark.py --target cuda --skip-aa --no-full-gate --max-seconds 170 --out "$out" > "$out/gate.log" 2>&1; tail -8 "$out/gate.log" ;;
-    scale)   timeout 330 python3 benchmarks/scale_benchmark.py --out "$out" > "$out/scale.log" 2>&1; tail -25 "$out/scale.log" ;;
+    scale)   timeout 320 python3 benchmarks/scale_benchmark.py --out "$out" > "$out/scale.log" 2>&1; tail -25 "$out/scale.log" ;;
   esac
 done

@@ -47,14 +47,14 @@ def _record(test: str, **figures: Any) -> None:
 
 
 def test_check_cli_on_a_bundled_triton_example(tmp_path):
-    proc, wall = _cli("check", str(EXAMPLES / "kforge.yaml"), "--kernel", "softmax_triton", "--target", "cuda",
+    proc, wall = _cli("check", str(EXAMPLES / "kforge.yaml"), "--kernel", "rmsnorm_triton", "--target", "cuda",
                       "--time-budget", "1", "--json", str(tmp_path / "check.json"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((tmp_path / "check.json").read_text())
     assert report["verdict"] == "pass", report.get("reason")
     lo, hi = report["speedup_ci"]
     assert lo <= report["speedup"] <= hi
-    _record("check softmax_triton (the example against its torch reference)", wall_s=round(wall, 1),
+    _record("check rmsnorm_triton (the example against its torch reference)", wall_s=round(wall, 1),
             verdict=report["verdict"], speedup=report["speedup"], ci=report["speedup_ci"],
             device=report.get("device_name"))
 
