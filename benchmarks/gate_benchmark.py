@@ -8,7 +8,7 @@ loaded the way the gate loads it (its own implementation, rooted in its own chec
 - a 3% slowdown: the head reads more rows, calibrated once so that the measured median slowdown is
   about 3%; N decisions, each must be `regression` (target N of N);
 - GPU seconds per kernel: the wall time of each decision (child processes, correctness, timing);
-- when git and GitPython are there, one whole `run_gate` on a git repository with that 3% change.
+- when git is there, one whole `run_gate` on a git repository with that 3% change.
 Decisions share one reference computation (fixed seeds): only the correctness oracle is reused;
 every decision times base and head afresh.
 
@@ -190,10 +190,6 @@ def summarize(label: str, rows: list[dict[str, Any]], n: int, rule: GateRule, he
 
 def full_gate(target: str, extra: float, work: Path, kernel: str) -> dict[str, Any]:
     """One whole gate run on a git repository whose head makes the kernel read `extra` more rows."""
-    try:
-        import git  # noqa: F401 - GitPython, which gitops needs
-    except ImportError:
-        return {"note": "skipped: GitPython is not installed here"}
     if shutil.which("git") is None:
         return {"note": "skipped: git is not installed here"}
     from kforge_bot.gate import run_gate

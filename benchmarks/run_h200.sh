@@ -2,6 +2,8 @@
 # One device call: the GPU test group and the GPU benchmarks, results under $OUT (or ./gpu-out).
 # Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [tests] [harness|harness-short] [tuner] [gate|gate-slowdown] [scale]
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
+# The device returns at most 8 files from $OUT: keep one call's steps under that (the output tail of each step
+# is printed too, so a figure survives even when its file does not come back).
 set -u
 out=${OUT:-gpu-out}; mkdir -p "$out"
 export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1

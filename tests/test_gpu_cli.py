@@ -32,9 +32,13 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _cli(*args: str, cwd: Path | None = None, timeout: float = 400) -> tuple[subprocess.CompletedProcess[str], float]:
+def _cli(*args: str, cwd: Path | None = None, timeout: float = 400,
+         github_actions: bool = False) -> tuple[subprocess.CompletedProcess[str], float]:
+    env = _env()
+    if github_actions:  # annotations (::error file=...) are written only inside Actions
+        env.update(GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=os.devnull)
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "kforge_bot", *args], cwd=cwd, env=_env(), capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "kforge_bot", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
     return proc, time.monotonic() - start
 
@@ -92,7 +96,7 @@ def test_gate_cli_fails_a_slowed_kernel_and_passes_an_unrelated_change(tmp_path)
     kernel.write_text(slowed)
     subprocess.run([*git, "commit", "-qam", "rmsnorm: copy the input first"], check=True, env=env)
     proc, wall = _cli("gate", "--base", "HEAD~1", "--head", "HEAD", "--target", "cuda", "--repo", str(repo),
-                      "--json", str(tmp_path / "gate.json"), "--no-cache")
+                      "--json", str(tmp_path / "gate.json"), "--no-cache", github_actions=True)
     report = json.loads((tmp_path / "gate.json").read_text())
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     verdicts = {k["name"]: k for k in report["kernels"]}
