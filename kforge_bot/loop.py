@@ -694,12 +694,7 @@ class Loop:
             try:
                 proposal = self.proposer.propose(iteration)
             except NonTerminating as exc:
-                feedback = getattr(exc, "feedback", str(exc))
-                malformed = generator.failure_from_malformed(
-                    exc if isinstance(exc, MalformedReply) else MalformedReply(feedback), iteration=iteration,
-                    reply=getattr(exc, "reply", None))
-                self.trajectory.append("malformed", iteration=iteration, agent="generator", feedback=feedback,
-                                       history_entry=malformed, iteration_s=round(self.clock() - started, 3))
+                self._record_malformed(exc, iteration, started)
                 return
             suffix = Path(self.spec.kernel_file).suffix or ".py"
             rel = self.trajectory.write_source(f"{iteration:04d}{suffix}", proposal.source)
@@ -725,6 +720,15 @@ class Loop:
             suffix = Path(self.spec.kernel_file).suffix or ".py"
             (self.trajectory.root / f"best{suffix}").write_text(proposal.source, encoding="utf-8")
         self.proposer.observe(it)
+
+    def _record_malformed(self, exc: NonTerminating, iteration: int, started: float, **extra: Any) -> None:
+        """A generator reply with no usable kernel: the iteration is spent, its feedback goes to the history."""
+        feedback = getattr(exc, "feedback", str(exc))
+        malformed = generator.failure_from_malformed(
+            exc if isinstance(exc, MalformedReply) else MalformedReply(feedback), iteration=iteration,
+            reply=getattr(exc, "reply", None))
+        self.trajectory.append("malformed", iteration=iteration, agent="generator", feedback=feedback,
+                               history_entry=malformed, iteration_s=round(self.clock() - started, 3), **extra)
 
     def _round(self) -> None:
         """One parallel round: propose up to `parallel` candidates (each goes to the pool as soon as it is
@@ -775,13 +779,7 @@ class Loop:
                 try:
                     proposal = self.proposer.propose_for(iteration, slot, taken)  # type: ignore[attr-defined]
                 except NonTerminating as exc:
-                    feedback = getattr(exc, "feedback", str(exc))
-                    malformed = generator.failure_from_malformed(
-                        exc if isinstance(exc, MalformedReply) else MalformedReply(feedback), iteration=iteration,
-                        reply=getattr(exc, "reply", None))
-                    self.trajectory.append("malformed", iteration=iteration, agent="generator", feedback=feedback,
-                                           history_entry=malformed, iteration_s=round(self.clock() - t0, 3),
-                                           round=round_no)
+                    self._record_malformed(exc, iteration, t0, round=round_no)
                     continue
                 except Terminating as exc:
                     if not entries:
