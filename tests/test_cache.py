@@ -204,3 +204,84 @@ def test_second_gate_run_is_all_cache_hits_and_another_device_misses(tmp_path):
     assert not any(k.cached for k in plan.kernels)
     plan = run_gate(root, "HEAD~1", policy=policy, fingerprints=here, measure=False, use_cache=False)
     assert not any(k.cached for k in plan.kernels)
+
+
+# ------------------------------------------------------------------------------- optimize's evaluations
+
+
+DOUBLE = "import torch\n\n\ndef double(x):\n    return x * 2.0\n\n\ndef reference(x):\n    return x + x\n\n\n" \
+         "def make_inputs(n):\n    return [torch.randn(n)]\n"
+DOUBLE_MANIFEST = ("version: 1\nkernels:\n  double:\n    file: double.py\n    entry: double\n"
+                   "    reference: double.py:reference\n    inputs: double.py:make_inputs\n    shapes:\n"
+                   "      - {n: 4096}\n    targets: [cpu]\n    seeds: 2\n")
+
+
+def test_evaluator_cache_is_separated_by_hardware_and_never_stores_a_cached_result(tmp_path):
+    from kforge_bot.evaluate.api import evaluate
+    from kforge_bot.evaluate.result import EvalSettings
+    from kforge_bot.loop import Evaluator
+    from kforge_bot.spec import load_spec
+
+    write(tmp_path / "k", "double.py", DOUBLE)
+    write(tmp_path / "k", "kforge.yaml", DOUBLE_MANIFEST)
+    spec = load_spec(tmp_path / "k" / "kforge.yaml")
+    candidate = spec.candidate_from_source(DOUBLE.replace("return x * 2.0", "return 2.0 * x"))
+    crashing = spec.candidate_from_source(DOUBLE.replace("    return x * 2.0\n", "    import ctypes\n"
+                                                         "    ctypes.string_at(0)\n"))  # a real SIGSEGV
+    settings = EvalSettings(seeds=2, time_budget_s=0.3, min_pairs=10, profile=False, timeout_s=60)
+    store = ResultCache(tmp_path / "cache")
+    calls = []
+
+    def measured(*args, **kwargs):  # the real evaluate, counted
+        calls.append(args[1].source)
+        return evaluate(*args, **kwargs)
+
+    made = []
+
+    def evaluator(fingerprint, evaluate_fn=measured):
+        made.append(Evaluator(spec, "cpu", settings, evaluate_fn=evaluate_fn, cache=store, fingerprint=fingerprint,
+                              seeds=[5, 6]))
+        if len(made) > 1:
+            made[-1].references = made[0].references  # the reference's outputs once (seeds are not in the key)
+        return made[-1]
+
+    machine_a = TargetFingerprint("cpu", "Test CPU A", "2.13.0")
+    machine_b = TargetFingerprint("cpu", "Test CPU B", "2.13.0")
+    first = evaluator(machine_a)
+    result, seconds = first(candidate)
+    assert result.verdict == "pass" and not result.cached and seconds > 0 and result.baseline is not None
+    assert (first.hits, first.misses, len(calls), len(store)) == (0, 1, 1, 1)
+
+    # The same hardware in a later session (other seeds): a hit, marked, measured nothing.
+    again = evaluator(TargetFingerprint("cpu", "Test CPU A", "2.13.0"))
+    hit, seconds = again(candidate)
+    assert hit.cached and seconds == 0.0 and len(calls) == 1 and (again.hits, again.misses) == (1, 0)
+    assert hit.verdict == "pass" and hit.speedup == result.speedup
+    assert hit.baseline.median_ms == result.baseline.median_ms
+    key_a = hit.details["cache_key"]
+    assert store.get(key_a)["cached"] is False and len(store) == 1
+
+    # Other hardware: a miss, measured again, stored under its own key next to the first.
+    other = evaluator(machine_b)
+    remeasured, seconds = other(candidate)
+    assert not remeasured.cached and seconds > 0 and len(calls) == 2 and (other.hits, other.misses) == (0, 1)
+    assert len(store) == 2
+    materials = {p.stem: json.loads(p.read_text())["material"]["target"] for p in store.directory.glob("*.json")}
+    assert materials[key_a] == machine_a.to_dict()
+    key_b = next(k for k in materials if k != key_a)
+    assert materials[key_b] == machine_b.to_dict()
+    fields = ("median_ms", "q1_ms", "q3_ms", "min_ms", "samples")
+    stats = [tuple(r["baseline"][f] for f in fields) for r in (store.get(key_b), remeasured.to_dict(), result.to_dict())]
+    assert stats[0] == stats[1] != stats[2]  # B's entry holds B's own measurement, not A's
+
+    # A result that came out of the cache (carried along, say, in a resumed trajectory) is never written
+    # under another machine's key.
+    carried = evaluator(TargetFingerprint("cpu", "Test CPU C", "2.13.0"), evaluate_fn=lambda *a, **k: hit)
+    reused, _ = carried(candidate)
+    assert reused.cached and carried.misses == 1 and len(store) == 2
+
+    # A crash may be the machine's fault: not cached, so the next evaluation measures it again.
+    crash, _ = first(crashing)
+    assert crash.verdict == "crash" and "SIGSEGV" in crash.reason and not crash.cached
+    assert len(calls) == 3 and len(store) == 2 and first.misses == 2
+    made[0].close()
