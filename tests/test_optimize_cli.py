@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -225,3 +226,128 @@ def test_parallel_tuner_rounds_through_a_two_slot_pool_then_cache_hits(kernel_di
     assert {it.sha256: it.verdict for it in record.completed} == first
     assert record.baseline and record.baseline["cached"]
     assert "(cache hit)" in proc.stdout and "result cache: 3 hit(s), 0 miss(es)" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------- parallel LLM rounds (slow)
+
+
+def agent_of(body: dict) -> str:
+    """Which agent sent a chat request, by its system prompt."""
+    system = body["messages"][0]["content"]
+    if "performance-analysis agent" in system:
+        return "analyst"
+    assert "expert performance engineer" in system, system[:200]
+    return "generator"
+
+
+def fenced(source: str) -> str:
+    return f"Here is the whole file.\n\n```python\n{source}```\n"
+
+
+def variants(original: str) -> dict[str, str]:
+    head = "    a, w, bias = a.contiguous(), w.contiguous(), bias.contiguous()\n"
+    store = "out[(long)(i0 + i) * N + j0 + j] = v > 0.0f ? v : 0.0f;"
+    assert head in original and store in original and "TILE_N = 32  # kforge" in original
+    return {
+        # Compiles and imports fine, then dies of a segfault the first time it is called.
+        "crash": original.replace(head, "    import ctypes\n    ctypes.string_at(0)\n" + head),
+        "faster": original.replace("TILE_N = 32  # kforge", "TILE_N = 64  # kforge"),  # about 2x on one core
+        "wrong": original.replace(store, "out[(long)(i0 + i) * N + j0 + j] = v;"),  # forgot the relu
+    }
+
+
+@pytest.mark.slow
+def test_parallel_llm_round_survives_a_crashing_candidate_and_the_analyst_sees_both(
+        kernel_dir: Path, tmp_path: Path, quick_policy: Path) -> None:
+    kinds = variants((kernel_dir / "tiny_mm.py").read_text())
+    report = tmp_path / "report"
+    after = "Recommendations:\n1. Keep TILE_N = 64 and try THREADS = 2."
+    with ScriptedLLMServer([reply(ADVICE), reply(fenced(kinds["crash"])), reply(fenced(kinds["faster"])),
+                            reply(after)], models=("model-a", "model-b"), api_key="sk-test") as server:
+        proc = kforge("optimize", kernel_dir / "kforge.yaml", "--target", "cpu", "--parallel", "2", "--workers", "2",
+                      "--iterations", "2", "--policy", quick_policy, "--report", report, "--no-cache",
+                      "--base-url", server.base_url, "--api-key", "sk-test", "--model", "model-a", "--model", "model-b")
+        bodies = server.chat_requests
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "evaluation pool (local): 2 slot(s)" in proc.stdout
+    assert [agent_of(b) for b in bodies] == ["analyst", "generator", "generator", "analyst"]
+    # The round's two requests went to the two models, one each.
+    assert [bodies[1]["model"], bodies[2]["model"]] == ["model-a", "model-b"]
+
+    record = Trajectory.open(report).record
+    crashed, good = record.iterations[1], record.iterations[2]
+    assert (crashed.round, good.round) == (1, 1) and (crashed.model, good.model) == ("model-a", "model-b")
+    assert crashed.verdict == "crash" and "SIGSEGV" in crashed.reason and not crashed.accepted
+    assert good.verdict == "pass" and good.accepted and good.speedup_ci is not None and good.speedup_ci[0] > 1.0
+    assert record.best is good and (report / "best.py").read_text() == kinds["faster"]
+    assert {it.result["details"]["pool"]["slot"] for it in (crashed, good)} <= {0, 1}
+    # The analyst, asked once after the round, reads the accepted candidate and both results of the round.
+    final = "\n".join(m["content"] for m in bodies[3]["messages"])
+    tried = final.split("## Already tried", 1)[1]
+    assert "iteration 1: candidate: crash:" in tried and "SIGSEGV" in tried
+    assert re.search(r"iteration 2: candidate: correct, \d+\.\d+x \(accepted\)", tried)
+    assert "TILE_N = 64  # kforge" in final  # the profile and source of the new best, not the old one
+    text = (report / "report.md").read_text()
+    assert "| 1 | 1 | " in text and "| 2 | 1 | " in text and "(model model-a)" in text and "(model model-b)" in text
+    assert "sk-test" not in (report / "trajectory.jsonl").read_text() + proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_resume_judges_an_interrupted_rounds_candidates_without_asking_the_model_again(
+        kernel_dir: Path, tmp_path: Path, quick_policy: Path) -> None:
+    from kforge_bot.agents.llm import Endpoint
+    from kforge_bot.evaluate.result import EvalSettings
+    from kforge_bot.loop import Budgets, OptimizeRun, RunConfig
+    from kforge_bot.spec import load_spec
+
+    kinds = variants((kernel_dir / "tiny_mm.py").read_text())
+    report = tmp_path / "report"
+    with ScriptedLLMServer([reply(ADVICE), reply(fenced(kinds["faster"])), reply(fenced(kinds["wrong"]))],
+                           api_key="sk-test") as server:
+        # Session 1, in this process: Ctrl-C arrives right after the round wrote its second candidate.
+        config = RunConfig(target="cpu", budgets=Budgets(iterations=2), endpoint=Endpoint(server.base_url, "sk-test",
+                           "kforge-test-model"), parallel=2,
+                           settings=EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120))
+        run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"), config, report)
+
+        def interrupt(event: dict) -> None:
+            if event["event"] == "candidate" and event["iteration"] == 2:
+                raise KeyboardInterrupt
+
+        run.trajectory.listeners.append(interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            run.run()
+        run.trajectory.listeners.remove(interrupt)
+        run.finish(note="interrupted")
+        record = Trajectory.open(report).record
+        assert [(it.iteration, it.round, it.verdict) for it in record.pendings] == [(1, 1, "pending"), (2, 1, "pending")]
+        assert record.stop and record.stop["kind"] == "Interrupted"
+        asked = len(server.chat_requests)
+        assert asked == 3
+
+        # Session 2, as a user resumes it (without --parallel): the pending round is judged, nothing re-asked.
+        server.push(reply("Recommendations:\n1. Try THREADS = 2."))
+        proc = kforge("optimize", kernel_dir / "kforge.yaml", "--resume", report, "--iterations", "2", "--policy",
+                      quick_policy, "--base-url", server.base_url, "--api-key", "sk-test", "--model",
+                      "kforge-test-model")
+        later = server.chat_requests[asked:]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [agent_of(b) for b in later] == ["analyst"]  # no generator request for the pending candidates
+    tried = "\n".join(m["content"] for m in later[0]["messages"]).split("## Already tried", 1)[1]
+    assert re.search(r"iteration 1: candidate: correct, \d+\.\d+x \(accepted\)", tried)
+    assert "iteration 2: candidate: incorrect" in tried
+
+    trajectory = Trajectory.open(report)
+    record = trajectory.record
+    assert [(it.iteration, it.round, it.verdict, it.accepted) for it in record.completed] == \
+        [(1, 1, "pass", True), (2, 1, "incorrect", False)]
+    candidates = [e for e in trajectory.events if e["event"] == "candidate"]
+    results = [e for e in trajectory.events if e["event"] == "result"]
+    assert [e["session"] for e in candidates] == [1, 1] and [e["session"] for e in results] == [2, 2]
+    assert [e["round"] for e in results] == [1, 1]
+    assert len([e for e in trajectory.events if e["event"] == "baseline"]) == 1
+    text = (report / "report.md").read_text()
+    assert "over 2 sessions" in text
+    assert re.search(r"^\| 1 \| 1 \| .*\| pass \|.*\| yes \|", text, re.MULTILINE)
+    assert re.search(r"^\| 2 \| 1 \| .*\| incorrect \|", text, re.MULTILINE)
+    assert (report / "best.py").read_text() == kinds["faster"]
