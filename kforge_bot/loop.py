@@ -197,6 +197,9 @@ class Evaluator:
         inner = self.pool.submit(self.spec, candidate, self.settings, self.seeds, progress=self.progress)
 
         def done(f: Future[Any]) -> None:
+            if f.cancelled():  # the pool was aborted before a slot took this job
+                out.cancel()
+                return
             exc = f.exception()
             if exc is not None:
                 out.set_exception(exc)
@@ -1046,12 +1049,17 @@ class OptimizeRun:
         return run
 
     def run(self) -> LoopOutcome:
+        stopped_early = True
         try:
             kind, reason = self.loop.run()
+            stopped_early = False
         finally:
             self.evaluator.close()
             if self.own_pool is not None:
-                self.own_pool.close()
+                # Interrupted (Ctrl-C) or failed: evaluations still in the pool are not waited for; the
+                # trajectory keeps their candidates as pending, judged on --resume.
+                abort = getattr(self.own_pool, "abort", None) if stopped_early else None
+                (abort or self.own_pool.close)()
                 self.own_pool = None
         record = self.trajectory.record
         best_source = self.loop.best_source() if record.best else None

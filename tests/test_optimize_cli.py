@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -310,13 +311,18 @@ def test_resume_judges_an_interrupted_rounds_candidates_without_asking_the_model
                            settings=EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120))
         run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"), config, report)
 
+        interrupted_at: list[float] = []
+
         def interrupt(event: dict) -> None:
             if event["event"] == "candidate" and event["iteration"] == 2:
+                interrupted_at.append(time.monotonic())
                 raise KeyboardInterrupt
 
         run.trajectory.listeners.append(interrupt)
         with pytest.raises(KeyboardInterrupt):
             run.run()
+        # Candidate 1 was being evaluated (about 7 s here); the pool was aborted, not waited for.
+        assert time.monotonic() - interrupted_at[0] < 4.0
         run.trajectory.listeners.remove(interrupt)
         run.finish(note="interrupted")
         record = Trajectory.open(report).record

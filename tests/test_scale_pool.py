@@ -7,6 +7,7 @@ are reported as that candidate's verdict; the queued jobs behind them still run,
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,27 @@ def test_slots_survive_crash_hang_and_a_killed_slot_without_losing_the_queue(spe
     assert overlap
     # No evaluation child of the killed slot is left running.
     assert pool_mod.kill_marked("never-used") == 0
+
+
+def test_abort_cancels_the_queue_and_kills_the_running_job_at_once(spec) -> None:
+    """What an interrupted optimize run does with its pool: no waiting for results nobody will read."""
+    pool = EvalPool("cpu", devices=[Device("cpu", "", "cpu slot 0")], compile_ahead=False)
+    running = pool.submit(spec, variant(spec, HANG, "running"), SETTINGS, [1, 2])
+    queued = pool.submit(spec, variant(spec, KERNEL, "queued"), SETTINGS, [1, 2])
+    deadline = time.monotonic() + 60
+    while pool.slots[0].process is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # the slot is at work on the hanging job
+    mark = pool.slots[0].mark
+    started = time.monotonic()
+    pool.abort()
+    assert time.monotonic() - started < 5.0  # its timeout is 12 s
+    assert queued.cancelled()
+    with pytest.raises(KforgeError, match="closed while this candidate was being evaluated"):
+        running.result(timeout=1)
+    assert pool_mod.kill_marked(mark) == 0  # the slot and its evaluation children are gone
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.submit(spec, variant(spec, KERNEL, "late"), SETTINGS, [1, 2])
 
 
 BUILDS = '''"""Builds a shared library at import, into TORCH_EXTENSIONS_DIR, as load_inline would; logs each build."""

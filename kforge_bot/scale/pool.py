@@ -316,6 +316,9 @@ class _Slot:
             if time.monotonic() > deadline:
                 failure = f"stopped answering for {self.pool.slot_deadline(job.settings):.0f} s and was killed"
                 break
+            if self.pool._aborting:
+                self._discard()
+                raise KforgeError("the evaluation pool was closed while this candidate was being evaluated")
         elapsed = time.monotonic() - taken
         self.busy_s += elapsed
         common = {"queue_s": taken - job.submitted, "prepare_s": job.prepare_s, "prepare": job.prepare,
@@ -486,6 +489,7 @@ class EvalPool:
         self._prepare = ThreadPoolExecutor(max_workers=workers_cpu, thread_name_prefix="kforge-prepare")
         self.prepare_workers = workers_cpu
         self._closed = False
+        self._aborting = False
         self.slots = [_Slot(self, i, d) for i, d in enumerate(self.devices)]
         for slot in self.slots:
             slot.thread.start()
@@ -541,13 +545,30 @@ class EvalPool:
         if self._closed:
             return
         self._closed = True
-        self._prepare.shutdown(wait=True, cancel_futures=False)
+        self._prepare.shutdown(wait=not self._aborting, cancel_futures=self._aborting)
         for _ in self.slots:
             self._ready.put(_STOP)
         for slot in self.slots:
             slot.thread.join(timeout=60)
         if self._own_scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def abort(self) -> None:
+        """Close at once (the run was interrupted): queued jobs are cancelled, and a job a slot is running is
+        killed with its slot and evaluation children. Plain `close` lets them finish first, which after a
+        Ctrl-C meant waiting minutes for results nobody would read."""
+        if self._closed:
+            return
+        self._aborting = True
+        self._prepare.shutdown(wait=False, cancel_futures=True)
+        while True:
+            try:
+                job = self._ready.get_nowait()
+            except queue.Empty:
+                break
+            if job is not _STOP:
+                job.future.cancel()
+        self.close()
 
     def __enter__(self) -> EvalPool:
         return self
