@@ -389,11 +389,11 @@ class LLMProposer:
         parents: list[IterationRecord | None] = list(record.beam(self.loop.beam)) or [None]
         parent = parents[slot % len(parents)]
         model = self.models[(iteration - 1) % len(self.models)] if self.models else None
+        endpoint = self.client.endpoint
         if model is not None:
             from kforge_bot.agents.llm import Endpoint
 
-            ep = self.client.endpoint
-            self.client.endpoint = Endpoint(ep.base_url, ep.api_key, model)
+            self.client.endpoint = Endpoint(endpoint.base_url, endpoint.api_key, model)
         source_now = self.loop.trajectory.read_source(parent.file) if parent is not None and parent.file \
             else self.spec.baseline.source
         messages = generator.build_messages(
@@ -401,7 +401,10 @@ class LLMProposer:
             contract=self.contract, current_source=source_now, history=record.history,
             recommendations=record.recommendations, references=self.references,
             best_speedup=parent.speedup if parent is not None else None)
-        reply = self._chat("generator", iteration, messages)
+        try:
+            reply = self._chat("generator", iteration, messages)
+        finally:
+            self.client.endpoint = endpoint  # the analyst keeps the run's own model, not the last sample's
         try:
             source = generator.extract_source(reply.text, self.spec.language, self.spec.entry,
                                               filename=self.spec.kernel_file, truncated=reply.truncated)

@@ -274,6 +274,7 @@ def test_parallel_llm_round_survives_a_crashing_candidate_and_the_analyst_sees_b
     assert [agent_of(b) for b in bodies] == ["analyst", "generator", "generator", "analyst"]
     # The round's two requests went to the two models, one each.
     assert [bodies[1]["model"], bodies[2]["model"]] == ["model-a", "model-b"]
+    assert bodies[3]["model"] == "model-a"  # the analyst keeps the run's first model, not the last sample's
 
     record = Trajectory.open(report).record
     crashed, good = record.iterations[1], record.iterations[2]
