@@ -588,8 +588,8 @@ def _report_from(kernel: Kernel, m: Measurement, rule: GateRule, target: str, to
     r = m.result
     report = KernelReport(id=kernel.id, name=kernel.name, file=kernel.file, format=kernel.format, verdict=m.verdict,
                           reason=m.reason, target=target, threshold=rule.threshold, confidence=rule.confidence,
-                          threshold_from=rule.threshold_from, rule=rule.matched, new=new, measured=True, confirmed=m.first is not None,
-                          touched_by=touched, wall_s=round(m.wall_s, 3))
+                          threshold_from=rule.threshold_from, rule=rule.matched, new=new, measured=True,
+                          confirmed=m.first is not None, touched_by=touched, wall_s=round(m.wall_s, 3))
     if r is not None:
         report.device_name = r.device_name
         report.base_ms = r.baseline.median_ms if r.baseline and not new else None
