@@ -713,19 +713,28 @@ class Loop:
         else:
             result, eval_s = self.evaluator(self.spec.candidate_from_source(proposal.source))
             duplicate_of = None
-        accepted = self._accepts(result)
+        it = self._record_result(iteration, proposal.source, result, eval_s, started, self._accepts(result),
+                                 duplicate_of=duplicate_of)
+        self.proposer.observe(it)
+
+    def _record_result(self, iteration: int, source: str, result: EvalResult, eval_s: float, started: float,
+                       accepted: bool, *, judging_since: float | None = None, loop_s_before: float = 0.0,
+                       **extra: Any) -> IterationRecord:
+        """Append a candidate's result (with the generator's feedback when it is not accepted) and keep an
+        accepted source as best<suffix>. With `judging_since` (a parallel round) the loop's own time for the
+        candidate is recorded too: `loop_s_before` plus the judging up to this append."""
         result_dict = result.to_dict()
-        entry: dict[str, Any] | None = None
-        if not accepted:
-            entry = generator.failure_from_result(result_dict, iteration=iteration, source=proposal.source)
+        history = None if accepted else generator.failure_from_result(result_dict, iteration=iteration,
+                                                                       source=source)
+        if judging_since is not None:
+            extra["loop_s"] = round(loop_s_before + (self.clock() - judging_since), 4)
         self.trajectory.append("result", iteration=iteration, result=result_dict, accepted=accepted,
                                eval_s=round(eval_s, 3), iteration_s=round(self.clock() - started, 3),
-                               history_entry=entry, duplicate_of=duplicate_of)
-        it = record.iterations[iteration]
+                               history_entry=history, **extra)
         if accepted:
             suffix = Path(self.spec.kernel_file).suffix or ".py"
-            (self.trajectory.root / f"best{suffix}").write_text(proposal.source, encoding="utf-8")
-        self.proposer.observe(it)
+            (self.trajectory.root / f"best{suffix}").write_text(source, encoding="utf-8")
+        return self.record.iterations[iteration]
 
     def _record_malformed(self, exc: NonTerminating, iteration: int, started: float, **extra: Any) -> None:
         """A generator reply with no usable kernel: the iteration is spent, its feedback goes to the history."""
@@ -808,30 +817,19 @@ class Loop:
 
         judged: list[IterationRecord] = []
         for entry in entries:
-            if "twin" in entry:
+            if "twin" in entry:  # the same source twice in one round: evaluated once, the twin costs nothing
                 twin = entry["twin"]
-                entry["done"] = twin["done"] if "done" in twin else twin["future"].result()
-                entry["eval_s_own"] = 0.0
+                result, _ = twin["done"] if "done" in twin else twin["future"].result()
+                entry["done"] = (result, 0.0)
             elif "done" not in entry:
                 entry["done"] = entry["future"].result()  # waiting on the pool is not the loop's time
             t1 = self.clock()
             result, eval_s = entry["done"]
-            if "twin" in entry:
-                eval_s = 0.0
-            iteration = entry["iteration"]
             accepted = self._accepts(result) if entry.get("duplicate_of") is None else False
-            result_dict = result.to_dict()
-            history = None if accepted else generator.failure_from_result(
-                result_dict, iteration=iteration, source=entry["proposal"].source)
-            loop_s = entry.get("loop_s", 0.0) + (self.clock() - t1)
-            self.trajectory.append("result", iteration=iteration, result=result_dict, accepted=accepted,
-                                   eval_s=round(eval_s, 3), iteration_s=round(self.clock() - entry["start"], 3),
-                                   loop_s=round(loop_s, 4), history_entry=history,
-                                   duplicate_of=entry.get("duplicate_of"), round=round_no)
-            it = record.iterations[iteration]
-            if accepted:
-                (self.trajectory.root / f"best{suffix}").write_text(entry["proposal"].source, encoding="utf-8")
-            judged.append(it)
+            judged.append(self._record_result(entry["iteration"], entry["proposal"].source, result, eval_s,
+                                              entry["start"], accepted, judging_since=t1,
+                                              loop_s_before=entry.get("loop_s", 0.0),
+                                              duplicate_of=entry.get("duplicate_of"), round=round_no))
         observe_round = getattr(self.proposer, "observe_round", None)
         if observe_round is not None:
             observe_round(judged)

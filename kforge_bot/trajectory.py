@@ -288,8 +288,8 @@ class RunRecord:
     @property
     def pending(self) -> IterationRecord | None:
         """A candidate written but never evaluated (the run stopped in between): evaluate it on resume."""
-        waiting = [it for it in self.iterations.values() if not it.completed and it.file]
-        return max(waiting, key=lambda it: it.iteration) if waiting else None
+        waiting = self.pendings
+        return waiting[-1] if waiting else None
 
     @property
     def wall_s(self) -> float:
