@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import platform
-import re
 import socket
 import sys
 import tempfile

@@ -302,8 +302,7 @@ def evaluation_material(spec: Any, candidate: Any, settings: Any, fingerprint: T
     evaluation settings and the target. Seeds are left out: fresh seeds each time are the point."""
     root = Path(spec.root)
     local = file_digests(local_closure([spec.kernel_path], [root], root), root)
-    settings_data = {k: v for k, v in settings.to_dict().items()}
     return {"kind": "evaluation", "spec": portable(spec.to_dict()), "local_files": local,
             "candidate": portable(candidate.to_dict()),
             "baseline": portable(baseline.to_dict()) if baseline is not None else "spec baseline",
-            "settings": settings_data, "target": fingerprint.to_dict()}
+            "settings": settings.to_dict(), "target": fingerprint.to_dict()}

@@ -2,8 +2,9 @@
 
 A policy says which paths hold kernels, which targets must pass, how much faster a candidate must
 be to earn a follow-up PR, the regression gate's threshold (per target kind) and confidence (with
-per-path or per-kernel rules) and whether it must measure every required target, LLM budgets, whom the PR bot trusts, which kernel languages candidates may use
-and whether they may fall back to framework ops. Keys left out take the defaults below, which are
+per-path or per-kernel rules) and whether it must measure every required target, LLM budgets, whom
+the PR bot trusts, which kernel languages candidates may use and whether they may fall back to
+framework ops. Keys left out take the defaults below, which are
 exactly `policies/default.yml` (a test keeps them equal). Any mistake is one `KforgeError` line
 naming the file and the key path.
 """

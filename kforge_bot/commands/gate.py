@@ -141,7 +141,8 @@ def annotation_lines(report: GateReport, workspace: str | None = None) -> list[s
             title = f"kforge gate: {k.name} {k.verdict}"
             message = f"{k.name}: {k.verdict}: {k.reason}"
             if k.base_ms is not None and k.head_ms is not None:
-                message += f" (base {_ms(k.base_ms)}, head {_ms(k.head_ms)}, threshold {fmt_threshold(k.threshold, k.target)})"
+                message += (f" (base {_ms(k.base_ms)}, head {_ms(k.head_ms)}, "
+                            f"threshold {fmt_threshold(k.threshold, k.target)})")
             out.append(f"::error file={path},title={_escape_property(title)}::{_escape_data(message)}")
         if k.unmeasured_required:
             # An error only when it fails the run; otherwise a warning, so that nobody mistakes a
