@@ -38,6 +38,15 @@ def quick_policy(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def steady_policy(tmp_path: Path) -> Path:
+    """Twice the timing of quick_policy: for a test whose steps need a confident speedup while another
+    evaluation shares the two cores (a busy CI host once put TILE_N 64's interval below 1 with 0.5 s)."""
+    path = tmp_path / "steady.yml"
+    path.write_text("evaluation:\n  seeds: 2\n  time_budget_s: 1.0\n  timeout_s: 120\n")
+    return path
+
+
 def no_llm_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "KFORGE_MODEL"))}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
@@ -259,19 +268,19 @@ def variants(original: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_parallel_llm_round_survives_a_crashing_candidate_and_the_analyst_sees_both(
-        kernel_dir: Path, tmp_path: Path, quick_policy: Path) -> None:
+        kernel_dir: Path, tmp_path: Path, steady_policy: Path) -> None:
     kinds = variants((kernel_dir / "tiny_mm.py").read_text())
     report = tmp_path / "report"
     after = "Recommendations:\n1. Keep TILE_N = 64 and try THREADS = 2."
     with ScriptedLLMServer([reply(ADVICE), reply(fenced(kinds["crash"])), reply(fenced(kinds["faster"])),
                             reply(after)], models=("model-a", "model-b"), api_key="sk-test") as server:
         proc = kforge("optimize", kernel_dir / "kforge.yaml", "--target", "cpu", "--parallel", "2", "--workers", "2",
-                      "--iterations", "2", "--policy", quick_policy, "--report", report, "--no-cache",
+                      "--iterations", "2", "--policy", steady_policy, "--report", report, "--no-cache",
                       "--base-url", server.base_url, "--api-key", "sk-test", "--model", "model-a", "--model", "model-b")
         bodies = server.chat_requests
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "evaluation pool (local): 2 slot(s)" in proc.stdout
-    assert [agent_of(b) for b in bodies] == ["analyst", "generator", "generator", "analyst"]
+    assert [agent_of(b) for b in bodies] == ["analyst", "generator", "generator", "analyst"], proc.stdout
     # The round's two requests went to the two models, one each.
     assert [bodies[1]["model"], bodies[2]["model"]] == ["model-a", "model-b"]
     assert bodies[3]["model"] == "model-a"  # the analyst keeps the run's first model, not the last sample's

@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover - the optional extra is missing
     HAVE_RAY = False
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_scale_pool import KILL_SLOT, MANIFEST, KERNEL, SETTINGS, variant  # noqa: E402
+from test_scale_pool import HANG, KILL_SLOT, MANIFEST, KERNEL, SETTINGS, variant  # noqa: E402
 
 
 def test_without_ray_the_flag_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,9 +39,13 @@ def test_without_ray_the_flag_is_a_one_line_error(monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAVE_RAY, reason="ray is not installed (optional extra: pip install 'kforge-bot[ray]')")
-def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor(tmp_path: Path) -> None:
+def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor_and_aborts_at_once(tmp_path: Path) -> None:
+    import time
+
     import ray
 
+    from kforge_bot.errors import KforgeError
+    from kforge_bot.scale.pool import kill_marked, marked_pids
     from kforge_bot.scale.ray_executor import RayPool
     from kforge_bot.spec import load_spec
 
@@ -58,6 +62,26 @@ def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor(tmp_path: Path) ->
             futures = {n: pool.submit(spec, variant(spec, src, n), SETTINGS, [5, 6]) for n, src in jobs.items()}
             done = {n: f.result(timeout=180) for n, f in futures.items()}
             replaced = pool.replaced
+            # The candidate that killed its actor sleeps on in its own session: nothing of it is left running
+            # (Ray reaps a dead worker's children; a restarted actor also kills what carries its mark).
+            assert all(kill_marked(mark) == 0 for mark in pool.marks)
+
+            # An interrupted run: both actors busy with a hanging candidate, a third job queued.
+            hanging = [pool.submit(spec, variant(spec, HANG, f"hang{i}"), SETTINGS, [1, 2]) for i in range(2)]
+            queued = pool.submit(spec, variant(spec, KERNEL, "queued"), SETTINGS, [1, 2])
+            deadline = time.monotonic() + 60
+            while not all(marked_pids(mark) for mark in pool.marks) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert all(marked_pids(mark) for mark in pool.marks)  # each actor's evaluation child carries its mark
+            time.sleep(1.0)  # both hanging candidates are in their sleep (their timeout is 12 s)
+            started = time.monotonic()
+            pool.abort()
+            assert time.monotonic() - started < 10.0
+            assert queued.cancelled()
+            for future in hanging:
+                with pytest.raises(KforgeError, match="closed while this candidate was being evaluated"):
+                    future.result(timeout=1)
+            assert all(kill_marked(mark) == 0 for mark in pool.marks)  # no evaluation child left on any node
         for name in ("good0", "good1"):
             assert done[name].result.verdict == "pass", (name, done[name].result.reason)
         dead = done["kill_actor"].result

@@ -352,18 +352,18 @@ def _exit_words(code: int | None) -> str:
     return f"exit status {code}"
 
 
-def kill_marked(mark: str) -> int:
-    """SIGKILL every process whose environment carries SLOT_MARK=mark (a dead slot's evaluation children,
-    which live in their own sessions). Linux /proc only; elsewhere nothing is found."""
+def marked_pids(mark: str) -> list[int]:
+    """Every process (but this one) whose environment carries SLOT_MARK=mark. Linux /proc only; elsewhere
+    nothing is found."""
     if not mark:
-        return 0
+        return []
     needle = f"{SLOT_MARK}={mark}".encode() + b"\0"
-    killed = 0
     me = os.getpid()
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return 0
+        return []
+    found = []
     for entry in entries:
         if not entry.isdigit() or int(entry) == me:
             continue
@@ -373,16 +373,24 @@ def kill_marked(mark: str) -> int:
         except OSError:
             continue
         if needle in environ:
-            pid = int(entry)
-            try:
-                os.killpg(os.getpgid(pid), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
+            found.append(int(entry))
+    return found
+
+
+def kill_marked(mark: str) -> int:
+    """SIGKILL every process marked with `mark` (a dead slot's evaluation children, which live in their own
+    sessions) and its process group; returns how many there were."""
+    killed = 0
+    for pid in marked_pids(mark):
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except (ProcessLookupError, PermissionError):
+            pass
     return killed
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import queue
+import secrets
 import threading
 import time
 from concurrent.futures import Future
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.scale.pool import PoolResult, Progress
+from kforge_bot.scale.pool import SLOT_MARK, PoolResult, Progress, kill_marked
 
 _STOP = object()
 GPU_KINDS = ("cuda", "xpu")
@@ -37,20 +38,40 @@ def import_ray() -> Any:
 
 
 class _Actor:
-    """Runs in a Ray worker process: evaluate jobs one at a time, with one reference store."""
+    """Runs in a Ray worker process: evaluate jobs one at a time, with one reference store.
 
-    def __init__(self, target: str) -> None:
+    `mark` goes into the environment of every evaluation child (as a local slot's does). Ray restarts a
+    dead actor with the same arguments, so the new incarnation first kills what the dead one left running
+    on this node (a candidate that killed its parent sleeps on otherwise), and `reap` kills the children
+    of a running evaluation when the pool is aborted."""
+
+    def __init__(self, target: str, mark: str) -> None:
         from kforge_bot.evaluate.api import ReferenceStore
 
         self.target = target
+        self.mark = mark
+        self.orphans_killed = kill_marked(mark)
+        os.environ[SLOT_MARK] = mark
         self.store = ReferenceStore()
+        self.busy = False
+
+    def reap(self, limit_s: float = 20.0) -> int:
+        """Kill this actor's evaluation children until the running evaluation gives up (it may start a
+        further child after the first is killed), or `limit_s` passes."""
+        killed = 0
+        deadline = time.monotonic() + limit_s
+        while True:
+            killed += kill_marked(self.mark)
+            if not self.busy or time.monotonic() > deadline:
+                return killed
+            time.sleep(0.1)
 
     def where(self) -> dict[str, Any]:
         import ray
 
         return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
                 "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-                "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+                "visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "orphans_killed": self.orphans_killed}
 
     def evaluate(self, data: dict[str, Any]) -> tuple[str, Any, float]:
         from kforge_bot.evaluate.api import evaluate
@@ -58,6 +79,7 @@ class _Actor:
         from kforge_bot.spec import Implementation, KernelSpec
 
         started = time.monotonic()
+        self.busy = True
         try:
             result = evaluate(KernelSpec.from_dict(data["spec"]), Implementation.from_dict(data["candidate"]),
                               self.target, EvalSettings.from_dict(data["settings"]), seeds=data["seeds"],
@@ -67,6 +89,8 @@ class _Actor:
             return "kforge_error", str(exc), time.monotonic() - started
         except Exception as exc:  # noqa: BLE001 - the job's error; the actor lives on
             return "error", f"{type(exc).__name__}: {exc}", time.monotonic() - started
+        finally:
+            self.busy = False
         return "ok", result.to_dict(), time.monotonic() - started
 
 
@@ -100,13 +124,17 @@ class RayPool:
         else:
             count = workers or 1
             options = {"num_cpus": 1}
-        actor_cls = ray.remote(_Actor).options(max_restarts=-1, max_task_retries=0, **options)
+        # max_concurrency 2: `reap` must run while `evaluate` does; the feeder still sends one job at a time.
+        actor_cls = ray.remote(_Actor).options(max_restarts=-1, max_task_retries=0, max_concurrency=2, **options)
         self._actor_cls = actor_cls
-        self.actors = [actor_cls.remote(target) for _ in range(count)]
+        token = secrets.token_hex(6)
+        self.marks = [f"ray-{token}-{i}" for i in range(count)]
+        self.actors = [actor_cls.remote(target, mark) for mark in self.marks]
         self.places = ray.get([a.where.remote() for a in self.actors], timeout=600)
         self.replaced = 0
         self._ready: queue.Queue[Any] = queue.Queue()
         self._closed = False
+        self._aborting = False
         self._threads = [threading.Thread(target=self._feed, args=(i,), name=f"kforge-ray-{i}", daemon=True)
                          for i in range(count)]
         for t in self._threads:
@@ -144,7 +172,13 @@ class RayPool:
             taken = time.monotonic()
             try:
                 status, payload, eval_s = ray.get(self.actors[index].evaluate.remote(data))
+                if self._aborting:
+                    raise KforgeError("the evaluation pool was closed while this candidate was being evaluated")
             except ray.exceptions.RayActorError as exc:
+                if self._aborting:
+                    future.set_exception(KforgeError("the evaluation pool was closed while this candidate was "
+                                                     "being evaluated"))
+                    return
                 # The actor's process died (a candidate can signal its parent); Ray restarts it.
                 self.replaced += 1
                 why = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
@@ -179,7 +213,7 @@ class RayPool:
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
                 time.sleep(0.5)
         # Ray could not bring it back: a fresh actor in its place.
-        self.actors[index] = self._actor_cls.remote(self.kind)
+        self.actors[index] = self._actor_cls.remote(self.kind, self.marks[index])
         self.places[index] = ray.get(self.actors[index].where.remote(), timeout=600)
 
     def close(self) -> None:
@@ -189,14 +223,34 @@ class RayPool:
         for _ in self._threads:
             self._ready.put(_STOP)
         for t in self._threads:
-            t.join(timeout=600)
+            t.join(timeout=30 if self._aborting else 600)
         for actor in self.actors:
             try:
-                self.ray.kill(actor)
+                self.ray.kill(actor, no_restart=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
         if self._owns_ray:
             self.ray.shutdown()
+
+    def abort(self) -> None:
+        """Close at once (the run was interrupted): queued jobs are cancelled, running evaluations are killed
+        with their children (each actor reaps its own: they may be on other nodes), then the actors go."""
+        if self._closed:
+            return
+        self._aborting = True
+        while True:
+            try:
+                job = self._ready.get_nowait()
+            except queue.Empty:
+                break
+            if job is not _STOP:
+                job[1].cancel()
+        reaps = [actor.reap.remote() for actor in self.actors]
+        try:
+            self.ray.get(reaps, timeout=30)
+        except Exception:  # noqa: BLE001 - a dead or unreachable actor: killed below all the same
+            pass
+        self.close()
 
     def __enter__(self) -> RayPool:
         return self
