@@ -113,7 +113,7 @@ def run_loop(spec: Any, target: str, parallel: int, iterations: int, settings: E
 
     folder = Path(tempfile.mkdtemp(prefix="kforge-scale-loop-"))
     config = RunConfig(target=target, budgets=Budgets(iterations=iterations, time_limit_s=cap_s), settings=settings,
-                       parallel=parallel, workers=parallel, probe_workload=False)
+                       parallel=parallel, workers=parallel)
     run = OptimizeRun.open(spec, config, folder)
     started = time.monotonic()
     outcome = run.run()

@@ -19,13 +19,7 @@ as it happens, so a stopped run resumes where it was without spending an iterati
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
-import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -42,7 +36,7 @@ from kforge_bot.trajectory import SCHEMA, IterationRecord, RunRecord, Trajectory
 
 Progress = Callable[[dict[str, Any]], None]
 # A workload model: shape set -> (bytes moved, FLOPs or None). Benchmarks that know their kernels pass one;
-# otherwise the compulsory traffic is measured by a probe (inputs read once, outputs written once).
+# otherwise the compulsory traffic is counted from the baseline's evaluation (inputs read once, outputs written once).
 WorkloadModel = Callable[[dict[str, Any]], "tuple[float, float | None]"]
 
 TUNER = "tuner"
@@ -506,7 +500,7 @@ class LoopOutcome:
 class Loop:
     def __init__(self, spec: KernelSpec, target: str, proposer: Proposer, trajectory: Trajectory,
                  evaluator: Callable[[Implementation], tuple[EvalResult, float]], *, budgets: Budgets,
-                 rules: StopRules, workload_model: WorkloadModel | None = None, probe_workload: bool = True,
+                 rules: StopRules, workload_model: WorkloadModel | None = None,
                  progress: Progress | None = None, clock: Callable[[], float] = time.monotonic,
                  parallel: int = 1, beam: int = 1) -> None:
         self.spec = spec
@@ -517,7 +511,6 @@ class Loop:
         self.budgets = budgets
         self.rules = rules
         self.workload_model = workload_model
-        self.probe_workload = probe_workload
         self.progress = progress
         self.clock = clock
         self.parallel = max(1, parallel)  # candidates proposed per round and evaluated at once
@@ -640,24 +633,17 @@ class Loop:
 
     def _ensure_baseline(self) -> None:
         record = self.record
-        probe: _Probe | None = None
         if record.baseline is None:
-            if record.workload is None and self.workload_model is None and self.probe_workload:
-                probe = _Probe(self.spec)  # in parallel with the baseline's evaluation
             result, eval_s = self.evaluator(self.spec.baseline)
             self.trajectory.append("baseline", result=result.to_dict(), eval_s=round(eval_s, 3))
         baseline = self.record.baseline or {}
         if baseline.get("verdict") != "pass":
-            if probe is not None:
-                probe.join()
             raise KforgeError(
                 f"the kernel as written fails its own check ({baseline.get('verdict')}: "
                 f"{_clip(str(baseline.get('reason', '')), 300)})", path=self.spec.kernel_path,
                 hint="run `kforge-bot check` on it to see why; optimizing needs a correct starting point")
         if record.workload is None:
-            self.trajectory.append("workload", **self._workload(probe))
-        elif probe is not None:
-            probe.join()
+            self.trajectory.append("workload", **self._workload())
         device = str(baseline.get("device_name") or "")
         facts, ceilings, origin_note = hardware_context(self.target, device)
         if record.ceilings is None and not any(e.get("event") == "ceilings" for e in self.trajectory.events):
@@ -665,7 +651,7 @@ class Loop:
                                    runner=facts.name if facts else None)
         self.hardware_text = hardware_text(self.target, device, facts, self.record.ceilings)
 
-    def _workload(self, probe: _Probe | None) -> dict[str, Any]:
+    def _workload(self) -> dict[str, Any]:
         from kforge_bot.trajectory import output_bytes
 
         shapes = list(self.spec.shape_sets)
@@ -676,7 +662,8 @@ class Loop:
                 rows.append({"bytes": moved, "flops": flops})
             return {"shape_sets": rows, "basis": "the caller's workload model (bytes moved and FLOPs per call)"}
         outputs = output_bytes(self.record.baseline)
-        inputs, error = probe.join() if probe is not None else (None, "not measured")
+        # The reference's evaluation child sizes the inputs it makes (repository code never runs here).
+        inputs = ((self.record.baseline or {}).get("details") or {}).get("input_bytes")
         rows = []
         for i in range(len(shapes)):
             in_b = inputs[i] if inputs and i < len(inputs) else None
@@ -685,8 +672,8 @@ class Loop:
             rows.append({"bytes": total, "input_bytes": in_b, "output_bytes": out_b, "flops": None})
         data: dict[str, Any] = {"shape_sets": rows, "basis": "compulsory traffic: every input read once and every "
                                                              "output written once (module parameters not counted)"}
-        if error:
-            data["error"] = error
+        if not inputs:
+            data["error"] = "the baseline's result does not say the inputs' sizes"
         return data
 
     def _step(self, iteration: int) -> None:
@@ -892,71 +879,6 @@ def hardware_text(target: str, device_name: str, facts: Any, ceilings: dict[str,
     return "\n".join(lines)
 
 
-# ------------------------------------------------------------------------------------------ workload probe
-
-
-_PROBE_SCRIPT = r"""
-import json, sys
-from pathlib import Path
-import torch
-from kforge_bot.spec import KernelSpec
-from kforge_bot.evaluate import loading
-spec = KernelSpec.from_dict(json.loads(sys.stdin.read()))
-module = loading.import_implementation(spec.inputs_source, Path(sys.argv[1]), "inputs")
-sizes = []
-for shape in spec.shape_sets:
-    size = None
-    for device in ("meta", "cpu"):  # meta: shapes without memory; cpu when the generator needs real values
-        try:
-            values = loading.make_inputs(spec, module, shape, 0, torch.device(device))
-        except Exception:
-            continue
-        size = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
-        break
-    sizes.append(size)
-print("KFORGE_PROBE " + json.dumps(sizes), flush=True)
-"""
-
-
-class _Probe:
-    """Input sizes per shape set, from the spec's own input generator run in a child process (repository
-    code never runs in the bot's process), without credentials in its environment."""
-
-    def __init__(self, spec: KernelSpec, timeout_s: float = 180.0) -> None:
-        self.spec = spec
-        self.timeout_s = timeout_s
-        self.sizes: list[int | None] | None = None
-        self.error: str | None = None
-        self._thread = threading.Thread(target=self._run, name="kforge-probe", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        from kforge_bot.evaluate.sandbox import scrubbed_environment
-
-        work = Path(tempfile.mkdtemp(prefix="kforge-probe-"))
-        try:
-            proc = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT, str(work)],
-                                  input=json.dumps(self.spec.to_dict()), capture_output=True, text=True,
-                                  timeout=self.timeout_s, env=scrubbed_environment(), cwd=str(work),
-                                  start_new_session=True, check=False)
-            line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("KFORGE_PROBE ")), None)
-            if line is None:
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-                self.error = f"input-size probe failed: {tail[0][:300]}"
-            else:
-                self.sizes = json.loads(line.split(" ", 1)[1])
-        except subprocess.TimeoutExpired:
-            self.error = f"input-size probe timed out after {self.timeout_s:g} s"
-        except OSError as exc:
-            self.error = f"input-size probe could not start: {exc}"
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-
-    def join(self) -> tuple[list[int | None] | None, str | None]:
-        self._thread.join()
-        return self.sizes, self.error
-
-
 # ------------------------------------------------------------------------------------------ a whole run
 
 
@@ -971,7 +893,6 @@ class RunConfig:
     endpoint: Any = None  # kforge_bot.agents.llm.Endpoint; None: the built-in tuner
     references: Sequence[dict[str, Any]] = ()
     workload_model: WorkloadModel | None = None
-    probe_workload: bool = True
     cpu_count: int | None = None
     client_factory: Callable[..., Any] | None = None  # tests and embedders: build the LLMClient themselves
     parallel: int = 1  # candidates per round, evaluated at once (kforge_bot.scale)
@@ -1043,7 +964,7 @@ class OptimizeRun:
         evaluator = Evaluator(spec, config.target, config.settings, pool=pool, cache=cache, fingerprint=fingerprint)
         evaluator.progress = progress
         loop = Loop(spec, config.target, proposer, trajectory, evaluator, budgets=config.budgets, rules=rules,
-                    workload_model=config.workload_model, probe_workload=config.probe_workload, progress=progress,
+                    workload_model=config.workload_model, progress=progress,
                     parallel=config.parallel, beam=config.beam)
         run = cls(spec, trajectory, loop, evaluator, mode, config)
         run.own_pool = pool if own_pool else None

@@ -14,6 +14,7 @@ import kforge_bot.evaluate.api as api
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.sandbox import WorkerProcess
 from kforge_bot.spec import Implementation, KernelSpec, load_manifest, load_spec
 
 MANIFEST_REPO = Path(__file__).parent / "data" / "manifest_repo"
@@ -244,21 +245,30 @@ def test_a_broken_reference_is_a_configuration_error_naming_the_kernel(tmp_path:
 
 def test_references_are_computed_once_per_store_and_never_left_on_disk(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    roles: list[str] = []
-    real = api.run_worker
-
-    def counting(request: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        roles.append(request["role"])
-        return real(request, *args, **kwargs)
-
-    monkeypatch.setattr(api, "run_worker", counting)
-    spec = _kb(tmp_path, REDUNDANT)
+    events: list[str] = []
     store = ReferenceStore()
+    real_init, real_run = WorkerProcess.__init__, WorkerProcess.run
+
+    def starting(self: WorkerProcess, workdir: Any, role: str, *args: Any, **kwargs: Any) -> None:
+        events.append(f"start {role}")
+        real_init(self, workdir, role, *args, **kwargs)
+
+    def running(self: WorkerProcess, request: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        # A candidate's worker gets its request only when no reference output is on disk.
+        on_disk = list(store.root.rglob("ref_*")) if request["role"] == "candidate" else []
+        events.append(f"run {request['role']}" + (" with references on disk" if on_disk else ""))
+        return real_run(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(WorkerProcess, "__init__", starting)
+    monkeypatch.setattr(WorkerProcess, "run", running)
+    spec = _kb(tmp_path, REDUNDANT)
     try:
         first = _quick(spec, _cand(FASTER), references=store)
         second = _quick(spec, spec.baseline, references=store)
         assert first.verdict == second.verdict == "pass"
-        assert roles == ["reference", "candidate", "candidate"]
+        # The candidate's worker warms up while the reference runs; the second evaluation reuses the reference.
+        assert events == ["start candidate", "start reference", "run reference", "run candidate",
+                          "start candidate", "run candidate"]
         assert list(store.root.rglob("*")) == []  # the reference worker's folder went with its files
     finally:
         store.cleanup()
@@ -288,6 +298,7 @@ def test_the_static_scan_answers_without_starting_any_process(monkeypatch: pytes
         raise AssertionError("no worker may start for a statically rejected candidate")
 
     monkeypatch.setattr(api, "run_worker", no_workers)
+    monkeypatch.setattr(api, "start_worker", no_workers)
     spec = load_spec(Path(__file__).parent / "data" / "kb" / "softmax.py")
     result = evaluate(spec, _cand("import gc\nclass ModelNew:\n    pass\n"), "cpu")
     assert result.verdict == "rejected" and result.reason.startswith("static check: line 1: import gc")

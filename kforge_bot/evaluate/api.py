@@ -9,11 +9,13 @@ candidate was imported, and the outputs it wrote, which are checked here.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import math
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -23,7 +25,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.guards import static_findings
 from kforge_bot.evaluate.plan import Case, Plan
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
-from kforge_bot.evaluate.sandbox import ChildOutcome, run_worker
+from kforge_bot.evaluate.sandbox import ChildOutcome, run_worker, start_worker
 from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.targets import resolve_target_name
@@ -71,6 +73,7 @@ class ReferenceStore:
 
     def _compute(self, key: str, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings,
                  progress: Progress | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+        _import_torch_meanwhile()
         folder = self.root / key
         plan = Plan(role="reference", target=target, spec=spec, baseline=spec.reference, candidate=None,
                     settings=settings, seeds=seeds, out_dir=folder)
@@ -90,6 +93,14 @@ class ReferenceStore:
     def cleanup(self) -> None:
         if self._own:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _import_torch_meanwhile() -> None:
+    """Start importing torch (seconds) in a thread while the reference's child runs: this process needs it
+    only to read the outputs back, and waiting for it after the child had been pure loss."""
+    if "torch" not in sys.modules:
+        threading.Thread(target=importlib.import_module, args=("torch",), name="kforge-import-torch",
+                         daemon=True).start()
 
 
 def new_seeds(count: int) -> list[int]:
@@ -120,17 +131,21 @@ def evaluate(
                           details={"static_findings": [str(f) for f in findings]})
 
     store = references or ReferenceStore()
+    work = Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=_scratch_root()))
     try:
-        ref_outputs, ref_result = store.ensure(spec, target_name, seeds, settings, progress)
-        work = Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=_scratch_root()))
+        # The candidate's worker starts now and imports torch while the reference runs; it is sent the
+        # candidate only after the reference's outputs are read back and deleted.
+        worker = start_worker(work, "candidate")
         try:
+            ref_outputs, ref_result = store.ensure(spec, target_name, seeds, settings, progress)
             plan = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
                         settings=settings, seeds=seeds, out_dir=work)
-            outcome = run_worker(plan.to_dict(), work, settings.timeout_s, on_message=progress)
-            result = _judge(plan, outcome, ref_outputs, ref_result)
+            outcome = worker.run(plan.to_dict(), settings.timeout_s, on_message=progress)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            worker.discard()
+        result = _judge(plan, outcome, ref_outputs, ref_result)
     finally:
+        shutil.rmtree(work, ignore_errors=True)
         if references is None:
             store.cleanup()
     result.details.setdefault("seeds", seeds)
@@ -145,6 +160,8 @@ def _judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
     base = EvalResult(verdict="crash", reason="", target=plan.target,
                       device_name=ref_result.get("device_name", ""), target_info=ref_result.get("target_info", {}))
     base.details = {"wall_s": round(outcome.wall_s, 3), "log_tail": outcome.log_tail[-4000:]}
+    if ref_result.get("input_bytes") is not None:
+        base.details["input_bytes"] = ref_result["input_bytes"]  # per shape set, tensors only
     if outcome.forged_lines:
         base.details["forged_lines"] = outcome.forged_lines
     message = outcome.result

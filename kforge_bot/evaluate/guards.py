@@ -156,11 +156,12 @@ def static_findings(source: str) -> list[Finding]:
 
 _WATCHED_MODULES = (
     "torch", "torch.nn.functional", "torch.testing", "torch.cuda", "torch.xpu", "torch.mps", "torch.linalg",
-    "torch.fft", "torch.special", "torch.profiler", "torch.autograd", "time", "math", "builtins", "os", "sys",
-    "random", "json", "pickle", "numpy", "kforge_bot.evaluate.worker", "kforge_bot.evaluate.checks",
-    "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing", "kforge_bot.evaluate.loading",
-    "kforge_bot.evaluate.guards", "kforge_bot.evaluate.profile", "kforge_bot.targets.base",
-    "kforge_bot.targets.cpu", "kforge_bot.targets.cuda", "kforge_bot.targets.xpu", "kforge_bot.targets.mps",
+    "torch.fft", "torch.special", "torch.profiler", "torch.autograd", "torch.autograd.profiler", "time", "math",
+    "builtins", "os", "sys", "random", "json", "pickle", "numpy", "kforge_bot.evaluate.worker",
+    "kforge_bot.evaluate.checks", "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing",
+    "kforge_bot.evaluate.loading", "kforge_bot.evaluate.guards", "kforge_bot.evaluate.profile",
+    "kforge_bot.targets.base", "kforge_bot.targets.cpu", "kforge_bot.targets.cuda", "kforge_bot.targets.xpu",
+    "kforge_bot.targets.mps",
 )
 # Classes are read with their inherited attributes: assigning torch.Tensor.fill_ shadows the method that
 # torch._C.TensorBase defines, and the harness calls it (to poison the baseline's outputs) all the same.

@@ -72,23 +72,40 @@ class ChildOutcome:
         return f"exited with status {self.returncode} before reporting a result"
 
 
-def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,
-               on_message: Callable[[dict[str, Any]], None] | None = None,
-               env: dict[str, str] | None = None) -> ChildOutcome:
-    """Run `python -m kforge_bot.evaluate.worker` on `request`; never raises for the child's failures."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    log_path = workdir / f"log_{request['role']}.txt"
-    nonce = secrets.token_hex(16)
-    read_fd, write_fd = os.pipe()
-    outcome = ChildOutcome()
-    started = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "kforge_bot.evaluate.worker", str(write_fd)],
-            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-            env=scrubbed_environment() if env is None else env, cwd=str(workdir), start_new_session=True,
-        )
-        os.close(write_fd)
+class WorkerProcess:
+    """A worker started ahead of its request. Until the request arrives on stdin it runs trusted code only
+    (the interpreter, torch, the harness), so it can warm up while something else runs: the candidate's
+    worker imports torch while the reference's worker computes the expected outputs, and gets the candidate
+    only once those outputs are off the disk."""
+
+    def __init__(self, workdir: Path, role: str, env: dict[str, str] | None = None) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = workdir / f"log_{role}.txt"
+        self._read_fd, write_fd = os.pipe()
+        try:
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "kforge_bot.evaluate.worker", str(write_fd)],
+                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
+                    env=scrubbed_environment() if env is None else env, cwd=str(workdir), start_new_session=True,
+                )
+        except BaseException:
+            os.close(self._read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        self._done = False
+
+    def run(self, request: dict[str, Any], timeout_s: float,
+            on_message: Callable[[dict[str, Any]], None] | None = None) -> ChildOutcome:
+        """Send `request`, collect the messages until the worker exits or `timeout_s` passes (counted from
+        now), then kill its process group. Never raises for the child's failures; runs once."""
+        assert not self._done, "a worker process runs one request"
+        self._done = True
+        proc, read_fd = self.proc, self._read_fd
+        nonce = secrets.token_hex(16)
+        outcome = ChildOutcome()
+        started = time.monotonic()
         # A large request fills the pipe before the child reads it: write from a thread so the timeout holds.
         feeder = threading.Thread(target=_feed, args=(proc, (nonce + "\n" + json.dumps(request) + "\n").encode()),
                                   daemon=True)
@@ -123,15 +140,40 @@ def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,
                     break
         finally:
             selector.close()
-            os.close(read_fd)
-            _kill_group(proc)
+            outcome.returncode = self._end()
+        outcome.wall_s = time.monotonic() - started
+        outcome.log_tail = _tail(self.log_path)
+        return outcome
+
+    def discard(self) -> None:
+        """Kill a worker that will not get its request (the reference failed, the evaluation was cut short)."""
+        if not self._done:
+            self._done = True
+            self._end()
+
+    def _end(self) -> int | None:
+        os.close(self._read_fd)
+        _kill_group(self.proc)
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
             try:
-                outcome.returncode = proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                outcome.returncode = None
-    outcome.wall_s = time.monotonic() - started
-    outcome.log_tail = _tail(log_path)
-    return outcome
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def start_worker(workdir: Path, role: str, env: dict[str, str] | None = None) -> WorkerProcess:
+    return WorkerProcess(workdir, role, env)
+
+
+def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,
+               on_message: Callable[[dict[str, Any]], None] | None = None,
+               env: dict[str, str] | None = None) -> ChildOutcome:
+    """Run `python -m kforge_bot.evaluate.worker` on `request`; never raises for the child's failures."""
+    return start_worker(workdir, request["role"], env).run(request, timeout_s, on_message)
 
 
 def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:

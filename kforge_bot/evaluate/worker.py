@@ -102,8 +102,11 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
     ref_module = loading.import_implementation(spec.reference, workdir, "reference")
     ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
     reference = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
+    input_bytes: list[int | None] = [None] * len(spec.shape_sets)
     for case in plan.all_cases():
         inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[case.shape], case.seed, device)
+        if input_bytes[case.shape] is None:  # the compulsory traffic's read side, for the roofline
+            input_bytes[case.shape] = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
         outputs = _as_list(loading.call(reference, inputs))
         checks.check_plain_outputs(outputs, device.type)
         _save(outputs, plan.out_dir / case.ref_file)
@@ -113,7 +116,7 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
         inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[0], plan.timing_seed(0, 0), device)
         profile = profile_call(lambda: loading.call(reference, inputs), device, target.synchronize)
     channel.send("result", status="ok", profile=profile, device_name=target.device_name(),
-                 target_info=target.describe())
+                 target_info=target.describe(), input_bytes=input_bytes)
 
 
 # ------------------------------------------------------------------------------------------ candidate

@@ -248,7 +248,12 @@ class _Slot:
             self.process.kill()
         if self.process is not None:
             self.process.join(timeout=10)
-        kill_marked(self.mark)
+        # A child the slot forked just before it died shows the mark only once it has exec'd: look again.
+        for _ in range(10):
+            if kill_marked(self.mark) == 0:
+                time.sleep(0.05)
+                if not marked_pids(self.mark):
+                    break
         if self.conn is not None:
             self.conn.close()
         if self.scratch is not None:

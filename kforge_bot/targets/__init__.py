@@ -31,15 +31,19 @@ def resolve_target_name(name: str, allowed: tuple[str, ...] | None = None) -> st
     """'auto' -> the first available device kind (among `allowed`); a named kind must be available."""
     if name == "auto":
         for kind in AUTO_ORDER:
-            if (allowed is None or kind in allowed) and target_class(kind).available():
+            if (allowed is None or kind in allowed) and _available(kind):
                 return kind
         raise KforgeError("no device this kernel supports is available here",
                           hint=f"kernel targets: {', '.join(allowed or ())}")
-    cls = target_class(name)
-    if not cls.available():
+    if not _available(name):
         raise KforgeError(f"target {name!r} is not available on this machine",
                           hint="run `kforge-bot doctor` to see what is, or use --target auto")
     return name
+
+
+def _available(kind: str) -> bool:
+    # The host CPU always is, and saying so must not import torch (seconds) into the bot's own process.
+    return kind == "cpu" or target_class(kind).available()
 
 
 def make_target(name: str, index: int = 0):
