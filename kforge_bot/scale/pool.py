@@ -357,6 +357,18 @@ def _exit_words(code: int | None) -> str:
     return f"exit status {code}"
 
 
+def drain(ready: queue.Queue[Any]) -> list[Any]:
+    """Take every job still waiting in a pool's queue (stop markers are dropped)."""
+    jobs = []
+    while True:
+        try:
+            job = ready.get_nowait()
+        except queue.Empty:
+            return jobs
+        if job is not _STOP:
+            jobs.append(job)
+
+
 def marked_pids(mark: str) -> list[int]:
     """Every process (but this one) whose environment carries SLOT_MARK=mark. Linux /proc only; elsewhere
     nothing is found."""
@@ -574,13 +586,8 @@ class EvalPool:
             return
         self._aborting = True
         self._prepare.shutdown(wait=False, cancel_futures=True)
-        while True:
-            try:
-                job = self._ready.get_nowait()
-            except queue.Empty:
-                break
-            if job is not _STOP:
-                job.future.cancel()
+        for job in drain(self._ready):
+            job.future.cancel()
         self.close()
 
     def __enter__(self) -> EvalPool:

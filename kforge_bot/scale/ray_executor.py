@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.scale.pool import SLOT_MARK, PoolResult, Progress, kill_marked
+from kforge_bot.scale.pool import _STOP, SLOT_MARK, PoolResult, Progress, drain, kill_marked
 
-_STOP = object()
 GPU_KINDS = ("cuda", "xpu")
 
 
@@ -238,13 +237,8 @@ class RayPool:
         if self._closed:
             return
         self._aborting = True
-        while True:
-            try:
-                job = self._ready.get_nowait()
-            except queue.Empty:
-                break
-            if job is not _STOP:
-                job[1].cancel()
+        for _data, future, _submitted in drain(self._ready):
+            future.cancel()
         reaps = [actor.reap.remote() for actor in self.actors]
         try:
             self.ray.get(reaps, timeout=30)
