@@ -40,8 +40,8 @@ def quick_policy(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def steady_policy(tmp_path: Path) -> Path:
-    """Twice the timing of quick_policy: for a test whose steps need a confident speedup while another
-    evaluation shares the two cores (a busy CI host once put TILE_N 64's interval below 1 with 0.5 s)."""
+    """Twice the timing of quick_policy, for tests that need TILE_N 64 accepted (a confident speedup): with
+    0.5 s a busy CI host once put its interval's lower end below 1."""
     path = tmp_path / "steady.yml"
     path.write_text("evaluation:\n  seeds: 2\n  time_budget_s: 1.0\n  timeout_s: 120\n")
     return path
@@ -311,7 +311,7 @@ def test_parallel_llm_round_survives_a_crashing_candidate_and_the_analyst_sees_b
 
 @pytest.mark.slow
 def test_resume_judges_an_interrupted_rounds_candidates_without_asking_the_model_again(
-        kernel_dir: Path, tmp_path: Path, quick_policy: Path) -> None:
+        kernel_dir: Path, tmp_path: Path, steady_policy: Path) -> None:
     from kforge_bot.agents.llm import Endpoint
     from kforge_bot.evaluate.result import EvalSettings
     from kforge_bot.loop import Budgets, OptimizeRun, RunConfig
@@ -337,7 +337,7 @@ def test_resume_judges_an_interrupted_rounds_candidates_without_asking_the_model
         run.trajectory.listeners.append(interrupt)
         with pytest.raises(KeyboardInterrupt):
             run.run()
-        # Candidate 1 was being evaluated (about 7 s here); the pool was aborted, not waited for.
+        # Candidate 1 was being evaluated (several seconds); the pool was aborted, not waited for.
         assert time.monotonic() - interrupted_at[0] < 4.0
         run.trajectory.listeners.remove(interrupt)
         run.finish(note="interrupted")
@@ -350,7 +350,7 @@ def test_resume_judges_an_interrupted_rounds_candidates_without_asking_the_model
         # Session 2, as a user resumes it (without --parallel): the pending round is judged, nothing re-asked.
         server.push(reply("Recommendations:\n1. Try THREADS = 2."))
         proc = kforge("optimize", kernel_dir / "kforge.yaml", "--resume", report, "--iterations", "2", "--policy",
-                      quick_policy, "--base-url", server.base_url, "--api-key", "sk-test", "--model",
+                      steady_policy, "--base-url", server.base_url, "--api-key", "sk-test", "--model",
                       "kforge-test-model")
         later = server.chat_requests[asked:]
     assert proc.returncode == 0, proc.stdout + proc.stderr
