@@ -383,11 +383,6 @@ class LLMProposer:
         parents: list[IterationRecord | None] = list(record.beam(self.loop.beam)) or [None]
         parent = parents[slot % len(parents)]
         model = self.models[(iteration - 1) % len(self.models)] if self.models else None
-        endpoint = self.client.endpoint
-        if model is not None:
-            from kforge_bot.agents.llm import Endpoint
-
-            self.client.endpoint = Endpoint(endpoint.base_url, endpoint.api_key, model)
         source_now = self.loop.trajectory.read_source(parent.file) if parent is not None and parent.file \
             else self.spec.baseline.source
         messages = generator.build_messages(
@@ -395,10 +390,8 @@ class LLMProposer:
             contract=self.contract, current_source=source_now, history=record.history,
             recommendations=record.recommendations, references=self.references,
             best_speedup=parent.speedup if parent is not None else None)
-        try:
-            reply = self._chat("generator", iteration, messages)
-        finally:
-            self.client.endpoint = endpoint  # the analyst keeps the run's own model, not the last sample's
+        # The sample's model for this request only: the analyst keeps the run's own model.
+        reply = self._chat("generator", iteration, messages, model=model)
         try:
             source = generator.extract_source(reply.text, self.spec.language, self.spec.entry,
                                               filename=self.spec.kernel_file, truncated=reply.truncated)
@@ -434,13 +427,13 @@ class LLMProposer:
             return
         self.loop.trajectory.append("recommendations", for_iteration=iteration, items=items)
 
-    def _chat(self, agent: str, iteration: int, messages: list[dict[str, str]]) -> Any:
+    def _chat(self, agent: str, iteration: int, messages: list[dict[str, str]], model: str | None = None) -> Any:
         assert self.loop is not None
         trajectory = self.loop.trajectory
         trajectory.append("prompt", iteration=iteration, agent=agent, messages=messages)
         started = time.monotonic()
         try:
-            reply = self.client.chat(messages)
+            reply = self.client.chat(messages, model=model)
         except Terminating as exc:
             trajectory.append("llm_error", iteration=iteration, agent=agent, kind=type(exc).__name__, message=str(exc))
             raise

@@ -214,13 +214,15 @@ class LLMClient:
         *,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        model: str | None = None,
     ) -> Reply:
-        """One completion. Raises BudgetExhausted, LLMUnavailable or MalformedReply (no choices)."""
+        """One completion, from `model` when given (one of several a run takes turns with), else the
+        endpoint's. Raises BudgetExhausted, LLMUnavailable or MalformedReply (no choices)."""
         if self.token_budget is not None and self.usage.total_tokens >= self.token_budget:
             raise BudgetExhausted(
                 f"token budget spent: {self.usage.total_tokens} of {self.token_budget}", budget="tokens"
             )
-        model = self.resolve_model()
+        model = model or self.resolve_model()
         kwargs: dict[str, Any] = {"model": model, "messages": [dict(m) for m in messages]}
         if temperature is not None:
             kwargs["temperature"] = temperature
