@@ -44,6 +44,9 @@ DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     # 5. ... switched on only after the correctness calls (only the timed phase can expose it)
     "cache_delayed": (TIMED, "rejected", r"input set 1's values in input set 0's buffers: output 0: .*"
                                          r"\(result cached by input buffer\?\)"),
+    # 5. ... keyed by a sample of the input's values (the timed sets repeat; a changed element exposes it)
+    "cache_values": (TIMED, "rejected", r"after timing, shape set 0: input set 0 with one element changed: "
+                                        r"output 0: .*\(result cached by input values\?\)"),
     # 3. work escaping the timed region: on a CPU, a thread that finishes the output after the call returned
     "background_thread": (TIMED, "rejected", r"^timed run: the candidate left 1 thread\(s\) running after the call "
                                              r"returned \(Thread-\d+ \(_work\)\); work finishing after a call"),

@@ -95,6 +95,28 @@ def check_inputs_unchanged(inputs: list[Any], snapshot: list[Any]) -> None:
 # ----------------------------------------------------------------------------------- numeric comparison
 
 
+def perturb_one(inputs: list[Any], seed: int) -> bool:
+    """Copy one element of the first floating-point input over another, both picked by `seed`, in place (the
+    reference's worker and the candidate's change the same element). A value the input already holds keeps
+    the input in its domain (masks, positive scales). False when no input can be changed."""
+    for value in inputs:
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1:
+            count = value.numel()
+            target = seed % count
+            source = (target + 1 + (seed // count) % (count - 1)) % count  # never the target itself
+            value[_unravel(target, value.shape)] = value[_unravel(source, value.shape)]
+            return True
+    return False
+
+
+def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        flat, position = divmod(flat, size)
+        index.append(position)
+    return tuple(reversed(index))
+
+
 def tolerance_for(dtype: torch.dtype, override: dict[str, float] | None) -> tuple[float, float, float]:
     atol, rtol, norm = DTYPE_TOLERANCES.get(dtype, (0.0, 0.0, 0.0))  # integers and bools: exact
     if override:

@@ -24,6 +24,7 @@ class Case:
     reuse_seed: int | None = None  # run again with this seed's values written into the same buffers
     reuse_file: str | None = None
     reuse_ref_file: str | None = None
+    perturbed: bool = False  # the seed's inputs with one element overwritten (checks.perturb_one)
 
 
 @dataclass
@@ -84,8 +85,17 @@ class Plan:
                            f"{r}'s buffers")
                 for s in range(len(self.spec.shape_sets)) for r in range(rotations)]
 
+    def changed_cases(self) -> list[Case]:
+        """After timing, input set 0's values with one element changed: a result cached by a sample of the
+        input's values (the timed sets repeat) answers with the unchanged inputs' result."""
+        if not self.settings.measure:
+            return []
+        return [Case(shape=s, seed=self.timing_seed(s, 0), ref_file=f"ref_c{s}.pt", cand_file=f"cand_c{s}.pt",
+                     label=f"after timing, shape set {s}: input set 0 with one element changed", perturbed=True)
+                for s in range(len(self.spec.shape_sets))]
+
     def all_cases(self) -> list[Case]:
-        return self.correctness_cases() + self.timing_cases()
+        return self.correctness_cases() + self.timing_cases() + self.changed_cases()
 
     def to_dict(self) -> dict[str, Any]:
         return {
