@@ -363,6 +363,7 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
             except checks.CheckFailure as failure:
                 raise Stop(failure.kind, f"timed run, shape set {shape_index}: {failure}") from None
             _save(outputs, plan.out_dir / plan.moved_cand_file(shape_index, r))
+        del values  # device memory: large inputs leave little room for more copies
     # The timed sets repeat, so a result cached by (a sample of) the input's values looks fast and passes the
     # move above. Input set 0's values with one element changed, in its own buffers, must change the answer.
     changed = next(c for c in plan.changed_cases() if c.shape == shape_index)
@@ -371,6 +372,7 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
     for buffer, value in zip(sets[0], fresh):
         if isinstance(buffer, torch.Tensor):
             buffer.copy_(value)
+    del fresh
     outputs = run(candidate, sets[0], f"timed run, shape set {shape_index}: {changed.label}")
     try:
         checks.check_plain_outputs(outputs, device.type)
