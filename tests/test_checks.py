@@ -14,6 +14,7 @@ from kforge_bot.evaluate.checks import (
     compare_outputs,
     compare_tensor,
     flatten_outputs,
+    perturb_one,
     snapshot_inputs,
     tolerance_for,
 )
@@ -233,3 +234,21 @@ def test_inputs_must_stay_unchanged() -> None:
     x2[1] = float("nan")
     with pytest.raises(CheckFailure):
         check_inputs_unchanged([x2], before)
+
+
+# ------------------------------------------------------------------------------ the changed-element case
+
+
+def test_perturb_one_overwrites_one_element_with_another_of_its_values_the_same_way_each_time() -> None:
+    index = torch.arange(6)  # integer inputs are left alone: the first floating-point tensor is changed
+    x = torch.randn(7, 9, generator=_gen(1)).t()  # not contiguous: the element is written in place all the same
+    before = x.clone()
+    assert perturb_one([index, x], seed=123_457)
+    changed = (x != before).nonzero()
+    assert changed.shape[0] == 1 and torch.equal(index, torch.arange(6))
+    value = x[tuple(changed[0])]
+    assert (before == value).sum() == 1 and before[tuple(changed[0])] != value  # copied from another position
+    again = before.clone()
+    perturb_one([torch.arange(6), again], seed=123_457)
+    assert torch.equal(again, x)  # the reference's worker and the candidate's make the same change
+    assert not perturb_one([torch.arange(6), torch.ones(1)], seed=5)  # nothing to change
