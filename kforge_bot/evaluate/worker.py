@@ -226,9 +226,7 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
             # output buffer reused across calls overwrites the first result.
             kept = [o.clone() for o in outputs]
             fresh = loading.make_inputs(spec, inputs_module, spec.shape_sets[case.shape], case.reuse_seed, device)
-            for buffer, value in zip(inputs, fresh):
-                if isinstance(buffer, torch.Tensor):
-                    buffer.copy_(value)
+            _fill(inputs, fresh)
             again = run(candidate, inputs, f"running {case.label} again with new values in the same buffers")
             try:
                 checks.check_plain_outputs(again, device_type)
@@ -349,37 +347,38 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
     # The timed calls reused the same few input buffers. Move each set's values into the next set's buffers
     # and call once more: a result cached by pointer (switched on only after the correctness calls) now
     # answers with the old values' result, and the parent sees it.
+    def call_and_save(buffers: list[Any], what: str, file: str) -> None:
+        outputs = run(candidate, buffers, f"timed run, shape set {shape_index}: {what}")
+        try:
+            checks.check_plain_outputs(outputs, device.type)
+        except checks.CheckFailure as failure:
+            raise Stop(failure.kind, f"timed run, shape set {shape_index}: {failure}") from None
+        _save(outputs, plan.out_dir / file)
+
     if len(sets) > 1:
         values = [[v.clone() if isinstance(v, torch.Tensor) else v for v in s] for s in sets]
         for r, buffers in enumerate(sets):
-            for buffer, value in zip(buffers, values[(r + 1) % len(sets)]):
-                if isinstance(buffer, torch.Tensor):
-                    buffer.copy_(value)
-        for r, buffers in enumerate(sets):
-            outputs = run(candidate, buffers, f"timed run, shape set {shape_index}: input set {(r + 1) % len(sets)}'s "
-                                              f"values in input set {r}'s buffers")
-            try:
-                checks.check_plain_outputs(outputs, device.type)
-            except checks.CheckFailure as failure:
-                raise Stop(failure.kind, f"timed run, shape set {shape_index}: {failure}") from None
-            _save(outputs, plan.out_dir / plan.moved_cand_file(shape_index, r))
+            _fill(buffers, values[(r + 1) % len(sets)])
         del values  # device memory: large inputs leave little room for more copies
+        for r, buffers in enumerate(sets):
+            call_and_save(buffers, f"input set {(r + 1) % len(sets)}'s values in input set {r}'s buffers",
+                          plan.moved_cand_file(shape_index, r))
     # The timed sets repeat, so a result cached by (a sample of) the input's values looks fast and passes the
     # move above. Input set 0's values with one element changed, in its own buffers, must change the answer.
     changed = next(c for c in plan.changed_cases() if c.shape == shape_index)
     fresh = loading.make_inputs(spec, inputs_module, spec.shape_sets[shape_index], changed.seed, device)
     checks.perturb_one(fresh, changed.seed)
-    for buffer, value in zip(sets[0], fresh):
+    _fill(sets[0], fresh)
+    del fresh
+    call_and_save(sets[0], changed.label, changed.cand_file)
+    return {"shape": shape_index, **times.to_dict()}
+
+
+def _fill(buffers: list[Any], values: list[Any]) -> None:
+    """Write `values` into the tensors of `buffers` in place (same pointers, new contents)."""
+    for buffer, value in zip(buffers, values):
         if isinstance(buffer, torch.Tensor):
             buffer.copy_(value)
-    del fresh
-    outputs = run(candidate, sets[0], f"timed run, shape set {shape_index}: {changed.label}")
-    try:
-        checks.check_plain_outputs(outputs, device.type)
-    except checks.CheckFailure as failure:
-        raise Stop(failure.kind, f"timed run, shape set {shape_index}: {failure}") from None
-    _save(outputs, plan.out_dir / changed.cand_file)
-    return {"shape": shape_index, **times.to_dict()}
 
 
 # --------------------------------------------------------------------------------------------- main

@@ -250,10 +250,10 @@ class _Slot:
             self.process.join(timeout=10)
         # A child the slot forked just before it died shows the mark only once it has exec'd: look again.
         for _ in range(10):
-            if kill_marked(self.mark) == 0:
-                time.sleep(0.05)
-                if not marked_pids(self.mark):
-                    break
+            kill_marked(self.mark)
+            time.sleep(0.05)
+            if not marked_pids(self.mark):
+                break
         if self.conn is not None:
             self.conn.close()
         if self.scratch is not None:
