@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import hmac
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -232,11 +234,56 @@ def cache_key(material: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-class ResultCache:
-    """`<dir>/<key>.json`, written atomically; unreadable or foreign files count as misses."""
+ENV_CACHE_SECRET = "KFORGE_CACHE_SECRET"
 
-    def __init__(self, directory: str | Path) -> None:
+
+def machine_secret(environ: Mapping[str, str] | None = None) -> bytes:
+    """The key that signs this machine's cache entries: $KFORGE_CACHE_SECRET, else a random key made once in
+    `~/.config/kforge-bot/cache-secret` (mode 600). Workers never see it: the sandbox hides ~/.config, and
+    the scrubbed environment drops every *SECRET* variable."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV_CACHE_SECRET):
+        return env[ENV_CACHE_SECRET].encode("utf-8")
+    base = Path(env["XDG_CONFIG_HOME"]).expanduser() if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
+    path = base / "kforge-bot" / "cache-secret"
+    try:
+        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(secrets.token_hex(32))
+        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except FileExistsError:  # another process made it first
+        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except OSError as exc:
+        raise KforgeError(f"cannot create the cache's signing key: {exc.strerror}", path=path,
+                          hint=f"make {path.parent} writable, or set {ENV_CACHE_SECRET}") from None
+
+
+def _signature(secret: bytes, record: Mapping[str, Any]) -> str:
+    blob = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str)
+    return hmac.new(secret, blob.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+class ResultCache:
+    """`<dir>/<key>.json`, written atomically and signed with this machine's key (HMAC-SHA256): an entry is
+    used only if it verifies, so one written by anyone but the bot on this machine (a worker, a pull
+    request's workflow step that planted files in a shared Actions cache, another machine) is a miss, and
+    is listed in `rejected`. Unreadable files count as misses too."""
+
+    def __init__(self, directory: str | Path, secret: bytes | None = None) -> None:
         self.directory = Path(directory)
+        self._secret = secret
+        self.rejected: list[str] = []  # entries that failed authentication, for the report
+
+    @property
+    def secret(self) -> bytes:
+        if self._secret is None:
+            self._secret = machine_secret()
+        return self._secret
 
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.json"
@@ -247,6 +294,10 @@ class ResultCache:
         except (OSError, ValueError):
             return None
         if not isinstance(data, dict) or data.get("key") != key or data.get("harness_version") != HARNESS_VERSION:
+            return None
+        mac = data.pop("mac", None)
+        if not isinstance(mac, str) or not hmac.compare_digest(mac, _signature(self.secret, data)):
+            self.rejected.append(str(self.path(key)))
             return None
         payload = data.get("result")
         return payload if isinstance(payload, dict) else None
@@ -261,6 +312,8 @@ class ResultCache:
             raise KforgeError(f"cannot create the cache directory: {exc.strerror}", path=self.directory,
                               hint="pass a writable --cache-dir") from None
         record = {"key": key, "harness_version": HARNESS_VERSION, "material": material, "result": dict(result)}
+        record = json.loads(json.dumps(record, default=str))  # the signature covers what a reader will parse
+        record["mac"] = _signature(self.secret, record)
         text = json.dumps(record, indent=1, sort_keys=True, default=str)
         # Written beside the target and renamed: a reader (or a cache upload) never sees half a file.
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")

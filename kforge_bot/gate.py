@@ -874,5 +874,11 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
             report.kernels.append(entry)
             if cache is not None and entry.verdict in CACHEABLE and m.cacheable:
                 cache.put(key, key_material, entry.to_dict())
+    if cache is not None and cache.rejected:
+        note = (f"ignored {len(cache.rejected)} cache entr{'y' if len(cache.rejected) == 1 else 'ies'} that failed "
+                f"authentication (not written by this machine's bot) and measured again: "
+                + ", ".join(Path(p).name for p in cache.rejected[:3]))
+        report.notes.append(note)
+        say(note)
     report.wall_s = time.monotonic() - started
     return report

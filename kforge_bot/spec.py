@@ -26,6 +26,7 @@ in a child process). Everything a spec holds is plain data, so it crosses proces
 from __future__ import annotations
 
 import ast
+import hashlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,11 @@ class Implementation:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Implementation:
         return cls(**data)
+
+    @property
+    def digest(self) -> str:
+        """Names the source's own folders in a worker (its import, its extension builds)."""
+        return hashlib.sha256(self.source.encode()).hexdigest()[:12]
 
     @classmethod
     def from_file(cls, path: str | Path, symbol: str, root: str | Path | None = None) -> Implementation:

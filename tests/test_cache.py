@@ -104,6 +104,35 @@ def test_store_round_trip_and_bad_entries(tmp_path):
     assert store.get("k1") is None
 
 
+def test_entries_are_signed_and_a_forged_or_foreign_entry_is_a_reported_miss(tmp_path):
+    store = ResultCache(tmp_path / "c", secret=b"this machine")
+    path = store.put("k1", {"m": 1}, {"verdict": "regression", "speedup": 0.5})
+    record = json.loads(path.read_text())
+    assert len(record["mac"]) == 64
+    # A worker (or a PR's workflow step) rewrites the verdict, keeping key and harness version: refused.
+    record["result"] = {"verdict": "improved", "speedup": 1.8}
+    path.write_text(json.dumps(record))
+    assert store.get("k1") is None and store.rejected == [str(path)]
+    # An entry without a signature, or one signed on another machine, is refused the same way.
+    record.pop("mac")
+    path.write_text(json.dumps(record))
+    assert store.get("k1") is None and len(store.rejected) == 2
+    ResultCache(tmp_path / "c", secret=b"another machine").put("k1", {"m": 1}, {"verdict": "pass"})
+    assert store.get("k1") is None and len(store.rejected) == 3
+    # What this machine's bot writes verifies.
+    store.put("k1", {"m": 1}, {"verdict": "pass"})
+    assert store.get("k1") == {"verdict": "pass"} and len(store.rejected) == 3
+
+
+def test_the_machine_secret_is_made_once_private_and_reused(tmp_path):
+    env = {"XDG_CONFIG_HOME": str(tmp_path)}
+    first = cache_module.machine_secret(env)
+    path = tmp_path / "kforge-bot" / "cache-secret"
+    assert len(first) == 32 and path.stat().st_mode & 0o777 == 0o600
+    assert cache_module.machine_secret(env) == first
+    assert cache_module.machine_secret({**env, "KFORGE_CACHE_SECRET": "set"}) == b"set"
+
+
 def test_cpu_fingerprint_names_the_machine():
     fp = probe_fingerprint("cpu")
     assert fp.kind == "cpu" and fp.device_name and fp.torch_version[0].isdigit()

@@ -105,11 +105,11 @@ def test_reference_worker_gets_a_large_request_on_stdin_and_no_credentials(tmp_p
 
 GRANDCHILD_HANG = '''
 import subprocess
+import sys
 import torch
 import torch.nn as nn
 
-child = subprocess.Popen(["sleep", "300"])
-open({pidfile!r}, "w").write(str(child.pid))
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", {token!r}])
 
 
 class ModelNew(nn.Module):
@@ -126,8 +126,7 @@ import torch.nn as nn
 
 # keep the harness's result pipe open in a grandchild, then leave: the parent must not wait for it
 fds = tuple(int(a) for a in sys.argv[1:] if a.isdigit())
-child = subprocess.Popen(["sleep", "300"], pass_fds=fds)
-open({pidfile!r}, "w").write(str(child.pid))
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", {token!r}], pass_fds=fds)
 raise SystemExit(3)
 
 
@@ -137,21 +136,27 @@ class ModelNew(nn.Module):
 '''
 
 
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in ("Z", "X")  # a zombie waiting for init is dead
+def _processes_with(token: str) -> list[int]:
+    """Live processes whose command line holds `token` (this test sees every PID namespace's processes)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if token.encode() in (entry / "cmdline").read_bytes() and \
+                    (entry / "stat").read_text().split(")")[-1].split()[0] not in ("Z", "X"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_hang_and_grandchildren_are_killed_with_the_process_group(tmp_path: Path) -> None:
     spec = load_spec(ADV / "problem.py")
     runs = {}
     for name, template in (("hang", GRANDCHILD_HANG), ("pipe", GRANDCHILD_HOLDS_PIPE)):
-        pidfile = tmp_path / f"{name}.pid"
-        runs[name] = (pidfile, Implementation(template.format(pidfile=str(pidfile)), "ModelNew", f"{name}.py",
-                                              str(tmp_path)))
+        token = f"kforge-grandchild-{name}-{os.getpid()}-{time.monotonic_ns()}"
+        runs[name] = (token, Implementation(template.format(token=token), "ModelNew", f"{name}.py", str(tmp_path)))
     # Generous: on a loaded 2-core CI machine a worker can take >8 s just to import torch (the candidate's
     # worker imports it while the reference runs, and its timeout counts from when it gets the candidate).
     settings = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=20)
@@ -167,11 +172,10 @@ def test_hang_and_grandchildren_are_killed_with_the_process_group(tmp_path: Path
     assert pipe.verdict == "crash" and "exited with status 3" in pipe.reason
     # the early exit was reported promptly even though a grandchild still held the pipe open
     assert pipe.details["wall_s"] < 15
-    for name, (pidfile, _) in runs.items():
-        pid = int(pidfile.read_text())
+    for name, (token, _) in runs.items():
         deadline = time.monotonic() + 5
-        while not _gone(pid) and time.monotonic() < deadline:
+        while _processes_with(token) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _gone(pid), f"{name}: grandchild {pid} survived the evaluation"
+        assert not _processes_with(token), f"{name}: a grandchild survived the evaluation"
     assert time.monotonic() - started < 90
 

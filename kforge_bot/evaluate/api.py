@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.guards import static_findings
 from kforge_bot.evaluate.plan import Case, Plan
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
@@ -32,6 +33,19 @@ from kforge_bot.targets import resolve_target_name
 
 Progress = Callable[[dict[str, Any]], None]
 REFERENCE_TIMEOUT_S = 600.0
+
+
+def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None], target: str,
+                 scratch: Path, settings: EvalSettings) -> isolation.View | None:
+    """What a worker on `target` may see, or None where the policy lets it run unsandboxed (`required` raises
+    when the machine cannot sandbox). Readable: the kernel's source folders; writable: its scratch alone."""
+    if not isolation.resolve_mode(settings.isolation):
+        return None
+    roots = {Path(spec.root)} | {Path(i.root) for i in (spec.reference, spec.inputs_source, *implementations)
+                                 if i is not None and i.root}
+    extensions = os.environ.get("KFORGE_EXTENSIONS_ROOT")  # compile-ahead builds: read-only, copied when used
+    return isolation.View(scratch=scratch, readable=tuple(sorted(roots | ({Path(extensions)} if extensions else set()))),
+                          devices=target.split(":")[0])
 
 
 def _scratch_root() -> Path:
@@ -77,8 +91,10 @@ class ReferenceStore:
         folder = self.root / key
         plan = Plan(role="reference", target=target, spec=spec, baseline=spec.reference, candidate=None,
                     settings=settings, seeds=seeds, out_dir=folder)
+        folder.mkdir(parents=True, exist_ok=True)
         try:
-            outcome = run_worker(plan.to_dict(), folder, REFERENCE_TIMEOUT_S, on_message=progress)
+            outcome = run_worker(plan.to_dict(), folder, REFERENCE_TIMEOUT_S, on_message=progress,
+                                 view=sandbox_view(spec, [], target, folder, settings))
             result = outcome.result
             if result is None or result.get("status") != "ok":
                 why = result.get("reason") if result else outcome.exit_description()
@@ -135,7 +151,8 @@ def evaluate(
     try:
         # The candidate's worker starts now and imports torch while the reference runs; it is sent the
         # candidate only after the reference's outputs are read back and deleted.
-        worker = start_worker(work, "candidate")
+        worker = start_worker(work, "candidate", view=sandbox_view(spec, [candidate, baseline], target_name, work,
+                                                                   settings))
         try:
             ref_outputs, ref_result = store.ensure(spec, target_name, seeds, settings, progress)
             plan = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
@@ -159,12 +176,16 @@ def _judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
            ref_result: dict[str, Any]) -> EvalResult:
     base = EvalResult(verdict="crash", reason="", target=plan.target,
                       device_name=ref_result.get("device_name", ""), target_info=ref_result.get("target_info", {}))
-    base.details = {"wall_s": round(outcome.wall_s, 3), "log_tail": outcome.log_tail[-4000:]}
+    base.details = {"wall_s": round(outcome.wall_s, 3), "log_tail": outcome.log_tail[-4000:],
+                    "isolation": isolation.probe().describe() if outcome.sandboxed else "not sandboxed"}
     if ref_result.get("input_bytes") is not None:
         base.details["input_bytes"] = ref_result["input_bytes"]  # per shape set, tensors only
     if outcome.forged_lines:
         base.details["forged_lines"] = outcome.forged_lines
     message = outcome.result
+    if outcome.flooded:
+        base.verdict, base.reason = "rejected", f"the candidate {outcome.exit_description()}"
+        return base
     if outcome.timed_out:
         base.verdict, base.reason = "timeout", f"the candidate {outcome.exit_description()}"
         return base

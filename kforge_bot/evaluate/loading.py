@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import inspect as _inspect  # the worker's own use; candidates may not import it
 import os
 import random
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -30,12 +30,12 @@ def seed_everything(seed: int) -> None:
 
 def import_implementation(impl: Implementation, workdir: Path, tag: str) -> ModuleType:
     """Write the source to `workdir/<tag>/<filename>` and import it as a fresh, uniquely named module."""
-    digest = hashlib.sha256(impl.source.encode()).hexdigest()[:12]
+    digest = impl.digest
     extensions_root = os.environ.get("KFORGE_EXTENSIONS_ROOT")
     if extensions_root:
         # Compile-ahead (kforge_bot.scale.pool): each source builds its torch extensions in its own folder, so a
         # build made earlier in another process (same source, same import order) is found again, not redone.
-        os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(extensions_root, digest)
+        os.environ["TORCH_EXTENSIONS_DIR"] = _extensions_dir(Path(extensions_root) / digest, workdir)
     folder = workdir / f"{tag}_{digest}"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / impl.filename
@@ -72,6 +72,27 @@ def import_implementation(impl: Implementation, workdir: Path, tag: str) -> Modu
         for name, mod in aside.items():
             sys.modules.setdefault(name, mod)
     return module
+
+
+def _extensions_dir(shared: Path, workdir: Path) -> str:
+    """The shared build folder where this process may write it (the sandbox lets only the process that
+    prepares a source write that source's folder); elsewhere a private copy in the scratch directory, so
+    no process can plant a build that another source's import would load."""
+    try:
+        shared.mkdir(parents=True, exist_ok=True)
+        if os.access(shared, os.W_OK):
+            probe = shared / ".kforge-write-probe"
+            probe.touch()
+            probe.unlink()
+            return str(shared)
+    except OSError:
+        pass  # read-only in this sandbox
+    private = workdir / "extensions" / shared.name
+    if not private.exists():
+        if shared.is_dir():
+            shutil.copytree(shared, private, symlinks=True)
+        private.mkdir(parents=True, exist_ok=True)
+    return str(private)
 
 
 _LOCAL_ROOTS: set[Path] = set()

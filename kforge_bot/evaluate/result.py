@@ -49,6 +49,7 @@ class EvalSettings:
     measure: bool = True  # False: correctness only
     allow_framework_fallback: bool = False
     profile: bool = True
+    isolation: str = "preferred"  # required | preferred | off: the OS sandbox for every worker (evaluate.isolation)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

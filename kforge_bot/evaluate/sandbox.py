@@ -1,10 +1,12 @@
 """Running a worker in a child process that cannot take the bot down or see its secrets.
 
-- A fresh interpreter in its own process group (session), killed as a group on timeout, so compilers,
-  stray threads and grandchildren go with it.
+- A fresh interpreter inside the OS sandbox (kforge_bot.evaluate.isolation: bubblewrap namespaces, a
+  read-only system, one writable scratch directory) where the machine has it, in its own process group
+  (session), killed as a group on timeout, so compilers, stray threads and grandchildren go with it.
 - An environment stripped of tokens, keys, passwords and CI credentials.
 - Results over a private pipe, as JSON lines carrying a nonce the child reads from stdin before any user
-  code is imported; stdout and stderr are kept only as a log tail for the report.
+  code is imported; the channel is bounded (per line and in total), so a flood ends the worker within
+  seconds and with bounded memory. stdout and stderr go through a pipe too, of which only a tail is kept.
 - The request (seeds included) also arrives on stdin, never as a file: a candidate that could read the
   seeds, its own or a concurrent evaluation's, could precompute the expected results at import time.
 """
@@ -25,11 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from kforge_bot.evaluate import isolation
+
 SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH|COOKIE|SESSION)",
                          re.IGNORECASE)
 SECRET_PREFIXES = ("GITHUB_", "ACTIONS_", "OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GH_", "HF_",
                    "HUGGING_FACE_", "RUNNER_", "KFORGE_LLM_", "SSH_")
 LOG_TAIL_BYTES = 16_000
+MAX_LINE_BYTES = 8 << 20  # one message: timing samples and a profile digest take well under 1 MiB
+MAX_CHANNEL_BYTES = 64 << 20  # everything a worker may send
 
 
 def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -52,6 +58,8 @@ class ChildOutcome:
     wall_s: float = 0.0
     log_tail: str = ""
     forged_lines: int = 0  # lines on the channel without the nonce (a candidate writing to it)
+    flooded: str = ""  # why the channel was cut off (too long a line, too much in total)
+    sandboxed: bool = False
 
     @property
     def result(self) -> dict[str, Any] | None:
@@ -59,6 +67,8 @@ class ChildOutcome:
         return finals[-1] if finals else None
 
     def exit_description(self) -> str:
+        if self.flooded:
+            return f"flooded the result channel ({self.flooded}) and was stopped"
         if self.timed_out:
             return f"timed out after {self.wall_s:.0f} s (hang, or too slow to finish)"
         if self.returncode is None:
@@ -78,22 +88,30 @@ class WorkerProcess:
     worker imports torch while the reference's worker computes the expected outputs, and gets the candidate
     only once those outputs are off the disk."""
 
-    def __init__(self, workdir: Path, role: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, role: str, env: dict[str, str] | None = None,
+                 view: isolation.View | None = None) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
-        self.log_path = workdir / f"log_{role}.txt"
+        env = scrubbed_environment() if env is None else env
+        argv = [sys.executable, "-m", "kforge_bot.evaluate.worker"]
+        self.sandboxed = view is not None
+        if view is not None:
+            env = isolation.environment(env, view.scratch)
+            argv = isolation.command(argv, view)
         self._read_fd, write_fd = os.pipe()
+        log_read, log_write = os.pipe()
         try:
-            with open(self.log_path, "wb") as log:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "kforge_bot.evaluate.worker", str(write_fd)],
-                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-                    env=scrubbed_environment() if env is None else env, cwd=str(workdir), start_new_session=True,
-                )
+            self.proc = subprocess.Popen(
+                [*argv, str(write_fd)], stdin=subprocess.PIPE, stdout=log_write, stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,), env=env, cwd=str(workdir), start_new_session=True,
+            )
         except BaseException:
             os.close(self._read_fd)
+            os.close(log_read)
             raise
         finally:
             os.close(write_fd)
+            os.close(log_write)
+        self._log = _LogTail(log_read)
         self._done = False
 
     def run(self, request: dict[str, Any], timeout_s: float,
@@ -104,13 +122,14 @@ class WorkerProcess:
         self._done = True
         proc, read_fd = self.proc, self._read_fd
         nonce = secrets.token_hex(16)
-        outcome = ChildOutcome()
+        outcome = ChildOutcome(sandboxed=self.sandboxed)
         started = time.monotonic()
         # A large request fills the pipe before the child reads it: write from a thread so the timeout holds.
         feeder = threading.Thread(target=_feed, args=(proc, (nonce + "\n" + json.dumps(request) + "\n").encode()),
                                   daemon=True)
         feeder.start()
         buffer = b""
+        received = 0
         selector = selectors.DefaultSelector()
         selector.register(read_fd, selectors.EVENT_READ)
         eof = False
@@ -125,6 +144,7 @@ class WorkerProcess:
                     if not chunk:
                         eof = True
                         break
+                    received += len(chunk)
                     buffer += chunk
                     while b"\n" in buffer:
                         line, buffer = buffer.split(b"\n", 1)
@@ -135,14 +155,21 @@ class WorkerProcess:
                         outcome.messages.append(message)
                         if on_message is not None:
                             on_message(message)
+                    if received > MAX_CHANNEL_BYTES or len(buffer) > MAX_LINE_BYTES:
+                        outcome.flooded = (f"over {MAX_CHANNEL_BYTES >> 20} MiB in all" if received > MAX_CHANNEL_BYTES
+                                           else f"a line over {MAX_LINE_BYTES >> 20} MiB")
+                        eof = True
+                        break
                 if not eof and proc.poll() is not None and not selector.select(timeout=0):
                     # The child is gone but a grandchild may hold the pipe open: do not wait for it.
                     break
         finally:
             selector.close()
-            outcome.returncode = self._end()
+            outcome.returncode = self._end(exited=eof and not outcome.flooded)
+            if self.sandboxed and outcome.returncode is not None and 128 < outcome.returncode <= 128 + 64:
+                outcome.returncode = 128 - outcome.returncode  # bwrap reports a child's fatal signal N as 128+N
         outcome.wall_s = time.monotonic() - started
-        outcome.log_tail = _tail(self.log_path)
+        outcome.log_tail = self._log.text()
         return outcome
 
     def discard(self) -> None:
@@ -151,8 +178,15 @@ class WorkerProcess:
             self._done = True
             self._end()
 
-    def _end(self) -> int | None:
+    def _end(self, exited: bool = False) -> int | None:
         os.close(self._read_fd)
+        if exited:
+            # The worker closed its channel: let it (and bwrap around it) finish, so its own exit status (a
+            # segfault, say) is what we report rather than the kill below.
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
         _kill_group(self.proc)
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             try:
@@ -165,15 +199,16 @@ class WorkerProcess:
             return None
 
 
-def start_worker(workdir: Path, role: str, env: dict[str, str] | None = None) -> WorkerProcess:
-    return WorkerProcess(workdir, role, env)
+def start_worker(workdir: Path, role: str, env: dict[str, str] | None = None,
+                 view: isolation.View | None = None) -> WorkerProcess:
+    return WorkerProcess(workdir, role, env, view)
 
 
 def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,
                on_message: Callable[[dict[str, Any]], None] | None = None,
-               env: dict[str, str] | None = None) -> ChildOutcome:
+               env: dict[str, str] | None = None, view: isolation.View | None = None) -> ChildOutcome:
     """Run `python -m kforge_bot.evaluate.worker` on `request`; never raises for the child's failures."""
-    return start_worker(workdir, request["role"], env).run(request, timeout_s, on_message)
+    return start_worker(workdir, request["role"], env, view).run(request, timeout_s, on_message)
 
 
 def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
@@ -202,9 +237,30 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
-def _tail(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return ""
-    return data[-LOG_TAIL_BYTES:].decode("utf-8", errors="replace")
+class _LogTail:
+    """Drains a worker's stdout and stderr in a thread, keeping only the last LOG_TAIL_BYTES: a candidate that
+    prints without end costs this process a little CPU, never memory or disk."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._data = bytearray()
+        self._thread = threading.Thread(target=self._drain, name="kforge-worker-log", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                chunk = os.read(self._fd, 1 << 16)
+                if not chunk:
+                    break
+                self._data += chunk
+                if len(self._data) > 2 * LOG_TAIL_BYTES:
+                    del self._data[:-LOG_TAIL_BYTES]
+        except OSError:
+            pass
+        finally:
+            os.close(self._fd)
+
+    def text(self) -> str:
+        self._thread.join(timeout=2)  # the pipe closes when the process group is gone
+        return bytes(self._data[-LOG_TAIL_BYTES:]).decode("utf-8", errors="replace")

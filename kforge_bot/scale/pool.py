@@ -428,26 +428,45 @@ work = Path(sys.argv[1])
 loading.import_implementation(spec.inputs_source, work, "inputs")
 loading.import_implementation(baseline, work, "baseline")
 loading.import_implementation(spec.reference, work, "reference")
-loading.import_implementation(Implementation.from_dict(data["candidate"]), work, "candidate")
+if data["candidate"]:
+    loading.import_implementation(Implementation.from_dict(data["candidate"]), work, "candidate")
 print("KFORGE_PREPARED", flush=True)
 """
 
 
-def prepare_build(spec: Any, candidate: Any, baseline: Any, env: dict[str, str], timeout_s: float) -> tuple[str, float]:
+def prepare_build(spec: Any, candidate: Any, baseline: Any, env: dict[str, str], timeout_s: float,
+                  settings: Any = None) -> tuple[str, float]:
     """Import the candidate (after the kernel as written, as the worker does) in a sandboxed child that sees
     no GPU, so its extension builds land in the shared per-source folders. Returns (status, seconds); a
-    failure is only noted: the slot's evaluation then meets the compile error and reports it itself."""
+    failure is only noted: the slot's evaluation then meets the compile error and reports it itself.
+
+    With `candidate` None, the kernel as written, its reference and inputs are built instead. Inside the OS
+    sandbox a child may write only the folders of the sources it prepares (the candidate's, or those
+    three): no source's code can plant a build that another source's import would load."""
+    from kforge_bot.evaluate import isolation
+    from kforge_bot.evaluate.api import sandbox_view
+    from kforge_bot.evaluate.result import EvalSettings
     from kforge_bot.evaluate.sandbox import scrubbed_environment
 
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="kforge-prepare-"))
-    payload = json.dumps({"spec": spec.to_dict(), "candidate": candidate.to_dict(),
+    payload = json.dumps({"spec": spec.to_dict(), "candidate": candidate.to_dict() if candidate else None,
                           "baseline": baseline.to_dict() if baseline is not None else None})
     child_env = scrubbed_environment({**os.environ, **env})
+    argv = [sys.executable, "-c", _PREPARE, str(work)]
     try:
-        proc = subprocess.Popen([sys.executable, "-c", _PREPARE, str(work)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env, cwd=str(work),
-                                start_new_session=True)
+        view = sandbox_view(spec, [candidate, baseline], "cpu", work, settings or EvalSettings())
+        if view is not None:
+            root = Path(env["KFORGE_EXTENSIONS_ROOT"])
+            own = [candidate] if candidate else [spec.inputs_source, baseline or spec.baseline, spec.reference]
+            writable = tuple(root / impl.digest for impl in own)
+            for folder in writable:
+                folder.mkdir(parents=True, exist_ok=True)
+            view = isolation.View(scratch=work, readable=view.readable + (root,), writable=writable, devices="cpu")
+            child_env = isolation.environment(child_env, work)
+            argv = isolation.command(argv, view)
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=child_env, cwd=str(work), start_new_session=True)
         try:
             out, _ = proc.communicate(payload.encode(), timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -508,6 +527,8 @@ class EvalPool:
         if arch and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
             self.build_env["TORCH_CUDA_ARCH_LIST"] = arch  # builds made without a GPU must target this one
         self.compile_ahead = compile_ahead
+        self._prepared: dict[str, threading.Event] = {}
+        self._prepared_lock = threading.Lock()
         self._slot_deadline_s = slot_deadline_s
         self._ready: queue.Queue[Any] = queue.Queue()
         workers_cpu = prepare_workers or max(1, min(8, (os.cpu_count() or 2) // 2))
@@ -556,8 +577,9 @@ class EvalPool:
 
         def prepare() -> None:
             try:
-                job.prepare, job.prepare_s = prepare_build(spec, candidate, baseline, env,
-                                                           min(PREPARE_TIMEOUT_S, float(settings.timeout_s)))
+                timeout = min(PREPARE_TIMEOUT_S, float(settings.timeout_s))
+                self._prepare_kernel_as_written(spec, baseline, env, timeout, settings)
+                job.prepare, job.prepare_s = prepare_build(spec, candidate, baseline, env, timeout, settings)
             except BaseException as exc:  # noqa: BLE001 - never lose the job over its preparation
                 job.prepare = f"failed: {exc}"
             finally:
@@ -565,6 +587,25 @@ class EvalPool:
 
         self._prepare.submit(prepare)
         return job.future
+
+    def _prepare_kernel_as_written(self, spec: Any, baseline: Any, env: dict[str, str], timeout_s: float,
+                                   settings: Any) -> None:
+        """Build the baseline, reference and inputs once per pool, in a child of their own (the candidate's
+        child may not write their folders), so no slot rebuilds them for every candidate."""
+        key = json.dumps([spec.to_dict(), baseline.to_dict() if baseline else None], sort_keys=True, default=str)
+        with self._prepared_lock:
+            done = self._prepared.get(key)
+            if done is None:
+                done = self._prepared[key] = threading.Event()
+                first = True
+            else:
+                first = False
+        if first:
+            try:
+                prepare_build(spec, None, baseline, env, timeout_s, settings)
+            finally:
+                done.set()
+        done.wait()
 
     def close(self) -> None:
         if self._closed:

@@ -1,0 +1,208 @@
+"""The OS sandbox that every process running user code starts in: bubblewrap (Flatpak's sandbox tool).
+
+User code is a generated kernel, a pull request's kernel, its reference and its input generator: any of
+them may be hostile. Inside the sandbox a process has
+- its own user, PID, mount, IPC, UTS and network namespaces: it cannot see, read (`/proc/<pid>/environ`,
+  `/proc/<pid>/mem`), trace or signal the bot or any other worker; it has no network; every process it
+  starts dies with it (the namespace's init is killed when the worker ends, daemons included);
+- a read-only view of the system (`/usr`, `/etc`, the Python installation and its packages, the
+  compilers on PATH) and of the kernel's own source folders, with every `.git`, the result cache, the
+  home directory's credentials and the bot's scratch space hidden;
+- one writable directory, its own scratch (its HOME, TMPDIR and compiler caches live there too), and a
+  private `/tmp` and `/dev/shm` that vanish with it;
+- only the device nodes its target needs (`/dev/nvidia*` for CUDA, `/dev/dri` for XPU).
+
+What it does not do: limit CPU time, memory or scratch disk use (the parent's timeout and the device's
+own memory limit bound those), hide the GPU's memory from a process on the same GPU, or stop a kernel
+that reads memory a previous process left on the device (the driver clears allocations).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import site
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MODES = ("required", "preferred", "off")
+# Top-level system folders the view holds read-only (those that exist; merged-/usr links stay links).
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+_DEVICES = {"cuda": ("/dev/nvidia*", "/dev/nvidia-caps"), "xpu": ("/dev/dri",), "cpu": (), "mps": ()}
+# Credentials and state that stay hidden wherever a readable folder would otherwise show them.
+_HOME_SECRETS = (".ssh", ".git-credentials", ".gitconfig", ".netrc", ".config", ".cache", ".docker", ".aws",
+                 ".kube", ".gnupg", ".local/share", ".pypirc", ".npmrc")
+_ALWAYS_HIDDEN_NAMES = (".git", ".kforge-cache")
+INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap), or set policy "
+                "isolation: off to run user code unsandboxed on a machine you trust")
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    """Whether this machine can sandbox workers, and if not, why and how to fix it."""
+
+    available: bool
+    tool: str = ""  # "bubblewrap 0.8.0"
+    path: str = ""
+    problem: str = ""  # one line: what failed
+    hint: str = ""  # one line: the fix
+
+    def describe(self) -> str:
+        if self.available:
+            return f"sandboxed ({self.tool}: own PID, user, mount and network namespaces; read-only system)"
+        return f"NOT sandboxed: {self.problem}; {self.hint}"
+
+
+@dataclass(frozen=True)
+class View:
+    """What one sandboxed process sees besides the system: its scratch directory (read-write), the kernel's
+    source folders (read-only), extra read-write folders (a compile cache it may fill), and the device
+    nodes of its target kind."""
+
+    scratch: Path
+    readable: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
+    devices: str = "cpu"
+    hidden: tuple[Path, ...] = field(default_factory=tuple)  # folders to hide even inside a readable one
+
+
+def _bwrap_path() -> str | None:
+    configured = os.environ.get("KFORGE_BWRAP")
+    if configured:
+        return configured if os.access(configured, os.X_OK) else None
+    return shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> SandboxStatus:
+    """Try the sandbox once per process: a real `bwrap` start with the flags workers get."""
+    path = _bwrap_path()
+    if path is None:
+        return SandboxStatus(False, problem="bubblewrap (bwrap) is not installed", hint=INSTALL_HINT)
+    try:
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        scratch = Path(os.environ.get("TMPDIR", "/tmp"))
+        argv = command(["/bin/sh", "-c", "exit 0"], View(scratch=scratch), path)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return SandboxStatus(False, path=path, problem=f"bwrap could not start ({exc})", hint=INSTALL_HINT)
+    if proc.returncode != 0:
+        error = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        return SandboxStatus(False, path=path, problem=f"bwrap failed: {error}", hint=namespace_hint(error))
+    return SandboxStatus(True, tool=version or "bubblewrap", path=path)
+
+
+def namespace_hint(error: str) -> str:
+    """The usual fix for the usual failure: user namespaces switched off for unprivileged users."""
+    if "setuid" in error or "Operation not permitted" in error or "No permissions" in error \
+            or "RTM_NEWADDR" in error or "Permission denied" in error:
+        return ("unprivileged user namespaces are restricted: on Ubuntu 23.10+ install the bwrap-userns-restrict "
+                "AppArmor profile or set sysctl kernel.apparmor_restrict_unprivileged_userns=0 on this dedicated "
+                "runner; inside Docker, run the runner in a VM or with a seccomp profile that allows "
+                "namespaces (hardware_runners/README.md)")
+    return INSTALL_HINT
+
+
+def resolve_mode(mode: str, status: SandboxStatus | None = None) -> bool:
+    """Whether to sandbox, for a policy's `isolation` value; raises if `required` cannot be met."""
+    from kforge_bot.errors import KforgeError
+
+    if mode not in MODES:
+        raise KforgeError(f"unknown isolation mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
+    if mode == "off":
+        return False
+    status = status or probe()
+    if status.available:
+        return True
+    if mode == "required":
+        raise KforgeError(f"isolation is required but this machine cannot sandbox user code: {status.problem}",
+                          hint=status.hint)
+    return False
+
+
+def _system_tool_dirs() -> list[Path]:
+    """Where the Python installation, its packages and the compilers live (read-only in the view)."""
+    dirs: set[str] = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    dirs.update(p for p in sys.path if p and os.path.isdir(p))
+    try:
+        dirs.update(site.getsitepackages())
+        dirs.add(site.getusersitepackages())
+    except AttributeError:  # pragma: no cover - virtualenv's old site module
+        pass
+    for var in ("PATH", "LD_LIBRARY_PATH"):
+        dirs.update(p for p in os.environ.get(var, "").split(os.pathsep) if p)
+    for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "ONEAPI_ROOT"):
+        if os.environ.get(var):
+            dirs.add(os.environ[var])
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        dirs.add(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    dirs.add(str(Path(__file__).resolve().parents[2]))  # this kforge_bot, installed or a checkout
+    return [Path(d) for d in dirs if os.path.isdir(d)]
+
+
+def _under_system(path: Path) -> bool:
+    return any(str(path) == top or str(path).startswith(top + "/") for top in _SYSTEM)
+
+
+def _hidden_inside(folder: Path, extra: tuple[Path, ...]) -> list[Path]:
+    """Things inside `folder` that must stay hidden: .git, the gate's cache, home credentials, `extra`."""
+    found = [folder / name for name in _ALWAYS_HIDDEN_NAMES if os.path.lexists(folder / name)]
+    home = Path(os.path.expanduser("~"))
+    found += [home / name for name in _HOME_SECRETS if (home / name).is_relative_to(folder)
+              and os.path.lexists(home / name)]
+    found += [p for p in extra if p.is_relative_to(folder) and p != folder and os.path.lexists(p)]
+    return found
+
+
+def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
+    """`argv` wrapped in bwrap with `view`; pure apart from looking at which paths exist."""
+    args = [bwrap or _bwrap_path() or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--hostname", "kforge-sandbox"]
+    for top in _SYSTEM:
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
+    for pattern in _DEVICES.get(view.devices, ()):
+        for node in sorted(glob.glob(pattern)):
+            args += ["--dev-bind", node, node]
+    hide: list[Path] = []
+    bound: list[Path] = []
+    folders = _system_tool_dirs() + [Path(p).resolve() for p in view.readable]
+    for folder in sorted(set(folders), key=lambda f: (len(f.parts), str(f))):  # parents first
+        if _under_system(folder) or any(folder.is_relative_to(b) for b in bound):
+            continue  # already in the view
+        args += ["--ro-bind", str(folder), str(folder)]
+        bound.append(folder)
+    for folder in set(folders):  # a folder inside a bound one is visible too: its .git as well
+        if any(folder.is_relative_to(b) for b in bound):
+            hide += _hidden_inside(folder, view.hidden)
+    for path in sorted(set(hide)):  # an empty read-only folder, or /dev/null, in its place
+        if path.is_dir() and not path.is_symlink():
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        else:
+            args += ["--ro-bind", "/dev/null", str(path)]
+    for folder in [*view.writable, view.scratch]:
+        folder = Path(folder).resolve()
+        args += ["--bind", str(folder), str(folder)]
+    args += ["--chdir", str(Path(view.scratch).resolve()), "--"]
+    return args + list(argv)
+
+
+def environment(base: dict[str, str], scratch: Path) -> dict[str, str]:
+    """`base` with HOME, TMPDIR and the compilers' caches pointed into the scratch directory."""
+    home = scratch / ".home"
+    for sub in ("", "tmp", "cache", "triton", "torch_extensions", "nv"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    env = dict(base)
+    env.update({"HOME": str(home), "TMPDIR": str(home / "tmp"), "XDG_CACHE_HOME": str(home / "cache"),
+                "TRITON_CACHE_DIR": str(home / "triton"), "CUDA_CACHE_PATH": str(home / "nv"),
+                "KFORGE_SANDBOXED": "1"})
+    env.setdefault("TORCH_EXTENSIONS_DIR", str(home / "torch_extensions"))
+    return env

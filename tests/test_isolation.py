@@ -1,0 +1,321 @@
+"""The OS sandbox around every worker, attacked as a candidate would attack it.
+
+Each attack is a correct softmax candidate whose module, at import, tries one escape and raises
+`ESCAPED: ...` if it works. Sandboxed, every one of them must pass (the escape failed and the kernel was
+judged as usual); with the sandbox switched off (`isolation: off`, what the harness did before it existed)
+the same candidate must be caught escaping, which proves each test can fail. The runtime layer is used
+(the static scan is off), since a real attacker spells these past any scan.
+
+Run as an ordinary user: `.ci/run` does so in CI. Root reads other processes' memory and writes read-only
+files' owners' places through permission checks, so some escapes would "work" unsandboxed only as root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import kforge_bot.evaluate.api as api
+from kforge_bot.evaluate import isolation
+from kforge_bot.evaluate.api import evaluate
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.spec import Implementation, load_spec
+
+ADV = Path(__file__).parent / "data" / "adversarial"
+SANDBOXED = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60, isolation="required")
+UNSANDBOXED = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60, isolation="off")
+FAKE = {"GITHUB_TOKEN": "ghp_isolation_test_token", "OPENAI_API_KEY": "sk-isolation-test-key",
+        "KFORGE_LLM_API_KEY": "kforge-isolation-test-key"}
+
+pytestmark = pytest.mark.skipif(not isolation.probe().available and os.environ.get("CI") != "true",
+                                reason=f"the sandbox is unavailable here: {isolation.probe().describe()}")
+
+SOFTMAX = '''
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        e = (x - x.amax(dim=1, keepdim=True)).exp()
+        return e / e.sum(dim=1, keepdim=True)
+'''
+
+
+def _candidate(attack: str, root: Path) -> Implementation:
+    source = "import os, sys, signal, subprocess, time\nimport torch\nimport torch.nn as nn\n\n" + \
+        textwrap.dedent(attack) + SOFTMAX
+    return Implementation(source, "ModelNew", "attack.py", str(root))
+
+
+@pytest.fixture(autouse=True)
+def _runtime_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(api, "static_findings", lambda source: [])
+    for key, value in FAKE.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A checkout as actions/checkout leaves it: the token in .git/config, a result cache, kernels."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copy(ADV / "problem.py", root / "problem.py")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    with open(root / ".git" / "config", "a") as config:
+        config.write('[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic ghp_isolation_test_token\n')
+    (root / ".kforge-cache").mkdir()
+    (root / ".kforge-cache" / "entry.json").write_text("{}")
+    return root
+
+
+def _judge(attack: str, repo: Path, settings: EvalSettings):
+    spec = load_spec(repo / "problem.py")
+    return evaluate(spec, _candidate(attack, repo), "cpu", settings, seeds=[3, 4])
+
+
+def _escaped(result) -> bool:
+    return result.verdict != "pass" and "ESCAPED" in result.reason
+
+
+READ_PARENT = '''
+for pid in os.listdir("/proc"):
+    if not pid.isdigit() or int(pid) == os.getpid():
+        continue
+    try:
+        environ = open(f"/proc/{pid}/environ", "rb").read()
+    except OSError:
+        continue
+    if b"ghp_isolation_test_token" in environ or b"sk-isolation-test-key" in environ:
+        raise RuntimeError(f"ESCAPED: a token in /proc/{pid}/environ")
+'''
+
+READ_PARENT_MEMORY = '''
+ppid = os.getppid()
+try:
+    maps = open(f"/proc/{ppid}/maps").read().splitlines()
+    mem = open(f"/proc/{ppid}/mem", "rb")
+except OSError:
+    maps = []
+for line in maps:
+    if "rw-p" not in line:
+        continue
+    start, end = (int(x, 16) for x in line.split()[0].split("-"))
+    try:
+        mem.seek(start)
+        if b"ghp_isolation_test_token" in mem.read(min(end - start, 1 << 24)):
+            raise RuntimeError(f"ESCAPED: the token in the memory of process {ppid}")
+    except (OSError, ValueError, OverflowError):
+        continue
+'''
+
+READ_GIT_AND_CACHE = '''
+for path in ({git!r}, {cache!r}, {credentials!r}):
+    try:
+        data = open(path).read()
+    except OSError:
+        continue
+    raise RuntimeError(f"ESCAPED: read {{path}}")
+for folder in ("/dev/shm", "/tmp"):
+    leaked = [n for n in os.listdir(folder) if n.startswith("kforge-ref-")]
+    if leaked:
+        raise RuntimeError(f"ESCAPED: another evaluation's reference outputs in {{folder}}: {{leaked}}")
+'''
+
+WRITE_OUTSIDE = '''
+for path in {targets!r}:
+    try:
+        with open(path, "a") as handle:
+            handle.write("# planted by a candidate\\n")
+    except OSError:
+        continue
+    raise RuntimeError(f"ESCAPED: wrote {{path}}")
+'''
+
+SIGNAL_EVERYONE = '''
+me = os.getpid()
+for pid in os.listdir("/proc"):
+    if pid.isdigit() and int(pid) != me:
+        try:
+            os.kill(int(pid), signal.SIGSTOP)
+        except OSError:
+            pass
+'''
+
+DAEMON = '''
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", {token!r}], start_new_session=True,
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+'''
+
+
+def _processes_with(token: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+BOT = """
+import json, sys
+import kforge_bot.evaluate.api as api
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.spec import Implementation, load_spec
+api.static_findings = lambda source: []
+spec = load_spec(sys.argv[1])
+candidate = Implementation(open(sys.argv[2]).read(), "ModelNew", "attack.py", sys.argv[3])
+settings = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60, isolation=sys.argv[4])
+print(json.dumps(api.evaluate(spec, candidate, "cpu", settings, seeds=[3, 4]).to_dict()))
+"""
+
+
+def _judge_in_a_bot_started_with_tokens(attack: str, repo: Path, isolation_mode: str) -> dict:
+    """/proc/<pid>/environ shows the environment a process was started with: start a bot with the tokens."""
+    source = repo.parent / f"attack_{isolation_mode}.py"
+    source.write_text(_candidate(attack, repo).source)
+    out = subprocess.run([sys.executable, "-c", BOT, str(repo / "problem.py"), str(source), str(repo), isolation_mode],
+                         capture_output=True, text=True, timeout=180, env={**os.environ, **FAKE}, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_parents_environment_and_memory_are_out_of_reach(repo: Path) -> None:
+    boxed = _judge_in_a_bot_started_with_tokens(READ_PARENT, repo, "required")
+    assert boxed["verdict"] == "pass" and boxed["details"]["isolation"].startswith("sandboxed"), boxed["reason"]
+    result = _judge(READ_PARENT_MEMORY, repo, SANDBOXED)
+    assert result.verdict == "pass", result.reason
+    # What the wall stops: unsandboxed, both attacks find the token.
+    assert "ESCAPED" in _judge_in_a_bot_started_with_tokens(READ_PARENT, repo, "off")["reason"]
+    assert _escaped(_judge(READ_PARENT_MEMORY, repo, UNSANDBOXED))
+
+
+def test_git_the_result_cache_credentials_and_other_evaluations_are_invisible(repo: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".git-credentials").write_text("https://x-access-token:ghp_isolation_test_token@github.com\n")
+    monkeypatch.setenv("HOME", str(home))
+    attack = READ_GIT_AND_CACHE.format(git=str(repo / ".git" / "config"), cache=str(repo / ".kforge-cache" / "entry.json"),
+                                       credentials=str(home / ".git-credentials"))
+    result = _judge(attack, repo, SANDBOXED)
+    assert result.verdict == "pass", result.reason
+    assert _escaped(_judge(attack, repo, UNSANDBOXED))
+
+
+def test_nothing_outside_the_scratch_directory_can_be_written(repo: Path) -> None:
+    import kforge_bot.evaluate.checks as checks
+    import torch
+
+    targets = [checks.__file__, torch.__file__, str(repo / "problem.py"), str(repo / ".git" / "hooks" / "pre-push"),
+               str(repo / ".kforge-cache" / "forged.json")]
+    before = {t: Path(t).read_bytes() if Path(t).exists() else None for t in targets}
+    result = _judge(WRITE_OUTSIDE.format(targets=targets), repo, SANDBOXED)
+    assert result.verdict == "pass", result.reason
+    assert {t: Path(t).read_bytes() if Path(t).exists() else None for t in targets} == before
+
+
+def test_a_candidate_cannot_stop_or_signal_the_bot(repo: Path) -> None:
+    started = time.monotonic()
+    result = _judge(SIGNAL_EVERYONE, repo, SANDBOXED)
+    # This process (the bot) was not stopped: it is here, asserting, and promptly.
+    assert result.verdict == "pass", result.reason
+    assert time.monotonic() - started < 60
+
+
+def test_a_daemon_started_by_a_candidate_dies_with_its_worker(repo: Path) -> None:
+    token = f"kforge-daemon-{os.getpid()}-{time.monotonic_ns()}"
+    result = _judge(DAEMON.format(token=token), repo, SANDBOXED)
+    assert result.verdict == "pass", result.reason
+    deadline = time.monotonic() + 5
+    while _processes_with(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_with(token)
+    # Unsandboxed, the same daemon outlives the evaluation (the process-group kill misses a new session).
+    escaped = f"{token}-unsandboxed"
+    _judge(DAEMON.format(token=escaped), repo, UNSANDBOXED)
+    survivors = _processes_with(escaped)
+    for pid in survivors:
+        os.kill(pid, 9)
+    assert survivors
+
+
+FLOOD_CHANNEL = '''
+fd = int(sys.argv[-1])
+chunk = b"x" * (1 << 20)
+while True:
+    os.write(fd, chunk)
+'''
+
+FLOOD_STDOUT = '''
+chunk = "y" * (1 << 16)
+deadline = time.monotonic() + 3
+while time.monotonic() < deadline:
+    sys.stdout.write(chunk)
+'''
+
+
+def test_a_flood_of_the_result_channel_is_cut_off_within_seconds(repo: Path) -> None:
+    started = time.monotonic()
+    result = _judge(FLOOD_CHANNEL, repo, SANDBOXED)
+    assert result.verdict == "rejected"
+    assert "flooded the result channel (a line over 8 MiB)" in result.reason
+    assert time.monotonic() - started < 40
+
+
+def test_printing_without_end_keeps_only_a_tail(repo: Path) -> None:
+    result = _judge(FLOOD_STDOUT, repo, SANDBOXED)
+    assert result.verdict == "pass", result.reason
+    assert len(result.details["log_tail"]) <= 4000
+
+
+def test_required_isolation_refuses_to_run_without_a_sandbox(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kforge_bot.errors import KforgeError
+
+    isolation.probe.cache_clear()
+    monkeypatch.setenv("KFORGE_BWRAP", "/nonexistent/bwrap")
+    try:
+        with pytest.raises(KforgeError, match="isolation is required but this machine cannot sandbox user code: "
+                                              "bubblewrap \\(bwrap\\) is not installed"):
+            _judge("", repo, SANDBOXED)
+        preferred = _judge("", repo, EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60))
+        assert preferred.verdict == "pass" and preferred.details["isolation"] == "not sandboxed"
+    finally:
+        isolation.probe.cache_clear()
+
+
+def test_the_view_hides_git_and_credentials_inside_readable_folders(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / "kernels" / ".git").mkdir(parents=True)
+    (tmp_path / "wt").mkdir()
+    (tmp_path / "wt" / ".git").write_text("gitdir: /elsewhere\n")  # a worktree's .git is a file
+    view = isolation.View(scratch=tmp_path / "scratch", readable=(tmp_path / "kernels", tmp_path / "wt", tmp_path),
+                          devices="cuda")
+    argv = isolation.command(["true"], view, "bwrap")
+    pairs = list(zip(argv, argv[1:], argv[2:]))
+    assert ("--ro-bind", str(tmp_path), str(tmp_path)) in pairs
+    assert ("--tmpfs", str(tmp_path / ".ssh")) in zip(argv, argv[1:])
+    assert ("--ro-bind", "/dev/null", str(tmp_path / "wt" / ".git")) in pairs
+    assert ("--tmpfs", str(tmp_path / "kernels" / ".git")) in zip(argv, argv[1:])
+    assert ("--bind", str(tmp_path / "scratch"), str(tmp_path / "scratch")) in pairs
+    assert "--unshare-all" in argv and "--die-with-parent" in argv and argv[-2:] == ["--", "true"]
+    # the readable folders under tmp_path are inside the one bound folder: bound once
+    assert sum(1 for a, b in zip(argv, argv[1:]) if a == "--ro-bind" and b.startswith(str(tmp_path))) == 1
+
+
+def test_worker_start_cost_is_recorded_by_the_benchmark() -> None:
+    """The sandbox's start cost is measured by benchmarks/sandbox_cost.py, not asserted here (a shared CPU);
+    this only checks the benchmark runs and reports both figures."""
+    out = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "sandbox_cost.py"),
+                          "--runs", "3", "--json", "-"], capture_output=True, text=True, timeout=120, check=True)
+    data = json.loads(out.stdout)
+    assert data["runs"] == 3 and data["sandboxed_ms"]["median"] > 0 and data["plain_ms"]["median"] > 0
