@@ -442,6 +442,44 @@ def run_child(requested: str, quick: bool, timeout: float) -> dict[str, Any]:
         return data
 
 
+_SANDBOX_PROBE = """
+import sys, torch
+kind = sys.argv[1]
+if kind in ("cuda", "xpu"):
+    x = torch.ones(1 << 20, device=kind)
+    assert float((x * 2).sum()) == 2 * (1 << 20)
+print("KFORGE_SANDBOX_OK", torch.__version__)
+"""
+
+
+def probe_sandbox(kind: str, timeout: float = 180.0) -> dict[str, Any]:
+    """Whether workers can be sandboxed here, and whether torch (and the device) work inside the sandbox."""
+    from kforge_bot.evaluate import isolation
+    from kforge_bot.evaluate.sandbox import scrubbed_environment
+
+    status = isolation.probe()
+    out: dict[str, Any] = {"name": "sandbox", "available": status.available, "tool": status.tool, "ok": False,
+                           "message": status.describe()}
+    if not status.available:
+        out["hint"] = status.hint
+        return out
+    with tempfile.TemporaryDirectory(prefix="kforge-doctor-sandbox-") as scratch:
+        view = isolation.View(scratch=Path(scratch), devices=kind)
+        argv = isolation.command([sys.executable, "-c", _SANDBOX_PROBE, kind], view)
+        env = isolation.environment(scrubbed_environment(), Path(scratch))
+        started = time.monotonic()
+        rc, text = _run_group(argv, timeout, env=env)
+        out["seconds"] = round(time.monotonic() - started, 2)
+    if rc == 0 and "KFORGE_SANDBOX_OK" in text:
+        out["ok"] = True
+        out["message"] = f"{status.tool}: torch" + (f" and the {kind} device" if kind in ("cuda", "xpu") else "") + \
+            " work inside the sandbox"
+    else:
+        out["message"] = f"{status.tool} starts, but torch{' or the device' if kind != 'cpu' else ''} fails inside " \
+                         f"it (exit status {rc}): {_tail(text, 300)}"
+    return out
+
+
 def _pct(measured: float | None, stated: float | None) -> float | None:
     return None if not measured or not stated else round(100.0 * measured / stated, 1)
 
@@ -498,6 +536,7 @@ def build_report(requested: str = "auto", quick: bool | None = None, timeout: fl
     }
     if child.get("profiler"):
         report["profilers"].append(child["profiler"])
+    report["sandbox"] = probe_sandbox(kind or "cpu")
     if kind == "cuda" and ncu_probe:
         report["profilers"].append(probe_ncu_counters())
     if kind == "cpu" and shutil.which("perf"):
@@ -530,6 +569,11 @@ def missing_pieces(report: dict[str, Any]) -> list[str]:
     if kind in ("cuda", "xpu") and not sw.get("triton"):
         hint = "pip install triton" if kind == "cuda" else "install pytorch-triton-xpu from PyTorch's xpu index"
         out.append(f"triton: not importable ({sw.get('triton_error', 'not installed')}): Triton candidates unavailable ({hint})")
+    sandbox = report.get("sandbox") or {}
+    if sandbox and not sandbox.get("ok"):
+        fix = f" ({sandbox['hint']})" if sandbox.get("hint") else ""
+        out.append(f"sandbox: {sandbox['message']}{fix}: pull-request and generated code would run unsandboxed, and "
+                   "policies with isolation: required (the gate and the PR bot in Actions) refuse to run")
     for p in report["profilers"]:
         if not p.get("ok"):
             out.append(f"{p['name']}: {p.get('message')}")

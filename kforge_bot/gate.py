@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kforge_bot import HARNESS_VERSION, __version__
+from kforge_bot import HARNESS_VERSION, __version__, gitops
 from kforge_bot.cache import (
     DEFAULT_DIR,
     ResultCache,
@@ -322,6 +322,7 @@ def gate_settings(policy: Policy, rule: GateRule, time_budget_s: float | None = 
     """How hard the gate looks: the policy's evaluation budget, the rule's confidence, and a precision
     goal a quarter of the threshold (so the interval can clear the bound when it is not close)."""
     return EvalSettings(
+        isolation=policy.isolation_mode("gate"),
         seeds=policy.evaluation.seeds,
         time_budget_s=time_budget_s if time_budget_s is not None else policy.evaluation.time_budget_s,
         timeout_s=policy.evaluation.timeout_s,
@@ -719,14 +720,11 @@ def required_status(required: Sequence[RequiredTarget], spec: KernelSpec, measur
 
 
 def repo_root(path: str | Path) -> Path:
-    import subprocess
-
-    proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=str(path), capture_output=True, text=True,
-                          check=False)
-    if proc.returncode != 0:
+    top = gitops.toplevel(path)
+    if top is None:
         raise KforgeError("not inside a git repository", path=path,
                           hint="run the gate in a clone (actions/checkout with fetch-depth: 0)")
-    return Path(proc.stdout.strip()).resolve()
+    return top
 
 
 def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy, all_kernels: bool = False,
@@ -737,7 +735,6 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
     """Run the gate. `fingerprints` pins the target fingerprint per kind (otherwise probed);
     `measure=False` plans only: it reports cache hits and what would be measured, measuring nothing.
     `require_all_targets` (default: the policy's) makes an unmeasured required target fail the run."""
-    from kforge_bot import gitops
 
     started = time.monotonic()
     say = log or (lambda _msg: None)

@@ -18,10 +18,11 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from kforge_bot.errors import KforgeError
@@ -90,13 +91,25 @@ def open_repo(path: str | Path) -> git.Repo:
         raise KforgeError("not a git repository", path=path, hint="run inside a clone (actions/checkout)") from exc
 
 
+# Settings a checkout could carry that would run code inside the bot: hooks (a planted pre-push or
+# post-checkout), an fsmonitor command, the ext:: transport. Given on every command, they override the
+# checkout's own configuration; git runs builtins only, so no alias applies.
+SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "protocol.ext.allow=never",
+               "-c", "core.attributesFile=/dev/null")
+
+
+def git_command(*args: str) -> list[str]:
+    """The argv of a git command as the bot runs it: with SAFE_CONFIG."""
+    return ["git", *SAFE_CONFIG, *args]
+
+
 def _cli(repo_path: str | Path, *args: str, env: Mapping[str, str] | None = None, what: str,
          hint: str | None = None, stdin: bytes | None = None) -> str:
     """Run the git binary in `repo_path`. The read-only operations the gate needs go through here alone, so
     `kforge-bot gate` works on GPU runners without GitPython (only the PR bot's writes need it)."""
     try:
-        proc = subprocess.run(["git", *args], cwd=str(repo_path), input=stdin, capture_output=True,
-                              env={**os.environ, **(env or {})})
+        proc = subprocess.run(git_command(*args), cwd=str(repo_path), input=stdin, capture_output=True,
+                              env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", **(env or {})})
     except FileNotFoundError as exc:
         raise KforgeError("git is not installed", hint="install git (the gate and the PR bot need it)") from exc
     except NotADirectoryError as exc:
@@ -113,6 +126,56 @@ def _cli(repo_path: str | Path, *args: str, env: Mapping[str, str] | None = None
 def _run(repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, what: str, hint: str | None = None,
          stdin: bytes | None = None) -> str:
     return _cli(repo.working_dir or repo.git_dir, *args, env=env, what=what, hint=hint, stdin=stdin)
+
+
+def toplevel(path: str | Path) -> Path | None:
+    """The working tree's root that holds `path`, or None outside a repository."""
+    proc = subprocess.run(git_command("rev-parse", "--show-toplevel"), cwd=str(path), capture_output=True, text=True,
+                          check=False, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
+    return Path(proc.stdout.strip()).resolve() if proc.returncode == 0 else None
+
+
+def has_commit(repo_path: str | Path, rev: str = "HEAD") -> bool:
+    proc = subprocess.run(git_command("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"), cwd=str(repo_path),
+                          capture_output=True, check=False, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
+    return proc.returncode == 0
+
+
+def export_tree(repo_path: str | Path, rev: str, dest: Path, keep: Callable[[str], bool]) -> None:
+    """The files of `rev` whose path `keep` accepts, read from git's objects (never the index, which `git
+    commit` holds locked while hooks run), written under `dest`."""
+    proc = subprocess.Popen(git_command("archive", "--format=tar", rev), cwd=str(repo_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
+    assert proc.stdout is not None
+    try:
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
+            for member in archive:
+                name = PurePosixPath(member.name)
+                if not member.isfile() or name.is_absolute() or ".." in name.parts or not keep(member.name):
+                    continue
+                data = archive.extractfile(member)
+                if data is None:
+                    continue
+                target = dest.joinpath(*name.parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data.read())
+    finally:
+        _, err = proc.communicate()
+    if proc.returncode != 0:
+        raise KforgeError(f"cannot read the committed tree: {err.decode(errors='replace').strip()}", path=repo_path)
+
+
+def _neutral_filters(repo_path: str | Path) -> list[str]:
+    """`-c` settings that turn every configured content filter into a no-op for one checkout: a smudge
+    filter is a command the checkout's configuration names, and it would run inside the bot."""
+    proc = subprocess.run(git_command("config", "--name-only", "--get-regexp", r"^filter\."), cwd=str(repo_path),
+                          capture_output=True, text=True, check=False, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
+    names = sorted({line.split(".")[1] for line in proc.stdout.splitlines() if line.count(".") >= 2})
+    out: list[str] = []
+    for name in names:
+        out += ["-c", f"filter.{name}.smudge=cat", "-c", f"filter.{name}.clean=cat", "-c", f"filter.{name}.process=",
+                "-c", f"filter.{name}.required=false"]
+    return out
 
 
 def resolve(repo_path: str | Path, rev: str) -> str:
@@ -156,7 +219,7 @@ def read_file_at(repo_path: str | Path, rev: str, path: str) -> str | None:
     entry = listing.split("\0")[0]
     if not entry or entry.split(None, 2)[1] != "blob":
         return None
-    data = subprocess.run(["git", "cat-file", "blob", f"{sha}:{path}"], cwd=str(repo_path), capture_output=True)
+    data = subprocess.run(git_command("cat-file", "blob", f"{sha}:{path}"), cwd=str(repo_path), capture_output=True)
     if data.returncode != 0:
         return None
     try:
@@ -310,26 +373,25 @@ def push_bot_branch(repo_path: str | Path, *, branch: str, parent: str, files: M
         if old.tree.hexsha == new.tree.hexsha and [p.hexsha for p in old.parents] == [parent_sha]:
             return PushResult(branch=branch, status="unchanged", sha=remote_sha)
 
-    # The lease alone allows the non-fast-forward replace; adding --force would disable it.
-    lease = f"refs/heads/{branch}:{remote_sha or ''}"
-    git = _git()
-    # GitPython cannot parse push results for a bare sha, so the commit goes out through a local ref.
+    # The lease alone allows the non-fast-forward replace; adding --force would disable it. The push goes
+    # through the git binary with SAFE_CONFIG (no pre-push hook a checkout could carry), after every
+    # evaluation has ended, from the bot's own commit (no working tree involved).
+    lease = f"--force-with-lease=refs/heads/{branch}:{remote_sha or ''}"
     out_ref = f"refs/kforge/out/{branch}"
     _run(repo, "update-ref", out_ref, new_sha, what="cannot record the new commit")
     try:
-        infos = repo.remote(remote).push(f"{out_ref}:refs/heads/{branch}", force_with_lease=lease)
-    except git.GitCommandError as exc:
-        detail = (exc.stderr or "").strip().replace("\n", " ")
-        raise KforgeError(f"push of {branch} to {remote} failed: {detail}", path=str(repo.working_dir),
-                          hint=_PUSH_HINT) from exc
-    except ValueError as exc:  # GitPython raises ValueError for an unknown remote name
-        raise KforgeError(f"no remote named {remote!r}", path=str(repo.working_dir)) from exc
+        if remote not in _run(repo, "remote", what="cannot list remotes").split():
+            raise KforgeError(f"no remote named {remote!r}", path=str(repo.working_dir))
+        out = _run(repo, "push", "--porcelain", lease, remote, f"{out_ref}:refs/heads/{branch}",
+                   what=f"push of {branch} to {remote} failed", hint=_PUSH_HINT)
     finally:
         with contextlib.suppress(KforgeError):
             _run(repo, "update-ref", "-d", out_ref, what="cannot delete a temporary ref")
-    bad_flags = git.PushInfo.ERROR | git.PushInfo.REJECTED | git.PushInfo.REMOTE_REJECTED | git.PushInfo.REMOTE_FAILURE
-    if not infos or any(info.flags & bad_flags for info in infos):
-        summary = "; ".join(f"{info.remote_ref_string}: {info.summary.strip()}" for info in infos) or "no result"
+    # Porcelain lines: <flag> TAB <from>:<to> TAB <summary>; '!' is a rejection.
+    results = [line.split("\t") for line in out.splitlines() if line.count("\t") >= 2]
+    mine = [r for r in results if r[1].endswith(f":refs/heads/{branch}")]
+    if not mine or any(r[0].strip() == "!" for r in mine):
+        summary = "; ".join(f"{r[1]}: {r[2].strip()}" for r in mine) or "no result"
         raise KforgeError(f"push of {branch} to {remote} was rejected ({summary})", path=str(repo.working_dir),
                           hint=_PUSH_HINT)
     return PushResult(branch=branch, status="updated" if remote_sha else "created", sha=new_sha)
@@ -341,7 +403,8 @@ def worktree(repo_path: str | Path, rev: str) -> Iterator[Path]:
     sha = resolve(repo_path, rev)
     tmp = Path(tempfile.mkdtemp(prefix="kforge-wt-"))
     path = tmp / "tree"
-    _cli(repo_path, "worktree", "add", "--detach", "--quiet", str(path), sha, what=f"cannot check out {rev}")
+    _cli(repo_path, *_neutral_filters(repo_path), "worktree", "add", "--detach", "--quiet", str(path), sha,
+         what=f"cannot check out {rev}")
     try:
         yield path
     finally:

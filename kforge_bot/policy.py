@@ -12,13 +12,16 @@ naming the file and the key path.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
 from kforge_bot.yamlcheck import Checker, join, load_yaml_file
 
 # GitHub's author_association values (REST API: issues and pull requests).
@@ -113,7 +116,17 @@ class Policy:
     languages: tuple[str, ...] = ("triton", "cuda", "cpp", "sycl", "pytorch")
     allow_framework_fallback: bool = False
     evaluation: Evaluation = field(default_factory=Evaluation)
+    isolation: str | None = None  # required | preferred | off; None: see isolation_mode
     source: str = field(default="<built-in defaults>", compare=False)
+
+    def isolation_mode(self, command: str, environ: Mapping[str, str] | None = None) -> str:
+        """How strictly `command` sandboxes user code: the policy's `isolation`, else `required` for the gate
+        and the PR bot inside GitHub Actions (pull-request code on a runner that holds tokens), else
+        `preferred` (sandboxed where the machine can, said plainly where it cannot)."""
+        if self.isolation is not None:
+            return self.isolation
+        env = os.environ if environ is None else environ
+        return "required" if command in ("gate", "pr") and env.get("GITHUB_ACTIONS") == "true" else "preferred"
 
     def rule_for(self, kernel_name: str, path: str, target: str | None = None) -> GateRule:
         """Gate settings for a kernel measured on `target` (a kind: cpu, cuda, xpu, mps): the first
@@ -227,7 +240,7 @@ def path_matches(pattern: str, path: str) -> bool:
 # Loading and validation
 
 _TOP = ("version", "kernel_paths", "required_targets", "min_speedup", "gate", "budgets", "trust",
-        "languages", "allow_framework_fallback", "evaluation")
+        "languages", "allow_framework_fallback", "evaluation", "isolation")
 _RULE_KEYS = ("path", "kernel", "threshold", "confidence", "skip", "reason")
 
 
@@ -285,6 +298,11 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
         kw["languages"] = tuple(ck.string_list(top["languages"], "languages", choices=LANGUAGES, nonempty=True))
     if "allow_framework_fallback" in top:
         kw["allow_framework_fallback"] = ck.boolean(top["allow_framework_fallback"], "allow_framework_fallback")
+    if "isolation" in top:
+        kw["isolation"] = ck.string(top["isolation"], "isolation")
+        if kw["isolation"] not in ISOLATION_MODES:
+            ck.fail("isolation", f"expected one of {', '.join(ISOLATION_MODES)}, got {kw['isolation']!r}",
+                    hint="required: refuse to run user code unsandboxed; preferred: sandbox where possible")
 
     if "gate" in top:
         g = ck.mapping(top["gate"], "gate", allowed=("threshold", "confidence", "rules", "require_all_targets"))
@@ -458,6 +476,9 @@ def json_schema() -> dict[str, Any]:
             "languages": {"type": "array", "minItems": 1, "items": {"enum": list(LANGUAGES)},
                           "default": list(d.languages)},
             "allow_framework_fallback": {"type": "boolean", "default": d.allow_framework_fallback},
+            "isolation": {"enum": list(ISOLATION_MODES),
+                          "description": "the OS sandbox for user code; unset: required for gate and pr in "
+                                         "GitHub Actions, else preferred"},
             "evaluation": {
                 "type": "object", "additionalProperties": False,
                 "properties": {

@@ -90,6 +90,10 @@ DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     "evasive_equal_restoring": (CHECK, "rejected", r"^static check: line 13: call to setattr\(\)"),
     "evasive_frames": (CHECK, "rejected", r"^running shape set 0 seed 11: the candidate reached for \.tb_frame "
                                           r"\(candidate line 17\); frames and the garbage collector"),
+    # 6. ... keeping the objects and swapping their code: the baseline's forward, the harness's timer
+    "code_swap_baseline": (CHECK, "rejected", r"replaced baseline\.forward \(its code, defaults or closure\) "
+                                              r"\(while importing\)"),
+    "code_swap_timer": (TIMED, "pass", r"^correct on every case; "),  # found no harness: timed honestly (below)
     # control: ordinary library features that use frames internally are not hacks
     "honest_fancy": (CHECK, "pass", r"^correct on every case$"),
 }
@@ -233,3 +237,10 @@ def test_the_bot_is_unaffected_after_crashes_and_hangs(default_layer: dict[str, 
             continue
         if int(fields[1]) == me and fields[0] != "Z":
             assert b"kforge_bot.evaluate.worker" not in cmdline, f"worker {stat.parent.name} still running"
+
+
+def test_the_harness_cannot_be_found_by_name_so_a_timer_code_swap_changes_nothing(
+        default_layer: dict[str, EvalResult]) -> None:
+    result = default_layer["code_swap_timer"]
+    # Five honest softmaxes per call: slower than the baseline's one, which is all the timer patch could hide.
+    assert result.speedup is not None and result.speedup < 1.0, result.reason

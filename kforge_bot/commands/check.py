@@ -152,15 +152,22 @@ class _Progress:
               help="Seconds before the candidate's process is killed (compilation included).")
 @click.option("--no-timing", is_flag=True, help="Check correctness only.")
 @click.option("--allow-fallback", is_flag=True, help="Accept candidates that call the framework op they replace.")
+@click.option("--isolation", type=click.Choice(["required", "preferred", "off"]), default="preferred",
+              show_default=True, help="The OS sandbox for the kernel's code: refuse to run without it, use it "
+                                      "where the machine has it, or never.")
 def check(reference: Path, candidate_path: Path | None, kernel: str | None, target: str, json_path: Path | None,
-          seeds: int | None, time_budget: float, timeout: float, no_timing: bool, allow_fallback: bool) -> None:
+          seeds: int | None, time_budget: float, timeout: float, no_timing: bool, allow_fallback: bool,
+          isolation: str) -> None:
     """Evaluate a kernel against its reference: correctness, then speed (interleaved, with a 95% CI)."""
     from kforge_bot.evaluate.api import evaluate
 
     spec = load_spec(reference, kernel)
     candidate, baseline, title = resolve_candidate(spec, candidate_path)
+    from kforge_bot.evaluate.isolation import announcement
+
     settings = EvalSettings(seeds=seeds, time_budget_s=time_budget, timeout_s=timeout, measure=not no_timing,
-                            allow_framework_fallback=allow_fallback)
+                            allow_framework_fallback=allow_fallback, isolation=isolation)
+    click.echo(announcement(isolation), err=True)
     quiet_json = json_path is not None and str(json_path) == "-"
     with _Progress(enabled=sys.stderr.isatty() and not quiet_json) as progress:
         result = evaluate(spec, candidate, target, settings, baseline=baseline, progress=progress)

@@ -64,6 +64,7 @@ def _fmt(x: Any, digits: int = 4) -> str:
 
 def _render(report: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(highlight=False)
@@ -95,6 +96,12 @@ def _render(report: dict[str, Any]) -> None:
         status = "[green]ok[/green]" if t["ok"] else ("[red]broken[/red]" if t["found"] else "[yellow]missing[/yellow]")
         tools.add_row(t["name"], status, t["version"] if t["ok"] else t["message"])
     console.print(tools)
+
+    sandbox = report.get("sandbox")
+    if sandbox:
+        colour = "green" if sandbox.get("ok") else "red"
+        console.print(f"[bold]Sandbox[/bold] [{colour}]{'works' if sandbox.get('ok') else 'NOT working'}[/{colour}]: "
+                      + escape(str(sandbox.get("message"))), soft_wrap=True)
 
     if report["profilers"]:
         prof = Table(title="Profilers (tried)", title_justify="left")

@@ -256,9 +256,13 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
     from kforge_bot.gate import run_gate
     from kforge_bot.policy import load_policy
 
+    from kforge_bot.evaluate.isolation import announcement
+
     policy = load_policy(policy_path)
     quiet = json_path is not None and str(json_path) == "-"
     progress = _console(stderr=True)
+    sandbox_line = announcement(policy.isolation_mode("gate"))
+    click.echo(sandbox_line, err=True)
 
     def log(message: str) -> None:
         if not quiet:
@@ -278,7 +282,7 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(render_markdown(report) + "\n")
+            handle.write(f"{sandbox_line}\n\n" + render_markdown(report) + "\n")
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in annotation_lines(report, os.environ.get("GITHUB_WORKSPACE")):
             click.echo(line, err=quiet)  # stdout, unless stdout carries the JSON report

@@ -90,6 +90,9 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     target_name = resolve_target_name(recorded_target if (target == "auto" and recorded_target) else target,
                                       spec.targets)
     config = build_config(target_name, policy_path, iterations, budget_tokens, time_limit)
+    from kforge_bot.evaluate.isolation import announcement
+
+    click.echo(announcement(config.settings.isolation), err=True)
     config.parallel, config.beam, config.workers = parallel, beam, workers
     config.executor, config.ray_address, config.models = executor, ray_address, list(models)
     if not no_cache:
@@ -185,6 +188,7 @@ def build_config(target: str, policy_path: str | None, iterations: int | None, b
                                 allow_framework_fallback=policy.allow_framework_fallback)
     else:
         settings = quick_settings(policy.allow_framework_fallback)
+    settings.isolation = policy.isolation_mode("optimize")
     budgets = Budgets(iterations=iterations or policy.budgets.iterations,
                       tokens=budget_tokens or policy.budgets.tokens,
                       time_limit_s=time_limit or policy.budgets.time_limit_s)

@@ -31,7 +31,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     from kforge_bot.loop import Budgets, OptimizeRun, RunConfig
 
     endpoint = endpoint_from_env(model=model) if configured() else None
-    settings = EvalSettings(seeds=policy.evaluation.seeds,
+    settings = EvalSettings(seeds=policy.evaluation.seeds, isolation=policy.isolation_mode("pr"),
                             time_budget_s=time_budget_s or policy.evaluation.time_budget_s,
                             timeout_s=policy.evaluation.timeout_s,
                             allow_framework_fallback=policy.allow_framework_fallback)
@@ -92,6 +92,10 @@ def pr(targets: tuple[str, ...], model: str | None, iterations: int | None, time
     # Token and repository come from the environment; the token never goes to the evaluated code:
     # evaluate() runs candidates in a child whose environment is scrubbed of credentials.
     gh = GitHub.from_env()
+    from kforge_bot.evaluate.isolation import announcement
+
+    sandbox_line = announcement(policy.isolation_mode("pr"))
+    click.echo(sandbox_line, err=True)
 
     def log(message: str) -> None:
         click.echo(f"kforge pr: {message}", err=True)
@@ -103,7 +107,7 @@ def pr(targets: tuple[str, ...], model: str | None, iterations: int | None, time
     if results_path is not None:
         results_path.parent.mkdir(parents=True, exist_ok=True)
         results_path.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
-    prbot.write_summary(env.step_summary, prbot.summary_markdown(report))
+    prbot.write_summary(env.step_summary, f"{sandbox_line}\n\n" + prbot.summary_markdown(report))
     if not report.allowed:
         click.echo(f"kforge-bot pr: skipped: {report.decision}")
         return

@@ -14,15 +14,14 @@ Exit codes: 0 everything checked passed (or was skipped), 1 a check failed, 2 us
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import tarfile
 import tempfile
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 import click
 
+from kforge_bot import gitops
 from kforge_bot.errors import KforgeError
 
 _POLICY_SUFFIXES = (".yml", ".yaml")
@@ -36,51 +35,30 @@ def _is_policy_file(rel: str) -> bool:
 
 
 def _root() -> tuple[Path, bool]:
-    proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], check=False, capture_output=True, text=True)
-    if proc.returncode != 0:
-        return Path.cwd().resolve(), False
-    return Path(proc.stdout.strip()).resolve(), True
+    top = gitops.toplevel(Path.cwd())
+    return (top, True) if top is not None else (Path.cwd().resolve(), False)
 
 
 def _has_head(root: Path) -> bool:
-    proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=root, check=False, capture_output=True)
-    return proc.returncode == 0
+    return gitops.has_commit(root, "HEAD")
 
 
 def export_head(root: Path, dest: Path) -> None:
-    """The committed tree's source files, read from git's objects (never the index, which `git
-    commit` holds locked while hooks run), written under `dest`."""
-    proc = subprocess.Popen(["git", "archive", "--format=tar", "HEAD"], cwd=root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    assert proc.stdout is not None
-    try:
-        with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
-            for member in archive:
-                name = PurePosixPath(member.name)
-                if not member.isfile() or name.is_absolute() or ".." in name.parts:
-                    continue
-                if not member.name.endswith(_SOURCE_SUFFIXES):
-                    continue
-                data = archive.extractfile(member)
-                if data is None:
-                    continue
-                target = dest.joinpath(*name.parts)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data.read())
-    finally:
-        _, err = proc.communicate()
-    if proc.returncode != 0:
-        raise KforgeError(f"cannot read the committed tree: {err.decode(errors='replace').strip()}", path=root)
+    """The committed tree's source files, written under `dest`."""
+    gitops.export_tree(root, "HEAD", dest, keep=lambda name: name.endswith(_SOURCE_SUFFIXES))
 
 
 def _head_manifest_entry(root: Path, manifest_rel: str, name: str) -> object:
     import yaml
 
-    proc = subprocess.run(["git", "show", f"HEAD:{manifest_rel}"], cwd=root, check=False, capture_output=True, text=True)
-    if proc.returncode != 0:
+    try:
+        text = gitops.read_file_at(root, "HEAD", manifest_rel)
+    except KforgeError:
+        return None
+    if text is None:
         return None
     try:
-        data = yaml.safe_load(proc.stdout)
+        data = yaml.safe_load(text)
     except yaml.YAMLError:
         return None
     kernels = data.get("kernels") if isinstance(data, dict) else None
@@ -173,6 +151,10 @@ def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> 
         say(line)
     if not selected:
         say("no staged change touches a managed kernel" if not problems else "no kernel to check")
+    else:
+        from kforge_bot.evaluate.isolation import announcement
+
+        say(announcement(policy.isolation_mode("precommit")))
 
     head_tree: Path | None = None
     head_kernels: dict = {}
@@ -207,6 +189,7 @@ def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> 
                     against = "itself (new kernel without a reference: it must run and give sane outputs)"
             judged = replace(spec, reference=oracle) if oracle is not None else spec
             settings = EvalSettings(seeds=policy.evaluation.seeds, measure=False, profile=False,
+                                    isolation=policy.isolation_mode("precommit"),
                                     allow_framework_fallback=True, timeout_s=policy.evaluation.timeout_s)
             from kforge_bot.evaluate.api import evaluate
 

@@ -3,9 +3,10 @@
 - `static_findings(source)`: an AST scan for the reward hacks that need a recognisable construct: reading
   other objects through the garbage collector or stack frames, leaving the process early, writing to
   inherited file descriptors, patching the framework or the clock by assignment, importing the harness.
-- `FunctionSnapshot`: identities of the framework's, the clock's and the harness's callables, taken before
-  the candidate is imported and compared after each phase, so a monkey-patch (of a timer, a comparison,
-  the baseline) is a rejection rather than a silent lie.
+- `FunctionSnapshot`: identities of the framework's, the clock's and the harness's callables, and for each
+  Python function its seal (code object, defaults, the callables in its closure), taken before the candidate
+  is imported and compared after each phase, so a monkey-patch (of a timer, a comparison, the baseline,
+  by assignment or by swapping a function's `__code__`) is a rejection rather than a silent lie.
 
 Neither is the last word: correctness is decided by comparing outputs against a reference computed in
 another process, and timing by the device's own clock; these checks turn the known tricks into a clear
@@ -263,6 +264,25 @@ def _lookup(cls: type, attr: str) -> Any:
     return _MISSING
 
 
+def seal(obj: Any) -> tuple[Any, ...]:
+    """What makes a Python function do what it does besides its identity: its code object, defaults and the
+    callables in its closure. Assigning `f.__code__` keeps `f` the same object; the seal changes."""
+    func = getattr(obj, "__func__", obj)  # methods, staticmethod and classmethod objects
+    if isinstance(obj, property):
+        return tuple(seal(f) for f in (obj.fget, obj.fset, obj.fdel))
+    if not isinstance(func, types.FunctionType):
+        return ()
+    cells = []
+    for cell in func.__closure__ or ():
+        try:
+            content = cell.cell_contents
+        except ValueError:  # an empty cell
+            content = None
+        # Callables only: a closure's counters and caches change by design, the function it calls must not.
+        cells.append(id(content) if callable(content) else None)
+    return (func.__code__, func.__defaults__, func.__kwdefaults__, tuple(cells))
+
+
 class FunctionSnapshot:
     """The callables of the watched modules and classes, as objects, at one moment.
 
@@ -272,11 +292,15 @@ class FunctionSnapshot:
 
     def __init__(self, extra: dict[str, Any] | None = None) -> None:
         self._spaces: dict[str, tuple[Any, dict[str, Any]]] = {}  # name -> (holder, {attr: object})
+        self._seals: dict[str, dict[str, tuple[Any, ...]]] = {}  # name -> {attr: seal of the object}
         for name in _WATCHED_MODULES + _WATCHED_CLASSES:
             holder = _holder(name)
             if isinstance(holder, (ModuleType, type)):
-                self._spaces[name] = (holder, self._recorded(name, _namespace(holder)))
+                recorded = self._recorded(name, _namespace(holder))
+                self._spaces[name] = (holder, recorded)
+                self._seals[name] = {attr: seal(value) for attr, value in recorded.items()}
         self._extra = dict(extra or {})
+        self._extra_seals = {label: seal(obj) for label, obj in self._extra.items()}
 
     @staticmethod
     def _recorded(prefix: str, namespace: dict[str, Any]) -> dict[str, Any]:
@@ -293,7 +317,8 @@ class FunctionSnapshot:
         changes: list[str] = []
         for name, attrs in self._selection(only):
             holder, recorded = self._spaces[name]
-            now_holder = _holder(name)
+            # The harness's own modules leave sys.modules before the candidate is imported (hide_harness).
+            now_holder = holder if name.startswith("kforge_bot") else _holder(name)
             if now_holder is not holder and isinstance(holder, ModuleType):
                 changes.append(f"{name} (module replaced in sys.modules)")
                 continue
@@ -306,9 +331,13 @@ class FunctionSnapshot:
                     changes.append(f"{name}.{attr} (deleted)")
                 elif value is not original and not _framework_rewrap(value, original):
                     changes.append(f"{name}.{attr}")
+                elif value is original and seal(value) != self._seals[name][attr]:
+                    changes.append(f"{name}.{attr} (its code, defaults or closure)")
         for label, obj in (extra_now or {}).items():
             if label in self._extra and obj is not self._extra[label]:
                 changes.append(label)
+            elif label in self._extra and seal(obj) != self._extra_seals[label]:
+                changes.append(f"{label} (its code, defaults or closure)")
         return changes
 
     def _selection(self, only: tuple[str, ...] | None) -> list[tuple[str, Any]]:
@@ -323,6 +352,16 @@ class FunctionSnapshot:
             if name in self._spaces and attr in self._spaces[name][1]:
                 picked.setdefault(name, []).append(attr)
         return list(picked.items())
+
+
+def hide_harness() -> int:
+    """Take the harness's modules out of sys.modules, so candidate code cannot look them up by name and patch
+    the objects the harness runs on (the worker keeps its own references; an `import kforge_bot...` in a
+    candidate then loads a fresh, unused copy). Returns how many were hidden."""
+    names = [n for n in sys.modules if n == "kforge_bot" or n.startswith("kforge_bot.")]
+    for name in names:
+        del sys.modules[name]
+    return len(names)
 
 
 # --------------------------------------------------------------------------------- framework state

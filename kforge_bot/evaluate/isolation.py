@@ -124,6 +124,16 @@ def resolve_mode(mode: str, status: SandboxStatus | None = None) -> bool:
     return False
 
 
+def announcement(mode: str) -> str:
+    """The first line of every command that runs user code: whether it is sandboxed, and if not, why and the fix.
+    Raises (a one-line error) when the mode is `required` and the machine cannot sandbox."""
+    if mode == "off":
+        return "isolation: OFF (policy isolation: off): user code runs unsandboxed, as this user"
+    status = probe()
+    resolve_mode(mode, status)
+    return f"isolation: {status.describe()}"
+
+
 def _system_tool_dirs() -> list[Path]:
     """Where the Python installation, its packages and the compilers live (read-only in the view)."""
     dirs: set[str] = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
@@ -142,6 +152,10 @@ def _system_tool_dirs() -> list[Path]:
     if nvcc:
         dirs.add(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
     dirs.add(str(Path(__file__).resolve().parents[2]))  # this kforge_bot, installed or a checkout
+    for entry in [p for p in sys.path if p and os.path.isdir(p)]:
+        # A folder of links to packages elsewhere (a hook's environment made of links): the targets too.
+        with os.scandir(entry) as children:
+            dirs.update(os.path.dirname(os.path.realpath(c.path)) for c in children if c.is_symlink())
     return [Path(d) for d in dirs if os.path.isdir(d)]
 
 

@@ -92,7 +92,8 @@ class WorkerProcess:
                  view: isolation.View | None = None) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         env = scrubbed_environment() if env is None else env
-        argv = [sys.executable, "-m", "kforge_bot.evaluate.worker"]
+        # Not `-m`: the worker module would be __main__, reachable from user code under that name.
+        argv = [sys.executable, "-c", "import sys; from kforge_bot.evaluate.worker import main; main(sys.argv[1:])"]
         self.sandboxed = view is not None
         if view is not None:
             env = isolation.environment(env, view.scratch)

@@ -26,7 +26,7 @@ import torch
 
 from kforge_bot.evaluate import checks, loading
 from kforge_bot.evaluate.guards import (CRITICAL, AuditGuard, FunctionSnapshot, ThreadWatch, framework_state,
-                                        restore_framework_state)
+                                        hide_harness, restore_framework_state)
 from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.profile import profile_call
 from kforge_bot.evaluate.timing import measure_pair
@@ -179,6 +179,7 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
                                    f"returned ({', '.join(running[:3])}); work finishing after a call returns "
                                    "escapes the timed region")
 
+    hide_harness()
     # Import and build the candidate: failures here are compile errors.
     try:
         cand_module = loading.import_implementation(plan.candidate, workdir, "candidate")
