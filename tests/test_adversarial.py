@@ -42,11 +42,11 @@ DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     "cache_pointer": (CHECK, "rejected", r"called again with seed 22's values in the same buffers: output 0: .*"
                                          r"\(result cached across calls\?\)"),
     # 5. ... switched on only after the correctness calls (only the timed phase can expose it)
-    "cache_delayed": (TIMED, "rejected", r"input set 1's values in input set 0's buffers: output 0: .*"
-                                         r"\(result cached by input buffer\?\)"),
+    "cache_delayed": (TIMED, "rejected", r"input set 0 with one element changed: output 0: .*"
+                                         r"\(result cached by input buffer or values\?\)"),
     # 5. ... keyed by a sample of the input's values (the timed sets repeat; a changed element exposes it)
     "cache_values": (TIMED, "rejected", r"after timing, shape set 0: input set 0 with one element changed: "
-                                        r"output 0: .*\(result cached by input values\?\)"),
+                                        r"output 0: .*\(result cached by input buffer or values\?\)"),
     # 3. work escaping the timed region: on a CPU, a thread that finishes the output after the call returned
     "background_thread": (TIMED, "rejected", r"^timed run: the candidate left 1 thread\(s\) running after the call "
                                              r"returned \(Thread-\d+ \(_work\)\); work finishing after a call"),
@@ -111,6 +111,8 @@ RUNTIME_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     "forge_channel": (CHECK, "rejected", r"\(early exit\) after writing \d+ unsigned line\(s\) to the result channel"),
     "early_exit": (CHECK, "rejected", r"exited before the harness finished \(early exit\)$"),
     "atexit_forge": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: "),
+    # inputs rebuilt from the generator's seed and the seed formula: secret seeds leave nothing to rebuild
+    "predict_inputs": (TIMED, "pass", r"^correct on every case; "),
 }
 
 
@@ -175,7 +177,7 @@ def test_hack_is_caught_without_the_static_scan(name: str, runtime_layer: dict[s
 
 def test_every_candidate_file_is_exercised() -> None:
     files = {p.stem for p in ADV.glob("*.py")} - {"problem", "honest"}
-    assert files == set(DEFAULT_LAYER)
+    assert files == set(DEFAULT_LAYER) | {"predict_inputs"}  # that one reaches the harness by name: runtime only
 
 
 def test_the_evasive_candidates_really_evade_what_they_claim_to() -> None:
@@ -239,8 +241,9 @@ def test_the_bot_is_unaffected_after_crashes_and_hangs(default_layer: dict[str, 
             assert b"kforge_bot.evaluate.worker" not in cmdline, f"worker {stat.parent.name} still running"
 
 
-def test_the_harness_cannot_be_found_by_name_so_a_timer_code_swap_changes_nothing(
-        default_layer: dict[str, EvalResult]) -> None:
-    result = default_layer["code_swap_timer"]
-    # Five honest softmaxes per call: slower than the baseline's one, which is all the timer patch could hide.
+@pytest.mark.parametrize("name", ["code_swap_timer", "predict_inputs"])
+def test_attacks_that_would_look_fast_find_nothing_and_are_timed_honestly(
+        name: str, default_layer: dict[str, EvalResult], runtime_layer: dict[str, EvalResult]) -> None:
+    result = default_layer[name] if name in default_layer else runtime_layer[name]
+    # Five honest softmaxes per call: slower than the baseline's one, which is all the attack could hide.
     assert result.speedup is not None and result.speedup < 1.0, result.reason

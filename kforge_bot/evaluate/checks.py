@@ -95,18 +95,28 @@ def check_inputs_unchanged(inputs: list[Any], snapshot: list[Any]) -> None:
 # ----------------------------------------------------------------------------------- numeric comparison
 
 
-def perturb_one(inputs: list[Any], seed: int) -> bool:
+def perturb_one(inputs: list[Any], seed: int, undo: list[Any] | None = None) -> bool:
     """Copy one element of the first floating-point input over another, both picked by `seed`, in place (the
     reference's worker and the candidate's change the same element). A value the input already holds keeps
-    the input in its domain (masks, positive scales). False when no input can be changed."""
+    the input in its domain (masks, positive scales). False when no input can be changed. With `undo`, what
+    puts the element back is appended to it (see `undo_perturbation`)."""
     for value in inputs:
         if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1:
             count = value.numel()
             target = seed % count
             source = (target + 1 + (seed // count) % (count - 1)) % count  # never the target itself
-            value[_unravel(target, value.shape)] = value[_unravel(source, value.shape)]
+            where = _unravel(target, value.shape)
+            if undo is not None:
+                undo.append((value, where, value[where].clone()))
+            value[where] = value[_unravel(source, value.shape)]
             return True
     return False
+
+
+def undo_perturbation(undo: list[Any]) -> None:
+    for value, where, old in reversed(undo):
+        value[where] = old
+    undo.clear()
 
 
 def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:

@@ -6,6 +6,7 @@ import importlib.util
 import inspect as _inspect  # the worker's own use; candidates may not import it
 import os
 import random
+import secrets
 import shutil
 import sys
 from pathlib import Path
@@ -26,6 +27,12 @@ def seed_everything(seed: int) -> None:
         numpy.random.seed(seed % (2**32))
     except ImportError:  # pragma: no cover
         pass
+
+
+def forget_seed() -> None:
+    """Reseed every generator from the OS once seeded work is done: `torch.initial_seed()` (or the next random
+    draw) would otherwise tell user code the evaluation's secret seed."""
+    seed_everything(secrets.randbits(63))
 
 
 def import_implementation(impl: Implementation, workdir: Path, tag: str) -> ModuleType:
@@ -136,8 +143,11 @@ def make_inputs(spec: KernelSpec, inputs_module: ModuleType, shape_set: dict[str
     except (TypeError, ValueError):
         pass
     seed_everything(seed)
-    with torch.device(device):
-        values = fn(**kwargs)
+    try:
+        with torch.device(device):
+            values = fn(**kwargs)
+    finally:
+        forget_seed()
     if isinstance(values, torch.Tensor):
         values = [values]
     if not isinstance(values, (list, tuple)):
@@ -159,7 +169,10 @@ def build_callable(obj: Any, spec: KernelSpec, inputs_module: ModuleType, device
     if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
         args, kwargs = init_args(spec, inputs_module)
         seed_everything(seed)
-        module = obj(*args, **kwargs)
+        try:
+            module = obj(*args, **kwargs)
+        finally:
+            forget_seed()
         if state_from is not None:
             _copy_matching_state(state_from, module)
         return module.to(device).eval()

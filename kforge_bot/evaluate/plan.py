@@ -6,6 +6,7 @@ never takes a worker's word for which cases exist.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,12 @@ class Plan:
         return cases
 
     def timing_seed(self, shape: int, rotation: int) -> int:
-        # Distinct from every correctness seed: timed outputs are checked on inputs never seen before.
-        return (self.seeds[0] * 7919 + 1_000_003 * (shape + 1) + 104_729 * (rotation + 1)) % (2**31 - 1)
+        """A timed input set's seed: keyed by every correctness seed (fresh secrets per evaluation), so knowing
+        the formula, or one seed, predicts nothing; distinct from the correctness seeds, so timed outputs are
+        checked on inputs never seen before."""
+        key = b"".join(s.to_bytes(8, "little", signed=True) for s in self.seeds)
+        digest = hashlib.blake2b(f"timing {shape} {rotation}".encode(), key=key[-64:], digest_size=8).digest()
+        return int.from_bytes(digest, "little") >> 1
 
     def timed_cand_file(self, shape: int, rotation: int) -> str:
         return f"cand_t{shape}_{rotation}.pt"
@@ -86,13 +91,14 @@ class Plan:
                 for s in range(len(self.spec.shape_sets)) for r in range(rotations)]
 
     def changed_cases(self) -> list[Case]:
-        """After timing, input set 0's values with one element changed: a result cached by a sample of the
-        input's values (the timed sets repeat) answers with the unchanged inputs' result."""
+        """After timing, each input set's values with one element changed, in its own buffers (before the
+        values move): a result cached by buffer or by a sample of the values (the timed sets repeat) answers
+        with the unchanged inputs' result."""
         if not self.settings.measure:
             return []
-        return [Case(shape=s, seed=self.timing_seed(s, 0), ref_file=f"ref_c{s}.pt", cand_file=f"cand_c{s}.pt",
-                     label=f"after timing, shape set {s}: input set 0 with one element changed", perturbed=True)
-                for s in range(len(self.spec.shape_sets))]
+        return [Case(shape=s, seed=self.timing_seed(s, r), ref_file=f"ref_c{s}_{r}.pt", cand_file=f"cand_c{s}_{r}.pt",
+                     label=f"after timing, shape set {s}: input set {r} with one element changed", perturbed=True)
+                for s in range(len(self.spec.shape_sets)) for r in range(self.settings.rotate_sets)]
 
     def all_cases(self) -> list[Case]:
         return self.correctness_cases() + self.timing_cases() + self.changed_cases()

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kforge_bot.evaluate.checks import flatten_outputs
 from kforge_bot.evaluate.stats import relative_half_width, speedup_from_pairs
 from kforge_bot.targets.base import Target
 
@@ -66,7 +67,14 @@ def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list
 
 def _capture_graphs(target: Target, fns: tuple[Callable[[list[Any]], Any], ...],
                     input_sets: list[list[Any]]) -> tuple[Callable[[list[Any]], Any], ...] | str:
-    """Per function, one CUDA graph per input set; returns replaying stand-ins, or why capture failed."""
+    """Per function, one CUDA graph per input set; returns replaying stand-ins, or why they cannot be used.
+
+    A capture counts only if it is proven to hold the call's work: it raised no warning (a kernel launched on
+    the legacy default stream is left out of the capture with only a warning, and the graph then replays
+    nothing), and a replay, with its static outputs poisoned first, reproduces what an eager call of the
+    same inputs returns."""
+    import warnings
+
     import torch
 
     replays = []
@@ -80,9 +88,22 @@ def _capture_graphs(target: Target, fns: tuple[Callable[[list[Any]], Any], ...],
                     fn(inputs)  # warm-up on a side stream, as graph capture requires
                 torch.cuda.current_stream().wait_stream(side)
                 target.synchronize()
+                expected = [o.clone() for o in _tensors(fn(inputs))]
+                target.synchronize()
                 graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    out = fn(inputs)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    with torch.cuda.graph(graph):
+                        out = fn(inputs)
+                if caught:
+                    return f"capture warned: {str(caught[0].message).splitlines()[0][:200]}"
+                static = _tensors(out)
+                for t in static:
+                    t.fill_(math.nan if t.is_floating_point() else -1)
+                graph.replay()
+                target.synchronize()
+                if len(static) != len(expected) or not all(_same(a, b) for a, b in zip(static, expected)):
+                    return "a replay did not reproduce the eager call's outputs (the graph misses work)"
                 graphs[id(inputs)] = (graph, out)
 
             def replay(inputs: list[Any], _graphs: dict[int, tuple[Any, Any]] = graphs) -> Any:
@@ -96,6 +117,24 @@ def _capture_graphs(target: Target, fns: tuple[Callable[[list[Any]], Any], ...],
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
     target.synchronize()
     return tuple(replays)
+
+
+def _tensors(out: Any) -> list[Any]:
+    return [o for o in flatten_outputs(out) if hasattr(o, "is_floating_point")]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """A replay's output against the eager call's: equal up to the reordering of floating-point sums that
+    atomics allow, and never NaN where the eager call had a number (a poisoned element left unwritten)."""
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return bool(torch.equal(a, b))
+    if bool((a.isnan() & ~b.isnan()).any()):
+        return False
+    return bool(torch.allclose(a.float(), b.float(), rtol=1e-3, atol=1e-5, equal_nan=True))
 
 
 def measure_pair(

@@ -313,6 +313,8 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
         outputs = _as_list(out)
         checks.check_plain_outputs(outputs, device.type)
         kept[index] = [o.clone() for o in outputs]
+        # Replayed graphs write the same static outputs every time: poisoned, an unwritten one shows as NaN.
+        _poison(outputs)
 
     def progress(pairs: int, speedup: float | None, ci: tuple[float, float] | None) -> None:
         channel.send("progress", phase="timing", shape=shape_index, pairs=pairs, speedup=speedup,
@@ -345,9 +347,6 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
             raise Stop("rejected", f"timed run, shape set {shape_index}: {failure}") from None
         if r in kept:
             _save(kept[r], plan.out_dir / plan.timed_cand_file(shape_index, r))
-    # The timed calls reused the same few input buffers. Move each set's values into the next set's buffers
-    # and call once more: a result cached by pointer (switched on only after the correctness calls) now
-    # answers with the old values' result, and the parent sees it.
     def call_and_save(buffers: list[Any], what: str, file: str) -> None:
         outputs = run(candidate, buffers, f"timed run, shape set {shape_index}: {what}")
         try:
@@ -356,6 +355,16 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
             raise Stop(failure.kind, f"timed run, shape set {shape_index}: {failure}") from None
         _save(outputs, plan.out_dir / file)
 
+    # The timed sets repeat, so a result cached by buffer or by (a sample of) the input's values looks fast.
+    # Each set, in its own buffers, with one element changed (which one follows from the set's secret seed)
+    # must change the answer; the element is put back afterwards.
+    for r, changed in enumerate(c for c in plan.changed_cases() if c.shape == shape_index):
+        undo: list[Any] = []
+        checks.perturb_one(sets[r], changed.seed, undo)
+        call_and_save(sets[r], changed.label, changed.cand_file)
+        checks.undo_perturbation(undo)
+    # Then move each set's values into the next set's buffers and call once more: a result cached by pointer
+    # (switched on only after the correctness calls) now answers with the old values' result.
     if len(sets) > 1:
         values = [[v.clone() if isinstance(v, torch.Tensor) else v for v in s] for s in sets]
         for r, buffers in enumerate(sets):
@@ -364,14 +373,6 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
         for r, buffers in enumerate(sets):
             call_and_save(buffers, f"input set {(r + 1) % len(sets)}'s values in input set {r}'s buffers",
                           plan.moved_cand_file(shape_index, r))
-    # The timed sets repeat, so a result cached by (a sample of) the input's values looks fast and passes the
-    # move above. Input set 0's values with one element changed, in its own buffers, must change the answer.
-    changed = next(c for c in plan.changed_cases() if c.shape == shape_index)
-    fresh = loading.make_inputs(spec, inputs_module, spec.shape_sets[shape_index], changed.seed, device)
-    checks.perturb_one(fresh, changed.seed)
-    _fill(sets[0], fresh)
-    del fresh
-    call_and_save(sets[0], changed.label, changed.cand_file)
     return {"shape": shape_index, **times.to_dict()}
 
 
