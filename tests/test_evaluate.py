@@ -17,6 +17,8 @@ from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerProcess
 from kforge_bot.spec import Implementation, KernelSpec, load_manifest, load_spec
 
+ADV = Path(__file__).parent / "data" / "adversarial"
+
 MANIFEST_REPO = Path(__file__).parent / "data" / "manifest_repo"
 
 # The reference does its work eight times over; the candidate once, by another route (log_softmax + exp),
@@ -335,3 +337,26 @@ def test_a_torch_compile_candidate_is_not_mistaken_for_a_hack(tmp_path: Path) ->
     spec = load_spec(Path(__file__).parent / "data" / "adversarial" / "problem.py")
     result = evaluate(spec, _cand(COMPILED), "cpu", EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=300))
     assert result.verdict == "pass", result.reason
+
+
+def test_a_time_below_the_hardware_floor_is_rejected_and_a_sane_one_passes(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The floor: compulsory bytes over peak bandwidth. On a pretend machine of 1 MB/s every real kernel here
+    reads as impossibly fast (rejected, the floor named); at 10 TB/s none is."""
+    problem = tmp_path / "big_softmax.py"  # one call well over 0.2 ms: timed one call per sample
+    problem.write_text((ADV / "problem.py").read_text().replace("torch.randn(64, 256)", "torch.randn(1024, 2048)"))
+    spec = load_spec(problem)
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"kind": "kforge-bot-ceilings", "bandwidth_gbs": 0.001}))
+    monkeypatch.setenv("KFORGE_CEILINGS", str(slow))
+    settings = EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=60)
+    result = evaluate(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu", settings)
+    assert result.verdict == "rejected", result.reason
+    assert "below the hardware's floor" in result.reason and "0.001 GB/s" in result.reason
+    assert result.speedup is None
+    fast = tmp_path / "fast.json"
+    fast.write_text(json.dumps({"kind": "kforge-bot-ceilings", "bandwidth_gbs": 10000}))
+    monkeypatch.setenv("KFORGE_CEILINGS", str(fast))
+    result = evaluate(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu", settings)
+    assert result.verdict == "pass", result.reason
+    assert result.details["timing"][0]["hardware_floor_ms"] > 0

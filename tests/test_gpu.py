@@ -42,6 +42,17 @@ def test_cuda_cpp_load_inline_candidate_passes():
     assert result.verdict == "pass", result.reason
 
 
+def test_a_legacy_stream_kernel_is_not_timed_from_an_empty_graph():
+    """cuda_inline.py launches `<<<grid, block>>>` with no stream, as most hand-written CUDA does: a graph
+    captured around it replays nothing. The capture must be refused and both sides timed eagerly, so the
+    speedup is the real one (one fused kernel against torch's two: about 2x, never tens)."""
+    result = evaluate(_problem(), _candidate("cuda_inline.py"), "cuda", QUICK)
+    assert result.verdict == "pass", result.reason
+    timing = result.details["timing"][0]
+    assert timing["mode"] == "eager" and ("capture" in timing["mode_note"] or "replay" in timing["mode_note"]), timing
+    assert result.speedup is not None and result.speedup < 4.0, result.reason
+
+
 def test_illegal_memory_access_is_a_crash_and_the_next_evaluation_works():
     bad = evaluate(_problem(), _candidate("illegal_address.py"), "cuda", QUICK)
     assert bad.verdict == "crash", bad.reason

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate import isolation
+from kforge_bot.evaluate import bound, isolation
 from kforge_bot.evaluate.guards import static_findings
 from kforge_bot.evaluate.plan import Case, Plan
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
@@ -230,12 +230,48 @@ def _judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
     timing = message.get("timing") or []
     if timing:
         _attach_timing(base, timing, plan.settings.confidence)
+        broken = _physical_bound(base, plan, ref_outputs, ref_result)
+        if broken:
+            base.verdict, base.reason = "rejected", broken
+            base.speedup = base.speedup_ci = None
+            return base
         if base.speedup_ci is not None:
             base.reason = (f"correct on every case; {base.speedup:.3f}x "
                            f"(CI {base.speedup_ci[0]:.3f}-{base.speedup_ci[1]:.3f})")
         elif base.speedup is not None:
             base.reason = f"correct on every case; {base.speedup:.3f}x ({base.details['speedup_ci_note']})"
     return base
+
+
+def _physical_bound(result: EvalResult, plan: Plan, ref_outputs: dict[str, list[Any]],
+                    ref_result: dict[str, Any]) -> str | None:
+    """Records each shape set's hardware floor in the timing details; the first one the candidate's median
+    beats is returned as the reason for a rejection. Very large gains are flagged for a human."""
+    per_shape = result.details.get("timing") or []
+    inputs = ref_result.get("input_bytes") or [None] * len(plan.spec.shape_sets)
+    traffic = [None if inputs[s] is None else
+               inputs[s] + bound.tensor_bytes(ref_outputs.get(plan.timed_ref_file(s, 0), []))
+               for s in range(len(plan.spec.shape_sets))]
+    calls = [next((t["calls_per_sample"] for t in per_shape if t["shape_set"] == s), 1)
+             for s in range(len(plan.spec.shape_sets))]
+    info = result.target_info or {}
+    found = bound.floors(plan.target.split(":")[0], result.device_name, info.get("l2_bytes"), traffic, calls,
+                         plan.settings.rotate_sets)
+    problem = None
+    for floor in found:
+        entry = next((t for t in per_shape if t["shape_set"] == floor.shape), None)
+        if entry is None:
+            continue
+        entry["hardware_floor_ms"] = floor.ms
+        entry["hardware_floor"] = f"{floor.bytes} B at {floor.bandwidth_gbs:g} GB/s ({floor.source})"
+        problem = problem or bound.violation(floor, entry["candidate"]["median_ms"])
+        baseline = bound.violation(floor, entry["baseline"]["median_ms"])
+        problem = problem or (f"the baseline's timing is impossible, so this comparison is void: {baseline}"
+                              if baseline else None)
+    if result.speedup is not None and result.speedup > bound.LARGE_GAIN:
+        result.details["large_gain"] = (f"{result.speedup:.1f}x is over {bound.LARGE_GAIN:g}x: worth a human look "
+                                        "before it is believed (KernelBench flags the same)")
+    return problem
 
 
 def _load(path: Path) -> list[Any]:

@@ -37,6 +37,7 @@ _DEVICES = {"cuda": ("/dev/nvidia*", "/dev/nvidia-caps"), "xpu": ("/dev/dri",), 
 _HOME_SECRETS = (".ssh", ".git-credentials", ".gitconfig", ".netrc", ".config", ".cache", ".docker", ".aws",
                  ".kube", ".gnupg", ".local/share", ".pypirc", ".npmrc")
 _ALWAYS_HIDDEN_NAMES = (".git", ".kforge-cache")
+_COMPILERS = ("nvcc", "gcc", "g++", "cc", "c++", "clang", "clang++", "icpx", "ninja", "ptxas")
 INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap), or set policy "
                 "isolation: off to run user code unsandboxed on a machine you trust")
 
@@ -148,9 +149,12 @@ def _system_tool_dirs() -> list[Path]:
     for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "ONEAPI_ROOT"):
         if os.environ.get(var):
             dirs.add(os.environ[var])
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        dirs.add(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    for tool in _COMPILERS:
+        # A toolchain installed under its own prefix (/opt/gcc/bin/gcc) needs that prefix's headers and libraries.
+        found = shutil.which(tool)
+        if found:
+            prefix = os.path.dirname(os.path.dirname(os.path.realpath(found)))
+            dirs.add(prefix if prefix not in ("/", os.path.expanduser("~")) else os.path.dirname(found))
     dirs.add(str(Path(__file__).resolve().parents[2]))  # this kforge_bot, installed or a checkout
     for entry in [p for p in sys.path if p and os.path.isdir(p)]:
         # A folder of links to packages elsewhere (a hook's environment made of links): the targets too.
