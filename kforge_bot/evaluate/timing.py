@@ -149,15 +149,16 @@ def measure_pair(
     max_pairs: int,
     confidence: float,
     warmup_ms: float,
-    after_baseline: Callable[[Any], None],
+    after_baseline: Callable[[Any, int], None],
     after_candidate: Callable[[Any, int], None],
     progress: Callable[[int, float | None, tuple[float, float] | None], None] | None = None,
 ) -> PairedTimes:
     """Interleaved A/B timing until the CI is tight, the budget is spent, or `max_pairs` is reached.
 
-    `after_baseline(out)` and `after_candidate(out, input_index)` run outside the timed region: the caller
-    poisons the baseline's outputs (so a candidate cannot find them in freed memory) and keeps the
-    candidate's timed outputs for the correctness check.
+    `after_baseline(out, input_index)` and `after_candidate(out, input_index)` run outside the timed region:
+    the caller poisons both sides' outputs (so a candidate cannot find the baseline's in freed memory, and a
+    replayed graph that leaves its output unwritten shows) and keeps the candidate's timed outputs for the
+    correctness check.
     """
     started = _monotonic()
     # Warm-up: compilation, caches, allocator pools. Estimate the per-call time from the last calls.
@@ -168,7 +169,7 @@ def measure_pair(
         warm_start = _monotonic()
         while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
             ms, out, index = _timed(target, fn, input_sets, calls, 1)
-            (after_baseline(out) if fn is baseline else after_candidate(out, index))
+            (after_baseline(out, index) if fn is baseline else after_candidate(out, index))
             if calls >= 2:
                 settled.append(ms)
             calls += 1
@@ -196,7 +197,7 @@ def measure_pair(
             ms, out, index = _timed(target, fn, input_sets, pair * k, k)
             if side == "b":
                 result.baseline_ms.append(ms)
-                after_baseline(out)
+                after_baseline(out, index)
             else:
                 result.candidate_ms.append(ms)
                 after_candidate(out, index)

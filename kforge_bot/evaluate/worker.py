@@ -305,8 +305,13 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
     def call_candidate(inputs: list[Any]) -> Any:
         return loading.call(candidate, inputs)
 
-    def after_baseline(out: Any) -> None:
-        _poison(_as_list(out))
+    def after_baseline(out: Any, index: int) -> None:
+        # The same untimed work as the candidate's side (a copy made, the output poisoned), so the two sides
+        # reach each sample after the same memory traffic: an A/A run must read 1.0. The copy is not kept.
+        outputs = _as_list(out)
+        copies = [o.clone() for o in outputs]
+        del copies
+        _poison(outputs)
 
     def after_candidate(out: Any, index: int) -> None:
         after_call()  # patched clock or harness function: rejected before the next sample uses it
