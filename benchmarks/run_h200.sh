@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
 # One device call: the GPU test group and the GPU benchmarks, results under $OUT (or ./gpu-out).
-# Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [tests] [harness|harness-short] [tuner] [gate|gate-slowdown] [scale]
+# Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [sandbox] [tests] [accept] [harness|harness-short] [tuner]
+#                    [gate|gate-slowdown] [scale]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
 # The device returns at most 8 files from $OUT: keep one call's steps under that (the output tail of each step
 # is printed too, so a figure survives even when its file does not come back).
 set -u
 out=${OUT:-gpu-out}; mkdir -p "$out"
 export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1
+# The device image has no bubblewrap and no apt: carried .deb files (apt-get download bubblewrap libcap2
+# libselinux1 into .deb/) are unpacked beside it, so every worker there runs sandboxed as it would on a runner.
+if ! command -v bwrap >/dev/null && [ -d .deb ]; then
+  mkdir -p /tmp/bw && for f in .deb/*.deb; do dpkg -x "$f" /tmp/bw; done
+  export KFORGE_BWRAP=/tmp/bw/usr/bin/bwrap
+fi
+# Wheels the image lacks (pydantic, for KernelBench's harness) travel in .whl/.
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site:$PYTHONPATH
+fi
 steps=${*:-tests harness tuner gate}
 for step in $steps; do
   case $step in
-    tests)   KFORGE_GPU_RESULTS=$out/gpu_e2e.jsonl timeout 560 python3 -m pytest -m gpu tests/test_gpu.py tests/test_gpu_cli.py -v --tb=short --timeout 420 -p no:cacheprovider ${KFORGE_GPU_TESTS:+-k "$KFORGE_GPU_TESTS"} 2>&1 | grep -v USDT | tee "$out/gpu_tests.log" | grep -E "PASSED|FAILED|ERROR|passed|failed|Error|assert" ;;
+    sandbox) python3 -c "from kforge_bot.doctor import probe_sandbox; print(probe_sandbox('cuda'))"
+             python3 benchmarks/sandbox_cost.py --devices cuda --runs 20 --json "$out/sandbox_cost_h200.json" ;;
+    accept*) timeout 560 python3 benchmarks/kernelbench_acceptance.py --kernelbench .kb --problems "${KB_PROBLEMS:-1/40,1/26,2/12}" \
+               --max-seconds "${KB_MAX_S:-300}" --out "$out" 2>&1 | grep -v "^\[" | tail -12 ;;
+    tests)   KFORGE_GPU_RESULTS=$out/gpu_e2e.jsonl timeout ${GPU_TEST_TIMEOUT:-560} python3 -m pytest -m gpu ${KFORGE_GPU_FILES:-tests/test_gpu.py tests/test_gpu_cli.py} -v --tb=line --timeout 420 -p no:cacheprovider ${KFORGE_GPU_TESTS:+-k "$KFORGE_GPU_TESTS"} 2>&1 | grep -v USDT | tee "$out/gpu_tests.log" | grep -E "PASSED|FAILED|ERROR|passed|failed|Error|assert" ;;
     harness) timeout 240 python3 benchmarks/harness_resolution.py --runs 10 --small-runs 5 --budget 1.5 --out "$out" > "$out/harness.log" 2>&1; tail -12 "$out/harness.log" ;;
     harness-short) timeout 200 python3 benchmarks/harness_resolution.py --short-only --small-runs 5 --budget 1.5 --out "$out" > "$out/harness.log" 2>&1; tail -8 "$out/harness.log" ;;
     tuner)   [ -f benchmarks/tuner_benchmark.py ] && { timeout 420 python3 benchmarks/tuner_benchmark.py --target cuda --out "$out" > "$out/tuner.log" 2>&1; tail -15 "$out/tuner.log"; } ;;

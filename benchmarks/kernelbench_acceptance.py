@@ -1,0 +1,164 @@
+"""The acceptance suite: KernelBench problems through `kforge-bot check --target cuda`, beside KernelBench's
+own `eval_kernel_against_ref` on the same candidate, on the same GPU, in the same run.
+
+    python benchmarks/kernelbench_acceptance.py --kernelbench DIR --problems 1/40,2/12 --out DIR
+
+DIR is a KernelBench checkout (fetched, never vendored: its `KernelBench/level*/` problems and
+`src/kernelbench/`). Per problem, in this order:
+- A/A: `ModelNew` is the reference itself (a subclass calling the reference's forward): the true speedup is
+  exactly 1.0, so the interval must contain 1.0;
+- torch.compile: `ModelNew` wraps the reference's forward in `torch.compile`; kforge-bot's speedup and
+  interval, then KernelBench's (its cuda_event timing, 100 trials, 5 correctness trials) on the same file.
+Every figure and the wall time of each call go to `kernelbench_acceptance.jsonl` and the table printed last.
+KernelBench's package imports LLM clients it does not use for evaluation; where they are missing, empty
+stand-ins (`--shims DIR`, made here) let `kernelbench.eval` import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+AA = '''
+
+class ModelNew(Model):
+    """A/A: the reference itself, called through a subclass."""
+
+    def forward(self, *args):
+        return super().forward(*args)
+'''
+
+COMPILED = '''
+
+class ModelNew(Model):
+    """The reference's forward, compiled by torch.compile (inductor, default mode)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._compiled = torch.compile(super().forward)
+
+    def forward(self, *args):
+        return self._compiled(*args)
+'''
+
+KB_EVAL = r'''
+import json, sys, time, torch
+sys.path.insert(0, sys.argv[1])
+from kernelbench.eval import eval_kernel_against_ref
+ref, cand = open(sys.argv[2]).read(), open(sys.argv[3]).read()
+started = time.monotonic()
+r = eval_kernel_against_ref(ref, cand, seed_num=42, num_correct_trials=5, num_perf_trials=100,
+                            measure_performance=True, timing_method="cuda_event", backend="cuda",
+                            build_dir=sys.argv[4], device=torch.device("cuda:0"))
+out = {"compiled": r.compiled, "correct": r.correctness, "runtime_ms": r.runtime, "ref_runtime_ms": r.ref_runtime,
+       "eval_s": time.monotonic() - started}
+out["speedup"] = (r.ref_runtime / r.runtime) if r.runtime and r.ref_runtime and r.runtime > 0 else None
+print("KB_RESULT " + json.dumps(out))
+'''
+
+SHIMS = {
+    "dotenv.py": "def load_dotenv(*args, **kwargs):\n    return False\n",
+    "litellm.py": "def completion(*args, **kwargs):\n    raise RuntimeError('litellm stand-in: not for evaluation')\n",
+    "openai.py": "class OpenAI:\n    def __init__(self, *args, **kwargs):\n        raise RuntimeError('openai stand-in')\n",
+}
+
+
+def _problem_file(root: Path, spec: str) -> Path:
+    level, number = spec.split("/")
+    matches = sorted((root / "KernelBench" / f"level{level}").glob(f"{number}_*.py"))
+    if not matches:
+        raise SystemExit(f"no KernelBench problem {spec} under {root}")
+    return matches[0]
+
+
+def _kforge(problem: Path, candidate: Path, budget: float, timeout: float) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "kforge_bot", "check", str(problem), "--candidate", str(candidate),
+                               "--target", "cuda", "--allow-fallback", "--time-budget", str(budget),
+                               "--json", str(report)], capture_output=True, text=True, timeout=timeout)
+        wall = time.monotonic() - started
+        if not report.is_file():
+            return {"verdict": "error", "wall_s": wall, "reason": (proc.stderr or proc.stdout)[-600:]}
+        data = json.loads(report.read_text())
+    timing = (data.get("details") or {}).get("timing") or [{}]
+    return {"verdict": data["verdict"], "reason": data["reason"][:300], "speedup": data.get("speedup"),
+            "ci": data.get("speedup_ci"), "wall_s": round(wall, 1), "mode": timing[0].get("mode"),
+            "mode_note": timing[0].get("mode_note", ""), "pairs": timing[0].get("pairs"),
+            "baseline_ms": (data.get("baseline") or {}).get("median_ms"),
+            "candidate_ms": (data.get("candidate") or {}).get("median_ms"),
+            "floor_ms": timing[0].get("hardware_floor_ms"), "large_gain": (data.get("details") or {}).get("large_gain"),
+            "isolation": (data.get("details") or {}).get("isolation")}
+
+
+def _kernelbench(kb_root: Path, shims: Path, problem: Path, candidate: Path, timeout: float) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(shims), env.get("PYTHONPATH", "")])
+    with tempfile.TemporaryDirectory() as build:
+        started = time.monotonic()
+        try:
+            proc = subprocess.run([sys.executable, "-c", KB_EVAL, str(kb_root / "src"), str(problem), str(candidate), build],
+                                  capture_output=True, text=True, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            return {"error": f"timed out after {timeout:.0f} s"}
+        wall = time.monotonic() - started
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("KB_RESULT ")), None)
+    if line is None:
+        return {"error": (proc.stderr or proc.stdout)[-600:], "wall_s": round(wall, 1)}
+    return {**json.loads(line[len("KB_RESULT "):]), "wall_s": round(wall, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kernelbench", type=Path, required=True)
+    parser.add_argument("--problems", required=True, help="level/number, comma-separated: 1/40,2/12")
+    parser.add_argument("--out", type=Path, default=Path("gpu-out"))
+    parser.add_argument("--time-budget", type=float, default=2.0)
+    parser.add_argument("--max-seconds", type=float, default=480.0, help="start no problem after this")
+    parser.add_argument("--no-kernelbench", action="store_true")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    shims = args.out / "kb-shims"
+    shims.mkdir(exist_ok=True)
+    for name, text in SHIMS.items():
+        (shims / name).write_text(text)
+    results = args.out / "kernelbench_acceptance.jsonl"
+    started = time.monotonic()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in args.problems.split(","):
+            if time.monotonic() - started > args.max_seconds:
+                print(f"{spec}: not run (over --max-seconds)", flush=True)
+                continue
+            problem = _problem_file(args.kernelbench, spec)
+            source = problem.read_text()
+            aa, compiled = Path(tmp) / f"aa_{problem.name}", Path(tmp) / f"compiled_{problem.name}"
+            aa.write_text(source + AA)
+            compiled.write_text(source + COMPILED)
+            row = {"problem": spec, "name": problem.stem,
+                   "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+            row["aa"] = _kforge(problem, aa, args.time_budget, 600)
+            row["compile_kforge"] = _kforge(problem, compiled, args.time_budget, 600)
+            if not args.no_kernelbench:
+                row["compile_kernelbench"] = _kernelbench(args.kernelbench, shims, problem, compiled, 600)
+            rows.append(row)
+            with results.open("a") as handle:
+                handle.write(json.dumps(row) + "\n")
+            a, c, k = row["aa"], row["compile_kforge"], row.get("compile_kernelbench", {})
+            print(f"{spec} {problem.stem}: A/A {a.get('speedup')} CI {a.get('ci')} [{a.get('verdict')}, {a.get('mode')},"
+                  f" {a.get('wall_s')} s] | compile kforge {c.get('speedup')} CI {c.get('ci')} [{c.get('verdict')}, "
+                  f"{c.get('wall_s')} s] | KernelBench {k.get('speedup')} [{k.get('correct')}, {k.get('wall_s')} s]"
+                  f"{' ' + k['error'][-200:] if k.get('error') else ''}", flush=True)
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
