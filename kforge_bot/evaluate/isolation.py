@@ -149,8 +149,10 @@ def _system_tool_dirs() -> list[Path]:
     for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "ONEAPI_ROOT"):
         if os.environ.get(var):
             dirs.add(os.environ[var])
-    for tool in _COMPILERS:
-        # A toolchain installed under its own prefix (/opt/gcc/bin/gcc) needs that prefix's headers and libraries.
+    named = [os.environ[v].split()[0] for v in ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN") if os.environ.get(v)]
+    for tool in (*_COMPILERS, *named):
+        # A toolchain installed under its own prefix (/opt/gcc/bin/gcc, often named by $CC and $CXX rather than
+        # found on PATH) needs that prefix's headers and libraries.
         found = shutil.which(tool)
         if found:
             prefix = os.path.dirname(os.path.dirname(os.path.realpath(found)))
