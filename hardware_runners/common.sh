@@ -50,7 +50,46 @@ common_check() {
     ok=1
   fi
   check_runner_user || ok=1
+  check_sandbox || ok=1
   return "$ok"
+}
+
+# Untrusted code (pull-request kernels, generated candidates) runs inside bubblewrap; the gate and the PR bot
+# refuse to run without it inside GitHub Actions (policy isolation: required).
+check_sandbox() {
+  if ! have bwrap; then
+    warn "bubblewrap (bwrap) missing: untrusted kernels cannot be sandboxed (run: $0 install-system)"
+    return 1
+  fi
+  local as=()
+  [ "$(id -u)" -eq 0 ] && id "$RUNNER_USER" >/dev/null 2>&1 && as=(runuser -u "$RUNNER_USER" --)
+  if "${as[@]}" bwrap --unshare-all --die-with-parent --ro-bind / / --proc /proc --dev /dev true 2>/dev/null; then
+    log "sandbox: $(bwrap --version) works${as:+ as $RUNNER_USER}"
+    return 0
+  fi
+  warn "bwrap is installed but cannot create namespaces${as:+ as $RUNNER_USER}: unprivileged user namespaces are"
+  warn "restricted (Ubuntu 23.10+: kernel.apparmor_restrict_unprivileged_userns=1; or a container's seccomp profile)"
+  warn "(run: $0 install-system, which loads the bwrap-userns-restrict AppArmor profile or sets the sysctl)"
+  return 1
+}
+
+install_sandbox() {
+  if have apt-get; then apt-get install -y bubblewrap
+  elif have dnf; then dnf install -y bubblewrap
+  else die "install bubblewrap with this system's package manager"; fi
+  local knob=/proc/sys/kernel/apparmor_restrict_unprivileged_userns
+  if [ -r "$knob" ] && [ "$(cat "$knob")" = 1 ]; then
+    if [ -f /etc/apparmor.d/bwrap-userns-restrict ] && have apparmor_parser; then
+      apparmor_parser -r /etc/apparmor.d/bwrap-userns-restrict
+      log "loaded the bwrap-userns-restrict AppArmor profile: bwrap may create user namespaces"
+    else
+      # A dedicated runner: allow unprivileged user namespaces for everyone (what the profile allows for bwrap).
+      printf 'kernel.apparmor_restrict_unprivileged_userns = 0\n' >/etc/sysctl.d/60-kforge-userns.conf
+      sysctl -q -p /etc/sysctl.d/60-kforge-userns.conf
+      warn "set kernel.apparmor_restrict_unprivileged_userns=0 (/etc/sysctl.d/60-kforge-userns.conf): no bwrap profile here"
+    fi
+  fi
+  check_sandbox
 }
 
 # Jobs run as an unprivileged user that cannot become root and cannot reach the Docker daemon.
@@ -214,7 +253,7 @@ kforge_main() {
     check) local rc=0; common_check || rc=1; hw_check || rc=1
            if [ "$rc" -eq 0 ]; then log "check passed"; else warn "check found problems (above)"; fi
            return "$rc" ;;
-    install-system) need_root install-system; hw_install_system "$@" ;;
+    install-system) need_root install-system; install_sandbox; hw_install_system "$@" ;;
     install-python) install_python ;;
     doctor) run_doctor "$@" ;;
     register) register_ephemeral ;;
