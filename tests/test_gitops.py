@@ -210,6 +210,41 @@ def test_worktree_checks_out_a_revision_and_cleans_up(repos):
     assert str(kept) not in git(repos.clone, "worktree", "list")
 
 
+def _plant_hook(repo: Path, name: str, log: Path) -> None:
+    hook = repo / ".git" / "hooks" / name
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(f"#!/bin/sh\necho \"$0 ran with GITHUB_TOKEN=$GITHUB_TOKEN\" >> {log}\n")
+    hook.chmod(0o755)
+
+
+def test_planted_hooks_filters_and_fsmonitor_never_run_in_the_bot(repos, tmp_path, monkeypatch):
+    """What code under test could have written into the checkout's .git: a post-checkout hook (ran at each
+    `git worktree add`), a pre-push hook (ran at the bot's push, token in its environment), a smudge filter
+    and an fsmonitor command. None may run inside the bot."""
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_hook_test_token")
+    log = tmp_path / "ran.log"
+    for name in ("post-checkout", "pre-push", "reference-transaction", "pre-auto-gc"):
+        _plant_hook(repos.clone, name, log)
+    marker = tmp_path / "filter-ran"
+    write(repos.clone, ".gitattributes", "*.py filter=evil\n")
+    sha = commit_all(repos.clone, "attributes", env={"GIT_CONFIG_PARAMETERS": "'core.hooksPath=/dev/null'"})
+    git(repos.clone, "config", "filter.evil.smudge", f"sh -c 'touch {marker}; cat'")
+    git(repos.clone, "config", "filter.evil.clean", "cat")
+    git(repos.clone, "config", "filter.evil.required", "true")
+    git(repos.clone, "config", "core.fsmonitor", f"sh -c 'touch {marker}-fsmonitor'")
+    with gitops.worktree(repos.clone, sha) as path:
+        assert (path / "kernels" / "rmsnorm.py").read_text() == (repos.clone / "kernels" / "rmsnorm.py").read_text()
+    gitops.changed_files(repos.clone, repos.base_sha, sha)
+    result = gitops.push_bot_branch(repos.clone, branch=gitops.bot_branch(9, "rmsnorm"), parent=sha,
+                                    files={"kernels/rmsnorm.py": "BLOCK = 512\n"}, message="kforge: rmsnorm")
+    assert result.status == "created"
+    assert not log.exists(), log.read_text()
+    assert not marker.exists() and not Path(f"{marker}-fsmonitor").exists()
+    # The same hooks do run for a plain git command: the test plants real ones.
+    git(repos.clone, "checkout", "-q", "-b", "scratch")
+    assert "post-checkout ran with GITHUB_TOKEN=ghp_hook_test_token" in log.read_text()
+
+
 def test_the_gates_operations_work_without_gitpython(repos):
     """GPU runners may lack GitPython: what the gate uses (resolve, diff, read, worktree) needs only git."""
     import subprocess

@@ -222,6 +222,28 @@ def test_nothing_outside_the_scratch_directory_can_be_written(repo: Path) -> Non
     assert {t: Path(t).read_bytes() if Path(t).exists() else None for t in targets} == before
 
 
+GIT_PUSH = '''
+result = subprocess.run(["git", "-C", {repo!r}, "push", "-q", "origin", "HEAD:refs/heads/planted"],
+                        capture_output=True, text=True)
+if result.returncode == 0:
+    raise RuntimeError("ESCAPED: pushed a branch from the checkout")
+'''
+
+
+def test_a_candidate_cannot_push_from_the_checkout(repo: Path, tmp_path: Path) -> None:
+    ident = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+             "GIT_COMMITTER_EMAIL": "t@e"}
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    for args in (["remote", "add", "origin", str(origin)], ["add", "problem.py"], ["commit", "-q", "-m", "k"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env=ident)
+    attack = GIT_PUSH.format(repo=str(repo))
+    result = _judge(attack, repo, SANDBOXED)
+    assert result.verdict == "pass", result.reason
+    assert "planted" not in subprocess.run(["git", "-C", str(origin), "branch"], capture_output=True, text=True).stdout
+    assert _escaped(_judge(attack, repo, UNSANDBOXED))  # the origin is a local path: no network needed
+
+
 def test_a_candidate_cannot_stop_or_signal_the_bot(repo: Path) -> None:
     started = time.monotonic()
     result = _judge(SIGNAL_EVERYONE, repo, SANDBOXED)
