@@ -179,3 +179,46 @@ def test_hang_and_grandchildren_are_killed_with_the_process_group(tmp_path: Path
         assert not _processes_with(token), f"{name}: a grandchild survived the evaluation"
     assert time.monotonic() - started < 90
 
+
+
+HANG_AFTER_WARMUP = '''
+import torch
+import torch.nn as nn
+
+calls = 0
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        global calls
+        calls += 1
+        if calls > 6:  # correctness passed; the timed calls never return
+            while True:
+                pass
+        return torch.softmax(x, dim=1)
+'''
+
+
+def test_a_hang_after_a_fast_warm_up_costs_the_no_progress_limit_not_the_timeout(tmp_path: Path) -> None:
+    spec = load_spec(ADV / "problem.py")
+    candidate = Implementation(HANG_AFTER_WARMUP, "ModelNew", "hang_late.py", str(tmp_path))
+    settings = EvalSettings(seeds=2, time_budget_s=5, profile=False, timeout_s=300, stall_floor_s=3)
+    started = time.monotonic()
+    result = evaluate(spec, candidate, "cpu", settings)
+    assert result.verdict == "timeout", result.reason
+    assert "made no progress for 3 s once built" in result.reason
+    assert time.monotonic() - started < 60  # far under the 300 s timeout
+    phases = result.details["phases"]
+    assert phases["no_progress_limit_s"] == 3 and phases["parent"]["candidate_worker_s"] < 60
+
+
+def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:
+    spec = load_spec(ADV / "problem.py")
+    result = evaluate(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu",
+                      EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=60))
+    assert result.verdict == "pass", result.reason
+    phases = result.details["phases"]
+    assert set(phases["parent"]) == {"reference_s", "candidate_worker_s", "compare_s"}
+    assert set(phases["candidate_worker"]) >= {"setup_s", "import_s", "correctness_s", "timing_s"}
+    assert set(phases["reference_worker"]) >= {"setup_s", "cases_s"}
+    assert all(v >= 0 for v in phases["candidate_worker"].values())

@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,6 +34,7 @@ from kforge_bot.targets import resolve_target_name
 
 Progress = Callable[[dict[str, Any]], None]
 REFERENCE_TIMEOUT_S = 600.0
+STALL_FACTOR = 50.0  # a candidate's case may take this many times the reference's slowest before it is a hang
 
 
 def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None], target: str,
@@ -149,6 +151,13 @@ def evaluate(
 
     store = references or ReferenceStore()
     work = Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=_scratch_root()))
+    clock = [time.monotonic()]
+
+    def lap() -> float:
+        now = time.monotonic()
+        spent, clock[0] = now - clock[0], now
+        return round(spent, 3)
+
     try:
         # The candidate's worker starts now and imports torch while the reference runs; it is sent the
         # candidate only after the reference's outputs are read back and deleted.
@@ -156,12 +165,20 @@ def evaluate(
                                                                    settings))
         try:
             ref_outputs, ref_result = store.ensure(spec, target_name, seeds, settings, progress)
+            parent = {"reference_s": lap()}  # about 0 when an earlier candidate's reference run is reused
             plan = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
                         settings=settings, seeds=seeds, out_dir=work)
-            outcome = worker.run(plan.to_dict(), settings.timeout_s, on_message=progress)
+            stall_s = max(settings.stall_floor_s, STALL_FACTOR * float(ref_result.get("slowest_case_s") or 0.0))
+            outcome = worker.run(plan.to_dict(), settings.timeout_s, on_message=progress, stall_s=stall_s)
+            parent["candidate_worker_s"] = lap()
         finally:
             worker.discard()
         result = _judge(plan, outcome, ref_outputs, ref_result)
+        parent["compare_s"] = lap()
+        message = outcome.result or {}
+        # Where an evaluation's wall time goes: the parent's three steps, and each worker's own phases.
+        result.details["phases"] = {"parent": parent, "reference_worker": ref_result.get("phases") or {},
+                                    "candidate_worker": message.get("phases") or {}, "no_progress_limit_s": stall_s}
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if references is None:

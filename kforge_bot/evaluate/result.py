@@ -46,6 +46,7 @@ class EvalSettings:
     warmup_ms: float = 50.0
     rotate_sets: int = 3  # distinct input sets cycled through during timing
     timeout_s: float = 300.0  # whole child process, compilation included
+    stall_floor_s: float = 30.0  # once built, a candidate silent for max(this, 50x the reference's slowest case) is hung
     measure: bool = True  # False: correctness only
     allow_framework_fallback: bool = False
     profile: bool = True

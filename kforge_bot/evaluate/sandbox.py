@@ -60,6 +60,8 @@ class ChildOutcome:
     forged_lines: int = 0  # lines on the channel without the nonce (a candidate writing to it)
     flooded: str = ""  # why the channel was cut off (too long a line, too much in total)
     sandboxed: bool = False
+    built: bool = False  # the worker said it had imported and built what it runs (phase "imported")
+    stalled_s: float | None = None  # killed after this long without a message once built
 
     @property
     def result(self) -> dict[str, Any] | None:
@@ -69,8 +71,12 @@ class ChildOutcome:
     def exit_description(self) -> str:
         if self.flooded:
             return f"flooded the result channel ({self.flooded}) and was stopped"
+        if self.stalled_s is not None:
+            return (f"made no progress for {self.stalled_s:.0f} s once built (a call ran over 50x the reference's "
+                    "slowest case, at least the no-progress floor): a hang, or too slow to judge")
         if self.timed_out:
-            return f"timed out after {self.wall_s:.0f} s (hang, or too slow to finish)"
+            where = "" if self.built else " while importing or compiling"
+            return f"timed out after {self.wall_s:.0f} s{where} (hang, or too slow to finish)"
         if self.returncode is None:
             return "did not finish"
         if self.returncode < 0:
@@ -116,9 +122,11 @@ class WorkerProcess:
         self._done = False
 
     def run(self, request: dict[str, Any], timeout_s: float,
-            on_message: Callable[[dict[str, Any]], None] | None = None) -> ChildOutcome:
+            on_message: Callable[[dict[str, Any]], None] | None = None,
+            stall_s: float | None = None) -> ChildOutcome:
         """Send `request`, collect the messages until the worker exits or `timeout_s` passes (counted from
-        now), then kill its process group. Never raises for the child's failures; runs once."""
+        now), then kill its process group. Once the worker says it is built, `stall_s` without a message also
+        ends it (a hang costs that, not the whole timeout). Never raises for the child's failures; runs once."""
         assert not self._done, "a worker process runs one request"
         self._done = True
         proc, read_fd = self.proc, self._read_fd
@@ -134,11 +142,16 @@ class WorkerProcess:
         selector = selectors.DefaultSelector()
         selector.register(read_fd, selectors.EVENT_READ)
         eof = False
+        last_message = started
         try:
             while not eof:
-                remaining = timeout_s - (time.monotonic() - started)
+                now = time.monotonic()
+                remaining = timeout_s - (now - started)
                 if remaining <= 0:
                     outcome.timed_out = True
+                    break
+                if stall_s is not None and outcome.built and now - last_message > stall_s:
+                    outcome.timed_out, outcome.stalled_s = True, stall_s
                     break
                 for _key, _ in selector.select(timeout=min(remaining, 1.0)):
                     chunk = os.read(read_fd, 1 << 16)
@@ -154,6 +167,8 @@ class WorkerProcess:
                             outcome.forged_lines += 1 if line.strip() else 0
                             continue
                         outcome.messages.append(message)
+                        last_message = time.monotonic()
+                        outcome.built = outcome.built or message.get("phase") == "imported"
                         if on_message is not None:
                             on_message(message)
                     if received > MAX_CHANNEL_BYTES or len(buffer) > MAX_LINE_BYTES:

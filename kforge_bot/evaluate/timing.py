@@ -152,9 +152,11 @@ def measure_pair(
     after_baseline: Callable[[Any, int], None],
     after_candidate: Callable[[Any, int], None],
     progress: Callable[[int, float | None, tuple[float, float] | None], None] | None = None,
+    heartbeat: Callable[[int], None] | None = None,
 ) -> PairedTimes:
     """Interleaved A/B timing until the CI is tight, the budget is spent, or `max_pairs` is reached.
 
+    `heartbeat(pairs)` runs after every call of the warm-up and every pair (the caller throttles it).
     `after_baseline(out, input_index)` and `after_candidate(out, input_index)` run outside the timed region:
     the caller poisons both sides' outputs (so a candidate cannot find the baseline's in freed memory, and a
     replayed graph that leaves its output unwritten shows) and keeps the candidate's timed outputs for the
@@ -170,6 +172,8 @@ def measure_pair(
         while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
             ms, out, index = _timed(target, fn, input_sets, calls, 1)
             (after_baseline(out, index) if fn is baseline else after_candidate(out, index))
+            if heartbeat is not None:
+                heartbeat(0)
             if calls >= 2:
                 settled.append(ms)
             calls += 1
@@ -202,6 +206,8 @@ def measure_pair(
                 result.candidate_ms.append(ms)
                 after_candidate(out, index)
         pair += 1
+        if heartbeat is not None:
+            heartbeat(pair)  # the parent's no-progress limit counts from the last message
         done = pair >= max_pairs
         now = _monotonic()
         if pair >= min_pairs and (pair % 5 == 0 or done or now >= budget_end):

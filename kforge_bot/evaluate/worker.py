@@ -18,6 +18,7 @@ import json
 import math
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable
@@ -36,6 +37,8 @@ from kforge_bot.targets import make_target
 _write = os.write  # bound before user code exists
 _dumps = json.dumps
 _exit = os._exit
+_clock = time.monotonic
+STARTED = _clock()
 
 
 class Channel:
@@ -103,7 +106,10 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
     ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
     reference = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
     input_bytes: list[int | None] = [None] * len(spec.shape_sets)
+    phases = {"setup_s": _clock() - STARTED}
+    slowest = 0.0
     for case in plan.all_cases():
+        case_started = _clock()
         inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[case.shape], case.seed, device)
         if input_bytes[case.shape] is None:  # the compulsory traffic's read side, for the roofline
             input_bytes[case.shape] = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
@@ -112,13 +118,18 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
         outputs = _as_list(loading.call(reference, inputs))
         checks.check_plain_outputs(outputs, device.type)
         _save(outputs, plan.out_dir / case.ref_file)
+        slowest = max(slowest, _clock() - case_started)
         channel.send("progress", phase="reference", case=case.label)
+    phases["cases_s"] = _clock() - STARTED - phases["setup_s"]
     profile = {}
     if plan.settings.profile:
+        profile_started = _clock()
         inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[0], plan.timing_seed(0, 0), device)
         profile = profile_call(lambda: loading.call(reference, inputs), device, target.synchronize)
+        phases["profile_s"] = _clock() - profile_started
+    # The slowest case (inputs made, the call, the outputs saved) sets how long a candidate's case may run.
     channel.send("result", status="ok", profile=profile, device_name=target.device_name(),
-                 target_info=target.describe(), input_bytes=input_bytes)
+                 target_info=target.describe(), input_bytes=input_bytes, slowest_case_s=slowest, phases=phases)
 
 
 # ------------------------------------------------------------------------------------------ candidate
@@ -180,6 +191,7 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
                                    "escapes the timed region")
 
     hide_harness()
+    phases = {"setup_s": _clock() - STARTED}
     # Import and build the candidate: failures here are compile errors.
     try:
         cand_module = loading.import_implementation(plan.candidate, workdir, "candidate")
@@ -194,6 +206,15 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
     restore_state()
     if _inherits_forward(candidate, baseline):
         raise Stop("rejected", "the candidate inherits the baseline's forward unchanged (it does no work of its own)")
+    phases["import_s"] = _clock() - STARTED - phases["setup_s"]
+    channel.send("progress", phase="imported")  # from here on, the parent's no-progress limit applies
+    mark = _clock()
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = _clock()
+        phases[name] = now - mark
+        mark = now
 
     def run(fn: Callable[..., Any], inputs: list[Any], what: str) -> list[Any]:
         try:
@@ -241,6 +262,7 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
         channel.send("progress", phase="correctness", case=case.label)
         del inputs, before, outputs
     guard("while running")
+    lap("correctness_s")
 
     profile: dict[str, Any] = {}
     if plan.settings.profile:
@@ -255,6 +277,7 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
         del inputs
         guard("while profiling")
         restore_state()
+        lap("profile_s")
 
     timing: list[dict[str, Any]] = []
     if plan.settings.measure:
@@ -263,8 +286,9 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
                                       lambda: (no_threads_left("timed run"), guard("while timing", CRITICAL),
                                                restore_state())))
             guard("while timing")
+        lap("timing_s")
     channel.send("result", status="ok", profile=profile, timing=timing, device_name=target.device_name(),
-                 target_info=target.describe(), restored_state=restored)
+                 target_info=target.describe(), restored_state=restored, phases=phases)
 
 
 def _inherits_forward(candidate: Any, baseline: Any) -> bool:
@@ -325,6 +349,13 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
         channel.send("progress", phase="timing", shape=shape_index, pairs=pairs, speedup=speedup,
                      ci=list(ci) if ci else None)
 
+    last_beat = [_clock()]
+
+    def heartbeat(pairs: int) -> None:
+        if _clock() - last_beat[0] >= 1.0:  # at most one message a second
+            last_beat[0] = _clock()
+            channel.send("progress", phase="timing", shape=shape_index, pairs=pairs)
+
     try:
         times = measure_pair(
             target, call_baseline, call_candidate, sets,
@@ -337,6 +368,7 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
             after_baseline=after_baseline,
             after_candidate=after_candidate,
             progress=progress,
+            heartbeat=heartbeat,
         )
     except checks.CheckFailure as failure:
         raise Stop(failure.kind, f"timed run, shape set {shape_index}: {failure}") from None
@@ -397,6 +429,8 @@ def main(argv: list[str]) -> int:
     channel = Channel(fd, nonce)
     plan = Plan.from_dict(json.loads(sys.stdin.readline()))
     sys.stdin.close()
+    global STARTED
+    STARTED = _clock()  # the request's arrival: phases count from here (the worker may have started early)
     workdir = plan.out_dir / f"src_{plan.role}"
     workdir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(plan.threads) if plan.threads else None
