@@ -623,7 +623,8 @@ def test_new_user_with_the_bundled_examples(tmp_path):
     (entry,) = report["kernels"]  # the GPU kernels and the KernelBench files are unchanged
     assert entry["id"] == "matmul_bias_relu_cpu" and entry["verdict"] == "regression", entry["reason"]
     assert entry["target"] == "cpu" and entry["threshold"] == 0.05  # the default policy's CPU threshold
-    assert 2.0 < entry["head_ms"] / entry["base_ms"] < 4.5
+    # A verdict, not a measured ratio: on a loaded 2-core machine 3x the work read anywhere from 2x to 9x.
+    assert entry["head_ms"] > entry["base_ms"] * (1 + entry["threshold"])
     assert sorted(report["unchanged"]) == ["kernelbench/softmax_problem.py", "matmul_bias_relu_triton", "rmsnorm_cuda",
                                            "rmsnorm_triton", "softmax_triton"]
     assert "kforge-bot gate: failed" in proc.stdout
