@@ -358,4 +358,4 @@ def evaluation_material(spec: Any, candidate: Any, settings: Any, fingerprint: T
     return {"kind": "evaluation", "spec": portable(spec.to_dict()), "local_files": local,
             "candidate": portable(candidate.to_dict()),
             "baseline": portable(baseline.to_dict()) if baseline is not None else "spec baseline",
-            "settings": settings.to_dict(), "target": fingerprint.to_dict()}
+            "settings": settings.key_material(), "target": fingerprint.to_dict()}

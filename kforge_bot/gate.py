@@ -731,6 +731,7 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
              target: str = "auto", cache_dir: str | Path | None = None, use_cache: bool = True,
              time_budget_s: float | None = None, fingerprints: Mapping[str, TargetFingerprint] | None = None,
              log: Log | None = None, evaluator: Evaluator | None = None, measure: bool = True,
+             before_first_run: Callable[[], None] | None = None,
              require_all_targets: bool | None = None) -> GateReport:
     """Run the gate. `fingerprints` pins the target fingerprint per kind (otherwise probed);
     `measure=False` plans only: it reports cache hits and what would be measured, measuring nothing.
@@ -833,7 +834,7 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
             usable_base = old if old is not None and old.spec is not None else None
             key_material = {"kernel": kid, "head": head_mat, "base": base_mat if usable_base else None,
                             "rule": {"threshold": rule.threshold, "confidence": rule.confidence},
-                            "settings": settings.to_dict(), "target": fp.to_dict()}
+                            "settings": settings.key_material(), "target": fp.to_dict()}
             key = cache_key(key_material)
             hit = cache.get(key) if cache is not None else None
             if hit is not None:
@@ -859,6 +860,9 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
                 base_impl = kernel_implementation(old.spec)
                 if not has_own_reference(kernel.spec):
                     oracle = base_impl
+            if before_first_run is not None:
+                before_first_run()  # says whether the code about to run is sandboxed
+                before_first_run = None
             say(f"{kernel.name}: measuring {'head against base' if base_impl else 'new kernel against its reference'}"
                 f" on {kind} ({fp.device_name}), threshold {fmt_threshold(rule.threshold)}")
             m = compare(kernel.spec, head_impl, base_impl, kind, settings, rule.threshold, oracle=oracle,

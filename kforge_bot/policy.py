@@ -298,7 +298,7 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
         kw["languages"] = tuple(ck.string_list(top["languages"], "languages", choices=LANGUAGES, nonempty=True))
     if "allow_framework_fallback" in top:
         kw["allow_framework_fallback"] = ck.boolean(top["allow_framework_fallback"], "allow_framework_fallback")
-    if "isolation" in top:
+    if top.get("isolation") is not None:  # null: unset, as to_dict writes it
         kw["isolation"] = ck.string(top["isolation"], "isolation")
         if kw["isolation"] not in ISOLATION_MODES:
             ck.fail("isolation", f"expected one of {', '.join(ISOLATION_MODES)}, got {kw['isolation']!r}",

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.scale import pool as pool_mod
 from kforge_bot.scale.pool import Device, EvalPool, discover_devices
@@ -76,7 +78,13 @@ def test_slots_survive_crash_hang_and_a_killed_slot_without_losing_the_queue(spe
     devices = [Device("cuda", "5", "fake pinned 5"), Device("cuda", "6", "fake pinned 6")]
     with EvalPool("cpu", devices=devices, compile_ahead=False) as pool:
         jobs = {"good0": PINNED, "segfault": SEGFAULT, "kill_slot": KILL_SLOT, "hang": HANG, "good1": PINNED}
-        futures = {name: pool.submit(spec, variant(spec, src, name), SETTINGS, seeds) for name, src in jobs.items()}
+        # Inside the sandbox a candidate cannot see, let alone kill, its slot (kill_slot_boxed below): the
+        # slot-replacement path is exercised with the sandbox off, as on a machine without bubblewrap.
+        unboxed = replace(SETTINGS, isolation="off")
+        futures = {name: pool.submit(spec, variant(spec, src, name), unboxed if name == "kill_slot" else SETTINGS,
+                                     seeds) for name, src in jobs.items()}
+        if isolation.probe().available:
+            futures["kill_slot_boxed"] = pool.submit(spec, variant(spec, KILL_SLOT, "boxed"), SETTINGS, seeds)
         done = {name: f.result(timeout=120) for name, f in futures.items()}
         replaced = pool.replaced
 
@@ -88,6 +96,8 @@ def test_slots_survive_crash_hang_and_a_killed_slot_without_losing_the_queue(spe
     killed = done["kill_slot"].result
     assert killed.verdict == "crash" and "died (killed by SIGKILL)" in killed.reason and "replaced" in killed.reason
     assert replaced == 1
+    if "kill_slot_boxed" in done:
+        assert done["kill_slot_boxed"].result.verdict == "timeout"  # its kill reached nothing; it slept on
     # One job at a time per device; both devices busy at once.
     by_device: dict[str, list[tuple[float, float]]] = {}
     for r in done.values():

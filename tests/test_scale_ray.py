@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,10 @@ def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor_and_aborts_at_once
         with RayPool("cpu", workers=2, address=cluster.address) as pool:
             assert len({p["node"] for p in pool.places}) == 2  # one actor on each node
             jobs = {"good0": KERNEL, "kill_actor": KILL_SLOT, "good1": KERNEL}
-            futures = {n: pool.submit(spec, variant(spec, src, n), SETTINGS, [5, 6]) for n, src in jobs.items()}
+            # Sandboxed, a candidate cannot reach its actor: the dead-actor path runs with the sandbox off.
+            unboxed = replace(SETTINGS, isolation="off")
+            futures = {n: pool.submit(spec, variant(spec, src, n), unboxed if n == "kill_actor" else SETTINGS, [5, 6])
+                       for n, src in jobs.items()}
             done = {n: f.result(timeout=180) for n, f in futures.items()}
             replaced = pool.replaced
             # The candidate that killed its actor sleeps on in its own session: nothing of it is left running

@@ -261,8 +261,11 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
     policy = load_policy(policy_path)
     quiet = json_path is not None and str(json_path) == "-"
     progress = _console(stderr=True)
-    sandbox_line = announcement(policy.isolation_mode("gate"))
-    click.echo(sandbox_line, err=True)
+    announced: list[str] = []
+
+    def announce() -> None:
+        announced.append(announcement(policy.isolation_mode("gate")))
+        click.echo(announced[0], err=True)
 
     def log(message: str) -> None:
         if not quiet:
@@ -270,7 +273,7 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
 
     report = run_gate(repo, base, head, policy=policy, all_kernels=all_kernels, target=target,
                       cache_dir=cache_dir, use_cache=not no_cache, time_budget_s=time_budget, log=log,
-                      require_all_targets=True if require_all_targets else None)
+                      require_all_targets=True if require_all_targets else None, before_first_run=announce)
     data = report.to_dict()
     if quiet:
         click.echo(json.dumps(data, indent=2, default=str))
@@ -282,7 +285,7 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(f"{sandbox_line}\n\n" + render_markdown(report) + "\n")
+            handle.write("".join(f"{line}\n\n" for line in announced) + render_markdown(report) + "\n")
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in annotation_lines(report, os.environ.get("GITHUB_WORKSPACE")):
             click.echo(line, err=quiet)  # stdout, unless stdout carries the JSON report

@@ -17,6 +17,18 @@ from typing import Any
 
 import click
 
+_ANNOUNCED: list[str] = []
+
+
+def _announce_isolation(mode: str) -> None:
+    """Once, just before the first pull-request code runs (not before bad input is reported in one line)."""
+    if not _ANNOUNCED:
+        from kforge_bot.evaluate.isolation import announcement
+
+        _ANNOUNCED.append(announcement(mode))
+        click.echo(_ANNOUNCED[0], err=True)
+
+
 def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | None = None,
                      model: str | None = None, time_budget_s: float | None = None, work_dir: str | None = None,
                      log: Any = None) -> tuple[str | None, Any, dict[str, Any]]:
@@ -31,6 +43,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     from kforge_bot.loop import Budgets, OptimizeRun, RunConfig
 
     endpoint = endpoint_from_env(model=model) if configured() else None
+    _announce_isolation(policy.isolation_mode("pr"))
     settings = EvalSettings(seeds=policy.evaluation.seeds, isolation=policy.isolation_mode("pr"),
                             time_budget_s=time_budget_s or policy.evaluation.time_budget_s,
                             timeout_s=policy.evaluation.timeout_s,
@@ -88,14 +101,11 @@ def pr(targets: tuple[str, ...], model: str | None, iterations: int | None, time
     from kforge_bot.policy import load_policy
 
     env = prbot.ActionEnv.from_env()
+    _ANNOUNCED.clear()
     policy = load_policy(policy_path or os.environ.get("KFORGE_POLICY") or None)
     # Token and repository come from the environment; the token never goes to the evaluated code:
     # evaluate() runs candidates in a child whose environment is scrubbed of credentials.
     gh = GitHub.from_env()
-    from kforge_bot.evaluate.isolation import announcement
-
-    sandbox_line = announcement(policy.isolation_mode("pr"))
-    click.echo(sandbox_line, err=True)
 
     def log(message: str) -> None:
         click.echo(f"kforge pr: {message}", err=True)
@@ -107,7 +117,8 @@ def pr(targets: tuple[str, ...], model: str | None, iterations: int | None, time
     if results_path is not None:
         results_path.parent.mkdir(parents=True, exist_ok=True)
         results_path.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
-    prbot.write_summary(env.step_summary, f"{sandbox_line}\n\n" + prbot.summary_markdown(report))
+    prbot.write_summary(env.step_summary, (f"{_ANNOUNCED[0]}\n\n" if _ANNOUNCED else "")
+                        + prbot.summary_markdown(report))
     if not report.allowed:
         click.echo(f"kforge-bot pr: skipped: {report.decision}")
         return

@@ -99,7 +99,9 @@ class ReferenceStore:
                                  view=sandbox_view(spec, [], target, folder, settings))
             result = outcome.result
             if result is None or result.get("status") != "ok":
-                why = result.get("reason") if result else outcome.exit_description()
+                last = [ln for ln in outcome.log_tail.splitlines() if ln.strip()][-1:]
+                why = result.get("reason") if result else outcome.exit_description() + (f"; its last words: {last[0][:300]}"
+                                                                                      if last else "")
                 raise KforgeError(f"the reference for kernel {spec.name!r} failed on {target}: {why}",
                                   path=Path(spec.root) / spec.kernel_file,
                                   hint="the reference and its inputs must run before any candidate can be judged")

@@ -194,7 +194,7 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
             args += ["--dev-bind", node, node]
     hide: list[Path] = []
     bound: list[Path] = []
-    folders = _system_tool_dirs() + [Path(p).resolve() for p in view.readable]
+    folders = _system_tool_dirs() + [Path(p).resolve() for p in view.readable if os.path.exists(p)]
     for folder in sorted(set(folders), key=lambda f: (len(f.parts), str(f))):  # parents first
         if _under_system(folder) or any(folder.is_relative_to(b) for b in bound):
             continue  # already in the view

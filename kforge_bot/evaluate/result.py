@@ -59,6 +59,11 @@ class EvalSettings:
     def from_dict(cls, data: dict[str, Any]) -> EvalSettings:
         return cls(**data)
 
+    def key_material(self) -> dict[str, Any]:
+        """What a cached result depends on: `isolation` decides whether user code may run at all, not what a
+        run measures, so a gate in Actions (required) and one on a laptop (preferred) share entries."""
+        return {k: v for k, v in self.to_dict().items() if k != "isolation"}
+
 
 @dataclass
 class EvalResult:

@@ -522,6 +522,7 @@ class EvalPool:
         self.scratch = Path(tempfile.mkdtemp(prefix="kforge-pool-")) if scratch is None else Path(scratch)
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.extensions_root = self.scratch / "extensions"
+        self.extensions_root.mkdir(exist_ok=True)
         self.build_env = {"KFORGE_EXTENSIONS_ROOT": str(self.extensions_root)}
         arch = next((d.capability for d in self.devices if d.capability), "")
         if arch and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
