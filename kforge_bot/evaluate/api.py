@@ -94,17 +94,25 @@ class ReferenceStore:
         plan = Plan(role="reference", target=target, spec=spec, baseline=spec.reference, candidate=None,
                     settings=settings, seeds=seeds, out_dir=folder)
         folder.mkdir(parents=True, exist_ok=True)
+        written: list[dict[str, Any]] = []  # the reference's progress: how far it got, and how much it wrote
+
+        def on_message(message: dict[str, Any]) -> None:
+            if message.get("phase") == "reference":
+                written.append(message)
+            if progress is not None:
+                progress(message)
+
         try:
-            outcome = run_worker(plan.to_dict(), folder, REFERENCE_TIMEOUT_S, on_message=progress,
+            outcome = run_worker(plan.to_dict(), folder, REFERENCE_TIMEOUT_S, on_message=on_message,
                                  view=sandbox_view(spec, [], target, folder, settings))
             result = outcome.result
             if result is None or result.get("status") != "ok":
-                last = [ln for ln in outcome.log_tail.splitlines() if ln.strip()][-1:]
-                why = result.get("reason") if result else outcome.exit_description() + (f"; its last words: {last[0][:300]}"
-                                                                                      if last else "")
+                if result:
+                    why, hint = result.get("reason"), "the reference and its inputs must run before any candidate can be judged"
+                else:
+                    why, hint = _reference_death(outcome, written, len(plan.all_cases()))
                 raise KforgeError(f"the reference for kernel {spec.name!r} failed on {target}: {why}",
-                                  path=Path(spec.root) / spec.kernel_file,
-                                  hint="the reference and its inputs must run before any candidate can be judged")
+                                  path=Path(spec.root) / spec.kernel_file, hint=hint)
             outputs = {case.ref_file: _load(folder / case.ref_file) for case in plan.all_cases()}
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -113,6 +121,23 @@ class ReferenceStore:
     def cleanup(self) -> None:
         if self._own:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _reference_death(outcome: ChildOutcome, written: list[dict[str, Any]], cases: int) -> tuple[str, str]:
+    """Why a reference's worker died without a word, and the fix. Killed by SIGKILL with gigabytes written is
+    the host's memory running out (every case's outputs pass through it), not the reference's code."""
+    last = [ln for ln in outcome.log_tail.splitlines() if ln.strip()][-1:]
+    why = outcome.exit_description() + (f"; its last words: {last[0][:300]}" if last else "")
+    out_bytes = sum(int(m.get("output_bytes") or 0) for m in written)
+    if outcome.returncode == -9 and not outcome.timed_out and out_bytes > 1 << 30:
+        host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        per_case = out_bytes / max(1, len(written))
+        why = (f"its worker was killed (SIGKILL) after {len(written)} of {cases} cases had written "
+               f"{out_bytes / 1e9:.1f} GB of outputs ({per_case / 1e9:.1f} GB a case) on a host with "
+               f"{host / 1e9:.0f} GB of memory: most likely out of host memory, not a fault of the reference")
+        return why, (f"every case's outputs pass through host memory ({cases} cases need about "
+                     f"{cases * per_case * 2 / 1e9:.0f} GB); use fewer seeds (--seeds 1) or a smaller shape set")
+    return why, "the reference and its inputs must run before any candidate can be judged"
 
 
 def _import_torch_meanwhile() -> None:

@@ -13,8 +13,7 @@ them may be hostile. Inside the sandbox a process has
 - only the device nodes its target needs (`/dev/nvidia*` for CUDA, `/dev/dri` for XPU).
 
 What it does not do: limit CPU time, memory or scratch disk use (the parent's timeout and the device's
-own memory limit bound those), hide the GPU's memory from a process on the same GPU, or stop a kernel
-that reads memory a previous process left on the device (the driver clears allocations).
+own memory limit bound those), or separate two processes on one GPU beyond what the driver does.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ import shutil
 import site
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 MODES = ("required", "preferred", "off")
@@ -68,7 +67,6 @@ class View:
     readable: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
     devices: str = "cpu"
-    hidden: tuple[Path, ...] = field(default_factory=tuple)  # folders to hide even inside a readable one
 
 
 def _bwrap_path() -> str | None:
@@ -135,48 +133,58 @@ def announcement(mode: str) -> str:
     return f"isolation: {status.describe()}"
 
 
+_TOOL_VARS = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "ONEAPI_ROOT", "CC", "CXX",
+              "CUDAHOSTCXX", "NVCC_CCBIN", "HOME")
+
+
 def _system_tool_dirs() -> list[Path]:
     """Where the Python installation, its packages and the compilers live (read-only in the view)."""
+    return _tool_dirs(tuple(sys.path), tuple(os.environ.get(v, "") for v in _TOOL_VARS))
+
+
+@functools.lru_cache(maxsize=8)
+def _tool_dirs(path: tuple[str, ...], env_values: tuple[str, ...]) -> list[Path]:
+    """Cached per sys.path and environment: looking them up costs milliseconds, a worker start a few more."""
+    env = dict(zip(_TOOL_VARS, env_values))
     dirs: set[str] = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    dirs.update(p for p in sys.path if p and os.path.isdir(p))
+    dirs.update(p for p in path if p and os.path.isdir(p))
     try:
         dirs.update(site.getsitepackages())
         dirs.add(site.getusersitepackages())
     except AttributeError:  # pragma: no cover - virtualenv's old site module
         pass
     for var in ("PATH", "LD_LIBRARY_PATH"):
-        dirs.update(p for p in os.environ.get(var, "").split(os.pathsep) if p)
-    for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "ONEAPI_ROOT"):
-        if os.environ.get(var):
-            dirs.add(os.environ[var])
-    named = [os.environ[v].split()[0] for v in ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN") if os.environ.get(v)]
+        dirs.update(p for p in env[var].split(os.pathsep) if p)
+    dirs.update(env[var] for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "ONEAPI_ROOT") if env[var])
+    named = [env[v].split()[0] for v in ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN") if env[v].strip()]
     for tool in (*_COMPILERS, *named):
         # A toolchain installed under its own prefix (/opt/gcc/bin/gcc, often named by $CC and $CXX rather than
         # found on PATH) needs that prefix's headers and libraries.
-        found = shutil.which(tool)
+        found = shutil.which(tool, path=env["PATH"] or None)
         if found:
             prefix = os.path.dirname(os.path.dirname(os.path.realpath(found)))
-            dirs.add(prefix if prefix not in ("/", os.path.expanduser("~")) else os.path.dirname(found))
+            dirs.add(prefix if prefix not in ("/", env["HOME"]) else os.path.dirname(found))
     dirs.add(str(Path(__file__).resolve().parents[2]))  # this kforge_bot, installed or a checkout
-    for entry in [p for p in sys.path if p and os.path.isdir(p)]:
+    for entry in [p for p in path if p and os.path.isdir(p)]:
         # A folder of links to packages elsewhere (a hook's environment made of links): the targets too.
         with os.scandir(entry) as children:
             dirs.update(os.path.dirname(os.path.realpath(c.path)) for c in children if c.is_symlink())
     return [Path(d) for d in dirs if os.path.isdir(d)]
 
 
-def _under_system(path: Path) -> bool:
-    return any(str(path) == top or str(path).startswith(top + "/") for top in _SYSTEM)
+def _inside(path: str, folder: str) -> bool:
+    """`path` is `folder` or below it (plain strings: pathlib's is_relative_to cost a worker start milliseconds)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _hidden_inside(folder: Path, extra: tuple[Path, ...]) -> list[Path]:
-    """Things inside `folder` that must stay hidden: .git, the gate's cache, home credentials, `extra`."""
-    found = [folder / name for name in _ALWAYS_HIDDEN_NAMES if os.path.lexists(folder / name)]
-    home = Path(os.path.expanduser("~"))
-    found += [home / name for name in _HOME_SECRETS if (home / name).is_relative_to(folder)
-              and os.path.lexists(home / name)]
-    found += [p for p in extra if p.is_relative_to(folder) and p != folder and os.path.lexists(p)]
-    return found
+def _under_system(path: str) -> bool:
+    return any(_inside(path, top) for top in _SYSTEM)
+
+
+def _hidden_inside(folder: str, home_secrets: list[str]) -> list[str]:
+    """Things inside `folder` that must stay hidden: .git, the gate's cache, the home directory's credentials."""
+    found = [os.path.join(folder, name) for name in _ALWAYS_HIDDEN_NAMES if os.path.lexists(os.path.join(folder, name))]
+    return found + [secret for secret in home_secrets if _inside(secret, folder)]
 
 
 def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
@@ -192,25 +200,28 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
     for pattern in _DEVICES.get(view.devices, ()):
         for node in sorted(glob.glob(pattern)):
             args += ["--dev-bind", node, node]
-    hide: list[Path] = []
-    bound: list[Path] = []
-    folders = _system_tool_dirs() + [Path(p).resolve() for p in view.readable if os.path.exists(p)]
-    for folder in sorted(set(folders), key=lambda f: (len(f.parts), str(f))):  # parents first
-        if _under_system(folder) or any(folder.is_relative_to(b) for b in bound):
+    folders = {str(f) for f in _system_tool_dirs()} | {str(Path(p).resolve()) for p in view.readable
+                                                         if os.path.exists(p)}
+    bound: list[str] = []
+    for folder in sorted(folders, key=lambda f: (f.count("/"), f)):  # parents first
+        if _under_system(folder) or any(_inside(folder, b) for b in bound):
             continue  # already in the view
-        args += ["--ro-bind", str(folder), str(folder)]
+        args += ["--ro-bind", folder, folder]
         bound.append(folder)
-    for folder in set(folders):  # a folder inside a bound one is visible too: its .git as well
-        if any(folder.is_relative_to(b) for b in bound):
-            hide += _hidden_inside(folder, view.hidden)
-    for path in sorted(set(hide)):  # an empty read-only folder, or /dev/null, in its place
-        if path.is_dir() and not path.is_symlink():
-            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+    home = os.path.expanduser("~")
+    home_secrets = [os.path.join(home, name) for name in _HOME_SECRETS if os.path.lexists(os.path.join(home, name))]
+    hide: set[str] = set()
+    for folder in folders:  # a folder inside a bound one is visible too: its .git as well
+        if any(_inside(folder, b) for b in bound):
+            hide.update(_hidden_inside(folder, home_secrets))
+    for path in sorted(hide):  # an empty read-only folder, or /dev/null, in its place
+        if os.path.isdir(path) and not os.path.islink(path):
+            args += ["--tmpfs", path, "--remount-ro", path]
         else:
-            args += ["--ro-bind", "/dev/null", str(path)]
+            args += ["--ro-bind", "/dev/null", path]
     for folder in [*view.writable, view.scratch]:
-        folder = Path(folder).resolve()
-        args += ["--bind", str(folder), str(folder)]
+        resolved = str(Path(folder).resolve())
+        args += ["--bind", resolved, resolved]
     args += ["--chdir", str(Path(view.scratch).resolve()), "--"]
     return args + list(argv)
 
@@ -221,8 +232,8 @@ def environment(base: dict[str, str], scratch: Path) -> dict[str, str]:
     for sub in ("", "tmp", "cache", "triton", "torch_extensions", "nv"):
         (home / sub).mkdir(parents=True, exist_ok=True)
     env = dict(base)
+    # Every cache in the scratch: the user's own cache folders are not visible, let alone writable, inside.
     env.update({"HOME": str(home), "TMPDIR": str(home / "tmp"), "XDG_CACHE_HOME": str(home / "cache"),
                 "TRITON_CACHE_DIR": str(home / "triton"), "CUDA_CACHE_PATH": str(home / "nv"),
-                "KFORGE_SANDBOXED": "1"})
-    env.setdefault("TORCH_EXTENSIONS_DIR", str(home / "torch_extensions"))
+                "TORCH_EXTENSIONS_DIR": str(home / "torch_extensions")})
     return env

@@ -119,7 +119,8 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
         checks.check_plain_outputs(outputs, device.type)
         _save(outputs, plan.out_dir / case.ref_file)
         slowest = max(slowest, _clock() - case_started)
-        channel.send("progress", phase="reference", case=case.label)
+        channel.send("progress", phase="reference", case=case.label,
+                     output_bytes=sum(o.numel() * o.element_size() for o in outputs if isinstance(o, torch.Tensor)))
     phases["cases_s"] = _clock() - STARTED - phases["setup_s"]
     profile = {}
     if plan.settings.profile:
