@@ -341,3 +341,20 @@ def test_worker_start_cost_is_recorded_by_the_benchmark() -> None:
                           "--runs", "3", "--json", "-"], capture_output=True, text=True, timeout=120, check=True)
     data = json.loads(out.stdout)
     assert data["runs"] == 3 and data["sandboxed_ms"]["median"] > 0 and data["plain_ms"]["median"] > 0
+
+
+def test_a_sandbox_that_cannot_start_is_the_bots_error_not_a_verdict(repo: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from kforge_bot.errors import KforgeError
+
+    real = api.sandbox_view
+
+    def broken(*args, **kwargs):
+        view = real(*args, **kwargs)
+        return isolation.View(scratch=view.scratch, readable=view.readable, devices=view.devices,
+                              writable=(Path("/nonexistent/kforge-test"),))
+
+    monkeypatch.setattr(api, "sandbox_view", broken)
+    with pytest.raises(KforgeError, match="the sandbox could not start a worker: bwrap: Can't find source path "
+                                          "/nonexistent/kforge-test"):
+        _judge("", repo, SANDBOXED)

@@ -105,6 +105,7 @@ class ReferenceStore:
         try:
             outcome = run_worker(plan.to_dict(), folder, REFERENCE_TIMEOUT_S, on_message=on_message,
                                  view=sandbox_view(spec, [], target, folder, settings))
+            _raise_on_sandbox_failure(outcome)
             result = outcome.result
             if result is None or result.get("status") != "ok":
                 if result:
@@ -121,6 +122,14 @@ class ReferenceStore:
     def cleanup(self) -> None:
         if self._own:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _raise_on_sandbox_failure(outcome: ChildOutcome) -> None:
+    failure = outcome.sandbox_failure
+    if failure:
+        raise KforgeError(f"the sandbox could not start a worker: {failure}",
+                          hint="run `kforge-bot doctor` to see what the sandbox needs here, or set policy "
+                               "isolation: off on a machine you trust")
 
 
 def _reference_death(outcome: ChildOutcome, written: list[dict[str, Any]], cases: int) -> tuple[str, str]:
@@ -197,6 +206,7 @@ def evaluate(
                         settings=settings, seeds=seeds, out_dir=work)
             stall_s = max(settings.stall_floor_s, STALL_FACTOR * float(ref_result.get("slowest_case_s") or 0.0))
             outcome = worker.run(plan.to_dict(), settings.timeout_s, on_message=progress, stall_s=stall_s)
+            _raise_on_sandbox_failure(outcome)
             parent["candidate_worker_s"] = lap()
         finally:
             worker.discard()

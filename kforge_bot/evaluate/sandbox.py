@@ -64,6 +64,15 @@ class ChildOutcome:
     stalled_s: float | None = None  # killed after this long without a message once built
 
     @property
+    def sandbox_failure(self) -> str | None:
+        """bwrap's own complaint when the sandbox never started (the worker said nothing): the bot's problem,
+        never the candidate's or the reference's."""
+        if not self.sandboxed or self.messages:
+            return None
+        first = next((ln for ln in self.log_tail.splitlines() if ln.strip()), "")
+        return first if first.startswith("bwrap: ") else None
+
+    @property
     def result(self) -> dict[str, Any] | None:
         finals = [m for m in self.messages if m.get("type") == "result"]
         return finals[-1] if finals else None
