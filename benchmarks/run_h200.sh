@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: the GPU test group and the GPU benchmarks, results under $OUT (or ./gpu-out).
-# Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [sandbox] [tests] [accept] [harness|harness-short] [tuner]
+# Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [sandbox] [tests] [accept] [aa-placement]
+#                    [harness|harness-short] [tuner]
 #                    [gate|gate-slowdown] [scale]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
 # The device returns at most 8 files from $OUT: keep one call's steps under that (the output tail of each step
@@ -24,6 +25,7 @@ for step in $steps; do
   case $step in
     sandbox) python3 -c "from kforge_bot.doctor import probe_sandbox; print(probe_sandbox('cuda'))"
              python3 benchmarks/sandbox_cost.py --devices cuda --runs 20 --json "$out/sandbox_cost_h200.json" ;;
+    aa-placement) timeout 120 python3 benchmarks/aa_placement.py --json "$out/aa_placement.json" ;;
     accept*) timeout 560 python3 benchmarks/kernelbench_acceptance.py --kernelbench .kb --problems "${KB_PROBLEMS:-1/40,1/26,2/12}" \
                --max-seconds "${KB_MAX_S:-300}" --out "$out" 2>&1 | grep -v "^\[" | tail -12 ;;
     tests)   KFORGE_GPU_RESULTS=$out/gpu_e2e.jsonl timeout ${GPU_TEST_TIMEOUT:-560} python3 -m pytest -m gpu ${KFORGE_GPU_FILES:-tests/test_gpu.py tests/test_gpu_cli.py} -v --tb=line --timeout 420 -p no:cacheprovider ${KFORGE_GPU_TESTS:+-k "$KFORGE_GPU_TESTS"} 2>&1 | grep -v USDT | tee "$out/gpu_tests.log" | grep -E "PASSED|FAILED|ERROR|passed|failed|Error|assert" ;;
