@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "pr": ("kforge_bot.commands.pr", "pr", "The pull-request bot: optimize a PR's kernels, open follow-up PRs."),
     "precommit": ("kforge_bot.commands.precommit", "precommit", "Quick check of staged kernel files (the pre-commit hook)."),
     "doctor": ("kforge_bot.commands.doctor", "doctor", "Probe this machine: device, toolchain, profilers, measured ceilings."),
+    "list": ("kforge_bot.commands.listing", "list_kernels", "List the kernels a repository manages (manifests, KernelBench files)."),
     "policy": ("kforge_bot.commands.policy", "policy", "Validate and show policy files."),
 }
 

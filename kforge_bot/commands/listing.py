@@ -1,0 +1,52 @@
+"""`kforge-bot list`: the kernels a repository manages, as the gate and the PR bot see them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from kforge_bot.errors import KforgeError
+
+
+@click.command("list")
+@click.argument("repo", type=click.Path(path_type=Path, file_okay=False), default=".")
+@click.option("--policy", "policy_path", default=None, help="Policy file or built-in name (default: the default policy).")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def list_kernels(repo: Path, policy_path: str | None, as_json: bool) -> None:
+    """List the managed kernels under REPO: every kforge.yaml entry and KernelBench file within the policy's
+    kernel_paths, with its format, file, targets and language; a kernel that does not load says why.
+
+    \b
+    Example:
+      kforge-bot list .            # a table
+      kforge-bot list --json .     # for scripts
+    Exit status 0, or 1 when any kernel does not load."""
+    from kforge_bot.gate import discover
+    from kforge_bot.policy import load_policy
+
+    if not repo.is_dir():
+        raise KforgeError("not a directory", path=repo, hint="give the repository's root")
+    notes: list[str] = []
+    kernels = discover(repo, load_policy(policy_path), strict=False, notes=notes)
+    rows = []
+    for kernel in sorted(kernels.values(), key=lambda k: k.id):
+        spec = kernel.spec
+        rows.append({"id": kernel.id, "format": kernel.format, "file": kernel.file,
+                     "targets": list(spec.targets) if spec and spec.targets else "any",
+                     "language": spec.language if spec else None, "shape_sets": len(spec.shape_sets) if spec else 0,
+                     "error": kernel.error})
+    if as_json:
+        click.echo(json.dumps({"repo": str(repo.resolve()), "kernels": rows, "notes": notes}, indent=2))
+    else:
+        if not rows:
+            click.echo(f"no managed kernels under {repo} (add a kforge.yaml, or KernelBench files)")
+        for row in rows:
+            targets = row["targets"] if isinstance(row["targets"], str) else ",".join(row["targets"])
+            state = f"DOES NOT LOAD: {row['error']}" if row["error"] else \
+                f"{row['language']}, {row['shape_sets']} shape set(s), targets {targets}"
+            click.echo(f"{row['id']}  [{row['format']}]  {row['file']}  {state}")
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
+    raise SystemExit(1 if any(r["error"] for r in rows) else 0)
