@@ -105,7 +105,8 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
         config.references = sibling_references(spec, file, target_name)
     config.cpu_count = default_cpu_count()
 
-    console = Console(highlight=False)
+    # Into a log or a pipe, lines stay whole: a wrapped `--resume` command could not be pasted back.
+    console = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
     folder = resume_dir or report_dir or Path(tempfile.mkdtemp(prefix=f"kforge-optimize-{spec.name}-"))
     display = Display(console, config.budgets, TUNER if config.endpoint is None else "llm")
     console.print("[bold]kforge-bot optimize[/bold]: " + escape(f"{spec.name} ({spec.kernel_file}) on {target_name}"
