@@ -203,7 +203,8 @@ def test_git_the_result_cache_credentials_and_other_evaluations_are_invisible(re
     home.mkdir()
     (home / ".git-credentials").write_text("https://x-access-token:ghp_isolation_test_token@github.com\n")
     monkeypatch.setenv("HOME", str(home))
-    attack = READ_GIT_AND_CACHE.format(git=str(repo / ".git" / "config"), cache=str(repo / ".kforge-cache" / "entry.json"),
+    attack = READ_GIT_AND_CACHE.format(git=str(repo / ".git" / "config"),
+                                       cache=str(repo / ".kforge-cache" / "entry.json"),
                                        credentials=str(home / ".git-credentials"))
     result = _judge(attack, repo, SANDBOXED)
     assert result.verdict == "pass", result.reason

@@ -12,7 +12,8 @@ from kforge_bot.errors import KforgeError
 
 @click.command("list")
 @click.argument("repo", type=click.Path(path_type=Path, file_okay=False), default=".")
-@click.option("--policy", "policy_path", default=None, help="Policy file or built-in name (default: the default policy).")
+@click.option("--policy", "policy_path", default=None,
+              help="Policy file or built-in name (default: the default policy).")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def list_kernels(repo: Path, policy_path: str | None, as_json: bool) -> None:
     """List the managed kernels under REPO: every kforge.yaml entry and KernelBench file within the policy's

@@ -46,8 +46,8 @@ def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None],
     roots = {Path(spec.root)} | {Path(i.root) for i in (spec.reference, spec.inputs_source, *implementations)
                                  if i is not None and i.root}
     extensions = os.environ.get("KFORGE_EXTENSIONS_ROOT")  # compile-ahead builds: read-only, copied when used
-    return isolation.View(scratch=scratch, readable=tuple(sorted(roots | ({Path(extensions)} if extensions else set()))),
-                          devices=target.split(":")[0])
+    readable = roots | ({Path(extensions)} if extensions else set())
+    return isolation.View(scratch=scratch, readable=tuple(sorted(readable)), devices=target.split(":")[0])
 
 
 def _scratch_root() -> Path:
@@ -108,10 +108,9 @@ class ReferenceStore:
             _raise_on_sandbox_failure(outcome)
             result = outcome.result
             if result is None or result.get("status") != "ok":
-                if result:
-                    why, hint = result.get("reason"), "the reference and its inputs must run before any candidate can be judged"
-                else:
-                    why, hint = _reference_death(outcome, written, len(plan.all_cases()))
+                why, hint = _reference_death(outcome, written, len(plan.all_cases()))
+                if result:  # it said why itself: the spec's own failure
+                    why = result.get("reason")
                 raise KforgeError(f"the reference for kernel {spec.name!r} failed on {target}: {why}",
                                   path=Path(spec.root) / spec.kernel_file, hint=hint)
             outputs = {case.ref_file: _load(folder / case.ref_file) for case in plan.all_cases()}

@@ -74,8 +74,9 @@ def floors(kind: str, device_name: str, cache_bytes: int | None, traffic: list[i
 def violation(floor: Floor, candidate_ms: float) -> str | None:
     if candidate_ms >= floor.ms * SLACK:
         return None
-    return (f"shape set {floor.shape}: measured {candidate_ms * 1e3:.2f} us per call, below the hardware's floor of "
-            f"{floor.ms * 1e3:.2f} us ({floor.bytes / 1e6:.1f} MB of compulsory traffic at {floor.bandwidth_gbs:g} GB/s, "
+    return (f"shape set {floor.shape}: measured {candidate_ms * 1e3:.2f} us per call, below the hardware's floor "
+            f"of {floor.ms * 1e3:.2f} us ({floor.bytes / 1e6:.1f} MB of compulsory traffic at "
+            f"{floor.bandwidth_gbs:g} GB/s, "
             f"{floor.source}): no kernel moves its data that fast, so the timing is not of the work (a cached or "
             "skipped computation, or work the timer does not see)")
 
