@@ -22,13 +22,16 @@ from typing import Any
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
+from kforge_bot.spec import LANGUAGE_ALIASES
+from kforge_bot.spec import LANGUAGES as SPEC_LANGUAGES
 from kforge_bot.yamlcheck import Checker, join, load_yaml_file
 
 # GitHub's author_association values (REST API: issues and pull requests).
 ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR",
                 "FIRST_TIMER", "MANNEQUIN", "NONE")
 # Kernel languages a candidate may be written in.
-LANGUAGES = ("triton", "cuda", "cpp", "sycl", "cute-dsl", "metal", "pytorch")
+# The manifest's kernel languages, plus those a policy may name ahead of the generator knowing them.
+LANGUAGES = (*SPEC_LANGUAGES, "cute-dsl", "metal")
 TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")
 # The gate's default regression threshold per target kind. GPUs: 2% (an H200 resolves 1% on ~1 ms
 # kernels; KernelBench's own A/A spread there was up to +-1.7%). CPU: 5%, because wall time on
@@ -113,7 +116,7 @@ class Policy:
     gate: Gate = field(default_factory=Gate)
     budgets: Budgets = field(default_factory=Budgets)
     trust: Trust = field(default_factory=Trust)
-    languages: tuple[str, ...] = ("triton", "cuda", "cpp", "sycl", "pytorch")
+    languages: tuple[str, ...] = ("triton", "cuda", "cpp", "c", "sycl", "torch")
     allow_framework_fallback: bool = False
     evaluation: Evaluation = field(default_factory=Evaluation)
     isolation: str | None = None  # required | preferred | off; None: see isolation_mode
@@ -295,7 +298,8 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
     if "min_speedup" in top:
         kw["min_speedup"] = ck.number(top["min_speedup"], "min_speedup", minimum=1)
     if "languages" in top:
-        kw["languages"] = tuple(ck.string_list(top["languages"], "languages", choices=LANGUAGES, nonempty=True))
+        named = [LANGUAGE_ALIASES.get(x, x) for x in ck.string_list(top["languages"], "languages", nonempty=True)]
+        kw["languages"] = tuple(ck.string(x, join("languages", i), LANGUAGES) for i, x in enumerate(named))
     if "allow_framework_fallback" in top:
         kw["allow_framework_fallback"] = ck.boolean(top["allow_framework_fallback"], "allow_framework_fallback")
     if top.get("isolation") is not None:  # null: unset, as to_dict writes it
@@ -473,7 +477,7 @@ def json_schema() -> dict[str, Any]:
                     "trigger_label": {"type": "string", "minLength": 1, "maxLength": 50, "default": d.trust.trigger_label},
                     "allow_forks": {"type": "boolean", "default": d.trust.allow_forks},
                 }},
-            "languages": {"type": "array", "minItems": 1, "items": {"enum": list(LANGUAGES)},
+            "languages": {"type": "array", "minItems": 1, "items": {"enum": [*LANGUAGES, *LANGUAGE_ALIASES]},
                           "default": list(d.languages)},
             "allow_framework_fallback": {"type": "boolean", "default": d.allow_framework_fallback},
             "isolation": {"enum": list(ISOLATION_MODES),

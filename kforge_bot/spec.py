@@ -34,7 +34,8 @@ from typing import Any
 from kforge_bot.errors import KforgeError
 
 MANIFEST_NAME = "kforge.yaml"
-LANGUAGES = ("triton", "cuda", "cpp", "c", "torch", "sycl")
+LANGUAGES = ("triton", "cuda", "cpp", "c", "torch", "sycl")  # the one vocabulary: manifests and policies
+LANGUAGE_ALIASES = {"pytorch": "torch"}  # old spellings, still accepted
 TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")
 DEFAULT_SEEDS = 3
 
@@ -310,7 +311,7 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
     if not isinstance(targets, list) or not targets or any(t not in TARGET_KINDS for t in targets):
         raise KforgeError(f"{where}.targets: expected a list drawn from {', '.join(TARGET_KINDS)}, got {targets!r}",
                           path=manifest)
-    language = entry.get("language", "torch")
+    language = LANGUAGE_ALIASES.get(entry.get("language", "torch"), entry.get("language", "torch"))
     if language not in LANGUAGES:
         raise KforgeError(f"{where}.language: expected one of {', '.join(LANGUAGES)}, got {language!r}",
                           path=manifest)

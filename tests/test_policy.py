@@ -74,7 +74,7 @@ def _load(tmp_path: Path, text: str) -> pol.Policy:
     ("trust:\n  allowed_associations: [OWNER, ADMIN]\n",
      "trust.allowed_associations[1]: expected one of OWNER, MEMBER, COLLABORATOR"),
     ("trust:\n  allow_forks: 'yes'\n", "trust.allow_forks: expected true or false, got 'yes'"),
-    ("languages: [triton, fortran]\n", "languages[1]: expected one of triton, cuda, cpp, sycl"),
+    ("languages: [triton, fortran]\n", "languages[1]: expected one of triton, cuda, cpp, c, torch, sycl"),
     ("languages: []\n", "languages: expected at least one entry"),
     ("kernel_paths: [/abs/*.py]\n", "kernel_paths[0]: expected a repository-relative glob, got '/abs/*.py'"),
     ("kernel_paths: ['../x']\n", "kernel_paths[0]: expected a repository-relative glob"),
@@ -274,3 +274,21 @@ def test_policy_show_prints_the_effective_policy(tmp_path):
 def test_policy_schema_command_prints_the_schema():
     r = _cli("policy", "schema")
     assert r.returncode == 0 and json.loads(r.stdout) == pol.json_schema()
+
+
+def test_kernel_languages_are_one_vocabulary_with_the_manifests_and_the_old_spelling_still_reads(tmp_path):
+    from kforge_bot.spec import LANGUAGES as MANIFEST_LANGUAGES
+
+    path = tmp_path / "p.yml"
+    path.write_text("version: 1\nlanguages: [torch, c, pytorch]\n")
+    assert pol.load_policy(path).languages == ("torch", "c", "torch")
+    assert set(MANIFEST_LANGUAGES) == set(pol.load_policy(None).languages)
+
+
+def test_a_manifest_may_still_say_pytorch(tmp_path):
+    from kforge_bot.spec import load_manifest
+
+    (tmp_path / "k.py").write_text("def k(x):\n    return x * 2\n\ndef make(n):\n    import torch\n    return [torch.randn(n)]\n")
+    (tmp_path / "kforge.yaml").write_text("version: 1\nkernels:\n  k:\n    file: k.py\n    entry: k\n"
+                                          "    inputs: k.py:make\n    shapes: [{n: 4}]\n    language: pytorch\n")
+    assert load_manifest(tmp_path / "kforge.yaml")["k"].language == "torch"
