@@ -247,20 +247,25 @@ def machine_secret(environ: Mapping[str, str] | None = None) -> bytes:
     base = Path(env["XDG_CONFIG_HOME"]).expanduser() if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
     path = base / "kforge-bot" / "cache-secret"
     try:
-        return bytes.fromhex(path.read_text(encoding="ascii").strip())
-    except (OSError, ValueError):
-        pass
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as handle:
-            handle.write(secrets.token_hex(32))
-        return bytes.fromhex(path.read_text(encoding="ascii").strip())
-    except FileExistsError:  # another process made it first
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Written whole, then linked into place: a process racing this one reads a complete key or none.
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".cache-secret-")  # mode 600
+            try:
+                with os.fdopen(fd, "w", encoding="ascii") as handle:
+                    handle.write(secrets.token_hex(32))
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another process made it first
+            finally:
+                os.unlink(tmp)
         return bytes.fromhex(path.read_text(encoding="ascii").strip())
     except OSError as exc:
         raise KforgeError(f"cannot create the cache's signing key: {exc.strerror}", path=path,
                           hint=f"make {path.parent} writable, or set {ENV_CACHE_SECRET}") from None
+    except ValueError:
+        raise KforgeError("the cache's signing key is not a hex key", path=path,
+                          hint="delete it (a new one is made, and the entries it signed are measured again)") from None
 
 
 def _signature(secret: bytes, record: Mapping[str, Any]) -> str:

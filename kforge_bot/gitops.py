@@ -103,13 +103,18 @@ def git_command(*args: str) -> list[str]:
     return ["git", *SAFE_CONFIG, *args]
 
 
+def git_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a git command as the bot runs it: no system-wide configuration either."""
+    return {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", **(extra or {})}
+
+
 def _cli(repo_path: str | Path, *args: str, env: Mapping[str, str] | None = None, what: str,
          hint: str | None = None, stdin: bytes | None = None) -> str:
     """Run the git binary in `repo_path`. The read-only operations the gate needs go through here alone, so
     `kforge-bot gate` works on GPU runners without GitPython (only the PR bot's writes need it)."""
     try:
         proc = subprocess.run(git_command(*args), cwd=str(repo_path), input=stdin, capture_output=True,
-                              env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", **(env or {})})
+                              env=git_environment(env))
     except FileNotFoundError as exc:
         raise KforgeError("git is not installed", hint="install git (the gate and the PR bot need it)") from exc
     except NotADirectoryError as exc:
@@ -131,13 +136,13 @@ def _run(repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, what:
 def toplevel(path: str | Path) -> Path | None:
     """The working tree's root that holds `path`, or None outside a repository."""
     proc = subprocess.run(git_command("rev-parse", "--show-toplevel"), cwd=str(path), capture_output=True, text=True,
-                          check=False, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
+                          check=False, env=git_environment())
     return Path(proc.stdout.strip()).resolve() if proc.returncode == 0 else None
 
 
 def has_commit(repo_path: str | Path, rev: str = "HEAD") -> bool:
     proc = subprocess.run(git_command("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"), cwd=str(repo_path),
-                          capture_output=True, check=False, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
+                          capture_output=True, check=False, env=git_environment())
     return proc.returncode == 0
 
 
@@ -145,7 +150,7 @@ def export_tree(repo_path: str | Path, rev: str, dest: Path, keep: Callable[[str
     """The files of `rev` whose path `keep` accepts, read from git's objects (never the index, which `git
     commit` holds locked while hooks run), written under `dest`."""
     proc = subprocess.Popen(git_command("archive", "--format=tar", rev), cwd=str(repo_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
+                            stderr=subprocess.PIPE, env=git_environment())
     assert proc.stdout is not None
     try:
         with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
@@ -169,7 +174,7 @@ def _neutral_filters(repo_path: str | Path) -> list[str]:
     """`-c` settings that turn every configured content filter into a no-op for one checkout: a smudge
     filter is a command the checkout's configuration names, and it would run inside the bot."""
     proc = subprocess.run(git_command("config", "--name-only", "--get-regexp", r"^filter\."), cwd=str(repo_path),
-                          capture_output=True, text=True, check=False, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
+                          capture_output=True, text=True, check=False, env=git_environment())
     names = sorted({line.split(".")[1] for line in proc.stdout.splitlines() if line.count(".") >= 2})
     out: list[str] = []
     for name in names:
@@ -219,7 +224,8 @@ def read_file_at(repo_path: str | Path, rev: str, path: str) -> str | None:
     entry = listing.split("\0")[0]
     if not entry or entry.split(None, 2)[1] != "blob":
         return None
-    data = subprocess.run(git_command("cat-file", "blob", f"{sha}:{path}"), cwd=str(repo_path), capture_output=True)
+    data = subprocess.run(git_command("cat-file", "blob", f"{sha}:{path}"), cwd=str(repo_path), capture_output=True,
+                          env=git_environment())
     if data.returncode != 0:
         return None
     try:

@@ -27,14 +27,13 @@ from kforge_bot.evaluate import bound, isolation
 from kforge_bot.evaluate.guards import static_findings
 from kforge_bot.evaluate.plan import Case, Plan
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
-from kforge_bot.evaluate.sandbox import ChildOutcome, run_worker, start_worker
+from kforge_bot.evaluate.sandbox import STALL_FACTOR, ChildOutcome, run_worker, start_worker
 from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.targets import resolve_target_name
 
 Progress = Callable[[dict[str, Any]], None]
 REFERENCE_TIMEOUT_S = 600.0
-STALL_FACTOR = 50.0  # a candidate's case may take this many times the reference's slowest before it is a hang
 
 
 def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None], target: str,

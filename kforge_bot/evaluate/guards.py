@@ -354,14 +354,12 @@ class FunctionSnapshot:
         return list(picked.items())
 
 
-def hide_harness() -> int:
+def hide_harness() -> None:
     """Take the harness's modules out of sys.modules, so candidate code cannot look them up by name and patch
     the objects the harness runs on (the worker keeps its own references; an `import kforge_bot...` in a
-    candidate then loads a fresh, unused copy). Returns how many were hidden."""
-    names = [n for n in sys.modules if n == "kforge_bot" or n.startswith("kforge_bot.")]
-    for name in names:
+    candidate then loads a fresh, unused copy)."""
+    for name in [n for n in sys.modules if n == "kforge_bot" or n.startswith("kforge_bot.")]:
         del sys.modules[name]
-    return len(names)
 
 
 # --------------------------------------------------------------------------------- framework state

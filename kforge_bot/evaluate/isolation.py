@@ -28,6 +28,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from kforge_bot.errors import KforgeError
+
 MODES = ("required", "preferred", "off")
 # Top-level system folders the view holds read-only (those that exist; merged-/usr links stay links).
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
@@ -108,8 +110,6 @@ def namespace_hint(error: str) -> str:
 
 def resolve_mode(mode: str, status: SandboxStatus | None = None) -> bool:
     """Whether to sandbox, for a policy's `isolation` value; raises if `required` cannot be met."""
-    from kforge_bot.errors import KforgeError
-
     if mode not in MODES:
         raise KforgeError(f"unknown isolation mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
     if mode == "off":

@@ -36,6 +36,7 @@ SECRET_PREFIXES = ("GITHUB_", "ACTIONS_", "OPENAI_", "ANTHROPIC_", "AWS_", "AZUR
 LOG_TAIL_BYTES = 16_000
 MAX_LINE_BYTES = 8 << 20  # one message: timing samples and a profile digest take well under 1 MiB
 MAX_CHANNEL_BYTES = 64 << 20  # everything a worker may send
+STALL_FACTOR = 50.0  # once built, a candidate silent for this many times the reference's slowest case is hung
 
 
 def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -81,8 +82,8 @@ class ChildOutcome:
         if self.flooded:
             return f"flooded the result channel ({self.flooded}) and was stopped"
         if self.stalled_s is not None:
-            return (f"made no progress for {self.stalled_s:.0f} s once built (a call ran over 50x the reference's "
-                    "slowest case, at least the no-progress floor): a hang, or too slow to judge")
+            return (f"made no progress for {self.stalled_s:.0f} s once built (a call ran over {STALL_FACTOR:g}x the "
+                    "reference's slowest case, at least the no-progress floor): a hang, or too slow to judge")
         if self.timed_out:
             where = "" if self.built else " while importing or compiling"
             return f"timed out after {self.wall_s:.0f} s{where} (hang, or too slow to finish)"
