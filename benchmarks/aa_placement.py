@@ -10,6 +10,9 @@ harness does. Four arrangements, each reported as the median per-pair ratio time
   difference follows the instance (where its parameters sit in memory), not the harness's order;
 - same: A and B are one instance: the harness's order and flushing alone (must read 1.000);
 - moved: B's parameters copied into fresh allocations between rounds: whether placement moves the ratio.
+Then the harness's own loop (`measure_pair`, three rotated input sets, the worker's untimed work after each
+sample): `harness_*` rows give the speedup and interval for one instance on both sides and for two, with the
+worker's hooks (the candidate's timed outputs kept, the baseline's copies dropped) and with symmetric ones.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+
+from kforge_bot.evaluate.timing import measure_pair
+from kforge_bot.evaluate.stats import speedup_from_pairs
+from kforge_bot.targets import make_target
 
 
 def _time(fn, x, flush) -> float:
@@ -48,10 +55,40 @@ def _ratio(a, b, x, flush, pairs: int) -> float:
     return statistics.median(ratios)
 
 
+def _harness(a, b, sets, keep_baseline: bool, budget_s: float) -> dict:
+    """A/A through the harness's timing loop with the worker's untimed work after each sample."""
+    target = make_target("cuda")
+    kept_c: dict = {}
+    kept_b: dict = {}
+
+    def poison(outs):
+        for o in outs:
+            o.fill_(float("nan"))
+
+    def after_b(out, index):
+        copies = [out.clone()]
+        if keep_baseline:
+            kept_b[index] = copies
+        del copies
+        poison([out])
+
+    def after_c(out, index):
+        kept_c[index] = [out.clone()]
+        poison([out])
+
+    with torch.no_grad():
+        t = measure_pair(target, lambda i: a(i[0]), lambda i: b(i[0]), sets, time_budget_s=budget_s,
+                         target_precision=0.0005, min_pairs=10, max_pairs=400, confidence=0.95, warmup_ms=200,
+                         after_baseline=after_b, after_candidate=after_c)
+    speedup, ci = speedup_from_pairs(t.baseline_ms, t.candidate_ms, 0.95)
+    return {"speedup": round(speedup, 4), "ci": [round(ci[0], 4), round(ci[1], 4)], "pairs": len(t.baseline_ms)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=60)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--budget", type=float, default=4.0, help="seconds per harness arrangement")
     args = parser.parse_args()
     torch.manual_seed(0)
     shape = (64, 256, 256)
@@ -69,6 +106,16 @@ def main() -> None:
             b.bias.data = b.bias.data.clone()
         moved.append(_ratio(a, b, x, flush, args.pairs // 2))
     rows["moved"] = moved
+    sets = [[torch.rand(16, *shape, device="cuda")] for _ in range(3)]
+    c = torch.nn.LayerNorm(shape).cuda()
+    c.load_state_dict(a.state_dict())
+    for name, (first, second, keep) in {"harness_same_worker_hooks": (a, a, False),
+                                        "harness_two_worker_hooks": (a, c, False),
+                                        "harness_two_swapped_worker_hooks": (c, a, False),
+                                        "harness_two_symmetric_hooks": (a, c, True),
+                                        "harness_same_symmetric_hooks": (a, a, True)}.items():
+        rows[name] = _harness(first, second, sets, keep, args.budget)
+        print(name, rows[name], flush=True)
     data = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "device": torch.cuda.get_device_name(),
             "torch": torch.__version__, "pairs": args.pairs, "ratios": rows,
             "pointers": {"a.weight": a.weight.data_ptr() % (1 << 21), "b.weight": b.weight.data_ptr() % (1 << 21)}}

@@ -96,7 +96,8 @@ def _kforge(problem: Path, candidate: Path, budget: float, timeout: float) -> di
             "baseline_ms": (data.get("baseline") or {}).get("median_ms"),
             "candidate_ms": (data.get("candidate") or {}).get("median_ms"),
             "floor_ms": timing[0].get("hardware_floor_ms"), "large_gain": (data.get("details") or {}).get("large_gain"),
-            "isolation": (data.get("details") or {}).get("isolation")}
+            "isolation": (data.get("details") or {}).get("isolation"),
+            "phases": (data.get("details") or {}).get("phases")}
 
 
 def _kernelbench(kb_root: Path, shims: Path, problem: Path, candidate: Path, timeout: float) -> dict:

@@ -360,3 +360,26 @@ def test_a_time_below_the_hardware_floor_is_rejected_and_a_sane_one_passes(tmp_p
     result = evaluate(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu", settings)
     assert result.verdict == "pass", result.reason
     assert result.details["timing"][0]["hardware_floor_ms"] > 0
+
+
+SHARED = Path(__file__).parent / "data" / "shared_weights"
+
+
+def test_weights_both_sides_hold_are_read_from_one_place_and_may_not_be_written() -> None:
+    """Where two copies of the same weights sit moves a kernel's time (an A/A LayerNorm read 1.009x with two
+    instances): the candidate's equal parameters and buffers point at the baseline's. A candidate that writes
+    into them (to change the baseline's work) is rejected, though its own answers are right."""
+    spec = load_spec(SHARED / "problem.py")
+    settings = EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=60)
+    store = ReferenceStore()
+    try:
+        honest = evaluate(spec, Implementation.from_file(SHARED / "honest.py", "ModelNew"), "cpu", settings,
+                          seeds=[5, 6], references=store)
+        tamper = evaluate(spec, Implementation.from_file(SHARED / "tamper.py", "ModelNew"), "cpu", settings,
+                          seeds=[5, 6], references=store)
+    finally:
+        store.cleanup()
+    assert honest.verdict == "pass", honest.reason
+    assert honest.details["shared_with_baseline"] == ["proj.weight", "proj.bias", "scale"]
+    assert tamper.verdict == "rejected", tamper.reason
+    assert tamper.reason.startswith("after the correctness calls: the candidate changed its 'proj.weight' in place")

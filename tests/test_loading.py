@@ -32,3 +32,25 @@ def test_base_and_head_checkouts_keep_their_own_helpers(tmp_path: Path) -> None:
     assert again.entry() == (1, 10)
     # Nothing local stays registered to shadow the next import.
     assert "helper" not in sys.modules and "pkg.deep" not in sys.modules
+
+
+def test_equal_weights_are_shared_with_the_baseline_and_different_ones_are_not() -> None:
+    import torch
+
+    from kforge_bot.evaluate.loading import share_matching_state
+
+    torch.manual_seed(0)
+    baseline = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    candidate = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    candidate.load_state_dict(baseline.state_dict())
+    with torch.no_grad():
+        candidate[1].bias.add_(1.0)  # differs: stays the candidate's own
+    own_weight = candidate[0].weight.data_ptr()
+    shared = share_matching_state(candidate, baseline)
+    assert [name for name, _ in shared] == ["0.weight", "0.bias", "1.weight"]
+    assert candidate[0].weight.data_ptr() == baseline[0].weight.data_ptr()
+    assert candidate[1].bias.data_ptr() != baseline[1].bias.data_ptr()
+    # The candidate's own copies stay alive: a pointer kept from before the sharing still reads valid memory.
+    assert own_weight in {t.data_ptr() for t in candidate._kforge_unshared}
+    assert share_matching_state(baseline, baseline) == []
+    assert share_matching_state(lambda x: x, baseline) == []

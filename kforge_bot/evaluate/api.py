@@ -266,6 +266,8 @@ def _judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
 
     if message.get("restored_state"):
         base.details["restored_state"] = message["restored_state"]
+    if message.get("shared_state"):  # weights both sides read from one place (loading.share_matching_state)
+        base.details["shared_with_baseline"] = message["shared_state"]
     correctness = _compare_all(plan, ref_outputs, timed=bool(message.get("timing")))
     base.correctness = correctness
     if not correctness["ok"]:

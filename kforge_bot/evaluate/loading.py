@@ -193,6 +193,38 @@ def _copy_matching_state(source: torch.nn.Module, dest: torch.nn.Module) -> None
         dest.load_state_dict(src)
 
 
+def share_matching_state(candidate: Any, baseline: Any) -> list[tuple[str, torch.Tensor]]:
+    """Point the candidate's parameters and buffers at the baseline's storage wherever both hold the same
+    name with the same shape, dtype, device and values; returns the shared tensors (the baseline's).
+
+    Two copies of the same weights sit at different addresses, and where they sit moves a kernel's time: an
+    A/A run of KernelBench's LayerNorm (16 blocks streaming 16 MB of weights each) read 1.009x with two
+    instances, 0.991x with their roles swapped and 1.000x with one instance (benchmarks/aa_placement.py).
+    Shared, both sides read the same bytes at the same place, so what is timed is the code. The candidate's
+    own copies stay referenced from its module (`_kforge_unshared`), so anything that kept their pointers
+    (a graph captured in __init__, say) still reads valid memory."""
+    if not isinstance(candidate, torch.nn.Module) or not isinstance(baseline, torch.nn.Module) \
+            or candidate is baseline:
+        return []
+    theirs = dict(baseline.named_parameters())
+    theirs.update(baseline.named_buffers())
+    shared: list[tuple[str, torch.Tensor]] = []
+    kept: list[torch.Tensor] = []
+    with torch.no_grad():
+        for name, mine in [*candidate.named_parameters(), *candidate.named_buffers()]:
+            other = theirs.get(name)
+            if other is None or other is mine or type(other) is not type(mine) or other.shape != mine.shape \
+                    or other.dtype != mine.dtype or other.device != mine.device or other.layout != torch.strided \
+                    or mine.layout != torch.strided or not torch.equal(other, mine):
+                continue
+            kept.append(mine.data)
+            mine.data = other.data
+            shared.append((name, other))
+    if kept:
+        object.__setattr__(candidate, "_kforge_unshared", kept)  # not a submodule or parameter: invisible to state
+    return shared
+
+
 def call(fn: Callable[..., Any], inputs: list[Any]) -> Any:
     with torch.no_grad():
         return fn(*inputs)

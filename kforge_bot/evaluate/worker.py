@@ -207,6 +207,17 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
     restore_state()
     if _inherits_forward(candidate, baseline):
         raise Stop("rejected", "the candidate inherits the baseline's forward unchanged (it does no work of its own)")
+    # One placement for the weights both sides hold, so where they sit in memory cannot tilt the comparison.
+    shared = loading.share_matching_state(candidate, baseline)
+    shared_before = [(name, t.detach().clone()) for name, t in shared]
+
+    def shared_unchanged(when: str) -> None:
+        # The candidate can write into weights it now shares with the baseline: values it changed (denormals
+        # that slow the baseline, say) would make the comparison about data, not code.
+        for (name, now), (_, before) in zip(shared, shared_before):
+            if not torch.equal(now, before):
+                raise Stop("rejected", f"{when}: the candidate changed its {name!r} in place (parameters and "
+                                       "buffers must stay as built; they are shared with the baseline)")
     phases["import_s"] = _clock() - STARTED - phases["setup_s"]
     channel.send("progress", phase="imported")  # from here on, the parent's no-progress limit applies
     mark = _clock()
@@ -263,6 +274,7 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
         channel.send("progress", phase="correctness", case=case.label)
         del inputs, before, outputs
     guard("while running")
+    shared_unchanged("after the correctness calls")
     lap("correctness_s")
 
     profile: dict[str, Any] = {}
@@ -287,9 +299,11 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
                                       lambda: (no_threads_left("timed run"), guard("while timing", CRITICAL),
                                                restore_state())))
             guard("while timing")
+        shared_unchanged("after timing")
         lap("timing_s")
     channel.send("result", status="ok", profile=profile, timing=timing, device_name=target.device_name(),
-                 target_info=target.describe(), restored_state=restored, phases=phases)
+                 target_info=target.describe(), restored_state=restored, phases=phases,
+                 shared_state=[name for name, _ in shared])
 
 
 def _inherits_forward(candidate: Any, baseline: Any) -> bool:
