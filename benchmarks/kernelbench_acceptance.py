@@ -97,7 +97,9 @@ def _kforge(problem: Path, candidate: Path, budget: float, timeout: float) -> di
             "candidate_ms": (data.get("candidate") or {}).get("median_ms"),
             "floor_ms": timing[0].get("hardware_floor_ms"), "large_gain": (data.get("details") or {}).get("large_gain"),
             "isolation": (data.get("details") or {}).get("isolation"),
-            "phases": (data.get("details") or {}).get("phases")}
+            "phases": (data.get("details") or {}).get("phases"),
+            "memory_fit": (data.get("details") or {}).get("memory_fit"),
+            "shared_with_baseline": len((data.get("details") or {}).get("shared_with_baseline") or [])}
 
 
 def _kernelbench(kb_root: Path, shims: Path, problem: Path, candidate: Path, timeout: float) -> dict:
@@ -125,6 +127,8 @@ def main() -> None:
     parser.add_argument("--time-budget", type=float, default=2.0)
     parser.add_argument("--max-seconds", type=float, default=480.0, help="start no problem after this")
     parser.add_argument("--no-kernelbench", action="store_true")
+    parser.add_argument("--aa-only", default="", help="problems (level/number, comma-separated) run A/A only: "
+                                                      "large ones whose KernelBench figure is already recorded")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     shims = args.out / "kb-shims"
@@ -147,8 +151,9 @@ def main() -> None:
             row = {"problem": spec, "name": problem.stem,
                    "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
             row["aa"] = _kforge(problem, aa, args.time_budget, 600)
-            row["compile_kforge"] = _kforge(problem, compiled, args.time_budget, 600)
-            if not args.no_kernelbench:
+            aa_only = spec in args.aa_only.split(",")
+            row["compile_kforge"] = {} if aa_only else _kforge(problem, compiled, args.time_budget, 600)
+            if not args.no_kernelbench and not aa_only:
                 row["compile_kernelbench"] = _kernelbench(args.kernelbench, shims, problem, compiled, 600)
             rows.append(row)
             with results.open("a") as handle:
@@ -158,6 +163,9 @@ def main() -> None:
                   f" {a.get('wall_s')} s] | compile kforge {c.get('speedup')} CI {c.get('ci')} [{c.get('verdict')}, "
                   f"{c.get('wall_s')} s] | KernelBench {k.get('speedup')} [{k.get('correct')}, {k.get('wall_s')} s]"
                   f"{' ' + k['error'][-200:] if k.get('error') else ''}", flush=True)
+            for side in ("aa", "compile_kforge"):
+                print(f"  {side} phases: {json.dumps(row[side].get('phases'))} fit: {row[side].get('memory_fit')}"
+                      + (f" reason: {row[side].get('reason')}" if row[side].get("verdict") != "pass" else ""), flush=True)
     print(json.dumps(rows))
 
 

@@ -218,7 +218,7 @@ def test_forged_lines_are_counted_not_believed(runtime_layer: dict[str, EvalResu
 
 
 def test_reference_outputs_are_not_left_on_disk(store: ReferenceStore, default_layer: dict[str, EvalResult]) -> None:
-    assert list(store.root.rglob("*.pt")) == []
+    assert list(store.root.rglob("*.out")) == []
 
 
 def test_the_bot_is_unaffected_after_crashes_and_hangs(default_layer: dict[str, EvalResult],

@@ -252,3 +252,22 @@ def test_perturb_one_overwrites_one_element_with_another_of_its_values_the_same_
     perturb_one([torch.arange(6), again], seed=123_457)
     assert torch.equal(again, x)  # the reference's worker and the candidate's make the same change
     assert not perturb_one([torch.arange(6), torch.ones(1)], seed=5)  # nothing to change
+
+
+def test_comparing_in_chunks_decides_exactly_as_comparing_whole(monkeypatch) -> None:
+    """A multi-gigabyte output is compared a chunk at a time; every verdict and figure is the same as whole."""
+    from kforge_bot.evaluate import checks
+
+    torch.manual_seed(3)
+    ref = torch.randn(1000)
+    cases = {"equal": ref.clone(), "one bad": ref.clone().index_fill_(0, torch.tensor([777]), 5.0),
+             "nan": ref.clone().index_fill_(0, torch.tensor([10]), float("nan")),
+             "constant": torch.full_like(ref, 0.1), "scaled": ref * 1.001}
+    whole = {name: checks.compare_tensor(0, cand, ref, None) for name, cand in cases.items()}
+    monkeypatch.setattr(checks, "COMPARE_CHUNK", 7)
+    for name, cand in cases.items():
+        chunked = checks.compare_tensor(0, cand, ref, None)
+        assert chunked.keys() == whole[name].keys(), name
+        for key, value in whole[name].items():
+            assert chunked[key] == pytest.approx(value, rel=1e-9) if isinstance(value, float) else chunked[key] == value, name
+    assert [whole[n]["ok"] for n in cases] == [True, False, False, False, False]

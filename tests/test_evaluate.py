@@ -245,32 +245,48 @@ def test_a_broken_reference_is_a_configuration_error_naming_the_kernel(tmp_path:
     assert "no inputs today" in text and "\n" not in text
 
 
-def test_references_are_computed_once_per_store_and_never_left_on_disk(tmp_path: Path,
+@pytest.mark.parametrize("isolation", ["off", "required"])
+def test_references_are_computed_once_per_store_and_never_left_on_disk(tmp_path: Path, isolation: str,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kforge_bot.evaluate import isolation as sandboxing
+
+    if isolation == "required" and not sandboxing.probe().available:
+        pytest.skip(f"no sandbox here: {sandboxing.probe().problem}")
     events: list[str] = []
     store = ReferenceStore()
-    real_init, real_run = WorkerProcess.__init__, WorkerProcess.run
+    real_init, real_send, real_run = WorkerProcess.__init__, WorkerProcess.send, WorkerProcess.run
 
     def starting(self: WorkerProcess, workdir: Any, role: str, *args: Any, **kwargs: Any) -> None:
         events.append(f"start {role}")
         real_init(self, workdir, role, *args, **kwargs)
 
-    def running(self: WorkerProcess, request: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        # A candidate's worker gets its request only when no reference output is on disk.
+    def sending(self: WorkerProcess, request: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        # Unsandboxed, a candidate's worker gets its request only when no reference output is on disk.
         on_disk = list(store.root.rglob("ref_*")) if request["role"] == "candidate" else []
-        events.append(f"run {request['role']}" + (" with references on disk" if on_disk else ""))
+        events.append(f"send {request['role']}" + (" with references on disk" if on_disk else ""))
+        return real_send(self, request, *args, **kwargs)
+
+    def running(self: WorkerProcess, request: dict[str, Any] | None, *args: Any, **kwargs: Any) -> Any:
+        events.append("run" if request is None else f"run {request['role']}")
         return real_run(self, request, *args, **kwargs)
 
     monkeypatch.setattr(WorkerProcess, "__init__", starting)
+    monkeypatch.setattr(WorkerProcess, "send", sending)
     monkeypatch.setattr(WorkerProcess, "run", running)
     spec = _kb(tmp_path, REDUNDANT)
+    settings = EvalSettings(seeds=2, measure=False, profile=False, isolation=isolation)
     try:
-        first = _quick(spec, _cand(FASTER), references=store)
-        second = _quick(spec, spec.baseline, references=store)
-        assert first.verdict == second.verdict == "pass"
+        first = evaluate(spec, _cand(FASTER), "cpu", settings, seeds=[3, 4], references=store)
+        second = evaluate(spec, spec.baseline, "cpu", settings, seeds=[3, 4], references=store)
+        assert first.verdict == second.verdict == "pass", (first.reason, second.reason)
         # The candidate's worker warms up while the reference runs; the second evaluation reuses the reference.
-        assert events == ["start candidate", "start reference", "run reference", "run candidate",
-                          "start candidate", "run candidate"]
+        # Sandboxed, where it cannot see the reference's files, it also imports and builds meanwhile.
+        if isolation == "off":
+            assert events == ["start candidate", "start reference", "run reference", "send reference",
+                              "send candidate", "run", "start candidate", "send candidate", "run"]
+        else:
+            assert events == ["start candidate", "send candidate", "start reference", "run reference",
+                              "send reference", "run", "start candidate", "send candidate", "run"]
         assert list(store.root.rglob("*")) == []  # the reference worker's folder went with its files
     finally:
         store.cleanup()
@@ -293,6 +309,24 @@ def test_targets_and_seeds() -> None:
     assert "cpu" in cpu_less.targets
     a, b = new_seeds(3), new_seeds(3)
     assert len(a) == 3 and a != b and all(0 <= s < 2**63 for s in a)
+
+
+def test_a_named_gpu_target_taken_at_its_word_is_refused_by_the_worker_in_plain_words(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With NVIDIA's device nodes present the bot does not import torch to check `--target cuda` (seconds on
+    the critical path); where torch cannot use the device after all, the worker says so, naming no culprit."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    import kforge_bot.targets as targets
+
+    monkeypatch.setattr(targets, "_device_nodes_present", lambda kind: True)
+    spec = load_spec(Path(__file__).parent / "data" / "kb" / "softmax.py")
+    with pytest.raises(KforgeError) as info:
+        evaluate(spec, spec.baseline, "cuda", EvalSettings(seeds=1, measure=False, profile=False))
+    assert "target 'cuda' is not available on this machine: torch here has no CUDA support (a CPU build)" \
+        in str(info.value)
 
 
 def test_the_static_scan_answers_without_starting_any_process(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -383,3 +417,25 @@ def test_weights_both_sides_hold_are_read_from_one_place_and_may_not_be_written(
     assert honest.details["shared_with_baseline"] == ["proj.weight", "proj.bias", "scale"]
     assert tamper.verdict == "rejected", tamper.reason
     assert tamper.reason.startswith("after the correctness calls: the candidate changed its 'proj.weight' in place")
+
+
+def test_a_large_problem_for_its_memory_budget_is_cut_down_or_refused_by_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """8 MB in and out: the whole plan needs ~320 MB; with 300 MB to spend (KFORGE_MEMORY_BUDGET) the evaluation
+    keeps one seed and one timed set and says so; with 150 MB it is refused, naming the sizes, not blaming the
+    reference (before: the host ran out of memory and the reference's worker died of SIGKILL)."""
+    problem = tmp_path / "big_softmax.py"
+    problem.write_text((ADV / "problem.py").read_text().replace("torch.randn(64, 256)", "torch.randn(1024, 2048)"))
+    spec = load_spec(problem)
+    settings = EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=60)
+    honest = Implementation.from_file(ADV / "honest.py", "ModelNew")
+    monkeypatch.setenv("KFORGE_MEMORY_BUDGET", "300M")
+    result = evaluate(spec, honest, "cpu", settings)
+    assert result.verdict == "pass", result.reason
+    assert result.details["memory_fit"]["seeds"] == 1 and result.details["memory_fit"]["rotate_sets"] == 1
+    assert "cut to 1 seed(s) and 1 timed input set(s) to fit in memory" in result.details["memory_fit"]["note"]
+    assert result.correctness["cases_checked"] == 3  # one seed, the timed output, the set with one element changed
+    monkeypatch.setenv("KFORGE_MEMORY_BUDGET", "150M")
+    with pytest.raises(KforgeError) as caught:
+        evaluate(spec, honest, "cpu", settings)
+    assert "kernel 'big_softmax' does not fit on cpu: inputs of 8.4 MB and outputs of 8.4 MB per set" in str(caught.value)

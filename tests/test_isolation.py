@@ -271,7 +271,7 @@ def test_a_daemon_started_by_a_candidate_dies_with_its_worker(repo: Path) -> Non
 
 
 FLOOD_CHANNEL = '''
-fd = int(sys.argv[-1])
+fd = next(int(a) for a in sys.argv if a.isdigit())  # the result channel's descriptor
 chunk = b"x" * (1 << 20)
 while True:
     os.write(fd, chunk)

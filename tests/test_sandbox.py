@@ -99,7 +99,7 @@ def test_reference_worker_gets_a_large_request_on_stdin_and_no_credentials(tmp_p
     assert seen == outcome.messages and any(m["type"] == "progress" for m in seen)
     assert outcome.forged_lines == 0
     assert "inputs made" in outcome.log_tail  # stdout is kept as a log, and decides nothing
-    assert sorted(p.name for p in work.glob("ref_*.pt")) == ["ref_0_0.pt", "ref_0_1.pt"]
+    assert sorted(p.name for p in work.glob("ref_*.out")) == ["ref_0_0.out", "ref_0_1.out"]
     assert not list(work.glob("request*")), "the request (with its seeds) must never be a file"
 
 
@@ -218,7 +218,7 @@ def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:
                       EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=60))
     assert result.verdict == "pass", result.reason
     phases = result.details["phases"]
-    assert set(phases["parent"]) == {"reference_s", "candidate_worker_s", "compare_s"}
+    assert set(phases["parent"]) == {"reference_s", "candidate_worker_s", "compare_s", "total_s"}
     assert set(phases["candidate_worker"]) >= {"setup_s", "import_s", "correctness_s", "timing_s"}
     assert set(phases["reference_worker"]) >= {"setup_s", "cases_s"}
     assert all(v >= 0 for v in phases["candidate_worker"].values())

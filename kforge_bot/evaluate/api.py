@@ -25,7 +25,7 @@ from typing import Any, Callable
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import bound, isolation
 from kforge_bot.evaluate.guards import static_findings
-from kforge_bot.evaluate.plan import Case, Plan
+from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
 from kforge_bot.evaluate.sandbox import STALL_FACTOR, ChildOutcome, run_worker, start_worker
 from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
@@ -73,7 +73,7 @@ class ReferenceStore:
     def key(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings) -> str:
         material = json.dumps([spec.reference.to_dict(), spec.inputs_source.to_dict(), spec.inputs_symbol,
                                spec.init_symbol, spec.init_kwargs, list(spec.shape_sets), target, seeds,
-                               settings.measure, settings.rotate_sets, settings.profile], sort_keys=True,
+                               settings.measure, settings.rotate_sets], sort_keys=True,
                               default=str)
         return hashlib.sha256(material.encode()).hexdigest()[:16]
 
@@ -88,7 +88,7 @@ class ReferenceStore:
 
     def _compute(self, key: str, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings,
                  progress: Progress | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
-        _import_torch_meanwhile()
+        _import_torch_meanwhile(target)
         folder = self.root / key
         plan = Plan(role="reference", target=target, spec=spec, baseline=spec.reference, candidate=None,
                     settings=settings, seeds=seeds, out_dir=folder)
@@ -106,13 +106,21 @@ class ReferenceStore:
                                  view=sandbox_view(spec, [], target, folder, settings))
             _raise_on_sandbox_failure(outcome)
             result = outcome.result
+            if result is not None and result.get("status") == "unavailable":
+                raise KforgeError(f"target {target!r} is not available on this machine: {result.get('reason')}",
+                                  hint="run `kforge-bot doctor` to see what is, or use --target auto")
+            if result is not None and result.get("status") == "too_large":
+                raise KforgeError(f"kernel {spec.name!r} does not fit on {target}: {result.get('reason')}",
+                                  path=Path(spec.root) / spec.kernel_file,
+                                  hint="use a smaller shape set, or a machine with more memory (KFORGE_MEMORY_BUDGET "
+                                       "caps what an evaluation may use)")
             if result is None or result.get("status") != "ok":
                 why, hint = _reference_death(outcome, written, len(plan.all_cases()))
                 if result:  # it said why itself: the spec's own failure
                     why = result.get("reason")
                 raise KforgeError(f"the reference for kernel {spec.name!r} failed on {target}: {why}",
                                   path=Path(spec.root) / spec.kernel_file, hint=hint)
-            outputs = {case.ref_file: _load(folder / case.ref_file) for case in plan.all_cases()}
+            outputs = {case.ref_file: _load(folder / case.ref_file) for case in plan.fitted(_fit(result)).all_cases()}
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return outputs, result
@@ -120,6 +128,11 @@ class ReferenceStore:
     def cleanup(self) -> None:
         if self._own:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _fit(ref_result: dict[str, Any]) -> Fit:
+    """The seeds and timed sets the reference kept for its problem's size (plan.fit_plan)."""
+    return Fit.from_dict(ref_result.get("fit") or {})
 
 
 def _raise_on_sandbox_failure(outcome: ChildOutcome) -> None:
@@ -147,12 +160,18 @@ def _reference_death(outcome: ChildOutcome, written: list[dict[str, Any]], cases
     return why, "the reference and its inputs must run before any candidate can be judged"
 
 
-def _import_torch_meanwhile() -> None:
-    """Start importing torch (seconds) in a thread while the reference's child runs: this process needs it
-    only to read the outputs back, and waiting for it after the child had been pure loss."""
-    if "torch" not in sys.modules:
-        threading.Thread(target=importlib.import_module, args=("torch",), name="kforge-import-torch",
-                         daemon=True).start()
+def _import_torch_meanwhile(target: str) -> None:
+    """Start importing torch (seconds) in a thread while the reference's child runs, and on a GPU target set up
+    this process's device context (a second more): this process needs both only to compare the outputs, and
+    waiting for them after the children had been pure loss."""
+    if "torch" not in sys.modules or target.startswith("cuda"):
+        threading.Thread(target=_prepare_comparison, args=(target,), name="kforge-import-torch", daemon=True).start()
+
+
+def _prepare_comparison(target: str) -> None:
+    torch = importlib.import_module("torch")
+    if target.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.init()
 
 
 def new_seeds(count: int) -> list[int]:
@@ -185,7 +204,8 @@ def evaluate(
 
     store = references or ReferenceStore()
     work = Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=_scratch_root()))
-    clock = [time.monotonic()]
+    started = time.monotonic()
+    clock = [started]
 
     def lap() -> float:
         now = time.monotonic()
@@ -193,27 +213,40 @@ def evaluate(
         return round(spent, 3)
 
     try:
-        # The candidate's worker starts now and imports torch while the reference runs; it is sent the
-        # candidate only after the reference's outputs are read back and deleted.
-        worker = start_worker(work, "candidate", view=sandbox_view(spec, [candidate, baseline], target_name, work,
-                                                                   settings))
+        # The candidate's worker starts now and imports torch while the reference runs. Sandboxed, it cannot
+        # see the reference's files, so it gets its plan at once and imports and builds the candidate meanwhile
+        # (compilers included); unsandboxed, only after the reference's outputs are read back and deleted.
+        # Either way it makes its first call only after the reference has finished and sent its Fit.
+        view = sandbox_view(spec, [candidate, baseline], target_name, work, settings)
+        worker = start_worker(work, "candidate", view=view, warm=target_name)
+        full = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
+                    settings=settings, seeds=seeds, out_dir=work, await_fit=True)
         try:
+            if view is not None:
+                worker.send(full.to_dict(), more=True)
             ref_outputs, ref_result = store.ensure(spec, target_name, seeds, settings, progress)
             parent = {"reference_s": lap()}  # about 0 when an earlier candidate's reference run is reused
-            plan = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
-                        settings=settings, seeds=seeds, out_dir=work)
+            fit = _fit(ref_result)
+            if view is None:
+                worker.send(full.to_dict(), more=True)
+            worker.send_last(fit.to_dict())
+            plan = full.fitted(fit)
+            seeds = plan.seeds
             stall_s = max(settings.stall_floor_s, STALL_FACTOR * float(ref_result.get("slowest_case_s") or 0.0))
-            outcome = worker.run(plan.to_dict(), settings.timeout_s, on_message=progress, stall_s=stall_s)
+            outcome = worker.run(None, settings.timeout_s, on_message=progress, stall_s=stall_s)
             _raise_on_sandbox_failure(outcome)
             parent["candidate_worker_s"] = lap()
         finally:
             worker.discard()
         result = _judge(plan, outcome, ref_outputs, ref_result)
         parent["compare_s"] = lap()
+        parent["total_s"] = round(time.monotonic() - started, 3)
         message = outcome.result or {}
         # Where an evaluation's wall time goes: the parent's three steps, and each worker's own phases.
         result.details["phases"] = {"parent": parent, "reference_worker": ref_result.get("phases") or {},
                                     "candidate_worker": message.get("phases") or {}, "no_progress_limit_s": stall_s}
+        if fit.note:  # a large problem: fewer seeds and timed sets than asked, and why
+            result.details["memory_fit"] = fit.to_dict()
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if references is None:
@@ -262,7 +295,7 @@ def _judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
     base.target_info = message.get("target_info", base.target_info)
     profile = message.get("profile", {})
     base.profile = {"baseline": profile.get("baseline", {}), "candidate": profile.get("candidate", {}),
-                    "reference": ref_result.get("profile", {})}
+                    "reference": profile.get("reference", {})}
 
     if message.get("restored_state"):
         base.details["restored_state"] = message["restored_state"]
@@ -329,9 +362,11 @@ def _physical_bound(result: EvalResult, plan: Plan, ref_outputs: dict[str, list[
 
 
 def _load(path: Path) -> list[Any]:
-    import torch
+    """A worker's output file, memory-mapped (its pages stay where they are, in memory-backed storage, even
+    after the file is deleted: no second copy of a gigabyte output)."""
+    from kforge_bot.evaluate import tensorfile
 
-    return torch.load(path, map_location="cpu", weights_only=True)
+    return tensorfile.read(path)
 
 
 def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool) -> dict[str, Any]:
@@ -349,8 +384,11 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool) -> 
             cand = _load(cand_path)
         except Exception as exc:  # noqa: BLE001 - a forged or truncated file is the candidate's problem
             return f"rejected|{label}: unreadable output file ({type(exc).__name__})"
+        finally:
+            cand_path.unlink(missing_ok=True)  # compared once; large outputs must not pile up in memory
         ref = ref_outputs[ref_file]
         per_output = compare_outputs(cand, ref, tolerance, device)
+        del cand
         records.append({"case": label, "shape_set": case.shape, "seed": case.seed, "outputs": per_output})
         bad = next((o for o in per_output if not o["ok"]), None)
         return f"incorrect|{label}: output {bad['index']}: {bad['problem']}" if bad else None

@@ -137,9 +137,13 @@ def tolerance_for(dtype: torch.dtype, override: dict[str, float] | None) -> tupl
     return atol, rtol, norm
 
 
+COMPARE_CHUNK = 1 << 25  # elements per step: float64 temporaries of a few hundred MB, whatever the output's size
+
+
 def compare_tensor(index: int, cand: torch.Tensor, ref: torch.Tensor,
                    override: dict[str, float] | None, device: str = "cpu") -> dict[str, Any]:
-    """Compare one output; returns a JSON-ready record with `ok` and, when not ok, `problem`."""
+    """Compare one output; returns a JSON-ready record with `ok` and, when not ok, `problem`. Works through the
+    tensors in chunks on `device`, so a multi-gigabyte output needs no more memory than one chunk."""
     record: dict[str, Any] = {"index": index, "shape": list(ref.shape), "dtype": str(ref.dtype).replace("torch.", "")}
     if cand.shape != ref.shape:
         return {**record, "ok": False, "problem": f"shape {list(cand.shape)} != expected {list(ref.shape)}"}
@@ -147,46 +151,78 @@ def compare_tensor(index: int, cand: torch.Tensor, ref: torch.Tensor,
         return {**record, "ok": False, "problem": f"dtype {cand.dtype} != expected {ref.dtype}"}
     atol, rtol, norm_tol = tolerance_for(ref.dtype, override)
     record.update(atol=atol, rtol=rtol, norm_tol=norm_tol)
+    flat_c, flat_r = cand.detach().reshape(-1), ref.detach().reshape(-1)
+    chunks = [(i, min(i + COMPARE_CHUNK, flat_r.numel())) for i in range(0, flat_r.numel(), COMPARE_CHUNK)]
     if not ref.is_floating_point() and not ref.is_complex():
-        mismatches = int((cand != ref).sum())
-        record.update(max_abs=float((cand.long() - ref.long()).abs().max()) if ref.numel() else 0.0,
-                      max_rel=0.0, rel_norm=0.0)
+        mismatches, max_abs = 0, 0.0
+        for i, j in chunks:
+            c, r = flat_c[i:j].to(device).long(), flat_r[i:j].to(device).long()
+            mismatches += int((c != r).sum())
+            max_abs = max(max_abs, float((c - r).abs().max()))
+        record.update(max_abs=max_abs, max_rel=0.0, rel_norm=0.0)
         return {**record, "ok": mismatches == 0,
                 **({"problem": f"{mismatches} of {ref.numel()} integer elements differ"} if mismatches else {})}
-    # float64 on the comparison device: a GPU runner compares gigabyte outputs in milliseconds.
-    c = cand.detach().to(device=device, dtype=torch.float64)
-    r = ref.detach().to(device=device, dtype=torch.float64)
-    ref_finite = torch.isfinite(r)
-    cand_finite = torch.isfinite(c)
-    bad_nonfinite = int((~cand_finite & ref_finite).sum())
-    if bad_nonfinite:
+    stats = _FloatStats()
+    for i, j in chunks:
+        # float64 on the comparison device: a GPU runner compares gigabyte outputs in well under a second.
+        stats.add(flat_c[i:j].to(device).to(torch.float64), flat_r[i:j].to(device).to(torch.float64), atol, rtol)
+    if stats.bad_nonfinite:
         return {**record, "ok": False, "max_abs": math.inf, "max_rel": math.inf,
-                "problem": f"{bad_nonfinite} NaN/Inf values where the reference is finite"}
-    # Where the reference is NaN or +-Inf the candidate must be the same (nan_to_num would equate NaN with 0).
-    c_nf, r_nf = c[~ref_finite], r[~ref_finite]
-    same_nonfinite = bool(((c_nf == r_nf) | (torch.isnan(c_nf) & torch.isnan(r_nf))).all())
-    if not same_nonfinite:
+                "problem": f"{stats.bad_nonfinite} NaN/Inf values where the reference is finite"}
+    if not stats.same_nonfinite:
         return {**record, "ok": False, "problem": "non-finite values differ from the reference's"}
-    c, r = c[ref_finite], r[ref_finite]
-    diff = (c - r).abs()
-    max_abs = float(diff.max()) if diff.numel() else 0.0
-    max_rel = float((diff / r.abs().clamp_min(1e-30)).max()) if diff.numel() else 0.0
-    ref_norm = float(r.norm()) if r.numel() else 0.0
-    rel_norm = float(diff.norm()) / ref_norm if ref_norm > 0 else (0.0 if max_abs == 0 else math.inf)
-    record.update(max_abs=max_abs, max_rel=max_rel, rel_norm=rel_norm)
-    over = int((diff > atol + rtol * r.abs()).sum())
-    if over:
-        worst = int(torch.argmax(diff - (atol + rtol * r.abs())))
+    rel_norm = math.sqrt(stats.diff_sq) / math.sqrt(stats.ref_sq) if stats.ref_sq > 0 else \
+        (0.0 if stats.max_abs == 0 else math.inf)
+    record.update(max_abs=stats.max_abs, max_rel=stats.max_rel, rel_norm=rel_norm)
+    if stats.over:
         return {**record, "ok": False,
-                "problem": f"{over} of {r.numel()} elements outside atol={atol:g}, rtol={rtol:g} "
-                           f"(worst: got {float(c[worst]):.6g}, expected {float(r[worst]):.6g})"}
+                "problem": f"{stats.over} of {stats.finite} elements outside atol={atol:g}, rtol={rtol:g} "
+                           f"(worst: got {stats.worst[1]:.6g}, expected {stats.worst[2]:.6g})"}
     if rel_norm > norm_tol:
         return {**record, "ok": False,
                 "problem": f"relative error {rel_norm:.3g} over the bound {norm_tol:g} for {record['dtype']} "
                            "(results wrong everywhere by a little, or computed at lower precision)"}
-    if r.numel() > 1 and float(r.std()) > 0 and float(c.std()) == 0:
+    if stats.finite > 1 and stats.ref_range[0] < stats.ref_range[1] and stats.cand_range[0] == stats.cand_range[1]:
         return {**record, "ok": False, "problem": "output is constant where the reference varies"}
     return {**record, "ok": True}
+
+
+class _FloatStats:
+    """What compare_tensor decides on, accumulated chunk by chunk (float64 chunks of one output)."""
+
+    def __init__(self) -> None:
+        self.bad_nonfinite = 0  # NaN/Inf in the candidate where the reference is finite
+        self.same_nonfinite = True  # where the reference is NaN/Inf, the candidate is the same
+        self.finite = 0
+        self.max_abs = self.max_rel = self.diff_sq = self.ref_sq = 0.0
+        self.over = 0
+        self.worst = (-math.inf, 0.0, 0.0)  # (excess over the tolerance, got, expected)
+        self.ref_range = (math.inf, -math.inf)
+        self.cand_range = (math.inf, -math.inf)
+
+    def add(self, c: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) -> None:
+        ref_finite = torch.isfinite(r)
+        self.bad_nonfinite += int((~torch.isfinite(c) & ref_finite).sum())
+        c_nf, r_nf = c[~ref_finite], r[~ref_finite]
+        self.same_nonfinite &= bool(((c_nf == r_nf) | (torch.isnan(c_nf) & torch.isnan(r_nf))).all())
+        c, r = c[ref_finite], r[ref_finite]
+        if not r.numel():
+            return
+        self.finite += r.numel()
+        diff = (c - r).abs()
+        self.max_abs = max(self.max_abs, float(diff.max()))
+        self.max_rel = max(self.max_rel, float((diff / r.abs().clamp_min(1e-30)).max()))
+        self.diff_sq += float(diff.square().sum())
+        self.ref_sq += float(r.square().sum())
+        excess = diff - (atol + rtol * r.abs())
+        self.over += int((excess > 0).sum())
+        worst = int(torch.argmax(excess))
+        if float(excess[worst]) > self.worst[0]:
+            self.worst = (float(excess[worst]), float(c[worst]), float(r[worst]))
+        self.ref_range = (min(self.ref_range[0], float(r.min())), max(self.ref_range[1], float(r.max())))
+        finite_c = c[torch.isfinite(c)]
+        if finite_c.numel():
+            self.cand_range = (min(self.cand_range[0], float(finite_c.min())), max(self.cand_range[1], float(finite_c.max())))
 
 
 def comparison_device(target: str) -> str:

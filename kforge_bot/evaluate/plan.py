@@ -7,7 +7,7 @@ never takes a worker's word for which cases exist.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,9 @@ class Plan:
     out_dir: Path
     init_seed: int = 0
     threads: int = 0
+    # The candidate's worker gets its plan while the reference still runs (sandboxed, it cannot see the
+    # reference's files): it imports and builds, then waits for one line, the Fit, before its first call.
+    await_fit: bool = False
 
     def correctness_cases(self) -> list[Case]:
         cases = []
@@ -47,11 +50,11 @@ class Plan:
             for i, seed in enumerate(self.seeds):
                 reuse = i == 0 and len(self.seeds) > 1
                 cases.append(Case(
-                    shape=s, seed=seed, ref_file=f"ref_{s}_{i}.pt", cand_file=f"cand_{s}_{i}.pt",
+                    shape=s, seed=seed, ref_file=f"ref_{s}_{i}.out", cand_file=f"cand_{s}_{i}.out",
                     label=f"shape set {s} {self.spec.shape_sets[s] or ''} seed {seed}".replace("  ", " "),
                     reuse_seed=self.seeds[1] if reuse else None,
-                    reuse_file=f"cand_{s}_{i}_reuse.pt" if reuse else None,
-                    reuse_ref_file=f"ref_{s}_1.pt" if reuse else None,
+                    reuse_file=f"cand_{s}_{i}_reuse.out" if reuse else None,
+                    reuse_ref_file=f"ref_{s}_1.out" if reuse else None,
                 ))
         return cases
 
@@ -64,10 +67,10 @@ class Plan:
         return int.from_bytes(digest, "little") >> 1
 
     def timed_cand_file(self, shape: int, rotation: int) -> str:
-        return f"cand_t{shape}_{rotation}.pt"
+        return f"cand_t{shape}_{rotation}.out"
 
     def timed_ref_file(self, shape: int, rotation: int) -> str:
-        return f"ref_t{shape}_{rotation}.pt"
+        return f"ref_t{shape}_{rotation}.out"
 
     def timing_cases(self) -> list[Case]:
         if not self.settings.measure:
@@ -77,7 +80,7 @@ class Plan:
                 for s in range(len(self.spec.shape_sets)) for r in range(self.settings.rotate_sets)]
 
     def moved_cand_file(self, shape: int, rotation: int) -> str:
-        return f"cand_t{shape}_{rotation}_moved.pt"
+        return f"cand_t{shape}_{rotation}_moved.out"
 
     def moved_cases(self) -> list[Case]:
         """After timing, input set r+1's values sit in input set r's buffers: the result must follow the values."""
@@ -96,12 +99,24 @@ class Plan:
         with the unchanged inputs' result."""
         if not self.settings.measure:
             return []
-        return [Case(shape=s, seed=self.timing_seed(s, r), ref_file=f"ref_c{s}_{r}.pt", cand_file=f"cand_c{s}_{r}.pt",
+        return [Case(shape=s, seed=self.timing_seed(s, r), ref_file=f"ref_c{s}_{r}.out", cand_file=f"cand_c{s}_{r}.out",
                      label=f"after timing, shape set {s}: input set {r} with one element changed", perturbed=True)
                 for s in range(len(self.spec.shape_sets)) for r in range(self.settings.rotate_sets)]
 
     def all_cases(self) -> list[Case]:
         return self.correctness_cases() + self.timing_cases() + self.changed_cases()
+
+    def candidate_outputs(self) -> int:
+        """How many output files the candidate's worker writes (each compared, then deleted, at the end)."""
+        reuse = sum(1 for c in self.correctness_cases() if c.reuse_file)
+        return len(self.correctness_cases()) + reuse + len(self.timing_cases()) + len(self.changed_cases()) \
+            + len(self.moved_cases())
+
+    def fitted(self, fit: Fit) -> Plan:
+        """This plan with fewer seeds and timed sets (a large problem's), or itself when the full one fits."""
+        if fit.seeds >= len(self.seeds) and fit.rotate_sets >= self.settings.rotate_sets:
+            return self
+        return replace(self, seeds=self.seeds[:fit.seeds], settings=replace(self.settings, rotate_sets=fit.rotate_sets))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -115,6 +130,7 @@ class Plan:
             "out_dir": str(self.out_dir),
             "init_seed": self.init_seed,
             "threads": self.threads,
+            "await_fit": self.await_fit,
         }
 
     @classmethod
@@ -130,4 +146,86 @@ class Plan:
             out_dir=Path(data["out_dir"]),
             init_seed=data.get("init_seed", 0),
             threads=data.get("threads", 0),
+            await_fit=bool(data.get("await_fit", False)),
         )
+
+
+# ------------------------------------------------------------------------------------- memory budget
+
+DEVICE_SHARE = 0.8  # of the device memory free when the reference starts
+HOST_SHARE = 0.7  # of the host memory available
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How many seeds and timed input sets an evaluation keeps, given the sizes the reference measured."""
+
+    seeds: int
+    rotate_sets: int
+    note: str = ""  # why it was cut down; empty when the full plan fits
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seeds": self.seeds, "rotate_sets": self.rotate_sets, "note": self.note}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fit:
+        """A missing count keeps the plan's own (an older reference result, or no measurement at all)."""
+        return cls(int(data.get("seeds") or 1 << 30), int(data.get("rotate_sets") or 1 << 30),
+                   str(data.get("note") or ""))
+
+
+class DoesNotFit(Exception):
+    """Even one seed and one timed input set need more memory than the machine has."""
+
+
+def memory_needs(plan: Plan, input_bytes: list[int], output_bytes: list[int]) -> tuple[int, int]:
+    """(device bytes, host bytes) an evaluation of `plan` holds at its peak, from each shape set's input and
+    output sizes. Device: the candidate's worker keeps every timed input set, a copy of each (inputs must stay
+    unchanged), the values moved between them, the correctness case's inputs, a copy and the second seed's
+    values, and each timed set's output besides the live ones. Host: outputs travel as files in memory-backed
+    storage: the reference's (mapped by the bot) and the candidate's, which wait for the comparison."""
+    r = plan.settings.rotate_sets if plan.settings.measure else 0
+    device = max((i * (3 * r + 3) + o * (r + 4) for i, o in zip(input_bytes, output_bytes)), default=0)
+    shapes = max(1, len(plan.spec.shape_sets))
+    per_shape = (len(plan.all_cases()) + plan.candidate_outputs()) / shapes
+    host = int(sum(o * per_shape for o in output_bytes)) + max(output_bytes, default=0)
+    return device, host
+
+
+def fit_plan(plan: Plan, input_bytes: list[int], output_bytes: list[int], device_free: int | None,
+             host_free: int) -> Fit:
+    """The largest plan of the ladder (as asked; one seed and two timed sets; one of each) that fits in the
+    budget; raises DoesNotFit naming the sizes and the memory when none does. `device_free` None: the device
+    is the host (CPU, or unified memory), and both needs come out of the host's memory."""
+    ladder = [(len(plan.seeds), plan.settings.rotate_sets), (1, min(2, plan.settings.rotate_sets)), (1, 1)]
+    device_budget = None if device_free is None else int(device_free * DEVICE_SHARE)
+    host_budget = int(host_free * HOST_SHARE)
+    needs = (0, 0)
+    for seeds, rotations in ladder:
+        candidate = plan.fitted(Fit(seeds, rotations))
+        needs = memory_needs(candidate, input_bytes, output_bytes)
+        device_need, host_need = needs
+        fits = host_need + (device_need if device_budget is None else 0) <= host_budget and \
+            (device_budget is None or device_need <= device_budget)
+        if fits:
+            full = (seeds, rotations) == ladder[0]
+            note = "" if full else (
+                f"cut to {seeds} seed(s) and {rotations} timed input set(s) to fit in memory: inputs "
+                f"{_gb(max(input_bytes))}, outputs {_gb(max(output_bytes))} per set; the full plan needs "
+                + _needs_text(memory_needs(plan, input_bytes, output_bytes), device_budget is None))
+            return Fit(seeds, rotations, note)
+    raise DoesNotFit(
+        f"inputs of {_gb(max(input_bytes))} and outputs of {_gb(max(output_bytes))} per set need "
+        + _needs_text(needs, device_budget is None) + " even with one seed and one timed input set; this machine "
+        + ("has " if device_budget is None else f"has {_gb(device_free or 0)} of device memory free and ")
+        + f"{_gb(host_free)} of host memory available")
+
+
+def _needs_text(needs: tuple[int, int], unified: bool) -> str:
+    device, host = needs
+    return f"about {_gb(device + host)} of memory" if unified else \
+        f"about {_gb(device)} of device memory and {_gb(host)} of host memory"
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"

@@ -46,30 +46,26 @@ def profile_call(fn: Callable[[], Any], device: torch.device, synchronize: Calla
     """Run `fn` once under the framework profiler and digest what happened."""
     if device.type == "cpu":
         return _profile_cpu(fn)
-    from torch.profiler import ProfilerActivity, profile
+    from torch.autograd import profiler
 
-    activities = [ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    elif device.type == "xpu" and hasattr(ProfilerActivity, "XPU"):
-        activities.append(ProfilerActivity.XPU)
-    marker = torch.zeros(1, device=device) if device.type != "cpu" else None
+    marker = torch.zeros(1, device=device)
     synchronize()
-    with profile(activities=activities) as prof:
-        if marker is not None:
-            marker.add_(1)  # one known kernel on the current stream, to learn that stream's id
+    # The autograd profiler with the device's activity (kineto, as torch.profiler uses) but without
+    # torch.profiler's wrapper, whose first use imports torch._inductor: seconds in every fresh worker.
+    with profiler.profile(use_device=device.type) as prof:
+        marker.add_(1)  # one known kernel on the current stream, to learn that stream's id
         fn()
         synchronize()
     digest: dict[str, Any] = {"ops": [], "kernels": [], "streams": {}, "side_stream_kernels": []}
     ops: dict[str, int] = {}
-    for event in prof.events():
+    for event in prof.function_events:
         if event.name.startswith("aten::"):
             ops[event.name] = ops.get(event.name, 0) + 1
     digest["ops"] = sorted(ops)
     digest["compute_ops"] = compute_ops(list(ops))
     kernels: list[dict[str, Any]] = []
     try:
-        raw = prof.profiler.kineto_results.events()  # type: ignore[union-attr]
+        raw = prof.kineto_results.events()  # type: ignore[union-attr]
     except AttributeError:
         digest["streams_checked"] = False
         return digest
@@ -80,7 +76,7 @@ def profile_call(fn: Callable[[], Any], device: torch.device, synchronize: Calla
         name = event.name()
         stream = int(event.device_resource_id())
         record = {"name": name, "us": event.duration_ns() / 1000.0, "stream": stream}
-        if current_stream is None and marker is not None and ("fill" in name or "add" in name.lower()
+        if current_stream is None and ("fill" in name or "add" in name.lower()
                                                               or "elementwise" in name.lower()):
             current_stream = stream
             continue  # the marker itself

@@ -105,7 +105,7 @@ class WorkerProcess:
     only once those outputs are off the disk."""
 
     def __init__(self, workdir: Path, role: str, env: dict[str, str] | None = None,
-                 view: isolation.View | None = None) -> None:
+                 view: isolation.View | None = None, warm: str | None = None) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         env = scrubbed_environment() if env is None else env
         # Not `-m`: the worker module would be __main__, reachable from user code under that name.
@@ -118,7 +118,7 @@ class WorkerProcess:
         log_read, log_write = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [*argv, str(write_fd)], stdin=subprocess.PIPE, stdout=log_write, stderr=subprocess.STDOUT,
+                [*argv, str(write_fd), *self._warm_args(role, warm)], stdin=subprocess.PIPE, stdout=log_write, stderr=subprocess.STDOUT,
                 pass_fds=(write_fd,), env=env, cwd=str(workdir), start_new_session=True,
             )
         except BaseException:
@@ -130,23 +130,47 @@ class WorkerProcess:
             os.close(log_write)
         self._log = _LogTail(log_read)
         self._done = False
+        self._nonce: str | None = None
+        self._feeder: threading.Thread | None = None
 
-    def run(self, request: dict[str, Any], timeout_s: float,
+    @staticmethod
+    def _warm_args(role: str, warm: str | None) -> list[str]:
+        # The device to initialise before the request comes (worker.warm_up); a candidate's worker also warms
+        # the profiler, which it will use.
+        return [warm, "profiler" if role == "candidate" else "device"] if warm else []
+
+    def send(self, request: dict[str, Any], more: bool = False) -> None:
+        """Send the request (with the nonce its messages must carry). `more`: one more line follows
+        (`send_last`), which the worker waits for before it runs any user code's call."""
+        assert self._nonce is None, "a worker process gets one request"
+        self._nonce = secrets.token_hex(16)
+        self._write((self._nonce + "\n" + json.dumps(request) + "\n").encode(), close=not more)
+
+    def send_last(self, line: dict[str, Any]) -> None:
+        self._write((json.dumps(line) + "\n").encode(), close=True)
+
+    def _write(self, data: bytes, close: bool) -> None:
+        # A large request fills the pipe before the child reads it: write from a thread so the timeout holds.
+        previous = self._feeder
+        self._feeder = threading.Thread(target=_feed, args=(self.proc, data, close, previous), daemon=True)
+        self._feeder.start()
+
+    def run(self, request: dict[str, Any] | None, timeout_s: float,
             on_message: Callable[[dict[str, Any]], None] | None = None,
             stall_s: float | None = None) -> ChildOutcome:
-        """Send `request`, collect the messages until the worker exits or `timeout_s` passes (counted from
-        now), then kill its process group. Once the worker says it is built, `stall_s` without a message also
-        ends it (a hang costs that, not the whole timeout). Never raises for the child's failures; runs once."""
+        """Send `request` (None: sent already, with `send`), collect the messages until the worker exits or
+        `timeout_s` passes (counted from now), then kill its process group. Once the worker says it is built,
+        `stall_s` without a message also ends it (a hang costs that, not the whole timeout). Never raises for
+        the child's failures; runs once."""
         assert not self._done, "a worker process runs one request"
+        if request is not None:
+            self.send(request)
+        assert self._nonce is not None, "send the request first"
         self._done = True
         proc, read_fd = self.proc, self._read_fd
-        nonce = secrets.token_hex(16)
+        nonce = self._nonce
         outcome = ChildOutcome(sandboxed=self.sandboxed)
         started = time.monotonic()
-        # A large request fills the pipe before the child reads it: write from a thread so the timeout holds.
-        feeder = threading.Thread(target=_feed, args=(proc, (nonce + "\n" + json.dumps(request) + "\n").encode()),
-                                  daemon=True)
-        feeder.start()
         buffer = b""
         received = 0
         selector = selectors.DefaultSelector()
@@ -226,22 +250,27 @@ class WorkerProcess:
 
 
 def start_worker(workdir: Path, role: str, env: dict[str, str] | None = None,
-                 view: isolation.View | None = None) -> WorkerProcess:
-    return WorkerProcess(workdir, role, env, view)
+                 view: isolation.View | None = None, warm: str | None = None) -> WorkerProcess:
+    return WorkerProcess(workdir, role, env, view, warm)
 
 
 def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,
                on_message: Callable[[dict[str, Any]], None] | None = None,
                env: dict[str, str] | None = None, view: isolation.View | None = None) -> ChildOutcome:
-    """Run `python -m kforge_bot.evaluate.worker` on `request`; never raises for the child's failures."""
-    return start_worker(workdir, request["role"], env, view).run(request, timeout_s, on_message)
+    """Run the worker on `request`; never raises for the child's failures."""
+    return start_worker(workdir, request["role"], env, view, warm=request.get("target")).run(request, timeout_s,
+                                                                                              on_message)
 
 
-def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
+def _feed(proc: subprocess.Popen[bytes], data: bytes, close: bool, previous: threading.Thread | None) -> None:
+    if previous is not None:
+        previous.join()  # lines arrive in the order they were sent
     try:
         assert proc.stdin is not None
         proc.stdin.write(data)
-        proc.stdin.close()
+        proc.stdin.flush()
+        if close:
+            proc.stdin.close()
     except (BrokenPipeError, OSError, ValueError):
         pass  # the child died first; its exit status tells the story
 

@@ -2,9 +2,9 @@
 
 Two roles, never in the same process:
 - `reference`: trusted code only. Computes the reference outputs for every correctness case and every
-  timing input set, and profiles the reference once.
+  timing input set.
 - `candidate`: imports the candidate (and the baseline), runs the correctness cases and the structural
-  checks, profiles both, times them interleaved. Outputs are written as files; the parent compares them
+  checks, profiles the candidate, the baseline and the reference, times the first two interleaved. Outputs are written as files; the parent compares them
   with the reference's, so a candidate never sees a reference output and cannot judge itself.
 
 Messages go to the parent over an inherited pipe as JSON lines carrying a nonce read from stdin (the
@@ -25,16 +25,18 @@ from typing import Any, Callable
 
 import torch
 
-from kforge_bot.evaluate import checks, loading
+from kforge_bot.evaluate import checks, loading, tensorfile
 from kforge_bot.evaluate.guards import (CRITICAL, AuditGuard, FunctionSnapshot, ThreadWatch, framework_state,
                                         hide_harness, restore_framework_state)
-from kforge_bot.evaluate.plan import Plan
+from kforge_bot.evaluate.plan import DoesNotFit, Fit, Plan, fit_plan
 from kforge_bot.evaluate.profile import profile_call
 from kforge_bot.evaluate.timing import measure_pair
 from kforge_bot.spec import Implementation
-from kforge_bot.targets import make_target
+from kforge_bot.targets import make_target, unavailable_reason
 
 _write = os.write  # bound before user code exists
+_stdin_readline = sys.stdin.readline  # the original stdin's: a candidate replacing sys.stdin cannot feed it
+_stdin_close = sys.stdin.close
 _dumps = json.dumps
 _exit = os._exit
 _clock = time.monotonic
@@ -91,7 +93,7 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def _save(outputs: list[torch.Tensor], path: Path) -> None:
-    torch.save([o.detach().cpu() for o in outputs], path)
+    tensorfile.write(outputs, path)
 
 
 # ------------------------------------------------------------------------------------------ reference
@@ -99,38 +101,100 @@ def _save(outputs: list[torch.Tensor], path: Path) -> None:
 
 def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
     spec = plan.spec
+    missing = unavailable_reason(plan.target.split(":")[0])
+    if missing:  # the bot took a named target at its word (targets._device_nodes_present)
+        raise Stop("unavailable", missing)
     target = make_target(plan.target)
     device = target.device
+    device_free, host_free = free_memory(device)  # before this worker holds anything: what evaluations may use
     inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs")
     ref_module = loading.import_implementation(spec.reference, workdir, "reference")
     ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
     reference = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
-    input_bytes: list[int | None] = [None] * len(spec.shape_sets)
+    input_bytes: list[int] = [0] * len(spec.shape_sets)
+    output_bytes: list[int] = [0] * len(spec.shape_sets)
     phases = {"setup_s": _clock() - STARTED}
     slowest = 0.0
-    for case in plan.all_cases():
+    done: set[str] = set()
+
+    def compute(case: Any) -> None:
+        nonlocal slowest
         case_started = _clock()
         inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[case.shape], case.seed, device)
-        if input_bytes[case.shape] is None:  # the compulsory traffic's read side, for the roofline
-            input_bytes[case.shape] = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+        # Sizes: the compulsory traffic for the roofline, and the memory budget.
+        input_bytes[case.shape] = max(input_bytes[case.shape], _tensor_bytes(inputs))
         if case.perturbed:
             checks.perturb_one(inputs, case.seed)
         outputs = _as_list(loading.call(reference, inputs))
         checks.check_plain_outputs(outputs, device.type)
+        output_bytes[case.shape] = max(output_bytes[case.shape], _tensor_bytes(outputs))
+        del inputs
         _save(outputs, plan.out_dir / case.ref_file)
+        done.add(case.ref_file)
         slowest = max(slowest, _clock() - case_started)
-        channel.send("progress", phase="reference", case=case.label,
-                     output_bytes=sum(o.numel() * o.element_size() for o in outputs if isinstance(o, torch.Tensor)))
+        channel.send("progress", phase="reference", case=case.label, output_bytes=_tensor_bytes(outputs))
+
+    # First each shape set's first seed, which every plan keeps: its sizes say how much of the plan fits.
+    for case in plan.correctness_cases():
+        if case.seed == plan.seeds[0]:
+            compute(case)
+    try:
+        fit = fit_plan(plan, input_bytes, output_bytes, device_free, host_free)
+    except DoesNotFit as exc:
+        raise Stop("too_large", str(exc)) from None
+    plan = plan.fitted(fit)
+    for case in plan.all_cases():
+        if case.ref_file not in done:
+            compute(case)
     phases["cases_s"] = _clock() - STARTED - phases["setup_s"]
-    profile = {}
-    if plan.settings.profile:
-        profile_started = _clock()
-        inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[0], plan.timing_seed(0, 0), device)
-        profile = profile_call(lambda: loading.call(reference, inputs), device, target.synchronize)
-        phases["profile_s"] = _clock() - profile_started
+    # No profile here: the candidate's worker profiles the reference beside the baseline and the candidate, with
+    # the profiler it warmed up while this worker ran (its first use costs seconds in a fresh process).
     # The slowest case (inputs made, the call, the outputs saved) sets how long a candidate's case may run.
-    channel.send("result", status="ok", profile=profile, device_name=target.device_name(),
-                 target_info=target.describe(), input_bytes=input_bytes, slowest_case_s=slowest, phases=phases)
+    channel.send("result", status="ok", device_name=target.device_name(), fit=fit.to_dict(),
+                 target_info=target.describe(), input_bytes=input_bytes, output_bytes=output_bytes,
+                 slowest_case_s=slowest, phases=phases)
+
+
+def _tensor_bytes(values: list[Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in values if isinstance(t, torch.Tensor))
+
+
+def free_memory(device: torch.device) -> tuple[int | None, int]:
+    """(device bytes free or None where the device's memory is the host's, host bytes available).
+    KFORGE_MEMORY_BUDGET (bytes; K, M, G suffixes) caps both: a machine shared with other work, and tests."""
+    device_free = None
+    if device.type == "cuda":
+        device_free = torch.cuda.mem_get_info(device)[0]
+    elif device.type == "xpu" and hasattr(torch.xpu, "mem_get_info"):
+        device_free = torch.xpu.mem_get_info(device)[0]
+    host_free = _host_available()
+    cap = _parse_bytes(os.environ.get("KFORGE_MEMORY_BUDGET", ""))
+    if cap:
+        device_free = None if device_free is None else min(device_free, cap)
+        host_free = min(host_free, cap)
+    return device_free, host_free
+
+
+def _host_available() -> int:
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _parse_bytes(text: str) -> int | None:
+    text = text.strip().upper().removesuffix("B")
+    if not text:
+        return None
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1], 1)
+    try:
+        return int(float(text.rstrip("KMGT")) * scale)
+    except ValueError:
+        return None
 
 
 # ------------------------------------------------------------------------------------------ candidate
@@ -150,6 +214,10 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
     state_source = reference_instance if isinstance(reference_instance, torch.nn.Module) else None
     baseline = loading.build_callable(loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename),
                                       spec, inputs_module, device, plan.init_seed, state_from=state_source)
+    # The reference is profiled here (its ops tell a fallback apart); where the baseline is the reference, the
+    # baseline's profile is the reference's.
+    profile_reference = plan.settings.profile and plan.baseline.to_dict() != spec.reference.to_dict()
+    reference_for_profile = reference_instance if profile_reference else None
     del reference_instance, ref_module
     def baseline_extra() -> dict[str, Any]:
         # The functions behind the baseline: a patch of its class or instance would fake the comparison.
@@ -220,6 +288,16 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
                                        "buffers must stay as built; they are shared with the baseline)")
     phases["import_s"] = _clock() - STARTED - phases["setup_s"]
     channel.send("progress", phase="imported")  # from here on, the parent's no-progress limit applies
+    if plan.await_fit:
+        # Built while the reference ran; the reference's sizes decide how many seeds and timed sets stay. Only
+        # counts travel here (the seeds came before any user code ran), and the parent holds its own copy.
+        waited = _clock()
+        try:
+            plan = plan.fitted(Fit.from_dict(json.loads(_stdin_readline())))
+        except ValueError:
+            raise Stop("rejected", "the harness's control line was unreadable (consumed by the candidate?)") from None
+        _stdin_close()
+        phases["waited_for_reference_s"] = _clock() - waited
     mark = _clock()
 
     def lap(name: str) -> None:
@@ -285,9 +363,11 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
             guard("while profiling")
             restore_state()
             profile["baseline"] = profile_call(lambda: loading.call(baseline, inputs), device, target.synchronize)
+            profile["reference"] = profile["baseline"] if reference_for_profile is None else \
+                profile_call(lambda: loading.call(reference_for_profile, inputs), device, target.synchronize)
         except Exception as exc:  # noqa: BLE001 - a profiler failure is not the candidate's fault
             profile["error"] = _short_error(exc)
-        del inputs
+        del inputs, reference_for_profile
         guard("while profiling")
         restore_state()
         lap("profile_s")
@@ -438,12 +518,32 @@ def _fill(buffers: list[Any], values: list[Any]) -> None:
 # --------------------------------------------------------------------------------------------- main
 
 
+def warm_up(target_name: str, profiler: bool) -> None:
+    """Trusted work done before the request arrives, while the bot is busy elsewhere: the device's context
+    (a second or more on a GPU) and, for a worker that will profile, the framework profiler's first use
+    (CUPTI loads: 4-6 s measured on an H200). Failures are left for the real run to report."""
+    if target_name.split(":")[0] == "cpu":
+        return
+    try:
+        target = make_target(target_name)
+        device = target.device
+        marker = torch.zeros(1, device=device)
+        target.synchronize()
+        if profiler:
+            profile_call(lambda: marker.add_(1), device, target.synchronize)
+    except Exception:  # noqa: BLE001 - no device here, or no profiler: the request's run says so properly
+        pass
+
+
 def main(argv: list[str]) -> int:
     fd = int(argv[0])
+    if len(argv) > 2:
+        warm_up(argv[1], profiler=argv[2] == "profiler")
     nonce = sys.stdin.readline().strip()
     channel = Channel(fd, nonce)
     plan = Plan.from_dict(json.loads(sys.stdin.readline()))
-    sys.stdin.close()
+    if not plan.await_fit:
+        sys.stdin.close()
     global STARTED
     STARTED = _clock()  # the request's arrival: phases count from here (the worker may have started early)
     workdir = plan.out_dir / f"src_{plan.role}"

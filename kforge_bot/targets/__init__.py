@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import sys
 from pathlib import Path
 
 from kforge_bot.errors import KforgeError
@@ -35,7 +36,7 @@ def resolve_target_name(name: str, allowed: tuple[str, ...] | None = None) -> st
                 return kind
         raise KforgeError("no device this kernel supports is available here",
                           hint=f"kernel targets: {', '.join(allowed or ())}")
-    if not _available(name):
+    if not (_device_nodes_present(name) or _available(name)):
         raise KforgeError(f"target {name!r} is not available on this machine",
                           hint="run `kforge-bot doctor` to see what is, or use --target auto")
     return name
@@ -44,6 +45,26 @@ def resolve_target_name(name: str, allowed: tuple[str, ...] | None = None) -> st
 def _available(kind: str) -> bool:
     # The host CPU always is, and saying so must not import torch (seconds) into the bot's own process.
     return kind == "cpu" or target_class(kind).available()
+
+
+def _device_nodes_present(kind: str) -> bool:
+    """A CUDA target named outright, on a machine with NVIDIA's device nodes, is taken at its word without
+    importing torch here (2-4 s on a GPU host, on the critical path of every `check`); the workers' own check
+    says plainly if torch cannot use the device (KforgeError "... is not available ... in the worker")."""
+    return kind == "cuda" and "torch" not in sys.modules and \
+        any(Path(node).exists() for node in ("/dev/nvidiactl", "/dev/dxg"))
+
+
+def unavailable_reason(kind: str) -> str | None:
+    """In a worker: why `kind` cannot be used by this process's torch, or None when it can."""
+    if _available(kind):
+        return None
+    import torch
+
+    if kind == "cuda":
+        return ("torch here has no CUDA support (a CPU build)" if torch.version.cuda is None
+                else "torch found no usable CUDA device (driver, permissions or CUDA_VISIBLE_DEVICES)")
+    return f"torch here cannot use {kind}"
 
 
 def make_target(name: str, index: int = 0):

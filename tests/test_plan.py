@@ -1,0 +1,60 @@
+"""The plan: which cases an evaluation runs, and how much of it a problem's size lets fit in memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kforge_bot.evaluate.plan import DoesNotFit, Fit, Plan, fit_plan, memory_needs
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.spec import load_spec
+
+PROBLEM = Path(__file__).parent / "data" / "adversarial" / "problem.py"
+GB = 10**9
+
+
+def _plan(seeds: int = 3, rotations: int = 3) -> Plan:
+    spec = load_spec(PROBLEM)
+    return Plan(role="reference", target="cuda", spec=spec, baseline=spec.reference, candidate=None,
+                settings=EvalSettings(rotate_sets=rotations), seeds=list(range(1, seeds + 1)), out_dir=Path("/x"))
+
+
+def test_a_small_problem_keeps_the_whole_plan() -> None:
+    fit = fit_plan(_plan(), [64 << 20], [64 << 20], device_free=100 * GB, host_free=100 * GB)
+    assert fit == Fit(3, 3, "")
+    assert _plan().fitted(fit) is not None and len(_plan().fitted(fit).all_cases()) == 9
+
+
+def test_a_large_problem_is_cut_to_one_seed_and_fewer_timed_sets_and_says_why() -> None:
+    # KernelBench level 1 GELU: 6.4 GB in, 6.4 GB out, on an H200 host (139 GB device, ~120 GB host free).
+    plan = _plan()
+    fit = fit_plan(plan, [int(6.4 * GB)], [int(6.4 * GB)], device_free=139 * GB, host_free=120 * GB)
+    assert (fit.seeds, fit.rotate_sets) == (1, 2)
+    assert "cut to 1 seed(s) and 2 timed input set(s)" in fit.note and "inputs 6.4 GB, outputs 6.4 GB" in fit.note
+    small = plan.fitted(fit)
+    assert small.seeds == [1] and small.settings.rotate_sets == 2
+    device, host = memory_needs(small, [int(6.4 * GB)], [int(6.4 * GB)])
+    assert device <= 0.8 * 139 * GB and host <= 0.7 * 120 * GB
+    # The first seed of each shape set, which the reference computes before it knows the sizes, stays.
+    assert small.correctness_cases()[0].ref_file == plan.correctness_cases()[0].ref_file
+
+
+def test_a_problem_that_cannot_fit_names_its_sizes_and_the_memory() -> None:
+    with pytest.raises(DoesNotFit) as caught:
+        fit_plan(_plan(), [40 * GB], [40 * GB], device_free=139 * GB, host_free=120 * GB)
+    text = str(caught.value)
+    assert text.startswith("inputs of 40.0 GB and outputs of 40.0 GB per set need about ")
+    assert "even with one seed and one timed input set" in text
+    assert "139.0 GB of device memory free and 120.0 GB of host memory available" in text
+
+
+def test_on_the_cpu_device_and_host_share_one_budget() -> None:
+    # 8 MB in and out: 320 MB for the full plan on a CPU, 144 MB for one seed and one timed set.
+    plan = _plan(seeds=2)
+    size = [8 << 20]
+    assert fit_plan(plan, size, size, None, host_free=1 << 32) == Fit(2, 3, "")
+    cut = fit_plan(plan, size, size, None, host_free=300 << 20)
+    assert (cut.seeds, cut.rotate_sets) == (1, 1) and "about " in cut.note and "device memory" not in cut.note
+    with pytest.raises(DoesNotFit):
+        fit_plan(plan, size, size, None, host_free=150 << 20)

@@ -1,0 +1,71 @@
+"""Output files between a worker and the bot: every dtype round-trips, and a forged file is refused."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from kforge_bot.evaluate import tensorfile
+
+ATTACK = Path(__file__).parent / "data" / "adversarial" / "evasive_reference_files.py"
+
+
+def test_every_dtype_and_shape_round_trips_and_survives_the_file_being_deleted(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    tensors = [torch.randn(3, 5), torch.randn(7).half(), torch.randn(2, 2).bfloat16(), torch.arange(6).int(),
+               torch.tensor(True), torch.empty(0, 4), torch.randn(4, 6).t(), torch.randn(3, dtype=torch.complex64),
+               torch.randn(5).to(torch.float8_e4m3fn), torch.randint(0, 255, (9,), dtype=torch.uint8)]
+    path = tmp_path / "out.out"
+    tensorfile.write(tensors, path)
+    back = tensorfile.read(path)
+    path.unlink()  # mapped: still readable
+    assert len(back) == len(tensors)
+    for a, b in zip(tensors, back):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert torch.equal(a.view(torch.uint8) if a.dtype == torch.float8_e4m3fn else a,
+                           b.view(torch.uint8) if b.dtype == torch.float8_e4m3fn else b)
+    back[0].fill_(1.0)  # private: writing a tensor read back changes nothing on disk or elsewhere
+
+
+@pytest.mark.parametrize("damage", ["empty", "torch.save", "truncated", "header out of bounds", "bad dtype",
+                                    "data past the end", "negative shape", "symlink"])
+def test_a_forged_or_damaged_file_is_refused_not_trusted(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "out.out"
+    tensorfile.write([torch.randn(64)], path)
+    raw = path.read_bytes()
+    header_len = int.from_bytes(raw[4:12], "little")
+    header = raw[12:12 + header_len]
+    if damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "torch.save":
+        torch.save([torch.randn(64)], path)
+    elif damage == "truncated":
+        path.write_bytes(raw[:100])
+    elif damage == "header out of bounds":
+        path.write_bytes(raw[:4] + (1 << 40).to_bytes(8, "little") + raw[12:])
+    elif damage in ("bad dtype", "data past the end", "negative shape"):
+        new = {"bad dtype": header.replace(b'"float32"', b'"object" '),
+               "data past the end": header.replace(b"[64]", b"[99]"),
+               "negative shape": header.replace(b"[64]", b"[-1]")}[damage]
+        path.write_bytes(raw[:4] + len(new).to_bytes(8, "little") + new + raw[12 + header_len:])
+    else:
+        target = tmp_path / "elsewhere.out"
+        path.rename(target)
+        os.symlink(target, path)
+    with pytest.raises(tensorfile.UnreadableTensorFile):
+        tensorfile.read(path)
+
+
+def test_the_evasive_attack_reads_this_format(tmp_path: Path) -> None:
+    # The attack (tests/data/adversarial/evasive_reference_files.py) must be able to read reference outputs it
+    # finds, or its "incorrect" verdict would prove nothing about the files being out of its reach.
+    spec = importlib.util.spec_from_file_location("attack", ATTACK)
+    attack = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(attack)
+    tensors = [torch.randn(4, 8)]
+    tensorfile.write(tensors, tmp_path / "ref_0_0.out")
+    assert torch.equal(attack._read(tmp_path / "ref_0_0.out")[0], tensors[0])
