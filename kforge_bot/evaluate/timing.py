@@ -121,6 +121,27 @@ def _capture_graphs(target: Target, fns: tuple[Callable[[list[Any]], Any], ...],
     return tuple(replays)
 
 
+def _calls_per_sample(estimate_ms: float) -> int:
+    if estimate_ms >= MIN_SAMPLE_MS:
+        return 1
+    return min(MAX_CALLS_PER_SAMPLE, math.ceil(MIN_SAMPLE_MS / max(estimate_ms, 1e-4)))
+
+
+def _estimate(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
+              afters: tuple[Callable[[Any, int], None], ...], calls: int = 5) -> float:
+    """The larger of the two sides' median time per call over a few untimed calls (outputs poisoned after
+    each, as in the timed loop)."""
+    estimate = 0.0
+    for fn, after in zip(fns, afters):
+        times = []
+        for i in range(calls):
+            ms, out, index = _timed(target, fn, input_sets, i, 1)
+            after(out, index)
+            times.append(ms)
+        estimate = max(estimate, sorted(times)[len(times) // 2])
+    return estimate
+
+
 def _tensors(out: Any) -> list[Any]:
     return [o for o in flatten_outputs(out) if hasattr(o, "is_floating_point")]
 
@@ -183,8 +204,7 @@ def measure_pair(
                 break
         # The median, not the maximum: one preempted warm-up call must not switch a 25 us kernel to k = 1.
         estimate = max(estimate, sorted(settled)[len(settled) // 2])
-    k = 1 if estimate >= MIN_SAMPLE_MS else min(MAX_CALLS_PER_SAMPLE, math.ceil(MIN_SAMPLE_MS / max(estimate, 1e-4)))
-    result = PairedTimes(calls_per_sample=k)
+    result = PairedTimes(calls_per_sample=_calls_per_sample(estimate))
     if estimate < GRAPH_BELOW_MS and target.kind == "cuda":
         # A short kernel timed eagerly measures the host's launch overhead as much as the kernel. Replaying
         # captured graphs puts the calls back to back on the device; if either side cannot be captured
@@ -195,6 +215,12 @@ def measure_pair(
         else:
             baseline, candidate = graphs
             result.mode = "cuda_graph"
+            # The eager estimate was the host's launch time as much as the kernel's (25-100 us for one 25 us
+            # kernel on the H200, from run to run): how many calls make a sample is decided from replays, so
+            # every sample holds at least MIN_SAMPLE_MS of device work whatever the host did during warm-up.
+            replayed = _estimate(target, (baseline, candidate), input_sets, (after_baseline, after_candidate))
+            result.calls_per_sample = _calls_per_sample(replayed)
+    k = result.calls_per_sample
     budget_end = started + time_budget_s
     pair = 0
     while True:

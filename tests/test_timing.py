@@ -1,0 +1,75 @@
+"""The worker's timing loop (evaluate.timing) against a stand-in device: how a sample is made up."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from kforge_bot.evaluate import timing
+from kforge_bot.targets.base import HostTimer, Target, Timer
+
+
+class LaunchBoundTarget(Target):
+    """A 'cuda' device as the timing loop sees it, run on the host clock: no cache to flush, nothing to wait for."""
+
+    kind = "cuda"
+
+    @classmethod
+    def available(cls) -> bool:
+        return True
+
+    def device_name(self) -> str:
+        return "stand-in"
+
+    def timer(self) -> Timer:
+        return HostTimer()
+
+    def flush_cache(self) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _measure(monkeypatch: pytest.MonkeyPatch, replay_s: float) -> timing.PairedTimes:
+    # Eager calls cost 0.5 ms of "launch" each; their captured graphs replay in `replay_s`.
+    def eager(inputs: list[Any]) -> list[Any]:
+        _busy(0.0005)
+        return []
+
+    def replay(inputs: list[Any]) -> list[Any]:
+        _busy(replay_s)
+        return []
+
+    monkeypatch.setattr(timing, "_capture_graphs", lambda target, fns, sets: (replay, replay))
+    return timing.measure_pair(LaunchBoundTarget(), eager, eager, [[1], [2], [3]], time_budget_s=0.2,
+                               target_precision=0.5, min_pairs=5, max_pairs=10, confidence=0.95, warmup_ms=5,
+                               after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
+
+
+def test_calls_per_sample_follow_the_replays_not_the_eager_launches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 25 us kernel whose eager launch took ~70 us on the H200 got 3 calls a sample instead of 8 (0.2 ms of
+    device work): noisier samples, a 1% slowdown missed in 2 of 5 runs. The count now comes from replays."""
+    result = _measure(monkeypatch, replay_s=0.00002)
+    assert result.mode == "cuda_graph"
+    eager_k = timing._calls_per_sample(0.5)  # what the eager warm-up alone would have chosen
+    assert eager_k == 1 and result.calls_per_sample > eager_k
+
+
+def test_a_replay_that_is_long_enough_alone_is_timed_one_call_a_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = _measure(monkeypatch, replay_s=0.0003)
+    assert result.mode == "cuda_graph" and result.calls_per_sample == 1
+
+
+def test_calls_per_sample_bounds() -> None:
+    assert timing._calls_per_sample(timing.MIN_SAMPLE_MS) == 1
+    assert timing._calls_per_sample(timing.MIN_SAMPLE_MS / 8) == 8
+    assert timing._calls_per_sample(0.0) == timing.MAX_CALLS_PER_SAMPLE
