@@ -208,17 +208,25 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
     torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
     inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs")
     base_module = loading.import_implementation(plan.baseline, workdir, "baseline")
-    ref_module = loading.import_implementation(spec.reference, workdir, "reference")
-    ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
-    reference_instance = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
+    base_obj = loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename)
+    # The reference's weights are the ones every side gets. Where the baseline is the reference (KernelBench,
+    # most manifests), the baseline built from the same seed is that instance: one model build, not two.
+    baseline_is_reference = plan.baseline.to_dict() == spec.reference.to_dict()
+    if baseline_is_reference:
+        baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed)
+        reference_instance = baseline
+    else:
+        ref_module = loading.import_implementation(spec.reference, workdir, "reference")
+        ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
+        reference_instance = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
+        del ref_module
     state_source = reference_instance if isinstance(reference_instance, torch.nn.Module) else None
-    baseline = loading.build_callable(loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename),
-                                      spec, inputs_module, device, plan.init_seed, state_from=state_source)
+    if not baseline_is_reference:
+        baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed, state_from=state_source)
     # The reference is profiled here (its ops tell a fallback apart); where the baseline is the reference, the
     # baseline's profile is the reference's.
-    profile_reference = plan.settings.profile and plan.baseline.to_dict() != spec.reference.to_dict()
-    reference_for_profile = reference_instance if profile_reference else None
-    del reference_instance, ref_module
+    reference_for_profile = reference_instance if plan.settings.profile and not baseline_is_reference else None
+    del reference_instance
     def baseline_extra() -> dict[str, Any]:
         # The functions behind the baseline: a patch of its class or instance would fake the comparison.
         return {"baseline": baseline, "baseline class": type(baseline),
