@@ -16,6 +16,7 @@ import click
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec, defines, load_spec
+from kforge_bot.commands import examples
 
 
 def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Implementation, Implementation, str]:
@@ -136,7 +137,10 @@ class _Progress:
             self._status.__exit__(*exc)
 
 
-@click.command("check")
+@click.command("check", epilog=examples(
+    "kforge-bot check examples/kforge.yaml --kernel matmul_bias_relu_cpu    # a manifest kernel vs its reference",
+    "kforge-bot check problem.py --candidate problem_new.py --target cuda  # KernelBench: ModelNew vs Model",
+    "kforge-bot check problem.py --candidate problem_new.py --json -       # the full report as JSON on stdout"))
 @click.argument("reference", type=click.Path(path_type=Path))
 @click.option("--candidate", "candidate_path", type=click.Path(path_type=Path), default=None,
               help="Candidate file (KernelBench: defines ModelNew; manifest kernel: defines the entry).")

@@ -10,9 +10,12 @@ from typing import Any
 import click
 
 from kforge_bot.doctor import TARGET_CHOICES
+from kforge_bot.commands import examples
 
 
-@click.command("doctor")
+@click.command("doctor", epilog=examples(
+    "kforge-bot doctor                  # device, drivers, toolchain, profilers, sandbox, measured ceilings",
+    "kforge-bot doctor --json out.json  # the same, machine-readable"))
 @click.option("--target", type=click.Choice(TARGET_CHOICES), default="auto", show_default=True,
               help="Device kind to probe and measure; auto picks cuda, then xpu, then mps, then cpu.")
 @click.option("--json", "json_path", metavar="PATH", help="Also write the full report as JSON to PATH ('-': stdout only).")

@@ -18,6 +18,7 @@ import click
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate import FAILING, VERDICTS, GateReport, KernelReport, fmt_threshold
+from kforge_bot.commands import examples
 
 # ------------------------------------------------------------------------- rendering (pure functions)
 
@@ -228,7 +229,10 @@ def _post_status(report: GateReport, target: str) -> None:
     click.echo(f"commit status: {state} on {report.head_sha[:12]} ({context}: {description})", err=True)
 
 
-@click.command("gate")
+@click.command("gate", epilog=examples(
+    "kforge-bot gate --base origin/main --head HEAD      # the kernels a change touches, base against head",
+    "kforge-bot gate --base v1.2 --head HEAD --all      # every managed kernel",
+    "kforge-bot gate --base origin/main --head HEAD --json gate.json   # the verdicts, machine-readable"))
 @click.option("--base", "base", required=True, help="Base revision (the PR's target branch or its sha).")
 @click.option("--head", "head", default="HEAD", show_default=True, help="Head revision (the PR's head).")
 @click.option("--all", "all_kernels", is_flag=True, help="Measure every managed kernel, changed or not (nightly).")

@@ -8,9 +8,12 @@ from pathlib import Path
 import click
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.commands import examples
 
 
-@click.command("list")
+@click.command("list", epilog=examples(
+    "kforge-bot list            # the kernels this repository manages",
+    "kforge-bot list ../repo --json"))
 @click.argument("repo", type=click.Path(path_type=Path, file_okay=False), default=".")
 @click.option("--policy", "policy_path", default=None,
               help="Policy file or built-in name (default: the default policy).")

@@ -15,11 +15,15 @@ from typing import Any
 import click
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.commands import examples
 
 TARGETS = ["auto", "cpu", "cuda", "xpu", "mps"]
 
 
-@click.command("optimize")
+@click.command("optimize", epilog=examples(
+    "kforge-bot optimize examples/kforge.yaml --kernel matmul_bias_relu_cpu --iterations 8 --report out",
+    "kforge-bot optimize kernel.py --target cuda --model gpt-4.1 --write   # the LLM loop, then update the file",
+    "kforge-bot optimize problem.py --resume out                           # carry on an interrupted run"))
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--kernel", default=None, help="Kernel name, when FILE is a kforge.yaml with several.")
 @click.option("--target", default="auto", show_default=True, type=click.Choice(TARGETS),

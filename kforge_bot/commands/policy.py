@@ -8,9 +8,13 @@ import sys
 import click
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.commands import examples
 
 
-@click.group("policy")
+@click.group("policy", epilog=examples(
+    "kforge-bot policy check .kforge/policy.yml",
+    "kforge-bot policy show --json",
+    "kforge-bot policy schema > policies/schema.json"))
 def policy() -> None:
     """Validate and show policy files (policies/README.md explains every key)."""
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from kforge_bot.commands import examples
 
 _ANNOUNCED: list[str] = []
 
@@ -74,7 +75,9 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     return outcome.best_source, EvalResult.from_dict(record.best.result), how
 
 
-@click.command("pr")
+@click.command("pr", epilog=examples(
+    "kforge-bot pr --target h200              # in the Action: the event from $GITHUB_EVENT_PATH",
+    "kforge-bot pr --target cpu --no-publish  # the same work, no follow-up PR opened"))
 @click.option("--target", "targets", multiple=True,
               help="Runner class (h200, b200, arc-b580, cpu, ...) or device kind this job measures on; "
                    "repeatable. Default: auto.")

@@ -23,6 +23,7 @@ import click
 
 from kforge_bot import gitops
 from kforge_bot.errors import KforgeError
+from kforge_bot.commands import examples
 
 _POLICY_SUFFIXES = (".yml", ".yaml")
 _SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cl", ".metal", ".ptx",
@@ -76,7 +77,8 @@ def _working_manifest_entry(path: Path, name: str) -> object:
     return kernels.get(name) if isinstance(kernels, dict) else None
 
 
-@click.command("precommit")
+@click.command("precommit", epilog=examples(
+    "kforge-bot precommit kernels/softmax.py    # what the pre-commit hook runs on staged kernel files"))
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--target", default="auto", show_default=True,
               help="auto, or a device kind (cpu, cuda, xpu, mps) to check on.")

@@ -1,0 +1,57 @@
+"""Every subcommand's --help carries usage examples, and every option an example uses exists."""
+
+from __future__ import annotations
+
+import shlex
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from kforge_bot.cli import SUBCOMMANDS, cli
+
+
+def _commands() -> list[tuple[str, click.Command]]:
+    found = []
+    for name in SUBCOMMANDS:
+        command = cli.get_command(click.Context(cli), name)
+        found.append((name, command))
+        if isinstance(command, click.Group):
+            found.extend((f"{name} {sub}", command.commands[sub]) for sub in command.commands)
+    return found
+
+
+def _options(command: click.Command) -> set[str]:
+    return {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+
+
+@pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
+def test_each_help_shows_examples_that_use_real_options(name: str) -> None:
+    result = CliRunner().invoke(cli, [*name.split(), "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Examples:" in result.output
+    examples = [line.strip() for line in result.output.split("Examples:", 1)[1].splitlines() if line.strip()]
+    assert examples and all(line.startswith(f"kforge-bot {name}") for line in examples), examples
+    commands = dict(_commands())
+    for example in examples:
+        words = shlex.split(example.split("  #", 1)[0])
+        assert words[:2] == ["kforge-bot", name]
+        command = commands.get(f"{name} {words[2]}", commands[name]) if len(words) > 2 else commands[name]
+        for word in words:
+            if word.startswith("--"):
+                assert word.split("=", 1)[0] in _options(command), f"{example!r}: no option {word}"
+
+
+def test_shell_completion_completes_subcommands_and_options() -> None:
+    """The README's completion lines work: click's completion protocol through the installed entry point."""
+    import os
+    import subprocess
+    import sys
+
+    def complete(words: str, index: int) -> str:
+        env = {**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(index), "_KFORGE_BOT_COMPLETE": "bash_complete"}
+        return subprocess.run([sys.executable, "-c", "from kforge_bot.cli import main; main()"], env=env,
+                              capture_output=True, text=True, timeout=60).stdout
+
+    assert "plain,check" in complete("kforge-bot ch", 1)
+    assert "plain,--target" in complete("kforge-bot check --ta", 2)
