@@ -125,7 +125,7 @@ class Evaluator:
 
     def __init__(self, spec: KernelSpec, target: str, settings: EvalSettings, *, seeds: list[int] | None = None,
                  evaluate_fn: Callable[..., EvalResult] | None = None, pool: Any = None, cache: Any = None,
-                 fingerprint: Any = None) -> None:
+                 fingerprint: Any = None, languages: Sequence[str] | None = None) -> None:
         from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
 
         self.spec = spec
@@ -140,6 +140,7 @@ class Evaluator:
         self.fingerprint = fingerprint
         self.hits = 0
         self.misses = 0
+        self.languages = tuple(languages) if languages is not None else None  # the policy's; None: any
 
     def __call__(self, candidate: Implementation) -> tuple[EvalResult, float]:
         return self.submit(candidate).result()
@@ -155,6 +156,10 @@ class Evaluator:
     def submit(self, candidate: Implementation) -> Future[tuple[EvalResult, float]]:
         """A future of (result, seconds inside evaluate); a cache hit is done at once, 0 s."""
         out: Future[tuple[EvalResult, float]] = Future()
+        refused = self._refused_language(candidate)
+        if refused is not None:
+            out.set_result((refused, 0.0))
+            return out
         keyed = self._key(candidate)
         if keyed is not None:
             hit = self.cache.get(keyed[0])
@@ -207,6 +212,18 @@ class Evaluator:
 
         inner.add_done_callback(done)
         return out
+
+    def _refused_language(self, candidate: Implementation) -> EvalResult | None:
+        from kforge_bot.spec import candidate_language
+
+        if self.languages is None or candidate == self.spec.baseline:
+            return None  # the kernel as written is measured whatever it is written in; candidates are not
+        language = candidate_language(self.spec, candidate)
+        if language in self.languages:
+            return None
+        return EvalResult(verdict="rejected", target=self.target,
+                          reason=f"written in {language}, which the policy does not allow (languages: "
+                                 f"{', '.join(self.languages)})", details={"language": language})
 
     def close(self) -> None:
         self.references.cleanup()
@@ -896,6 +913,7 @@ class RunConfig:
     ray_address: str | None = None
     pool: Any = None  # an evaluation pool the caller made (tests, benchmarks); closed by its owner
     cache_dir: str | Path | None = None  # the result cache's folder; None: no cache
+    languages: Sequence[str] | None = None  # the policy's: candidates in other languages are rejected unrun
 
 
 class OptimizeRun:
@@ -917,6 +935,12 @@ class OptimizeRun:
              progress: Progress | None = None) -> OptimizeRun:
         report_dir = Path(report_dir)
         mode = TUNER if config.endpoint is None else LLM
+        if config.languages is not None and spec.format == "manifest" and spec.language not in config.languages:
+            raise KforgeError(f"kernel {spec.name!r} is written in {spec.language}, and the policy allows candidates "
+                              f"only in {', '.join(config.languages)}: none of its candidates could be accepted",
+                              path=Path(spec.root) / spec.kernel_file,
+                              hint=f"add {spec.language} to the policy's `languages`, or optimize a kernel written in one "
+                                   "of those")
         if resume:
             trajectory = Trajectory.open(report_dir)
             spec = _check_resumable(spec, trajectory, mode, config.target)
@@ -954,7 +978,8 @@ class OptimizeRun:
 
             pool, own_pool = make_pool(config.target, executor=config.executor, workers=config.workers,
                                        ray_address=config.ray_address), True
-        evaluator = Evaluator(spec, config.target, config.settings, pool=pool, cache=cache, fingerprint=fingerprint)
+        evaluator = Evaluator(spec, config.target, config.settings, pool=pool, cache=cache, fingerprint=fingerprint,
+                              languages=config.languages)
         evaluator.progress = progress
         loop = Loop(spec, config.target, proposer, trajectory, evaluator, budgets=config.budgets, rules=rules,
                     workload_model=config.workload_model, progress=progress,

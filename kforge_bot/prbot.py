@@ -437,6 +437,11 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
             if kind is None or choice is None:
                 report.kernels.append(skipped(kernel.id, kernel.name, kernel.file, why))
                 continue
+            if kernel.spec.format == "manifest" and not policy.allows_language(kernel.spec.language):
+                report.kernels.append(skipped(kernel.id, kernel.name, kernel.file,
+                                              f"written in {kernel.spec.language}; the policy allows candidates only "
+                                              f"in {', '.join(policy.languages)}"))
+                continue
             target = choice.runner or kind
             labels: tuple[str, ...] = ()
             if choice.runner:

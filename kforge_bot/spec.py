@@ -202,6 +202,12 @@ def load_kernelbench(path: str | Path) -> KernelSpec:
     )
 
 
+def candidate_language(spec: KernelSpec, candidate: Implementation) -> str:
+    """The language a candidate is written in: a manifest kernel's is declared (its candidates are versions of
+    the same file); a KernelBench candidate's is read from its source (Triton, CUDA through load_inline, ...)."""
+    return spec.language if spec.format == "manifest" else _guess_language(candidate.source)
+
+
 def _guess_language(source: str) -> str:
     if "import triton" in source or "from triton" in source:
         return "triton"

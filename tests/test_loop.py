@@ -266,3 +266,36 @@ def test_a_kernel_without_tunables_ends_the_tuner_with_advice(tmp_path: Path) ->
                      spec_path=Path(__file__).resolve().parents[1] / "examples" / "kernelbench" / "softmax_problem.py")
     with pytest.raises(SearchExhausted, match="kforge: tune NAME in"):
         loop.proposer.start()
+
+
+def test_the_policys_languages_bound_what_a_candidate_may_be_written_in(kernel_dir: Path, tmp_path: Path) -> None:
+    """Policy `languages`: a candidate in another language is rejected before anything runs; the kernel as
+    written is measured whatever it is written in; a manifest kernel declared in a refused language is a
+    one-line error up front (none of its candidates could be accepted)."""
+    from kforge_bot.errors import KforgeError
+    from kforge_bot.loop import Evaluator
+    from kforge_bot.spec import Implementation
+
+    kb = load_spec(Path(__file__).parent / "data" / "kb" / "softmax.py")
+    ran: list[str] = []
+
+    def evaluate_fn(spec, candidate, *args, **kwargs):
+        ran.append(candidate.filename)
+        return EvalResult(verdict="pass", reason="ok", target="cpu")
+
+    evaluator = Evaluator(kb, "cpu", SETTINGS, evaluate_fn=evaluate_fn, languages=("triton", "cuda"))
+    torch_candidate = Implementation("import torch\nclass ModelNew(torch.nn.Module): pass\n", "ModelNew", "t.py")
+    triton_candidate = Implementation("import torch\nimport triton\nclass ModelNew(torch.nn.Module): pass\n",
+                                      "ModelNew", "tr.py")
+    refused, seconds = evaluator(torch_candidate)
+    assert refused.verdict == "rejected" and seconds == 0.0
+    assert refused.reason == "written in torch, which the policy does not allow (languages: triton, cuda)"
+    assert evaluator(triton_candidate)[0].verdict == "pass" and evaluator(kb.baseline)[0].verdict == "pass"
+    assert ran == ["tr.py", kb.baseline.filename]
+
+    spec = load_spec(kernel_dir / "tiny_mm.py")
+    config = RunConfig(target="cpu", settings=SETTINGS, languages=("triton", "cuda"))
+    with pytest.raises(KforgeError) as caught:
+        OptimizeRun.open(spec, config, tmp_path / "report")
+    assert f"kernel {spec.name!r} is written in {spec.language}, and the policy allows candidates only in triton, " \
+           "cuda" in str(caught.value)

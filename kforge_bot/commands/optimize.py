@@ -197,7 +197,7 @@ def build_config(target: str, policy_path: str | None, iterations: int | None, b
     budgets = Budgets(iterations=iterations or policy.budgets.iterations,
                       tokens=budget_tokens or policy.budgets.tokens,
                       time_limit_s=time_limit or policy.budgets.time_limit_s)
-    return RunConfig(target=target, budgets=budgets, settings=settings)
+    return RunConfig(target=target, budgets=budgets, settings=settings, languages=policy.languages)
 
 
 def _recorded_target(folder: Path) -> str | None:

@@ -52,7 +52,8 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     budgets = Budgets(iterations=iterations or policy.budgets.iterations,
                       tokens=policy.budgets.tokens if endpoint is not None else None,
                       time_limit_s=policy.budgets.time_limit_s)
-    config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint)
+    config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint,
+                       languages=policy.languages)
     root = Path(work_dir or tempfile.mkdtemp(prefix="kforge-pr-"))
     root.mkdir(parents=True, exist_ok=True)
     # A fresh folder per run: a self-hosted runner keeps --work-dir between runs, and the loop
