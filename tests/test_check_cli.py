@@ -134,3 +134,26 @@ def test_configuration_and_usage_errors_exit_2_with_one_line(runs: dict, name: s
     if name not in ("bad_target", "bad_seeds"):  # click prints its own usage block for those
         assert len(run.stderr.strip().splitlines()) == 1, run.stderr
         assert run.stderr.startswith("kforge-bot: error: ")
+
+
+def test_check_all_judges_every_managed_kernel_a_line_each(tmp_path: Path) -> None:
+    """`check --all REPO`: each kernel against its reference; one whose reference fails is that kernel's error
+    (the others still run) and makes the exit status 1; a kernel for another device is skipped, named."""
+    repo = tmp_path / "repo"
+    (repo / "problems").mkdir(parents=True)
+    (repo / "problems" / "softmax.py").write_text(SOFTMAX.read_text())
+    broken = SOFTMAX.read_text().replace("def get_inputs():", "def get_inputs():\n    raise ValueError('no inputs today')")
+    (repo / "problems" / "broken.py").write_text(broken)
+    (repo / "kforge.yaml").write_text("kernels:\n  gpu_only:\n    file: problems/softmax.py\n    entry: Model\n"
+                                      "    inputs: problems/softmax.py:get_inputs\n    targets: [cuda]\n")
+    proc = _check("--all", repo, "--target", "cpu", "--seeds", "2", "--no-timing", "--json", tmp_path / "all.json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "problems/softmax.py: pass: correct on every case" in lines
+    assert any(line.startswith("problems/broken.py: error: ") and "no inputs today" in line for line in lines)
+    assert "gpu_only: skipped: runs on cuda, not cpu" in lines
+    assert lines[-1] == "3 kernel(s): 1 correct, 1 not, 1 skipped (no cpu target)"
+    report = json.loads((tmp_path / "all.json").read_text())
+    assert [k["verdict"] for k in report["kernels"]] == ["skipped", "error", "pass"]
+    usage = _check("--all", repo, "--candidate", SOFTMAX)
+    assert usage.returncode == 2 and "--all checks each kernel as written against its reference" in usage.stderr

@@ -1,4 +1,5 @@
-"""`kforge-bot check REFERENCE [--candidate FILE]`: one evaluation, a verdict and a speedup.
+"""`kforge-bot check REFERENCE [--candidate FILE]`: one evaluation, a verdict and a speedup; `--all [REPO]`:
+every managed kernel of a repository against its reference, a line each.
 
 Exit codes: 0 correct, 1 rejected (incorrect, cheating, crash, hang, compile error), 2 usage or
 configuration error.
@@ -140,8 +141,14 @@ class _Progress:
 @click.command("check", epilog=examples(
     "kforge-bot check examples/kforge.yaml --kernel matmul_bias_relu_cpu    # a manifest kernel vs its reference",
     "kforge-bot check problem.py --candidate problem_new.py --target cuda  # KernelBench: ModelNew vs Model",
-    "kforge-bot check problem.py --candidate problem_new.py --json -       # the full report as JSON on stdout"))
-@click.argument("reference", type=click.Path(path_type=Path))
+    "kforge-bot check problem.py --candidate problem_new.py --json -       # the full report as JSON on stdout",
+    "kforge-bot check --all examples --target cpu                          # every kernel a repository manages"))
+@click.argument("reference", type=click.Path(path_type=Path), required=False)
+@click.option("--all", "all_kernels", is_flag=True,
+              help="Check every kernel REFERENCE (a repository folder, default .) manages, as `list` shows them.")
+@click.option("--policy", "policy_path", default=None,
+              help="Policy file or built-in name: with --all, which paths hold kernels; always, the isolation "
+                   "default.")
 @click.option("--candidate", "candidate_path", type=click.Path(path_type=Path), default=None,
               help="Candidate file (KernelBench: defines ModelNew; manifest kernel: defines the entry).")
 @click.option("--kernel", default=None, help="Kernel name, when REFERENCE is a kforge.yaml with several.")
@@ -156,21 +163,33 @@ class _Progress:
               help="Seconds before the candidate's process is killed (compilation included).")
 @click.option("--no-timing", is_flag=True, help="Check correctness only.")
 @click.option("--allow-fallback", is_flag=True, help="Accept candidates that call the framework op they replace.")
-@click.option("--isolation", type=click.Choice(["required", "preferred", "off"]), default="preferred",
-              show_default=True, help="The OS sandbox for the kernel's code: refuse to run without it, use it "
-                                      "where the machine has it, or never.")
-def check(reference: Path, candidate_path: Path | None, kernel: str | None, target: str, json_path: Path | None,
-          seeds: int | None, time_budget: float, timeout: float, no_timing: bool, allow_fallback: bool,
-          isolation: str) -> None:
+@click.option("--isolation", type=click.Choice(["required", "preferred", "off"]), default=None,
+              help="The OS sandbox for the kernel's code: refuse to run without it, use it where the machine "
+                   "has it, or never (default: the policy's, preferred in the default policy).")
+def check(reference: Path | None, all_kernels: bool, policy_path: str | None, candidate_path: Path | None,
+          kernel: str | None, target: str, json_path: Path | None, seeds: int | None, time_budget: float,
+          timeout: float, no_timing: bool, allow_fallback: bool, isolation: str | None) -> None:
     """Evaluate a kernel against its reference: correctness, then speed (interleaved, with a 95% CI)."""
     from kforge_bot.evaluate.api import evaluate
+    from kforge_bot.evaluate.isolation import announcement
+    from kforge_bot.policy import load_policy
 
+    policy = load_policy(policy_path)
+    isolation = isolation or policy.isolation_mode("check")
+    settings = EvalSettings(seeds=seeds, time_budget_s=time_budget, timeout_s=timeout, measure=not no_timing,
+                            allow_framework_fallback=allow_fallback or policy.allow_framework_fallback,
+                            isolation=isolation)
+    if all_kernels:
+        if candidate_path is not None or kernel is not None:
+            raise KforgeError("--all checks each kernel as written against its reference",
+                              hint="drop --candidate and --kernel, or check one kernel without --all")
+        _check_all(reference or Path("."), policy, target, settings, json_path)
+        return
+    if reference is None:
+        raise KforgeError("which kernel? give a kernel file, a kforge.yaml or a KernelBench problem",
+                          hint="kforge-bot check FILE, or kforge-bot check --all [REPO] for every managed kernel")
     spec = load_spec(reference, kernel)
     candidate, baseline, title = resolve_candidate(spec, candidate_path)
-    from kforge_bot.evaluate.isolation import announcement
-
-    settings = EvalSettings(seeds=seeds, time_budget_s=time_budget, timeout_s=timeout, measure=not no_timing,
-                            allow_framework_fallback=allow_fallback, isolation=isolation)
     click.echo(announcement(isolation), err=True)
     quiet_json = json_path is not None and str(json_path) == "-"
     with _Progress(enabled=sys.stderr.isatty() and not quiet_json) as progress:
@@ -185,3 +204,53 @@ def check(reference: Path, candidate_path: Path | None, kernel: str | None, targ
     if not quiet_json:
         render(result, f"kforge-bot check: {title}")
     sys.exit(0 if result.correct else 1)
+
+
+def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, json_path: Path | None) -> None:
+    """Every managed kernel of `repo` against its reference, one line each (exit 1 if any is not correct)."""
+    from kforge_bot.evaluate.api import evaluate
+    from kforge_bot.evaluate.isolation import announcement
+    from kforge_bot.gate import discover
+    from kforge_bot.targets import resolve_target_name
+
+    if not repo.is_dir():
+        raise KforgeError("not a directory", path=repo, hint="with --all, give the repository's root (default .)")
+    notes: list[str] = []
+    kernels = sorted(discover(repo, policy, strict=False, notes=notes).values(), key=lambda k: k.id)
+    if not kernels:
+        raise KforgeError("no managed kernels here", path=repo,
+                          hint="add a kforge.yaml or KernelBench files within the policy's kernel_paths")
+    click.echo(announcement(settings.isolation), err=True)
+    rows: list[dict[str, Any]] = []
+    for managed in kernels:
+        row: dict[str, Any] = {"kernel": managed.id, "file": managed.file}
+        if managed.spec is None:
+            row.update(verdict="error", reason=f"does not load: {managed.error}")
+        else:
+            spec = managed.spec
+            try:
+                kind = resolve_target_name(target, spec.targets)
+                if spec.targets and kind not in spec.targets:
+                    raise KforgeError(f"runs on {', '.join(spec.targets)}, not {kind}")
+            except KforgeError as exc:
+                row.update(verdict="skipped", reason=str(exc))
+            else:
+                candidate, baseline, title = resolve_candidate(spec, None)
+                try:
+                    result = evaluate(spec, candidate, kind, settings, baseline=baseline)
+                except KforgeError as exc:  # this kernel's reference or inputs fail: the others still run
+                    row.update(verdict="error", reason=str(exc), target=kind)
+                else:
+                    row.update(verdict=result.verdict, reason=result.reason, comparison=title, target=kind,
+                               speedup=result.speedup, speedup_ci=result.speedup_ci, report=result.to_dict())
+        rows.append(row)
+        click.echo(f"{row['kernel']}: {row['verdict']}: {row['reason']}")
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    failed = [r for r in rows if r["verdict"] not in ("pass", "skipped")]
+    click.echo(f"{len(rows)} kernel(s): {sum(r['verdict'] == 'pass' for r in rows)} correct, {len(failed)} not, "
+               f"{sum(r['verdict'] == 'skipped' for r in rows)} skipped (no {target} target)")
+    if json_path is not None:
+        text = json.dumps({"repo": str(repo.resolve()), "kernels": rows, "notes": notes}, indent=2, default=str)
+        click.echo(text) if str(json_path) == "-" else json_path.write_text(text + "\n", encoding="utf-8")
+    sys.exit(1 if failed else 0)

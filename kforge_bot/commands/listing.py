@@ -21,11 +21,6 @@ from kforge_bot.commands import examples
 def list_kernels(repo: Path, policy_path: str | None, as_json: bool) -> None:
     """List the managed kernels under REPO: every kforge.yaml entry and KernelBench file within the policy's
     kernel_paths, with its format, file, targets and language; a kernel that does not load says why.
-
-    \b
-    Example:
-      kforge-bot list .            # a table
-      kforge-bot list --json .     # for scripts
     Exit status 0, or 1 when any kernel does not load."""
     from kforge_bot.gate import discover
     from kforge_bot.policy import load_policy
