@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.yamlcheck import did_you_mean
 
 MANIFEST_NAME = "kforge.yaml"
 LANGUAGES = ("triton", "cuda", "cpp", "c", "torch", "sycl")  # the one vocabulary: manifests and policies
@@ -256,10 +257,11 @@ def _ref(value: Any, key: str, path: Path, default_file: str) -> tuple[str, str]
     return file_part, symbol
 
 
-def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path) -> Implementation:
+def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path,
+                    file_key: str | None = None) -> Implementation:
     file_path = (root / rel).resolve()
     if not file_path.is_file():
-        raise KforgeError(f"{key}: file {rel!r} does not exist", path=manifest,
+        raise KforgeError(f"{file_key or key}: file {rel!r} does not exist", path=manifest,
                           hint="paths are relative to the manifest's directory")
     source = _read(file_path)
     if not defines(source, symbol):
@@ -278,7 +280,8 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
     unknown = sorted(set(entry) - _KERNEL_KEYS)
     if unknown:
         raise KforgeError(f"{where}: unknown key {unknown[0]!r}", path=manifest,
-                          hint=f"allowed keys: {', '.join(sorted(_KERNEL_KEYS))}")
+                          hint=f"{did_you_mean(unknown[0], sorted(_KERNEL_KEYS))}allowed keys: "
+                               f"{', '.join(sorted(_KERNEL_KEYS))}")
     for required in ("file", "entry", "inputs"):
         if required not in entry:
             raise KforgeError(f"{where}: missing required key {required!r}", path=manifest)
@@ -288,7 +291,7 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
     symbol = entry["entry"]
     if not isinstance(symbol, str) or not symbol.isidentifier():
         raise KforgeError(f"{where}.entry: expected a Python identifier, got {symbol!r}", path=manifest)
-    kernel = _implementation(root, kernel_file, symbol, f"{where}.entry", manifest)
+    kernel = _implementation(root, kernel_file, symbol, f"{where}.entry", manifest, file_key=f"{where}.file")
 
     if "reference" in entry:
         ref_file, ref_symbol = _ref(entry["reference"], f"{where}.reference", manifest, kernel_file)
@@ -361,7 +364,8 @@ def load_manifest(path: str | Path) -> dict[str, KernelSpec]:
                           hint="see the README's kforge.yaml section")
     unknown = sorted(set(data) - {"version", "kernels"})
     if unknown:
-        raise KforgeError(f"unknown top-level key {unknown[0]!r}", path=path, hint="allowed: version, kernels")
+        raise KforgeError(f"unknown top-level key {unknown[0]!r}", path=path,
+                          hint=f"{did_you_mean(unknown[0], ('version', 'kernels'))}allowed: version, kernels")
     if data.get("version", 1) != 1:
         raise KforgeError(f"version: unsupported manifest version {data['version']!r}", path=path,
                           hint="this kforge-bot reads version 1")

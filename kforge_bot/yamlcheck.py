@@ -57,6 +57,14 @@ def load_yaml_file(path: str | Path) -> Any:
     return load_yaml_text(text, p)
 
 
+def did_you_mean(word: str, allowed: Iterable[str]) -> str:
+    """"did you mean 'shapes'? " for a near miss among `allowed`, else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(allowed), n=1, cutoff=0.75)  # "gpu" is not "cpu"
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
 def describe(value: Any) -> str:
     """How a wrong value is quoted in an error message."""
     if value is None:
@@ -100,7 +108,8 @@ class Checker:
             allowed_list = list(allowed)
             for k in value:
                 if k not in allowed_list:
-                    self.fail(join(key, k), "unknown key", hint=f"allowed here: {', '.join(allowed_list)}")
+                    self.fail(join(key, k), "unknown key",
+                              hint=f"{did_you_mean(k, allowed_list)}allowed here: {', '.join(allowed_list)}")
         for k in required:
             if k not in value:
                 self.fail(join(key, k), "missing (required)")

@@ -157,3 +157,21 @@ def test_check_all_judges_every_managed_kernel_a_line_each(tmp_path: Path) -> No
     assert [k["verdict"] for k in report["kernels"]] == ["skipped", "error", "pass"]
     usage = _check("--all", repo, "--candidate", SOFTMAX)
     assert usage.returncode == 2 and "--all checks each kernel as written against its reference" in usage.stderr
+
+
+def test_the_console_says_what_each_number_is_and_keeps_lines_whole_in_a_pipe() -> None:
+    import re
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe, rich's 80-column default
+    proc = subprocess.run([sys.executable, "-m", "kforge_bot.cli", "check", str(SOFTMAX), "--candidate",
+                           str(ADV / "honest.py"), "--seeds", "2", "--time-budget", "0.3"], cwd=ROOT,
+                          env=dict(env, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "speedup: the median of per-pair ratios (baseline / candidate, each pair timed back to back)" in lines
+    correctness = next(line for line in lines if line.startswith("correctness: "))
+    assert len(correctness) > 80 and "max relative error" in correctness  # one line, not folded at 80 columns
+    total, parts = re.match(r"correctness: (\d+) outputs compared \((.*)\), max abs", correctness).groups()
+    counts = [int(re.match(r"(\d+)", p.strip()).group(1)) for p in parts.split(",")]
+    assert sum(counts) == int(total) and "2 seed(s) x 1 shape set(s)" in parts
+    assert "(median)" in proc.stdout  # the timing columns say they are medians

@@ -292,3 +292,9 @@ def test_a_manifest_may_still_say_pytorch(tmp_path):
     (tmp_path / "kforge.yaml").write_text("version: 1\nkernels:\n  k:\n    file: k.py\n    entry: k\n"
                                           "    inputs: k.py:make\n    shapes: [{n: 4}]\n    language: pytorch\n")
     assert load_manifest(tmp_path / "kforge.yaml")["k"].language == "torch"
+
+
+def test_a_near_miss_of_a_policy_key_is_named() -> None:
+    with pytest.raises(KforgeError) as caught:
+        pol.parse_policy({"languges": ["triton"]}, "p.yml")
+    assert "languges: unknown key" in str(caught.value) and "did you mean 'languages'?" in str(caught.value)

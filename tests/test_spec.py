@@ -204,7 +204,7 @@ MALFORMED = [
     ("file-not-py", {"k": {**GOOD, "file": "k.cu"}}, ["kernels.k.file", "'k.cu'"]),
     ("file-not-string", {"k": {**GOOD, "file": 3}}, ["kernels.k.file"]),
     ("entry-not-identifier", {"k": {**GOOD, "entry": "dou-ble"}}, ["kernels.k.entry", "'dou-ble'"]),
-    ("entry-file-missing", {"k": {**GOOD, "file": "nope.py"}}, ["kernels.k.entry", "'nope.py'", "does not exist"]),
+    ("file-missing", {"k": {**GOOD, "file": "nope.py"}}, ["kernels.k.file", "'nope.py'", "does not exist"]),
     ("entry-symbol-missing", {"k": {**GOOD, "entry": "triple"}}, ["kernels.k.entry", "k.py", "'triple'"]),
     ("reference-file-missing", {"k": {**GOOD, "reference": "gone.py:double_ref"}},
      ["kernels.k.reference", "'gone.py'"]),
@@ -313,3 +313,20 @@ def test_a_kernel_file_named_by_two_kernels_needs_a_name(tmp_path: Path) -> None
         load_spec(tmp_path / "k.py")
     _one_line(info, "k.py", "--kernel", "a, b")
     assert load_spec(tmp_path / "k.py", "b").name == "b"
+
+
+def test_a_typo_d_key_gets_a_did_you_mean_and_a_missing_file_names_the_file_key(tmp_path: Path) -> None:
+    (tmp_path / "k.py").write_text("def f(x):\n    return x\n\ndef g():\n    return []\n")
+    manifest = tmp_path / "kforge.yaml"
+    manifest.write_text("kernels:\n  k:\n    file: k.py\n    entry: f\n    inputs: g\n    shape: [{}]\n")
+    with pytest.raises(KforgeError) as caught:
+        load_manifest(manifest)
+    assert "kernels.k: unknown key 'shape'" in str(caught.value) and "did you mean 'shapes'?" in str(caught.value)
+    manifest.write_text("kernel:\n  k: {}\nkernels:\n  k:\n    file: k.py\n    entry: f\n    inputs: g\n")
+    with pytest.raises(KforgeError) as caught:
+        load_manifest(manifest)
+    assert "did you mean 'kernels'?" in str(caught.value)
+    manifest.write_text("kernels:\n  k:\n    file: missing.py\n    entry: f\n    inputs: g\n")
+    with pytest.raises(KforgeError) as caught:
+        load_manifest(manifest)
+    assert "kernels.k.file: file 'missing.py' does not exist" in str(caught.value)

@@ -17,7 +17,7 @@ import click
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec, defines, load_spec
-from kforge_bot.commands import examples
+from kforge_bot.commands import examples, output_console
 
 
 def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Implementation, Implementation, str]:
@@ -49,7 +49,26 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
     reference = spec.reference
     if reference == kernel:
         return kernel, kernel, f"{spec.kernel_file}:{spec.entry} vs itself (A/A: the manifest names no reference)"
-    return kernel, reference, f"{spec.kernel_file}:{spec.entry} vs reference {reference.filename}:{reference.symbol}"
+    # The reference's path as the manifest names it where it is the kernel's own file (cpu/x.py, not x.py).
+    where = spec.kernel_file if reference.source == kernel.source else reference.filename
+    return kernel, reference, f"{spec.kernel_file}:{spec.entry} vs reference {where}:{reference.symbol}"
+
+
+def _case_breakdown(correctness: dict[str, Any]) -> str:
+    """What the compared outputs were, so the count adds up: the seeds on each shape set, the same buffers
+    refilled, the timed runs, and the checks after timing."""
+    kinds = {"seed": 0, "again": 0, "timed": 0, "changed": 0, "moved": 0}
+    for record in correctness.get("records", []):
+        label = record["case"]
+        kind = ("again" if "called again" in label else "timed" if label.startswith("timed run")
+                else "changed" if "element changed" in label else "moved" if "buffers" in label else "seed")
+        kinds[kind] += 1
+    seeds, shapes = len(correctness.get("seeds", [])), len(correctness.get("shape_sets", []))
+    parts = [f"{kinds['seed']} = {seeds} seed(s) x {shapes} shape set(s)"]
+    names = {"again": "same buffers refilled", "timed": "timed runs", "changed": "one input element changed",
+             "moved": "inputs moved between buffers"}
+    parts += [f"{kinds[k]} {names[k]}" for k in ("again", "timed", "changed", "moved") if kinds[k]]
+    return ", ".join(parts)
 
 
 def _parses(source: str) -> bool:
@@ -70,14 +89,13 @@ def _fmt_ms(value: float | None) -> str:
 
 
 def render(result: EvalResult, title: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(stderr=False, highlight=False)
+    console = output_console()
     color = "green" if result.correct else "red"
     console.print(f"[bold]{title}[/bold]")
     table = Table(show_header=True, header_style="bold")
-    for col in ("target", "verdict", "baseline", "candidate", "speedup (95% CI)"):
+    for col in ("target", "verdict", "baseline (median)", "candidate (median)", "speedup (95% CI)"):
         table.add_column(col)
     speed = "-"
     if result.speedup is not None and result.speedup_ci:
@@ -88,12 +106,18 @@ def render(result: EvalResult, title: str) -> None:
                   _fmt_ms(result.baseline.median_ms if result.baseline else None),
                   _fmt_ms(result.candidate.median_ms if result.candidate else None), speed)
     console.print(table)
+    if result.speedup is not None:
+        # Not the ratio of the two medians: each pair is timed back to back, so drift cancels within a pair.
+        console.print("speedup: the median of per-pair ratios (baseline / candidate, each pair timed back to back)"
+                      + (", summed over shape sets" if len(result.details.get("timing", [])) > 1 else ""))
     console.print(f"reason: {result.reason}")
     corr = result.correctness
     if corr.get("cases_checked"):
-        console.print(f"correctness: {corr['cases_checked']} cases ({len(corr['seeds'])} seeds x "
-                      f"{len(corr['shape_sets'])} shape sets, {corr['timed_outputs_checked']} timed outputs), "
+        console.print(f"correctness: {corr['cases_checked']} outputs compared ({_case_breakdown(corr)}), "
                       f"max abs error {corr['max_abs_error']:.3g}, max relative error {corr['max_rel_norm_error']:.3g}")
+    fit = result.details.get("memory_fit")
+    if fit:
+        console.print(f"memory: {fit['note']}")
     for row in result.details.get("timing", []):
         if len(result.details["timing"]) > 1:
             ci = row.get("speedup_ci")

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from kforge_bot.doctor import TARGET_CHOICES
-from kforge_bot.commands import examples
+from kforge_bot.commands import examples, output_console
 
 
 @click.command("doctor", epilog=examples(
@@ -66,11 +66,10 @@ def _fmt(x: Any, digits: int = 4) -> str:
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console(highlight=False)
+    console = output_console()
     dev = report.get("device")
     title = f"kforge-bot doctor: {report.get('target') or report['requested_target']}"
     if dev:

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.commands import examples
+from kforge_bot.commands import examples, output_console
 
 TARGETS = ["auto", "cpu", "cuda", "xpu", "mps"]
 
@@ -74,7 +74,6 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     """Optimize one kernel: an LLM generator and analyst when an endpoint is configured
     (OPENAI_BASE_URL / OPENAI_API_KEY), else the built-in tuner. Every candidate is checked and timed
     against the kernel as written; the best one that is faster with confidence is kept."""
-    from rich.console import Console
     from rich.markup import escape
 
     from kforge_bot.agents.llm import configured, endpoint_from_env
@@ -109,8 +108,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
         config.references = sibling_references(spec, file, target_name)
     config.cpu_count = default_cpu_count()
 
-    # Into a log or a pipe, lines stay whole: a wrapped `--resume` command could not be pasted back.
-    console = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+    console = output_console()
     folder = resume_dir or report_dir or Path(tempfile.mkdtemp(prefix=f"kforge-optimize-{spec.name}-"))
     display = Display(console, config.budgets, TUNER if config.endpoint is None else "llm")
     console.print("[bold]kforge-bot optimize[/bold]: " + escape(f"{spec.name} ({spec.kernel_file}) on {target_name}"

@@ -480,6 +480,9 @@ def _time_shape(plan: Plan, shape_index: int, target: Any, inputs_module: Any, b
     except Exception as exc:  # noqa: BLE001
         raise Stop("crash", f"timed run, shape set {shape_index}: {_short_error(exc)}",
                    traceback.format_exc()[-4000:]) from None
+    if len(spec.shape_sets) > 1 and times.stop_reason.startswith("time budget"):
+        # "1.5 s" beside a 3 s --time-budget reads as a mistake unless it says it is this shape set's share.
+        times.stop_reason += f" (this shape set's share of {plan.settings.time_budget_s:g} s)"
     for r, (inputs, before) in enumerate(zip(sets, snapshots)):
         try:
             checks.check_inputs_unchanged(inputs, before)
