@@ -286,7 +286,7 @@ def load_results_dir(directory: str | Path) -> list[dict[str, Any]]:
         docs.append(data)
     if not docs:
         raise KforgeError("no results files (*.json) in the directory", path=root,
-                          hint="each target's job writes one with --results; upload and download them as artifacts")
+                          hint="each target's job writes one with --json PATH; upload and download them as artifacts")
     return docs
 
 

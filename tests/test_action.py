@@ -130,7 +130,7 @@ import json, os, sys
 argv = sys.argv[1:]
 env = {{k: os.environ.get(k) for k in ("GITHUB_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL")}}
 json.dump({{"argv": argv, "env": env}}, open(os.path.join(os.environ["SHIM_DIR"], "cli.json"), "w"))
-results = argv[argv.index("--results") + 1]
+results = argv[argv.index("--json") + 1]
 json.dump({{"follow_up_prs": [7, 9], "kernels": []}}, open(results, "w"))
 ' "$@"
 fi
@@ -189,7 +189,7 @@ def test_action_passes_inputs_as_data_not_code(tmp_path):
     assert codes == [0, 0, 0], (tmp_path / "stderr.txt").read_text() if (tmp_path / "stderr.txt").exists() else codes
     call = json.loads((tmp_path / "cli.json").read_text())
     results = str(runner_temp / "kforge-results" / "results.json")
-    assert call["argv"] == ["pr", "--results", results, "--policy", "policies/strict.yml", "--target", "b200",
+    assert call["argv"] == ["pr", "--json", results, "--policy", "policies/strict.yml", "--target", "b200",
                             "--target", "arc-b580", "--model", evil, "--iterations", "3"]
     assert call["env"] == {"GITHUB_TOKEN": "ghs_test", "OPENAI_API_KEY": "sk-test-key",
                            "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}

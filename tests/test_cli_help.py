@@ -55,3 +55,29 @@ def test_shell_completion_completes_subcommands_and_options() -> None:
 
     assert "plain,check" in complete("kforge-bot ch", 1)
     assert "plain,--target" in complete("kforge-bot check --ta", 2)
+
+
+def test_json_is_spelled_one_way_and_old_spellings_still_work(tmp_path) -> None:
+    """`--json [PATH|-]` everywhere (bare: stdout); `pr --results FILE` still works, with a deprecation note."""
+    import json
+
+    runner = CliRunner()
+    for args in (["list", "--json"], ["policy", "show", "--json"], ["list", "--json", "-"]):
+        result = runner.invoke(cli, args)
+        assert result.exit_code in (0, 1), result.output
+        json.loads(result.output)
+    out = tmp_path / "policy.json"
+    assert runner.invoke(cli, ["policy", "show", "strict", "--json", str(out)]).exit_code == 0
+    assert json.loads(out.read_text())["isolation"] == "required"
+    for name in ("check", "gate", "doctor", "list", "optimize", "pr"):
+        command = cli.get_command(click.Context(cli), name)
+        assert "--json" in _options(command), name
+    result = runner.invoke(cli, ["pr", "--results", str(tmp_path / "r.json")], env={"GITHUB_EVENT_PATH": ""})
+    assert "--results is deprecated; use --json PATH" in result.output
+
+
+def test_json_never_clobbers_an_existing_file_it_was_not_meant_for(tmp_path) -> None:
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text("print('mine')\n")
+    result = CliRunner().invoke(cli, ["policy", "show", "--json", str(kernel)])
+    assert result.exit_code != 0 and kernel.read_text() == "print('mine')\n"

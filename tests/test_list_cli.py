@@ -14,7 +14,7 @@ EXAMPLES = Path(__file__).parents[1] / "examples"
 
 
 def test_lists_the_bundled_examples_with_format_language_and_targets() -> None:
-    result = CliRunner().invoke(cli, ["list", "--json", str(EXAMPLES)])
+    result = CliRunner().invoke(cli, ["list", str(EXAMPLES), "--json"])
     assert result.exit_code == 0, result.output
     rows = {r["id"]: r for r in json.loads(result.output)["kernels"]}
     assert set(rows) == {"kernelbench/softmax_problem.py", "matmul_bias_relu_cpu", "matmul_bias_relu_triton",

@@ -250,7 +250,7 @@ class World:
                "PYTHONPATH": str(ROOT), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
         for key in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL", "KFORGE_POLICY"):
             env.pop(key, None)  # the built-in tuner, and only the policy given here
-        cmd = [sys.executable, "-m", "kforge_bot.cli", "pr", "--policy", str(policy), "--results", str(self.results),
+        cmd = [sys.executable, "-m", "kforge_bot.cli", "pr", "--policy", str(policy), "--json", str(self.results),
                "--target", "cpu", "--work-dir", str(self.tmp / "trajectories"), *args]
         proc = subprocess.run(cmd, cwd=self.work, env=env, capture_output=True, text=True, timeout=timeout)
         self.outputs += [proc.stdout, proc.stderr]

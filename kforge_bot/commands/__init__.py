@@ -17,3 +17,35 @@ def output_console(stderr: bool = False):  # -> rich.console.Console
 
     stream = sys.stderr if stderr else sys.stdout
     return Console(stderr=stderr, highlight=False, soft_wrap=not stream.isatty())
+
+
+def json_option(help_text: str):  # -> a click decorator
+    """`--json PATH` on every command that reports: the report as JSON at PATH, or on stdout for `-` or a bare
+    `--json` (the same spelling everywhere)."""
+    import click
+
+    return click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="[PATH|-]",
+                        help=f"{help_text} Write it as JSON to PATH, or to stdout ('-', or --json alone).")
+
+
+def write_json(data: object, json_path: str | None) -> None:
+    """Write a command's JSON report where `--json` said; nothing when it was not given."""
+    import json
+    from pathlib import Path
+
+    import click
+
+    from kforge_bot.errors import KforgeError
+
+    if json_path is None:
+        return
+    text = json.dumps(data, indent=2, default=str)
+    if str(json_path) == "-":
+        click.echo(text)
+        return
+    path = Path(json_path)
+    # `--json` takes the next word as its path: `list --json .` or `check --json kernel.py` must not clobber it.
+    if path.is_dir() or (path.exists() and path.suffix.lower() != ".json"):
+        raise KforgeError("refusing to write the JSON report over this existing file or folder", path=path,
+                          hint="give a new path or a .json file, or put --json last (or --json -) for stdout")
+    path.write_text(text + "\n", encoding="utf-8")

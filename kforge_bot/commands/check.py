@@ -7,7 +7,6 @@ configuration error.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import click
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec, defines, load_spec
-from kforge_bot.commands import examples, output_console
+from kforge_bot.commands import examples, json_option, output_console, write_json
 
 
 def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Implementation, Implementation, str]:
@@ -178,8 +177,7 @@ class _Progress:
 @click.option("--kernel", default=None, help="Kernel name, when REFERENCE is a kforge.yaml with several.")
 @click.option("--target", default="auto", show_default=True,
               type=click.Choice(["auto", "cpu", "cuda", "xpu", "mps"]), help="Device kind to run on.")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
-              help="Write the full report as JSON here ('-' for stdout).")
+@json_option("The full report.")
 @click.option("--seeds", type=click.IntRange(1, 100), default=None, help="Correctness seeds per shape set.")
 @click.option("--time-budget", type=click.FloatRange(0.1, 600), default=3.0, show_default=True,
               help="Seconds of interleaved timing, at most.")
@@ -191,7 +189,7 @@ class _Progress:
               help="The OS sandbox for the kernel's code: refuse to run without it, use it where the machine "
                    "has it, or never (default: the policy's, preferred in the default policy).")
 def check(reference: Path | None, all_kernels: bool, policy_path: str | None, candidate_path: Path | None,
-          kernel: str | None, target: str, json_path: Path | None, seeds: int | None, time_budget: float,
+          kernel: str | None, target: str, json_path: str | None, seeds: int | None, time_budget: float,
           timeout: float, no_timing: bool, allow_fallback: bool, isolation: str | None) -> None:
     """Evaluate a kernel against its reference: correctness, then speed (interleaved, with a 95% CI)."""
     from kforge_bot.evaluate.api import evaluate
@@ -219,18 +217,13 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
     with _Progress(enabled=sys.stderr.isatty() and not quiet_json) as progress:
         result = evaluate(spec, candidate, target, settings, baseline=baseline, progress=progress)
     report = {"kernel": spec.name, "format": spec.format, "comparison": title, **result.to_dict()}
-    if json_path is not None:
-        text = json.dumps(report, indent=2, default=str)
-        if quiet_json:
-            click.echo(text)
-        else:
-            json_path.write_text(text + "\n", encoding="utf-8")
+    write_json(report, json_path)
     if not quiet_json:
         render(result, f"kforge-bot check: {title}")
     sys.exit(0 if result.correct else 1)
 
 
-def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, json_path: Path | None) -> None:
+def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, json_path: str | None) -> None:
     """Every managed kernel of `repo` against its reference, one line each (exit 1 if any is not correct)."""
     from kforge_bot.evaluate.api import evaluate
     from kforge_bot.evaluate.isolation import announcement
@@ -274,7 +267,5 @@ def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, jso
     failed = [r for r in rows if r["verdict"] not in ("pass", "skipped")]
     click.echo(f"{len(rows)} kernel(s): {sum(r['verdict'] == 'pass' for r in rows)} correct, {len(failed)} not, "
                f"{sum(r['verdict'] == 'skipped' for r in rows)} skipped (no {target} target)")
-    if json_path is not None:
-        text = json.dumps({"repo": str(repo.resolve()), "kernels": rows, "notes": notes}, indent=2, default=str)
-        click.echo(text) if str(json_path) == "-" else json_path.write_text(text + "\n", encoding="utf-8")
+    write_json({"repo": str(repo.resolve()), "kernels": rows, "notes": notes}, json_path)
     sys.exit(1 if failed else 0)

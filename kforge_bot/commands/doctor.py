@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
 from kforge_bot.doctor import TARGET_CHOICES
-from kforge_bot.commands import examples, output_console
+from kforge_bot.commands import examples, json_option, output_console, write_json
 
 
 @click.command("doctor", epilog=examples(
@@ -18,7 +17,7 @@ from kforge_bot.commands import examples, output_console
     "kforge-bot doctor --json out.json  # the same, machine-readable"))
 @click.option("--target", type=click.Choice(TARGET_CHOICES), default="auto", show_default=True,
               help="Device kind to probe and measure; auto picks cuda, then xpu, then mps, then cpu.")
-@click.option("--json", "json_path", metavar="PATH", help="Also write the full report as JSON to PATH ('-': stdout only).")
+@json_option("The full report (with '-', only the JSON is printed).")
 @click.option("--save", is_flag=True, help="Save the measured ceilings as this machine's roofline.")
 @click.option("--save-to", metavar="PATH", help="With --save: write the ceilings file here instead of the cache.")
 @click.option("--quick", is_flag=True, default=None,
@@ -46,8 +45,7 @@ def doctor(target: str, json_path: str | None, save: bool, save_to: str | None, 
     if json_path == "-":
         click.echo(json.dumps(report, indent=2))
     else:
-        if json_path:
-            Path(json_path).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_json(report, json_path)
         _render(report)
         if json_path:
             click.echo(f"report written to {json_path}")

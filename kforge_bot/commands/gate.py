@@ -18,7 +18,7 @@ import click
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate import FAILING, VERDICTS, GateReport, KernelReport, fmt_threshold
-from kforge_bot.commands import examples
+from kforge_bot.commands import examples, json_option, write_json
 
 # ------------------------------------------------------------------------- rendering (pure functions)
 
@@ -240,8 +240,7 @@ def _post_status(report: GateReport, target: str) -> None:
               help="auto, a device kind (cpu, cuda, xpu, mps) or a runner class (h200, b200, arc-b580, ...).")
 @click.option("--policy", "policy_path", default=None,
               help="Policy file (or a shipped one: default, strict). Default: the shipped default policy.")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
-              help="Write the full report as JSON here ('-' for stdout).")
+@json_option("The full report.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
               help="Result cache directory (default: .kforge-cache in the repository; fits actions/cache).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
@@ -252,7 +251,7 @@ def _post_status(report: GateReport, target: str) -> None:
 @click.option("--require-all-targets", is_flag=True, default=None,
               help="Fail when a policy-required target cannot be measured on this runner (default: the policy's "
                    "gate.require_all_targets; otherwise it is reported as skipped).")
-def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str | None, json_path: Path | None,
+def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str | None, json_path: str | None,
          cache_dir: Path | None, no_cache: bool, time_budget: float | None, repo: Path,
          require_all_targets: bool | None) -> None:
     """Measure the kernels a change touches, base against head on this device, and fail on a
@@ -284,8 +283,8 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
     else:
         render_console(report)
         if json_path is not None:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+            Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+            write_json(data, json_path)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as handle:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.commands import examples
+from kforge_bot.commands import examples, json_option, write_json
 
 
 @click.command("list", epilog=examples(
@@ -17,8 +16,8 @@ from kforge_bot.commands import examples
 @click.argument("repo", type=click.Path(path_type=Path, file_okay=False), default=".")
 @click.option("--policy", "policy_path", default=None,
               help="Policy file or built-in name (default: the default policy).")
-@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-def list_kernels(repo: Path, policy_path: str | None, as_json: bool) -> None:
+@json_option("The list.")
+def list_kernels(repo: Path, policy_path: str | None, json_path: str | None) -> None:
     """List the managed kernels under REPO: every kforge.yaml entry and KernelBench file within the policy's
     kernel_paths, with its format, file, targets and language; a kernel that does not load says why.
     Exit status 0, or 1 when any kernel does not load."""
@@ -36,9 +35,8 @@ def list_kernels(repo: Path, policy_path: str | None, as_json: bool) -> None:
                      "targets": list(spec.targets) if spec and spec.targets else "any",
                      "language": spec.language if spec else None, "shape_sets": len(spec.shape_sets) if spec else 0,
                      "error": kernel.error})
-    if as_json:
-        click.echo(json.dumps({"repo": str(repo.resolve()), "kernels": rows, "notes": notes}, indent=2))
-    else:
+    write_json({"repo": str(repo.resolve()), "kernels": rows, "notes": notes}, json_path)
+    if json_path != "-":
         if not rows:
             click.echo(f"no managed kernels under {repo} (add a kforge.yaml, or KernelBench files)")
         for row in rows:

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.commands import examples, output_console
+from kforge_bot.commands import examples, json_option, output_console, write_json
 
 TARGETS = ["auto", "cpu", "cuda", "xpu", "mps"]
 
@@ -66,11 +66,18 @@ TARGETS = ["auto", "cpu", "cuda", "xpu", "mps"]
               help="Result cache folder (default: $KFORGE_CACHE_DIR or ~/.cache/kforge-bot); results are reused "
                    "only for the same content on the same hardware.")
 @click.option("--no-cache", is_flag=True, help="Measure every candidate, even one measured before.")
+@click.option("--seeds", type=click.IntRange(1, 100), default=None,
+              help="Correctness seeds per shape set for every candidate (default: the policy's, or 2).")
+@click.option("--timeout", type=click.FloatRange(1, 7200), default=None,
+              help="Seconds before a candidate's process is killed, compilation included (default: the policy's).")
+@click.option("--allow-fallback", is_flag=True, help="Accept candidates that call the framework op they replace.")
+@json_option("The run's outcome: the best candidate, its speedup and interval, why the run stopped, the report.")
 def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...], iterations: int | None,
              budget_tokens: int | None, time_limit: float | None, out_path: Path | None, write_in_place: bool,
              report_dir: Path | None, resume_dir: Path | None, base_url: str | None, api_key: str | None,
              policy_path: str | None, parallel: int, beam: int, workers: int | None, executor: str,
-             ray_address: str | None, cache_dir: Path | None, no_cache: bool) -> None:
+             ray_address: str | None, cache_dir: Path | None, no_cache: bool, seeds: int | None,
+             timeout: float | None, allow_fallback: bool, json_path: str | None) -> None:
     """Optimize one kernel: an LLM generator and analyst when an endpoint is configured
     (OPENAI_BASE_URL / OPENAI_API_KEY), else the built-in tuner. Every candidate is checked and timed
     against the kernel as written; the best one that is faster with confidence is kept."""
@@ -93,6 +100,10 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     target_name = resolve_target_name(recorded_target if (target == "auto" and recorded_target) else target,
                                       spec.targets)
     config = build_config(target_name, policy_path, iterations, budget_tokens, time_limit)
+    # The same evaluation flags as `check`, over the policy's (or the quick) settings.
+    config.settings.seeds = seeds or config.settings.seeds
+    config.settings.timeout_s = timeout or config.settings.timeout_s
+    config.settings.allow_framework_fallback = allow_fallback or config.settings.allow_framework_fallback
     from kforge_bot.evaluate.isolation import announcement
 
     click.echo(announcement(config.settings.isolation), err=True)
@@ -108,7 +119,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
         config.references = sibling_references(spec, file, target_name)
     config.cpu_count = default_cpu_count()
 
-    console = output_console()
+    console = output_console(stderr=json_path == "-")  # stdout carries the JSON then
     folder = resume_dir or report_dir or Path(tempfile.mkdtemp(prefix=f"kforge-optimize-{spec.name}-"))
     display = Display(console, config.budgets, TUNER if config.endpoint is None else "llm")
     console.print("[bold]kforge-bot optimize[/bold]: " + escape(f"{spec.name} ({spec.kernel_file}) on {target_name}"
@@ -173,6 +184,13 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     if outcome.stop_kind == "BudgetExhausted":
         console.print(f"to continue with a larger budget: kforge-bot optimize {file} "
                       + (f"--kernel {kernel} " if kernel else "") + f"--resume {folder} --iterations N", markup=False)
+    best = record.best if outcome.improved else None
+    write_json({"kernel": spec.name, "target": target_name, "mode": run.mode, "improved": outcome.improved,
+                "best": None if best is None else {"iteration": best.iteration, "speedup": best.speedup,
+                                                   "speedup_ci": best.speedup_ci, "change": best.change},
+                "written_to": written, "iterations": record.iterations_used, "stop": outcome.stop_kind,
+                "stop_reason": outcome.stop_reason, "report_dir": str(folder), "report": str(files.markdown)},
+               json_path)
     if outcome.stop_kind == "LLMUnavailable" and record.iterations_used == 0:
         sys.exit(1)
 

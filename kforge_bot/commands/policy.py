@@ -8,7 +8,7 @@ import sys
 import click
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.commands import examples
+from kforge_bot.commands import examples, json_option, write_json
 
 
 @click.group("policy", epilog=examples(
@@ -40,8 +40,8 @@ def check(files: tuple[str, ...]) -> None:
 
 @policy.command("show")
 @click.argument("file", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
-def show(file: str | None, as_json: bool) -> None:
+@json_option("The effective policy (instead of YAML on stdout).")
+def show(file: str | None, json_path: str | None) -> None:
     """Print the effective policy of FILE (or the shipped default), defaults filled in.
 
     FILE may also name a shipped policy: `default` or `strict`."""
@@ -51,8 +51,8 @@ def show(file: str | None, as_json: bool) -> None:
 
     pol = load_policy(file)
     data = pol.to_dict()
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
+    if json_path is not None:
+        write_json(data, json_path)
     else:
         click.echo(f"# effective policy from {pol.source}")
         click.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100).rstrip())

@@ -9,14 +9,13 @@ Exit codes: 0 done or skipped, 2 bad input (event, policy, environment) or a Git
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
-from kforge_bot.commands import examples
+from kforge_bot.commands import examples, json_option, write_json
 
 _ANNOUNCED: list[str] = []
 
@@ -83,13 +82,14 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
               help="Runner class (h200, b200, arc-b580, cpu, ...) or device kind this job measures on; "
                    "repeatable. Default: auto.")
 @click.option("--model", default=None, help="Model name at the LLM endpoint (KFORGE_MODEL). No endpoint: the tuner.")
-@click.option("--iterations", type=click.IntRange(1, 1000), default=None,
+@click.option("--iterations", type=click.IntRange(1, 100_000), default=None,
               help="Loop iterations per kernel (default: the policy's budgets.iterations).")
 @click.option("--time-budget", type=click.FloatRange(0.1, 3600), default=None,
               help="Seconds of interleaved timing per evaluation (default: the policy's evaluation.time_budget_s).")
 @click.option("--policy", "policy_path", default=None, help="Policy file, or a shipped one (default, strict).")
-@click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the results (JSON) here: evidence, candidates, follow-up PR numbers.")
+@json_option("The results: evidence, candidates, follow-up PR numbers (the per-target jobs' files --aggregate reads).")
+@click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path), default=None, hidden=True,
+              help="Deprecated spelling of --json PATH.")
 @click.option("--no-publish", is_flag=True,
               help="Measure and write the results file only: no branch, PR, comment or status.")
 @click.option("--aggregate", "aggregate_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -97,13 +97,16 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the loop's trajectories go (default: a temporary directory).")
 def pr(targets: tuple[str, ...], model: str | None, iterations: int | None, time_budget: float | None,
-       policy_path: str | None, results_path: Path | None, no_publish: bool, aggregate_dir: Path | None,
-       work_dir: Path | None) -> None:
+       policy_path: str | None, json_path: str | None, results_path: Path | None, no_publish: bool,
+       aggregate_dir: Path | None, work_dir: Path | None) -> None:
     """Optimize the kernels a pull request changed and open follow-up PRs with the evidence."""
     from kforge_bot import prbot
     from kforge_bot.github import GitHub
     from kforge_bot.policy import load_policy
 
+    if results_path is not None:
+        click.echo("kforge-bot pr: note: --results is deprecated; use --json PATH (the same file)", err=True)
+        json_path = json_path or str(results_path)
     env = prbot.ActionEnv.from_env()
     _ANNOUNCED.clear()
     policy = load_policy(policy_path or os.environ.get("KFORGE_POLICY") or None)
@@ -118,9 +121,9 @@ def pr(targets: tuple[str, ...], model: str | None, iterations: int | None, time
                             time_budget_s=time_budget, work_dir=str(work_dir) if work_dir else None)
     report = prbot.run_pr(env, policy, options, gh=gh, optimize=_optimize_kernel, aggregate_dir=aggregate_dir,
                           log=log)
-    if results_path is not None:
-        results_path.parent.mkdir(parents=True, exist_ok=True)
-        results_path.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
+    if json_path is not None and json_path != "-":
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+    write_json(report.to_dict(), json_path)
     prbot.write_summary(env.step_summary, (f"{_ANNOUNCED[0]}\n\n" if _ANNOUNCED else "")
                         + prbot.summary_markdown(report))
     if not report.allowed:

@@ -31,7 +31,6 @@ from kforge_bot.evaluate.guards import (CRITICAL, AuditGuard, FunctionSnapshot, 
 from kforge_bot.evaluate.plan import DoesNotFit, Fit, Plan, fit_plan
 from kforge_bot.evaluate.profile import profile_call
 from kforge_bot.evaluate.timing import measure_pair
-from kforge_bot.spec import Implementation
 from kforge_bot.targets import make_target, unavailable_reason
 
 _write = os.write  # bound before user code exists
