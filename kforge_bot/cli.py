@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "precommit": ("kforge_bot.commands.precommit", "precommit", "Quick check of staged kernel files (the pre-commit hook)."),
     "doctor": ("kforge_bot.commands.doctor", "doctor", "Probe this machine: device, toolchain, profilers, measured ceilings."),
     "list": ("kforge_bot.commands.listing", "list_kernels", "List the kernels a repository manages (manifests, KernelBench files)."),
+    "init": ("kforge_bot.commands.init", "init", "Propose a kforge.yaml for a repository's Triton and torch-extension kernels."),
     "policy": ("kforge_bot.commands.policy", "policy", "Validate and show policy files."),
 }
 
