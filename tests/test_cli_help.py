@@ -81,3 +81,17 @@ def test_json_never_clobbers_an_existing_file_it_was_not_meant_for(tmp_path) -> 
     kernel.write_text("print('mine')\n")
     result = CliRunner().invoke(cli, ["policy", "show", "--json", str(kernel)])
     assert result.exit_code != 0 and kernel.read_text() == "print('mine')\n"
+
+
+def test_target_is_one_vocabulary_on_every_command() -> None:
+    """auto, a device kind or a runner class on check, optimize, doctor, gate, pr and precommit alike."""
+    runner = CliRunner()
+    for name in ("check", "optimize", "doctor", "precommit"):
+        result = runner.invoke(cli, [name, "--target", "tpu", *(["x.py"] if name in ("check", "optimize") else [])])
+        assert result.exit_code == 2, (name, result.output)
+        assert "use auto, a device kind (cpu, cuda, xpu, mps) or a runner class (" in result.output, name
+        assert "h200" in result.output
+    from kforge_bot.commands import target_kind
+
+    assert (target_kind("h200"), target_kind("arc-b580"), target_kind("cpu"), target_kind("auto")) == \
+        ("cuda", "xpu", "cpu", "auto")

@@ -49,3 +49,40 @@ def write_json(data: object, json_path: str | None) -> None:
         raise KforgeError("refusing to write the JSON report over this existing file or folder", path=path,
                           hint="give a new path or a .json file, or put --json last (or --json -) for stdout")
     path.write_text(text + "\n", encoding="utf-8")
+
+
+def target_option(help_text: str, **kwargs: object):  # -> a click decorator
+    """`--target` the same way on every command: auto, a device kind, or a runner class (h200, b200, arc-b580,
+    ...), which means that class's device kind here. Anything else is refused at parse time, naming both lists."""
+    import click
+
+    class TargetName(click.ParamType):
+        name = "target"
+
+        def convert(self, value: object, param: object, ctx: object) -> str:
+            from kforge_bot.hardware import all_runners
+            from kforge_bot.targets import TARGET_NAMES
+
+            text = str(value).strip()
+            if text == "auto" or text in TARGET_NAMES:
+                return text
+            runners = all_runners()
+            if text in runners:
+                return text
+            self.fail(f"{text!r}: use auto, a device kind ({', '.join(TARGET_NAMES)}) or a runner class "
+                      f"({', '.join(sorted(runners))})", param, ctx)  # type: ignore[arg-type]
+
+    options = {"default": "auto", "show_default": True, **kwargs}
+    return click.option("--target", type=TargetName(), metavar="auto|KIND|RUNNER",
+                        help=f"{help_text} auto, a device kind (cpu, cuda, xpu, mps) or a runner class "
+                             "(h200, b200, arc-b580, ...: its device kind here).", **options)
+
+
+def target_kind(value: str) -> str:
+    """A --target value as the device kind to run on (a runner class names its kind)."""
+    from kforge_bot.hardware import all_runners
+    from kforge_bot.targets import TARGET_NAMES
+
+    if value == "auto" or value in TARGET_NAMES:
+        return value
+    return all_runners()[value].target

@@ -16,7 +16,7 @@ import click
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec, defines, load_spec
-from kforge_bot.commands import examples, json_option, output_console, write_json
+from kforge_bot.commands import examples, json_option, output_console, target_kind, target_option, write_json
 
 
 def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Implementation, Implementation, str]:
@@ -175,8 +175,7 @@ class _Progress:
 @click.option("--candidate", "candidate_path", type=click.Path(path_type=Path), default=None,
               help="Candidate file (KernelBench: defines ModelNew; manifest kernel: defines the entry).")
 @click.option("--kernel", default=None, help="Kernel name, when REFERENCE is a kforge.yaml with several.")
-@click.option("--target", default="auto", show_default=True,
-              type=click.Choice(["auto", "cpu", "cuda", "xpu", "mps"]), help="Device kind to run on.")
+@target_option("Where to run.")
 @json_option("The full report.")
 @click.option("--seeds", type=click.IntRange(1, 100), default=None, help="Correctness seeds per shape set.")
 @click.option("--time-budget", type=click.FloatRange(0.1, 600), default=3.0, show_default=True,
@@ -197,6 +196,7 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
     from kforge_bot.policy import load_policy
 
     policy = load_policy(policy_path)
+    target = target_kind(target)
     isolation = isolation or policy.isolation_mode("check")
     settings = EvalSettings(seeds=seeds, time_budget_s=time_budget, timeout_s=timeout, measure=not no_timing,
                             allow_framework_fallback=allow_fallback or policy.allow_framework_fallback,

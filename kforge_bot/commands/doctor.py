@@ -8,15 +8,13 @@ from typing import Any
 
 import click
 
-from kforge_bot.doctor import TARGET_CHOICES
-from kforge_bot.commands import examples, json_option, output_console, write_json
+from kforge_bot.commands import examples, json_option, output_console, target_kind, target_option, write_json
 
 
 @click.command("doctor", epilog=examples(
     "kforge-bot doctor                  # device, drivers, toolchain, profilers, sandbox, measured ceilings",
     "kforge-bot doctor --json out.json  # the same, machine-readable"))
-@click.option("--target", type=click.Choice(TARGET_CHOICES), default="auto", show_default=True,
-              help="Device kind to probe and measure; auto picks cuda, then xpu, then mps, then cpu.")
+@target_option("What to probe and measure; auto picks cuda, then xpu, then mps, then cpu.")
 @json_option("The full report (with '-', only the JSON is printed).")
 @click.option("--save", is_flag=True, help="Save the measured ceilings as this machine's roofline.")
 @click.option("--save-to", metavar="PATH", help="With --save: write the ceilings file here instead of the cache.")
@@ -31,6 +29,8 @@ def doctor(target: str, json_path: str | None, save: bool, save_to: str | None, 
     Measurements run in a child process. Exit status 0 when the device was found and measured,
     1 when it is missing or a measurement failed, 2 on bad input."""
     from kforge_bot.doctor import quick_default, build_report, save_report_ceilings
+
+    target = target_kind(target)
     from kforge_bot.errors import KforgeError
 
     quick = quick_default() if quick is None else quick

@@ -139,7 +139,7 @@ def _entry(rel: str, stem: str, tree: ast.Module, language: str, taken: set[str]
              f"    file: {rel}",
              f"    entry: {entry}" + ("  # TODO: the function that launches the kernel" if not callable_ else ""),
              f"    reference: {rel}:{reference or 'reference'}"
-             + ("" if reference else f"  # TODO: write reference(...), the same call in plain PyTorch"),
+             + ("" if reference else "  # TODO: write reference(...), the same call in plain PyTorch"),
              f"    inputs: {rel}:{inputs or 'make_inputs'}"
              + ("" if inputs else "  # TODO: write make_inputs(**shape) returning the call's arguments"),
              "    shapes:",

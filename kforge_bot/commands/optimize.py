@@ -15,9 +15,8 @@ from typing import Any
 import click
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.commands import examples, json_option, output_console, write_json
+from kforge_bot.commands import examples, json_option, output_console, target_kind, target_option, write_json
 
-TARGETS = ["auto", "cpu", "cuda", "xpu", "mps"]
 
 
 @click.command("optimize", epilog=examples(
@@ -26,8 +25,7 @@ TARGETS = ["auto", "cpu", "cuda", "xpu", "mps"]
     "kforge-bot optimize problem.py --resume out                           # carry on an interrupted run"))
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--kernel", default=None, help="Kernel name, when FILE is a kforge.yaml with several.")
-@click.option("--target", default="auto", show_default=True, type=click.Choice(TARGETS),
-              help="Device kind to optimize for.")
+@target_option("What to optimize for.")
 @click.option("--model", "models", multiple=True,
               help="Model name (default: $KFORGE_MODEL, or the endpoint's only model); repeat it to have several "
                    "models take turns writing each round's candidates.")
@@ -92,6 +90,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
         raise KforgeError("--out and --write exclude each other", hint="choose where the best candidate goes")
     if resume_dir is not None and report_dir is not None and resume_dir.resolve() != report_dir.resolve():
         raise KforgeError("--resume continues the run in its own folder; drop --report or give the same folder")
+    target = target_kind(target)
     spec = load_spec(file, kernel)
     if write_in_place and spec.format == "kernelbench":
         raise KforgeError("--write would replace the problem's reference Model with a candidate", path=spec.kernel_path,

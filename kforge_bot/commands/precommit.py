@@ -23,7 +23,7 @@ import click
 
 from kforge_bot import gitops
 from kforge_bot.errors import KforgeError
-from kforge_bot.commands import examples
+from kforge_bot.commands import examples, target_kind, target_option
 
 _POLICY_SUFFIXES = (".yml", ".yaml")
 _SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cl", ".metal", ".ptx",
@@ -80,8 +80,7 @@ def _working_manifest_entry(path: Path, name: str) -> object:
 @click.command("precommit", epilog=examples(
     "kforge-bot precommit kernels/softmax.py    # what the pre-commit hook runs on staged kernel files"))
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--target", default="auto", show_default=True,
-              help="auto, or a device kind (cpu, cuda, xpu, mps) to check on.")
+@target_option("Where to check.")
 @click.option("--policy", "policy_path", default=None,
               help="Policy file (or a shipped one: default, strict). Default: the shipped default policy.")
 def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> None:
@@ -102,9 +101,7 @@ def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> 
 
     root, in_git = _root()
     policy = load_policy(policy_path)
-    choice: TargetChoice = parse_target(target)
-    if choice.runner is not None:
-        raise KforgeError("--target takes a device kind here (cpu, cuda, xpu, mps or auto)")
+    choice: TargetChoice = parse_target(target_kind(target))
     rel_files: set[str] = set()
     for f in files:
         path = (Path.cwd() / f).resolve()
