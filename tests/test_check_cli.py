@@ -123,7 +123,7 @@ def test_without_a_candidate_a_kernelbench_problem_runs_against_itself(runs: dic
     ("missing_file", "nope.py: file not found"),
     ("which_kernel", "manifest has 2 kernels; choose one with --kernel (rmsnorm, scale)"),
     ("bad_manifest", "kforge.yaml: kernels.k.tolerance: expected {atol: number, rtol: number}"),
-    ("bad_target", "'tpu' is not one of"),
+    ("bad_target", "'tpu': use auto, a device kind"),
     ("bad_seeds", "--seeds"),
 ])
 def test_configuration_and_usage_errors_exit_2_with_one_line(runs: dict, name: str, needle: str) -> None:
