@@ -52,6 +52,7 @@ from typing import Any
 from kforge_bot import HARNESS_VERSION, __version__, gitops
 from kforge_bot.cache import (
     DEFAULT_DIR,
+    ENV_CACHE_DIR,
     ResultCache,
     TargetFingerprint,
     cache_key,
@@ -751,7 +752,10 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
         changed.add(c.path)
         if c.old_path:
             changed.add(c.old_path)
-    cache = ResultCache(Path(cache_dir) if cache_dir else root / DEFAULT_DIR) if use_cache else None
+    # One setting for every command's cache: --cache-dir, then $KFORGE_CACHE_DIR (as optimize reads it), then the
+    # repository's .kforge-cache, which actions/cache can carry between runs.
+    chosen = cache_dir or os.environ.get(ENV_CACHE_DIR)
+    cache = ResultCache(Path(chosen) if chosen else root / DEFAULT_DIR) if use_cache else None
     report = GateReport(repo=str(root), base_ref=base, head_ref=head, base_sha=base_sha, head_sha=head_sha,
                         merge_base=merge_base, kernels=[], policy=policy.source, all_kernels=all_kernels,
                         cache_dir=str(cache.directory) if cache else None,

@@ -363,10 +363,11 @@ def changed_kernels(repo: str | Path, base_sha: str, head_sha: str, policy: Any,
 class Options:
     targets: Sequence[str] = ()  # runner names or device kinds; empty: auto
     iterations: int | None = None
-    model: str | None = None
+    model: str | None = None  # the first of `models`, kept for callers that name one
     publish: bool = True
     time_budget_s: float | None = None
     work_dir: str | None = None  # where trajectories go (default: a temp dir)
+    models: Sequence[str] = ()  # several models take turns writing candidates, as in `optimize --model a --model b`
 
 
 def _label_run(event: events.PullRequestEvent, policy: Any, author_permission: str | None) -> bool:
@@ -450,7 +451,8 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
                 labels = tuple(get_runner(choice.runner).labels)
             log(f"{kernel.name}: optimizing on {target}")
             source, result, how = optimize(kernel.spec, kind, policy, iterations=options.iterations,
-                                           model=options.model, time_budget_s=options.time_budget_s,
+                                           model=options.model, models=options.models,
+                                           time_budget_s=options.time_budget_s,
                                            work_dir=options.work_dir, log=log)
             baseline_source = (head_root / kernel.file).read_text(encoding="utf-8")
             run = outcome_for(kernel.id, kernel.name, kernel.file, kernel.format, target=target, kind=kind,

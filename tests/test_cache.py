@@ -233,6 +233,12 @@ def test_second_gate_run_is_all_cache_hits_and_another_device_misses(tmp_path):
     assert not any(k.cached for k in plan.kernels)
     plan = run_gate(root, "HEAD~1", policy=policy, fingerprints=here, measure=False, use_cache=False)
     assert not any(k.cached for k in plan.kernels)
+    # $KFORGE_CACHE_DIR, which optimize reads, is the gate's cache too: an empty one there means misses.
+    elsewhere = root.parent / "elsewhere-cache"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KFORGE_CACHE_DIR", str(elsewhere))
+        plan = run_gate(root, "HEAD~1", policy=policy, fingerprints=here, measure=False)
+    assert not any(k.cached for k in plan.kernels)  # the repository's .kforge-cache would have hit
 
 
 # ------------------------------------------------------------------------------- optimize's evaluations

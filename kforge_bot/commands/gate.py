@@ -242,7 +242,8 @@ def _post_status(report: GateReport, target: str) -> None:
               help="Policy file (or a shipped one: default, strict). Default: the shipped default policy.")
 @json_option("The full report.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
-              help="Result cache directory (default: .kforge-cache in the repository; fits actions/cache).")
+              help="Result cache directory (default: $KFORGE_CACHE_DIR, else .kforge-cache in the repository, "
+                   "which fits actions/cache).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--time-budget", type=click.FloatRange(0.1, 3600), default=None,
               help="Seconds of interleaved timing per kernel (default: the policy's evaluation.time_budget_s).")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -30,7 +31,8 @@ def _announce_isolation(mode: str) -> None:
 
 
 def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | None = None,
-                     model: str | None = None, time_budget_s: float | None = None, work_dir: str | None = None,
+                     model: str | None = None, models: Sequence[str] = (), time_budget_s: float | None = None,
+                     work_dir: str | None = None,
                      log: Any = None) -> tuple[str | None, Any, dict[str, Any]]:
     """The ONLY place the PR bot touches the optimize loop (kforge_bot.loop).
 
@@ -52,7 +54,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
                       tokens=policy.budgets.tokens if endpoint is not None else None,
                       time_limit_s=policy.budgets.time_limit_s)
     config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint,
-                       languages=policy.languages)
+                       languages=policy.languages, models=list(models))
     root = Path(work_dir or tempfile.mkdtemp(prefix="kforge-pr-"))
     root.mkdir(parents=True, exist_ok=True)
     # A fresh folder per run: a self-hosted runner keeps --work-dir between runs, and the loop
@@ -81,7 +83,9 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
 @click.option("--target", "targets", multiple=True,
               help="Runner class (h200, b200, arc-b580, cpu, ...) or device kind this job measures on; "
                    "repeatable. Default: auto.")
-@click.option("--model", default=None, help="Model name at the LLM endpoint (KFORGE_MODEL). No endpoint: the tuner.")
+@click.option("--model", "models", multiple=True,
+              help="Model name at the LLM endpoint (default: KFORGE_MODEL); repeat it to have several models take "
+                   "turns, as in optimize. No endpoint: the tuner.")
 @click.option("--iterations", type=click.IntRange(1, 100_000), default=None,
               help="Loop iterations per kernel (default: the policy's budgets.iterations).")
 @click.option("--time-budget", type=click.FloatRange(0.1, 3600), default=None,
@@ -96,7 +100,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
               help="Combine the results files of per-target jobs in this directory and publish (no optimizing).")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the loop's trajectories go (default: a temporary directory).")
-def pr(targets: tuple[str, ...], model: str | None, iterations: int | None, time_budget: float | None,
+def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None, time_budget: float | None,
        policy_path: str | None, json_path: str | None, results_path: Path | None, no_publish: bool,
        aggregate_dir: Path | None, work_dir: Path | None) -> None:
     """Optimize the kernels a pull request changed and open follow-up PRs with the evidence."""
@@ -117,7 +121,8 @@ def pr(targets: tuple[str, ...], model: str | None, iterations: int | None, time
     def log(message: str) -> None:
         click.echo(f"kforge pr: {message}", err=True)
 
-    options = prbot.Options(targets=targets, iterations=iterations, model=model, publish=not no_publish,
+    options = prbot.Options(targets=targets, iterations=iterations, model=models[0] if models else None,
+                            models=models if len(models) > 1 else (), publish=not no_publish,
                             time_budget_s=time_budget, work_dir=str(work_dir) if work_dir else None)
     report = prbot.run_pr(env, policy, options, gh=gh, optimize=_optimize_kernel, aggregate_dir=aggregate_dir,
                           log=log)
