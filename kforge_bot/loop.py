@@ -674,14 +674,18 @@ class Loop:
         outputs = output_bytes(self.record.baseline)
         # The reference's evaluation child sizes the inputs it makes (repository code never runs here).
         inputs = ((self.record.baseline or {}).get("details") or {}).get("input_bytes")
+        counted = ((self.record.baseline or {}).get("profile") or {}).get("reference_flops") or []
         rows = []
         for i in range(len(shapes)):
             in_b = inputs[i] if inputs and i < len(inputs) else None
             out_b = outputs[i] if i < len(outputs) else None
             total = in_b + out_b if in_b is not None and out_b is not None else None
-            rows.append({"bytes": total, "input_bytes": in_b, "output_bytes": out_b, "flops": None})
-        data: dict[str, Any] = {"shape_sets": rows, "basis": "compulsory traffic: every input read once and every "
-                                                             "output written once (module parameters not counted)"}
+            rows.append({"bytes": total, "input_bytes": in_b, "output_bytes": out_b,
+                         "flops": counted[i] if i < len(counted) else None})
+        basis = "compulsory traffic: every input read once and every output written once (module parameters not counted)"
+        if rows and all(r["flops"] is not None for r in rows):
+            basis += "; FLOPs: the framework profiler's count for the reference's ops (matmuls, convolutions, ...)"
+        data: dict[str, Any] = {"shape_sets": rows, "basis": basis}
         if not inputs:
             data["error"] = "the baseline's result does not say the inputs' sizes"
         return data

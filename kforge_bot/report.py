@@ -312,6 +312,19 @@ def _roofline_panel(ax: Any, record: RunRecord) -> None:
         ax.grid(alpha=0.3, which="both")
         return
     names = ["kernel as written"] + (["best"] if best else [])
+    if base.get("flops_known") and base.get("achieved_tflops") is not None:
+        # FLOPs known (the profiler's count for the reference) but no compute ceiling: a matmul's position is its
+        # FLOP rate, not the bandwidth of its compulsory traffic.
+        values = [base["achieved_tflops"] * 1e3] + ([best["achieved_tflops"] * 1e3] if best else [])
+        bars = ax.bar(names, values, color=["tab:grey", "tab:green"][: len(values)])
+        for bar, pos in zip(bars, [base, best]):
+            ai = (pos or {}).get("arithmetic_intensity")
+            text = f"{bar.get_height():.1f} GFLOP/s" + (f"\n{ai:.1f} FLOP/byte" if ai else "")
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
+                        fontsize=8)
+        ax.set_xlabel("no compute ceiling known for this device: `kforge-bot doctor --save` measures one")
+        ax.set_ylabel(f"achieved {precision} GFLOP/s (the profiler's FLOP count)")
+        return
     values = [base["achieved_gbs"]] + ([best["achieved_gbs"]] if best else [])
     bars = ax.bar(names, values, color=["tab:grey", "tab:green"][: len(values)])
     for bar, pos in zip(bars, [base, best]):

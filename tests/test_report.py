@@ -14,7 +14,7 @@ from kforge_bot.trajectory import Trajectory
 from test_trajectory import result
 
 
-def llm_run(tmp_path: Path, *, improved: bool, flops: float | None = None) -> Trajectory:
+def llm_run(tmp_path: Path, *, improved: bool, flops: float | None = None, ceilings: bool = True) -> Trajectory:
     t = Trajectory.create(tmp_path)
     t.append("start", schema=1, kernel="tiny_mm", kernel_file="tiny_mm.py", entry="mm_bias_relu", language="c",
              mode="llm", target="cpu", endpoint="m at http://127.0.0.1:1/v1", model="m",
@@ -23,8 +23,8 @@ def llm_run(tmp_path: Path, *, improved: bool, flops: float | None = None) -> Tr
     t.append("session", resumed=False)
     t.append("baseline", result=result(speedup=1.0, ci=(0.98, 1.02), base_ms=5.0, cand_ms=5.0), eval_s=6.0)
     t.append("workload", shape_sets=[{"bytes": 8_000_000, "flops": flops}], basis="test workload")
-    t.append("ceilings", ceilings=Ceilings(100.0, {"fp32": 1.0}, "measured", "doctor on Test CPU").to_dict(),
-             note="doctor")
+    t.append("ceilings", ceilings=Ceilings(100.0, {"fp32": 1.0}, "measured", "doctor on Test CPU").to_dict()
+             if ceilings else None, note="doctor" if ceilings else "no ceilings are known for this device")
     t.append("recommendations", for_iteration=0, items=["Raise TILE_N to 64 so the inner loop vectorizes."])
     t.append("reply", iteration=1, agent="generator", text="...", prompt_tokens=1000, completion_tokens=200,
              model="m", usage={"total_tokens": 1200, "prompt_tokens": 1000, "completion_tokens": 200, "retries": 1},
@@ -93,3 +93,24 @@ def test_without_matplotlib_the_report_says_the_plot_was_skipped(tmp_path: Path,
     files = write_report(tmp_path, llm_run(tmp_path, improved=True).record)
     assert files.plot is None and not (tmp_path / "plot.png").exists()
     assert "Plot skipped: matplotlib is not installed" in files.markdown.read_text()
+
+
+def test_without_ceilings_a_kernel_with_known_flops_is_placed_by_its_flop_rate(tmp_path: Path) -> None:
+    """A matmul's position was two GB/s bars of its compulsory traffic; with the profiler's FLOP count and no
+    ceilings for the device it is its GFLOP/s, and the table says so."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kforge_bot.report import _roofline_panel
+
+    record = llm_run(tmp_path, improved=True, flops=2e9, ceilings=False).record
+    figure, ax = plt.subplots()
+    _roofline_panel(ax, record)
+    assert "GFLOP/s" in ax.get_ylabel() and "no compute ceiling" in ax.get_xlabel()
+    labels = [t.get_text() for t in ax.texts]
+    assert labels[0].startswith("500.0 GFLOP/s") and labels[1].startswith("1000.0 GFLOP/s")  # 2e9 in 4 ms, 2 ms
+    plt.close(figure)
+    assert "| achieved compute | 0.5 TFLOP/s | 1 TFLOP/s |" in render_markdown(record)

@@ -314,7 +314,8 @@ class Display:
         if kind == "baseline":
             r = e["result"]
             ms = (r.get("baseline") or {}).get("median_ms")
-            timing = f", {ms:.3f} ms per call" if isinstance(ms, (int, float)) else ""
+            # Says which evaluation: the report's table times both columns in the best candidate's evaluation.
+            timing = f", {ms:.3f} ms per call (median, this first evaluation)" if isinstance(ms, (int, float)) else ""
             out(f"kernel as written: {r.get('verdict')}{timing} on {r.get('device_name') or r.get('target')}")
         elif kind == "ceilings":
             c = e.get("ceilings")

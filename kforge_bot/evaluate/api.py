@@ -296,6 +296,8 @@ def _judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
     profile = message.get("profile", {})
     base.profile = {"baseline": profile.get("baseline", {}), "candidate": profile.get("candidate", {}),
                     "reference": profile.get("reference", {})}
+    if profile.get("reference_flops") is not None:
+        base.profile["reference_flops"] = profile["reference_flops"]  # per shape set; None where not counted
 
     if message.get("restored_state"):
         base.details["restored_state"] = message["restored_state"]

@@ -42,6 +42,25 @@ def _profile_cpu(fn: Callable[[], Any]) -> dict[str, Any]:
     return {"ops": ops, "kernels": [], "streams": {}, "side_stream_kernels": [], "compute_ops": compute_ops(ops)}
 
 
+def count_flops(fn: Callable[[], Any]) -> int | None:
+    """The FLOPs the framework counts for one call (matmuls, convolutions, elementwise arithmetic with a
+    formula), or None when no op it ran has a formula (a custom kernel, a softmax): unknown, not zero. Host-side
+    op records only, so no device profiler is started."""
+    from torch.autograd import profiler
+
+    with profiler.profile(use_cpu=True, with_flops=True) as prof:
+        fn()
+    total, counted = 0, False
+    for event in prof.function_events:
+        flops = getattr(event, "flops", 0) or 0
+        parent = event.cpu_parent
+        while parent is not None and not (getattr(parent, "flops", 0) or 0):
+            parent = parent.cpu_parent
+        if flops and parent is None:  # an op inside a counted op (addmm inside linear) is counted once
+            total, counted = total + int(flops), True
+    return total if counted else None
+
+
 def profile_call(fn: Callable[[], Any], device: torch.device, synchronize: Callable[[], None]) -> dict[str, Any]:
     """Run `fn` once under the framework profiler and digest what happened."""
     if device.type == "cpu":

@@ -29,7 +29,7 @@ from kforge_bot.evaluate import checks, loading, tensorfile
 from kforge_bot.evaluate.guards import (CRITICAL, AuditGuard, FunctionSnapshot, ThreadWatch, framework_state,
                                         hide_harness, restore_framework_state)
 from kforge_bot.evaluate.plan import DoesNotFit, Fit, Plan, fit_plan
-from kforge_bot.evaluate.profile import profile_call
+from kforge_bot.evaluate.profile import count_flops, profile_call
 from kforge_bot.evaluate.timing import measure_pair
 from kforge_bot.targets import make_target, unavailable_reason
 
@@ -370,8 +370,18 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
             guard("while profiling")
             restore_state()
             profile["baseline"] = profile_call(lambda: loading.call(baseline, inputs), device, target.synchronize)
+            reference = baseline if reference_for_profile is None else reference_for_profile
             profile["reference"] = profile["baseline"] if reference_for_profile is None else \
-                profile_call(lambda: loading.call(reference_for_profile, inputs), device, target.synchronize)
+                profile_call(lambda: loading.call(reference, inputs), device, target.synchronize)
+            # The reference's FLOPs on every shape set, for the roofline (None where the framework counts none).
+            flops = []
+            for s, shape in enumerate(spec.shape_sets):
+                shape_inputs = inputs if s == 0 else loading.make_inputs(spec, inputs_module, shape,
+                                                                         plan.timing_seed(s, 0), device)
+                flops.append(count_flops(lambda: loading.call(reference, shape_inputs)))
+                target.synchronize()
+                del shape_inputs
+            profile["reference_flops"] = flops
         except Exception as exc:  # noqa: BLE001 - a profiler failure is not the candidate's fault
             profile["error"] = _short_error(exc)
         del inputs, reference_for_profile
