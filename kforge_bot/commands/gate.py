@@ -170,10 +170,7 @@ def status_for(report: GateReport) -> tuple[str, str]:
 def _console(stderr: bool = False):
     from rich.console import Console
 
-    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = 160  # CI logs are wide; rich's 80-column default folds the table into a column of words
-    return console
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
 def render_console(report: GateReport) -> None:
@@ -183,7 +180,16 @@ def render_console(report: GateReport) -> None:
     failed = report.exit_code != 0
     console.print(f"[bold]kforge-bot gate: {'[red]failed[/red]' if failed else '[green]passed[/green]'}[/bold] "
                   f"- {headline(report)}")
-    if report.kernels:
+    if report.kernels and not console.is_terminal:
+        # Into a log: one whole line per kernel (greppable, never folded), not a table padded to a width.
+        for row in table_rows(report):
+            cells = dict(zip(TABLE_HEADER, row))
+            console.print(f"{cells['kernel']}: {cells['verdict']}: change {cells['change (interval)']}, threshold "
+                          f"{cells['threshold']}, base {cells['base']}, head {cells['head']}"
+                          + (f"; {cells['notes']}" if cells["notes"] else ""), markup=False, soft_wrap=True)
+        console.print("change = head time / base time - 1 (positive: slower), with the policy's confidence interval; "
+                      "threshold = the slowdown that counts as a regression on that target", soft_wrap=True)
+    elif report.kernels:
         table = Table(show_header=True, header_style="bold")
         for col in TABLE_HEADER:
             table.add_column(col, overflow="fold")
