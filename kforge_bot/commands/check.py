@@ -108,7 +108,8 @@ def render(result: EvalResult, title: str) -> None:
     if result.speedup is not None:
         # Not the ratio of the two medians: each pair is timed back to back, so drift cancels within a pair.
         console.print("speedup: the median of per-pair ratios (baseline / candidate, each pair timed back to back)"
-                      + (", summed over shape sets" if len(result.details.get("timing", [])) > 1 else ""))
+                      + ("; pooled over the shape sets, each weighing the same; the medians are sums over them"
+                         if len(result.details.get("timing", [])) > 1 else ""))
     console.print(f"reason: {result.reason}")
     corr = result.correctness
     if corr.get("cases_checked"):
