@@ -222,7 +222,8 @@ class _FloatStats:
         self.ref_range = (min(self.ref_range[0], float(r.min())), max(self.ref_range[1], float(r.max())))
         finite_c = c[torch.isfinite(c)]
         if finite_c.numel():
-            self.cand_range = (min(self.cand_range[0], float(finite_c.min())), max(self.cand_range[1], float(finite_c.max())))
+            low, high = float(finite_c.min()), float(finite_c.max())
+            self.cand_range = (min(self.cand_range[0], low), max(self.cand_range[1], high))
 
 
 def comparison_device(target: str) -> str:

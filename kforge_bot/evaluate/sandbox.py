@@ -118,7 +118,8 @@ class WorkerProcess:
         log_read, log_write = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [*argv, str(write_fd), *self._warm_args(role, warm)], stdin=subprocess.PIPE, stdout=log_write, stderr=subprocess.STDOUT,
+                [*argv, str(write_fd), *self._warm_args(role, warm)], stdin=subprocess.PIPE, stdout=log_write,
+                stderr=subprocess.STDOUT,
                 pass_fds=(write_fd,), env=env, cwd=str(workdir), start_new_session=True,
             )
         except BaseException:

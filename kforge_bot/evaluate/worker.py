@@ -4,8 +4,9 @@ Two roles, never in the same process:
 - `reference`: trusted code only. Computes the reference outputs for every correctness case and every
   timing input set.
 - `candidate`: imports the candidate (and the baseline), runs the correctness cases and the structural
-  checks, profiles the candidate, the baseline and the reference, times the first two interleaved. Outputs are written as files; the parent compares them
-  with the reference's, so a candidate never sees a reference output and cannot judge itself.
+  checks, profiles the candidate, the baseline and the reference, and times the first two interleaved.
+  Outputs are written as files; the parent compares them with the reference's, so a candidate never sees a
+  reference output and cannot judge itself.
 
 Messages go to the parent over an inherited pipe as JSON lines carrying a nonce read from stdin (the
 request follows on the next line) before any user code is imported; anything the candidate prints goes to
@@ -221,7 +222,8 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
         del ref_module
     state_source = reference_instance if isinstance(reference_instance, torch.nn.Module) else None
     if not baseline_is_reference:
-        baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed, state_from=state_source)
+        baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed,
+                                          state_from=state_source)
     # The reference is profiled here (its ops tell a fallback apart); where the baseline is the reference, the
     # baseline's profile is the reference's.
     reference_for_profile = reference_instance if plan.settings.profile and not baseline_is_reference else None

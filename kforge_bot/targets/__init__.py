@@ -50,7 +50,8 @@ def _available(kind: str) -> bool:
 def _device_nodes_present(kind: str) -> bool:
     """A CUDA target named outright, on a machine with NVIDIA's device nodes, is taken at its word without
     importing torch here (2-4 s on a GPU host, on the critical path of every `check`); the workers' own check
-    says plainly if torch cannot use the device (KforgeError "... is not available ... in the worker")."""
+    says plainly if torch cannot use the device ("target 'cuda' is not available on this machine: torch here
+    has no CUDA support (a CPU build)")."""
     return kind == "cuda" and "torch" not in sys.modules and \
         any(Path(node).exists() for node in ("/dev/nvidiactl", "/dev/dxg"))
 
