@@ -236,12 +236,12 @@ class World:
         return path
 
     def run(self, event: dict | Path, *args: str, min_speedup: float = 1.2, event_name: str = "pull_request",
-            timeout: float = 300) -> subprocess.CompletedProcess:
+            timeout: float = 300, policy_extra: str = "") -> subprocess.CompletedProcess:
         """`kforge-bot pr` in the checkout, as the action's run step calls it."""
         if isinstance(event, dict):
             event = self.save(event, f"{event_name}-{len(self.outputs)}")
-        policy = self.tmp / f"policy-{min_speedup}.yml"
-        policy.write_text(POLICY.format(min_speedup=min_speedup))
+        policy = self.tmp / f"policy-{min_speedup}{'-extra' if policy_extra else ''}.yml"
+        policy.write_text(POLICY.format(min_speedup=min_speedup) + policy_extra)
         self.summary = self.tmp / "summary.md"
         self.results = self.tmp / "results.json"
         env = {**os.environ, "GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(event),
@@ -741,6 +741,18 @@ def test_no_improvement_comments_and_opens_nothing(world):
     # Either the loop found nothing faster, or what it found is below the policy's 50x: no PR both ways.
     assert "no follow-up PR: no improvement" in body
     assert "no follow-up PR" in proc.stdout
+
+
+def test_a_kernel_in_a_language_the_policy_refuses_is_skipped_with_the_reason(world):
+    """Policy `languages: [triton, cuda]` and a kernel declared `language: c`: nothing runs for it, and the
+    comment and the results say why."""
+    proc = world.run(world.event(), policy_extra="languages: [triton, cuda]\n")
+    _ok(proc)
+    assert world.follow_ups() == []
+    results = json.loads(world.results.read_text())
+    run = next(k for k in results["kernels"] if k["kernel"] == "rmsnorm")
+    assert "written in c; the policy allows candidates only in triton, cuda" in json.dumps(run)
+    assert "kforge pr: rmsnorm: optimizing" not in proc.stderr  # the loop never started
 
 
 # -- API errors: one line each, the token nowhere -------------------------------------------------
