@@ -127,11 +127,12 @@ def test_without_an_endpoint_the_tuner_writes_a_verified_faster_kernel(kernel_di
     kinds = [e["event"] for e in lines]
     assert kinds[:2] == ["start", "session"] and kinds[-1] == "end" and "result" in kinds
     # The roofline's traffic, counted by the baseline's evaluation: fp32 a (128x128), w (128x128) and bias
-    # (128) read once, out (128x128) written once.
+    # (128) read once, out (128x128) written once; its FLOPs, the profiler's count of the reference
+    # (relu(a @ w + bias)): the matmul's 2*128^3 and the bias add's 128^2.
     workload = next(e for e in lines if e["event"] == "workload")
     assert workload["shape_sets"] == [{"bytes": (2 * 128 * 128 + 128) * 4 + 128 * 128 * 4,
                                        "input_bytes": (2 * 128 * 128 + 128) * 4, "output_bytes": 128 * 128 * 4,
-                                       "flops": None}]
+                                       "flops": 2 * 128 ** 3 + 128 ** 2}]
     assert lines[-1]["written_to"] == str(out)
     text = (report / "report.md").read_text()
     assert "x faster** than the kernel as written" in text and f"Written to `{out}`" in text

@@ -170,7 +170,8 @@ def status_for(report: GateReport) -> tuple[str, str]:
 def _console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, highlight=False, soft_wrap=not stream.isatty())  # whole lines into a log
 
 
 def render_console(report: GateReport) -> None:
