@@ -67,12 +67,10 @@ def _write_bytes(fd: int, flat: torch.Tensor) -> None:
     the size of the output (gigabytes at KernelBench's level-1 sizes), and pinned transfers run at full speed."""
     if not flat.numel():
         return
-    if flat.device.type != "cuda":
+    staging = _pinned_buffer() if flat.device.type == "cuda" else None
+    if staging is None:
         _write_all(fd, memoryview(flat.cpu().numpy()))
         return
-    staging = _staging.get("cuda")
-    if staging is None:
-        staging = _staging["cuda"] = torch.empty(STAGING_BYTES, dtype=torch.uint8, pin_memory=True)
     for begin in range(0, flat.numel(), STAGING_BYTES):
         chunk = flat[begin:begin + STAGING_BYTES]
         part = staging[:chunk.numel()]
@@ -128,6 +126,17 @@ def _mapped(fd: int, size: int) -> torch.Tensor:
     # the file; it stays valid after the file is deleted.
     buffer = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     return torch.frombuffer(buffer, dtype=torch.uint8)
+
+
+def _pinned_buffer() -> torch.Tensor | None:
+    """The process's pinned staging buffer, made on first use; None where pinned memory cannot be had (the
+    plain device-to-host copy is used then)."""
+    if "cuda" not in _staging:
+        try:
+            _staging["cuda"] = torch.empty(STAGING_BYTES, dtype=torch.uint8, pin_memory=True)
+        except RuntimeError:
+            return None
+    return _staging["cuda"]
 
 
 def _aligned(n: int) -> int:
