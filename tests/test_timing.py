@@ -40,9 +40,14 @@ def _busy(seconds: float) -> None:
 
 
 def _measure(monkeypatch: pytest.MonkeyPatch, replay_s: float) -> timing.PairedTimes:
-    # Eager calls cost 0.5 ms of "launch" each; their captured graphs replay in `replay_s`.
+    # Eager calls cost 10 ms of "launch" each (at least a sample's worth, so eager timing would take one call a
+    # sample); their captured graphs replay in `replay_s`. The thresholds are scaled up so that a loaded CPU
+    # (busy-waits only ever last longer) cannot change which way the test goes.
+    monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 5.0)
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 1e9)
+
     def eager(inputs: list[Any]) -> list[Any]:
-        _busy(0.0005)
+        _busy(0.010)
         return []
 
     def replay(inputs: list[Any]) -> list[Any]:
@@ -58,14 +63,14 @@ def _measure(monkeypatch: pytest.MonkeyPatch, replay_s: float) -> timing.PairedT
 def test_calls_per_sample_follow_the_replays_not_the_eager_launches(monkeypatch: pytest.MonkeyPatch) -> None:
     """A 25 us kernel whose eager launch took ~70 us on the H200 got 3 calls a sample instead of 8 (0.2 ms of
     device work): noisier samples, a 1% slowdown missed in 2 of 5 runs. The count now comes from replays."""
-    result = _measure(monkeypatch, replay_s=0.00002)
+    result = _measure(monkeypatch, replay_s=0.0002)
     assert result.mode == "cuda_graph"
-    eager_k = timing._calls_per_sample(0.5)  # what the eager warm-up alone would have chosen
+    eager_k = timing._calls_per_sample(10.0)  # what the eager warm-up alone would have chosen
     assert eager_k == 1 and result.calls_per_sample > eager_k
 
 
 def test_a_replay_that_is_long_enough_alone_is_timed_one_call_a_sample(monkeypatch: pytest.MonkeyPatch) -> None:
-    result = _measure(monkeypatch, replay_s=0.0003)
+    result = _measure(monkeypatch, replay_s=0.006)  # over the (scaled) 5 ms a sample
     assert result.mode == "cuda_graph" and result.calls_per_sample == 1
 
 
