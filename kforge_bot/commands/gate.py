@@ -18,7 +18,7 @@ import click
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate import FAILING, VERDICTS, GateReport, KernelReport, fmt_threshold
-from kforge_bot.commands import examples, json_option, write_json
+from kforge_bot.commands import examples, json_option, output_console, write_json
 
 # ------------------------------------------------------------------------- rendering (pure functions)
 
@@ -167,17 +167,10 @@ def status_for(report: GateReport) -> tuple[str, str]:
     return state, f"kforge gate: {text}"[:140]  # GitHub's limit for a status description
 
 
-def _console(stderr: bool = False):
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, highlight=False, soft_wrap=not stream.isatty())  # whole lines into a log
-
-
 def render_console(report: GateReport) -> None:
     from rich.table import Table
 
-    console = _console()
+    console = output_console()
     failed = report.exit_code != 0
     console.print(f"[bold]kforge-bot gate: {'[red]failed[/red]' if failed else '[green]passed[/green]'}[/bold] "
                   f"- {headline(report)}")
@@ -271,7 +264,7 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
 
     policy = load_policy(policy_path)
     quiet = json_path is not None and str(json_path) == "-"
-    progress = _console(stderr=True)
+    progress = output_console(stderr=True)
     announced: list[str] = []
 
     def announce() -> None:
