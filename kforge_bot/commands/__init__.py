@@ -48,6 +48,7 @@ def write_json(data: object, json_path: str | None) -> None:
     if path.is_dir() or (path.exists() and path.suffix.lower() != ".json"):
         raise KforgeError("refusing to write the JSON report over this existing file or folder", path=path,
                           hint="give a new path or a .json file, or put --json last (or --json -) for stdout")
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text + "\n", encoding="utf-8")
 
 
@@ -64,11 +65,11 @@ def target_option(help_text: str, **kwargs: object):  # -> a click decorator
             from kforge_bot.targets import TARGET_NAMES
 
             text = str(value).strip()
-            if text == "auto" or text in TARGET_NAMES:
+            try:
+                target_kind(text)
                 return text
-            runners = all_runners()
-            if text in runners:
-                return text
+            except KeyError:
+                runners = all_runners()
             self.fail(f"{text!r}: use auto, a device kind ({', '.join(TARGET_NAMES)}) or a runner class "
                       f"({', '.join(sorted(runners))})", param, ctx)  # type: ignore[arg-type]
 

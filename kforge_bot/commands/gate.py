@@ -283,9 +283,7 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
         click.echo(json.dumps(data, indent=2, default=str))
     else:
         render_console(report)
-        if json_path is not None:
-            Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-            write_json(data, json_path)
+        write_json(data, json_path)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as handle:

@@ -126,8 +126,6 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
                             time_budget_s=time_budget, work_dir=str(work_dir) if work_dir else None)
     report = prbot.run_pr(env, policy, options, gh=gh, optimize=_optimize_kernel, aggregate_dir=aggregate_dir,
                           log=log)
-    if json_path is not None and json_path != "-":
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
     write_json(report.to_dict(), json_path)
     prbot.write_summary(env.step_summary, (f"{_ANNOUNCED[0]}\n\n" if _ANNOUNCED else "")
                         + prbot.summary_markdown(report))
