@@ -86,7 +86,9 @@ def propose(repo: Path) -> tuple[str, int]:
 
 
 def _already_managed(repo: Path) -> dict[str, str]:
-    """Kernel files the repository's manifests already name, relative to the root -> the manifest."""
+    """Kernel files the repository's manifests already name, relative to the root -> the manifest. Only the
+    `file` keys are read, not through spec.load_manifest: a proposal written by `init --write` still holds its
+    TODOs, does not load, and its files must still count as managed."""
     import yaml
 
     from kforge_bot.spec import MANIFEST_NAME
