@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: the GPU test group and the GPU benchmarks, results under $OUT (or ./gpu-out).
-# Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [sandbox] [tests] [accept] [softmax] [agreement] [throughput] [aa-placement]
+# Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [probe] [sandbox] [tests] [accept] [softmax] [agreement] [throughput] [aa-placement]
 #                    [harness|harness-short] [tuner]
 #                    [gate|gate-slowdown] [scale]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
@@ -25,6 +25,7 @@ for step in $steps; do
   case $step in
     sandbox) python3 -c "from kforge_bot.doctor import probe_sandbox; print(probe_sandbox('cuda'))"
              python3 benchmarks/sandbox_cost.py --devices cuda --runs 20 --json "$out/sandbox_cost_h200.json" ;;
+    probe)   timeout 90 python3 benchmarks/worker_start.py; timeout 120 python3 benchmarks/ncu_probe.py --out "$out" ;;
     softmax) timeout 120 bash benchmarks/softmax_wall.sh ;;
     throughput) timeout 300 python3 benchmarks/optimize_throughput.py --kernelbench .kb --problem "${KB_TP:-2/12}" \
                   --candidates "${KB_TP_N:-12}" --target cuda --out "$out" ;;  # needs openai: .whl (openai, jiter, sniffio, distro)

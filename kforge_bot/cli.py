@@ -6,7 +6,9 @@ or LLM client libraries (the device machines lack them) and `--help` stays fast.
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import os
 import sys
 
 import click
@@ -67,5 +69,25 @@ def main(argv: list[str] | None = None) -> None:
         raise
 
 
+def run() -> None:
+    """The console script: `main`, then an exit that skips the interpreter's teardown. With torch (and a GPU
+    context) loaded, tearing down modules costs about half a second per command, measured on the dev VM, on
+    every check the gate and the loop run. Exit handlers still run; output is flushed first."""
+    try:
+        main()
+        code: int = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`): nothing left to say
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    main()
+    run()

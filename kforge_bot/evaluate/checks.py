@@ -138,6 +138,7 @@ def tolerance_for(dtype: torch.dtype, override: dict[str, float] | None) -> tupl
 
 
 COMPARE_CHUNK = 1 << 25  # elements per step: float64 temporaries of a few hundred MB, whatever the output's size
+ON_HOST_BELOW = 1 << 22  # elements: a host-side output this small is compared where it is (no device round trip)
 
 
 def compare_tensor(index: int, cand: torch.Tensor, ref: torch.Tensor,
@@ -152,6 +153,8 @@ def compare_tensor(index: int, cand: torch.Tensor, ref: torch.Tensor,
     atol, rtol, norm_tol = tolerance_for(ref.dtype, override)
     record.update(atol=atol, rtol=rtol, norm_tol=norm_tol)
     flat_c, flat_r = cand.detach().reshape(-1), ref.detach().reshape(-1)
+    if flat_r.numel() < ON_HOST_BELOW and flat_r.device.type == flat_c.device.type == "cpu":
+        device = "cpu"  # copies and first-use kernel loads on a GPU cost more than the host's few milliseconds
     chunks = [(i, min(i + COMPARE_CHUNK, flat_r.numel())) for i in range(0, flat_r.numel(), COMPARE_CHUNK)]
     if not ref.is_floating_point() and not ref.is_complex():
         mismatches, max_abs = 0, 0.0
