@@ -7,6 +7,9 @@ DIR is a KernelBench checkout (fetched, never vendored: its `KernelBench/level*/
 `src/kernelbench/`). Per problem, in this order:
 - A/A: `ModelNew` is the reference itself (a subclass calling the reference's forward): the true speedup is
   exactly 1.0, so the interval must contain 1.0;
+- `inline/N` instead of a KernelBench problem: y = 2x + 1 over 2^N fp32 values, and as the candidate a
+  load_inline CUDA C++ kernel launched without a stream argument (tests/data/gpu/cuda_inline.py), the case
+  where a captured graph replays nothing; N = 22 is about 10 us, N = 29 over 1 ms;
 - torch.compile: `ModelNew` wraps the reference's forward in `torch.compile`; kforge-bot's speedup and
   interval, then KernelBench's (its cuda_event timing, 100 trials, 5 correctness trials) on the same file.
 Every figure and the wall time of each call go to `kernelbench_acceptance.jsonl` and the table printed last.
@@ -70,8 +73,15 @@ SHIMS = {
 }
 
 
-def _problem_file(root: Path, spec: str) -> Path:
+GPU_DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "gpu"
+
+
+def _problem_file(root: Path, spec: str, tmp: Path) -> Path:
     level, number = spec.split("/")
+    if level == "inline":  # y = 2x + 1 over 1 << number fp32 values; the candidate: CUDA C++, no stream argument
+        problem = tmp / f"inline_{number}_affine.py"
+        problem.write_text((GPU_DATA / "problem.py").read_text().replace("1 << 22", f"1 << {int(number)}"))
+        return problem
     matches = sorted((root / "KernelBench" / f"level{level}").glob(f"{number}_*.py"))
     if not matches:
         raise SystemExit(f"no KernelBench problem {spec} under {root}")
@@ -143,11 +153,12 @@ def main() -> None:
             if time.monotonic() - started > args.max_seconds:
                 print(f"{spec}: not run (over --max-seconds)", flush=True)
                 continue
-            problem = _problem_file(args.kernelbench, spec)
+            problem = _problem_file(args.kernelbench, spec, Path(tmp))
             source = problem.read_text()
             aa, compiled = Path(tmp) / f"aa_{problem.name}", Path(tmp) / f"compiled_{problem.name}"
             aa.write_text(source + AA)
-            compiled.write_text(source + COMPILED)
+            compiled.write_text((GPU_DATA / "cuda_inline.py").read_text() if spec.startswith("inline/")
+                                else source + COMPILED)
             row = {"problem": spec, "name": problem.stem,
                    "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
             row["aa"] = _kforge(problem, aa, args.time_budget, 600)

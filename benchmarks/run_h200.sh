@@ -31,7 +31,7 @@ for step in $steps; do
                   --candidates "${KB_TP_N:-12}" --target cuda --out "$out" ;;  # needs openai: .whl (openai, jiter, sniffio, distro)
     agreement) timeout 200 python3 benchmarks/agreement.py --kernelbench .kb --problem "${KB_AGREE:-1/40}" --json "$out/agreement.json" 2>&1 | grep -v "^\[" ;;
     aa-placement) timeout 120 python3 benchmarks/aa_placement.py --json "$out/aa_placement.json" ;;
-    accept*) timeout 560 python3 benchmarks/kernelbench_acceptance.py --kernelbench .kb --problems "${KB_PROBLEMS:-1/40,1/26,2/12}" \
+    accept*) timeout ${KB_TIMEOUT:-560} python3 benchmarks/kernelbench_acceptance.py --kernelbench .kb --problems "${KB_PROBLEMS:-1/40,1/26,2/12}" \
                --max-seconds "${KB_MAX_S:-300}" --aa-only "${KB_AA_ONLY:-}" --out "$out" 2>&1 | grep -v "^\[" | grep -v '^\[{' | tail -${KB_TAIL:-40} ;;
     tests)   KFORGE_GPU_RESULTS=$out/gpu_e2e.jsonl timeout ${GPU_TEST_TIMEOUT:-560} python3 -m pytest -m gpu ${KFORGE_GPU_FILES:-tests/test_gpu.py tests/test_gpu_cli.py} -v --tb=line --timeout 420 -p no:cacheprovider ${KFORGE_GPU_TESTS:+-k "$KFORGE_GPU_TESTS"} 2>&1 | grep -v USDT | tee "$out/gpu_tests.log" | grep -E "PASSED|FAILED|ERROR|passed|failed|Error|assert" ;;
     harness) timeout 240 python3 benchmarks/harness_resolution.py --runs 10 --small-runs 5 --budget 1.5 --out "$out" > "$out/harness.log" 2>&1; tail -12 "$out/harness.log" ;;
