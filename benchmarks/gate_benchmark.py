@@ -131,6 +131,18 @@ def rowsum_source(extra: float) -> str:
     return replaced
 
 
+SPIN_1MS_CYCLES = 2_000_000  # torch.cuda._sleep cycles: about 1.0 ms at the H200's 1.98 GHz
+
+
+def spin_source(extra: float) -> str:
+    """spin.py dialled to about 1 ms, with `extra` more spinning: time is linear in it (harness_resolution
+    measured 1%, 2%, 5%, 10% more spin as 0.9913x, 0.9835x, 0.9602x, 0.9243x), so 3% more is a 3.0% slowdown."""
+    source = (HERE / "harness_kernels" / "spin.py").read_text()
+    replaced = source.replace("CYCLES = 40000", f"CYCLES = {round(SPIN_1MS_CYCLES * (1 + extra))}")
+    assert replaced != source
+    return replaced
+
+
 def checkout(folder: Path, extra: float, kernel: str) -> Path:
     """A directory laid out like a checkout of a repository holding just the benchmark kernel."""
     import yaml
@@ -139,14 +151,17 @@ def checkout(folder: Path, extra: float, kernel: str) -> Path:
     manifest = yaml.safe_load((HERE / "harness_kernels" / "kforge.yaml").read_text())
     manifest["kernels"] = {kernel: manifest["kernels"][kernel]}
     (folder / "kforge.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
-    (folder / "rowsum.py").write_text(rowsum_source(extra))
+    if kernel.startswith("spin"):
+        (folder / "spin.py").write_text(spin_source(extra))
+    else:
+        (folder / "rowsum.py").write_text(rowsum_source(extra))
     return folder
 
 
 def decisions(label: str, n: int, head_extra: float, target: str, work: Path, rule: GateRule, store: ReferenceStore,
               seeds: list[int], deadline: float, kernel: str = "rowsum_1ms",
-              results: Results | None = None) -> dict[str, Any]:
-    base_dir = checkout(work / f"{label}-base", BASE_EXTRA, kernel)
+              results: Results | None = None, base_extra: float = BASE_EXTRA) -> dict[str, Any]:
+    base_dir = checkout(work / f"{label}-base", base_extra, kernel)
     head_dir = checkout(work / f"{label}-head", head_extra, kernel)
     base_spec = load_spec(base_dir / "kforge.yaml", kernel)
     head_spec = load_spec(head_dir / "kforge.yaml", kernel)
@@ -224,6 +239,8 @@ def gpu_part(args: argparse.Namespace, results: Results) -> None:
 
     results.data["torch"] = torch.__version__
     device_kind, kernel = ("cpu", "rowsum_10us") if args.smoke else ("cuda", "rowsum_1ms")
+    if args.slowdown_kernel == "spin" and not args.smoke:
+        return spin_gpu_part(args, results)
     if args.smoke:
         results.data.setdefault("notes", []).append("SMOKE RUN: the GPU part's code on the CPU with the 10 us "
                                                     "kernel; these figures are not the benchmark")
@@ -283,6 +300,39 @@ def gpu_part(args: argparse.Namespace, results: Results) -> None:
             "note": "wall time of one gate decision on one kernel: base and head in child processes, correctness "
                     "checks, interleaved timing, a confirmation run when the first interval straddles the bound; "
                     "the reference computation (once per kernel in a gate run) is not included"})
+        if time.monotonic() > deadline:
+            results.data.setdefault("notes", []).append(f"stopped at the {args.max_seconds:g} s limit: fewer "
+                                                        "decisions than requested")
+        results.add("wall_s", time.monotonic() - started)
+    finally:
+        store.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def spin_gpu_part(args: argparse.Namespace, results: Results) -> None:
+    """The gate's exact 3% point: a ~1 ms spinning kernel whose head spins exactly 3% longer (no calibration:
+    time is linear in the spin), and its A/A, at the default policy's 2% threshold and 95% confidence."""
+    import torch
+
+    results.data["torch"] = torch.__version__
+    if not torch.cuda.is_available():
+        results.data.setdefault("notes", []).append("GPU part skipped: no CUDA device on this machine")
+        return
+    results.data["device"] = torch.cuda.get_device_name(0)
+    results.data.setdefault("notes", []).append(f"kernel: spin_1ms ({SPIN_1MS_CYCLES} cycles of torch.cuda._sleep, "
+                                                "then a 64 KiB sum); head: 3.0% more spin")
+    started = time.monotonic()
+    deadline = started + args.max_seconds
+    rule = GateRule(threshold=0.02, confidence=0.95)
+    store, seeds = ReferenceStore(), new_seeds(3)
+    work = Path(tempfile.mkdtemp(prefix="kforge-gate-bench-"))
+    try:
+        phases = [("slowdown", 0.03)] if args.skip_aa else [("aa", 0.0), ("slowdown", 0.03)]
+        for label, extra in phases:
+            # Alternate the two phases' decisions would mix them; each phase gets half the remaining time.
+            phase_deadline = time.monotonic() + (deadline - time.monotonic()) / (2 if label == "aa" else 1)
+            results.add(label, decisions(label, args.decisions, extra, "cuda", work, rule, store, seeds, phase_deadline,
+                                         "spin_1ms", results, base_extra=0.0))
         if time.monotonic() > deadline:
             results.data.setdefault("notes", []).append(f"stopped at the {args.max_seconds:g} s limit: fewer "
                                                         "decisions than requested")
@@ -413,6 +463,9 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=280.0, help="GPU part: stop starting decisions after this")
     parser.add_argument("--no-full-gate", dest="full_gate", action="store_false",
                         help="GPU part: skip the whole-gate run on a git repository")
+    parser.add_argument("--slowdown-kernel", choices=["spin", "rowsum"], default="rowsum",
+                        help="GPU part: spin (a ~1 ms spin, head exactly 3%% longer) or rowsum (memory-bound, "
+                             "calibrated)")
     parser.add_argument("--skip-aa", action="store_true", help="GPU part: only calibration and the slowdown phase")
     parser.add_argument("--kernels", type=int, default=50, help="CPU part: managed kernels in the repository")
     parser.add_argument("--cpu-budget", type=float, default=2.0, help="CPU part: policy evaluation.time_budget_s")

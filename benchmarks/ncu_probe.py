@@ -70,7 +70,9 @@ def main() -> None:
         env = dict(os.environ)
         if wrap:
             ncu_home = str(Path(os.path.realpath(ncu)).parent)
-            view = isolation.View(scratch=work, readable=(Path(ncu_home),), devices="cuda")
+            # The ncu on PATH is a launcher that looks for its nsight-compute folder beside CUDA or in /opt/nvidia.
+            extra = [Path(ncu_home)] + [Path(d) for d in ("/opt/nvidia",) if os.path.isdir(d)]
+            view = isolation.View(scratch=work, readable=tuple(extra), devices="cuda")
             argv = isolation.command(argv, view)
             env = isolation.environment({k: v for k, v in env.items() if not k.endswith("TOKEN")}, work)
         started = time.monotonic()

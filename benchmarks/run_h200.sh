@@ -2,7 +2,7 @@
 # One device call: the GPU test group and the GPU benchmarks, results under $OUT (or ./gpu-out).
 # Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [probe] [sandbox] [tests] [accept] [softmax] [agreement] [throughput] [aa-placement]
 #                    [harness|harness-short] [tuner]
-#                    [gate|gate-slowdown] [scale]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
+#                    [gate|gate-slowdown|gate-spin] [scale]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
 # The device returns at most 8 files from $OUT: keep one call's steps under that (the output tail of each step
 # is printed too, so a figure survives even when its file does not come back).
@@ -26,6 +26,7 @@ for step in $steps; do
     sandbox) python3 -c "from kforge_bot.doctor import probe_sandbox; print(probe_sandbox('cuda'))"
              python3 benchmarks/sandbox_cost.py --devices cuda --runs 20 --json "$out/sandbox_cost_h200.json" ;;
     probe)   timeout 90 python3 benchmarks/worker_start.py; timeout 120 python3 benchmarks/ncu_probe.py --out "$out" ;;
+    probe-ncu) timeout 60 python3 benchmarks/ncu_probe.py --out "$out" | grep -E "sandboxed|unsandboxed|stderr" ;;
     softmax) timeout 120 bash benchmarks/softmax_wall.sh ;;
     throughput) timeout 300 python3 benchmarks/optimize_throughput.py --kernelbench .kb --problem "${KB_TP:-2/12}" \
                   --candidates "${KB_TP_N:-12}" --target cuda --out "$out" ;;  # needs openai: .whl (openai, jiter, sniffio, distro)
@@ -38,6 +39,7 @@ for step in $steps; do
     harness-short) timeout 200 python3 benchmarks/harness_resolution.py --short-only --small-runs 5 --budget 1.5 --out "$out" > "$out/harness.log" 2>&1; tail -8 "$out/harness.log" ;;
     tuner)   [ -f benchmarks/tuner_benchmark.py ] && { timeout 420 python3 benchmarks/tuner_benchmark.py --target cuda --out "$out" > "$out/tuner.log" 2>&1; tail -15 "$out/tuner.log"; } ;;
     gate)    [ -f benchmarks/gate_benchmark.py ] && { timeout 330 python3 benchmarks/gate_benchmark.py --target cuda --out "$out" > "$out/gate.log" 2>&1; tail -15 "$out/gate.log"; } ;;
+    gate-spin) timeout ${GATE_TIMEOUT:-200} python3 benchmarks/gate_benchmark.py --target cuda --slowdown-kernel spin --decisions ${GATE_N:-20} --no-full-gate --max-seconds ${GATE_MAX_S:-170} --out "$out" > "$out/gate.log" 2>&1; tail -8 "$out/gate.log" ;;
     gate-slowdown) timeout 200 python3 benchmarks/gate_benchmark.py --target cuda --skip-aa --no-full-gate --max-seconds 170 --out "$out" > "$out/gate.log" 2>&1; tail -8 "$out/gate.log" ;;
     scale)   timeout 320 python3 benchmarks/scale_benchmark.py --out "$out" > "$out/scale.log" 2>&1; tail -25 "$out/scale.log" ;;
   esac

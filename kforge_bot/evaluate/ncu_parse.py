@@ -34,10 +34,10 @@ _LIMITERS: tuple[tuple[str, str], ...] = (
     ("warps", "occupancy_limit_warps"),
     ("blocks", "occupancy_limit_blocks"),
 )
-_STALL_WHY = dict(STALL_REASONS)
-# ncu's unit names (base and scaled) to the digest's units: time to microseconds, sizes to bytes.
-_TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
-          "s": 1e6, "second": 1e6}
+# ncu's unit names (base and scaled) to the digest's units: time to microseconds, sizes to bytes. Time is
+# (multiply, divide) so that 30,592 ns is exactly 30.592 us (a factor of 1e-3 would leave 30.592000000000002).
+_TO_US = {"ns": (1.0, 1e3), "nsecond": (1.0, 1e3), "us": (1.0, 1.0), "usecond": (1.0, 1.0), "ms": (1e3, 1.0),
+          "msecond": (1e3, 1.0), "s": (1e6, 1.0), "second": (1e6, 1.0)}
 _TO_BYTES = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "kibyte": 1024.0, "mibyte": 1024.0**2,
              "gibyte": 1024.0**3}
 
@@ -104,7 +104,8 @@ def _convert(value: float, ncu_unit: str, digest_unit: str) -> float:
     unit = ncu_unit.strip().lower()
     if digest_unit == "us":
         # No unit row: the collector asks for base units, and ncu's base unit for time is ns.
-        return value * _TO_US.get(unit or "ns", 1.0)
+        multiply, divide = _TO_US.get(unit or "ns", (1.0, 1.0))
+        return value * multiply / divide
     if digest_unit == "B":
         return value * _TO_BYTES.get(unit.split("/")[0], 1.0)  # "byte/block" is still bytes
     return value
@@ -202,7 +203,7 @@ def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
         return "-"
     if digits == 0:
-        return str(int(round(value)))
+        return str(round(value))  # round() of a float with no digits is an int
     return f"{value:,.{digits}f}"
 
 
