@@ -127,6 +127,7 @@ class Evaluator:
                  evaluate_fn: Callable[..., EvalResult] | None = None, pool: Any = None, cache: Any = None,
                  fingerprint: Any = None, languages: Sequence[str] | None = None) -> None:
         from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
+        from kforge_bot.evaluate.spares import SpareWorkers
 
         self.spec = spec
         self.target = target
@@ -134,6 +135,8 @@ class Evaluator:
         self.seeds = seeds or new_seeds(settings.seeds or spec.seeds)
         self.references = ReferenceStore()
         self._evaluate = evaluate_fn or evaluate
+        # Candidates come one after another: each one's worker starts while the loop records and proposes.
+        self.spares = SpareWorkers() if evaluate_fn is None else None
         self.progress: Progress | None = None
         self.pool = pool
         self.cache = cache if fingerprint is not None else None
@@ -184,8 +187,9 @@ class Evaluator:
         if self.pool is None:
             started = time.monotonic()
             try:
+                extra = {"spares": self.spares} if self.spares is not None else {}
                 result = self._evaluate(self.spec, candidate, self.target, self.settings, seeds=self.seeds,
-                                        references=self.references, progress=self.progress)
+                                        references=self.references, progress=self.progress, **extra)
             except BaseException as exc:  # noqa: BLE001 - the caller's .result() raises it
                 out.set_exception(exc)
                 return out
@@ -226,6 +230,8 @@ class Evaluator:
                                  f"{', '.join(self.languages)})", details={"language": language})
 
     def close(self) -> None:
+        if self.spares is not None:
+            self.spares.close()
         self.references.cleanup()
 
 

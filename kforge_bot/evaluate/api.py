@@ -27,7 +27,8 @@ from kforge_bot.evaluate import bound, isolation
 from kforge_bot.evaluate.guards import static_findings
 from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
-from kforge_bot.evaluate.sandbox import STALL_FACTOR, ChildOutcome, run_worker, start_worker
+from kforge_bot.evaluate.sandbox import STALL_FACTOR, ChildOutcome, WorkerProcess, run_worker, start_worker
+from kforge_bot.evaluate.spares import SpareWorkers
 from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.targets import resolve_target_name
@@ -190,6 +191,7 @@ def evaluate(
     seeds: list[int] | None = None,
     references: ReferenceStore | None = None,
     progress: Progress | None = None,
+    spares: SpareWorkers | None = None,
 ) -> EvalResult:
     settings = settings or EvalSettings()
     target_name = resolve_target_name(target, spec.targets)
@@ -203,7 +205,9 @@ def evaluate(
                           details={"static_findings": [str(f) for f in findings]})
 
     store = references or ReferenceStore()
-    work = Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=_scratch_root()))
+    key = _worker_key(spec, [candidate, baseline], target_name, settings)
+    spare = spares.take(key) if spares is not None else None
+    work = spare.work if spare is not None else Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=_scratch_root()))
     started = time.monotonic()
     clock = [started]
 
@@ -218,7 +222,7 @@ def evaluate(
         # (compilers included); unsandboxed, only after the reference's outputs are read back and deleted.
         # Either way it makes its first call only after the reference has finished and sent its Fit.
         view = sandbox_view(spec, [candidate, baseline], target_name, work, settings)
-        worker = start_worker(work, "candidate", view=view, warm=target_name)
+        worker = spare.worker if spare is not None else start_worker(work, "candidate", view=view, warm=target_name)
         full = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
                     settings=settings, seeds=seeds, out_dir=work, await_fit=True)
         try:
@@ -244,7 +248,8 @@ def evaluate(
         message = outcome.result or {}
         # Where an evaluation's wall time goes: the parent's three steps, and each worker's own phases.
         result.details["phases"] = {"parent": parent, "reference_worker": ref_result.get("phases") or {},
-                                    "candidate_worker": message.get("phases") or {}, "no_progress_limit_s": stall_s}
+                                    "candidate_worker": message.get("phases") or {}, "no_progress_limit_s": stall_s,
+                                    "worker_started_early": spare is not None}
         if fit.note:  # a large problem: fewer seeds and timed sets than asked, and why
             result.details["memory_fit"] = fit.to_dict()
     finally:
@@ -252,7 +257,24 @@ def evaluate(
         if references is None:
             store.cleanup()
     result.details.setdefault("seeds", seeds)
+    if spares is not None:  # timing is over: the next candidate's worker starts while the caller moves on
+        spares.prepare(key, lambda: _start_spare(spec, [candidate, baseline], target_name, settings, spares.root))
     return result
+
+
+def _worker_key(spec: KernelSpec, implementations: list[Implementation | None], target: str,
+                settings: EvalSettings) -> str:
+    """What a candidate's worker is started for, less its scratch: a spare fits an evaluation with this key."""
+    view = sandbox_view(spec, implementations, target, Path("/scratch"), settings)
+    return json.dumps([target, None if view is None else [sorted(map(str, view.readable)),
+                                                          sorted(map(str, view.writable)), view.devices]])
+
+
+def _start_spare(spec: KernelSpec, implementations: list[Implementation | None], target: str,
+                 settings: EvalSettings, root: Path | None) -> tuple[WorkerProcess, Path]:
+    work = Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=root or _scratch_root()))
+    view = sandbox_view(spec, implementations, target, work, settings)
+    return start_worker(work, "candidate", view=view, warm=target), work
 
 
 # ------------------------------------------------------------------------------------------- judging

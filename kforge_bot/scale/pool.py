@@ -33,9 +33,13 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kforge_bot.errors import KforgeError
+
+if TYPE_CHECKING:  # the slot imports them itself, after pinning its device
+    from kforge_bot.evaluate.api import ReferenceStore
+    from kforge_bot.evaluate.spares import SpareWorkers
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -170,11 +174,24 @@ def needs_build(source: str) -> bool:
 def _slot_main(conn: Any, env: dict[str, str]) -> None:
     """A slot process: pin the device, then evaluate jobs one at a time until told to stop."""
     os.environ.update(env)
-    from kforge_bot.evaluate.api import ReferenceStore, evaluate
+    from kforge_bot.evaluate.api import ReferenceStore
+    from kforge_bot.evaluate.spares import SpareWorkers
+
+    store = ReferenceStore(Path(env["KFORGE_SLOT_SCRATCH"]))
+    # The slot's jobs come one at a time: the next one's worker starts as a job ends (in the slot's scratch,
+    # which goes with the slot whatever happens to it).
+    spares = SpareWorkers(Path(env["KFORGE_SLOT_SCRATCH"]))
+    try:
+        _serve(conn, store, spares)
+    finally:
+        spares.close()
+
+
+def _serve(conn: Any, store: ReferenceStore, spares: SpareWorkers) -> None:
+    from kforge_bot.evaluate.api import evaluate
     from kforge_bot.evaluate.result import EvalSettings
     from kforge_bot.spec import Implementation, KernelSpec
 
-    store = ReferenceStore(Path(env["KFORGE_SLOT_SCRATCH"]))
     while True:
         try:
             message = conn.recv()
@@ -196,7 +213,7 @@ def _slot_main(conn: Any, env: dict[str, str]) -> None:
             result = evaluate(KernelSpec.from_dict(data["spec"]), Implementation.from_dict(data["candidate"]),
                               data["target"], EvalSettings.from_dict(data["settings"]), seeds=data["seeds"],
                               baseline=Implementation.from_dict(data["baseline"]) if data["baseline"] else None,
-                              references=store, progress=progress)
+                              references=store, progress=progress, spares=spares)
             conn.send((job_id, "ok", result.to_dict(), time.monotonic() - started))
         except KforgeError as exc:
             conn.send((job_id, "kforge_error", {"message": str(exc)}, time.monotonic() - started))
