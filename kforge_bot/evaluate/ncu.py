@@ -1,0 +1,188 @@
+"""Hardware counters for one call of one implementation: Nsight Compute (`ncu`), off the timed path.
+
+`collect(spec, implementation, target, out_dir, label)` runs `ncu` on kforge_bot.evaluate.ncu_worker (one
+warm call, then one call inside an NVTX range, the only kernels profiled) with the fixed metric set of
+`ncu_metrics`, inside the same sandbox as every worker that runs user code, and returns the parsed digest
+(`ncu_parse`): per kernel duration, SM and memory speed of light, DRAM throughput, occupancy and its limiter,
+registers, spills, shared memory, cache hit rates, the top warp stalls and the launch shape. The raw CSV is
+kept as `<out_dir>/<label>.csv` (and the `.ncu-rep` when asked).
+
+It never runs beside a timed run (the loop calls it between evaluations) and never decides a verdict. What
+it cannot promise: the profiled process is user code, and it shares its sandbox with `ncu` itself, so a
+hostile kernel could forge its own counters; they are evidence for the analyst, the tuner and a reviewer,
+checked against the harness's own timing (`consistent_with_timing`), never part of a pass.
+
+Without ncu, or without permission to read the counters (ERR_NVGPUCTRPERM), the result says so in one line
+and everything else goes on.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kforge_bot.evaluate import isolation, ncu_parse
+from kforge_bot.evaluate.ncu_metrics import all_metric_names
+from kforge_bot.evaluate.ncu_worker import RANGE
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.sandbox import scrubbed_environment
+from kforge_bot.spec import Implementation, KernelSpec
+
+TIMEOUT_S = 180.0  # ncu replays each kernel of the call ~15 times; a call that takes longer is not worth it
+MAX_OUTPUT = 16 << 20  # bytes of ncu output kept: a flood from the profiled process cannot fill memory
+WORKER = "import sys; from kforge_bot.evaluate.ncu_worker import main; main(sys.argv[1:])"
+
+
+@dataclass(frozen=True)
+class NcuTool:
+    path: str
+    folders: tuple[Path, ...]  # what the sandbox must show for ncu to run: its launcher and its install
+
+
+def find_ncu() -> NcuTool | None:
+    """`ncu` from $KFORGE_NCU or PATH, with the folders it runs from. The `ncu` CUDA puts on PATH is a
+    launcher that looks for its nsight-compute install beside the toolkit or under /opt/nvidia."""
+    path = os.environ.get("KFORGE_NCU") or shutil.which("ncu")
+    if not path or not os.access(path, os.X_OK):
+        return None
+    real = Path(os.path.realpath(path))
+    folders = {real.parent}
+    toolkit = real.parent.parent
+    folders.update(Path(p) for p in glob.glob(str(toolkit / "nsight-compute*")))
+    if Path("/opt/nvidia").is_dir():
+        folders.add(Path("/opt/nvidia"))
+    return NcuTool(path=path, folders=tuple(sorted(folders)))
+
+
+def unavailable(target: str) -> str | None:
+    """Why counters cannot be collected for `target` here, or None."""
+    if target.split(":")[0] != "cuda":
+        return f"hardware counters are collected on CUDA targets only (Nsight Compute); not on {target}"
+    if find_ncu() is None:
+        return "ncu (Nsight Compute) is not on PATH: install it with the CUDA toolkit, or set KFORGE_NCU"
+    return None
+
+
+def command(tool: NcuTool, request: Path, report: Path | None = None) -> list[str]:
+    """ncu's argv for one profiled call; pure."""
+    argv = [tool.path, "--clock-control", "none", "--metrics", ",".join(all_metric_names()),
+            "--nvtx", "--nvtx-include", f"{RANGE}/", "--target-processes", "all",
+            "--csv", "--page", "raw", "--print-units", "base"]
+    if report is not None:
+        argv += ["--export", str(report), "--force-overwrite"]
+    return argv + [sys.executable, "-c", WORKER, str(request)]
+
+
+def collect(spec: KernelSpec, implementation: Implementation, target: str, out_dir: Path, label: str, *,
+            settings: EvalSettings | None = None, keep_report: bool = False,
+            timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
+    """{"available": True, "kernels": [...], "summary": {...}, "raw_file", "wall_s"} or
+    {"available": False, "reason": one line}. Never raises for ncu's or the implementation's failures."""
+    why = unavailable(target)
+    if why:
+        return {"available": False, "reason": why}
+    tool = find_ncu()
+    assert tool is not None
+    settings = settings or EvalSettings()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="kforge-ncu-"))
+    started = time.monotonic()
+    try:
+        request = work / "request.json"
+        request.write_text(json.dumps({
+            "spec": spec.to_dict(), "implementation": implementation.to_dict(), "target": target,
+            "workdir": str(work / "src"), "seed": secrets.randbits(63), "init_seed": 0,
+            "status_file": str(work / "status.json"), "log_file": str(work / "program.log")}))
+        (work / "src").mkdir()
+        report = work / f"{label}.ncu-rep" if keep_report else None
+        argv, env = command(tool, request, report), scrubbed_environment()
+        from kforge_bot.evaluate.api import sandbox_view  # api imports the evaluation's whole stack
+
+        view = sandbox_view(spec, [implementation], target, work, settings)
+        if view is not None:
+            view = replace(view, readable=tuple(view.readable) + tool.folders)
+            env = isolation.environment(env, work)
+            argv = isolation.command(argv, view)
+        text, timed_out = _run(argv, env, work, timeout_s)
+        wall = round(time.monotonic() - started, 2)
+        (out_dir / f"{label}.csv").write_text(text, encoding="utf-8")
+        if report is not None and report.is_file():
+            shutil.copy(report, out_dir / report.name)
+        if timed_out:
+            return {"available": False, "reason": f"ncu did not finish within {timeout_s:.0f} s", "wall_s": wall}
+        status = _status(work / "status.json")
+        if status.get("status") == "error":
+            return {"available": False, "reason": f"the profiled call failed: {status.get('reason')}",
+                    "wall_s": wall}
+        try:
+            rows = ncu_parse.parse_raw(text)
+        except ncu_parse.NcuOutputError as exc:
+            return {"available": False, "reason": str(exc), "wall_s": wall}
+        return {"available": True, "kernels": rows, "summary": ncu_parse.summary(rows),
+                "raw_file": f"{label}.csv", "wall_s": wall}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def consistent_with_timing(counters: dict[str, Any], median_ms: float | None) -> str | None:
+    """A note when the profiled kernels' time is far from what the harness timed for the same call (profiled
+    under 40% of it: kernels missing from the range, or counters forged), else None."""
+    total_us = (counters.get("summary") or {}).get("total_us")
+    if not counters.get("available") or not total_us or not median_ms:
+        return None
+    if total_us < 0.4 * median_ms * 1000.0:
+        return (f"the profiled kernels add up to {total_us:.1f} us against {median_ms * 1000.0:.1f} us timed: "
+                "read these counters with care")
+    return None
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[str, bool]:
+    """ncu's output (bounded), and whether it timed out; its whole process group is ended either way."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=env, cwd=str(cwd), start_new_session=True)
+    chunks: list[bytes] = []
+    size = 0
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    while True:
+        try:
+            data = proc.stdout.read(1 << 16)
+        except BlockingIOError:
+            data = None
+        if data:
+            if size < MAX_OUTPUT:
+                chunks.append(data[:MAX_OUTPUT - size])
+            size += len(data)
+            continue
+        if data == b"" and proc.poll() is not None:
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            break
+        time.sleep(0.05)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+    return b"".join(chunks).decode("utf-8", errors="replace"), timed_out
+
+
+def _status(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
