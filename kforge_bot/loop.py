@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from kforge_bot.agents import analyst, generator, tuner
 from kforge_bot.agents.errors import BudgetExhausted, MalformedReply, NonTerminating, Terminating
+from kforge_bot.counters import DETAILS_FILE, Counters, details_csv
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
@@ -74,6 +75,7 @@ class Budgets:
 class StopRules:
     patience: int = 4  # stop after this many iterations in a row without a new best
     roofline_fraction: float = 0.9  # stop once the best (or the baseline) reaches this fraction of its roofline
+    speed_of_light: float = 0.9  # ... or, by ncu's counters, this fraction of its busiest unit's peak
     min_gain: float = 0.01  # a new best must beat the old one's speedup by this much (relative)
 
 
@@ -518,8 +520,9 @@ class Loop:
                  evaluator: Callable[[Implementation], tuple[EvalResult, float]], *, budgets: Budgets,
                  rules: StopRules, workload_model: WorkloadModel | None = None,
                  progress: Progress | None = None, clock: Callable[[], float] = time.monotonic,
-                 parallel: int = 1, beam: int = 1) -> None:
+                 parallel: int = 1, beam: int = 1, counters: Counters | None = None) -> None:
         self.spec = spec
+        self.counters = counters  # ncu for the kernel as written and each accepted candidate (kforge_bot.counters)
         self.target = target
         self.proposer = proposer
         self.trajectory = trajectory
@@ -571,7 +574,31 @@ class Loop:
             digest["time_ms"] = (rows[0].get(side) or {}).get("median_ms")
             if len(rows) > 1:
                 digest["time_ms_per_shape_set"] = [(r.get(side) or {}).get("median_ms") for r in rows]
+        counters = record.counters.get(iteration) or {}
+        if counters.get("available"):  # the hardware's own counters: per kernel, with the class they imply
+            digest["ncu"] = counters["kernels"]
+            digest["ncu_summary"] = {k: counters["summary"].get(k) for k in ("class", "speed_of_light", "dominant")}
+            before = record.counters.get(0) or {}
+            if iteration and before.get("available"):
+                digest["ncu_before"] = before["kernels"]
         return digest
+
+    def _profile_counters(self, iteration: int, implementation: Implementation) -> None:
+        """ncu's counters for the kernel as written (0) or an accepted candidate: between evaluations, never
+        beside a timed run. The report folder's ncu-details.csv then holds the baseline and the best."""
+        counters, record = self.counters, self.record
+        if counters is None or iteration in record.counters:
+            return
+        if counters.reason is not None:
+            if not record.counters_note:
+                self.trajectory.append("counters", iteration=None, available=False, reason=counters.reason)
+            return
+        got = counters.collect(iteration, implementation, self.digest(iteration).get("time_ms"))
+        self.trajectory.append("counters", iteration=iteration, **got)
+        best = record.best
+        (self.trajectory.root / DETAILS_FILE).write_text(details_csv(
+            record.counters.get(0), record.counters.get(best.iteration) if best else None,
+            f"iteration {best.iteration}" if best else "best"), encoding="utf-8")
 
     # -- the run --------------------------------------------------------------------------------
 
@@ -633,6 +660,13 @@ class Loop:
             what = "roofline" if position and position.get("flops_known") else "peak bandwidth (compulsory traffic)"
             raise NearRoofline(f"{subject} reaches {fraction:.0%} of its {what}; the stop is at "
                                f"{self.rules.roofline_fraction:.0%}")
+        summary = (record.counters.get(record.best.iteration if record.best else 0) or {}).get("summary") or {}
+        light = summary.get("speed_of_light")
+        if light is not None and light >= self.rules.speed_of_light:
+            subject = "the best candidate" if record.best else "the kernel as written"
+            raise NearRoofline(f"{subject} runs at {light:.0%} of its speed of light by the hardware's counters "
+                               f"({summary.get('class')}, kernel {_clip(str(summary.get('dominant')), 60)}); the "
+                               f"stop is at {self.rules.speed_of_light:.0%}")
 
     def _expected_step_s(self) -> float:
         """What the next iteration will probably take: the mean of the steps so far, else the first evaluation's
@@ -653,6 +687,8 @@ class Loop:
             result, eval_s = self.evaluator(self.spec.baseline)
             self.trajectory.append("baseline", result=result.to_dict(), eval_s=round(eval_s, 3))
         baseline = self.record.baseline or {}
+        if baseline.get("verdict") == "pass":
+            self._profile_counters(0, self.spec.baseline)
         if baseline.get("verdict") != "pass":
             raise KforgeError(
                 f"the kernel as written fails its own check ({baseline.get('verdict')}: "
@@ -741,6 +777,7 @@ class Loop:
         if accepted:
             suffix = Path(self.spec.kernel_file).suffix or ".py"
             (self.trajectory.root / f"best{suffix}").write_text(source, encoding="utf-8")
+            self._profile_counters(iteration, self.spec.candidate_from_source(source))
         return self.record.iterations[iteration]
 
     def _record_malformed(self, exc: NonTerminating, iteration: int, started: float, **extra: Any) -> None:
@@ -924,6 +961,7 @@ class RunConfig:
     pool: Any = None  # an evaluation pool the caller made (tests, benchmarks); closed by its owner
     cache_dir: str | Path | None = None  # the result cache's folder; None: no cache
     languages: Sequence[str] | None = None  # the policy's: candidates in other languages are rejected unrun
+    counters: str = "auto"  # ncu for the baseline and accepted candidates: auto (where it can), off, full (+ .ncu-rep)
 
 
 class OptimizeRun:
@@ -991,9 +1029,10 @@ class OptimizeRun:
         evaluator = Evaluator(spec, config.target, config.settings, pool=pool, cache=cache, fingerprint=fingerprint,
                               languages=config.languages)
         evaluator.progress = progress
+        counters = Counters(spec, config.target, config.settings, trajectory.root, config.counters)
         loop = Loop(spec, config.target, proposer, trajectory, evaluator, budgets=config.budgets, rules=rules,
                     workload_model=config.workload_model, progress=progress,
-                    parallel=config.parallel, beam=config.beam)
+                    parallel=config.parallel, beam=config.beam, counters=counters)
         run = cls(spec, trajectory, loop, evaluator, mode, config)
         run.own_pool = pool if own_pool else None
         return run

@@ -44,7 +44,7 @@ def write_report(report_dir: str | Path, record: RunRecord) -> ReportFiles:
 def render_markdown(record: RunRecord, *, plot_file: str | None = None, plot_note: str = "") -> str:
     start = record.start
     parts = [f"# kforge-bot optimize: `{start.get('kernel', '?')}`", _overview(record), _result(record),
-             _comparison(record), _iterations(record), _advice(record), _plot(plot_file, plot_note),
+             _comparison(record), _counters(record), _iterations(record), _advice(record), _plot(plot_file, plot_note),
              _overhead(record), _files(record)]
     return "\n\n".join(p for p in parts if p) + "\n"
 
@@ -213,11 +213,24 @@ def _overhead(record: RunRecord) -> str:
     return text
 
 
+def _counters(record: RunRecord) -> str:
+    from kforge_bot.counters import section
+
+    best = record.best
+    before, after = record.counters.get(0), record.counters.get(best.iteration) if best else None
+    if not (before or after or record.counters_note):
+        return ""
+    return "## Hardware counters (Nsight Compute)\n" + section(before, after, record.counters_note)
+
+
 def _files(record: RunRecord) -> str:
     lines = ["## Files", "- `trajectory.jsonl`: every prompt, reply, candidate and result, in order",
              "- `candidates/`: every candidate's source, and the kernel as written (`baseline` file)"]
     if record.best is not None:
         lines.append(f"- `{_best_name(record)}`: the best candidate")
+    if record.counters:
+        lines.append("- `ncu-details.csv`: the hardware counters per kernel, before and after; `ncu/`: ncu's raw "
+                     "output per profiled kernel version")
     return "\n".join(lines)
 
 

@@ -122,6 +122,8 @@ class RunRecord:
     ceilings: dict[str, Any] | None = None
     ceilings_note: str = ""  # where the ceilings come from, or why there are none
     tunables: list[str] = field(default_factory=list)
+    counters: dict[int, dict[str, Any]] = field(default_factory=dict)  # ncu's digest per profiled iteration
+    counters_note: str = ""  # why no counters were collected, when none could be
     iterations: dict[int, IterationRecord] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)  # generator feedback since the last accepted step
     recommendations: list[str] = field(default_factory=list)  # the analyst's latest advice
@@ -165,6 +167,13 @@ class RunRecord:
     def _on_ceilings(self, e: dict[str, Any]) -> None:
         self.ceilings = e.get("ceilings")
         self.ceilings_note = str(e.get("note") or "")
+
+    def _on_counters(self, e: dict[str, Any]) -> None:
+        if e.get("iteration") is None:  # the run cannot collect any: said once
+            self.counters_note = str(e.get("reason") or "")
+            return
+        self.counters[int(e["iteration"])] = {k: v for k, v in e.items()
+                                              if k not in ("event", "time", "session", "iteration")}
 
     def _on_tunables(self, e: dict[str, Any]) -> None:
         self.tunables = list(e.get("tunables") or [])

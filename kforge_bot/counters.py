@@ -1,0 +1,92 @@
+"""Hardware counters in the optimize loop: which kernels get an ncu run, and the file the report keeps.
+
+The loop profiles the kernel as written and each accepted candidate (so also the final best), never the
+rejected ones: one ncu run costs seconds (each kernel replayed ~15 times), and only those two sides feed the
+analyst's before/after table, the tuner's next move and the follow-up PR. Collection happens between
+evaluations, never beside a timed run (kforge_bot.evaluate.ncu).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kforge_bot.evaluate import ncu, ncu_parse
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.spec import Implementation, KernelSpec
+
+MODES = ("auto", "off", "full")  # full: keep the .ncu-rep beside the CSV (Nsight Compute's GUI opens it)
+KEEP_KERNELS = 20  # per profiled call in the trajectory: the longest ones (a call can launch hundreds)
+DETAILS_FILE = "ncu-details.csv"
+
+
+class Counters:
+    """Collects for one run; `reason` says why not when it cannot (off, not CUDA, no ncu)."""
+
+    def __init__(self, spec: KernelSpec, target: str, settings: EvalSettings, report_dir: Path,
+                 mode: str = "auto") -> None:
+        self.spec, self.target, self.settings, self.mode = spec, target, settings, mode
+        self.folder = Path(report_dir) / "ncu"
+        self.reason = "switched off (--counters off)" if mode == "off" else ncu.unavailable(target)
+
+    def collect(self, iteration: int, implementation: Implementation, median_ms: float | None) -> dict[str, Any]:
+        label = "baseline" if iteration == 0 else f"{iteration:04d}"
+        got = ncu.collect(self.spec, implementation, self.target, self.folder, label, settings=self.settings,
+                          keep_report=self.mode == "full")
+        if got.get("available"):
+            got["kernels"] = sorted(got["kernels"], key=lambda k: -(k.get("duration_us") or 0.0))[:KEEP_KERNELS]
+            note = ncu.consistent_with_timing(got, median_ms)
+            if note:
+                got["note"] = note
+        return got
+
+
+def details_csv(before: dict[str, Any] | None, after: dict[str, Any] | None, after_label: str) -> str:
+    """The report folder's ncu-details.csv: the kernel as written, then the best candidate, one row per kernel."""
+    rows: list[dict[str, Any]] = []
+    for side, counters in (("before", before), (after_label, after)):
+        if counters and counters.get("available"):
+            rows += [{"side": side, **row} for row in counters.get("kernels") or []]
+    return ncu_parse.to_csv(rows)
+
+
+def reading(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
+    """Two or three sentences a reviewer reads under the before/after table: where the time goes, what
+    bounds it, and how close to the hardware's peak the best candidate runs."""
+    sentences = []
+    for who, counters in (("The kernel as written", before), ("The best candidate", after)):
+        if not counters or not counters.get("available") or not counters.get("kernels"):
+            continue
+        summary = counters.get("summary") or {}
+        top = max(counters["kernels"], key=lambda k: k.get("duration_us") or 0.0)
+        share = (top.get("duration_us") or 0.0) / (summary.get("total_us") or 1.0)
+        facts = [f"DRAM at {top['dram_throughput_pct']:.0f}% of peak" if "dram_throughput_pct" in top else "",
+                 f"SM at {top['sm_throughput_pct']:.0f}%" if "sm_throughput_pct" in top else "",
+                 f"achieved occupancy {top['achieved_occupancy_pct']:.0f}%" if "achieved_occupancy_pct" in top else "",
+                 f"limited by {top['occupancy_limiter']}" if top.get("occupancy_limiter") else "",
+                 f"{top['spills']:.0f} spill instructions" if top.get("spills") else "",
+                 f"mostly stalled on {top['stalls'][0]['reason']}" if top.get("stalls") else ""]
+        light = summary.get("speed_of_light")
+        sentences.append(f"{who} spends {share:.0%} of its device time in `{str(top.get('kernel'))[:60]}`, "
+                         f"{summary.get('class', 'unclassified')}" + (f" at {light:.0%} of its speed of light"
+                                                                     if light is not None else "")
+                         + ": " + ", ".join(f for f in facts if f) + ".")
+    if counters_note := (after or {}).get("note") or (before or {}).get("note"):
+        sentences.append(f"Note: {counters_note}.")
+    return " ".join(sentences)
+
+
+def section(before: dict[str, Any] | None, after: dict[str, Any] | None, note: str = "") -> str:
+    """The markdown a report or a PR body shows: the table from the counters and its reading."""
+    if note:
+        return f"Hardware counters were not collected: {note}."
+    parts = []
+    for who, counters in (("kernel as written", before), ("best candidate", after)):
+        if counters and not counters.get("available"):
+            parts.append(f"No counters for the {who}: {counters.get('reason')}.")
+    b = before.get("kernels") if before and before.get("available") else None
+    a = after.get("kernels") if after and after.get("available") else None
+    if b or a:
+        table = ncu_parse.table(b if a else None, a or b or [])
+        parts = [table, reading(before, after)] + parts
+    return "\n\n".join(p for p in parts if p)

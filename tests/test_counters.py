@@ -1,0 +1,89 @@
+"""Hardware counters in the optimize loop (kforge_bot.counters): what gets profiled, what the run keeps, and
+the speed-of-light stop. ncu itself is a stand-in (tests/test_ncu.py) printing output recorded on an H200."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_ncu import _fake_ncu
+
+from kforge_bot.evaluate import ncu
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.loop import Budgets, OptimizeRun, RunConfig, StopRules
+from kforge_bot.spec import load_spec
+
+FIXTURE = Path(__file__).parent / "data" / "optimize"
+
+
+@pytest.fixture
+def kernel_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "kernels"
+    shutil.copytree(FIXTURE, folder)
+    return folder
+
+
+@pytest.fixture
+def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorded = tmp_path / "tool" / "recorded.csv"
+    monkeypatch.setenv("KFORGE_NCU", str(_fake_ncu(tmp_path / "tool", f"print(open({str(recorded)!r}).read())")))
+    monkeypatch.setattr(ncu, "unavailable", lambda target: None)  # the CPU target stands in for CUDA
+
+
+def _events(folder: Path, kind: str) -> list[dict]:
+    return [e for e in map(json.loads, (folder / "trajectory.jsonl").read_text().splitlines()) if e["event"] == kind]
+
+
+@pytest.mark.slow
+def test_the_kernel_as_written_and_each_accepted_candidate_are_profiled(kernel_dir: Path, tmp_path: Path,
+                                                                       fake_ncu: None) -> None:
+    report = tmp_path / "report"
+    settings = EvalSettings(seeds=2, time_budget_s=2.0, timeout_s=120)
+    run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
+                           RunConfig(target="cpu", budgets=Budgets(iterations=1), settings=settings, cpu_count=2,
+                                     rules=StopRules(patience=6, speed_of_light=1.01)), report)
+    outcome = run.run()
+    files = run.finish()
+    profiled = [e["iteration"] for e in _events(report, "counters")]
+    assert profiled[0] == 0  # the kernel as written, before any candidate
+    best = outcome.record.best
+    assert best is not None, outcome.stop_reason  # TILE_N 64 (test_loop's tuner test): profiled too
+    assert profiled == [0, best.iteration]
+    rows = list(csv.DictReader(io.StringIO((report / "ncu-details.csv").read_text())))
+    assert {r["side"] for r in rows} == {"before", f"iteration {best.iteration}"}
+    digest = run.loop.digest(best.iteration)
+    assert digest["ncu"] and digest["ncu_before"] and digest["ncu_summary"]["class"]
+    assert (report / "ncu" / f"{best.iteration:04d}.csv").is_file()
+    assert (report / "ncu" / "baseline.csv").is_file()
+    assert "Hardware counters" in Path(files.markdown).read_text()
+
+
+def test_a_kernel_at_its_speed_of_light_ends_the_run_before_any_candidate(kernel_dir: Path, tmp_path: Path,
+                                                                       fake_ncu: None) -> None:
+    report = tmp_path / "report"
+    settings = EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=120)
+    run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
+                           RunConfig(target="cpu", budgets=Budgets(iterations=5), settings=settings, cpu_count=2,
+                                     rules=StopRules(speed_of_light=0.5)), report)
+    outcome = run.run()
+    assert outcome.stop_kind == "NearRoofline", outcome.stop_reason
+    assert "of its speed of light by the hardware's counters" in outcome.stop_reason
+    assert outcome.record.iterations_used == 0
+
+
+def test_without_counters_the_run_says_why_once_and_goes_on(kernel_dir: Path, tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    settings = EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=120)
+    run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
+                           RunConfig(target="cpu", budgets=Budgets(iterations=1), settings=settings, cpu_count=2),
+                           report)
+    run.run()
+    files = run.finish()
+    said = _events(report, "counters")
+    assert len(said) == 1 and said[0]["iteration"] is None and "CUDA targets only" in said[0]["reason"]
+    assert not (report / "ncu-details.csv").exists()
+    assert "CUDA targets only" in Path(files.markdown).read_text()
