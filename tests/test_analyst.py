@@ -116,3 +116,16 @@ def test_analyst_through_the_scripted_server():
         sent = server.prompts()
     assert recs == ["Raise NUM_WARPS from 2 to 8.", "Fuse the max and sum passes."]
     assert all("| _softmax_kernel | 31.5 | 28.7 | 12.4 | 96 | 0 |" in p for p in sent)
+
+
+def test_the_counter_table_shows_before_and_after_with_the_class() -> None:
+    from pathlib import Path
+
+    from kforge_bot.evaluate.ncu_parse import parse_raw
+
+    rows = parse_raw((Path(__file__).parent / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
+    text = render_digest({"ncu": rows, "ncu_before": rows,
+                          "ncu_summary": {"class": "compute-bound", "speed_of_light": 0.694}})
+    assert "Roofline class by the counters: compute-bound, 69% of speed of light." in text
+    assert "| before | scale |" in text and "| after | scale |" in text
+    assert "ncu_before" not in text  # rendered as the table, not dumped as JSON

@@ -419,3 +419,21 @@ def test_search_over_real_tunables_rewrites_real_source():
         search.record(a, 1.0 + 0.05 * a["NUM_WARPS"] if a["NUM_WARPS"] <= 8 else 0.7)
     assert len(sources) == search.proposed
     assert search.best[0]["NUM_WARPS"] == 8
+
+
+def test_the_hardware_counters_choose_the_tuners_first_move() -> None:
+    """ncu's rows (recorded on an H200) outrank a roofline guess: the longest kernel there is compute-bound;
+    spills or a register-capped occupancy point at warps and smaller blocks; too few warps at smaller blocks."""
+    from kforge_bot.evaluate.ncu_parse import parse_raw
+
+    rows = parse_raw((Path(__file__).parent / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
+    assert profile_hint({"ncu": rows, "roofline": {"bound": "memory"}}) == "compute"
+    longest = max(rows, key=lambda r: r["duration_us"])
+    spilling = [{**longest, "spills": 12.0}]
+    assert profile_hint({"ncu": spilling}) == "registers"
+    thin = [{**longest, "achieved_occupancy_pct": 10.0, "occupancy_limiter": "blocks", "sm_throughput_pct": 20.0,
+             "memory_throughput_pct": 20.0}]
+    assert profile_hint({"ncu": thin}) == "occupancy"
+    tunables = [make("NUM_WARPS", "warps", 4, (1, 2, 4, 8)), make("BLOCK", "block", 256, (128, 256, 512))]
+    assert TunerSearch(tunables, hint="registers").propose() == {"NUM_WARPS": 8, "BLOCK": 256}  # more warps first
+    assert TunerSearch(tunables, hint="occupancy").propose() == {"NUM_WARPS": 4, "BLOCK": 128}  # smaller blocks

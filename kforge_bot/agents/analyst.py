@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 from kforge_bot.agents.errors import MalformedReply
 from kforge_bot.agents.generator import load_prompt, source_format
 from kforge_bot.agents.tuner import profile_hint
+from kforge_bot.evaluate import ncu_parse
 
 MAX_ITEMS = 5
 MAX_ITEM_CHARS = 500
@@ -74,14 +75,21 @@ def render_digest(digest: Mapping[str, Any]) -> str:
     parts = []
     hint = profile_hint(digest)
     if hint:
-        parts.append(f"Heuristic reading of the numbers below: {hint}-bound.")
+        reading = {"registers": "occupancy capped by registers (or spills)", "occupancy": "under-occupied"}
+        parts.append(f"Heuristic reading of the numbers below: {reading.get(hint, hint + '-bound')}.")
     kernels = digest.get("kernels")
     if isinstance(kernels, Sequence) and not isinstance(kernels, str) and kernels:
         rows = sorted((k for k in kernels if isinstance(k, Mapping)), key=_kernel_time, reverse=True)
         parts.append("## Per-kernel times (framework profiler)\n" + _table(rows))
     ncu = digest.get("ncu")
     if ncu:
-        parts.append("## Hardware counters (Nsight Compute)\n" + _ncu_table(ncu))
+        summary = digest.get("ncu_summary") or {}
+        head = "## Hardware counters (Nsight Compute)\n"
+        if summary.get("class"):
+            light = summary.get("speed_of_light")
+            head += (f"Roofline class by the counters: {summary['class']}"
+                     + (f", {100.0 * float(light):.0f}% of speed of light" if light is not None else "") + ".\n")
+        parts.append(head + _ncu_table(ncu, digest.get("ncu_before")))
     roof = digest.get("roofline")
     if isinstance(roof, Mapping) and roof:
         parts.append("## Roofline position\n" + _roofline(roof))
@@ -98,7 +106,7 @@ def render_digest(digest: Mapping[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-_RENDERED = ("kernels", "ncu", "roofline", "device_us", "compute_ops", "side_stream_kernels")
+_RENDERED = ("kernels", "ncu", "ncu_before", "ncu_summary", "roofline", "device_us", "compute_ops", "side_stream_kernels")
 _NOISE = ("ops", "streams", "current_stream", "streams_checked")  # bookkeeping of the harness
 
 
@@ -122,7 +130,9 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _ncu_table(ncu: Any) -> str:
+def _ncu_table(ncu: Any, before: Any = None) -> str:
+    if _digest_rows(ncu):  # the collector's rows (kforge_bot.evaluate.ncu_parse): before and after in one table
+        return ncu_parse.table(before if _digest_rows(before) else None, list(ncu))
     if isinstance(ncu, Mapping) and ncu and all(isinstance(v, Mapping) for v in ncu.values()):
         rows = [{"kernel": k, **v} for k, v in ncu.items()]
     elif isinstance(ncu, Mapping):
@@ -132,6 +142,11 @@ def _ncu_table(ncu: Any) -> str:
     else:
         return _clip(str(ncu), 1500)
     return _table(rows)
+
+
+def _digest_rows(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str) and bool(value) and all(
+        isinstance(r, Mapping) and "kernel" in r and "duration_us" in r for r in value)
 
 
 def _roofline(roof: Mapping[str, Any]) -> str:

@@ -483,13 +483,20 @@ def _number(d: Any, *names: str) -> float | None:
 
 
 def profile_hint(digest: Mapping[str, Any] | None) -> str | None:
-    """'memory', 'compute' or 'launch' from a profile digest, or None when it says too little.
+    """'memory', 'compute', 'launch', 'registers' or 'occupancy' from a profile digest, or None when it says
+    too little.
 
-    Reads (whichever are present): roofline.bound ("memory"/"compute"; "unknown" is ignored); a
-    device time per call (device_us) under 20 us (launch-bound); ncu DRAM vs SM throughput;
+    The hardware's own counters come first when the digest has them (the collector's ncu rows, longest
+    kernel): spills, or occupancy capped by registers below half, -> 'registers' (more warps, smaller
+    blocks); under-occupied (ncu_parse.classify) -> 'occupancy' (smaller blocks, more of them); else the
+    class they imply. Otherwise (whichever are present): roofline.bound ("memory"/"compute"; "unknown" is
+    ignored); a device time per call (device_us) under 20 us (launch-bound); ncu DRAM vs SM throughput;
     roofline arithmetic_intensity vs ridge_intensity."""
     if not digest:
         return None
+    counted = _counter_hint(digest.get("ncu"))
+    if counted is not None:
+        return counted
     roof = digest.get("roofline") or {}
     bound = str(roof.get("bound") or digest.get("bound") or "").lower()
     if bound.startswith("mem"):
@@ -520,6 +527,21 @@ def profile_hint(digest: Mapping[str, Any] | None) -> str | None:
     return None
 
 
+def _counter_hint(rows: Any) -> str | None:
+    from kforge_bot.evaluate import ncu_parse
+
+    if not (isinstance(rows, Sequence) and not isinstance(rows, str) and rows
+            and all(isinstance(r, Mapping) and "duration_us" in r for r in rows)):
+        return None
+    top = max(rows, key=lambda r: _number(r, "duration_us") or 0.0)
+    occupancy = _number(top, "achieved_occupancy_pct")
+    if (_number(top, "spills") or 0.0) > 0 or (top.get("occupancy_limiter") == "registers"
+                                               and occupancy is not None and occupancy < 50.0):
+        return "registers"
+    return {"under-occupied": "occupancy", "memory-bound": "memory", "compute-bound": "compute",
+            "latency-bound": "launch"}.get(ncu_parse.classify(dict(top)))
+
+
 # ---------------------------------------------------------------------------------------------------
 # Search.
 
@@ -529,6 +551,10 @@ _PLANS: dict[str | None, list[tuple[str, int]]] = {
     "memory": [("block", 1), ("tile", 1), ("gpu_threads", 1), ("warps", 1), ("threads", 1), ("small", 1), ("stages", 1), ("int", 1)],
     "launch": [("block", 1), ("tile", 1), ("gpu_threads", 1), ("threads", -1), ("warps", 1), ("small", 1), ("stages", -1), ("int", 1)],
     "compute": [("stages", 1), ("tile", 1), ("block", 1), ("warps", 1), ("gpu_threads", 1), ("small", 1), ("threads", 1), ("int", 1)],
+    # Registers cap occupancy (or spill): spread a block over more warps, or give each thread less to hold.
+    "registers": [("warps", 1), ("block", -1), ("tile", -1), ("stages", -1), ("gpu_threads", 1), ("threads", 1), ("small", 1), ("int", 1)],
+    # Too few warps resident or under one wave of blocks: more, smaller blocks.
+    "occupancy": [("block", -1), ("tile", -1), ("gpu_threads", -1), ("warps", 1), ("stages", -1), ("threads", 1), ("small", 1), ("int", 1)],
 }
 
 
