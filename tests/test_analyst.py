@@ -121,6 +121,7 @@ def test_analyst_through_the_scripted_server():
 def test_the_counter_table_shows_before_and_after_with_the_class() -> None:
     from pathlib import Path
 
+    from kforge_bot.agents.analyst import render_digest
     from kforge_bot.evaluate.ncu_parse import parse_raw
 
     rows = parse_raw((Path(__file__).parent / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
