@@ -175,12 +175,13 @@ def outcome_for(kernel_id: str, name: str, file: str, kernel_format: str, *, tar
     """The evidence for one optimized kernel, and whether it earns a PR."""
     how = dict(how)
     roofline = how.pop("roofline", None)
+    counters = how.pop("counters", None)
     ok, why = qualifies(result, min_speedup)
     if candidate is None:
         ok = False
     path = candidate_path(kernel_format, file)
     outcome = KernelOutcome(kernel=name, file=file, how_found=how, skip_reason=None if ok else why,
-                            candidate_path=path if path != file else None)
+                            candidate_path=path if path != file else None, counters=counters)
     if result is not None:
         outcome = replace(outcome,
                           targets=(target_row(result, target, kind=kind, labels=labels, roofline=roofline),),

@@ -188,3 +188,23 @@ def test_round_trip_through_json():
 def test_markers_cannot_be_broken_by_names():
     marker = evidence.pr_marker(1, "evil --> <b>", ["b200"])
     assert marker.count("-->") == 1 and "<b>" not in marker
+
+
+def test_the_pr_body_shows_the_counters_before_and_after_table_and_its_reading() -> None:
+    from pathlib import Path
+
+    from kforge_bot.counters import section
+    from kforge_bot.evaluate.ncu_parse import parse_raw, summary
+    from kforge_bot.evidence import render_pr_body, render_profile
+
+    rows = parse_raw((Path(__file__).parent / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
+    counters = {"available": True, "kernels": rows, "summary": summary(rows)}
+    outcome = KernelOutcome(kernel="softmax", file="softmax.py", counters=section(counters, counters))
+    body = render_pr_body(outcome, pr_number=7, head_branch="feature")
+    profile = body[body.index("Profile: before and after"):]
+    assert "**Hardware counters (Nsight Compute), before and after**" in profile
+    assert "| before | scale |" in profile and "| after | scale |" in profile
+    assert "The kernel as written spends" in profile and "The best candidate spends" in profile
+    missing = KernelOutcome(kernel="softmax", file="softmax.py",
+                            counters=section(None, None, "ncu (Nsight Compute) is not on PATH"))
+    assert "Hardware counters were not collected: ncu (Nsight Compute) is not on PATH." in render_profile(missing)
