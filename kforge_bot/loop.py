@@ -962,6 +962,7 @@ class RunConfig:
     cache_dir: str | Path | None = None  # the result cache's folder; None: no cache
     languages: Sequence[str] | None = None  # the policy's: candidates in other languages are rejected unrun
     counters: str = "auto"  # ncu for the baseline and accepted candidates: auto (where it can), off, full (+ .ncu-rep)
+    speed_of_light: float | None = None  # the policy's stop (budgets.speed_of_light); None: the rules' own
 
 
 class OptimizeRun:
@@ -995,6 +996,8 @@ class OptimizeRun:
         else:
             trajectory = Trajectory.create(report_dir)
         rules = config.rules or quick_rules(mode)
+        if config.speed_of_light is not None:
+            rules = replace(rules, speed_of_light=config.speed_of_light)
         proposer: Any
         if mode == TUNER:
             proposer = TunerProposer(spec, cpu_count=config.cpu_count, min_gain=rules.min_gain)

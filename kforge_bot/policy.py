@@ -92,6 +92,7 @@ class Budgets:
     iterations: int = 10
     tokens: int = 500_000
     time_limit_s: float = 3600.0
+    speed_of_light: float = 0.9  # stop once the hardware counters put the best kernel at this fraction of peak
 
 
 @dataclass(frozen=True)
@@ -342,7 +343,7 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
         kw["gate"] = Gate(**{**asdict_shallow(base.gate), **gkw})
 
     if "budgets" in top:
-        b = ck.mapping(top["budgets"], "budgets", allowed=("iterations", "tokens", "time_limit_s"))
+        b = ck.mapping(top["budgets"], "budgets", allowed=("iterations", "tokens", "time_limit_s", "speed_of_light"))
         bkw: dict[str, Any] = {}
         if "iterations" in b:
             bkw["iterations"] = ck.integer(b["iterations"], "budgets.iterations", minimum=1)
@@ -350,6 +351,9 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
             bkw["tokens"] = ck.integer(b["tokens"], "budgets.tokens", minimum=1)
         if "time_limit_s" in b:
             bkw["time_limit_s"] = ck.number(b["time_limit_s"], "budgets.time_limit_s", minimum=0, exclusive_minimum=True)
+        if "speed_of_light" in b:
+            bkw["speed_of_light"] = ck.number(b["speed_of_light"], "budgets.speed_of_light", minimum=0,
+                                              exclusive_minimum=True, maximum=1)
         kw["budgets"] = Budgets(**{**asdict_shallow(base.budgets), **bkw})
 
     if "trust" in top:
@@ -468,6 +472,8 @@ def json_schema() -> dict[str, Any]:
                     "iterations": {"type": "integer", "minimum": 1, "default": d.budgets.iterations},
                     "tokens": {"type": "integer", "minimum": 1, "default": d.budgets.tokens},
                     "time_limit_s": {**pos, "default": d.budgets.time_limit_s},
+                    "speed_of_light": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
+                                       "default": d.budgets.speed_of_light},
                 }},
             "trust": {
                 "type": "object", "additionalProperties": False,

@@ -298,3 +298,16 @@ def test_a_near_miss_of_a_policy_key_is_named() -> None:
     with pytest.raises(KforgeError) as caught:
         pol.parse_policy({"languges": ["triton"]}, "p.yml")
     assert "languges: unknown key" in str(caught.value) and "did you mean 'languages'?" in str(caught.value)
+
+
+def test_the_speed_of_light_stop_is_a_fraction_and_reaches_the_run(tmp_path):
+    path = tmp_path / "p.yml"
+    path.write_text("version: 1\nbudgets:\n  speed_of_light: 0.8\n")
+    assert pol.load_policy(path).budgets.speed_of_light == 0.8
+    from kforge_bot.commands.optimize import build_config
+
+    assert build_config("cpu", str(path), None, None, None).speed_of_light == 0.8
+    path.write_text("version: 1\nbudgets:\n  speed_of_light: 90\n")
+    with pytest.raises(KforgeError) as bad:
+        pol.load_policy(path)
+    assert "budgets.speed_of_light" in str(bad.value) and "\n" not in str(bad.value)

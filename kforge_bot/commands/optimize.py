@@ -69,13 +69,16 @@ from kforge_bot.commands import examples, json_option, output_console, target_ki
 @click.option("--timeout", type=click.FloatRange(1, 7200), default=None,
               help="Seconds before a candidate's process is killed, compilation included (default: the policy's).")
 @click.option("--allow-fallback", is_flag=True, help="Accept candidates that call the framework op they replace.")
+@click.option("--counters", type=click.Choice(["auto", "off", "full"]), default="auto", show_default=True,
+              help="Hardware counters (Nsight Compute) of the kernel as written and each accepted candidate, on "
+                   "CUDA targets: auto (where ncu is found), off, full (also keep the .ncu-rep files).")
 @json_option("The run's outcome: the best candidate, its speedup and interval, why the run stopped, the report.")
 def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...], iterations: int | None,
              budget_tokens: int | None, time_limit: float | None, out_path: Path | None, write_in_place: bool,
              report_dir: Path | None, resume_dir: Path | None, base_url: str | None, api_key: str | None,
              policy_path: str | None, parallel: int, beam: int, workers: int | None, executor: str,
              ray_address: str | None, cache_dir: Path | None, no_cache: bool, seeds: int | None,
-             timeout: float | None, allow_fallback: bool, json_path: str | None) -> None:
+             timeout: float | None, allow_fallback: bool, counters: str, json_path: str | None) -> None:
     """Optimize one kernel: an LLM generator and analyst when an endpoint is configured
     (OPENAI_BASE_URL / OPENAI_API_KEY), else the built-in tuner. Every candidate is checked and timed
     against the kernel as written; the best one that is faster with confidence is kept."""
@@ -107,6 +110,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
 
     click.echo(announcement(config.settings.isolation), err=True)
     config.parallel, config.beam, config.workers = parallel, beam, workers
+    config.counters = counters
     config.executor, config.ray_address, config.models = executor, ray_address, list(models)
     if not no_cache:
         from kforge_bot.cache import user_cache_dir
@@ -212,7 +216,8 @@ def build_config(target: str, policy_path: str | None, iterations: int | None, b
     budgets = Budgets(iterations=iterations or policy.budgets.iterations,
                       tokens=budget_tokens or policy.budgets.tokens,
                       time_limit_s=time_limit or policy.budgets.time_limit_s)
-    return RunConfig(target=target, budgets=budgets, settings=settings, languages=policy.languages)
+    return RunConfig(target=target, budgets=budgets, settings=settings, languages=policy.languages,
+                     speed_of_light=policy.budgets.speed_of_light)
 
 
 def _recorded_target(folder: Path) -> str | None:
