@@ -115,22 +115,6 @@ def probe_tools(target: str) -> list[dict[str, Any]]:
     return rows
 
 
-def parse_ncu_probe(returncode: int | None, output: str) -> tuple[bool, str]:
-    """Read the output of `ncu --metrics gpu__time_duration.sum --csv python -c <one kernel>`."""
-    if "ERR_NVGPUCTRPERM" in output:
-        return False, ("ncu runs but may not read GPU performance counters (ERR_NVGPUCTRPERM): run as admin or set "
-                       "the driver option NVreg_RestrictProfilingToAdminUsers=0 (see hardware_runners/*/README.md)")
-    if returncode is None:
-        return False, "ncu did not finish within its time limit"
-    rows = [ln for ln in output.splitlines() if "gpu__time_duration.sum" in ln and ln.startswith('"')]
-    if rows:
-        value = rows[0].rsplit(",", 1)[-1].strip().strip('"')
-        return True, f"ncu read counters (gpu__time_duration.sum of the probe kernel: {value})"
-    if "No kernels were profiled" in output:
-        return False, "ncu ran but profiled no kernel (is the CUDA device visible to it?)"
-    return False, f"ncu failed (exit status {returncode}): {_tail(output, 300)}"
-
-
 def parse_perf_probe(returncode: int | None, output: str) -> tuple[bool, str]:
     """Read `perf stat -x, -e instructions,cycles true` (CSV: value,unit,event,...)."""
     if returncode is None:
@@ -155,23 +139,48 @@ def probe_perf_counters() -> dict[str, Any]:
     return row
 
 
-_NCU_PROBE_PROGRAM = (
-    "import torch; x = torch.ones(1 << 20, device='cuda'); y = x * 2; torch.cuda.synchronize(); print(float(y[0]))"
-)
+_NCU_PROBE_PROBLEM = """import torch
+import torch.nn as nn
 
 
-def probe_ncu_counters(timeout: float = 180.0) -> dict[str, Any]:
-    """Profile one tiny CUDA kernel under ncu: tells whether counters are readable here."""
-    ncu = shutil.which("ncu")
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+
+def get_inputs():
+    return [torch.ones(1 << 20)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def probe_ncu_counters(target: str = "cuda", timeout: float = 180.0) -> dict[str, Any]:
+    """Collect kforge-bot's metric set for one tiny kernel exactly as `optimize` does (kforge_bot.evaluate.ncu:
+    inside the workers' sandbox): tells whether counters are readable here, and what it costs."""
+    from kforge_bot.evaluate import ncu
+    from kforge_bot.spec import load_spec
+
     row: dict[str, Any] = {"name": "ncu counters", "ok": False, "message": None,
-                           "command": "ncu --clock-control none --metrics gpu__time_duration.sum --csv python -c ..."}
-    if ncu is None:
-        row["message"] = "ncu not found on PATH"
+                           "command": "ncu --clock-control none --metrics <kforge's set> (sandboxed), one call"}
+    why = ncu.unavailable(target)
+    if why:
+        row["message"] = why
         return row
-    argv = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
-            sys.executable, "-c", _NCU_PROBE_PROGRAM]
-    rc, out = _run_group(argv, timeout)
-    row["ok"], row["message"] = parse_ncu_probe(rc, out)
+    with tempfile.TemporaryDirectory(prefix="kforge-doctor-ncu-") as folder:
+        problem = Path(folder) / "doctor_probe.py"
+        problem.write_text(_NCU_PROBE_PROBLEM)
+        spec = load_spec(problem)
+        got = ncu.collect(spec, spec.baseline, target, Path(folder) / "out", "probe", timeout_s=timeout)
+    if got.get("available") and got.get("kernels"):
+        top = got["kernels"][0]
+        row["ok"] = True
+        row["message"] = (f"ncu read {len(top)} counters of the probe kernel ({top.get('duration_us', 0):.1f} us) "
+                          f"inside the sandbox in {got.get('wall_s', 0):.1f} s")
+    else:
+        row["message"] = got.get("reason") or "ncu returned no kernels"
     return row
 
 

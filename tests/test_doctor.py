@@ -137,30 +137,24 @@ def test_compare_against_h200_facts():
     assert by["matmul fp32"]["status"] == "failed"
 
 
-# ncu's CSV mode prints one quoted row per metric; the lines below follow that documented layout
-# (hand-written here: no GPU on the CI machine to record a real run).
-NCU_OK = '''==PROF== Connected to process 4242 (/usr/bin/python3.11)
-==PROF== Profiling "vectorized_elementwise_kernel" - 0: 0%....50%....100% - 1 pass
-2.0
-==PROF== Disconnected from process 4242
-"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
-"0","4242","python3.11","127.0.0.1","void at::native::vectorized_elementwise_kernel<4, ...>","1","7","(128, 1, 1)","(2048, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","4.51"
-'''
-NCU_PERM = '''==PROF== Connected to process 4242 (/usr/bin/python3.11)
-==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters on the target device 0.
-==PROF== Disconnected from process 4242
-'''
+def test_the_ncu_probe_collects_the_metric_set_as_optimize_does(tmp_path, monkeypatch):
+    """Through kforge_bot.evaluate.ncu with a stand-in ncu printing output recorded on an H200 (tests/test_ncu.py);
+    a permission error comes back as the one-line reason with its fix."""
+    from test_ncu import _fake_ncu
 
+    from kforge_bot.evaluate import ncu
 
-def test_parse_ncu_probe():
-    ok, msg = doctor.parse_ncu_probe(0, NCU_OK)
-    assert ok and "4.51" in msg
-    ok, msg = doctor.parse_ncu_probe(0, NCU_PERM)
-    assert not ok and "NVreg_RestrictProfilingToAdminUsers=0" in msg
-    assert doctor.parse_ncu_probe(None, "")[0] is False
-    ok, msg = doctor.parse_ncu_probe(1, "==WARNING== No kernels were profiled.")
-    assert not ok and "profiled no kernel" in msg
-
+    recorded = tmp_path / "tool" / "recorded.csv"
+    monkeypatch.setenv("KFORGE_NCU", str(_fake_ncu(tmp_path / "tool", f"print(open({str(recorded)!r}).read())")))
+    monkeypatch.setattr(ncu, "unavailable", lambda target: None)
+    row = doctor.probe_ncu_counters(target="cpu", timeout=60)
+    assert row["ok"] is True and "counters of the probe kernel" in row["message"], row
+    monkeypatch.setenv("KFORGE_NCU", str(_fake_ncu(tmp_path / "denied", "print('==ERROR== ERR_NVGPUCTRPERM - The user "
+                                                   "does not have permission to access NVIDIA GPU Performance Counters')")))
+    row = doctor.probe_ncu_counters(target="cpu", timeout=60)
+    assert row["ok"] is False and "NVreg_RestrictProfilingToAdminUsers" in row["message"]
+    monkeypatch.undo()
+    assert "CUDA targets only" in doctor.probe_ncu_counters(target="cpu")["message"]
 
 def test_parse_perf_probe():
     # As printed by `perf stat -x, -e instructions,cycles true` in a VM without a PMU, and on a host with one.
