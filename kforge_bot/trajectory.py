@@ -6,6 +6,8 @@ A report directory holds:
     candidates/        each candidate's source (0001.py, 0002.py, ...) and the kernel as written (baseline.py)
     best.<ext>         a copy of the best candidate, when one beat the kernel as written
     report.md, plot.png  written at the end of each session (kforge_bot.report)
+    ncu-details.csv, ncu/  the hardware counters of the kernel as written and the best candidate, and ncu's
+                     raw output per profiled version (CUDA targets with ncu; kforge_bot.counters)
 
 The loop keeps no state of its own that is not in the trajectory: `RunRecord.apply` folds each event into
 the run's state as it is appended, so `--resume` (replaying the file) reaches exactly the state the
@@ -24,6 +26,8 @@ Events (each line also carries "event", "time" (Unix seconds) and "session"):
                      also its round, the model that wrote it and the parent it started from
     result           its evaluation, whether it was accepted as the new best, timings of the step (loop_s:
                      the loop's own time for this candidate), and whether the result came from the cache
+    counters         ncu's digest for the kernel as written (iteration 0) or an accepted candidate; once
+                     with iteration null and the reason when the run cannot collect any
     recommendations  the analyst's ranked advice (for the baseline or an accepted candidate)
     llm_error        the endpoint failed for good or a budget ran out in a call
     stop             why the loop stopped
