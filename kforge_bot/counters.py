@@ -33,6 +33,9 @@ class Counters:
         label = "baseline" if iteration == 0 else f"{iteration:04d}"
         got = ncu.collect(self.spec, implementation, self.target, self.folder, label, settings=self.settings,
                           keep_report=self.mode == "full")
+        if not got.get("available") and not str(got.get("reason", "")).startswith("the profiled call failed"):
+            # ncu itself failed (hung, not permitted, no output): the next version would cost the same again.
+            self.reason = f"ncu failed on an earlier kernel version ({got.get('reason')})"
         if got.get("available"):
             got["kernels"] = sorted(got["kernels"], key=lambda k: -(k.get("duration_us") or 0.0))[:KEEP_KERNELS]
             note = ncu.consistent_with_timing(got, median_ms)

@@ -87,3 +87,24 @@ def test_without_counters_the_run_says_why_once_and_goes_on(kernel_dir: Path, tm
     assert len(said) == 1 and said[0]["iteration"] is None and "CUDA targets only" in said[0]["reason"]
     assert not (report / "ncu-details.csv").exists()
     assert "CUDA targets only" in Path(files.markdown).read_text()
+
+
+def test_after_ncu_itself_fails_the_run_stops_paying_for_it(kernel_dir: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hung or refused ncu costs its limit once, not once per accepted candidate."""
+    from kforge_bot.counters import Counters
+    from kforge_bot.spec import Implementation
+
+    monkeypatch.setattr(ncu, "unavailable", lambda target: None)
+    calls: list[str] = []
+
+    def refused(*args: object, **kwargs: object) -> dict:
+        calls.append(str(args[4]))
+        return {"available": False, "reason": "ncu did not finish within 60 s"}
+
+    monkeypatch.setattr(ncu, "collect", refused)
+    spec = load_spec(kernel_dir / "kforge.yaml")
+    counters = Counters(spec, "cuda", EvalSettings(), tmp_path)
+    assert counters.collect(0, spec.baseline, 1.0)["available"] is False
+    assert counters.reason == "ncu failed on an earlier kernel version (ncu did not finish within 60 s)"
+    assert calls == ["baseline"] and isinstance(spec.baseline, Implementation)
