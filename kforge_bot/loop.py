@@ -21,19 +21,32 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kforge_bot.agents import analyst, generator, tuner
-from kforge_bot.agents.errors import BudgetExhausted, MalformedReply, NonTerminating, Terminating
+from kforge_bot.agents.errors import (
+    BudgetExhausted,
+    MalformedReply,
+    NonTerminating,
+    Terminating,
+)
 from kforge_bot.counters import DETAILS_FILE, Counters, details_csv
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
-from kforge_bot.trajectory import SCHEMA, IterationRecord, RunRecord, Trajectory, roofline_position, sha256
+from kforge_bot.text import one_line
+from kforge_bot.trajectory import (
+    SCHEMA,
+    IterationRecord,
+    RunRecord,
+    Trajectory,
+    roofline_position,
+    sha256,
+)
 
 Progress = Callable[[dict[str, Any]], None]
 # A workload model: shape set -> (bytes moved, FLOPs or None). Benchmarks that know their kernels pass one;
@@ -665,7 +678,7 @@ class Loop:
         if light is not None and light >= self.rules.speed_of_light:
             subject = "the best candidate" if record.best else "the kernel as written"
             raise NearRoofline(f"{subject} runs at {light:.0%} of its speed of light by the hardware's counters "
-                               f"({summary.get('class')}, kernel {_clip(str(summary.get('dominant')), 60)}); the "
+                               f"({summary.get('class')}, kernel {one_line(str(summary.get('dominant')), 60)}); the "
                                f"stop is at {self.rules.speed_of_light:.0%}")
 
     def _expected_step_s(self) -> float:
@@ -692,7 +705,7 @@ class Loop:
         if baseline.get("verdict") != "pass":
             raise KforgeError(
                 f"the kernel as written fails its own check ({baseline.get('verdict')}: "
-                f"{_clip(str(baseline.get('reason', '')), 300)})", path=self.spec.kernel_path,
+                f"{one_line(str(baseline.get('reason', '')), 300)})", path=self.spec.kernel_path,
                 hint="run `kforge-bot check` on it to see why; optimizing needs a correct starting point")
         if record.workload is None:
             self.trajectory.append("workload", **self._workload())
@@ -1105,9 +1118,6 @@ def _plain(obj: Any) -> dict[str, Any]:
     return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def default_cpu_count() -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.text import one_line
 from kforge_bot.trajectory import IterationRecord, RunRecord
 
 REPORT_FILE = "report.md"
@@ -163,7 +164,7 @@ def _iterations(record: RunRecord) -> str:
     lines = ["## Iterations", "| # | " + ("Round | " if rounds else "") + "change | verdict | speedup (95% CI) | "
              "accepted | evaluate s | note |", "|---|" + ("---|" if rounds else "") + "---|---|---|---|---|---|"]
     for it in done:
-        note = _cell(_clip(it.reason, 140)) if it.verdict != "pass" else ""
+        note = _cell(one_line(it.reason, 140)) if it.verdict != "pass" else ""
         if it.duplicate_of:
             note = f"same source as iteration {it.duplicate_of}; its result reused"
         if it.cached:
@@ -185,7 +186,7 @@ def _advice(record: RunRecord) -> str:
     for entry in record.recommendation_log:
         n = entry["for_iteration"]
         parts.append(f"For {'the kernel as written' if n == 0 else f'iteration {n}'}:")
-        parts.append("\n".join(f"{i}. {_clip(item, 400)}" for i, item in enumerate(entry["items"], 1)))
+        parts.append("\n".join(f"{i}. {one_line(item, 400)}" for i, item in enumerate(entry["items"], 1)))
     return "\n\n".join(parts)
 
 
@@ -384,6 +385,3 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -40,12 +40,13 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.text import one_line
 
 SCHEMA = 1
 TRAJECTORY_FILE = "trajectory.jsonl"
@@ -110,7 +111,7 @@ class IterationRecord:
         if self.verdict == "pass" and self.speedup is not None:
             tail = f"correct, {self.speedup:.3f}x" + (" (accepted)" if self.accepted else " (not better)")
         else:
-            tail = f"{self.verdict}: {_clip(self.reason, 160)}" if self.reason else self.verdict
+            tail = f"{self.verdict}: {one_line(self.reason, 160)}" if self.reason else self.verdict
         return f"iteration {self.iteration}: {what}: {tail}"
 
 
@@ -580,6 +581,3 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -102,7 +102,7 @@ def render_digest(digest: Mapping[str, Any]) -> str:
         parts.append("Kernels on a side stream (not allowed): " + ", ".join(digest["side_stream_kernels"][:5]))
     rest = {k: v for k, v in digest.items() if k not in _RENDERED and k not in _NOISE}
     if rest:
-        parts.append("## Other profile data\n" + _clip(json.dumps(rest, default=str, sort_keys=True), 1500))
+        parts.append("## Other profile data\n" + _cut(json.dumps(rest, default=str, sort_keys=True), 1500))
     return "\n\n".join(parts)
 
 
@@ -140,7 +140,7 @@ def _ncu_table(ncu: Any, before: Any = None) -> str:
     elif isinstance(ncu, Sequence) and not isinstance(ncu, str):
         rows = [dict(r) for r in ncu if isinstance(r, Mapping)]
     else:
-        return _clip(str(ncu), 1500)
+        return _cut(str(ncu), 1500)
     return _table(rows)
 
 
@@ -230,5 +230,5 @@ def _inline(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v, default=str)
 
 
-def _clip(text: str, limit: int) -> str:
+def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 20] + " ... (cut)"

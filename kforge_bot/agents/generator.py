@@ -112,7 +112,7 @@ def failure_from_malformed(error: MalformedReply, *, iteration: int | None = Non
     """A history entry for a reply that could not be used."""
     entry: dict[str, Any] = {"iteration": iteration, "verdict": "malformed", "reason": error.feedback, "outputs": []}
     if reply is not None:
-        entry["reply_excerpt"] = _clip(reply, 600)
+        entry["reply_excerpt"] = _head_and_tail(reply, 600)
     return entry
 
 
@@ -303,7 +303,7 @@ def _render_failure(h: Mapping[str, Any]) -> str:
         lines.append(f"Correct, speedup {float(h['speedup']):.3f}x{ci_text}: not better than the current best.")
     reason = str(h.get("reason") or "").strip()
     if reason:
-        lines.append(_fenced(_clip(reason, MAX_MESSAGE_CHARS), "text"))
+        lines.append(_fenced(_head_and_tail(reason, MAX_MESSAGE_CHARS), "text"))
     outputs = h.get("outputs") or []
     if outputs:
         lines.append(_outputs_table(outputs))
@@ -487,7 +487,7 @@ def _top_level_names(tree: ast.Module) -> set[str]:
 # Small formatting helpers.
 
 
-def _clip(text: str, limit: int) -> str:
+def _head_and_tail(text: str, limit: int) -> str:
     text = text.strip()
     if len(text) <= limit:
         return text

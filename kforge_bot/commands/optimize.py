@@ -14,9 +14,16 @@ from typing import Any
 
 import click
 
+from kforge_bot.commands import (
+    examples,
+    json_option,
+    output_console,
+    target_kind,
+    target_option,
+    write_json,
+)
 from kforge_bot.errors import KforgeError
-from kforge_bot.commands import examples, json_option, output_console, target_kind, target_option, write_json
-
+from kforge_bot.text import one_line
 
 
 @click.command("optimize", epilog=examples(
@@ -354,7 +361,7 @@ class Display:
             verdict = r.get("verdict")
             tail = " [green]new best[/green]" if e.get("accepted") else ""
             if verdict != "pass":
-                tail = escape(f" ({_clip(str(r.get('reason', '')), 100)})")
+                tail = escape(f" ({one_line(str(r.get('reason', '')), 100)})")
             if r.get("cached"):
                 tail += " (cache hit)"
             if e.get("round") is not None:
@@ -366,6 +373,3 @@ class Display:
         self._update()
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -207,7 +207,7 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
-def _clip(name: str) -> str:
+def _kernel_cell(name: str) -> str:
     name = " ".join(name.split()).replace("|", "\\|")  # one line, and no stray column separators
     return name if len(name) <= KERNEL_CHARS else name[: KERNEL_CHARS - 1] + "…"
 
@@ -215,7 +215,7 @@ def _clip(name: str) -> str:
 def _table_row(row: dict[str, Any]) -> list[str]:
     stalls = row.get("stalls") or []
     top = f"{stalls[0]['reason']} {stalls[0]['ratio']:.1f}" if stalls else "-"
-    return [_clip(str(row.get("kernel", ""))), _fmt(row.get("duration_us")), _fmt(row.get("dram_throughput_pct")),
+    return [_kernel_cell(str(row.get("kernel", ""))), _fmt(row.get("duration_us")), _fmt(row.get("dram_throughput_pct")),
             _fmt(row.get("sm_throughput_pct")), _fmt(row.get("achieved_occupancy_pct")),
             _fmt(row.get("registers_per_thread"), 0), _fmt(row.get("spills"), 0), top, classify(row)]
 
