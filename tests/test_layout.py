@@ -1,0 +1,59 @@
+"""What may import what (README, "How the code is laid out"): read from the code's own imports, every one of
+them, at the top of a module or inside a function."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "kforge_bot"
+
+# part -> (modules it is made of, imports it must never make)
+BOT = ("kforge_bot.prbot", "kforge_bot.github", "kforge_bot.events", "kforge_bot.trust", "kforge_bot.evidence")
+OPTIMIZE = ("kforge_bot.loop", "kforge_bot.trajectory", "kforge_bot.report", "kforge_bot.counters")
+RULES = {
+    "evaluate": (("kforge_bot.evaluate",),
+                 ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops", "kforge_bot.scale",
+                  *BOT, *OPTIMIZE)),
+    "agents": (("kforge_bot.agents",), ("git", "github", "kforge_bot.gitops", "kforge_bot.commands", *BOT)),
+    "optimize": (OPTIMIZE, ("kforge_bot.commands", "github", *BOT)),
+}
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _module(path: Path) -> str:
+    return ".".join(("kforge_bot", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def test_no_part_imports_what_it_must_not() -> None:
+    broken = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module(path)
+        for part, (members, forbidden) in RULES.items():
+            if not any(_within(module, m) for m in members):
+                continue
+            for name in sorted(_imports(path)):
+                bad = next((f for f in forbidden if _within(name, f)), None)
+                if bad:
+                    broken.append(f"{module} ({part}) imports {name}")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_rules_see_a_forbidden_import(tmp_path: Path) -> None:
+    sample = tmp_path / "x.py"
+    sample.write_text("def f():\n    from kforge_bot.prbot import outcome_for\n")
+    assert "kforge_bot.prbot" in _imports(sample)  # inside a function too
