@@ -26,6 +26,7 @@ for step in $steps; do
     sandbox) python3 -c "from kforge_bot.doctor import probe_sandbox; print(probe_sandbox('cuda'))"
              python3 benchmarks/sandbox_cost.py --devices cuda --runs 20 --json "$out/sandbox_cost_h200.json" ;;
     probe)   timeout 90 python3 benchmarks/worker_start.py; timeout 120 python3 benchmarks/ncu_probe.py --out "$out" ;;
+    ncu-optimize) KFORGE_GPU_RESULTS=$out/gpu_e2e.jsonl timeout 300 python3 -m pytest -m gpu tests/test_gpu_cli.py -k counters -v --tb=short -p no:cacheprovider 2>&1 | tail -30; tail -3 "$out/gpu_e2e.jsonl" ;;
     probe-ncu) timeout 60 python3 benchmarks/ncu_probe.py --out "$out" | grep -E "sandboxed|unsandboxed|stderr" ;;
     softmax) timeout 120 bash benchmarks/softmax_wall.sh ;;
     throughput) timeout 300 python3 benchmarks/optimize_throughput.py --kernelbench .kb --problem "${KB_TP:-2/12}" \

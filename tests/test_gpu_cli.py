@@ -67,7 +67,8 @@ def test_optimize_cli_with_the_tuner_finds_a_faster_rmsnorm(tmp_path):
     work = tmp_path / "examples"
     shutil.copytree(EXAMPLES, work)
     proc, wall = _cli("optimize", str(work / "kforge.yaml"), "--kernel", "rmsnorm_triton", "--target", "cuda",
-                      "--iterations", "2", "--report", str(tmp_path / "run"), "--out", str(tmp_path / "best.py"))
+                      "--iterations", "2", "--report", str(tmp_path / "run"), "--out", str(tmp_path / "best.py"),
+                      "--counters", "off")  # the tuner alone; the counters have their own test below
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "built-in tuner" in proc.stdout + proc.stderr
     assert (tmp_path / "run" / "report.md").is_file()
@@ -78,6 +79,32 @@ def test_optimize_cli_with_the_tuner_finds_a_faster_rmsnorm(tmp_path):
     _record("optimize rmsnorm_triton --iterations 2 (built-in tuner)", wall_s=round(wall, 1),
             best=summary[-1] if summary else None,
             change=next((line for line in best.splitlines() if line.startswith("NUM_WARPS")), None))
+
+
+@pytest.mark.skipif(shutil.which("ncu") is None and not os.environ.get("KFORGE_NCU"), reason="needs ncu (Nsight Compute)")
+def test_optimize_writes_the_hardware_counters_before_and_after(tmp_path):
+    """Issue 14's done-when: optimize on the bundled Triton RMSNorm writes ncu-details.csv for the kernel as
+    written and the best candidate, and the report shows the before/after table."""
+    import csv
+
+    work = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, work)
+    run = tmp_path / "run"
+    proc, wall = _cli("optimize", str(work / "kforge.yaml"), "--kernel", "rmsnorm_triton", "--target", "cuda",
+                      "--iterations", "2", "--report", str(run), "--out", str(tmp_path / "best.py"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    events = [json.loads(line) for line in (run / "trajectory.jsonl").read_text().splitlines()]
+    counters = [e for e in events if e["event"] == "counters"]
+    assert counters and counters[0]["iteration"] == 0 and counters[0].get("available"), counters[:1]
+    rows = list(csv.DictReader((run / "ncu-details.csv").open()))
+    sides = {r["side"] for r in rows}
+    assert "before" in sides and len(sides) == 2, sides  # the tuner's NUM_WARPS 1 -> 4 was accepted before
+    report = (run / "report.md").read_text()
+    assert "## Hardware counters (Nsight Compute)" in report and "| before |" in report
+    _record("optimize rmsnorm_triton --iterations 2 with counters", wall_s=round(wall, 1),
+            counters_s=[c.get("wall_s") for c in counters],
+            before={k: rows[0].get(k) for k in ("kernel", "duration_us", "dram_throughput_pct", "achieved_occupancy_pct")},
+            after={k: rows[-1].get(k) for k in ("kernel", "duration_us", "dram_throughput_pct", "achieved_occupancy_pct")})
 
 
 def test_gate_cli_fails_a_slowed_kernel_and_passes_an_unrelated_change(tmp_path):
