@@ -790,7 +790,8 @@ class Loop:
         if accepted:
             suffix = Path(self.spec.kernel_file).suffix or ".py"
             (self.trajectory.root / f"best{suffix}").write_text(source, encoding="utf-8")
-            self._profile_counters(iteration, self.spec.candidate_from_source(source))
+            if judging_since is None:  # a parallel round profiles its best once all of its evaluations are done
+                self._profile_counters(iteration, self.spec.candidate_from_source(source))
         return self.record.iterations[iteration]
 
     def _record_malformed(self, exc: NonTerminating, iteration: int, started: float, **extra: Any) -> None:
@@ -887,6 +888,10 @@ class Loop:
                                               entry["start"], accepted, judging_since=t1,
                                               loop_s_before=entry.get("loop_s", 0.0),
                                               duplicate_of=entry.get("duplicate_of"), round=round_no))
+        best = self.record.best
+        if best is not None and any(it.iteration == best.iteration for it in judged):
+            # Every evaluation of the round has returned: ncu runs beside no timed run.
+            self._profile_counters(best.iteration, self.spec.candidate_from_source(self.best_source()))
         observe_round = getattr(self.proposer, "observe_round", None)
         if observe_round is not None:
             observe_round(judged)

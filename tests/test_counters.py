@@ -108,3 +108,23 @@ def test_after_ncu_itself_fails_the_run_stops_paying_for_it(kernel_dir: Path, tm
     assert counters.collect(0, spec.baseline, 1.0)["available"] is False
     assert counters.reason == "ncu failed on an earlier kernel version (ncu did not finish within 60 s)"
     assert calls == ["baseline"] and isinstance(spec.baseline, Implementation)
+
+
+@pytest.mark.slow
+def test_a_parallel_round_profiles_its_best_after_every_evaluation_returned(kernel_dir: Path, tmp_path: Path,
+                                                                          fake_ncu: None) -> None:
+    report = tmp_path / "report"
+    settings = EvalSettings(seeds=2, time_budget_s=2.0, timeout_s=120)
+    run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
+                           RunConfig(target="cpu", budgets=Budgets(iterations=2), settings=settings, cpu_count=2,
+                                     parallel=2, rules=StopRules(patience=6, speed_of_light=1.01)), report)
+    outcome = run.run()
+    profiled = [e["iteration"] for e in _events(report, "counters")]
+    assert profiled[0] == 0
+    best = outcome.record.best
+    assert best is not None, outcome.stop_reason  # the round holds TILE_N 32->64
+    assert profiled == [0, best.iteration], profiled
+    # The profile comes after the round's last result, not between its results.
+    lines = [json.loads(x) for x in (report / "trajectory.jsonl").read_text().splitlines()]
+    last_result = max(i for i, e in enumerate(lines) if e["event"] == "result")
+    assert [i for i, e in enumerate(lines) if e["event"] == "counters"][-1] > last_result
