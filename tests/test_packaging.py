@@ -40,7 +40,7 @@ def test_the_wheel_carries_the_package_data_and_nothing_else(artifacts: tuple[Pa
     metadata = zipfile.ZipFile(wheel).read(f"kforge_bot-{version}.dist-info/METADATA").decode()
     assert f"Version: {version}" in metadata and "License-Expression: Apache-2.0" in metadata
     entry_points = zipfile.ZipFile(wheel).read(f"kforge_bot-{version}.dist-info/entry_points.txt").decode()
-    assert "kforge-bot = kforge_bot.cli:main" in entry_points
+    assert "kforge-bot = kforge_bot.cli:run" in entry_points
 
 
 def test_the_sdist_has_the_license_the_readme_and_the_changelog(artifacts: tuple[Path, Path]) -> None:
