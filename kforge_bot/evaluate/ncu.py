@@ -155,6 +155,7 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> t
     size = 0
     deadline = time.monotonic() + timeout_s
     timed_out = False
+    exited_at: float | None = None
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), False)
     while True:
@@ -169,6 +170,10 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> t
             continue
         if data == b"" and proc.poll() is not None:
             break
+        if proc.poll() is not None:  # ncu is done; something it started may still hold the pipe open
+            exited_at = exited_at or time.monotonic()
+            if time.monotonic() - exited_at > 1.0:
+                break
         if time.monotonic() > deadline:
             timed_out = True
             break
