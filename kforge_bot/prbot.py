@@ -341,12 +341,12 @@ def write_summary(path: str | None, text: str) -> None:
 def changed_kernels(repo: str | Path, base_sha: str, head_sha: str, policy: Any, head_root: Path,
                     base_root: Path, notes: list[str]) -> list[Any]:
     """The managed kernels (kforge.yaml entries and KernelBench files, as the gate finds them) whose
-    files or spec differ between the merge base and the head; `gate.Kernel` objects of the head."""
-    from kforge_bot import gate
+    files or spec differ between the merge base and the head; `kernels.Kernel` objects of the head."""
+    from kforge_bot import gate, kernels
 
-    head = gate.discover(head_root, policy, strict=True, notes=notes)
+    head = kernels.discover(head_root, policy, strict=True, notes=notes)
     base_notes: list[str] = []
-    base = gate.discover(base_root, policy, strict=False, notes=base_notes)
+    base = kernels.discover(base_root, policy, strict=False, notes=base_notes)
     found = []
     for kid in sorted(head):
         kernel = head[kid]

@@ -175,6 +175,22 @@ def defines(source: str, symbol: str) -> bool:
         return False
 
 
+def kernel_implementation(spec: KernelSpec) -> Implementation:
+    """The code a kernel is, as written: the manifest's entry, or a KernelBench file's ModelNew (Model when
+    the file has no ModelNew). The one place that decides which class of a KernelBench file is the kernel."""
+    if spec.format == "kernelbench":
+        symbol = "ModelNew" if defines(spec.reference.source, "ModelNew") else "Model"
+        return replace(spec.reference, symbol=symbol)
+    return spec.baseline
+
+
+def has_own_reference(spec: KernelSpec) -> bool:
+    """Whether the spec names an oracle other than the kernel itself."""
+    if spec.format == "kernelbench":
+        return defines(spec.reference.source, "ModelNew")
+    return spec.reference != spec.baseline
+
+
 # ---------------------------------------------------------------------------------------- KernelBench
 
 

@@ -13,10 +13,23 @@ from typing import Any
 
 import click
 
+from kforge_bot.commands import (
+    examples,
+    json_option,
+    output_console,
+    target_kind,
+    target_option,
+    write_json,
+)
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec, defines, load_spec
-from kforge_bot.commands import examples, json_option, output_console, target_kind, target_option, write_json
+from kforge_bot.spec import (
+    Implementation,
+    KernelSpec,
+    defines,
+    kernel_implementation,
+    load_spec,
+)
 
 
 def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Implementation, Implementation, str]:
@@ -34,8 +47,8 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
                 raise KforgeError("defines no class ModelNew", path=candidate_path,
                                   hint="a KernelBench candidate defines ModelNew with Model's constructor and forward")
             return impl, spec.baseline, f"{candidate_path.name}:ModelNew vs {spec.kernel_file}:Model"
-        if defines(spec.reference.source, "ModelNew"):
-            impl = Implementation(spec.reference.source, "ModelNew", spec.reference.filename, spec.reference.root)
+        impl = kernel_implementation(spec)
+        if impl.symbol == "ModelNew":
             return impl, spec.baseline, f"{spec.kernel_file}: ModelNew vs Model"
         return spec.baseline, spec.baseline, f"{spec.kernel_file}: Model vs itself (A/A: no candidate given)"
     if candidate_path is not None:
@@ -228,7 +241,7 @@ def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, jso
     """Every managed kernel of `repo` against its reference, one line each (exit 1 if any is not correct)."""
     from kforge_bot.evaluate.api import evaluate
     from kforge_bot.evaluate.isolation import announcement
-    from kforge_bot.gate import discover
+    from kforge_bot.kernels import discover
     from kforge_bot.targets import resolve_target_name
 
     if not repo.is_dir():

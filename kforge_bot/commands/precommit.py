@@ -22,8 +22,8 @@ from pathlib import Path, PurePosixPath
 import click
 
 from kforge_bot import gitops
-from kforge_bot.errors import KforgeError
 from kforge_bot.commands import examples, target_kind, target_option
+from kforge_bot.errors import KforgeError
 
 _POLICY_SUFFIXES = (".yml", ".yaml")
 _SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cl", ".metal", ".ptx",
@@ -89,15 +89,18 @@ def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> 
     from kforge_bot.gate import (
         TargetChoice,
         dependencies,
-        discover,
         harness_verdict,
-        has_own_reference,
-        kernel_implementation,
         kernel_target,
         parse_target,
     )
+    from kforge_bot.kernels import discover
     from kforge_bot.policy import load_policy
-    from kforge_bot.spec import MANIFEST_NAME, load_manifest
+    from kforge_bot.spec import (
+        MANIFEST_NAME,
+        has_own_reference,
+        kernel_implementation,
+        load_manifest,
+    )
 
     root, in_git = _root()
     policy = load_policy(policy_path)
