@@ -57,3 +57,16 @@ def test_the_rules_see_a_forbidden_import(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
     sample.write_text("def f():\n    from kforge_bot.prbot import outcome_for\n")
     assert "kforge_bot.prbot" in _imports(sample)  # inside a function too
+
+
+def test_git_runs_only_in_gitops() -> None:
+    """GitPython and the git binary are reached from kforge_bot.gitops alone (its hardening: no hooks, no
+    fsmonitor, no filters from the checkout, is then the only way in)."""
+    outside = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if _module(path) == "kforge_bot.gitops":
+            continue
+        text = path.read_text()
+        if any(_within(name, "git") for name in _imports(path)) or '["git"' in text or "['git'" in text:
+            outside.append(_module(path))
+    assert not outside, outside
