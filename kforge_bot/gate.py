@@ -66,6 +66,7 @@ from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.kernels import Kernel, discover
 from kforge_bot.policy import GateRule, Policy
 from kforge_bot.spec import (
+    TARGET_KINDS,
     Implementation,
     KernelSpec,
     has_own_reference,
@@ -78,7 +79,6 @@ FAILING = ("regression", "incorrect", "error")
 # a timeout or a missing package can come from the machine rather than the code.
 CACHEABLE = ("pass", "improved", "regression", "incorrect")
 CONFIRM_FACTOR = 3.0
-TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")
 
 Evaluator = Callable[..., EvalResult]
 Log = Callable[[str], None]

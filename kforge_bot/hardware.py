@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.spec import TARGET_KINDS
 from kforge_bot.yamlcheck import Checker, join, load_yaml_file
 
-TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")
 # Precisions a peak or a measured ceiling may be given for (int8 is in TOPS).
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
-from kforge_bot.spec import LANGUAGE_ALIASES
+from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
 from kforge_bot.spec import LANGUAGES as SPEC_LANGUAGES
 from kforge_bot.yamlcheck import Checker, join, load_yaml_file
 
@@ -32,7 +32,6 @@ ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR", "FIRST_TIME_CO
 # Kernel languages a candidate may be written in.
 # The manifest's kernel languages, plus those a policy may name ahead of the generator knowing them.
 LANGUAGES = (*SPEC_LANGUAGES, "cute-dsl", "metal")
-TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")
 # The gate's default regression threshold per target kind. GPUs: 2% (an H200 resolves 1% on ~1 ms
 # kernels; KernelBench's own A/A spread there was up to +-1.7%). CPU: 5%, because wall time on
 # shared CPU runners drifts (at 2%, an A/A run of 50 CPU kernels on a loaded 2-core VM raised one

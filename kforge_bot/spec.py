@@ -37,7 +37,7 @@ from kforge_bot.yamlcheck import did_you_mean
 MANIFEST_NAME = "kforge.yaml"
 LANGUAGES = ("triton", "cuda", "cpp", "c", "torch", "sycl")  # the one vocabulary: manifests and policies
 LANGUAGE_ALIASES = {"pytorch": "torch"}  # old spellings, still accepted
-TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")
+TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")  # the device kinds: the one list every module uses
 DEFAULT_SEEDS = 3
 
 

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.spec import TARGET_KINDS as TARGET_NAMES
 
-TARGET_NAMES = ("cpu", "cuda", "xpu", "mps")
 AUTO_ORDER = ("cuda", "xpu", "mps", "cpu")
 
 
