@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -205,7 +206,11 @@ def evaluate(
                           details={"static_findings": [str(f) for f in findings]})
 
     store = references or ReferenceStore()
-    key = _worker_key(spec, [candidate, baseline], target_name, settings)
+    # The sandbox's view less its scratch: one lookup of the folders it shows, for this evaluation's worker, the
+    # key a spare must match, and the next spare.
+    template = sandbox_view(spec, [candidate, baseline], target_name, Path("/scratch"), settings)
+    key = json.dumps([target_name, None if template is None else
+                      [sorted(map(str, template.readable)), sorted(map(str, template.writable)), template.devices]])
     spare = spares.take(key) if spares is not None else None
     work = spare.work if spare is not None else Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=_scratch_root()))
     started = time.monotonic()
@@ -221,7 +226,7 @@ def evaluate(
         # see the reference's files, so it gets its plan at once and imports and builds the candidate meanwhile
         # (compilers included); unsandboxed, only after the reference's outputs are read back and deleted.
         # Either way it makes its first call only after the reference has finished and sent its Fit.
-        view = sandbox_view(spec, [candidate, baseline], target_name, work, settings)
+        view = None if template is None else replace(template, scratch=work)
         worker = spare.worker if spare is not None else start_worker(work, "candidate", view=view, warm=target_name)
         full = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
                     settings=settings, seeds=seeds, out_dir=work, await_fit=True)
@@ -258,22 +263,13 @@ def evaluate(
             store.cleanup()
     result.details.setdefault("seeds", seeds)
     if spares is not None:  # timing is over: the next candidate's worker starts while the caller moves on
-        spares.prepare(key, lambda: _start_spare(spec, [candidate, baseline], target_name, settings, spares.root))
+        spares.prepare(key, lambda: _start_spare(template, target_name, spares.root))
     return result
 
 
-def _worker_key(spec: KernelSpec, implementations: list[Implementation | None], target: str,
-                settings: EvalSettings) -> str:
-    """What a candidate's worker is started for, less its scratch: a spare fits an evaluation with this key."""
-    view = sandbox_view(spec, implementations, target, Path("/scratch"), settings)
-    return json.dumps([target, None if view is None else [sorted(map(str, view.readable)),
-                                                          sorted(map(str, view.writable)), view.devices]])
-
-
-def _start_spare(spec: KernelSpec, implementations: list[Implementation | None], target: str,
-                 settings: EvalSettings, root: Path | None) -> tuple[WorkerProcess, Path]:
+def _start_spare(template: isolation.View | None, target: str, root: Path | None) -> tuple[WorkerProcess, Path]:
     work = Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=root or _scratch_root()))
-    view = sandbox_view(spec, implementations, target, work, settings)
+    view = None if template is None else replace(template, scratch=work)
     return start_worker(work, "candidate", view=view, warm=target), work
 
 
