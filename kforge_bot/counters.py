@@ -15,7 +15,6 @@ from kforge_bot.evaluate import ncu, ncu_parse
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
-MODES = ("auto", "off", "full")  # full: keep the .ncu-rep beside the CSV (Nsight Compute's GUI opens it)
 KEEP_KERNELS = 20  # per profiled call in the trajectory: the longest ones (a call can launch hundreds)
 DETAILS_FILE = "ncu-details.csv"
 
@@ -24,7 +23,7 @@ class Counters:
     """Collects for one run; `reason` says why not when it cannot (off, not CUDA, no ncu)."""
 
     def __init__(self, spec: KernelSpec, target: str, settings: EvalSettings, report_dir: Path,
-                 mode: str = "auto") -> None:
+                 mode: str = "auto") -> None:  # auto | off | full (full: keep the .ncu-rep files too)
         self.spec, self.target, self.settings, self.mode = spec, target, settings, mode
         self.folder = Path(report_dir) / "ncu"
         self.reason = "switched off (--counters off)" if mode == "off" else ncu.unavailable(target)

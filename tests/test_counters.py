@@ -1,37 +1,20 @@
 """Hardware counters in the optimize loop (kforge_bot.counters): what gets profiled, what the run keeps, and
-the speed-of-light stop. ncu itself is a stand-in (tests/test_ncu.py) printing output recorded on an H200."""
+the speed-of-light stop. ncu itself is a stand-in (tests/fakes/ncu.py) printing output recorded on an H200."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from test_ncu import _fake_ncu
 
 from kforge_bot.evaluate import ncu
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.loop import Budgets, OptimizeRun, RunConfig, StopRules
 from kforge_bot.spec import load_spec
 
-FIXTURE = Path(__file__).parent / "data" / "optimize"
-
-
-@pytest.fixture
-def kernel_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "kernels"
-    shutil.copytree(FIXTURE, folder)
-    return folder
-
-
-@pytest.fixture
-def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    recorded = tmp_path / "tool" / "recorded.csv"
-    monkeypatch.setenv("KFORGE_NCU", str(_fake_ncu(tmp_path / "tool", f"print(open({str(recorded)!r}).read())")))
-    monkeypatch.setattr(ncu, "unavailable", lambda target: None)  # the CPU target stands in for CUDA
 
 
 def _events(folder: Path, kind: str) -> list[dict]:
@@ -40,7 +23,7 @@ def _events(folder: Path, kind: str) -> list[dict]:
 
 @pytest.mark.slow
 def test_the_kernel_as_written_and_each_accepted_candidate_are_profiled(kernel_dir: Path, tmp_path: Path,
-                                                                       fake_ncu: None) -> None:
+                                                                       recorded_ncu: None) -> None:
     report = tmp_path / "report"
     settings = EvalSettings(seeds=2, time_budget_s=2.0, timeout_s=120)
     run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
@@ -63,7 +46,7 @@ def test_the_kernel_as_written_and_each_accepted_candidate_are_profiled(kernel_d
 
 
 def test_a_kernel_at_its_speed_of_light_ends_the_run_before_any_candidate(kernel_dir: Path, tmp_path: Path,
-                                                                       fake_ncu: None) -> None:
+                                                                       recorded_ncu: None) -> None:
     report = tmp_path / "report"
     settings = EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=120)
     run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
@@ -112,7 +95,7 @@ def test_after_ncu_itself_fails_the_run_stops_paying_for_it(kernel_dir: Path, tm
 
 @pytest.mark.slow
 def test_a_parallel_round_profiles_its_best_after_every_evaluation_returned(kernel_dir: Path, tmp_path: Path,
-                                                                          fake_ncu: None) -> None:
+                                                                          recorded_ncu: None) -> None:
     report = tmp_path / "report"
     settings = EvalSettings(seeds=2, time_budget_s=2.0, timeout_s=120)
     run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),

@@ -137,19 +137,14 @@ def test_compare_against_h200_facts():
     assert by["matmul fp32"]["status"] == "failed"
 
 
-def test_the_ncu_probe_collects_the_metric_set_as_optimize_does(tmp_path, monkeypatch):
-    """Through kforge_bot.evaluate.ncu with a stand-in ncu printing output recorded on an H200 (tests/test_ncu.py);
+def test_the_ncu_probe_collects_the_metric_set_as_optimize_does(tmp_path, monkeypatch, recorded_ncu):
+    """Through kforge_bot.evaluate.ncu with a stand-in ncu printing output recorded on an H200 (tests/fakes/ncu.py);
     a permission error comes back as the one-line reason with its fix."""
-    from test_ncu import _fake_ncu
+    from fakes.ncu import fake_ncu
 
-    from kforge_bot.evaluate import ncu
-
-    recorded = tmp_path / "tool" / "recorded.csv"
-    monkeypatch.setenv("KFORGE_NCU", str(_fake_ncu(tmp_path / "tool", f"print(open({str(recorded)!r}).read())")))
-    monkeypatch.setattr(ncu, "unavailable", lambda target: None)
     row = doctor.probe_ncu_counters(target="cpu", timeout=60)
     assert row["ok"] is True and "counters of the probe kernel" in row["message"], row
-    monkeypatch.setenv("KFORGE_NCU", str(_fake_ncu(tmp_path / "denied", "print('==ERROR== ERR_NVGPUCTRPERM - The user "
+    monkeypatch.setenv("KFORGE_NCU", str(fake_ncu(tmp_path / "denied", "print('==ERROR== ERR_NVGPUCTRPERM - The user "
                                                    "does not have permission to access NVIDIA GPU Performance Counters')")))
     row = doctor.probe_ncu_counters(target="cpu", timeout=60)
     assert row["ok"] is False and "NVreg_RestrictProfilingToAdminUsers" in row["message"]

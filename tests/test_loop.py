@@ -5,7 +5,6 @@ against a scripted OpenAI-compatible server on loopback, and runs stopped and re
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,13 +20,6 @@ from kforge_bot.trajectory import Trajectory, replay, sha256
 
 FIXTURE = Path(__file__).parent / "data" / "optimize"
 SETTINGS = EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120)
-
-
-@pytest.fixture
-def kernel_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "kernels"
-    shutil.copytree(FIXTURE, folder)
-    return folder
 
 
 def source_with(base: str, **subs: str) -> str:

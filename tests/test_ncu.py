@@ -1,42 +1,21 @@
-"""The ncu collector end to end on CPU: a stand-in `ncu` (KFORGE_NCU) that runs the profiled program as the
-real one does, inside the workers' sandbox, then prints output recorded from ncu on an H200."""
+"""The ncu collector end to end on CPU: a stand-in `ncu` (KFORGE_NCU, tests/fakes/ncu.py) that runs the profiled
+program as the real one does, inside the workers' sandbox, then prints output recorded from ncu on an H200."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import stat
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from fakes.ncu import fake_ncu, printing_the_recording
 
 from kforge_bot.evaluate import ncu
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 
 ADV = Path(__file__).parent / "data" / "adversarial"
-RECORDED = Path(__file__).parent / "data" / "ncu" / "raw_h200_scale_softmax.csv"
 SETTINGS = EvalSettings(seeds=1, measure=False, profile=False, timeout_s=60)
-
-
-def _fake_ncu(folder: Path, after: str, before: str = "") -> Path:
-    """A `ncu` that runs the program it is given (everything from the Python executable on), then `after`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(RECORDED, folder / "recorded.csv")
-    script = folder / "ncu"
-    script.write_text(f"""#!{sys.executable}
-import subprocess, sys, time
-args = sys.argv[1:]
-{before}
-program = args[args.index({sys.executable!r}):]
-subprocess.run(program)
-{after}
-""")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-    folder.chmod(0o755)
-    return script
 
 
 @pytest.fixture()
@@ -52,7 +31,7 @@ def _collect(tmp_path: Path, candidate: str = "honest.py") -> dict:
 
 
 def test_counters_are_parsed_and_the_raw_file_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_cpu) -> None:
-    fake = _fake_ncu(tmp_path / "tool", f"print(open({str(tmp_path / 'tool' / 'recorded.csv')!r}).read())")
+    fake = printing_the_recording(tmp_path / "tool")
     monkeypatch.setenv("KFORGE_NCU", str(fake))
     before = set(Path(tempfile.gettempdir()).glob("kforge-ncu-*"))
     got = _collect(tmp_path)
@@ -67,7 +46,7 @@ def test_counters_are_parsed_and_the_raw_file_kept(tmp_path: Path, monkeypatch: 
 
 def test_the_profiled_programs_own_prints_never_reach_ncus_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   on_cpu) -> None:
-    fake = _fake_ncu(tmp_path / "tool", "print('ncu-done')")
+    fake = fake_ncu(tmp_path / "tool", "print('ncu-done')")
     monkeypatch.setenv("KFORGE_NCU", str(fake))
     noisy = tmp_path / "noisy.py"
     noisy.write_text((ADV / "honest.py").read_text() + "\nprint('\"ID\",\"Kernel Name\"')\nprint('forged')\n")
@@ -80,7 +59,7 @@ def test_the_profiled_programs_own_prints_never_reach_ncus_output(tmp_path: Path
 
 
 def test_counters_not_permitted_say_so_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_cpu) -> None:
-    fake = _fake_ncu(tmp_path / "tool", "print('==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to "
+    fake = fake_ncu(tmp_path / "tool", "print('==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to "
                                         "access NVIDIA GPU Performance Counters on the target device 0.')")
     monkeypatch.setenv("KFORGE_NCU", str(fake))
     got = _collect(tmp_path)
@@ -90,14 +69,14 @@ def test_counters_not_permitted_say_so_with_the_fix(tmp_path: Path, monkeypatch:
 
 
 def test_a_call_that_fails_is_reported_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_cpu) -> None:
-    fake = _fake_ncu(tmp_path / "tool", f"print(open({str(tmp_path / 'tool' / 'recorded.csv')!r}).read())")
+    fake = printing_the_recording(tmp_path / "tool")
     monkeypatch.setenv("KFORGE_NCU", str(fake))
     got = _collect(tmp_path, "runtime_error.py")
     assert got["available"] is False and got["reason"].startswith("the profiled call failed:"), got
 
 
 def test_a_hung_ncu_is_ended_at_its_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_cpu) -> None:
-    fake = _fake_ncu(tmp_path / "tool", "", before="time.sleep(600)")
+    fake = fake_ncu(tmp_path / "tool", "", before="time.sleep(600)")
     monkeypatch.setenv("KFORGE_NCU", str(fake))
     spec = load_spec(ADV / "problem.py")
     got = ncu.collect(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu", tmp_path / "report",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,15 +19,7 @@ from kforge_bot.cli import main
 from kforge_bot.trajectory import Trajectory, sha256
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURE = Path(__file__).parent / "data" / "optimize"
 ADVICE = "Recommendations:\n1. Raise TILE_N from 32 to 64 so the inner loop vectorizes."
-
-
-@pytest.fixture
-def kernel_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "kernels"
-    shutil.copytree(FIXTURE, folder)
-    return folder
 
 
 @pytest.fixture
