@@ -13,6 +13,12 @@ reference, on the same inputs, are timed by:
 - `kforge_one_set` / `kforge_rotating`: kforge-bot's `measure_pair` (paired, order alternating, its own
   cache flush and pre-start spin) on one and on three input sets.
 So the rotation of inputs (and the TLB and DRAM-page state it implies) and the loop itself are told apart.
+Run 1 (2026-12-02) found the loop itself: one set, same process, 0.383 ms against 0.529 ms. The variants tell
+kforge's steps apart, each added to KernelBench's loop on one set:
+- `kb_sync_after_flush`: the device synchronized between the cache flush and the start event (kforge does);
+- `kb_prefill`: that, plus kforge's pre-start spin (`torch.cuda._sleep`) before the start event;
+- `kb_after_reference`: the eager reference run (untimed) before every timed call, as paired sampling does;
+- `kforge_vs_itself`: `measure_pair` with the compiled module on both sides (no reference in the loop).
 """
 
 from __future__ import annotations
@@ -49,6 +55,29 @@ def _kb_rotating(fn, sets, trials: int, clear) -> list[float]:
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         clear()
+        start.record()
+        fn(*inputs)
+        end.record()
+        torch.cuda.synchronize()
+        if trial:
+            times.append(start.elapsed_time(end))
+    return times
+
+
+def _kb_variant(fn, inputs, trials: int, clear, *, sync_after_clear: bool = False, prefill: int = 0,
+                before=None) -> list[float]:
+    """KernelBench's loop on one set with one of kforge's steps added."""
+    times = []
+    for trial in range(trials + 1):
+        if before is not None:
+            before(*inputs)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        clear()
+        if sync_after_clear:
+            torch.cuda.synchronize()
+        if prefill:
+            torch.cuda._sleep(prefill)
         start.record()
         fn(*inputs)
         end.record()
@@ -102,6 +131,15 @@ def main() -> None:
             rows.setdefault("kb_loop_rotating", {})[f"{label}_ms"] = statistics.median(times)
         rows["kforge_one_set"] = _kforge(model.forward, compiled, sets[:1], args.budget)
         rows["kforge_rotating"] = _kforge(model.forward, compiled, sets, args.budget)
+        from kforge_bot.targets.cuda import PREFILL_CYCLES
+
+        clear = lambda: clear_l2_cache("cuda")  # noqa: E731
+        for label, kwargs in (("kb_sync_after_flush", {"sync_after_clear": True}),
+                              ("kb_prefill", {"sync_after_clear": True, "prefill": PREFILL_CYCLES}),
+                              ("kb_after_reference", {"before": model.forward})):
+            rows[label] = {f"{side}_ms": statistics.median(_kb_variant(fn, sets[0], args.trials, clear, **kwargs))
+                           for side, fn in (("reference", model.forward), ("compiled", compiled))}
+        rows["kforge_vs_itself"] = _kforge(compiled, compiled, sets[:1], args.budget)
     for row in rows.values():
         row["speedup"] = row["reference_ms"] / row["compiled_ms"]
     data = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "device": torch.cuda.get_device_name(),

@@ -76,7 +76,7 @@ def main() -> None:
         env = {**os.environ, "KFORGE_CACHE_DIR": str(Path(tmp) / "cache")}
         started = time.monotonic()
         proc = subprocess.run([sys.executable, "-m", "kforge_bot", "optimize", str(problem), "--target", args.target,
-                               "--iterations", str(args.candidates), "--base-url", server.base_url,
+                               "--iterations", str(args.candidates), "--patience", str(args.candidates), "--base-url", server.base_url,
                                "--api-key", "sk-bench", "--model", "scripted", "--report", str(report),
                                "--no-cache", "--allow-fallback"], capture_output=True, text=True, env=env, timeout=3000)
         wall = time.monotonic() - started
@@ -85,9 +85,11 @@ def main() -> None:
     stamps = [e.get("ts") or e.get("time") for e in results]
     verdicts = [e["result"]["verdict"] for e in results]
     eval_s = [e.get("eval_s") for e in results]
+    # Where each evaluation's time went (the report's details.phases): the parent's and the workers' parts.
+    phases = [((e["result"].get("details") or {}).get("phases")) for e in results]
     row = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "problem": f"{args.problem} {problem.stem}",
            "target": args.target, "model": "scripted (loopback OpenAI-compatible server)", "candidates": len(results),
-           "verdicts": verdicts, "eval_s": eval_s, "wall_s": round(wall, 1), "exit": proc.returncode,
+           "verdicts": verdicts, "eval_s": eval_s, "phases": phases, "wall_s": round(wall, 1), "exit": proc.returncode,
            "per_minute_wall": round(60 * len(results) / wall, 2) if wall else None}
     if len(results) > 1 and all(isinstance(s, (int, float)) for s in stamps):
         span = stamps[-1] - stamps[0]
@@ -95,7 +97,9 @@ def main() -> None:
     if proc.returncode:
         row["stderr"] = proc.stderr[-1500:]
     (args.out / "optimize_throughput.json").write_text(json.dumps(row, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in row.items() if k != "verdicts"}), flush=True)
+    print(json.dumps({k: v for k, v in row.items() if k not in ("verdicts", "phases")}), flush=True)
+    for index, phase in enumerate(phases[:3]):
+        print(f"candidate {index + 1} phases:", json.dumps(phase), flush=True)
 
 
 if __name__ == "__main__":

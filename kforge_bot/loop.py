@@ -981,6 +981,7 @@ class RunConfig:
     languages: Sequence[str] | None = None  # the policy's: candidates in other languages are rejected unrun
     counters: str = "auto"  # ncu for the baseline and accepted candidates: auto (where it can), off, full (+ .ncu-rep)
     speed_of_light: float | None = None  # the policy's stop (budgets.speed_of_light); None: the rules' own
+    patience: int | None = None  # --patience or budgets.patience; None: the mode's own (quick_rules)
 
 
 class OptimizeRun:
@@ -1016,6 +1017,8 @@ class OptimizeRun:
         rules = config.rules or quick_rules(mode)
         if config.speed_of_light is not None:
             rules = replace(rules, speed_of_light=config.speed_of_light)
+        if config.patience is not None:
+            rules = replace(rules, patience=config.patience)
         proposer: Any
         if mode == TUNER:
             proposer = TunerProposer(spec, cpu_count=config.cpu_count, min_gain=rules.min_gain)

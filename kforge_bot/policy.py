@@ -92,6 +92,7 @@ class Budgets:
     tokens: int = 500_000
     time_limit_s: float = 3600.0
     speed_of_light: float = 0.9  # stop once the hardware counters put the best kernel at this fraction of peak
+    patience: int | None = None  # stop after this many candidates in a row without a new best; None: 6 (tuner), 4 (LLM)
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,8 @@ class Policy:
         d = asdict(self)
         d.pop("source")
         d["gate"]["rules"] = [{k: v for k, v in r.items() if v is not None} for r in d["gate"]["rules"]]
+        if d["budgets"]["patience"] is None:  # unset: the mode's own, which a file says by leaving it out
+            del d["budgets"]["patience"]
         return _lists(d)
 
 
@@ -342,7 +345,8 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
         kw["gate"] = Gate(**{**asdict_shallow(base.gate), **gkw})
 
     if "budgets" in top:
-        b = ck.mapping(top["budgets"], "budgets", allowed=("iterations", "tokens", "time_limit_s", "speed_of_light"))
+        b = ck.mapping(top["budgets"], "budgets", allowed=("iterations", "tokens", "time_limit_s", "speed_of_light",
+                                                                   "patience"))
         bkw: dict[str, Any] = {}
         if "iterations" in b:
             bkw["iterations"] = ck.integer(b["iterations"], "budgets.iterations", minimum=1)
@@ -353,6 +357,8 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
         if "speed_of_light" in b:
             bkw["speed_of_light"] = ck.number(b["speed_of_light"], "budgets.speed_of_light", minimum=0,
                                               exclusive_minimum=True, maximum=1)
+        if "patience" in b:
+            bkw["patience"] = ck.integer(b["patience"], "budgets.patience", minimum=1)
         kw["budgets"] = Budgets(**{**asdict_shallow(base.budgets), **bkw})
 
     if "trust" in top:
@@ -473,6 +479,9 @@ def json_schema() -> dict[str, Any]:
                     "time_limit_s": {**pos, "default": d.budgets.time_limit_s},
                     "speed_of_light": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
                                        "default": d.budgets.speed_of_light},
+                    "patience": {"type": "integer", "minimum": 1,
+                                 "description": "candidates in a row without a new best before the run stops "
+                                                "(default: 6 for the tuner, 4 for an LLM)"},
                 }},
             "trust": {
                 "type": "object", "additionalProperties": False,

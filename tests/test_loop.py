@@ -291,3 +291,10 @@ def test_the_policys_languages_bound_what_a_candidate_may_be_written_in(kernel_d
         OptimizeRun.open(spec, config, tmp_path / "report")
     assert f"kernel {spec.name!r} is written in {spec.language}, and the policy allows candidates only in triton, " \
            "cuda" in str(caught.value)
+
+
+def test_the_configured_patience_replaces_the_modes_own(kernel_dir: Path, tmp_path: Path) -> None:
+    spec = load_spec(kernel_dir / "kforge.yaml")
+    plain = OptimizeRun.open(spec, RunConfig(target="cpu", budgets=Budgets(iterations=1)), tmp_path / "a")
+    patient = OptimizeRun.open(spec, RunConfig(target="cpu", budgets=Budgets(iterations=1), patience=20), tmp_path / "b")
+    assert plain.loop.rules.patience == 6 and patient.loop.rules.patience == 20  # the tuner's own is 6

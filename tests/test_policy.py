@@ -311,3 +311,17 @@ def test_the_speed_of_light_stop_is_a_fraction_and_reaches_the_run(tmp_path):
     with pytest.raises(KforgeError) as bad:
         pol.load_policy(path)
     assert "budgets.speed_of_light" in str(bad.value) and "\n" not in str(bad.value)
+
+
+def test_patience_is_a_count_and_reaches_the_run_rules(tmp_path):
+    path = tmp_path / "p.yml"
+    path.write_text("version: 1\nbudgets:\n  patience: 12\n")
+    assert pol.load_policy(path).budgets.patience == 12
+    from kforge_bot.commands.optimize import build_config
+
+    assert build_config("cpu", str(path), None, None, None).patience == 12
+    assert build_config("cpu", None, None, None, None).patience is None  # the mode's own: 6 tuner, 4 LLM
+    path.write_text("version: 1\nbudgets:\n  patience: 0\n")
+    with pytest.raises(KforgeError) as bad:
+        pol.load_policy(path)
+    assert "budgets.patience" in str(bad.value) and "\n" not in str(bad.value)

@@ -63,3 +63,34 @@ def test_a_spare_started_for_another_kernel_is_discarded_not_used(tmp_path: Path
     assert other.details["phases"]["worker_started_early"] is False and spares.taken == 0
     assert stale.worker.proc.poll() is not None and not stale.work.exists()
     spares.close()
+
+
+def test_a_spare_held_off_the_device_serves_its_request_and_reports_its_boot(tmp_path: Path) -> None:
+    """On a GPU the next spare starts during a timed run and waits for `release` before it touches the device;
+    a request that comes first releases it (the go line must not be read as the request's nonce)."""
+    from kforge_bot.evaluate.api import _start_spare
+    from kforge_bot.evaluate.spares import Spare, _discard
+
+    spec = load_spec(ADV / "problem.py")
+    honest = Implementation.from_file(ADV / "honest.py", "ModelNew")
+    spares = SpareWorkers(tmp_path)
+    first = evaluate(spec, honest, "cpu", QUICK, spares=spares)
+    boot = first.details["phases"]["candidate_worker"]["boot"]
+    assert boot["boot_s"] > 0 and boot["warm_up_s"] >= 0 and "request_waited_for_worker_s" in boot
+    made = spares._spare
+    assert made is not None  # its key is kept; a held worker replaces the plain one
+    worker, work = _start_spare(_view_of(spec, honest) if made.worker.sandboxed else None, "cpu", tmp_path,
+                                hold_device=True)
+    spares._spare = Spare(made.key, worker, work)
+    _discard(made)
+    second = evaluate(spec, honest, "cpu", QUICK, spares=spares)  # never released: the request does it
+    assert second.details["phases"]["worker_started_early"] is True
+    assert second.verdict == "pass", second.reason
+    spares.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def _view_of(spec, candidate):
+    from kforge_bot.evaluate.api import sandbox_view
+
+    return sandbox_view(spec, [candidate, spec.baseline], "cpu", Path("/scratch"), QUICK)

@@ -44,6 +44,9 @@ from kforge_bot.text import one_line
 @click.option("--time-limit", type=click.FloatRange(1, None), default=None,
               help="Seconds of wall time over the whole run, at most; checked between candidates (default: the "
                    "policy's budgets.time_limit_s).")
+@click.option("--patience", type=click.IntRange(1, 100_000), default=None,
+              help="Stop after this many candidates in a row without a new best (default: the policy's "
+                   "budgets.patience, else 6 for the tuner and 4 for an LLM).")
 @click.option("--out", "out_path", type=click.Path(path_type=Path), default=None,
               help="Write the best candidate here.")
 @click.option("--write", "write_in_place", is_flag=True, help="Write the best candidate over FILE's kernel file.")
@@ -81,7 +84,7 @@ from kforge_bot.text import one_line
                    "CUDA targets: auto (where ncu is found), off, full (also keep the .ncu-rep files).")
 @json_option("The run's outcome: the best candidate, its speedup and interval, why the run stopped, the report.")
 def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...], iterations: int | None,
-             budget_tokens: int | None, time_limit: float | None, out_path: Path | None, write_in_place: bool,
+             budget_tokens: int | None, time_limit: float | None, patience: int | None, out_path: Path | None, write_in_place: bool,
              report_dir: Path | None, resume_dir: Path | None, base_url: str | None, api_key: str | None,
              policy_path: str | None, parallel: int, beam: int, workers: int | None, executor: str,
              ray_address: str | None, cache_dir: Path | None, no_cache: bool, seeds: int | None,
@@ -109,6 +112,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     target_name = resolve_target_name(recorded_target if (target == "auto" and recorded_target) else target,
                                       spec.targets)
     config = build_config(target_name, policy_path, iterations, budget_tokens, time_limit)
+    config.patience = patience or config.patience
     # The same evaluation flags as `check`, over the policy's (or the quick) settings.
     config.settings.seeds = seeds or config.settings.seeds
     config.settings.timeout_s = timeout or config.settings.timeout_s
@@ -224,7 +228,7 @@ def build_config(target: str, policy_path: str | None, iterations: int | None, b
                       tokens=budget_tokens or policy.budgets.tokens,
                       time_limit_s=time_limit or policy.budgets.time_limit_s)
     return RunConfig(target=target, budgets=budgets, settings=settings, languages=policy.languages,
-                     speed_of_light=policy.budgets.speed_of_light)
+                     speed_of_light=policy.budgets.speed_of_light, patience=policy.budgets.patience)
 
 
 def _recorded_target(folder: Path) -> str | None:

@@ -54,7 +54,8 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
                       tokens=policy.budgets.tokens if endpoint is not None else None,
                       time_limit_s=policy.budgets.time_limit_s)
     config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint,
-                       languages=policy.languages, models=list(models), speed_of_light=policy.budgets.speed_of_light)
+                       languages=policy.languages, models=list(models), speed_of_light=policy.budgets.speed_of_light,
+                       patience=policy.budgets.patience)
     root = Path(work_dir or tempfile.mkdtemp(prefix="kforge-pr-"))
     root.mkdir(parents=True, exist_ok=True)
     # A fresh folder per run: a self-hosted runner keeps --work-dir between runs, and the loop

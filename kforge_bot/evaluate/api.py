@@ -212,6 +212,10 @@ def evaluate(
     key = json.dumps([target_name, None if template is None else
                       [sorted(map(str, template.readable)), sorted(map(str, template.writable)), template.devices]])
     spare = spares.take(key) if spares is not None else None
+    # The next spare: on a GPU, started now and held off the device until this timing is over (spares.py).
+    spare_early = spares is not None and target_name.split(":")[0] != "cpu"
+    if spare_early:
+        spares.prepare(key, lambda: _start_spare(template, target_name, spares.root, hold_device=True))
     work = spare.work if spare is not None else Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=_scratch_root()))
     started = time.monotonic()
     clock = [started]
@@ -262,15 +266,18 @@ def evaluate(
         if references is None:
             store.cleanup()
     result.details.setdefault("seeds", seeds)
-    if spares is not None:  # timing is over: the next candidate's worker starts while the caller moves on
+    if spare_early:  # timing is over: the spare may make its device context now
+        spares.release()
+    elif spares is not None:  # the CPU: the next candidate's worker starts only now, while the caller moves on
         spares.prepare(key, lambda: _start_spare(template, target_name, spares.root))
     return result
 
 
-def _start_spare(template: isolation.View | None, target: str, root: Path | None) -> tuple[WorkerProcess, Path]:
+def _start_spare(template: isolation.View | None, target: str, root: Path | None,
+                 hold_device: bool = False) -> tuple[WorkerProcess, Path]:
     work = Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=root or _scratch_root()))
     view = None if template is None else replace(template, scratch=work)
-    return start_worker(work, "candidate", view=view, warm=target), work
+    return start_worker(work, "candidate", view=view, warm=target, hold_device=hold_device), work
 
 
 # ------------------------------------------------------------------------------------------- judging

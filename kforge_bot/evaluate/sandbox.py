@@ -105,7 +105,7 @@ class WorkerProcess:
     only once those outputs are off the disk."""
 
     def __init__(self, workdir: Path, role: str, env: dict[str, str] | None = None,
-                 view: isolation.View | None = None, warm: str | None = None) -> None:
+                 view: isolation.View | None = None, warm: str | None = None, hold_device: bool = False) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         env = scrubbed_environment() if env is None else env
         # Not `-m`: the worker module would be __main__, reachable from user code under that name.
@@ -116,9 +116,12 @@ class WorkerProcess:
             argv = isolation.command(argv, view)
         self._read_fd, write_fd = os.pipe()
         log_read, log_write = os.pipe()
+        # The host's monotonic clock, which the worker shares (no time namespace): its boot is read against these.
+        self.spawned_at = time.monotonic()
+        self.request_sent_at: float | None = None
         try:
             self.proc = subprocess.Popen(
-                [*argv, str(write_fd), *self._warm_args(role, warm)], stdin=subprocess.PIPE, stdout=log_write,
+                [*argv, str(write_fd), *self._warm_args(role, warm, hold_device)], stdin=subprocess.PIPE, stdout=log_write,
                 stderr=subprocess.STDOUT,
                 pass_fds=(write_fd,), env=env, cwd=str(workdir), start_new_session=True,
             )
@@ -133,19 +136,43 @@ class WorkerProcess:
         self._done = False
         self._nonce: str | None = None
         self._feeder: threading.Thread | None = None
+        self._holding = bool(warm) and hold_device
 
     @staticmethod
-    def _warm_args(role: str, warm: str | None) -> list[str]:
+    def _warm_args(role: str, warm: str | None, hold_device: bool) -> list[str]:
         # The device to initialise before the request comes (worker.warm_up); a candidate's worker also warms
-        # the profiler, which it will use.
-        return [warm, "profiler" if role == "candidate" else "device"] if warm else []
+        # the profiler, which it will use. "hold": not before `release_device()` (a timed run is under way).
+        if not warm:
+            return []
+        return [warm, "profiler" if role == "candidate" else "device", *(["hold"] if hold_device else [])]
+
+    def release_device(self) -> None:
+        """Let a worker started with `hold_device` warm up its device (once; the request does it too)."""
+        if self._holding:
+            self._holding = False
+            self._write(b"go\n", close=False)
 
     def send(self, request: dict[str, Any], more: bool = False) -> None:
         """Send the request (with the nonce its messages must carry). `more`: one more line follows
         (`send_last`), which the worker waits for before it runs any user code's call."""
         assert self._nonce is None, "a worker process gets one request"
+        self.release_device()
         self._nonce = secrets.token_hex(16)
+        self.request_sent_at = time.monotonic()
         self._write((self._nonce + "\n" + json.dumps(request) + "\n").encode(), close=not more)
+
+    def boot_phases(self, clocks: Any) -> dict[str, float]:
+        """Where the worker's start went, from the clocks it reported (`worker.BOOT`): its interpreter and
+        imports, its device warm-up, and how long the request then waited for it (or it for the request)."""
+        if not isinstance(clocks, dict) or self.request_sent_at is None:
+            return {}
+        try:
+            imported, ready = float(clocks["imported_at"]), float(clocks["ready_at"])
+        except (KeyError, TypeError, ValueError):
+            return {}
+        return {"boot_s": round(imported - self.spawned_at, 3), "warm_up_s": round(ready - imported, 3),
+                "request_waited_for_worker_s": round(max(0.0, ready - self.request_sent_at), 3),
+                "worker_waited_for_request_s": round(max(0.0, self.request_sent_at - ready), 3)}
 
     def send_last(self, line: dict[str, Any]) -> None:
         self._write((json.dumps(line) + "\n").encode(), close=True)
@@ -221,6 +248,9 @@ class WorkerProcess:
                 outcome.returncode = 128 - outcome.returncode  # bwrap reports a child's fatal signal N as 128+N
         outcome.wall_s = time.monotonic() - started
         outcome.log_tail = self._log.text()
+        phases = (outcome.result or {}).get("phases")
+        if isinstance(phases, dict) and "boot" in phases:
+            phases["boot"] = self.boot_phases(phases["boot"])
         return outcome
 
     def discard(self) -> None:
@@ -251,8 +281,9 @@ class WorkerProcess:
 
 
 def start_worker(workdir: Path, role: str, env: dict[str, str] | None = None,
-                 view: isolation.View | None = None, warm: str | None = None) -> WorkerProcess:
-    return WorkerProcess(workdir, role, env, view, warm)
+                 view: isolation.View | None = None, warm: str | None = None,
+                 hold_device: bool = False) -> WorkerProcess:
+    return WorkerProcess(workdir, role, env, view, warm, hold_device)
 
 
 def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,

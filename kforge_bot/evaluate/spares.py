@@ -2,14 +2,18 @@
 
 A worker's start is mostly torch's import and the device's context (about 2 s on an H200 with a warm file
 cache, benchmarks/results/evaluation_speed_h200.md); a session that judges candidates one after another
-(`optimize`, a pool slot) pays it on every candidate. With a `SpareWorkers`, `evaluate()` starts the next
-candidate's worker as it finishes, so that start overlaps what the caller does in between (recording,
-proposing, the model's reply) instead of adding to the next evaluation.
+(`optimize`, a pool slot) pays it on every candidate. With a `SpareWorkers`, `evaluate()` has the next
+candidate's worker started before the caller needs it:
+- on a GPU target, as the evaluation begins: the spare's interpreter and imports (host work) overlap this
+  evaluation, and it touches the device (context, profiler) only once this evaluation's timing is over
+  (`release`), so no second context is made while a timed run is on the GPU;
+- on the CPU target, as the evaluation ends: there the imports would take cores from the timed runs.
+Started at the end only, a spare was still booting when the next candidate came (a scripted model answers at
+once; measured on the dev VM: the request waited 1.5 s of a 1.55 s boot).
 
 Isolation is unchanged: a spare is a fresh process with its own fresh scratch directory, it runs trusted
-code only until its one request arrives, and it serves exactly one evaluation. It is started only after an
-evaluation has finished timing, so its start never runs beside a timed run of its own session. A spare that
-no evaluation takes (another kernel came next, the session ended) is killed by `close()`.
+code only until its one request arrives, and it serves exactly one evaluation. A spare that no evaluation
+takes (another kernel came next, the session ended) is killed by `close()`.
 """
 
 from __future__ import annotations
@@ -59,6 +63,13 @@ class SpareWorkers:
             old, self._spare = self._spare, Spare(key, worker, work)
         if old is not None:
             _discard(old)
+
+    def release(self) -> None:
+        """Let the spare warm up its device: the timed run it was started beside is over."""
+        with self._lock:
+            spare = self._spare
+        if spare is not None:
+            spare.worker.release_device()
 
     def close(self) -> None:
         with self._lock:
