@@ -19,6 +19,12 @@ kforge's steps apart, each added to KernelBench's loop on one set:
 - `kb_prefill`: that, plus kforge's pre-start spin (`torch.cuda._sleep`) before the start event;
 - `kb_after_reference`: the eager reference run (untimed) before every timed call, as paired sampling does;
 - `kforge_vs_itself`: `measure_pair` with the compiled module on both sides (no reference in the loop).
+Run 2 put the gap on the reference run before the call (0.521 ms after it, 0.320 ms paired with itself). What
+of the reference's run lasts through a cache flush and a synchronize is told apart by what runs before the
+timed call instead:
+- `kb_after_reference_then_self`: the reference, then one untimed compiled call;
+- `kb_after_one_sm_8ms`: 8 ms of a one-block spin (most SMs idle, as during the reference's 16-block kernel);
+- `kb_after_host_idle_8ms`: 8 ms with the GPU idle (the host sleeps).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -134,9 +141,13 @@ def main() -> None:
         from kforge_bot.targets.cuda import PREFILL_CYCLES
 
         clear = lambda: clear_l2_cache("cuda")  # noqa: E731
+        spin_8ms = int(8e-3 * torch.cuda.clock_rate(0) * 1e6) if hasattr(torch.cuda, "clock_rate") else 16_000_000
         for label, kwargs in (("kb_sync_after_flush", {"sync_after_clear": True}),
                               ("kb_prefill", {"sync_after_clear": True, "prefill": PREFILL_CYCLES}),
-                              ("kb_after_reference", {"before": model.forward})):
+                              ("kb_after_reference", {"before": model.forward}),
+                              ("kb_after_reference_then_self", {"before": lambda *i: (model.forward(*i), compiled(*i))}),
+                              ("kb_after_one_sm_8ms", {"before": lambda *i: torch.cuda._sleep(spin_8ms)}),
+                              ("kb_after_host_idle_8ms", {"before": lambda *i: (torch.cuda.synchronize(), time.sleep(0.008))})):
             rows[label] = {f"{side}_ms": statistics.median(_kb_variant(fn, sets[0], args.trials, clear, **kwargs))
                            for side, fn in (("reference", model.forward), ("compiled", compiled))}
         rows["kforge_vs_itself"] = _kforge(compiled, compiled, sets[:1], args.budget)

@@ -78,3 +78,39 @@ def test_calls_per_sample_bounds() -> None:
     assert timing._calls_per_sample(timing.MIN_SAMPLE_MS) == 1
     assert timing._calls_per_sample(timing.MIN_SAMPLE_MS / 8) == 8
     assert timing._calls_per_sample(0.0) == timing.MAX_CALLS_PER_SAMPLE
+
+
+class LeadRecordingTimer(HostTimer):
+    leads: list[float] = []
+
+    def start(self, lead_ms: float = 0.0) -> None:
+        LeadRecordingTimer.leads.append(lead_ms)
+        super().start(lead_ms)
+
+
+class LeadRecordingTarget(LaunchBoundTarget):
+    def timer(self) -> Timer:
+        return LeadRecordingTimer()
+
+
+def test_each_samples_device_lead_covers_the_hosts_time_to_issue_its_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eagerly timed short calls: the device must not catch up with the host mid-sample, or the sample times
+    the launches (on the H200 a one-kernel candidate timed 39.8 us a call eagerly, 17.4 us as a single call).
+    Each sample asks for a lead of at least the host's issue time of that side's last sample."""
+    monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 20.0)  # 1 ms calls: about 20 a sample (fewer on a loaded host)
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)  # eager, as when a capture fails
+    LeadRecordingTimer.leads = []
+
+    def launch_bound(inputs: list[Any]) -> list[Any]:
+        _busy(0.001)
+        return []
+
+    result = timing.measure_pair(LeadRecordingTarget(), launch_bound, launch_bound, [[1], [2], [3]],
+                                 time_budget_s=0.1, target_precision=0.5, min_pairs=5, max_pairs=8,
+                                 confidence=0.95, warmup_ms=5, after_baseline=lambda out, i: None,
+                                 after_candidate=lambda out, i: None)
+    k = result.calls_per_sample
+    assert result.mode == "eager" and k >= 2
+    timed_leads = LeadRecordingTimer.leads[-2 * len(result.baseline_ms):]
+    # Busy-waits only ever last longer, so each sample's k calls took >= k ms of the host: so must its lead.
+    assert all(lead >= k * 1.0 for lead in timed_leads), (k, timed_leads)

@@ -19,10 +19,14 @@ CPU_FLUSH_BYTES = 64 * 1024 * 1024
 
 
 class Timer(ABC):
-    """Times one region. `stop()` only marks the end; `elapsed_ms()` waits for the device."""
+    """Times one region. `stop()` only marks the end; `elapsed_ms()` waits for the device.
+
+    `start(lead_ms)`: on an asynchronous device, keep the device busy for about `lead_ms` before the region
+    begins, so that the host can queue the region's work before the device reaches it (ignored where the host
+    clock is the device clock)."""
 
     @abstractmethod
-    def start(self) -> None: ...
+    def start(self, lead_ms: float = 0.0) -> None: ...
 
     @abstractmethod
     def stop(self) -> None: ...
@@ -38,7 +42,7 @@ class HostTimer(Timer):
         self._clock = time.perf_counter_ns  # bound now: a later patch of time.perf_counter changes nothing
         self._t0 = self._t1 = 0
 
-    def start(self) -> None:
+    def start(self, lead_ms: float = 0.0) -> None:
         self._t0 = self._clock()
 
     def stop(self) -> None:

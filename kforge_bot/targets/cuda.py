@@ -21,6 +21,21 @@ _sleep = torch.cuda._sleep
 # the host records the event and enqueues the timed calls, so the host's launch latency falls outside the
 # interval instead of being counted as kernel time (it dominated eager samples of ~25 us kernels).
 PREFILL_CYCLES = 100_000
+# A longer lead, asked for when the host needs longer to queue a sample's calls (timing.measure_pair), is capped
+# (about 25 ms at 2 GHz): a sample never waits longer than that for its region to begin.
+MAX_PREFILL_CYCLES = 50_000_000
+_cycles_per_ms: list[float] = []  # the spin's speed, measured once per process
+
+
+def _spin_cycles_per_ms() -> float:
+    if not _cycles_per_ms:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        _record(start)
+        _sleep(1_000_000)
+        _record(end)
+        _event_sync(end)
+        _cycles_per_ms.append(1_000_000 / max(float(_elapsed(start, end)), 1e-3))
+    return _cycles_per_ms[0]
 
 
 class CudaEventTimer(Timer):
@@ -28,8 +43,9 @@ class CudaEventTimer(Timer):
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
 
-    def start(self) -> None:
-        _sleep(PREFILL_CYCLES)
+    def start(self, lead_ms: float = 0.0) -> None:
+        cycles = PREFILL_CYCLES if lead_ms <= 0 else int(lead_ms * _spin_cycles_per_ms())
+        _sleep(min(MAX_PREFILL_CYCLES, max(PREFILL_CYCLES, cycles)))
         _record(self._start)
 
     def stop(self) -> None:
