@@ -96,7 +96,7 @@ class LeadRecordingTarget(LaunchBoundTarget):
 def test_each_samples_device_lead_covers_the_hosts_time_to_issue_its_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     """Eagerly timed short calls: the device must not catch up with the host mid-sample, or the sample times
     the launches (on the H200 a one-kernel candidate timed 39.8 us a call eagerly, 17.4 us as a single call).
-    Each sample asks for a lead of at least the host's issue time of that side's last sample."""
+    Each sample asks for a lead of at least the host's issue time of that side's calls (from the warm-up)."""
     monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 20.0)  # 1 ms calls: about 20 a sample (fewer on a loaded host)
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)  # eager, as when a capture fails
     LeadRecordingTimer.leads = []

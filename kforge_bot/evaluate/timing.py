@@ -229,18 +229,19 @@ def measure_pair(
             replayed = _estimate(target, (baseline, candidate), input_sets, (after_baseline, after_candidate))
             result.calls_per_sample = _calls_per_sample(replayed)
     k = result.calls_per_sample
-    # Each sample's device lead covers the host's time to issue its k calls (as last measured for that side):
-    # the device then runs the k calls back to back, and the region times them, not the host's launches. (A
-    # fixed 50 us lead let the host fall behind: on the H200 a one-kernel load_inline candidate that could not be
-    # captured timed 39.8 us a call eagerly against 17.4 us in KernelBench's single-call loop.)
-    lead = {side: LEAD_FACTOR * host * k for side, host in host_per_call.items()}
+    # Short calls timed eagerly (a capture failed): each sample's device lead covers the host's time to issue its
+    # k calls (measured in the warm-up, per side), so the device runs them back to back and the interval times
+    # them, not the host's launches. (With only the fixed ~50 us spin, on the H200 a one-kernel load_inline
+    # candidate timed 39.8 us a call eagerly against 17.4 us in KernelBench's single-call loop.) Fixed for the
+    # run, not fed back: a call that synchronizes the host would otherwise grow its own lead every sample.
+    eager_short = result.mode == "eager" and k > 1
+    lead = {side: (LEAD_FACTOR * host * k if eager_short else 0.0) for side, host in host_per_call.items()}
     budget_end = started + time_budget_s
     pair = 0
     while True:
         order = ((baseline, "b"), (candidate, "c")) if pair % 2 == 0 else ((candidate, "c"), (baseline, "b"))
         for fn, side in order:
-            ms, out, index, host_ms = _timed(target, fn, input_sets, pair * k, k, lead[side])
-            lead[side] = LEAD_FACTOR * host_ms
+            ms, out, index, _ = _timed(target, fn, input_sets, pair * k, k, lead[side])
             if side == "b":
                 result.baseline_ms.append(ms)
                 after_baseline(out, index)
