@@ -1,9 +1,10 @@
-"""Hardware counters in the optimize loop: which kernels get an ncu run, and the file the report keeps.
+"""Hardware counters in the optimize loop: which kernels get a profiler run, and the file the report keeps.
 
-The loop profiles the kernel as written and each accepted candidate (so also the final best), never the
-rejected ones: one ncu run costs seconds (each kernel replayed ~15 times), and only those two sides feed the
-analyst's before/after table, the tuner's next move and the follow-up PR. Collection happens between
-evaluations, never beside a timed run (kforge_bot.evaluate.ncu).
+The tool is the target's: Nsight Compute (`ncu`, kforge_bot.evaluate.ncu) on CUDA, unitrace
+(kforge_bot.evaluate.unitrace) on Intel XPU; both give the same digest rows. The loop profiles the kernel as
+written and each accepted candidate (so also the final best), never the rejected ones: one run costs seconds
+(ncu replays each kernel ~15 times), and only those two sides feed the analyst's before/after table, the
+tuner's next move and the follow-up PR. Collection happens between evaluations, never beside a timed run.
 """
 
 from __future__ import annotations
@@ -11,30 +12,53 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import ncu, ncu_parse
+from types import ModuleType
+
+from kforge_bot.evaluate import bound, ncu, ncu_parse, unitrace
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
 KEEP_KERNELS = 20  # per profiled call in the trajectory: the longest ones (a call can launch hundreds)
-DETAILS_FILE = "ncu-details.csv"
+DETAILS_FILE = "ncu-details.csv"  # the name GPU MODE's tooling and the issue use, whichever tool wrote it
+TOOL_NAMES = {"ncu": "Nsight Compute", "unitrace": "unitrace"}
+
+
+def tool_for(target: str) -> ModuleType:
+    """The collector for `target`: unitrace on Intel XPU, else ncu (which says plainly where it cannot run)."""
+    return unitrace if target.split(":")[0] == "xpu" else ncu
+
+
+def tool_title(*counters: dict[str, Any] | None) -> str:
+    """The profiler's name for a heading: the one the counters came from, else Nsight Compute."""
+    for got in counters:
+        if got and got.get("tool") in TOOL_NAMES:
+            return TOOL_NAMES[got["tool"]]
+    return TOOL_NAMES["ncu"]
 
 
 class Counters:
-    """Collects for one run; `reason` says why not when it cannot (off, not CUDA, no ncu)."""
+    """Collects for one run; `reason` says why not when it cannot (off, no tool for the target, no tool here)."""
 
     def __init__(self, spec: KernelSpec, target: str, settings: EvalSettings, report_dir: Path,
                  mode: str = "auto") -> None:  # auto | off | full (full: keep the .ncu-rep files too)
         self.spec, self.target, self.settings, self.mode = spec, target, settings, mode
+        self.tool = tool_for(target)
         self.folder = Path(report_dir) / "ncu"
-        self.reason = "switched off (--counters off)" if mode == "off" else ncu.unavailable(target)
+        self.reason = "switched off (--counters off)" if mode == "off" else self.tool.unavailable(target)
 
-    def collect(self, iteration: int, implementation: Implementation, median_ms: float | None) -> dict[str, Any]:
+    def collect(self, iteration: int, implementation: Implementation, median_ms: float | None,
+                device_name: str = "") -> dict[str, Any]:
         label = "baseline" if iteration == 0 else f"{iteration:04d}"
-        got = ncu.collect(self.spec, implementation, self.target, self.folder, label, settings=self.settings,
-                          keep_report=self.mode == "full")
+        extra: dict[str, Any] = {}
+        if self.tool is unitrace:  # unitrace counts bytes, not percentages of peak: the device's peak is ours
+            peak = bound.peak_bandwidth_gbs("xpu", device_name) if device_name else None
+            extra["peak_gbs"] = peak[0] if peak else None
+        got = self.tool.collect(self.spec, implementation, self.target, self.folder, label, settings=self.settings,
+                                keep_report=self.mode == "full", **extra)
         if not got.get("available") and not str(got.get("reason", "")).startswith("the profiled call failed"):
-            # ncu itself failed (hung, not permitted, no output): the next version would cost the same again.
-            self.reason = f"ncu failed on an earlier kernel version ({got.get('reason')})"
+            # The tool itself failed (hung, not permitted, no output): the next version would cost the same again.
+            name = self.tool.__name__.rsplit(".", 1)[-1]
+            self.reason = f"{name} failed on an earlier kernel version ({got.get('reason')})"
         if got.get("available"):
             got["kernels"] = sorted(got["kernels"], key=lambda k: -(k.get("duration_us") or 0.0))[:KEEP_KERNELS]
             note = ncu.consistent_with_timing(got, median_ms)
@@ -44,7 +68,8 @@ class Counters:
 
 
 def details_csv(before: dict[str, Any] | None, after: dict[str, Any] | None, after_label: str) -> str:
-    """The report folder's ncu-details.csv: the kernel as written, then the best candidate, one row per kernel."""
+    """The report folder's ncu-details.csv (either tool's rows): the kernel as written, then the best candidate,
+    one row per kernel."""
     rows: list[dict[str, Any]] = []
     for side, counters in (("before", before), (after_label, after)):
         if counters and counters.get("available"):

@@ -139,7 +139,7 @@ def probe_perf_counters() -> dict[str, Any]:
     return row
 
 
-_NCU_PROBE_PROBLEM = """import torch
+_PROBE_PROBLEM = """import torch
 import torch.nn as nn
 
 
@@ -157,21 +157,37 @@ def get_init_inputs():
 """
 
 
-def probe_ncu_counters(target: str = "cuda", timeout: float = 180.0) -> dict[str, Any]:
-    """Collect kforge-bot's metric set for one tiny kernel exactly as `optimize` does (kforge_bot.evaluate.ncu:
-    inside the workers' sandbox): tells whether counters are readable here, and what it costs."""
-    from kforge_bot.evaluate import ncu
+def probe_hardware_counters(target: str = "cuda", timeout: float = 180.0) -> dict[str, Any]:
+    """Collect the counters for one tiny kernel exactly as `optimize` does, inside the workers' sandbox: ncu
+    on CUDA (kforge_bot.evaluate.ncu), unitrace on Intel XPU (kforge_bot.evaluate.unitrace). Tells whether
+    counters are readable here, and what it costs."""
+    from kforge_bot.evaluate import ncu, unitrace
     from kforge_bot.spec import load_spec
 
-    row: dict[str, Any] = {"name": "ncu counters", "ok": False, "message": None,
-                           "command": "ncu --clock-control none --metrics <kforge's set> (sandboxed), one call"}
-    why = ncu.unavailable(target)
+    tool, name = (unitrace, "unitrace") if target.split(":")[0] == "xpu" else (ncu, "ncu")
+    command = ("unitrace --metric-query --group ComputeBasic (sandboxed), one call" if tool is unitrace
+               else "ncu --clock-control none --metrics <kforge's set> (sandboxed), one call")
+    row: dict[str, Any] = {"name": f"{name} counters", "ok": False, "message": None, "command": command}
+    why = tool.unavailable(target)
     if why:
         row["message"] = why
         return row
+    with tempfile.TemporaryDirectory(prefix="kforge-doctor-counters-") as folder:
+        problem = Path(folder) / "doctor_probe.py"
+        problem.write_text(_PROBE_PROBLEM)
+        spec = load_spec(problem)
+        got = tool.collect(spec, spec.baseline, target, Path(folder) / "out", "probe", timeout_s=timeout)
+    if got.get("available") and got.get("kernels"):
+        top = got["kernels"][0]
+        row["ok"] = True
+        row["message"] = (f"{name} read {len(top)} counters of the probe kernel ({top.get('duration_us', 0):.1f} us) "
+                          f"inside the sandbox in {got.get('wall_s', 0):.1f} s")
+    else:
+        row["message"] = got.get("reason") or f"{name} returned no kernels"
+    return row
     with tempfile.TemporaryDirectory(prefix="kforge-doctor-ncu-") as folder:
         problem = Path(folder) / "doctor_probe.py"
-        problem.write_text(_NCU_PROBE_PROBLEM)
+        problem.write_text(_PROBE_PROBLEM)
         spec = load_spec(problem)
         got = ncu.collect(spec, spec.baseline, target, Path(folder) / "out", "probe", timeout_s=timeout)
     if got.get("available") and got.get("kernels"):
@@ -546,8 +562,8 @@ def build_report(requested: str = "auto", quick: bool | None = None, timeout: fl
     if child.get("profiler"):
         report["profilers"].append(child["profiler"])
     report["sandbox"] = probe_sandbox(kind or "cpu")
-    if kind == "cuda" and ncu_probe:
-        report["profilers"].append(probe_ncu_counters())
+    if kind in ("cuda", "xpu") and ncu_probe:
+        report["profilers"].append(probe_hardware_counters(kind))
     if kind == "cpu" and shutil.which("perf"):
         report["profilers"].append(probe_perf_counters())
     for t in tools:

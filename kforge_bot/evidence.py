@@ -53,6 +53,7 @@ class KernelOutcome:
     profile_before: str | None = None
     profile_after: str | None = None
     counters: str | None = None  # Markdown: the hardware counters' before/after table and reading (kforge_bot.counters)
+    counters_tool: str = "Nsight Compute"  # the profiler they came from (unitrace on Intel XPU)
     analyst_note: str | None = None
     how_found: Mapping[str, Any] = field(default_factory=dict)
     diff: str | None = None
@@ -274,7 +275,7 @@ def render_profile(outcome: KernelOutcome, limit: int | None = None) -> str:
     parts = []
     if outcome.counters:
         counters = _truncate(outcome.counters, limit, "counters") if limit is not None else outcome.counters
-        parts.append(f"**Hardware counters (Nsight Compute), before and after**\n\n{counters}")
+        parts.append(f"**Hardware counters ({outcome.counters_tool}), before and after**\n\n{counters}")
     for title, text in (("Before (baseline)", outcome.profile_before), ("After (candidate)", outcome.profile_after)):
         if text and limit is not None:
             text = _truncate(text, limit, "profile")

@@ -34,7 +34,7 @@ from kforge_bot.agents.errors import (
     NonTerminating,
     Terminating,
 )
-from kforge_bot.counters import DETAILS_FILE, Counters, details_csv
+from kforge_bot.counters import DETAILS_FILE, Counters, details_csv, tool_title
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
@@ -590,6 +590,7 @@ class Loop:
         counters = record.counters.get(iteration) or {}
         if counters.get("available"):  # the hardware's own counters: per kernel, with the class they imply
             digest["ncu"] = counters["kernels"]
+            digest["counters_tool"] = tool_title(counters)
             digest["ncu_summary"] = {k: counters["summary"].get(k) for k in ("class", "speed_of_light", "dominant")}
             before = record.counters.get(0) or {}
             if iteration and before.get("available"):
@@ -597,7 +598,7 @@ class Loop:
         return digest
 
     def _profile_counters(self, iteration: int, implementation: Implementation) -> None:
-        """ncu's counters for the kernel as written (0) or an accepted candidate: between evaluations, never
+        """Hardware counters (ncu, unitrace) for the kernel as written (0) or an accepted candidate: between evaluations, never
         beside a timed run. The report folder's ncu-details.csv then holds the baseline and the best."""
         counters, record = self.counters, self.record
         if counters is None or iteration in record.counters:
@@ -606,7 +607,8 @@ class Loop:
             if not record.counters_note:
                 self.trajectory.append("counters", iteration=None, available=False, reason=counters.reason)
             return
-        got = counters.collect(iteration, implementation, self.digest(iteration).get("time_ms"))
+        got = counters.collect(iteration, implementation, self.digest(iteration).get("time_ms"),
+                               device_name=str((record.baseline or {}).get("device_name") or ""))
         self.trajectory.append("counters", iteration=iteration, **got)
         best = record.best
         (self.trajectory.root / DETAILS_FILE).write_text(details_csv(

@@ -176,12 +176,14 @@ def outcome_for(kernel_id: str, name: str, file: str, kernel_format: str, *, tar
     how = dict(how)
     roofline = how.pop("roofline", None)
     counters = how.pop("counters", None)
+    counters_tool = how.pop("counters_tool", None) or "Nsight Compute"
     ok, why = qualifies(result, min_speedup)
     if candidate is None:
         ok = False
     path = candidate_path(kernel_format, file)
     outcome = KernelOutcome(kernel=name, file=file, how_found=how, skip_reason=None if ok else why,
-                            candidate_path=path if path != file else None, counters=counters)
+                            candidate_path=path if path != file else None, counters=counters,
+                            counters_tool=counters_tool)
     if result is not None:
         outcome = replace(outcome,
                           targets=(target_row(result, target, kind=kind, labels=labels, roofline=roofline),),

@@ -215,13 +215,13 @@ def _overhead(record: RunRecord) -> str:
 
 
 def _counters(record: RunRecord) -> str:
-    from kforge_bot.counters import section
+    from kforge_bot.counters import section, tool_title
 
     best = record.best
     before, after = record.counters.get(0), record.counters.get(best.iteration) if best else None
     if not (before or after or record.counters_note):
         return ""
-    return "## Hardware counters (Nsight Compute)\n" + section(before, after, record.counters_note)
+    return f"## Hardware counters ({tool_title(before, after)})\n" + section(before, after, record.counters_note)
 
 
 def _files(record: RunRecord) -> str:

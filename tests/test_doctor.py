@@ -142,14 +142,14 @@ def test_the_ncu_probe_collects_the_metric_set_as_optimize_does(tmp_path, monkey
     a permission error comes back as the one-line reason with its fix."""
     from fakes.ncu import fake_ncu
 
-    row = doctor.probe_ncu_counters(target="cpu", timeout=60)
+    row = doctor.probe_hardware_counters(target="cpu", timeout=60)
     assert row["ok"] is True and "counters of the probe kernel" in row["message"], row
     monkeypatch.setenv("KFORGE_NCU", str(fake_ncu(tmp_path / "denied", "print('==ERROR== ERR_NVGPUCTRPERM - The user "
                                                    "does not have permission to access NVIDIA GPU Performance Counters')")))
-    row = doctor.probe_ncu_counters(target="cpu", timeout=60)
+    row = doctor.probe_hardware_counters(target="cpu", timeout=60)
     assert row["ok"] is False and "NVreg_RestrictProfilingToAdminUsers" in row["message"]
     monkeypatch.undo()
-    assert "CUDA targets only" in doctor.probe_ncu_counters(target="cpu")["message"]
+    assert "CUDA targets only" in doctor.probe_hardware_counters(target="cpu")["message"]
 
 def test_parse_perf_probe():
     # As printed by `perf stat -x, -e instructions,cycles true` in a VM without a PMU, and on a host with one.

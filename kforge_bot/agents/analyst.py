@@ -84,7 +84,7 @@ def render_digest(digest: Mapping[str, Any]) -> str:
     ncu = digest.get("ncu")
     if ncu:
         summary = digest.get("ncu_summary") or {}
-        head = "## Hardware counters (Nsight Compute)\n"
+        head = f"## Hardware counters ({digest.get('counters_tool') or 'Nsight Compute'})\n"
         if summary.get("class"):
             light = summary.get("speed_of_light")
             head += (f"Roofline class by the counters: {summary['class']}"

@@ -21,7 +21,7 @@ from kforge_bot.commands import examples, json_option, output_console, target_ki
 @click.option("--quick", is_flag=True, default=None,
               help="Tiny sizes (seconds, for tests); figures are not ceilings. Also KFORGE_DOCTOR_QUICK=1.")
 @click.option("--timeout", type=float, default=900.0, show_default=True, help="Seconds allowed for the measurement child.")
-@click.option("--no-ncu", is_flag=True, help="Skip profiling a probe kernel under ncu (CUDA only).")
+@click.option("--no-ncu", is_flag=True, help="Skip profiling a probe kernel for hardware counters (ncu on CUDA, unitrace on XPU).")
 def doctor(target: str, json_path: str | None, save: bool, save_to: str | None, quick: bool | None,
            timeout: float, no_ncu: bool) -> None:
     """Probe this machine: device, drivers and toolchain, profilers, measured ceilings.

@@ -74,10 +74,11 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
         how["roofline"] = {"before": before.get("roofline_fraction"), "after": after.get("roofline_fraction"),
                            "bound": after.get("bound") or before.get("bound")}
     if record.counters or record.counters_note:  # the follow-up PR's before/after table (kforge_bot.counters)
-        from kforge_bot.counters import section
+        from kforge_bot.counters import section, tool_title
 
         best = record.counters.get(record.best.iteration) if record.best else None
         how["counters"] = section(record.counters.get(0), best, record.counters_note)
+        how["counters_tool"] = tool_title(record.counters.get(0), best)
     if record.best is None or outcome.best_source is None:
         return None, None, how
     return outcome.best_source, EvalResult.from_dict(record.best.result), how

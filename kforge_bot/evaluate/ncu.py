@@ -1,6 +1,6 @@
 """Hardware counters for one call of one implementation: Nsight Compute (`ncu`), off the timed path.
 
-`collect(spec, implementation, target, out_dir, label)` runs `ncu` on kforge_bot.evaluate.ncu_worker (one
+`collect(spec, implementation, target, out_dir, label)` runs `ncu` on kforge_bot.evaluate.profiled_worker (one
 warm call, then one call inside an NVTX range, the only kernels profiled) with the fixed metric set of
 `ncu_metrics`, inside the same sandbox as every worker that runs user code, and returns the parsed digest
 (`ncu_parse`): per kernel duration, SM and memory speed of light, DRAM throughput, occupancy and its limiter,
@@ -19,29 +19,20 @@ and everything else goes on.
 from __future__ import annotations
 
 import glob
-import json
 import os
-import secrets
 import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import isolation, ncu_parse
+from kforge_bot.evaluate import ncu_parse
 from kforge_bot.evaluate.ncu_metrics import all_metric_names
-from kforge_bot.evaluate.ncu_worker import RANGE
+from kforge_bot.evaluate.profiled_run import profiled_argv, profiled_call
+from kforge_bot.evaluate.profiled_worker import RANGE
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import scrubbed_environment
 from kforge_bot.spec import Implementation, KernelSpec
 
 TIMEOUT_S = 60.0  # one call, each kernel replayed ~15 times: 8-12 s measured on the H200 (ncu_h200.md)
-MAX_OUTPUT = 16 << 20  # bytes of ncu output kept: a flood from the profiled process cannot fill memory
-WORKER = "import sys; from kforge_bot.evaluate.ncu_worker import main; main(sys.argv[1:])"
 
 
 @dataclass(frozen=True)
@@ -81,58 +72,40 @@ def command(tool: NcuTool, request: Path, report: Path | None = None) -> list[st
             "--csv", "--page", "raw", "--print-units", "base"]
     if report is not None:
         argv += ["--export", str(report), "--force-overwrite"]
-    return argv + [sys.executable, "-c", WORKER, str(request)]
+    return argv + profiled_argv(request)
 
 
 def collect(spec: KernelSpec, implementation: Implementation, target: str, out_dir: Path, label: str, *,
             settings: EvalSettings | None = None, keep_report: bool = False,
             timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
-    """{"available": True, "kernels": [...], "summary": {...}, "raw_file", "wall_s"} or
+    """{"available": True, "tool": "ncu", "kernels": [...], "summary": {...}, "raw_file", "wall_s"} or
     {"available": False, "reason": one line}. Never raises for ncu's or the implementation's failures."""
     why = unavailable(target)
     if why:
         return {"available": False, "reason": why}
     tool = find_ncu()
     assert tool is not None
-    settings = settings or EvalSettings()
     out_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="kforge-ncu-"))
-    started = time.monotonic()
-    try:
-        request = work / "request.json"
-        request.write_text(json.dumps({
-            "spec": spec.to_dict(), "implementation": implementation.to_dict(), "target": target,
-            "workdir": str(work / "src"), "seed": secrets.randbits(63), "init_seed": 0,
-            "status_file": str(work / "status.json"), "log_file": str(work / "program.log")}))
-        (work / "src").mkdir()
-        report = work / f"{label}.ncu-rep" if keep_report else None
-        argv, env = command(tool, request, report), scrubbed_environment()
-        from kforge_bot.evaluate.api import sandbox_view  # api imports the evaluation's whole stack
 
-        view = sandbox_view(spec, [implementation], target, work, settings)
-        if view is not None:
-            view = replace(view, readable=tuple(view.readable) + tool.folders)
-            env = isolation.environment(env, work)
-            argv = isolation.command(argv, view)
-        text, timed_out = _run(argv, env, work, timeout_s)
-        wall = round(time.monotonic() - started, 2)
-        (out_dir / f"{label}.csv").write_text(text, encoding="utf-8")
-        if report is not None and report.is_file():
+    def argv(request: Path, work: Path) -> list[str]:
+        return command(tool, request, work / f"{label}.ncu-rep" if keep_report else None)
+
+    with profiled_call(spec, implementation, target, settings or EvalSettings(), tool_argv=argv,
+                       tool_folders=tool.folders, timeout_s=timeout_s) as run:
+        (out_dir / f"{label}.csv").write_text(run.text, encoding="utf-8")
+        report = run.work / f"{label}.ncu-rep"
+        if keep_report and report.is_file():
             shutil.copy(report, out_dir / report.name)
-        if timed_out:
-            return {"available": False, "reason": f"ncu did not finish within {timeout_s:.0f} s", "wall_s": wall}
-        status = _status(work / "status.json")
-        if status.get("status") == "error":
-            return {"available": False, "reason": f"the profiled call failed: {status.get('reason')}",
-                    "wall_s": wall}
+        if run.timed_out:
+            return {"available": False, "reason": f"ncu did not finish within {timeout_s:.0f} s", "wall_s": run.wall_s}
+        if run.call_failed:
+            return {"available": False, "reason": f"the profiled call failed: {run.call_failed}", "wall_s": run.wall_s}
         try:
-            rows = ncu_parse.parse_raw(text)
+            rows = ncu_parse.parse_raw(run.text)
         except ncu_parse.NcuOutputError as exc:
-            return {"available": False, "reason": str(exc), "wall_s": wall}
-        return {"available": True, "kernels": rows, "summary": ncu_parse.summary(rows),
-                "raw_file": f"{label}.csv", "wall_s": wall}
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+            return {"available": False, "reason": str(exc), "wall_s": run.wall_s}
+        return {"available": True, "tool": "ncu", "kernels": rows, "summary": ncu_parse.summary(rows),
+                "raw_file": f"{label}.csv", "wall_s": run.wall_s}
 
 
 def consistent_with_timing(counters: dict[str, Any], median_ms: float | None) -> str | None:
@@ -145,49 +118,3 @@ def consistent_with_timing(counters: dict[str, Any], median_ms: float | None) ->
         return (f"the profiled kernels add up to {total_us:.1f} us against {median_ms * 1000.0:.1f} us timed: "
                 "read these counters with care")
     return None
-
-
-def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[str, bool]:
-    """ncu's output (bounded), and whether it timed out; its whole process group is ended either way."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=env, cwd=str(cwd), start_new_session=True)
-    chunks: list[bytes] = []
-    size = 0
-    deadline = time.monotonic() + timeout_s
-    timed_out = False
-    exited_at: float | None = None
-    assert proc.stdout is not None
-    os.set_blocking(proc.stdout.fileno(), False)
-    while True:
-        try:
-            data = proc.stdout.read(1 << 16)
-        except BlockingIOError:
-            data = None
-        if data:
-            if size < MAX_OUTPUT:
-                chunks.append(data[:MAX_OUTPUT - size])
-            size += len(data)
-            continue
-        if data == b"" and proc.poll() is not None:
-            break
-        if proc.poll() is not None:  # ncu is done; something it started may still hold the pipe open
-            exited_at = exited_at or time.monotonic()
-            if time.monotonic() - exited_at > 1.0:
-                break
-        if time.monotonic() > deadline:
-            timed_out = True
-            break
-        time.sleep(0.05)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-    return b"".join(chunks).decode("utf-8", errors="replace"), timed_out
-
-
-def _status(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}

@@ -1,7 +1,9 @@
-"""The program `ncu` profiles: one call of one implementation, inside an NVTX range the collector filters on.
+"""The program an outside profiler runs: one call of one implementation, marked so the profiler sees only it.
 
-`python -c "...ncu_worker import main; main(argv)" REQUEST.json`, started by kforge_bot.evaluate.ncu inside
-the same sandbox as every other worker. It builds the implementation as the candidate's worker does (the
+`python -c "...profiled_worker import main; main(argv)" REQUEST.json`, started under `ncu` (CUDA) or `unitrace`
+(Intel XPU) by kforge_bot.evaluate.profiled_run inside the same sandbox as every other worker. The profiled
+call is marked for both tools: an NVTX range named RANGE (ncu filters on it with --nvtx-include) and, for
+unitrace's --conditional-collection, PTI_ENABLE_COLLECTION set to 1 in this process's environment for the call. It builds the implementation as the candidate's worker does (the
 spec's init seed, shape set 0's inputs from a fresh seed), calls it once outside the range (compilation,
 autotuning and first-use loads are not what the counters should describe, and ncu replays every profiled
 kernel 15 or more times), then once inside it. Nothing here decides a verdict: the counters are evidence for
@@ -17,6 +19,7 @@ import traceback
 from pathlib import Path
 
 RANGE = "kforge_call"
+COLLECTION_SWITCH = "PTI_ENABLE_COLLECTION"
 
 
 def main(argv: list[str]) -> None:
@@ -60,7 +63,9 @@ def _profile_one_call(request: dict) -> None:
     marked = device.type == "cuda"  # the range is what ncu filters on; elsewhere (tests on CPU) there is none
     if marked:
         torch.cuda.nvtx.range_push(RANGE)
+    os.environ[COLLECTION_SWITCH] = "1"  # setenv(3): what unitrace's conditional collection reads
     loading.call(fn, inputs)
     target.synchronize()
+    os.environ[COLLECTION_SWITCH] = "0"
     if marked:
         torch.cuda.nvtx.range_pop()
