@@ -1,4 +1,4 @@
-"""Hardware counters in the optimize loop (kforge_bot.counters): what gets profiled, what the run keeps, and
+"""Hardware counters in the optimize loop (kforge_bot.optimize.counters): what gets profiled, what the run keeps, and
 the speed-of-light stop. ncu itself is a stand-in (tests/fakes/ncu.py) printing output recorded on an H200."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from kforge_bot.evaluate import ncu
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.loop import Budgets, OptimizeRun, RunConfig, StopRules
+from kforge_bot.optimize.loop import Budgets, OptimizeRun, RunConfig, StopRules
 from kforge_bot.spec import load_spec
 
 
@@ -75,7 +75,7 @@ def test_without_counters_the_run_says_why_once_and_goes_on(kernel_dir: Path, tm
 def test_after_ncu_itself_fails_the_run_stops_paying_for_it(kernel_dir: Path, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A hung or refused ncu costs its limit once, not once per accepted candidate."""
-    from kforge_bot.counters import Counters
+    from kforge_bot.optimize.counters import Counters
     from kforge_bot.spec import Implementation
 
     monkeypatch.setattr(ncu, "unavailable", lambda target: None)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from kforge_bot import evidence
-from kforge_bot.evidence import KernelOutcome, TargetRow
+from kforge_bot.bot import evidence
+from kforge_bot.bot.evidence import KernelOutcome, TargetRow
 
 
 def _rows():
@@ -193,9 +193,9 @@ def test_markers_cannot_be_broken_by_names():
 def test_the_pr_body_shows_the_counters_before_and_after_table_and_its_reading() -> None:
     from pathlib import Path
 
-    from kforge_bot.counters import section
+    from kforge_bot.optimize.counters import section
     from kforge_bot.evaluate.ncu_parse import parse_raw, summary
-    from kforge_bot.evidence import render_pr_body, render_profile
+    from kforge_bot.bot.evidence import render_pr_body, render_profile
 
     rows = parse_raw((Path(__file__).parent / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
     counters = {"available": True, "kernels": rows, "summary": summary(rows)}

@@ -9,8 +9,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "kforge_bot"
 
 # part -> (modules it is made of, imports it must never make)
-BOT = ("kforge_bot.prbot", "kforge_bot.github", "kforge_bot.events", "kforge_bot.trust", "kforge_bot.evidence")
-OPTIMIZE = ("kforge_bot.loop", "kforge_bot.trajectory", "kforge_bot.report", "kforge_bot.counters")
+BOT = ("kforge_bot.bot",)
+OPTIMIZE = ("kforge_bot.optimize",)
 RULES = {
     "evaluate": (("kforge_bot.evaluate",),
                  ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops", "kforge_bot.scale",
@@ -55,8 +55,8 @@ def test_no_part_imports_what_it_must_not() -> None:
 
 def test_the_rules_see_a_forbidden_import(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
-    sample.write_text("def f():\n    from kforge_bot.prbot import outcome_for\n")
-    assert "kforge_bot.prbot" in _imports(sample)  # inside a function too
+    sample.write_text("def f():\n    from kforge_bot.bot.prbot import outcome_for\n")
+    assert "kforge_bot.bot.prbot" in _imports(sample)  # inside a function too
 
 
 def test_git_runs_only_in_gitops() -> None:

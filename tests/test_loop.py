@@ -13,10 +13,10 @@ from fakes.llm_server import HTTPError, ScriptedLLMServer, rate_limited, reply
 from kforge_bot.agents.errors import BudgetExhausted
 from kforge_bot.agents.llm import Endpoint
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.loop import (Budgets, Loop, NearRoofline, NoProgress, OptimizeRun, RunConfig, SearchExhausted,
+from kforge_bot.optimize.loop import (Budgets, Loop, NearRoofline, NoProgress, OptimizeRun, RunConfig, SearchExhausted,
                              StopRules, TunerProposer)
 from kforge_bot.spec import load_spec
-from kforge_bot.trajectory import Trajectory, replay, sha256
+from kforge_bot.optimize.trajectory import Trajectory, replay, sha256
 
 FIXTURE = Path(__file__).parent / "data" / "optimize"
 SETTINGS = EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120)
@@ -265,7 +265,7 @@ def test_the_policys_languages_bound_what_a_candidate_may_be_written_in(kernel_d
     written is measured whatever it is written in; a manifest kernel declared in a refused language is a
     one-line error up front (none of its candidates could be accepted)."""
     from kforge_bot.errors import KforgeError
-    from kforge_bot.loop import Evaluator
+    from kforge_bot.optimize.loop import Evaluator
     from kforge_bot.spec import Implementation
 
     kb = load_spec(Path(__file__).parent / "data" / "kb" / "softmax.py")

@@ -16,7 +16,7 @@ import pytest
 from fakes.llm_server import ScriptedLLMServer, reply
 
 from kforge_bot.cli import main
-from kforge_bot.trajectory import Trajectory, sha256
+from kforge_bot.optimize.trajectory import Trajectory, sha256
 
 REPO = Path(__file__).resolve().parents[1]
 ADVICE = "Recommendations:\n1. Raise TILE_N from 32 to 64 so the inner loop vectorizes."
@@ -306,7 +306,7 @@ def test_resume_judges_an_interrupted_rounds_candidates_without_asking_the_model
         kernel_dir: Path, tmp_path: Path, steady_policy: Path) -> None:
     from kforge_bot.agents.llm import Endpoint
     from kforge_bot.evaluate.result import EvalSettings
-    from kforge_bot.loop import Budgets, OptimizeRun, RunConfig
+    from kforge_bot.optimize.loop import Budgets, OptimizeRun, RunConfig
     from kforge_bot.spec import load_spec
 
     kinds = variants((kernel_dir / "tiny_mm.py").read_text())

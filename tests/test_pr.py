@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kforge_bot import prbot
-from kforge_bot.evidence import KernelOutcome, TargetRow
+from kforge_bot.bot import prbot
+from kforge_bot.bot.evidence import KernelOutcome, TargetRow
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, write
 from fakes.webhooks import as_fork, example, pr_comment

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kforge_bot.hardware import Ceilings
-from kforge_bot.report import render_markdown, write_report
-from kforge_bot.trajectory import Trajectory
+from kforge_bot.optimize.report import render_markdown, write_report
+from kforge_bot.optimize.trajectory import Trajectory
 
 from test_trajectory import result
 
@@ -104,7 +104,7 @@ def test_without_ceilings_a_kernel_with_known_flops_is_placed_by_its_flop_rate(t
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from kforge_bot.report import _roofline_panel
+    from kforge_bot.optimize.report import _roofline_panel
 
     record = llm_run(tmp_path, improved=True, flops=2e9, ceilings=False).record
     figure, ax = plt.subplots()

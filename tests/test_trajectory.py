@@ -11,7 +11,7 @@ import pytest
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, TimingStats
 from kforge_bot.hardware import Ceilings, roofline
-from kforge_bot.trajectory import (TRAJECTORY_FILE, Trajectory, output_bytes, read_events, replay,
+from kforge_bot.optimize.trajectory import (TRAJECTORY_FILE, Trajectory, output_bytes, read_events, replay,
                                    roofline_position)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fakes.unitrace import fake_unitrace
 
-from kforge_bot import counters
+from kforge_bot.optimize import counters
 from kforge_bot.evaluate import ncu, unitrace
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec

@@ -24,7 +24,7 @@ from kforge_bot.commands import examples, json_option, output_console, write_jso
 
 
 def _ms(value: float | None) -> str:
-    from kforge_bot.evidence import fmt_time
+    from kforge_bot.bot.evidence import fmt_time
 
     return fmt_time(value) if value is not None else "-"
 
@@ -211,7 +211,7 @@ def _post_status(report: GateReport, target: str) -> None:
     if not (os.environ.get("GITHUB_TOKEN") and os.environ.get("GITHUB_REPOSITORY")):
         click.echo("commit status: skipped (GITHUB_TOKEN and GITHUB_REPOSITORY are not both set)", err=True)
         return
-    from kforge_bot.github import GitHub
+    from kforge_bot.bot.github import GitHub
 
     state, description = status_for(report)
     url = None

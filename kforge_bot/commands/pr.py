@@ -3,7 +3,7 @@
 Reads the Actions environment (GITHUB_EVENT_NAME / _PATH, GITHUB_REPOSITORY, GITHUB_API_URL,
 GITHUB_TOKEN, GITHUB_WORKSPACE, GITHUB_STEP_SUMMARY), decides whether the event may run here (a skip
 prints the reason, puts it in the summary and exits 0), optimizes the kernels the PR changed on this
-runner's target, and publishes follow-up PRs with the evidence (`kforge_bot.prbot`).
+runner's target, and publishes follow-up PRs with the evidence (`kforge_bot.bot.prbot`).
 Exit codes: 0 done or skipped, 2 bad input (event, policy, environment) or a GitHub/git error.
 """
 
@@ -34,7 +34,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
                      model: str | None = None, models: Sequence[str] = (), time_budget_s: float | None = None,
                      work_dir: str | None = None,
                      log: Any = None) -> tuple[str | None, Any, dict[str, Any]]:
-    """The ONLY place the PR bot touches the optimize loop (kforge_bot.loop).
+    """The ONLY place the PR bot touches the optimize loop (kforge_bot.optimize.loop).
 
     Runs the LLM loop when an endpoint is configured (OPENAI_BASE_URL / OPENAI_API_KEY), else the
     built-in tuner, on one spec and device kind, within the policy's budgets. Returns (the best
@@ -42,7 +42,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     candidate beat the kernel as written."""
     from kforge_bot.agents.llm import configured, endpoint_from_env
     from kforge_bot.evaluate.result import EvalResult, EvalSettings
-    from kforge_bot.loop import Budgets, OptimizeRun, RunConfig
+    from kforge_bot.optimize.loop import Budgets, OptimizeRun, RunConfig
 
     endpoint = endpoint_from_env(model=model) if configured() else None
     _announce_isolation(policy.isolation_mode("pr"))
@@ -73,8 +73,8 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     if before.get("roofline_fraction") is not None or after.get("roofline_fraction") is not None:
         how["roofline"] = {"before": before.get("roofline_fraction"), "after": after.get("roofline_fraction"),
                            "bound": after.get("bound") or before.get("bound")}
-    if record.counters or record.counters_note:  # the follow-up PR's before/after table (kforge_bot.counters)
-        from kforge_bot.counters import section, tool_title
+    if record.counters or record.counters_note:  # the follow-up PR's before/after table (kforge_bot.optimize.counters)
+        from kforge_bot.optimize.counters import section, tool_title
 
         best = record.counters.get(record.best.iteration) if record.best else None
         how["counters"] = section(record.counters.get(0), best, record.counters_note)
@@ -111,8 +111,8 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
        policy_path: str | None, json_path: str | None, results_path: Path | None, no_publish: bool,
        aggregate_dir: Path | None, work_dir: Path | None) -> None:
     """Optimize the kernels a pull request changed and open follow-up PRs with the evidence."""
-    from kforge_bot import prbot
-    from kforge_bot.github import GitHub
+    from kforge_bot.bot import prbot
+    from kforge_bot.bot.github import GitHub
     from kforge_bot.policy import load_policy
 
     if results_path is not None:

@@ -13,7 +13,7 @@ confidence (the whole speedup interval above 1), and better than the current bes
 Control flow uses the loop-control exceptions of `kforge_bot.agents.errors` (as in mini-swe-agent): a
 `NonTerminating` signal (a malformed reply) costs its iteration and the run goes on; a `Terminating` one
 (budget spent, endpoint gone, no progress, near the roofline, search exhausted) ends the run and the best
-candidate so far stands. Everything the loop knows is in its trajectory (kforge_bot.trajectory), written
+candidate so far stands. Everything the loop knows is in its trajectory (kforge_bot.optimize.trajectory), written
 as it happens, so a stopped run resumes where it was without spending an iteration twice.
 """
 
@@ -34,12 +34,12 @@ from kforge_bot.agents.errors import (
     NonTerminating,
     Terminating,
 )
-from kforge_bot.counters import DETAILS_FILE, Counters, details_csv, tool_title
+from kforge_bot.optimize.counters import DETAILS_FILE, Counters, details_csv, tool_title
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.text import one_line
-from kforge_bot.trajectory import (
+from kforge_bot.optimize.trajectory import (
     SCHEMA,
     IterationRecord,
     RunRecord,
@@ -302,7 +302,7 @@ class TunerProposer:
 
     def observe(self, it: IterationRecord) -> None:
         if self.search is not None and it.assignment is not None and it.result is not None:
-            from kforge_bot.trajectory import tuner_score
+            from kforge_bot.optimize.trajectory import tuner_score
 
             self.search.record(it.assignment, tuner_score(it.result))
 
@@ -504,7 +504,7 @@ class LoopOutcome:
         return self.record.best is not None and self.best_source is not None
 
     def how_found(self) -> dict[str, Any]:
-        """The search in brief, in the keys `kforge_bot.evidence.render_how_found` reads."""
+        """The search in brief, in the keys `kforge_bot.bot.evidence.render_how_found` reads."""
         record = self.record
         start = record.start
         usage = record.usage or {}
@@ -535,7 +535,7 @@ class Loop:
                  progress: Progress | None = None, clock: Callable[[], float] = time.monotonic,
                  parallel: int = 1, beam: int = 1, counters: Counters | None = None) -> None:
         self.spec = spec
-        self.counters = counters  # ncu for the kernel as written and each accepted candidate (kforge_bot.counters)
+        self.counters = counters  # ncu for the kernel as written and each accepted candidate (kforge_bot.optimize.counters)
         self.target = target
         self.proposer = proposer
         self.trajectory = trajectory
@@ -719,7 +719,7 @@ class Loop:
         self.hardware_text = hardware_text(self.target, device, facts, self.record.ceilings)
 
     def _workload(self) -> dict[str, Any]:
-        from kforge_bot.trajectory import output_bytes
+        from kforge_bot.optimize.trajectory import output_bytes
 
         shapes = list(self.spec.shape_sets)
         if self.workload_model is not None:
@@ -1083,8 +1083,8 @@ class OptimizeRun:
         return self.outcome
 
     def finish(self, *, written_to: str | None = None, note: str | None = None) -> Any:
-        """Record the session's end and write report.md and plot.png; returns kforge_bot.report.ReportFiles."""
-        from kforge_bot.report import write_report
+        """Record the session's end and write report.md and plot.png; returns kforge_bot.optimize.report.ReportFiles."""
+        from kforge_bot.optimize.report import write_report
 
         record = self.trajectory.record
         self.trajectory.append("end", written_to=written_to, note=note,

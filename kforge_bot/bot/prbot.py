@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kforge_bot import events, evidence, trust
+from kforge_bot.bot import events, evidence, trust
 from kforge_bot.errors import KforgeError
-from kforge_bot.evidence import KernelOutcome, TargetRow
+from kforge_bot.bot.evidence import KernelOutcome, TargetRow
 
 SCHEMA = "kforge-bot/pr-results/1"
 Log = Callable[[str], None]

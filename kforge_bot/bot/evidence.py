@@ -52,7 +52,7 @@ class KernelOutcome:
     correctness: Mapping[str, Any] = field(default_factory=dict)
     profile_before: str | None = None
     profile_after: str | None = None
-    counters: str | None = None  # Markdown: the hardware counters' before/after table and reading (kforge_bot.counters)
+    counters: str | None = None  # Markdown: the hardware counters' before/after table and reading (kforge_bot.optimize.counters)
     counters_tool: str = "Nsight Compute"  # the profiler they came from (unitrace on Intel XPU)
     analyst_note: str | None = None
     how_found: Mapping[str, Any] = field(default_factory=dict)

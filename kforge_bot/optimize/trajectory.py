@@ -5,9 +5,9 @@ A report directory holds:
     trajectory.jsonl   one JSON event per line, flushed and fsynced as it is written
     candidates/        each candidate's source (0001.py, 0002.py, ...) and the kernel as written (baseline.py)
     best.<ext>         a copy of the best candidate, when one beat the kernel as written
-    report.md, plot.png  written at the end of each session (kforge_bot.report)
+    report.md, plot.png  written at the end of each session (kforge_bot.optimize.report)
     ncu-details.csv, ncu/  the hardware counters of the kernel as written and the best candidate, and ncu's
-                     raw output per profiled version (CUDA targets with ncu; kforge_bot.counters)
+                     raw output per profiled version (CUDA targets with ncu; kforge_bot.optimize.counters)
 
 The loop keeps no state of its own that is not in the trajectory: `RunRecord.apply` folds each event into
 the run's state as it is appended, so `--resume` (replaying the file) reaches exactly the state the
