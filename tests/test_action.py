@@ -106,7 +106,7 @@ def test_inputs_reach_scripts_only_through_env():
         for value in (step.get("env") or {}).values():
             used |= set(re.findall(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", str(value)))
     assert used == inputs, f"inputs that never reach the script: {sorted(inputs - used)}"
-    assert set(action["outputs"]) == {"pr-numbers", "results-file"}
+    assert set(action["outputs"]) == {"pr-numbers", "results-file", "reports-dir"}
     for workflow in (PR_WORKFLOW, GATE_WORKFLOW):
         for job in _load(workflow)["jobs"].values():
             for step in job["steps"]:
@@ -189,12 +189,14 @@ def test_action_passes_inputs_as_data_not_code(tmp_path):
     assert codes == [0, 0, 0], (tmp_path / "stderr.txt").read_text() if (tmp_path / "stderr.txt").exists() else codes
     call = json.loads((tmp_path / "cli.json").read_text())
     results = str(runner_temp / "kforge-results" / "results.json")
-    assert call["argv"] == ["pr", "--json", results, "--policy", "policies/strict.yml", "--target", "b200",
+    reports = str(runner_temp / "kforge-results" / "reports")  # the run reports, for the job's artifact
+    assert call["argv"] == ["pr", "--json", results, "--work-dir", reports, "--policy", "policies/strict.yml", "--target", "b200",
                             "--target", "arc-b580", "--model", evil, "--iterations", "3"]
     assert call["env"] == {"GITHUB_TOKEN": "ghs_test", "OPENAI_API_KEY": "sk-test-key",
                            "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
     assert not list((tmp_path / "workspace").glob("PWNED*"))
-    assert output.read_text().splitlines() == ["pr-numbers=7,9", f"results-file={results}"]
+    # No reports were written (the stand-in CLI measured nothing): the output is empty, so no empty artifact.
+    assert output.read_text().splitlines() == ["pr-numbers=7,9", f"results-file={results}", "reports-dir="]
     # With torch present, the package is installed with its dependencies, torch left alone.
     calls = (tmp_path / "calls.log").read_text()
     assert f"-m pip install --quiet --disable-pip-version-check {ROOT}" in calls
@@ -209,6 +211,7 @@ def test_action_aggregate_mode_installs_without_torch(tmp_path):
     assert "--no-deps" in (tmp_path / "calls.log").read_text()
     argv = json.loads((tmp_path / "cli.json").read_text())["argv"]
     assert argv[argv.index("--aggregate") + 1] == "kforge-results" and "--target" not in argv
+    assert "--work-dir" not in argv  # aggregation measures nothing: no run reports
 
 
 def test_action_refuses_a_gpu_job_without_torch_and_bad_publish(tmp_path):

@@ -528,10 +528,23 @@ class Actions:
                 rc, out, outputs = self._run_action(with_, ctx, env_base, workspace, base / tag)
             elif uses.startswith("actions/upload-artifact@"):
                 source = Path(with_["path"])
-                assert source.is_file(), f"upload-artifact: {source} does not exist"
+                assert source.exists(), f"upload-artifact: {source} does not exist"
                 dest = self.artifacts / with_["name"]
                 dest.mkdir()
-                shutil.copy(source, dest / source.name)
+                if source.is_dir():  # a folder uploads its contents
+                    shutil.copytree(source, dest, dirs_exist_ok=True)
+                else:
+                    shutil.copy(source, dest / source.name)
+                number = len(list(self.artifacts.iterdir()))  # upload-artifact@v4's documented outputs
+                outputs = {"artifact-id": str(number), "artifact-url": f"{ctx['github']['server_url']}/{REPO}/actions/"
+                                                                      f"runs/{ctx['github']['run_id']}/artifacts/{number}"}
+            elif "run" in step:  # a workflow's own shell step: bash with its env, as the runner runs it
+                script = base / tag / f"workflow-step-{len(job_result['steps'])}.sh"
+                script.write_text(step["run"])
+                env = {**env_base, **{k: expr.render(v) for k, v in (step.get("env") or {}).items()}}
+                proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=workspace,
+                                      env=env, capture_output=True, text=True, timeout=60)
+                rc, out = proc.returncode, proc.stdout + proc.stderr
             elif uses.startswith("actions/download-artifact@"):
                 target = workspace / with_["path"]
                 for art in sorted(self.artifacts.iterdir()):
@@ -681,6 +694,13 @@ def test_pr_opens_one_follow_up_then_updates_it(world, measured):
     jobs2 = actions.trigger("pull_request_target", world.event(action="synchronize"))
     assert [s["name"] for s in jobs2["optimize"]["steps"]][:2] == ["actions/checkout@v4", "kforge-bot/kforge-bot@v0"]
     assert all(s["rc"] == 0 for j in jobs2.values() for s in j["steps"]), jobs2
+    # The optimize job's summary lists the kernel and its report folder, and links the uploaded reports
+    # (report.md, trajectory, candidates: the run's raw files, counters where the runner has a profiler).
+    optimize_summary = jobs2["optimize"]["summary"]
+    assert "### kforge-bot" in optimize_summary and "| rmsnorm | cpu |" in optimize_summary, optimize_summary
+    assert "Run reports and hardware counters: [kforge-reports](http" in optimize_summary
+    reports = actions.artifacts / "kforge-reports-cpu"
+    assert list(reports.glob("*/report.md")) and list(reports.glob("*/trajectory.jsonl")), sorted(reports.rglob("*"))
     assert [p.number for p in world.follow_ups()] == [pr.number]
     assert jobs2["publish"]["outputs"]["pr-numbers"] == str(pr.number)
     assert world.fake._git(REPO, "rev-parse", f"{pr.head_ref}~1") == world.head_sha  # rebuilt on the new head

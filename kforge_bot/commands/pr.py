@@ -66,6 +66,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
             f", {budgets.iterations} iteration(s)")
     run = OptimizeRun.open(spec, config, report_dir)
     outcome = run.run()
+    run.finish()  # report.md beside the trajectory: the job's reports artifact holds what a reviewer reads
     how = outcome.how_found()
     how["trajectory"] = str(report_dir)
     record = outcome.record
