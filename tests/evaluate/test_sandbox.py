@@ -17,7 +17,7 @@ from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.evaluate.sandbox import ChildOutcome, _parse, run_worker, scrubbed_environment
 from kforge_bot.spec import Implementation, load_spec
 
-ADV = Path(__file__).parent / "data" / "adversarial"
+ADV = Path(__file__).parents[1] / "data" / "adversarial"
 QUICK = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60)
 
 
@@ -37,7 +37,7 @@ def test_scrubbed_environment_drops_credentials_and_keeps_the_rest() -> None:
     for name in parent:
         if name not in ("PATH", "HOME", "LANG", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "PYTHONPATH"):
             assert name not in clean, name
-    package_root = str(Path(__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[2])
     assert clean["PYTHONPATH"].split(os.pathsep) == [package_root, "/somewhere"]
     assert clean["PYTHONUNBUFFERED"] == "1"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parents[1] / "data"
 SOFTMAX = DATA / "kb" / "softmax.py"
 ADV = DATA / "adversarial"
 MANIFEST_REPO = DATA / "manifest_repo"

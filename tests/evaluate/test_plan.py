@@ -10,7 +10,7 @@ from kforge_bot.evaluate.plan import DoesNotFit, Fit, Plan, fit_plan, memory_nee
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import load_spec
 
-PROBLEM = Path(__file__).parent / "data" / "adversarial" / "problem.py"
+PROBLEM = Path(__file__).parents[1] / "data" / "adversarial" / "problem.py"
 GB = 10**9
 
 

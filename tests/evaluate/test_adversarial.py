@@ -21,7 +21,7 @@ from kforge_bot.evaluate.guards import static_findings
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 
-ADV = Path(__file__).parent / "data" / "adversarial"
+ADV = Path(__file__).parents[1] / "data" / "adversarial"
 SEEDS = [11, 22]
 # Correctness only and no profile where neither matters: each worker start costs seconds on a 2-core CI box.
 CHECK = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from kforge_bot.cli import cli
 from kforge_bot.spec import load_manifest
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 TRITON = textwrap.dedent('''
     import torch

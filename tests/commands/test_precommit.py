@@ -14,7 +14,7 @@ import pytest
 import yaml
 from fakes.gitrepos import commit_all, git, write
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 REF = """\
 import torch

@@ -11,7 +11,7 @@ import torch
 
 from kforge_bot.evaluate import tensorfile
 
-ATTACK = Path(__file__).parent / "data" / "adversarial" / "evasive_reference_files.py"
+ATTACK = Path(__file__).parents[1] / "data" / "adversarial" / "evasive_reference_files.py"
 
 
 def test_every_dtype_and_shape_round_trips_and_survives_the_file_being_deleted(tmp_path: Path) -> None:

@@ -124,7 +124,7 @@ def test_the_counter_table_shows_before_and_after_with_the_class() -> None:
     from kforge_bot.agents.analyst import render_digest
     from kforge_bot.evaluate.ncu_parse import parse_raw
 
-    rows = parse_raw((Path(__file__).parent / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
+    rows = parse_raw((Path(__file__).parents[1] / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
     text = render_digest({"ncu": rows, "ncu_before": rows,
                           "ncu_summary": {"class": "compute-bound", "speed_of_light": 0.694}})
     assert "Roofline class by the counters: compute-bound, 69% of speed of light." in text

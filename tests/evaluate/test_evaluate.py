@@ -17,9 +17,9 @@ from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerProcess
 from kforge_bot.spec import Implementation, KernelSpec, load_manifest, load_spec
 
-ADV = Path(__file__).parent / "data" / "adversarial"
+ADV = Path(__file__).parents[1] / "data" / "adversarial"
 
-MANIFEST_REPO = Path(__file__).parent / "data" / "manifest_repo"
+MANIFEST_REPO = Path(__file__).parents[1] / "data" / "manifest_repo"
 
 # The reference does its work eight times over; the candidate once, by another route (log_softmax + exp),
 # so it is genuinely faster on any CPU and calls none of the reference's ops.
@@ -294,7 +294,7 @@ def test_references_are_computed_once_per_store_and_never_left_on_disk(tmp_path:
 
 
 def test_targets_and_seeds() -> None:
-    spec = load_spec(Path(__file__).parent / "data" / "kb" / "softmax.py")
+    spec = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
     from kforge_bot.targets import resolve_target_name
 
     assert resolve_target_name("cpu", spec.targets) == "cpu"
@@ -322,7 +322,7 @@ def test_a_named_gpu_target_taken_at_its_word_is_refused_by_the_worker_in_plain_
     import kforge_bot.targets as targets
 
     monkeypatch.setattr(targets, "_device_nodes_present", lambda kind: True)
-    spec = load_spec(Path(__file__).parent / "data" / "kb" / "softmax.py")
+    spec = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
     with pytest.raises(KforgeError) as info:
         evaluate(spec, spec.baseline, "cuda", EvalSettings(seeds=1, measure=False, profile=False))
     assert "target 'cuda' is not available on this machine: torch here has no CUDA support (a CPU build)" \
@@ -335,7 +335,7 @@ def test_the_static_scan_answers_without_starting_any_process(monkeypatch: pytes
 
     monkeypatch.setattr(api, "run_worker", no_workers)
     monkeypatch.setattr(api, "start_worker", no_workers)
-    spec = load_spec(Path(__file__).parent / "data" / "kb" / "softmax.py")
+    spec = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
     result = evaluate(spec, _cand("import gc\nclass ModelNew:\n    pass\n"), "cpu")
     assert result.verdict == "rejected" and result.reason.startswith("static check: line 1: import gc")
     assert result.details["static_findings"] == [result.reason.removeprefix("static check: ")]
@@ -368,7 +368,7 @@ def test_a_torch_compile_candidate_is_not_mistaken_for_a_hack(tmp_path: Path) ->
 
     if shutil.which("g++") is None and shutil.which("c++") is None:
         pytest.skip("torch.compile on the CPU needs a C++ compiler; none here")
-    spec = load_spec(Path(__file__).parent / "data" / "adversarial" / "problem.py")
+    spec = load_spec(Path(__file__).parents[1] / "data" / "adversarial" / "problem.py")
     result = evaluate(spec, _cand(COMPILED), "cpu", EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=300))
     assert result.verdict == "pass", result.reason
 
@@ -396,7 +396,7 @@ def test_a_time_below_the_hardware_floor_is_rejected_and_a_sane_one_passes(tmp_p
     assert result.details["timing"][0]["hardware_floor_ms"] > 0
 
 
-SHARED = Path(__file__).parent / "data" / "shared_weights"
+SHARED = Path(__file__).parents[1] / "data" / "shared_weights"
 
 
 def test_weights_both_sides_hold_are_read_from_one_place_and_may_not_be_written() -> None:

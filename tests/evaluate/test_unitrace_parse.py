@@ -10,7 +10,7 @@ import pytest
 from kforge_bot.evaluate import ncu_parse
 from kforge_bot.evaluate.unitrace_parse import UnitraceOutputError, parse_query, permission_problem
 
-QUERY = (Path(__file__).parent / "data" / "unitrace" / "perfquery_format.csv").read_text()
+QUERY = (Path(__file__).parents[1] / "data" / "unitrace" / "perfquery_format.csv").read_text()
 B580_GBS = 456.0  # the datasheet's GDDR6 bandwidth (hardware_runners/arc-b580/runner.yml)
 
 

@@ -23,8 +23,8 @@ from kforge_bot.agents.tuner import (
 )
 from kforge_bot.errors import KforgeError
 
-DATA = Path(__file__).parent / "data_agents"
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+DATA = Path(__file__).parents[1] / "data_agents"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def source(name: str) -> str:
@@ -426,7 +426,7 @@ def test_the_hardware_counters_choose_the_tuners_first_move() -> None:
     spills or a register-capped occupancy point at warps and smaller blocks; too few warps at smaller blocks."""
     from kforge_bot.evaluate.ncu_parse import parse_raw
 
-    rows = parse_raw((Path(__file__).parent / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
+    rows = parse_raw((Path(__file__).parents[1] / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
     assert profile_hint({"ncu": rows, "roofline": {"bound": "memory"}}) == "compute"
     longest = max(rows, key=lambda r: r["duration_us"])
     spilling = [{**longest, "spills": 12.0}]

@@ -15,7 +15,7 @@ from kforge_bot.evaluate import ncu, unitrace
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 
-ADV = Path(__file__).parent / "data" / "adversarial"
+ADV = Path(__file__).parents[1] / "data" / "adversarial"
 SETTINGS = EvalSettings(seeds=1, measure=False, profile=False, timeout_s=60)
 
 

@@ -197,7 +197,7 @@ def test_the_pr_body_shows_the_counters_before_and_after_table_and_its_reading()
     from kforge_bot.evaluate.ncu_parse import parse_raw, summary
     from kforge_bot.bot.evidence import render_pr_body, render_profile
 
-    rows = parse_raw((Path(__file__).parent / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
+    rows = parse_raw((Path(__file__).parents[1] / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
     counters = {"available": True, "kernels": rows, "summary": summary(rows)}
     outcome = KernelOutcome(kernel="softmax", file="softmax.py", counters=section(counters, counters))
     body = render_pr_body(outcome, pr_number=7, head_branch="feature")

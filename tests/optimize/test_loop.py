@@ -18,7 +18,7 @@ from kforge_bot.optimize.loop import (Budgets, Loop, NearRoofline, NoProgress, O
 from kforge_bot.spec import load_spec
 from kforge_bot.optimize.trajectory import Trajectory, replay, sha256
 
-FIXTURE = Path(__file__).parent / "data" / "optimize"
+FIXTURE = Path(__file__).parents[1] / "data" / "optimize"
 SETTINGS = EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120)
 
 
@@ -255,7 +255,7 @@ def test_acceptance_needs_the_whole_interval_above_1_and_a_real_gain_over_the_be
 
 def test_a_kernel_without_tunables_ends_the_tuner_with_advice(tmp_path: Path) -> None:
     loop = idle_loop(tmp_path, Budgets(iterations=9),
-                     spec_path=Path(__file__).resolve().parents[1] / "examples" / "kernelbench" / "softmax_problem.py")
+                     spec_path=Path(__file__).resolve().parents[2] / "examples" / "kernelbench" / "softmax_problem.py")
     with pytest.raises(SearchExhausted, match="kforge: tune NAME in"):
         loop.proposer.start()
 
@@ -268,7 +268,7 @@ def test_the_policys_languages_bound_what_a_candidate_may_be_written_in(kernel_d
     from kforge_bot.optimize.loop import Evaluator
     from kforge_bot.spec import Implementation
 
-    kb = load_spec(Path(__file__).parent / "data" / "kb" / "softmax.py")
+    kb = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
     ran: list[str] = []
 
     def evaluate_fn(spec, candidate, *args, **kwargs):

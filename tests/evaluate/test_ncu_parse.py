@@ -11,7 +11,7 @@ import pytest
 from kforge_bot.evaluate import ncu_parse
 from kforge_bot.evaluate.ncu_parse import NcuOutputError
 
-DATA = Path(__file__).parent / "data" / "ncu"
+DATA = Path(__file__).parents[1] / "data" / "ncu"
 RAW = (DATA / "raw_h200_scale_softmax.csv").read_text()
 DETAILS = (DATA / "details_h200_scale_softmax.csv").read_text()
 SOFTMAX = "void at::<unnamed>::cunn_SoftMaxForwardReg"

@@ -17,7 +17,7 @@ try:
 except ImportError:  # pragma: no cover - the optional extra is missing
     HAVE_RAY = False
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from test_scale_pool import HANG, KILL_SLOT, MANIFEST, KERNEL, SETTINGS, variant  # noqa: E402
 
 

@@ -33,7 +33,7 @@ from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, write
 from fakes.webhooks import as_fork, example, pr_comment
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REPO = "octo/kernels"
 
 MANIFEST = """\

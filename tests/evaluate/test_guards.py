@@ -26,7 +26,7 @@ from kforge_bot.evaluate.guards import (
     static_findings,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 ADV = DATA / "adversarial"
 
 
@@ -386,7 +386,7 @@ print(json.dumps(results))
 def test_audit_guard_refuses_frames_and_gc_to_the_candidate_only(tmp_path: Path) -> None:
     # An audit hook stays for the life of its process: run it in a child, not in the test process.
     (tmp_path / "cand.py").write_text(AUDIT_CANDIDATE)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     run = subprocess.run([sys.executable, "-W", "ignore", "-c", AUDIT_DRIVER, str(tmp_path / "candidate_"),
                           str(tmp_path / "cand.py")], capture_output=True, text=True, env=env, timeout=60)
     assert run.returncode == 0, run.stderr

@@ -18,7 +18,7 @@ from fakes.llm_server import ScriptedLLMServer, reply
 from kforge_bot.cli import main
 from kforge_bot.optimize.trajectory import Trajectory, sha256
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ADVICE = "Recommendations:\n1. Raise TILE_N from 32 to 64 so the inner loop vectorizes."
 
 

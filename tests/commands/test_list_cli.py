@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from kforge_bot.cli import cli
 
-EXAMPLES = Path(__file__).parents[1] / "examples"
+EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
 def test_lists_the_bundled_examples_with_format_language_and_targets() -> None:

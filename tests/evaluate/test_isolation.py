@@ -29,7 +29,7 @@ from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 
-ADV = Path(__file__).parent / "data" / "adversarial"
+ADV = Path(__file__).parents[1] / "data" / "adversarial"
 SANDBOXED = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60, isolation="required")
 UNSANDBOXED = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60, isolation="off")
 FAKE = {"GITHUB_TOKEN": "ghp_isolation_test_token", "OPENAI_API_KEY": "sk-isolation-test-key",
@@ -338,7 +338,7 @@ def test_the_view_hides_git_and_credentials_inside_readable_folders(tmp_path: Pa
 def test_worker_start_cost_is_recorded_by_the_benchmark() -> None:
     """The sandbox's start cost is measured by benchmarks/sandbox_cost.py, not asserted here (a shared CPU);
     this only checks the benchmark runs and reports both figures."""
-    out = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "sandbox_cost.py"),
+    out = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "benchmarks" / "sandbox_cost.py"),
                           "--runs", "3", "--json", "-"], capture_output=True, text=True, timeout=120, check=True)
     data = json.loads(out.stdout)
     assert data["runs"] == 3 and data["sandboxed_ms"]["median"] > 0 and data["plain_ms"]["median"] > 0
