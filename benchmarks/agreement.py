@@ -55,27 +55,13 @@ def _problem(root: Path, spec: str):
     return path.stem, module
 
 
-def _kb_rotating(fn, sets, trials: int, clear) -> list[float]:
+def _kb_loop(fn, sets, trials: int, clear, *, sync_after_clear: bool = False, prefill: int = 0,
+             before=None) -> list[float]:
+    """KernelBench's loop (L2 cleared, events around one call) cycling through `sets`, with one of kforge's
+    steps added where asked; the first trial is not kept."""
     times = []
     for trial in range(trials + 1):
         inputs = sets[trial % len(sets)]
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        clear()
-        start.record()
-        fn(*inputs)
-        end.record()
-        torch.cuda.synchronize()
-        if trial:
-            times.append(start.elapsed_time(end))
-    return times
-
-
-def _kb_variant(fn, inputs, trials: int, clear, *, sync_after_clear: bool = False, prefill: int = 0,
-                before=None) -> list[float]:
-    """KernelBench's loop on one set with one of kforge's steps added."""
-    times = []
-    for trial in range(trials + 1):
         if before is not None:
             before(*inputs)
         torch.cuda.synchronize()
@@ -134,7 +120,7 @@ def main() -> None:
         for label, fn in (("reference", model.forward), ("compiled", compiled)):
             times = time_execution_with_cuda_event(fn, sets[0], num_trials=args.trials, verbose=False)
             rows.setdefault("kb_one_set", {})[f"{label}_ms"] = statistics.median(times)
-            times = _kb_rotating(fn, sets, args.trials, lambda: clear_l2_cache("cuda"))
+            times = _kb_loop(fn, sets, args.trials, lambda: clear_l2_cache("cuda"))
             rows.setdefault("kb_loop_rotating", {})[f"{label}_ms"] = statistics.median(times)
         rows["kforge_one_set"] = _kforge(model.forward, compiled, sets[:1], args.budget)
         rows["kforge_rotating"] = _kforge(model.forward, compiled, sets, args.budget)
@@ -148,7 +134,7 @@ def main() -> None:
                               ("kb_after_reference_then_self", {"before": lambda *i: (model.forward(*i), compiled(*i))}),
                               ("kb_after_one_sm_8ms", {"before": lambda *i: torch.cuda._sleep(spin_8ms)}),
                               ("kb_after_host_idle_8ms", {"before": lambda *i: (torch.cuda.synchronize(), time.sleep(0.008))})):
-            rows[label] = {f"{side}_ms": statistics.median(_kb_variant(fn, sets[0], args.trials, clear, **kwargs))
+            rows[label] = {f"{side}_ms": statistics.median(_kb_loop(fn, sets[:1], args.trials, clear, **kwargs))
                            for side, fn in (("reference", model.forward), ("compiled", compiled))}
         rows["kforge_vs_itself"] = _kforge(compiled, compiled, sets[:1], args.budget)
     for row in rows.values():

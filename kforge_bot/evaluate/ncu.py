@@ -96,10 +96,9 @@ def collect(spec: KernelSpec, implementation: Implementation, target: str, out_d
         report = run.work / f"{label}.ncu-rep"
         if keep_report and report.is_file():
             shutil.copy(report, out_dir / report.name)
-        if run.timed_out:
-            return {"available": False, "reason": f"ncu did not finish within {timeout_s:.0f} s", "wall_s": run.wall_s}
-        if run.call_failed:
-            return {"available": False, "reason": f"the profiled call failed: {run.call_failed}", "wall_s": run.wall_s}
+        failed = run.failure("ncu", timeout_s)
+        if failed:
+            return failed
         try:
             rows = ncu_parse.parse_raw(run.text)
         except ncu_parse.NcuOutputError as exc:

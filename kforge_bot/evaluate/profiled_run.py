@@ -46,6 +46,14 @@ class ProfiledRun:
         """Why the profiled call itself failed (the implementation's fault, not the tool's), or None."""
         return str(self.status.get("reason")) if self.status.get("status") == "error" else None
 
+    def failure(self, tool: str, timeout_s: float) -> dict[str, Any] | None:
+        """The collector's answer when the run produced nothing to read (the tool hung, or the call failed)."""
+        if self.timed_out:
+            return {"available": False, "reason": f"{tool} did not finish within {timeout_s:.0f} s", "wall_s": self.wall_s}
+        if self.call_failed:
+            return {"available": False, "reason": f"the profiled call failed: {self.call_failed}", "wall_s": self.wall_s}
+        return None
+
 
 def profiled_argv(request: Path) -> list[str]:
     """The worker's argv, which the tool's argv ends with."""

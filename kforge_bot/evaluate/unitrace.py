@@ -99,11 +99,9 @@ def collect(spec: KernelSpec, implementation: Implementation, target: str, out_d
         written = sorted((run.work / "metrics").glob(f"{label}*.csv"))  # unitrace adds the pid: <label>.<pid>.csv
         text = "\n".join(path.read_text(encoding="utf-8", errors="replace")[: 16 << 20] for path in written)
         (out_dir / f"{label}.csv").write_text(text, encoding="utf-8")
-        if run.timed_out:
-            return {"available": False, "reason": f"unitrace did not finish within {timeout_s:.0f} s",
-                    "wall_s": run.wall_s}
-        if run.call_failed:
-            return {"available": False, "reason": f"the profiled call failed: {run.call_failed}", "wall_s": run.wall_s}
+        failed = run.failure("unitrace", timeout_s)
+        if failed:
+            return failed
         if not written:
             last = next((ln.strip() for ln in reversed(run.text.splitlines()) if ln.strip()), "no output")
             return {"available": False, "reason": f"unitrace wrote no metric file ({last[:200]})", "wall_s": run.wall_s}
