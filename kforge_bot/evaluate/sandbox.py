@@ -168,11 +168,15 @@ class WorkerProcess:
             return {}
         try:
             imported, ready = float(clocks["imported_at"]), float(clocks["ready_at"])
+            released = float(clocks.get("released_at", imported))  # a held spare waited for its go until then
         except (KeyError, TypeError, ValueError):
             return {}
-        return {"boot_s": round(imported - self.spawned_at, 3), "warm_up_s": round(ready - imported, 3),
-                "request_waited_for_worker_s": round(max(0.0, ready - self.request_sent_at), 3),
-                "worker_waited_for_request_s": round(max(0.0, self.request_sent_at - ready), 3)}
+        phases = {"boot_s": round(imported - self.spawned_at, 3), "warm_up_s": round(ready - released, 3),
+                  "request_waited_for_worker_s": round(max(0.0, ready - self.request_sent_at), 3),
+                  "worker_waited_for_request_s": round(max(0.0, self.request_sent_at - ready), 3)}
+        if "released_at" in clocks:
+            phases["held_off_device_s"] = round(released - imported, 3)
+        return phases
 
     def send_last(self, line: dict[str, Any]) -> None:
         self._write((json.dumps(line) + "\n").encode(), close=True)

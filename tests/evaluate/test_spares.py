@@ -86,6 +86,8 @@ def test_a_spare_held_off_the_device_serves_its_request_and_reports_its_boot(tmp
     second = evaluate(spec, honest, "cpu", QUICK, spares=spares)  # never released: the request does it
     assert second.details["phases"]["worker_started_early"] is True
     assert second.verdict == "pass", second.reason
+    held = second.details["phases"]["candidate_worker"]["boot"]
+    assert held["held_off_device_s"] >= 0 and held["warm_up_s"] >= 0  # the wait for its go is not warm-up
     spares.close()
     assert list(tmp_path.iterdir()) == []
 
