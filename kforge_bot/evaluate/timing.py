@@ -1,9 +1,9 @@
 """Worker-side timing: baseline and candidate interleaved, on the device's own clock.
 
 Each sample flushes the last-level cache, synchronizes the whole device, and times `k` calls between two
-device timestamps (k > 1 only for kernels too short to time singly), with the device kept busy before the
-first timestamp for longer than the host takes to issue the k calls (`Timer.start(lead_ms)`), so the interval
-holds the device's work and not the host's launches. Samples come in pairs whose order
+device timestamps (k > 1 only for kernels too short to time singly); where such short calls are timed
+eagerly, the device is kept busy before the first timestamp for longer than the host takes to issue the k
+calls (`Timer.start(lead_ms)`), so the interval holds the device's work and not the host's launches. Samples come in pairs whose order
 alternates (B C, C B, ...) so neither side always runs first. Input sets rotate, so no call sees the
 inputs of the call before it. The loop stops once the speedup's confidence interval is tight enough or the
 time budget is spent; the parent recomputes every statistic from the raw samples it receives.
@@ -22,8 +22,8 @@ from kforge_bot.targets.base import Target
 
 MIN_SAMPLE_MS = 0.2  # shorter kernels are timed k calls at a time, so launch latency does not dominate
 MAX_CALLS_PER_SAMPLE = 256
-GRAPH_BELOW_MS = 1.0
-LEAD_FACTOR = 1.5  # the device's lead over a sample's calls, in multiples of the host's time to issue them  # CUDA kernels shorter than this are replayed from graphs: launch overhead is >= ~1% of them
+GRAPH_BELOW_MS = 1.0  # CUDA kernels shorter than this are replayed from graphs: launch overhead is >= ~1% of them
+LEAD_FACTOR = 1.5  # the device's lead over a sample's calls, in multiples of the host's time to issue them
 
 _monotonic = time.monotonic  # bound at import, before any candidate code exists
 
@@ -194,24 +194,26 @@ def measure_pair(
     started = _monotonic()
     # Warm-up: compilation, caches, allocator pools. Estimate the per-call time from the last calls.
     estimate = 0.0
-    host_per_call: dict[str, float] = {}
+    host_per_call: dict[str, float] = {}  # per side: the median host time to issue one call, after the first two
     for fn, side in ((baseline, "b"), (candidate, "c")):
         calls = 0
         settled: list[float] = []  # per-call times after the first two (compilation, first-touch)
+        issue: list[float] = []
         warm_start = _monotonic()
         while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
             ms, out, index, host_ms = _timed(target, fn, input_sets, calls, 1)
-            host_per_call[side] = host_ms
             (after_baseline(out, index) if fn is baseline else after_candidate(out, index))
             if heartbeat is not None:
                 heartbeat(0)
             if calls >= 2:
                 settled.append(ms)
+                issue.append(host_ms)
             calls += 1
             if calls >= 1000:
                 break
         # The median, not the maximum: one preempted warm-up call must not switch a 25 us kernel to k = 1.
         estimate = max(estimate, sorted(settled)[len(settled) // 2])
+        host_per_call[side] = sorted(issue)[len(issue) // 2]
     result = PairedTimes(calls_per_sample=_calls_per_sample(estimate))
     if estimate < GRAPH_BELOW_MS and target.kind == "cuda":
         # A short kernel timed eagerly measures the host's launch overhead as much as the kernel. Replaying
