@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,6 +34,7 @@ from kforge_bot.agents.errors import (
     Terminating,
 )
 from kforge_bot.optimize.counters import DETAILS_FILE, Counters, details_csv, tool_title
+from kforge_bot.optimize.evaluator import Evaluator, Progress
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
@@ -48,7 +48,6 @@ from kforge_bot.optimize.trajectory import (
     sha256,
 )
 
-Progress = Callable[[dict[str, Any]], None]
 # A workload model: shape set -> (bytes moved, FLOPs or None). Benchmarks that know their kernels pass one;
 # otherwise the compulsory traffic is counted from the baseline's evaluation (inputs read once, outputs written once).
 WorkloadModel = Callable[[dict[str, Any]], "tuple[float, float | None]"]
@@ -126,128 +125,6 @@ class Proposer(Protocol):
     def observe(self, it: IterationRecord) -> None: ...
 
     def describe(self) -> dict[str, Any]: ...
-
-
-# ------------------------------------------------------------------------------------------ evaluation
-
-
-class Evaluator:
-    """`evaluate` with one reference store and one seed list for the whole session, timed.
-
-    With a `pool` (kforge_bot.scale: local slots or Ray) evaluations run there, several at once through
-    `submit`; with a `cache` (kforge_bot.cache.ResultCache) and the target's `fingerprint`, a result measured
-    before for the same content on the same hardware is reused and marked `cached`."""
-
-    def __init__(self, spec: KernelSpec, target: str, settings: EvalSettings, *, seeds: list[int] | None = None,
-                 evaluate_fn: Callable[..., EvalResult] | None = None, pool: Any = None, cache: Any = None,
-                 fingerprint: Any = None, languages: Sequence[str] | None = None) -> None:
-        from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
-        from kforge_bot.evaluate.spares import SpareWorkers
-
-        self.spec = spec
-        self.target = target
-        self.settings = settings
-        self.seeds = seeds or new_seeds(settings.seeds or spec.seeds)
-        self.references = ReferenceStore()
-        self._evaluate = evaluate_fn or evaluate
-        # Candidates come one after another: each one's worker starts while the loop records and proposes.
-        self.spares = SpareWorkers() if evaluate_fn is None else None
-        self.progress: Progress | None = None
-        self.pool = pool
-        self.cache = cache if fingerprint is not None else None
-        self.fingerprint = fingerprint
-        self.hits = 0
-        self.misses = 0
-        self.languages = tuple(languages) if languages is not None else None  # the policy's; None: any
-
-    def __call__(self, candidate: Implementation) -> tuple[EvalResult, float]:
-        return self.submit(candidate).result()
-
-    def _key(self, candidate: Implementation) -> tuple[str, dict[str, Any]] | None:
-        if self.cache is None:
-            return None
-        from kforge_bot.cache import cache_key, evaluation_material
-
-        material = evaluation_material(self.spec, candidate, self.settings, self.fingerprint)
-        return cache_key(material), material
-
-    def submit(self, candidate: Implementation) -> Future[tuple[EvalResult, float]]:
-        """A future of (result, seconds inside evaluate); a cache hit is done at once, 0 s."""
-        out: Future[tuple[EvalResult, float]] = Future()
-        refused = self._refused_language(candidate)
-        if refused is not None:
-            out.set_result((refused, 0.0))
-            return out
-        keyed = self._key(candidate)
-        if keyed is not None:
-            hit = self.cache.get(keyed[0])
-            if hit is not None:
-                self.hits += 1
-                result = EvalResult.from_dict(hit)
-                result.cached = True
-                result.details["cache_key"] = keyed[0]
-                out.set_result((result, 0.0))
-                return out
-            self.misses += 1
-
-        def store(result: EvalResult) -> None:
-            from kforge_bot.cache import EVAL_CACHEABLE
-
-            if keyed is not None and result.verdict in EVAL_CACHEABLE and not result.cached:
-                try:
-                    self.cache.put(keyed[0], keyed[1], result.to_dict())
-                except (KforgeError, OSError):
-                    pass  # a cache that cannot be written costs speed, never the run
-
-        if self.pool is None:
-            started = time.monotonic()
-            try:
-                extra = {"spares": self.spares} if self.spares is not None else {}
-                result = self._evaluate(self.spec, candidate, self.target, self.settings, seeds=self.seeds,
-                                        references=self.references, progress=self.progress, **extra)
-            except BaseException as exc:  # noqa: BLE001 - the caller's .result() raises it
-                out.set_exception(exc)
-                return out
-            store(result)
-            out.set_result((result, time.monotonic() - started))
-            return out
-
-        inner = self.pool.submit(self.spec, candidate, self.settings, self.seeds, progress=self.progress)
-
-        def done(f: Future[Any]) -> None:
-            if f.cancelled():  # the pool was aborted before a slot took this job
-                out.cancel()
-                return
-            exc = f.exception()
-            if exc is not None:
-                out.set_exception(exc)
-                return
-            pooled = f.result()
-            pooled.result.details.setdefault("pool", {"slot": pooled.slot, "device": pooled.device,
-                                                      "queue_s": round(pooled.queue_s, 3),
-                                                      "prepare": pooled.prepare, "prepare_s": pooled.prepare_s})
-            store(pooled.result)
-            out.set_result((pooled.result, pooled.eval_s))
-
-        inner.add_done_callback(done)
-        return out
-
-    def _refused_language(self, candidate: Implementation) -> EvalResult | None:
-        from kforge_bot.spec import candidate_language
-
-        if self.languages is None or candidate == self.spec.baseline:
-            return None  # the kernel as written is measured whatever it is written in; candidates are not
-        language = candidate_language(self.spec, candidate)
-        if language in self.languages:
-            return None
-        return EvalResult(verdict="rejected", target=self.target,
-                          reason=f"written in {language}, which the policy does not allow (languages: "
-                                 f"{', '.join(self.languages)})", details={"language": language})
-
-    def close(self) -> None:
-        if self.spares is not None:
-            self.spares.close()
-        self.references.cleanup()
 
 
 # ------------------------------------------------------------------------------------------ proposers

@@ -265,7 +265,7 @@ def test_the_policys_languages_bound_what_a_candidate_may_be_written_in(kernel_d
     written is measured whatever it is written in; a manifest kernel declared in a refused language is a
     one-line error up front (none of its candidates could be accepted)."""
     from kforge_bot.errors import KforgeError
-    from kforge_bot.optimize.loop import Evaluator
+    from kforge_bot.optimize.evaluator import Evaluator
     from kforge_bot.spec import Implementation
 
     kb = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
