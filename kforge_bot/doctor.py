@@ -161,13 +161,12 @@ def probe_hardware_counters(target: str = "cuda", timeout: float = 180.0) -> dic
     """Collect the counters for one tiny kernel exactly as `optimize` does, inside the workers' sandbox: ncu
     on CUDA (kforge_bot.evaluate.ncu), unitrace on Intel XPU (kforge_bot.evaluate.unitrace). Tells whether
     counters are readable here, and what it costs."""
-    from kforge_bot.evaluate import ncu, unitrace
+    from kforge_bot.evaluate.counter_tools import tool_for
     from kforge_bot.spec import load_spec
 
-    tool, name = (unitrace, "unitrace") if target.split(":")[0] == "xpu" else (ncu, "ncu")
-    command = ("unitrace --metric-query --group ComputeBasic (sandboxed), one call" if tool is unitrace
-               else "ncu --clock-control none --metrics <kforge's set> (sandboxed), one call")
-    row: dict[str, Any] = {"name": f"{name} counters", "ok": False, "message": None, "command": command}
+    tool = tool_for(target)
+    row: dict[str, Any] = {"name": f"{tool.NAME} counters", "ok": False, "message": None,
+                           "command": tool.PROBE_COMMAND}
     why = tool.unavailable(target)
     if why:
         row["message"] = why
@@ -180,23 +179,10 @@ def probe_hardware_counters(target: str = "cuda", timeout: float = 180.0) -> dic
     if got.get("available") and got.get("kernels"):
         top = got["kernels"][0]
         row["ok"] = True
-        row["message"] = (f"{name} read {len(top)} counters of the probe kernel ({top.get('duration_us', 0):.1f} us) "
-                          f"inside the sandbox in {got.get('wall_s', 0):.1f} s")
+        row["message"] = (f"{tool.NAME} read {len(top)} counters of the probe kernel "
+                          f"({top.get('duration_us', 0):.1f} us) inside the sandbox in {got.get('wall_s', 0):.1f} s")
     else:
-        row["message"] = got.get("reason") or f"{name} returned no kernels"
-    return row
-    with tempfile.TemporaryDirectory(prefix="kforge-doctor-ncu-") as folder:
-        problem = Path(folder) / "doctor_probe.py"
-        problem.write_text(_PROBE_PROBLEM)
-        spec = load_spec(problem)
-        got = ncu.collect(spec, spec.baseline, target, Path(folder) / "out", "probe", timeout_s=timeout)
-    if got.get("available") and got.get("kernels"):
-        top = got["kernels"][0]
-        row["ok"] = True
-        row["message"] = (f"ncu read {len(top)} counters of the probe kernel ({top.get('duration_us', 0):.1f} us) "
-                          f"inside the sandbox in {got.get('wall_s', 0):.1f} s")
-    else:
-        row["message"] = got.get("reason") or "ncu returned no kernels"
+        row["message"] = got.get("reason") or f"{tool.NAME} returned no kernels"
     return row
 
 

@@ -176,7 +176,7 @@ def outcome_for(kernel_id: str, name: str, file: str, kernel_format: str, *, tar
     how = dict(how)
     roofline = how.pop("roofline", None)
     counters = how.pop("counters", None)
-    counters_tool = how.pop("counters_tool", None) or "Nsight Compute"
+    counters_tool = how.pop("counters_tool", None) or KernelOutcome.counters_tool  # older results: the default
     ok, why = qualifies(result, min_speedup)
     if candidate is None:
         ok = False

@@ -32,6 +32,8 @@ from kforge_bot.evaluate.profiled_worker import RANGE
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
+NAME, TITLE = "ncu", "Nsight Compute"
+PROBE_COMMAND = "ncu --clock-control none --metrics <kforge's set> (sandboxed), one call"
 TIMEOUT_S = 60.0  # one call, each kernel replayed ~15 times: 8-12 s measured on the H200 (ncu_h200.md)
 
 
@@ -77,9 +79,10 @@ def command(tool: NcuTool, request: Path, report: Path | None = None) -> list[st
 
 def collect(spec: KernelSpec, implementation: Implementation, target: str, out_dir: Path, label: str, *,
             settings: EvalSettings | None = None, keep_report: bool = False,
-            timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
+            timeout_s: float = TIMEOUT_S, device_name: str = "") -> dict[str, Any]:
     """{"available": True, "tool": "ncu", "kernels": [...], "summary": {...}, "raw_file", "wall_s"} or
-    {"available": False, "reason": one line}. Never raises for ncu's or the implementation's failures."""
+    {"available": False, "reason": one line}. Never raises for ncu's or the implementation's failures.
+    (`device_name` is the collectors' common call: ncu reports percentages of peak itself.)"""
     why = unavailable(target)
     if why:
         return {"available": False, "reason": why}
@@ -103,7 +106,7 @@ def collect(spec: KernelSpec, implementation: Implementation, target: str, out_d
             rows = ncu_parse.parse_raw(run.text)
         except ncu_parse.NcuOutputError as exc:
             return {"available": False, "reason": str(exc), "wall_s": run.wall_s}
-        return {"available": True, "tool": "ncu", "kernels": rows, "summary": ncu_parse.summary(rows),
+        return {"available": True, "tool": NAME, "kernels": rows, "summary": ncu_parse.summary(rows),
                 "raw_file": f"{label}.csv", "wall_s": run.wall_s}
 
 

@@ -25,11 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import ncu_parse, unitrace_parse  # ncu_parse: the summary, on the same keys
+from kforge_bot.evaluate import bound, ncu_parse, unitrace_parse  # ncu_parse: the summary, on the same keys
 from kforge_bot.evaluate.profiled_run import profiled_argv, profiled_call
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
+NAME, TITLE = "unitrace", "unitrace"
+PROBE_COMMAND = "unitrace --metric-query --group ComputeBasic (sandboxed), one call"
 TIMEOUT_S = 60.0
 METRIC_GROUP = "ComputeBasic"
 PARANOID_FILES = ("/proc/sys/dev/xe/observation_paranoid", "/proc/sys/dev/i915/perf_stream_paranoid")
@@ -77,17 +79,21 @@ def command(tool: UnitraceTool, request: Path, metrics_dir: Path, label: str) ->
 
 def collect(spec: KernelSpec, implementation: Implementation, target: str, out_dir: Path, label: str, *,
             settings: EvalSettings | None = None, keep_report: bool = False, timeout_s: float = TIMEOUT_S,
-            peak_gbs: float | None = None) -> dict[str, Any]:
+            device_name: str = "", peak_gbs: float | None = None) -> dict[str, Any]:
     """{"available": True, "tool": "unitrace", "kernels", "summary", "raw_file", "wall_s"} or {"available": False,
-    "reason"}. `peak_gbs`: the device's DRAM bandwidth, for percentages of peak. Never raises for unitrace's or
-    the implementation's failures. (`keep_report` is accepted for the same call as ncu's: unitrace's CSV is
-    its whole report.)"""
+    "reason"}. unitrace counts bytes, not percentages of peak: the device's DRAM bandwidth is `peak_gbs`, else
+    the most generous one known for `device_name` (runner facts or doctor's, kforge_bot.evaluate.bound). Never
+    raises for unitrace's or the implementation's failures. (`keep_report` is accepted for the same call as
+    ncu's: unitrace's CSV is its whole report.)"""
     why = unavailable(target)
     if why:
         return {"available": False, "reason": why}
     tool = find_unitrace()
     assert tool is not None
     out_dir.mkdir(parents=True, exist_ok=True)
+    if peak_gbs is None and device_name:
+        known = bound.peak_bandwidth_gbs("xpu", device_name)
+        peak_gbs = known[0] if known else None
 
     def argv(request: Path, work: Path) -> list[str]:
         (work / "metrics").mkdir(exist_ok=True)
@@ -109,5 +115,5 @@ def collect(spec: KernelSpec, implementation: Implementation, target: str, out_d
             rows = unitrace_parse.parse_query(text, peak_gbs)
         except unitrace_parse.UnitraceOutputError as exc:
             return {"available": False, "reason": str(exc), "wall_s": run.wall_s}
-        return {"available": True, "tool": "unitrace", "kernels": rows, "summary": ncu_parse.summary(rows),
+        return {"available": True, "tool": NAME, "kernels": rows, "summary": ncu_parse.summary(rows),
                 "raw_file": f"{label}.csv", "wall_s": run.wall_s}

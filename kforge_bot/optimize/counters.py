@@ -12,28 +12,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from types import ModuleType
-
-from kforge_bot.evaluate import bound, ncu, ncu_parse, unitrace
+from kforge_bot.evaluate import counter_tools, ncu, ncu_parse
+from kforge_bot.evaluate.counter_tools import tool_for
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
 KEEP_KERNELS = 20  # per profiled call in the trajectory: the longest ones (a call can launch hundreds)
 DETAILS_FILE = "ncu-details.csv"  # the name GPU MODE's tooling and the issue use, whichever tool wrote it
-TOOL_NAMES = {"ncu": "Nsight Compute", "unitrace": "unitrace"}
-
-
-def tool_for(target: str) -> ModuleType:
-    """The collector for `target`: unitrace on Intel XPU, else ncu (which says plainly where it cannot run)."""
-    return unitrace if target.split(":")[0] == "xpu" else ncu
 
 
 def tool_title(*counters: dict[str, Any] | None) -> str:
-    """The profiler's name for a heading: the one the counters came from, else Nsight Compute."""
-    for got in counters:
-        if got and got.get("tool") in TOOL_NAMES:
-            return TOOL_NAMES[got["tool"]]
-    return TOOL_NAMES["ncu"]
+    """The profiler's name for a heading: the one the first of `counters` that says came from."""
+    return counter_tools.title(next((got.get("tool") for got in counters if got and got.get("tool")), None))
 
 
 class Counters:
@@ -49,16 +39,11 @@ class Counters:
     def collect(self, iteration: int, implementation: Implementation, median_ms: float | None,
                 device_name: str = "") -> dict[str, Any]:
         label = "baseline" if iteration == 0 else f"{iteration:04d}"
-        extra: dict[str, Any] = {}
-        if self.tool is unitrace:  # unitrace counts bytes, not percentages of peak: the device's peak is ours
-            peak = bound.peak_bandwidth_gbs("xpu", device_name) if device_name else None
-            extra["peak_gbs"] = peak[0] if peak else None
         got = self.tool.collect(self.spec, implementation, self.target, self.folder, label, settings=self.settings,
-                                keep_report=self.mode == "full", **extra)
+                                keep_report=self.mode == "full", device_name=device_name)
         if not got.get("available") and not str(got.get("reason", "")).startswith("the profiled call failed"):
             # The tool itself failed (hung, not permitted, no output): the next version would cost the same again.
-            name = self.tool.__name__.rsplit(".", 1)[-1]
-            self.reason = f"{name} failed on an earlier kernel version ({got.get('reason')})"
+            self.reason = f"{self.tool.NAME} failed on an earlier kernel version ({got.get('reason')})"
         if got.get("available"):
             got["kernels"] = sorted(got["kernels"], key=lambda k: -(k.get("duration_us") or 0.0))[:KEEP_KERNELS]
             note = ncu.consistent_with_timing(got, median_ms)

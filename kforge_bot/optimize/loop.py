@@ -412,7 +412,7 @@ class Loop:
                  progress: Progress | None = None, clock: Callable[[], float] = time.monotonic,
                  parallel: int = 1, beam: int = 1, counters: Counters | None = None) -> None:
         self.spec = spec
-        self.counters = counters  # ncu for the kernel as written and each accepted candidate (kforge_bot.optimize.counters)
+        self.counters = counters  # hardware counters of the kernel as written and each accepted candidate
         self.target = target
         self.proposer = proposer
         self.trajectory = trajectory

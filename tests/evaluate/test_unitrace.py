@@ -12,6 +12,7 @@ from fakes.unitrace import fake_unitrace
 
 from kforge_bot.optimize import counters
 from kforge_bot.evaluate import ncu, unitrace
+from kforge_bot.evaluate.counter_tools import tool_for
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 
@@ -40,6 +41,12 @@ def test_the_query_file_is_read_into_the_digest_and_kept(tmp_path: Path, monkeyp
     assert [k["kernel"] for k in got["kernels"]][:1] == ["_softmax_kernel"]
     assert got["summary"]["dominant"] == "_matmul_kernel" and got["summary"]["class"] == "compute-bound"
     assert "GpuTime[ns]" in (tmp_path / "report" / "baseline.csv").read_text()  # the raw file, as unitrace wrote it
+    # Without a peak given, the device's known one (the B580's runner facts: 456 GB/s) gives the percentages.
+    spec = load_spec(ADV / "problem.py")
+    named = unitrace.collect(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu", tmp_path / "named",
+                             "baseline", settings=SETTINGS, timeout_s=60, device_name="Intel(R) Arc(TM) B580 Graphics")
+    softmax = next(k for k in named["kernels"] if k["kernel"] == "_softmax_kernel")
+    assert softmax["dram_throughput_pct"] == pytest.approx(100 * 134217728 / 400_000 / 456.0)
     assert set(Path(tempfile.gettempdir()).glob("kforge-profile-*")) == before  # the scratch is gone
 
 
@@ -63,8 +70,7 @@ def test_unitrace_without_a_metric_file_or_a_failing_call_is_said_in_one_line(tm
 
 
 def test_the_target_picks_the_tool_and_each_says_where_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert counters.tool_for("xpu") is unitrace and counters.tool_for("xpu:1") is unitrace
-    assert counters.tool_for("cuda") is ncu
+    assert tool_for("xpu") is unitrace and tool_for("xpu:1") is unitrace and tool_for("cuda") is ncu
     assert "Intel GPU (xpu) targets only" in unitrace.unavailable("cuda")
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("KFORGE_UNITRACE", raising=False)
