@@ -13,18 +13,15 @@ reference, on the same inputs, are timed by:
 - `kforge_one_set` / `kforge_rotating`: kforge-bot's `measure_pair` (paired, order alternating, its own
   cache flush and pre-start spin) on one and on three input sets.
 So the rotation of inputs (and the TLB and DRAM-page state it implies) and the loop itself are told apart.
-Run 1 (2026-12-02) found the loop itself: one set, same process, 0.383 ms against 0.529 ms. The variants tell
-kforge's steps apart, each added to KernelBench's loop on one set:
-- `kb_sync_after_flush`: the device synchronized between the cache flush and the start event (kforge does);
-- `kb_prefill`: that, plus kforge's pre-start spin (`torch.cuda._sleep`) before the start event;
-- `kb_after_reference`: the eager reference run (untimed) before every timed call, as paired sampling does;
-- `kforge_vs_itself`: `measure_pair` with the compiled module on both sides (no reference in the loop).
-Run 2 put the gap on the reference run before the call (0.521 ms after it, 0.320 ms paired with itself). What
-of the reference's run lasts through a cache flush and a synchronize is told apart by what runs before the
-timed call instead:
-- `kb_after_reference_then_self`: the reference, then one untimed compiled call;
-- `kb_after_one_sm_8ms`: 8 ms of a one-block spin (most SMs idle, as during the reference's 16-block kernel);
-- `kb_after_host_idle_8ms`: 8 ms with the GPU idle (the host sleeps).
+Runs 1-3 (2026-12-02) found the cause: the compiled kernel runs 20-75% slower right after 8 ms of low GPU
+activity (the eager reference before it, or an idle GPU), and kforge's paired samples put it right after the
+reference in half of them. The rows now tell the fix apart (`--settle-ms`): for each settle X (ms of
+device-wide work right before a sample, targets/cuda.py; 0 is the loop before the fix)
+- `kforge_one_set_settleX` (and `kforge_rotating_settleX` for 0 and the shipped value): `measure_pair`;
+- `kb_after_reference_settleX`: KernelBench's loop with the eager reference run before every timed call and
+  the settle in place of its flush;
+and, as before, `kb_after_reference` / `kb_after_host_idle_8ms` (the slow state), the latter with the settle,
+`kforge_vs_itself` (the compiled module on both sides) and `kforge_aa_reference` (A/A).
 """
 
 from __future__ import annotations
@@ -96,6 +93,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--budget", type=float, default=3.0)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--settle-ms", type=lambda text: [float(v) for v in text.split(",")], default=[0.0, 0.25, 1.0, 3.0],
+                        help="kforge's device-wide settle before each sample, ms (0: the loop before 2026-12-02)")
     args = parser.parse_args()
     sys.path.insert(0, str(args.kernelbench / "src"))
     # KernelBench's package imports LLM clients its timing does not use: the acceptance suite's stand-ins.
@@ -122,27 +121,43 @@ def main() -> None:
             rows.setdefault("kb_one_set", {})[f"{label}_ms"] = statistics.median(times)
             times = _kb_loop(fn, sets, args.trials, lambda: clear_l2_cache("cuda"))
             rows.setdefault("kb_loop_rotating", {})[f"{label}_ms"] = statistics.median(times)
-        rows["kforge_one_set"] = _kforge(model.forward, compiled, sets[:1], args.budget)
-        rows["kforge_rotating"] = _kforge(model.forward, compiled, sets, args.budget)
-        from kforge_bot.targets.cuda import PREFILL_CYCLES
+        # kforge's loop as it was (settle 0: flush, host wait, one-block spin) and as it is (device-wide work of
+        # fixed length before every sample), then KernelBench's loop after the reference with each settle.
+        from kforge_bot.targets import cuda as cuda_target
 
+        target = make_target("cuda")
+        default = cuda_target.SETTLE_MS
         clear = lambda: clear_l2_cache("cuda")  # noqa: E731
-        spin_8ms = int(8e-3 * torch.cuda.clock_rate(0) * 1e6) if hasattr(torch.cuda, "clock_rate") else 16_000_000
-        for label, kwargs in (("kb_sync_after_flush", {"sync_after_clear": True}),
-                              ("kb_prefill", {"sync_after_clear": True, "prefill": PREFILL_CYCLES}),
-                              ("kb_after_reference", {"before": model.forward}),
-                              ("kb_after_reference_then_self", {"before": lambda *i: (model.forward(*i), compiled(*i))}),
-                              ("kb_after_one_sm_8ms", {"before": lambda *i: torch.cuda._sleep(spin_8ms)}),
-                              ("kb_after_host_idle_8ms", {"before": lambda *i: (torch.cuda.synchronize(), time.sleep(0.008))})):
-            rows[label] = {f"{side}_ms": statistics.median(_kb_loop(fn, sets[:1], args.trials, clear, **kwargs))
-                           for side, fn in (("reference", model.forward), ("compiled", compiled))}
-        rows["kforge_vs_itself"] = _kforge(compiled, compiled, sets[:1], args.budget)
+        try:
+            for settle in args.settle_ms:
+                cuda_target.SETTLE_MS = settle
+                rows[f"kforge_one_set_settle{settle:g}"] = _kforge(model.forward, compiled, sets[:1], args.budget)
+                if settle in (0.0, default):
+                    rows[f"kforge_rotating_settle{settle:g}"] = _kforge(model.forward, compiled, sets, args.budget)
+                rows[f"kb_after_reference_settle{settle:g}"] = {
+                    f"{side}_ms": statistics.median(_kb_loop(fn, sets[:1], args.trials, lambda: target.settle(0.0),
+                                                             before=model.forward))
+                    for side, fn in (("reference", model.forward), ("compiled", compiled))}
+            cuda_target.SETTLE_MS = default
+            idle = lambda *i: (torch.cuda.synchronize(), time.sleep(0.008))  # noqa: E731
+            for label, kwargs in (("kb_after_reference", {"before": model.forward}),
+                                  ("kb_after_host_idle_8ms", {"before": idle})):
+                rows[label] = {f"{side}_ms": statistics.median(_kb_loop(fn, sets[:1], args.trials, clear, **kwargs))
+                               for side, fn in (("reference", model.forward), ("compiled", compiled))}
+            rows[f"kb_after_host_idle_8ms_settle{default:g}"] = {
+                f"{side}_ms": statistics.median(_kb_loop(fn, sets[:1], args.trials, lambda: target.settle(0.0),
+                                                         before=idle))
+                for side, fn in (("reference", model.forward), ("compiled", compiled))}
+            rows["kforge_vs_itself"] = _kforge(compiled, compiled, sets[:1], args.budget)
+            rows["kforge_aa_reference"] = _kforge(model.forward, model.forward, sets, args.budget)
+        finally:
+            cuda_target.SETTLE_MS = default
     for row in rows.values():
         row["speedup"] = row["reference_ms"] / row["compiled_ms"]
     data = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "device": torch.cuda.get_device_name(),
             "torch": torch.__version__, "problem": f"{args.problem} {name}", "rows": rows}
     for label, row in rows.items():
-        print(f"{label:18s} reference {row['reference_ms']:.3f} ms  compiled {row['compiled_ms']:.3f} ms  "
+        print(f"{label:34s} reference {row['reference_ms']:.3f} ms  compiled {row['compiled_ms']:.3f} ms  "
               f"speedup {row['speedup']:.2f}x", flush=True)
     if args.json:
         args.json.write_text(json.dumps(data, indent=1) + "\n")

@@ -6,9 +6,10 @@ y = 2x + 1 over 2^N fp32 values, as torch's two kernels (the reference) and as o
 alpha=2)`, the candidate), on CUDA, timed four ways in one process:
 - `single_call`: events around one call queued right behind a cache flush (no host wait between them), the
   shape of KernelBench's loop: the host's launch hides behind the flush;
-- `eager_fixed_lead`: kforge's `measure_pair` forced eager, each sample's device lead the fixed ~50 us spin
-  (before 2026-12-02: k calls a sample, the host issuing them while the device ran them);
-- `eager_adaptive_lead`: the same with the lead sized from the host's measured issue time (timing.LEAD_FACTOR);
+- `eager_fixed_lead`: kforge's `measure_pair` forced eager as it was before 2026-12-02: each sample's device lead
+  the fixed ~50 us one-block spin (k calls a sample, the host issuing them while the device ran them);
+- `eager_adaptive_lead`: as it is: the lead sized from the host's measured issue time (timing.LEAD_FACTOR),
+  given as device-wide settle work (targets/cuda.py SETTLE_MS);
 - `graph`: `measure_pair` as it runs (graph replays for calls under 1 ms).
 """
 
@@ -25,6 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kforge_bot.evaluate import timing  # noqa: E402
+from kforge_bot.targets import cuda as cuda_target  # noqa: E402
 from kforge_bot.targets import make_target  # noqa: E402
 
 
@@ -42,16 +44,17 @@ def _single_call(fn, sets, trials: int, flush) -> float:
     return statistics.median(times[2:])
 
 
-def _pair(target, reference, candidate, sets, *, eager: bool, lead_factor: float) -> dict:
-    saved = timing.GRAPH_BELOW_MS, timing.LEAD_FACTOR
+def _pair(target, reference, candidate, sets, *, eager: bool, lead_factor: float, settle_ms: float | None = None) -> dict:
+    saved = timing.GRAPH_BELOW_MS, timing.LEAD_FACTOR, cuda_target.SETTLE_MS
     timing.GRAPH_BELOW_MS = 0.0 if eager else saved[0]
     timing.LEAD_FACTOR = lead_factor
+    cuda_target.SETTLE_MS = saved[2] if settle_ms is None else settle_ms
     try:
         r = timing.measure_pair(target, reference, candidate, sets, time_budget_s=1.5, target_precision=0.003,
                                 min_pairs=30, max_pairs=3000, confidence=0.95, warmup_ms=30,
                                 after_baseline=lambda o, i: None, after_candidate=lambda o, i: None)
     finally:
-        timing.GRAPH_BELOW_MS, timing.LEAD_FACTOR = saved
+        timing.GRAPH_BELOW_MS, timing.LEAD_FACTOR, cuda_target.SETTLE_MS = saved
     return {"reference_ms": statistics.median(r.baseline_ms), "candidate_ms": statistics.median(r.candidate_ms),
             "mode": r.mode, "calls_per_sample": r.calls_per_sample, "pairs": len(r.baseline_ms)}
 
@@ -75,7 +78,7 @@ def main() -> None:
 
         row = {"single_call": {"reference_ms": _single_call(reference, sets, 200, target.flush_cache),
                                "candidate_ms": _single_call(candidate, sets, 200, target.flush_cache)},
-               "eager_fixed_lead": _pair(target, reference, candidate, sets, eager=True, lead_factor=0.0),
+               "eager_fixed_lead": _pair(target, reference, candidate, sets, eager=True, lead_factor=0.0, settle_ms=0.0),
                "eager_adaptive_lead": _pair(target, reference, candidate, sets, eager=True, lead_factor=1.5),
                "graph": _pair(target, reference, candidate, sets, eager=False, lead_factor=1.5)}
         for label, r in row.items():

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: the GPU test group and the GPU benchmarks, results under $OUT (or ./gpu-out).
 # Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [probe] [sandbox] [tests] [accept] [softmax] [agreement] [throughput] [aa-placement]
+#                    [output-probe] [eager-lead]
 #                    [harness|harness-short] [tuner]
 #                    [gate|gate-slowdown|gate-spin] [scale]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
@@ -29,6 +30,8 @@ for step in $steps; do
     ncu-optimize) KFORGE_GPU_RESULTS=$out/gpu_e2e.jsonl timeout 300 python3 -m pytest -m gpu tests/test_gpu_cli.py -k counters -v --tb=short -p no:cacheprovider 2>&1 | tail -30; tail -3 "$out/gpu_e2e.jsonl" ;;
     probe-ncu) timeout ${NCU_PROBE_TIMEOUT:-150} python3 benchmarks/ncu_probe.py --out /tmp/ncu-probe 2>&1 | grep -v "^ *head:" ;;  # its CSVs stay on the machine: 8 files come back
     softmax) timeout 120 bash benchmarks/softmax_wall.sh ;;
+    output-probe) timeout 150 python3 benchmarks/output_path_probe.py --json "$out/output_path_probe.json" ;;
+    eager-lead) timeout 150 python3 benchmarks/eager_lead.py --json "$out/eager_lead.json" ;;
     throughput) timeout 300 python3 benchmarks/optimize_throughput.py --kernelbench .kb --problem "${KB_TP:-2/12}" \
                   --candidates "${KB_TP_N:-12}" --target cuda --out "$out" ;;  # needs openai: .whl (openai, jiter, sniffio, distro)
     agreement) timeout 200 python3 benchmarks/agreement.py --kernelbench .kb --problem "${KB_AGREE:-1/40}" --json "$out/agreement.json" 2>&1 | grep -v "^\[" ;;
@@ -37,7 +40,7 @@ for step in $steps; do
                --max-seconds "${KB_MAX_S:-300}" --aa-only "${KB_AA_ONLY:-}" --out "$out" 2>&1 | grep -v "^\[" | grep -v '^\[{' | tail -${KB_TAIL:-40} ;;
     tests)   KFORGE_GPU_RESULTS=$out/gpu_e2e.jsonl timeout ${GPU_TEST_TIMEOUT:-560} python3 -m pytest -m gpu ${KFORGE_GPU_FILES:-tests/test_gpu.py tests/test_gpu_cli.py} -v --tb=line --timeout 420 -p no:cacheprovider ${KFORGE_GPU_TESTS:+-k "$KFORGE_GPU_TESTS"} 2>&1 | grep -v USDT | tee "$out/gpu_tests.log" | grep -E "PASSED|FAILED|ERROR|passed|failed|Error|assert" ;;
     harness) timeout 240 python3 benchmarks/harness_resolution.py --runs 10 --small-runs 5 --budget 1.5 --out "$out" > "$out/harness.log" 2>&1; tail -12 "$out/harness.log" ;;
-    harness-short) timeout 200 python3 benchmarks/harness_resolution.py --short-only --small-runs 5 --budget 1.5 --out "$out" > "$out/harness.log" 2>&1; tail -8 "$out/harness.log" ;;
+    harness-short) timeout 200 python3 benchmarks/harness_resolution.py --short-only --small-runs 5 --budget 1.5 --out "$out" > /tmp/harness.log 2>&1; tail -8 /tmp/harness.log ;;
     tuner)   [ -f benchmarks/tuner_benchmark.py ] && { timeout 420 python3 benchmarks/tuner_benchmark.py --target cuda --out "$out" > "$out/tuner.log" 2>&1; tail -15 "$out/tuner.log"; } ;;
     gate)    [ -f benchmarks/gate_benchmark.py ] && { timeout 330 python3 benchmarks/gate_benchmark.py --target cuda --out "$out" > "$out/gate.log" 2>&1; tail -15 "$out/gate.log"; } ;;
     gate-spin) timeout ${GATE_TIMEOUT:-200} python3 benchmarks/gate_benchmark.py --target cuda --slowdown-kernel spin --decisions ${GATE_N:-20} --no-full-gate --max-seconds ${GATE_MAX_S:-170} --out "$out" > "$out/gate.log" 2>&1; tail -8 "$out/gate.log" ;;

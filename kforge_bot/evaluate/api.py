@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate import bound, isolation
+from kforge_bot.evaluate import bound, devshare, isolation, outputs
 from kforge_bot.evaluate.guards import static_findings
 from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
@@ -103,6 +103,7 @@ class ReferenceStore:
             if progress is not None:
                 progress(message)
 
+        outcome = None
         try:
             outcome = run_worker(plan.to_dict(), folder, REFERENCE_TIMEOUT_S, on_message=on_message,
                                  view=sandbox_view(spec, [], target, folder, settings))
@@ -122,12 +123,23 @@ class ReferenceStore:
                     why = result.get("reason")
                 raise KforgeError(f"the reference for kernel {spec.name!r} failed on {target}: {why}",
                                   path=Path(spec.root) / spec.kernel_file, hint=hint)
-            outputs = {case.ref_file: _load(folder / case.ref_file) for case in plan.fitted(_fit(result)).all_cases()}
+            try:
+                loaded = {case.ref_file: outputs.load(folder, case.ref_file, outcome.shared)
+                          for case in plan.fitted(_fit(result)).all_cases()}
+            except (OSError, ValueError, devshare.DeviceShareError) as exc:
+                raise KforgeError(f"the reference's outputs for kernel {spec.name!r} could not be read back: {exc}",
+                                  path=Path(spec.root) / spec.kernel_file,
+                                  hint="run `kforge-bot doctor`; KFORGE_OUTPUTS=files passes outputs through the "
+                                       "host instead of sharing device memory") from None
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        return outputs, result
+            if outcome is not None and outcome.shared is not None:
+                outcome.shared.close()
+        return loaded, result
 
     def cleanup(self) -> None:
+        with self._lock:
+            self._done.clear()  # outputs held as device memory are unmapped once their tensors are gone
         if self._own:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -174,6 +186,17 @@ def _prepare_comparison(target: str) -> None:
     torch = importlib.import_module("torch")
     if target.startswith("cuda") and torch.cuda.is_available():
         torch.cuda.init()
+        # The comparison's kernels load on their first use (tens of milliseconds each, a dozen kinds): load them
+        # now, on a few elements, while the workers run. Any failure here shows again, properly, when comparing.
+        try:
+            from kforge_bot.evaluate.checks import compare_tensor
+
+            for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.int64):
+                sample = torch.arange(8, device=target).to(dtype)
+                compare_tensor(0, sample, sample.clone(), None, target)
+            torch.cuda.synchronize(target)
+        except Exception:  # noqa: BLE001 - an optimisation only
+            pass
 
 
 def new_seeds(count: int) -> list[int]:
@@ -251,7 +274,11 @@ def evaluate(
             parent["candidate_worker_s"] = lap()
         finally:
             worker.discard()
-        result = _judge(plan, outcome, ref_outputs, ref_result)
+        try:
+            result = _judge(plan, outcome, ref_outputs, ref_result)
+        finally:
+            if outcome.shared is not None:
+                outcome.shared.close()
         parent["compare_s"] = lap()
         parent["total_s"] = round(time.monotonic() - started, 3)
         message = outcome.result or {}
@@ -328,7 +355,10 @@ def _judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
         base.details["restored_state"] = message["restored_state"]
     if message.get("shared_state"):  # weights both sides read from one place (loading.share_matching_state)
         base.details["shared_with_baseline"] = message["shared_state"]
-    correctness = _compare_all(plan, ref_outputs, timed=bool(message.get("timing")))
+    if outcome.shared is not None and outcome.shared.rejected:
+        base.verdict, base.reason = "rejected", f"the candidate's output channel carried {outcome.shared.rejected}"
+        return base
+    correctness = _compare_all(plan, ref_outputs, timed=bool(message.get("timing")), shared=outcome.shared)
     base.correctness = correctness
     if not correctness["ok"]:
         base.verdict, base.reason = correctness["status"], correctness["reason"]
@@ -388,31 +418,29 @@ def _physical_bound(result: EvalResult, plan: Plan, ref_outputs: dict[str, list[
     return problem
 
 
-def _load(path: Path) -> list[Any]:
-    """A worker's output file, memory-mapped (its pages stay where they are, in memory-backed storage, even
-    after the file is deleted: no second copy of a gigabyte output)."""
-    from kforge_bot.evaluate import tensorfile
-
-    return tensorfile.read(path)
-
-
-def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool) -> dict[str, Any]:
-    from kforge_bot.evaluate.checks import compare_outputs, comparison_device
+def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
+                 shared: outputs.SharedOutputs | None = None) -> dict[str, Any]:
+    from kforge_bot.evaluate.checks import compare_outputs, comparison_device  # imports torch (see module doc)
 
     records: list[dict[str, Any]] = []
     tolerance = plan.spec.tolerance
     device = comparison_device(plan.target)
+    handed_over = shared.names() if shared is not None else set()
+    via: set[str] = set()  # how the candidate's outputs came back
+
+    def saved(name: str) -> bool:
+        return name in handed_over or (plan.out_dir / name).is_file()
 
     def check(case: Case, cand_file: str, ref_file: str, label: str) -> str | None:
-        cand_path = plan.out_dir / cand_file
-        if not cand_path.is_file():
-            return f"rejected|{label}: the candidate's process produced no output file for this case"
+        if not saved(cand_file):
+            return f"rejected|{label}: the candidate's process produced no output for this case"
+        via.add("device memory" if cand_file in handed_over else "files")
         try:
-            cand = _load(cand_path)
-        except Exception as exc:  # noqa: BLE001 - a forged or truncated file is the candidate's problem
-            return f"rejected|{label}: unreadable output file ({type(exc).__name__})"
+            cand = outputs.load(plan.out_dir, cand_file, shared)
+        except Exception as exc:  # noqa: BLE001 - a forged or truncated output is the candidate's problem
+            return f"rejected|{label}: unreadable output ({type(exc).__name__}: {str(exc)[:200]})"
         finally:
-            cand_path.unlink(missing_ok=True)  # compared once; large outputs must not pile up in memory
+            (plan.out_dir / cand_file).unlink(missing_ok=True)  # compared once; outputs must not pile up
         ref = ref_outputs[ref_file]
         per_output = compare_outputs(cand, ref, tolerance, device)
         del cand
@@ -432,7 +460,7 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool) -> 
             break
     if failure is None:
         for case in plan.timing_cases():
-            if not (plan.out_dir / case.cand_file).is_file():
+            if not saved(case.cand_file):
                 continue  # a very slow kernel may not reach every rotated set; the ones it did are checked
             failure = check(case, case.cand_file, case.ref_file, case.label)
             if failure:
@@ -455,6 +483,7 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool) -> 
         "shape_sets": list(plan.spec.shape_sets),
         "cases_checked": len(records),
         "timed_outputs_checked": sum(1 for r in records if r["case"].startswith("timed run")),
+        "outputs_via": sorted(via),
         "max_abs_error": worst_abs,
         "max_rel_norm_error": worst_rel,
         "tolerance": plan.spec.tolerance or "by dtype",

@@ -230,8 +230,8 @@ class _FloatStats:
 
 
 def comparison_device(target: str) -> str:
-    """Where the parent compares outputs: the GPU when the target is one and this process can reach it."""
-    return "cuda" if target == "cuda" and torch.cuda.is_available() else "cpu"
+    """Where the parent compares outputs: the target's GPU when it is one and this process can reach it."""
+    return target if target.split(":")[0] == "cuda" and torch.cuda.is_available() else "cpu"
 
 
 def compare_outputs(cand: list[torch.Tensor], ref: list[torch.Tensor],

@@ -158,67 +158,88 @@ HOST_SHARE = 0.7  # of the host memory available
 
 @dataclass(frozen=True)
 class Fit:
-    """How many seeds and timed input sets an evaluation keeps, given the sizes the reference measured."""
+    """How many seeds and timed input sets an evaluation keeps, given the sizes the reference measured, and
+    whether its saved outputs may stay on the device (evaluate.outputs) or must go through the host."""
 
     seeds: int
     rotate_sets: int
     note: str = ""  # why it was cut down; empty when the full plan fits
+    device_outputs: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seeds": self.seeds, "rotate_sets": self.rotate_sets, "note": self.note}
+        return {"seeds": self.seeds, "rotate_sets": self.rotate_sets, "note": self.note,
+                "device_outputs": self.device_outputs}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fit:
         """A missing count keeps the plan's own (an older reference result, or no measurement at all)."""
         return cls(int(data.get("seeds") or 1 << 30), int(data.get("rotate_sets") or 1 << 30),
-                   str(data.get("note") or ""))
+                   str(data.get("note") or ""), bool(data.get("device_outputs", True)))
 
 
 class DoesNotFit(Exception):
     """Even one seed and one timed input set need more memory than the machine has."""
 
 
-def memory_needs(plan: Plan, input_bytes: list[int], output_bytes: list[int]) -> tuple[int, int]:
+def memory_needs(plan: Plan, input_bytes: list[int], output_bytes: list[int],
+                 device_outputs: bool = False) -> tuple[int, int]:
     """(device bytes, host bytes) an evaluation of `plan` holds at its peak, from each shape set's input and
     output sizes. Device: the candidate's worker keeps every timed input set, a copy of each (inputs must stay
     unchanged), the values moved between them, the correctness case's inputs, a copy and the second seed's
-    values, and each timed set's output besides the live ones. Host: outputs travel as files in memory-backed
-    storage: the reference's (mapped by the bot) and the candidate's, which wait for the comparison."""
+    values, and each timed set's output besides the live ones. The saved outputs (the reference's, held by
+    the bot, and the candidate's, which wait for the comparison) stay on the device where they are handed over
+    as device memory (`device_outputs`), else they travel as files in the host's memory-backed storage."""
     r = plan.settings.rotate_sets if plan.settings.measure else 0
     device = max((i * (3 * r + 3) + o * (r + 4) for i, o in zip(input_bytes, output_bytes)), default=0)
     shapes = max(1, len(plan.spec.shape_sets))
     per_shape = (len(plan.all_cases()) + plan.candidate_outputs()) / shapes
-    host = int(sum(o * per_shape for o in output_bytes)) + max(output_bytes, default=0)
-    return device, host
+    saved = int(sum(o * per_shape for o in output_bytes))
+    if device_outputs:
+        return device + saved, 0
+    return device, saved + max(output_bytes, default=0)
 
 
 def fit_plan(plan: Plan, input_bytes: list[int], output_bytes: list[int], device_free: int | None,
-             host_free: int) -> Fit:
+             host_free: int, device_outputs: bool = False) -> Fit:
     """The largest plan of the ladder (as asked; one seed and two timed sets; one of each) that fits in the
     budget; raises DoesNotFit naming the sizes and the memory when none does. `device_free` None: the device
-    is the host (CPU, or unified memory), and both needs come out of the host's memory."""
+    is the host (CPU, or unified memory), and both needs come out of the host's memory. `device_outputs`: the
+    saved outputs can stay on the device, and the whole ladder is tried that way first, then with them in
+    host memory: the host path costs seconds a gigabyte (a 6.4 GB KernelBench problem: 8 s against 67 s on an
+    H200), and one timed set keeps every check but the values moved between sets (the changed element still
+    catches a result cached by buffer or by values). A 7.5 GB problem fits only with its outputs on the host."""
     ladder = [(len(plan.seeds), plan.settings.rotate_sets), (1, min(2, plan.settings.rotate_sets)), (1, 1)]
     device_budget = None if device_free is None else int(device_free * DEVICE_SHARE)
     host_budget = int(host_free * HOST_SHARE)
     needs = (0, 0)
-    for seeds, rotations in ladder:
-        candidate = plan.fitted(Fit(seeds, rotations))
-        needs = memory_needs(candidate, input_bytes, output_bytes)
-        device_need, host_need = needs
-        fits = host_need + (device_need if device_budget is None else 0) <= host_budget and \
-            (device_budget is None or device_need <= device_budget)
-        if fits:
-            full = (seeds, rotations) == ladder[0]
-            note = "" if full else (
-                f"cut to {seeds} seed(s) and {rotations} timed input set(s) to fit in memory: inputs "
-                f"{_gb(max(input_bytes))}, outputs {_gb(max(output_bytes))} per set; the full plan needs "
-                + _needs_text(memory_needs(plan, input_bytes, output_bytes), device_budget is None))
-            return Fit(seeds, rotations, note)
+    for on_device in ((True, False) if device_outputs else (False,)):
+        for seeds, rotations in ladder:
+            needs = memory_needs(plan.fitted(Fit(seeds, rotations)), input_bytes, output_bytes, on_device)
+            device_need, host_need = needs
+            fits = host_need + (device_need if device_budget is None else 0) <= host_budget and \
+                (device_budget is None or device_need <= device_budget)
+            if fits:
+                note = _fit_note(plan, (seeds, rotations), (seeds, rotations) == ladder[0], input_bytes,
+                                 output_bytes, device_budget is None, device_outputs, on_device)
+                return Fit(seeds, rotations, note, device_outputs=on_device)
     raise DoesNotFit(
         f"inputs of {_gb(max(input_bytes))} and outputs of {_gb(max(output_bytes))} per set need "
         + _needs_text(needs, device_budget is None) + " even with one seed and one timed input set; this machine "
         + ("has " if device_budget is None else f"has {_gb(device_free or 0)} of device memory free and ")
         + f"{_gb(host_free)} of host memory available")
+
+
+def _fit_note(plan: Plan, kept: tuple[int, int], full: bool, input_bytes: list[int], output_bytes: list[int],
+              unified: bool, device_outputs: bool, on_device: bool) -> str:
+    """Why the plan was cut down, and where the outputs go when the device cannot keep them; empty otherwise."""
+    notes = []
+    if not full:
+        notes.append(f"cut to {kept[0]} seed(s) and {kept[1]} timed input set(s) to fit in memory: inputs "
+                     f"{_gb(max(input_bytes))}, outputs {_gb(max(output_bytes))} per set; the full plan needs "
+                     + _needs_text(memory_needs(plan, input_bytes, output_bytes, device_outputs), unified))
+    if device_outputs and not on_device:
+        notes.append("outputs pass through host memory (too large to keep on the device)")
+    return "; ".join(notes)
 
 
 def _needs_text(needs: tuple[int, int], unified: bool) -> str:

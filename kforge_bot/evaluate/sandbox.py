@@ -7,6 +7,7 @@
 - Results over a private pipe, as JSON lines carrying a nonce the child reads from stdin before any user
   code is imported; the channel is bounded (per line and in total), so a flood ends the worker within
   seconds and with bounded memory. stdout and stderr go through a pipe too, of which only a tail is kept.
+  On a GPU, outputs may come back as shared device memory over a socket of their own (evaluate.outputs).
 - The request (seeds included) also arrives on stdin, never as a file: a candidate that could read the
   seeds, its own or a concurrent evaluation's, could precompute the expected results at import time.
 """
@@ -19,6 +20,7 @@ import re
 import secrets
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kforge_bot.evaluate import isolation
+from kforge_bot.evaluate import isolation, outputs
 
 SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH|COOKIE|SESSION)",
                          re.IGNORECASE)
@@ -63,6 +65,7 @@ class ChildOutcome:
     sandboxed: bool = False
     built: bool = False  # the worker said it had imported and built what it runs (phase "imported")
     stalled_s: float | None = None  # killed after this long without a message once built
+    shared: outputs.SharedOutputs | None = None  # outputs handed over as device memory; the caller closes it
 
     @property
     def sandbox_failure(self) -> str | None:
@@ -116,22 +119,34 @@ class WorkerProcess:
             argv = isolation.command(argv, view)
         self._read_fd, write_fd = os.pipe()
         log_read, log_write = os.pipe()
+        # On a GPU, outputs may come back as shared device memory over a socket of their own (evaluate.outputs).
+        self.shared: outputs.SharedOutputs | None = None
+        theirs: socket.socket | None = None
+        if warm is not None and warm.startswith("cuda") and os.environ.get("KFORGE_OUTPUTS", "device") != "files":
+            mine, theirs = outputs.channel()
+            self.shared = outputs.SharedOutputs(mine, warm)
+        channel_arg = str(write_fd) if theirs is None else f"{write_fd}:{theirs.fileno()}"
+        passed = (write_fd,) if theirs is None else (write_fd, theirs.fileno())
         # The host's monotonic clock, which the worker shares (no time namespace): its boot is read against these.
         self.spawned_at = time.monotonic()
         self.request_sent_at: float | None = None
         try:
             self.proc = subprocess.Popen(
-                [*argv, str(write_fd), *self._warm_args(role, warm, hold_device)], stdin=subprocess.PIPE, stdout=log_write,
-                stderr=subprocess.STDOUT,
-                pass_fds=(write_fd,), env=env, cwd=str(workdir), start_new_session=True,
+                [*argv, channel_arg, *self._warm_args(role, warm, hold_device)], stdin=subprocess.PIPE,
+                stdout=log_write, stderr=subprocess.STDOUT,
+                pass_fds=passed, env=env, cwd=str(workdir), start_new_session=True,
             )
         except BaseException:
             os.close(self._read_fd)
             os.close(log_read)
+            if self.shared is not None:
+                self.shared.close()
             raise
         finally:
             os.close(write_fd)
             os.close(log_write)
+            if theirs is not None:
+                theirs.close()
         self._log = _LogTail(log_read)
         self._done = False
         self._nonce: str | None = None
@@ -158,6 +173,8 @@ class WorkerProcess:
         assert self._nonce is None, "a worker process gets one request"
         self.release_device()
         self._nonce = secrets.token_hex(16)
+        if self.shared is not None:
+            self.shared.expect(self._nonce)
         self.request_sent_at = time.monotonic()
         self._write((self._nonce + "\n" + json.dumps(request) + "\n").encode(), close=not more)
 
@@ -201,7 +218,7 @@ class WorkerProcess:
         self._done = True
         proc, read_fd = self.proc, self._read_fd
         nonce = self._nonce
-        outcome = ChildOutcome(sandboxed=self.sandboxed)
+        outcome = ChildOutcome(sandboxed=self.sandboxed, shared=self.shared)
         started = time.monotonic()
         buffer = b""
         received = 0
@@ -262,6 +279,8 @@ class WorkerProcess:
         if not self._done:
             self._done = True
             self._end()
+            if self.shared is not None:
+                self.shared.close()
 
     def _end(self, exited: bool = False) -> int | None:
         os.close(self._read_fd)

@@ -1,9 +1,10 @@
 """Worker-side timing: baseline and candidate interleaved, on the device's own clock.
 
-Each sample flushes the last-level cache, synchronizes the whole device, and times `k` calls between two
-device timestamps (k > 1 only for kernels too short to time singly); where such short calls are timed
-eagerly, the device is kept busy before the first timestamp for longer than the host takes to issue the k
-calls (`Timer.start(lead_ms)`), so the interval holds the device's work and not the host's launches. Samples come in pairs whose order
+Each sample waits for the whole device, flushes the last-level cache (on a GPU: device-wide work of fixed
+length, so every sample starts from the same state whichever side ran before; `Target.settle`), and times `k`
+calls between two device timestamps (k > 1 only for kernels too short to time singly); where such short calls
+are timed eagerly, the device is kept busy before the first timestamp for longer than the host takes to issue
+the k calls (`settle(lead_ms)`), so the interval holds the device's work and not the host's launches. Samples come in pairs whose order
 alternates (B C, C B, ...) so neither side always runs first. Input sets rotate, so no call sees the
 inputs of the call before it. The loop stops once the speedup's confidence interval is tight enough or the
 time budget is spent; the parent recomputes every statistic from the raw samples it receives.
@@ -54,12 +55,11 @@ def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list
            k: int, lead_ms: float = 0.0) -> tuple[float, Any, int, float]:
     """Time k consecutive calls; returns (ms per call, last output, index of its input set, the host's ms to
     issue the k calls)."""
-    target.flush_cache()
-    target.synchronize()
+    target.settle(lead_ms)
     timer = target.timer()
     out = None
     index = start
-    timer.start(lead_ms)
+    timer.start()
     issued = _monotonic()
     for j in range(k):
         index = (start + j) % len(input_sets)

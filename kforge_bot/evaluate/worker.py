@@ -5,8 +5,8 @@ Two roles, never in the same process:
   timing input set.
 - `candidate`: imports the candidate (and the baseline), runs the correctness cases and the structural
   checks, profiles the candidate, the baseline and the reference, and times the first two interleaved.
-  Outputs are written as files; the parent compares them with the reference's, so a candidate never sees a
-  reference output and cannot judge itself.
+  Outputs are saved as files, or on a GPU handed over as shared device memory (evaluate.outputs); the parent
+  compares them with the reference's, so a candidate never sees a reference output and cannot judge itself.
 
 Messages go to the parent over an inherited pipe as JSON lines carrying a nonce read from stdin (the
 request follows on the next line) before any user code is imported; anything the candidate prints goes to
@@ -26,9 +26,10 @@ from typing import Any, Callable
 
 import torch
 
-from kforge_bot.evaluate import checks, loading, tensorfile
+from kforge_bot.evaluate import checks, loading
 from kforge_bot.evaluate.guards import (CRITICAL, AuditGuard, FunctionSnapshot, ThreadWatch, framework_state,
                                         hide_harness, restore_framework_state)
+from kforge_bot.evaluate.outputs import DeviceSink, FileSink, make_sink
 from kforge_bot.evaluate.plan import DoesNotFit, Fit, Plan, fit_plan
 from kforge_bot.evaluate.profile import count_flops, profile_call
 from kforge_bot.evaluate.timing import measure_pair
@@ -95,8 +96,22 @@ def _as_list(value: Any) -> list[Any]:
     return checks.flatten_outputs(value)
 
 
+_SINK: FileSink | DeviceSink = FileSink()  # set in main() from the request, before any user code runs
+
+
 def _save(outputs: list[torch.Tensor], path: Path) -> None:
-    tensorfile.write(outputs, path)
+    _SINK.save(outputs, path)
+
+
+def _device_outputs() -> bool:
+    """Whether outputs stay on the device (shared memory) rather than pass through the host's."""
+    return isinstance(_SINK, DeviceSink) and not _SINK.unavailable
+
+
+def _keep_outputs_on_device(allowed: bool) -> None:
+    """The memory budget's word (plan.fit_plan): outputs too large to keep on the device go through the host."""
+    if not allowed and isinstance(_SINK, DeviceSink):
+        _SINK.unavailable = _SINK.unavailable or "the memory budget keeps outputs in host memory"
 
 
 # ------------------------------------------------------------------------------------------ reference
@@ -142,10 +157,11 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
         if case.seed == plan.seeds[0]:
             compute(case)
     try:
-        fit = fit_plan(plan, input_bytes, output_bytes, device_free, host_free)
+        fit = fit_plan(plan, input_bytes, output_bytes, device_free, host_free, device_outputs=_device_outputs())
     except DoesNotFit as exc:
         raise Stop("too_large", str(exc)) from None
     plan = plan.fitted(fit)
+    _keep_outputs_on_device(fit.device_outputs)
     for case in plan.all_cases():
         if case.ref_file not in done:
             compute(case)
@@ -305,7 +321,9 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path) -> None:
         # counts travel here (the seeds came before any user code ran), and the parent holds its own copy.
         waited = _clock()
         try:
-            plan = plan.fitted(Fit.from_dict(json.loads(_stdin_readline())))
+            fit = Fit.from_dict(json.loads(_stdin_readline()))
+            plan = plan.fitted(fit)
+            _keep_outputs_on_device(fit.device_outputs)
         except ValueError:
             raise Stop("rejected", "the harness's control line was unreadable (consumed by the candidate?)") from None
         _stdin_close()
@@ -561,7 +579,9 @@ def warm_up(target_name: str, profiler: bool) -> None:
 
 
 def main(argv: list[str]) -> int:
-    fd = int(argv[0])
+    # "RESULT_FD" or "RESULT_FD:OUTPUT_FD" (a socket for outputs handed over as device memory).
+    result_fd, _, output_fd = argv[0].partition(":")
+    fd = int(result_fd)
     if len(argv) > 2:
         if argv[3:] == ["hold"]:  # started during someone's timed run: touch the device only once that is over
             _stdin_readline()
@@ -573,6 +593,8 @@ def main(argv: list[str]) -> int:
     plan = Plan.from_dict(json.loads(sys.stdin.readline()))
     if not plan.await_fit:
         sys.stdin.close()
+    global _SINK
+    _SINK = make_sink(int(output_fd) if output_fd else None, nonce, plan.target)
     global STARTED
     STARTED = _clock()  # the request's arrival: phases count from here (the worker may have started early)
     workdir = plan.out_dir / f"src_{plan.role}"

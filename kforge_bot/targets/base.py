@@ -19,14 +19,10 @@ CPU_FLUSH_BYTES = 64 * 1024 * 1024
 
 
 class Timer(ABC):
-    """Times one region. `stop()` only marks the end; `elapsed_ms()` waits for the device.
-
-    `start(lead_ms)`: on an asynchronous device, keep the device busy for about `lead_ms` before the region
-    begins, so that the host can queue the region's work before the device reaches it (ignored where the host
-    clock is the device clock)."""
+    """Times one region. `stop()` only marks the end; `elapsed_ms()` waits for the device."""
 
     @abstractmethod
-    def start(self, lead_ms: float = 0.0) -> None: ...
+    def start(self) -> None: ...
 
     @abstractmethod
     def stop(self) -> None: ...
@@ -42,7 +38,7 @@ class HostTimer(Timer):
         self._clock = time.perf_counter_ns  # bound now: a later patch of time.perf_counter changes nothing
         self._t0 = self._t1 = 0
 
-    def start(self, lead_ms: float = 0.0) -> None:
+    def start(self) -> None:
         self._t0 = self._clock()
 
     def stop(self) -> None:
@@ -82,6 +78,13 @@ class Target(ABC):
             size = CPU_FLUSH_BYTES if self.kind == "cpu" else GPU_FLUSH_BYTES
             self._flush_buffer = torch.empty(size // 4, dtype=torch.int32, device=self.device)
         self._flush_buffer.fill_(1)
+
+    def settle(self, lead_ms: float = 0.0) -> None:
+        """Ready the device for a timed sample: no warm data in the cache, earlier work finished. `lead_ms`: on an
+        asynchronous device, leave it busy for about that long, so the host can queue the sample's calls before
+        the device reaches them (ignored where the host clock is the device clock)."""
+        self.flush_cache()
+        self.synchronize()
 
     def memory_stats(self) -> dict[str, Any]:
         return {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -17,14 +18,20 @@ _elapsed = torch.cuda.Event.elapsed_time
 _device_sync = torch.cuda.synchronize
 _sleep = torch.cuda._sleep
 
-# Spin this many clock cycles (25-100 us on current GPUs) before the start event: the device stays busy while
-# the host records the event and enqueues the timed calls, so the host's launch latency falls outside the
-# interval instead of being counted as kernel time (it dominated eager samples of ~25 us kernels).
+# How a sample begins (`CudaTarget.settle`). A kernel's time depends on what the GPU did just before it: on the
+# H200 a compiled LayerNorm took 0.32-0.38 ms back to back with itself and 0.39-0.52 ms after 8 ms of low activity
+# (benchmarks/results/agreement_h200.md), so a paired loop whose candidate follows a long, low-occupancy baseline
+# in half its samples understated the candidate. Each sample now begins after the same device-wide work of fixed
+# length: the cache flush, repeated for SETTLE_MS, queued without a host wait, so the timed calls follow it
+# directly whichever side ran before. It also serves as the device's lead over the host (a longer one when the
+# host needs longer to queue a sample's calls), capped at MAX_LEAD_MS.
+SETTLE_MS = 1.0
+MAX_LEAD_MS = 25.0
+# SETTLE_MS = 0 is the loop before 2026-12-02 (kept for benchmarks/agreement.py): one flush, a host wait, then a
+# one-block spin of this many cycles (25-100 us) so the host's launch latency falls outside the interval.
 PREFILL_CYCLES = 100_000
-# A longer lead, asked for when the host needs longer to queue a sample's calls (timing.measure_pair), is capped
-# (about 25 ms at 2 GHz): a sample never waits longer than that for its region to begin.
-MAX_PREFILL_CYCLES = 50_000_000
 _cycles_per_ms: list[float] = []  # the spin's speed, measured once per process
+_fill_ms: list[float] = []  # one flush's time, measured once per process
 
 
 def _spin_cycles_per_ms() -> float:
@@ -43,9 +50,7 @@ class CudaEventTimer(Timer):
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
 
-    def start(self, lead_ms: float = 0.0) -> None:
-        cycles = PREFILL_CYCLES if lead_ms <= 0 else int(lead_ms * _spin_cycles_per_ms())
-        _sleep(min(MAX_PREFILL_CYCLES, max(PREFILL_CYCLES, cycles)))
+    def start(self) -> None:
         _record(self._start)
 
     def stop(self) -> None:
@@ -71,6 +76,30 @@ class CudaTarget(Target):
 
     def timer(self) -> Timer:
         return CudaEventTimer()
+
+    def settle(self, lead_ms: float = 0.0) -> None:
+        _device_sync(self.index)  # the last sample's outputs are checked and poisoned: nothing left running
+        busy_ms = min(MAX_LEAD_MS, max(SETTLE_MS, lead_ms))
+        if SETTLE_MS <= 0:
+            self.flush_cache()
+            _device_sync(self.index)
+            _sleep(max(PREFILL_CYCLES, int(busy_ms * _spin_cycles_per_ms())))
+            return
+        for _ in range(max(1, math.ceil(busy_ms / self._flush_ms()))):
+            self.flush_cache()
+
+    def _flush_ms(self) -> float:
+        """One flush's time on this device (a 256 MB fill: about 0.08 ms on an H200)."""
+        if not _fill_ms:
+            self.flush_cache()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            _record(start)
+            for _ in range(8):
+                self.flush_cache()
+            _record(end)
+            _event_sync(end)
+            _fill_ms.append(max(float(_elapsed(start, end)) / 8, 1e-3))
+        return _fill_ms[0]
 
     def memory_stats(self) -> dict[str, Any]:
         return {"max_allocated_bytes": torch.cuda.max_memory_allocated(self.index)}

@@ -20,7 +20,7 @@ class MpsSyncTimer(Timer):
         self._sync = torch.mps.synchronize
         self._t0 = self._t1 = 0
 
-    def start(self, lead_ms: float = 0.0) -> None:
+    def start(self) -> None:
         self._sync()
         self._t0 = self._clock()
 

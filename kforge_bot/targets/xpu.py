@@ -19,7 +19,7 @@ class XpuEventTimer(Timer):
         self._start = torch.xpu.Event(enable_timing=True)
         self._end = torch.xpu.Event(enable_timing=True)
 
-    def start(self, lead_ms: float = 0.0) -> None:
+    def start(self) -> None:
         self._start.record()
 
     def stop(self) -> None:

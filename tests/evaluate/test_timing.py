@@ -80,17 +80,11 @@ def test_calls_per_sample_bounds() -> None:
     assert timing._calls_per_sample(0.0) == timing.MAX_CALLS_PER_SAMPLE
 
 
-class LeadRecordingTimer(HostTimer):
+class LeadRecordingTarget(LaunchBoundTarget):
     leads: list[float] = []
 
-    def start(self, lead_ms: float = 0.0) -> None:
-        LeadRecordingTimer.leads.append(lead_ms)
-        super().start(lead_ms)
-
-
-class LeadRecordingTarget(LaunchBoundTarget):
-    def timer(self) -> Timer:
-        return LeadRecordingTimer()
+    def settle(self, lead_ms: float = 0.0) -> None:
+        LeadRecordingTarget.leads.append(lead_ms)
 
 
 def test_each_samples_device_lead_covers_the_hosts_time_to_issue_its_calls(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,7 +93,7 @@ def test_each_samples_device_lead_covers_the_hosts_time_to_issue_its_calls(monke
     Each sample asks for a lead of at least the host's issue time of that side's calls (from the warm-up)."""
     monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 20.0)  # 1 ms calls: about 20 a sample (fewer on a loaded host)
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)  # eager, as when a capture fails
-    LeadRecordingTimer.leads = []
+    LeadRecordingTarget.leads = []
 
     def launch_bound(inputs: list[Any]) -> list[Any]:
         _busy(0.001)
@@ -111,6 +105,51 @@ def test_each_samples_device_lead_covers_the_hosts_time_to_issue_its_calls(monke
                                  after_candidate=lambda out, i: None)
     k = result.calls_per_sample
     assert result.mode == "eager" and k >= 2
-    timed_leads = LeadRecordingTimer.leads[-2 * len(result.baseline_ms):]
+    timed_leads = LeadRecordingTarget.leads[-2 * len(result.baseline_ms):]
     # Busy-waits only ever last longer, so each sample's k calls took >= k ms of the host: so must its lead.
     assert all(lead >= k * 1.0 for lead in timed_leads), (k, timed_leads)
+
+
+class OrderRecordingTarget(LaunchBoundTarget):
+    """Records what the timing loop asks of the device, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def settle(self, lead_ms: float = 0.0) -> None:
+        self.calls.append("settle")
+
+    def synchronize(self) -> None:
+        self.calls.append("synchronize")
+
+    def timer(self) -> Timer:
+        calls = self.calls
+
+        class Recording(HostTimer):
+            def start(self) -> None:
+                calls.append("start")
+                super().start()
+
+        return Recording()
+
+
+def test_every_sample_starts_right_after_the_device_settles_whichever_side_ran_before() -> None:
+    """What the GPU did just before a sample moves its time (H200: a compiled LayerNorm 0.32 ms back to back,
+    0.52-0.57 ms after 8 ms of low activity; benchmarks/results/agreement_h200.md). So every sample, baseline's
+    and candidate's alike, begins with the target's settle (device-wide work of fixed length on a GPU) and
+    nothing between it and the start of the timed region: no host wait that would let the device idle."""
+    target = OrderRecordingTarget()
+    calls = target.calls
+
+    def fn(inputs: list[Any]) -> list[Any]:
+        calls.append("call")
+        return []
+
+    result = timing.measure_pair(target, fn, fn, [[1], [2]], time_budget_s=0.05, target_precision=0.5,
+                                 min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=1,
+                                 after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
+    samples = 2 * len(result.baseline_ms)
+    starts = [i for i, c in enumerate(calls) if c == "start"]
+    assert len(starts) >= samples
+    assert all(calls[i - 1] == "settle" for i in starts), calls
