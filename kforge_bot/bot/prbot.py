@@ -344,7 +344,8 @@ def changed_kernels(repo: str | Path, base_sha: str, head_sha: str, policy: Any,
                     base_root: Path, notes: list[str]) -> list[Any]:
     """The managed kernels (kforge.yaml entries and KernelBench files, as the gate finds them) whose
     files or spec differ between the merge base and the head; `kernels.Kernel` objects of the head."""
-    from kforge_bot import gate, kernels
+    from kforge_bot import kernels
+    from kforge_bot.gate.plan import material
 
     head = kernels.discover(head_root, policy, strict=True, notes=notes)
     base_notes: list[str] = []
@@ -353,7 +354,7 @@ def changed_kernels(repo: str | Path, base_sha: str, head_sha: str, policy: Any,
     for kid in sorted(head):
         kernel = head[kid]
         old = base.get(kid)
-        if old is not None and gate.material(old, base_root) == gate.material(kernel, head_root):
+        if old is not None and material(old, base_root) == material(kernel, head_root):
             continue
         found.append(kernel)
     return found
@@ -409,14 +410,15 @@ def decide(env: ActionEnv, policy: Any, gh: Any, log: Log) -> tuple[Any, trust.D
 def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, optimize: OptimizeFn,
                      report: PrReport, log: Log) -> None:
     """Find the PR's changed kernels and optimize each on this runner's target."""
-    from kforge_bot import gate, gitops
+    from kforge_bot import gitops
+    from kforge_bot.gate.target_choice import kernel_target, parse_target
 
     repo = Path(env.workspace)
     head_sha, base_sha = event.head_sha, event.base_sha
     for sha in (head_sha, base_sha):
         gitops._ensure_commit(gitops.open_repo(repo), sha, "origin")
     merge_base = gitops.merge_base(repo, base_sha, head_sha)
-    choices = [gate.parse_target(t) for t in (options.targets or ("auto",))]
+    choices = [parse_target(t) for t in (options.targets or ("auto",))]
     with contextlib.ExitStack() as stack:
         base_root = stack.enter_context(gitops.worktree(repo, merge_base)).resolve()
         head_root = stack.enter_context(gitops.worktree(repo, head_sha)).resolve()
@@ -434,7 +436,7 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
                 continue
             kind, choice, why = None, None, ""
             for c in choices:
-                kind, why = gate.kernel_target(c, kernel.spec)
+                kind, why = kernel_target(c, kernel.spec)
                 if kind is not None:
                     choice = c
                     break

@@ -4,7 +4,7 @@ Exit codes: 0 nothing regressed or broke, 1 a kernel regressed, became incorrect
 `--require-all-targets` / the policy's `gate.require_all_targets`, a required target could not be
 measured on this runner), 2 usage or configuration error. Without that flag a required target this
 runner lacks is reported as `skipped (needs cuda)` and does not fail the run. The decision rule is
-documented in `kforge_bot/gate.py`.
+documented in `kforge_bot/gate/__init__.py`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 import click
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.gate import FAILING, VERDICTS, GateReport, KernelReport, fmt_threshold
+from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
+from kforge_bot.gate.report import GateReport, KernelReport
 from kforge_bot.commands import examples, json_option, output_console, write_json
 
 # ------------------------------------------------------------------------- rendering (pure functions)
@@ -257,7 +258,7 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
          require_all_targets: bool | None) -> None:
     """Measure the kernels a change touches, base against head on this device, and fail on a
     regression, an incorrect kernel or one that no longer builds."""
-    from kforge_bot.gate import run_gate
+    from kforge_bot.gate.run import run_gate
     from kforge_bot.policy import load_policy
 
     from kforge_bot.evaluate.isolation import announcement

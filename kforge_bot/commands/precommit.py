@@ -86,13 +86,9 @@ def _working_manifest_entry(path: Path, name: str) -> object:
 def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> None:
     """Validate staged manifests and policies, and check staged kernels for correctness (no timing)."""
     from kforge_bot.evaluate.result import EvalSettings
-    from kforge_bot.gate import (
-        TargetChoice,
-        dependencies,
-        harness_verdict,
-        kernel_target,
-        parse_target,
-    )
+    from kforge_bot.gate.decision import harness_verdict
+    from kforge_bot.gate.plan import dependencies
+    from kforge_bot.gate.target_choice import TargetChoice, kernel_target, parse_target
     from kforge_bot.kernels import discover
     from kforge_bot.policy import load_policy
     from kforge_bot.spec import (

@@ -1,0 +1,193 @@
+"""`run_gate`: the whole gate. Checks out base and head, finds the managed kernels, and for each one the
+change touches plans (cache hit, skip, or a measurement), measures and reports."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from kforge_bot import gitops
+from kforge_bot.cache import DEFAULT_DIR, ENV_CACHE_DIR, ResultCache, TargetFingerprint, cache_key, probe_fingerprint
+from kforge_bot.errors import KforgeError
+from kforge_bot.gate.decision import CACHEABLE, fmt_threshold
+from kforge_bot.gate.measure import Evaluator, compare, gate_settings
+from kforge_bot.gate.plan import dependencies, material
+from kforge_bot.gate.report import GateReport, KernelReport, report_from
+from kforge_bot.gate.target_choice import kernel_target, parse_target, required_status, required_targets
+from kforge_bot.kernels import Kernel, discover
+from kforge_bot.policy import Policy
+from kforge_bot.spec import has_own_reference, kernel_implementation
+
+Log = Callable[[str], None]
+
+
+def repo_root(path: str | Path) -> Path:
+    top = gitops.toplevel(path)
+    if top is None:
+        raise KforgeError("not inside a git repository", path=path,
+                          hint="run the gate in a clone (actions/checkout with fetch-depth: 0)")
+    return top
+
+
+def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy, all_kernels: bool = False,
+             target: str = "auto", cache_dir: str | Path | None = None, use_cache: bool = True,
+             time_budget_s: float | None = None, fingerprints: Mapping[str, TargetFingerprint] | None = None,
+             log: Log | None = None, evaluator: Evaluator | None = None, measure: bool = True,
+             before_first_run: Callable[[], None] | None = None,
+             require_all_targets: bool | None = None) -> GateReport:
+    """Run the gate. `fingerprints` pins the target fingerprint per kind (otherwise probed);
+    `measure=False` plans only: it reports cache hits and what would be measured, measuring nothing.
+    `require_all_targets` (default: the policy's) makes an unmeasured required target fail the run."""
+
+    started = time.monotonic()
+    say = log or (lambda _msg: None)
+    choice = parse_target(target)
+    required = required_targets(policy)
+    strict_targets = policy.gate.require_all_targets if require_all_targets is None else require_all_targets
+    root = repo_root(repo)
+    head_sha = gitops.resolve(root, head)
+    base_sha = gitops.resolve(root, base)
+    merge_base = gitops.merge_base(root, base_sha, head_sha)
+    changed: set[str] = set()
+    for c in gitops.changed_files(root, merge_base, head_sha):
+        changed.add(c.path)
+        if c.old_path:
+            changed.add(c.old_path)
+    # One setting for every command's cache: --cache-dir, then $KFORGE_CACHE_DIR (as optimize reads it), then the
+    # repository's .kforge-cache, which actions/cache can carry between runs.
+    chosen = cache_dir or os.environ.get(ENV_CACHE_DIR)
+    cache = ResultCache(Path(chosen) if chosen else root / DEFAULT_DIR) if use_cache else None
+    report = GateReport(repo=str(root), base_ref=base, head_ref=head, base_sha=base_sha, head_sha=head_sha,
+                        merge_base=merge_base, kernels=[], policy=policy.source, all_kernels=all_kernels,
+                        cache_dir=str(cache.directory) if cache else None,
+                        required_targets=list(policy.required_targets), require_all_targets=strict_targets)
+    known: dict[str, TargetFingerprint] = dict(fingerprints or {})
+
+    def fingerprint(kind: str) -> TargetFingerprint:
+        if kind not in known:
+            known[kind] = probe_fingerprint(kind)
+            fp = known[kind]
+            if choice.runner is not None and kind == choice.kind:
+                from kforge_bot.hardware import get_runner
+
+                runner = get_runner(choice.runner)
+                if not runner.is_catch_all and not runner.matches(fp.device_name):
+                    raise KforgeError(f"--target {choice.runner}: this machine's {kind} device is "
+                                      f"{fp.device_name!r}, not a {runner.title}",
+                                      hint="run on a runner of that class, or pass the device kind instead")
+        return known[kind]
+
+    with contextlib.ExitStack() as stack:
+        say(f"checking out {merge_base[:12]} (base) and {head_sha[:12]} (head)")
+        base_root = stack.enter_context(gitops.worktree(root, merge_base)).resolve()
+        head_root = stack.enter_context(gitops.worktree(root, head_sha)).resolve()
+        head_kernels = discover(head_root, policy, strict=True, notes=report.notes)
+        base_notes: list[str] = []
+        base_kernels = discover(base_root, policy, strict=False, notes=base_notes)
+        report.notes.extend(f"base: {n}" for n in base_notes)
+
+        def clean(entry: KernelReport) -> KernelReport:
+            # Reasons name files inside the temporary checkouts: show them as repository paths.
+            for checkout in (head_root, base_root):
+                entry.reason = entry.reason.replace(f"{checkout}{os.sep}", "")
+            return entry
+
+        for kid in sorted(set(base_kernels) - set(head_kernels)):
+            gone = base_kernels[kid]
+            if gone.format == "kernelbench" and (head_root / gone.file).is_file():
+                head_kernels[kid] = Kernel(kid, gone.name, gone.format, gone.file, None,
+                                           "no longer a KernelBench problem (class Model, get_inputs, "
+                                           "get_init_inputs) or it does not parse", gone.sources)
+            else:
+                report.removed.append(kid)
+
+        for kid in sorted(head_kernels):
+            kernel = head_kernels[kid]
+            old = base_kernels.get(kid)
+            head_deps = dependencies(kernel, head_root)
+            base_deps = dependencies(old, base_root) if old is not None else []
+            head_mat = material(kernel, head_root)
+            base_mat = material(old, base_root) if old is not None else None
+            touched = sorted(changed & {p.relative_to(head_root).as_posix() for p in head_deps}
+                             | changed & {p.relative_to(base_root).as_posix() for p in base_deps})
+            if not all_kernels and base_mat == head_mat:
+                report.unchanged.append(kid)
+                continue
+            if kernel.spec is None:
+                report.kernels.append(clean(KernelReport(kid, kernel.name, kernel.file, kernel.format, "error",
+                                                         f"does not load: {kernel.error}", touched_by=touched,
+                                                         new=old is None)))
+                continue
+            rule = policy.rule_for(kernel.name, kernel.file)  # skip does not depend on the target
+            if rule.skip:
+                report.kernels.append(KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
+                                                   f"skipped by the policy ({rule.matched}"
+                                                   + (f": {rule.reason})" if rule.reason else ")"),
+                                                   rule=rule.matched, touched_by=touched))
+                continue
+            kind, why = kernel_target(choice, kernel.spec)
+            if kind is None:
+                needs = required_status(required, kernel.spec, None, "", choice)
+                report.kernels.append(KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped", why,
+                                                   touched_by=touched, required=needs))
+                continue
+            fp = fingerprint(kind)
+            report.targets[kind] = fp.to_dict()
+            rule = policy.rule_for(kernel.name, kernel.file, kind)  # the threshold for this target kind
+            needs = required_status(required, kernel.spec, kind, fp.device_name, choice)
+            settings = gate_settings(policy, rule, time_budget_s)
+            usable_base = old if old is not None and old.spec is not None else None
+            key_material = {"kernel": kid, "head": head_mat, "base": base_mat if usable_base else None,
+                            "rule": {"threshold": rule.threshold, "confidence": rule.confidence},
+                            "settings": settings.key_material(), "target": fp.to_dict()}
+            key = cache_key(key_material)
+            hit = cache.get(key) if cache is not None else None
+            if hit is not None:
+                cached = KernelReport.from_dict(hit)
+                cached.id, cached.file, cached.cached, cached.measured = kid, kernel.file, True, False
+                cached.touched_by, cached.key, cached.wall_s, cached.required = touched, key, 0.0, needs
+                report.kernels.append(cached)
+                say(f"{kernel.name}: cache hit ({cached.verdict})")
+                continue
+            if not measure:
+                report.kernels.append(KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
+                                                   "plan only: not in the cache, would be measured", target=kind, key=key,
+                                                   touched_by=touched, new=usable_base is None, threshold=rule.threshold,
+                                                   confidence=rule.confidence, threshold_from=rule.threshold_from,
+                                                   required=needs))
+                continue
+            head_impl = kernel_implementation(kernel.spec)
+            base_impl = oracle = None
+            if usable_base is not None:
+                assert old is not None and old.spec is not None
+                # Its `root` is the base checkout: the worker imports each implementation with its own
+                # repository's local modules, so base and head may both `import helper` and mean two files.
+                base_impl = kernel_implementation(old.spec)
+                if not has_own_reference(kernel.spec):
+                    oracle = base_impl
+            if before_first_run is not None:
+                before_first_run()  # says whether the code about to run is sandboxed
+                before_first_run = None
+            say(f"{kernel.name}: measuring {'head against base' if base_impl else 'new kernel against its reference'}"
+                f" on {kind} ({fp.device_name}), threshold {fmt_threshold(rule.threshold)}")
+            m = compare(kernel.spec, head_impl, base_impl, kind, settings, rule.threshold, oracle=oracle,
+                        evaluator=evaluator)
+            entry = clean(report_from(kernel, m, rule, kind, touched, new=old is None))
+            if old is not None and usable_base is None:
+                entry.reason = f"the base version does not load, so only correctness was checked; {entry.reason}"
+            entry.key, entry.required = key, needs
+            say(f"{kernel.name}: {entry.verdict} ({entry.reason})")
+            report.kernels.append(entry)
+            if cache is not None and entry.verdict in CACHEABLE and m.cacheable:
+                cache.put(key, key_material, entry.to_dict())
+    if cache is not None and cache.rejected:
+        note = (f"ignored {len(cache.rejected)} cache entr{'y' if len(cache.rejected) == 1 else 'ies'} that failed "
+                f"authentication (not written by this machine's bot) and measured again: "
+                + ", ".join(Path(p).name for p in cache.rejected[:3]))
+        report.notes.append(note)
+        say(note)
+    report.wall_s = time.monotonic() - started
+    return report
