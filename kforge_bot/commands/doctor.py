@@ -1,4 +1,4 @@
-"""`kforge-bot doctor`: probe this machine and measure its ceilings (see kforge_bot/doctor.py)."""
+"""`kforge-bot doctor`: probe this machine and measure its ceilings (see kforge_bot/doctor/)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def doctor(target: str, json_path: str | None, save: bool, save_to: str | None, 
 
     Measurements run in a child process. Exit status 0 when the device was found and measured,
     1 when it is missing or a measurement failed, 2 on bad input."""
-    from kforge_bot.doctor import quick_default, build_report, save_report_ceilings
+    from kforge_bot.doctor.measure import quick_default
+    from kforge_bot.doctor.report import build_report, save_report_ceilings
 
     target = target_kind(target)
     from kforge_bot.errors import KforgeError
