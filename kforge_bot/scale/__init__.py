@@ -1,4 +1,5 @@
-"""Scaling out: many candidates evaluated at once (a pool of device slots on one host, or Ray across hosts).
+"""Scaling out: many candidates evaluated at once (a pool of device slots on one host, `pool.py`, or Ray across
+hosts, `ray_executor.py`).
 
 Kept import-light: nothing here imports torch or ray at module level.
 """

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.scale.pool import _STOP, SLOT_MARK, PoolResult, Progress, drain, kill_marked
+from kforge_bot.scale.jobs import STOP, PoolResult, Progress, drain
+from kforge_bot.scale.orphans import SLOT_MARK, kill_marked
 
 GPU_KINDS = ("cuda", "xpu")
 
@@ -163,7 +164,7 @@ class RayPool:
         ray = self.ray
         while True:
             job = self._ready.get()
-            if job is _STOP:
+            if job is STOP:
                 return
             data, future, submitted = job
             if not future.set_running_or_notify_cancel():
@@ -220,7 +221,7 @@ class RayPool:
             return
         self._closed = True
         for _ in self._threads:
-            self._ready.put(_STOP)
+            self._ready.put(STOP)
         for t in self._threads:
             t.join(timeout=30 if self._aborting else 600)
         for actor in self.actors:
