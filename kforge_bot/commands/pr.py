@@ -112,7 +112,7 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
        policy_path: str | None, json_path: str | None, results_path: Path | None, no_publish: bool,
        aggregate_dir: Path | None, work_dir: Path | None) -> None:
     """Optimize the kernels a pull request changed and open follow-up PRs with the evidence."""
-    from kforge_bot.bot import prbot
+    from kforge_bot.bot import prbot, results
     from kforge_bot.bot.github import GitHub
     from kforge_bot.policy import load_policy
 
@@ -135,8 +135,8 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
     report = prbot.run_pr(env, policy, options, gh=gh, optimize=_optimize_kernel, aggregate_dir=aggregate_dir,
                           log=log)
     write_json(report.to_dict(), json_path)
-    prbot.write_summary(env.step_summary, (f"{_ANNOUNCED[0]}\n\n" if _ANNOUNCED else "")
-                        + prbot.summary_markdown(report))
+    results.write_summary(env.step_summary, (f"{_ANNOUNCED[0]}\n\n" if _ANNOUNCED else "")
+                          + results.summary_markdown(report))
     if not report.allowed:
         click.echo(f"kforge-bot pr: skipped: {report.decision}")
         return
