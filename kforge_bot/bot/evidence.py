@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kforge_bot.text import clip
+
 NA = "n/a"
 MAX_BODY = 65536
 _BUDGET = 60000  # headroom under GitHub's limit for the marker and the caller's additions
@@ -180,7 +182,7 @@ def render_title(outcome: KernelOutcome) -> str:
     parts = [f"{r.speedup:.2f}x{' faster' if i == 0 else ''} on {r.target}"
              for i, r in enumerate([r for r in outcome.targets if r.speedup is not None])]
     title = f"kforge: {outcome.kernel} {', '.join(parts)}" if parts else f"kforge: new {outcome.kernel} candidate (not timed)"
-    return title if len(title) <= 250 else title[:249] + "…"
+    return clip(title, 250)
 
 
 def _claim(outcome: KernelOutcome) -> str:
@@ -443,4 +445,4 @@ def status_description(outcomes: Sequence[KernelOutcome], note: str | None = Non
         rest = len(outcomes) - len(opened)
         if rest:
             text += f", {rest} without"
-    return text if len(text) <= 140 else text[:139] + "…"
+    return clip(text, 140)  # GitHub's limit for a status description

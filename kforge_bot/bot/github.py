@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.text import clip
 
 DEFAULT_API_URL = "https://api.github.com"
 STATUS_CONTEXT = "kforge-bot"
@@ -279,7 +280,7 @@ class GitHub:
                    target_url: str | None = None) -> None:
         if state not in STATUS_STATES:
             raise KforgeError(f"commit status state {state!r} is not one of {', '.join(STATUS_STATES)}")
-        description = description if len(description) <= 140 else description[:139] + "…"
+        description = clip(description, 140)
         kwargs: dict[str, Any] = {"state": state, "description": description, "context": context}
         if target_url:
             kwargs["target_url"] = target_url

@@ -62,7 +62,7 @@ def target_option(help_text: str, **kwargs: object):  # -> a click decorator
 
         def convert(self, value: object, param: object, ctx: object) -> str:
             from kforge_bot.hardware import all_runners
-            from kforge_bot.targets import TARGET_NAMES
+            from kforge_bot.spec import TARGET_KINDS
 
             text = str(value).strip()
             try:
@@ -70,7 +70,7 @@ def target_option(help_text: str, **kwargs: object):  # -> a click decorator
                 return text
             except KeyError:
                 runners = all_runners()
-            self.fail(f"{text!r}: use auto, a device kind ({', '.join(TARGET_NAMES)}) or a runner class "
+            self.fail(f"{text!r}: use auto, a device kind ({', '.join(TARGET_KINDS)}) or a runner class "
                       f"({', '.join(sorted(runners))})", param, ctx)  # type: ignore[arg-type]
 
     options = {"default": "auto", "show_default": True, **kwargs}
@@ -82,8 +82,8 @@ def target_option(help_text: str, **kwargs: object):  # -> a click decorator
 def target_kind(value: str) -> str:
     """A --target value as the device kind to run on (a runner class names its kind)."""
     from kforge_bot.hardware import all_runners
-    from kforge_bot.targets import TARGET_NAMES
+    from kforge_bot.spec import TARGET_KINDS
 
-    if value == "auto" or value in TARGET_NAMES:
+    if value == "auto" or value in TARGET_KINDS:
         return value
     return all_runners()[value].target

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import click
 
+from kforge_bot.commands import examples, json_option, output_console, write_json
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
 from kforge_bot.gate.report import GateReport, KernelReport
-from kforge_bot.commands import examples, json_option, output_console, write_json
+from kforge_bot.text import clip
 
 # ------------------------------------------------------------------------- rendering (pure functions)
 
@@ -193,7 +194,7 @@ def render_console(report: GateReport) -> None:
             color = "red" if verdict in FAILING else "green" if verdict in ("pass", "improved") else "yellow"
             row[VERDICT_COLUMN] = f"[{color}]{verdict}[/{color}]"
             notes = row[NOTES_COLUMN]
-            row[NOTES_COLUMN] = notes if len(notes) <= 200 else notes[:199] + "…"  # the full reason is in the JSON
+            row[NOTES_COLUMN] = clip(notes, 200)  # the full reason is in the JSON
             table.add_row(*row)
         console.print(table)
         console.print("change = head time / base time - 1 (positive: slower), with the policy's confidence interval; "

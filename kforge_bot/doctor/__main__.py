@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from kforge_bot.doctor.measure import measure, quick_default
+from kforge_bot.spec import TARGET_KINDS
 
-TARGET_CHOICES = ("auto", "cpu", "cuda", "xpu", "mps")
+TARGET_CHOICES = ("auto", *TARGET_KINDS)
 
 
 def _main(argv: list[str] | None = None) -> int:

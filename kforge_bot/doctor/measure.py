@@ -11,7 +11,7 @@ import statistics
 import time
 from typing import Any, Callable
 
-from kforge_bot.targets import cpu_model
+from kforge_bot.targets import AUTO_ORDER, cpu_model
 
 QUICK_ENV = "KFORGE_DOCTOR_QUICK"
 
@@ -97,7 +97,7 @@ def _resolve_kind(torch: Any, requested: str) -> tuple[str | None, dict[str, boo
         "cpu": True,
     }
     if requested == "auto":
-        for k in ("cuda", "xpu", "mps", "cpu"):
+        for k in AUTO_ORDER:
             if avail[k]:
                 return k, avail, None
     if avail.get(requested):

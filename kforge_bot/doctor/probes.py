@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.spec import TARGET_KINDS
+from kforge_bot.text import one_line_tail
+
 
 # ---------------------------------------------------------------------------------------------
 # Tools
@@ -28,7 +31,7 @@ TOOLS: dict[str, tuple[list[str], tuple[str, ...], str]] = {
             "no hardware counters in profiles: install Nsight Compute (ncu)"),
     "compute-sanitizer": (["compute-sanitizer", "--version"], ("cuda",),
                           "no memory checking of failing candidates: compute-sanitizer ships with the CUDA toolkit"),
-    "cc": (["cc", "--version"], ("cpu", "cuda", "xpu", "mps"),
+    "cc": (["cc", "--version"], TARGET_KINDS,
            "no C/C++ compiler: torch cpp_extension kernels (and Triton's launcher build) fail; install gcc or clang"),
     "icpx": (["icpx", "--version"], ("xpu",),
              "SYCL candidates cannot compile: install the oneAPI DPC++ compiler (icpx)"),
@@ -74,7 +77,7 @@ def probe_tool(name: str, argv: list[str], timeout: float = 30.0) -> dict[str, A
     out["version"] = (text.strip().splitlines() or [""])[0][:160] if name in ("nvidia-smi", "sycl-ls", "xpu-smi") \
         else _version_line(text)
     if not out["ok"]:
-        out["message"] = f"exit status {proc.returncode}: {tail(text, 200)}"
+        out["message"] = f"exit status {proc.returncode}: {one_line_tail(text, 200)}"
     return out
 
 
@@ -98,7 +101,7 @@ def parse_perf_probe(returncode: int | None, output: str) -> tuple[bool, str]:
     if "<not supported>" in output or "<not counted>" in output:
         return False, ("perf runs but hardware counters are not available here (a VM or container without a "
                        "virtual PMU?); torch.profiler still works")
-    return False, f"perf stat failed (exit status {returncode}): {tail(output, 200)}"
+    return False, f"perf stat failed (exit status {returncode}): {one_line_tail(output, 200)}"
 
 
 def probe_perf_counters() -> dict[str, Any]:
@@ -177,11 +180,6 @@ def run_group(argv: list[str], timeout: float, env: dict[str, str] | None = None
         return rc, buf.read().decode("utf-8", "replace")
 
 
-def tail(text: str, n: int) -> str:
-    flat = " ".join(text.strip().split())
-    return flat if len(flat) <= n else "..." + flat[-n:]
-
-
 
 _SANDBOX_PROBE = """
 import sys, torch
@@ -217,6 +215,6 @@ def probe_sandbox(kind: str, timeout: float = 180.0) -> dict[str, Any]:
             " work inside the sandbox"
     else:
         out["message"] = f"{status.tool} starts, but torch{' or the device' if kind != 'cpu' else ''} fails inside " \
-                         f"it (exit status {rc}): {tail(text, 300)}"
+                         f"it (exit status {rc}): {one_line_tail(text, 300)}"
     return out
 

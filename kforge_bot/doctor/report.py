@@ -16,7 +16,8 @@ from typing import Any
 
 from kforge_bot import hardware
 from kforge_bot.doctor.measure import quick_default
-from kforge_bot.doctor.probes import TOOLS, probe_hardware_counters, probe_perf_counters, probe_sandbox, probe_tools, run_group, tail
+from kforge_bot.doctor.probes import TOOLS, probe_hardware_counters, probe_perf_counters, probe_sandbox, probe_tools, run_group
+from kforge_bot.text import one_line_tail
 
 REPORT_KIND = "kforge-bot-doctor"
 # A measured figure under this share of the project's reference measurement (or of the datasheet
@@ -38,10 +39,10 @@ def run_child(requested: str, quick: bool, timeout: float) -> dict[str, Any]:
         elapsed = time.monotonic() - started
         if rc is None:
             return {"error": f"the measurement child did not finish within {timeout:g} s and was killed "
-                             f"(a hung driver or device?); last output: {tail(text, 300)}"}
+                             f"(a hung driver or device?); last output: {one_line_tail(text, 300)}"}
         if rc != 0 or not out.is_file():
             sig = f" (signal {-rc}: {signal.Signals(-rc).name})" if rc < 0 and -rc in signal.valid_signals() else ""
-            return {"error": f"the measurement child failed with exit status {rc}{sig}; output: {tail(text, 400)}"}
+            return {"error": f"the measurement child failed with exit status {rc}{sig}; output: {one_line_tail(text, 400)}"}
         data = json.loads(out.read_text())
         data["child_seconds"] = round(elapsed, 2)
         return data

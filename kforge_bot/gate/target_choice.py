@@ -9,14 +9,7 @@ from dataclasses import dataclass
 from kforge_bot.errors import KforgeError
 from kforge_bot.policy import Policy
 from kforge_bot.spec import TARGET_KINDS, KernelSpec
-
-
-def _available(kind: str) -> bool:
-    if kind == "cpu":
-        return True  # without importing torch: a fully cached gate never needs it
-    from kforge_bot.targets import target_class
-
-    return bool(target_class(kind).available())
+from kforge_bot.targets import AUTO_ORDER, available  # without torch for cpu: a fully cached gate never needs it
 
 
 @dataclass(frozen=True)
@@ -33,7 +26,7 @@ def parse_target(value: str) -> TargetChoice:
     if value == "auto":
         return TargetChoice("auto", None)
     if value in TARGET_KINDS:
-        if not _available(value):
+        if not available(value):
             raise KforgeError(f"target {value!r} is not available on this machine",
                               hint="run `kforge-bot doctor` to see what is, or use --target auto")
         return TargetChoice(value, value)
@@ -45,7 +38,7 @@ def parse_target(value: str) -> TargetChoice:
                           hint=f"use auto, a device kind ({', '.join(TARGET_KINDS)}) or a runner class "
                                f"({', '.join(sorted(runners))})")
     kind = runners[value].target
-    if not _available(kind):
+    if not available(kind):
         raise KforgeError(f"target {value!r} needs a {kind} device, and this machine has none",
                           hint="run the gate on a runner of that class, or use --target auto")
     return TargetChoice(value, kind, value)
@@ -57,8 +50,8 @@ def kernel_target(choice: TargetChoice, spec: KernelSpec) -> tuple[str | None, s
         if choice.kind not in spec.targets:
             return None, f"the kernel does not run on {choice.kind} (its targets: {', '.join(spec.targets)})"
         return choice.kind, ""
-    for kind in ("cuda", "xpu", "mps", "cpu"):
-        if kind in spec.targets and _available(kind):
+    for kind in AUTO_ORDER:
+        if kind in spec.targets and available(kind):
             return kind, ""
     return None, f"none of the kernel's targets ({', '.join(spec.targets)}) is on this machine"
 

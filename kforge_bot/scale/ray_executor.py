@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.scale.devices import VISIBILITY
 from kforge_bot.scale.jobs import STOP, PoolResult, Progress, drain
 from kforge_bot.scale.orphans import SLOT_MARK, kill_marked
-
-GPU_KINDS = ("cuda", "xpu")
 
 
 def import_ray() -> Any:
@@ -115,7 +114,7 @@ class RayPool:
                      include_dashboard=False, configure_logging=False)
             self._owns_ray = True
         resources = ray.cluster_resources()
-        if target in GPU_KINDS:
+        if target in VISIBILITY:  # a device kind pinned one per slot: one GPU per actor
             have = int(resources.get("GPU", 0))
             if have == 0:
                 raise KforgeError("the Ray cluster offers no GPU", hint="start its nodes with GPUs, or use --executor local")
