@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.gate.decision import fmt_change, harness_verdict, timing_decision
 from kforge_bot.policy import GateRule, Policy
@@ -53,12 +54,6 @@ def confirmation_settings(settings: EvalSettings) -> EvalSettings:
                    timeout_s=settings.timeout_s + settings.time_budget_s * CONFIRM_FACTOR)
 
 
-def _default_evaluator() -> Evaluator:
-    from kforge_bot.evaluate.api import evaluate
-
-    return evaluate
-
-
 def compare(spec: KernelSpec, head: Implementation, base: Implementation | None, target: str,
             settings: EvalSettings, threshold: float, *, oracle: Implementation | None = None,
             evaluator: Evaluator | None = None, references: Any = None,
@@ -69,11 +64,11 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
     The seeds of the first run are reused by a confirmation run, so the reference is computed once;
     `seeds` and `references` let a caller share one reference computation across many decisions
     (the benchmark's repeated decisions on one kernel)."""
-    evaluate = evaluator or _default_evaluator()
+    # Long on purpose: one decision procedure, read top to bottom (new kernel; a failure and whose it is; the
+    # first run; the confirmation), whose steps share the run counter, the seeds and the reference store.
+    run_one = evaluator or evaluate
     started = time.monotonic()
     seeds_count = max(settings.seeds or spec.seeds, 1)
-    from kforge_bot.evaluate.api import ReferenceStore, new_seeds
-
     store = references if references is not None else ReferenceStore()
     seeds = list(seeds) if seeds else new_seeds(seeds_count)
     judged = replace(spec, reference=oracle) if oracle is not None else spec
@@ -82,7 +77,7 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
     def run(s: KernelSpec, cand: Implementation, against: Implementation, how: EvalSettings) -> EvalResult:
         nonlocal runs
         runs += 1
-        return evaluate(s, cand, target, how, baseline=against, seeds=seeds, references=store)
+        return run_one(s, cand, target, how, baseline=against, seeds=seeds, references=store)
 
     def done(m: Measurement) -> Measurement:
         m.wall_s, m.runs = time.monotonic() - started, runs

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.hardware import all_runners, get_runner
 from kforge_bot.policy import Policy
 from kforge_bot.spec import TARGET_KINDS, KernelSpec
 from kforge_bot.targets import AUTO_ORDER, available  # without torch for cpu: a fully cached gate never needs it
@@ -30,8 +31,6 @@ def parse_target(value: str) -> TargetChoice:
             raise KforgeError(f"target {value!r} is not available on this machine",
                               hint="run `kforge-bot doctor` to see what is, or use --target auto")
         return TargetChoice(value, value)
-    from kforge_bot.hardware import all_runners
-
     runners = all_runners()
     if value not in runners:
         raise KforgeError(f"unknown target {value!r}",
@@ -82,8 +81,6 @@ def required_targets(policy: Policy) -> list[RequiredTarget]:
             out.append(RequiredTarget(name, name))
             continue
         if runners is None:
-            from kforge_bot.hardware import all_runners
-
             runners = all_runners()
         if name not in runners:
             raise KforgeError(f"required_targets: unknown target {name!r}", path=policy.source,
@@ -104,8 +101,6 @@ def required_status(required: Sequence[RequiredTarget], spec: KernelSpec, measur
             continue  # the kernel does not run there: nothing to require
         measured = measured_kind == r.kind
         if measured and r.runner is not None and choice.runner != r.runner:
-            from kforge_bot.hardware import get_runner
-
             measured = get_runner(r.runner).matches(device_name)
         out[r.name] = "measured" if measured else f"skipped (needs {r.needs})"
     return out
