@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kforge_bot.agents.analyst import render_digest
 from kforge_bot.bot.evidence import KernelOutcome, TargetRow
 
 
@@ -48,7 +49,6 @@ def unified_diff(before: str, after: str, path: str) -> str:
 def _profile_text(digest: Mapping[str, Any] | None) -> str | None:
     if not digest:
         return None
-    from kforge_bot.agents.analyst import render_digest
 
     return render_digest(digest)
 

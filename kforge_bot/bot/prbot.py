@@ -21,10 +21,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kforge_bot import gitops, kernels
 from kforge_bot.bot import events, evidence, trust
 from kforge_bot.bot.outcomes import outcome_for, skipped
 from kforge_bot.bot.results import PrReport, aggregate, load_results_dir
 from kforge_bot.errors import KforgeError
+from kforge_bot.gate.plan import material
+from kforge_bot.gate.target_choice import kernel_target, parse_target
+from kforge_bot.hardware import get_runner
 
 Log = Callable[[str], None]
 # (spec, device kind, policy) -> (best candidate source or None, its EvalResult or None, how it was found)
@@ -79,9 +83,6 @@ def changed_kernels(repo: str | Path, base_sha: str, head_sha: str, policy: Any,
                     base_root: Path, notes: list[str]) -> list[Any]:
     """The managed kernels (kforge.yaml entries and KernelBench files, as the gate finds them) whose
     files or spec differ between the merge base and the head; `kernels.Kernel` objects of the head."""
-    from kforge_bot import kernels
-    from kforge_bot.gate.plan import material
-
     head = kernels.discover(head_root, policy, strict=True, notes=notes)
     base_notes: list[str] = []
     base = kernels.discover(base_root, policy, strict=False, notes=base_notes)
@@ -145,9 +146,6 @@ def decide(env: ActionEnv, policy: Any, gh: Any, log: Log) -> tuple[Any, trust.D
 def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, optimize: OptimizeFn,
                      report: PrReport, log: Log) -> None:
     """Find the PR's changed kernels and optimize each on this runner's target."""
-    from kforge_bot import gitops
-    from kforge_bot.gate.target_choice import kernel_target, parse_target
-
     repo = Path(env.workspace)
     head_sha, base_sha = event.head_sha, event.base_sha
     for sha in (head_sha, base_sha):
@@ -186,8 +184,6 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
             target = choice.runner or kind
             labels: tuple[str, ...] = ()
             if choice.runner:
-                from kforge_bot.hardware import get_runner
-
                 labels = tuple(get_runner(choice.runner).labels)
             log(f"{kernel.name}: optimizing on {target}")
             source, result, how = optimize(kernel.spec, kind, policy, iterations=options.iterations,
@@ -204,8 +200,6 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
 
 def publish(env: ActionEnv, event: Any, report: PrReport, gh: Any, log: Log) -> None:
     """Branches and follow-up PRs for the qualifying kernels, then the comment and the status."""
-    from kforge_bot import gitops
-
     runs = []
     for run in report.kernels:
         outcome = run.outcome
@@ -277,8 +271,6 @@ def run_pr(env: ActionEnv, policy: Any, options: Options, *, gh: Any, optimize: 
 
 def stop(env: ActionEnv, event: Any, gh: Any, log: Log) -> str:
     """`/kforge stop`: close the bot's open follow-up PRs of this PR (their branches stay)."""
-    from kforge_bot import gitops
-
     repo = gitops.open_repo(env.workspace)
     out = gitops._run(repo, "ls-remote", "--heads", "origin", f"refs/heads/kforge/pr-{int(event.number)}/*",
                       what="cannot list the bot's branches")

@@ -15,19 +15,23 @@ import sys
 from pathlib import Path
 
 import click
+from rich.table import Table
 
+from kforge_bot.bot.evidence import fmt_time
+from kforge_bot.bot.github import GitHub
 from kforge_bot.commands import examples, json_option, output_console, write_json
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
 from kforge_bot.gate.report import GateReport, KernelReport
+from kforge_bot.gate.run import run_gate
+from kforge_bot.policy import load_policy
 from kforge_bot.text import clip
 
 # ------------------------------------------------------------------------- rendering (pure functions)
 
 
 def _ms(value: float | None) -> str:
-    from kforge_bot.bot.evidence import fmt_time
-
     return fmt_time(value) if value is not None else "-"
 
 
@@ -170,8 +174,6 @@ def status_for(report: GateReport) -> tuple[str, str]:
 
 
 def render_console(report: GateReport) -> None:
-    from rich.table import Table
-
     console = output_console()
     failed = report.exit_code != 0
     console.print(f"[bold]kforge-bot gate: {'[red]failed[/red]' if failed else '[green]passed[/green]'}[/bold] "
@@ -213,7 +215,6 @@ def _post_status(report: GateReport, target: str) -> None:
     if not (os.environ.get("GITHUB_TOKEN") and os.environ.get("GITHUB_REPOSITORY")):
         click.echo("commit status: skipped (GITHUB_TOKEN and GITHUB_REPOSITORY are not both set)", err=True)
         return
-    from kforge_bot.bot.github import GitHub
 
     state, description = status_for(report)
     url = None
@@ -259,11 +260,6 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
          require_all_targets: bool | None) -> None:
     """Measure the kernels a change touches, base against head on this device, and fail on a
     regression, an incorrect kernel or one that no longer builds."""
-    from kforge_bot.gate.run import run_gate
-    from kforge_bot.policy import load_policy
-
-    from kforge_bot.evaluate.isolation import announcement
-
     policy = load_policy(policy_path)
     quiet = json_path is not None and str(json_path) == "-"
     progress = output_console(stderr=True)

@@ -153,7 +153,7 @@ def _measure_matmul(torch: Any, device: Any, prec: str, n: int, sz: dict[str, in
 
 
 def _probe_profiler(torch: Any, kind: str, device: Any) -> dict[str, Any]:
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile  # the child only: the parent never imports torch
 
     activity = {"cuda": "CUDA", "xpu": "XPU"}.get(kind)
     acts = [ProfilerActivity.CPU] + ([getattr(ProfilerActivity, activity)] if activity else [])
@@ -183,7 +183,7 @@ def _probe_profiler(torch: Any, kind: str, device: Any) -> dict[str, Any]:
 
 def measure(requested: str, quick: bool) -> dict[str, Any]:
     """Child-side: everything that needs torch. Each piece that fails records its error."""
-    import torch
+    import torch  # the child only: a broken driver must not take the parent (the CLI) down
 
     result: dict[str, Any] = {"software": {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
                                            "torch_xpu": getattr(torch.version, "xpu", None),

@@ -14,9 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.spec import TARGET_KINDS
+from kforge_bot.evaluate import isolation
+from kforge_bot.evaluate.counter_tools import tool_for
+from kforge_bot.evaluate.sandbox import scrubbed_environment
+from kforge_bot.spec import TARGET_KINDS, load_spec
 from kforge_bot.text import one_line_tail
-
 
 # ---------------------------------------------------------------------------------------------
 # Tools
@@ -137,9 +139,6 @@ def probe_hardware_counters(target: str = "cuda", timeout: float = 180.0) -> dic
     """Collect the counters for one tiny kernel exactly as `optimize` does, inside the workers' sandbox: ncu
     on CUDA (kforge_bot.evaluate.ncu), unitrace on Intel XPU (kforge_bot.evaluate.unitrace). Tells whether
     counters are readable here, and what it costs."""
-    from kforge_bot.evaluate.counter_tools import tool_for
-    from kforge_bot.spec import load_spec
-
     tool = tool_for(target)
     row: dict[str, Any] = {"name": f"{tool.NAME} counters", "ok": False, "message": None,
                            "command": tool.PROBE_COMMAND}
@@ -193,9 +192,6 @@ print("KFORGE_SANDBOX_OK", torch.__version__)
 
 def probe_sandbox(kind: str, timeout: float = 180.0) -> dict[str, Any]:
     """Whether workers can be sandboxed here, and whether torch (and the device) work inside the sandbox."""
-    from kforge_bot.evaluate import isolation
-    from kforge_bot.evaluate.sandbox import scrubbed_environment
-
     status = isolation.probe()
     out: dict[str, Any] = {"name": "sandbox", "available": status.available, "tool": status.tool, "ok": False,
                            "message": status.describe()}

@@ -16,7 +16,15 @@ from typing import Any
 
 from kforge_bot import hardware
 from kforge_bot.doctor.measure import quick_default
-from kforge_bot.doctor.probes import TOOLS, probe_hardware_counters, probe_perf_counters, probe_sandbox, probe_tools, run_group
+from kforge_bot.doctor.probes import (
+    TOOLS,
+    probe_hardware_counters,
+    probe_perf_counters,
+    probe_sandbox,
+    probe_tools,
+    run_group,
+)
+from kforge_bot.errors import KforgeError
 from kforge_bot.text import one_line_tail
 
 REPORT_KIND = "kforge-bot-doctor"
@@ -162,8 +170,6 @@ def missing_pieces(report: dict[str, Any]) -> list[str]:
 
 
 def save_report_ceilings(report: dict[str, Any], path: str | Path | None = None) -> Path:
-    from kforge_bot.errors import KforgeError
-
     if report.get("quick"):
         raise KforgeError("refusing to save quick-mode figures as ceilings", hint="run `kforge-bot doctor --save` without --quick")
     if not report.get("ceilings"):

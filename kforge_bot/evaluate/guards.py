@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
+import threading
 from typing import Any
 
 
 def _stdlib_test() -> Any:
     """A predicate: is this code file part of Python's standard library (not site-packages)?"""
-    import sysconfig
-
     paths = sysconfig.get_paths()
     stdlib = os.path.join(paths["stdlib"], "")
     installed = tuple(os.path.join(paths[k], "") for k in ("purelib", "platlib"))
@@ -42,8 +42,6 @@ class ThreadWatch:
     """
 
     def __init__(self, candidate_dir_prefix: str) -> None:
-        import threading
-
         self._prefix = candidate_dir_prefix
         self._is_stdlib = _stdlib_test()
         self._threading = threading
@@ -101,8 +99,6 @@ class AuditGuard:
     """
 
     def __init__(self, candidate_dir_prefix: str) -> None:
-        import threading
-
         self._prefix = candidate_dir_prefix
         self._is_stdlib = _stdlib_test()
         self._local = threading.local()  # per thread: another thread cannot slip through while one is inside

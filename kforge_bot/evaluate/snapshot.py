@@ -20,6 +20,8 @@ import types
 from types import ModuleType
 from typing import Any
 
+import torch
+
 _WATCHED_MODULES = (
     "torch", "torch.nn.functional", "torch.testing", "torch.cuda", "torch.xpu", "torch.mps", "torch.linalg",
     "torch.fft", "torch.special", "torch.profiler", "torch.autograd", "torch.autograd.profiler", "time", "math",
@@ -231,8 +233,6 @@ def hide_harness() -> None:
 # --------------------------------------------------------------------------------- framework state
 
 def _backend_flags() -> list[tuple[str, Any, str]]:
-    import torch
-
     backends = torch.backends
     flags = [("torch.backends.cudnn", backends.cudnn, name) for name in ("enabled", "benchmark", "deterministic",
                                                                           "allow_tf32")]
@@ -249,8 +249,6 @@ def framework_state() -> dict[str, Any]:
     A candidate that leaves them changed (one thread, TF32 off, ...) slows the baseline timed after it;
     the worker puts them back after every candidate call and reports what it had to restore.
     """
-    import torch
-
     state: dict[str, Any] = {
         "torch.get_num_threads()": torch.get_num_threads(),
         "torch.get_default_dtype()": torch.get_default_dtype(),
@@ -264,8 +262,6 @@ def framework_state() -> dict[str, Any]:
 
 def restore_framework_state(saved: dict[str, Any]) -> list[str]:
     """Put back whatever differs from `saved`; returns 'name: now -> saved' for each setting restored."""
-    import torch
-
     now = framework_state()
     restored = []
     setters = {

@@ -12,6 +12,8 @@ from typing import Any
 def make_pool(target: str, *, executor: str = "local", workers: int | None = None,
               ray_address: str | None = None) -> Any:
     """The evaluation pool for `target`: this host's devices ("local"), or a Ray cluster's ("ray")."""
+    # Imported here, not at the top: a slot process imports this package (for scale.slots) before it pins its
+    # device, and the pools' modules import evaluate's.
     if executor == "ray":
         from kforge_bot.scale.ray_executor import RayPool
 

@@ -14,6 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.evaluate import isolation
+from kforge_bot.evaluate.api import sandbox_view
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.sandbox import scrubbed_environment
 
 PREPARE_TIMEOUT_S = 900.0
 
@@ -52,11 +56,6 @@ def prepare_build(spec: Any, candidate: Any, baseline: Any, env: dict[str, str],
     With `candidate` None, the kernel as written, its reference and inputs are built instead. Inside the OS
     sandbox a child may write only the folders of the sources it prepares (the candidate's, or those
     three): no source's code can plant a build that another source's import would load."""
-    from kforge_bot.evaluate import isolation
-    from kforge_bot.evaluate.api import sandbox_view
-    from kforge_bot.evaluate.result import EvalSettings
-    from kforge_bot.evaluate.sandbox import scrubbed_environment
-
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="kforge-prepare-"))
     payload = json.dumps({"spec": spec.to_dict(), "candidate": candidate.to_dict() if candidate else None,

@@ -74,6 +74,7 @@ def discover_devices(kind: str, requested: int | None = None, *, environ: dict[s
 
 
 def _query_devices(kind: str, env: dict[str, str]) -> list[tuple[str, str]]:
+    # Not at the top: a slot imports this module before it pins its device, and loads evaluate's modules after.
     from kforge_bot.evaluate.sandbox import scrubbed_environment
 
     try:

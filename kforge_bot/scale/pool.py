@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.api import REFERENCE_TIMEOUT_S
 from kforge_bot.scale.compile_ahead import PREPARE_TIMEOUT_S, needs_build, prepare_build
 from kforge_bot.scale.devices import VISIBILITY, Device, discover_devices
 from kforge_bot.scale.jobs import STOP, Job, Progress, drain
@@ -99,7 +100,6 @@ class EvalPool:
     def slot_deadline(self, settings: Any) -> float:
         if self._slot_deadline_s is not None:
             return self._slot_deadline_s
-        from kforge_bot.evaluate.api import REFERENCE_TIMEOUT_S
 
         return float(settings.timeout_s) + REFERENCE_TIMEOUT_S + 120.0
 

@@ -29,7 +29,7 @@ from kforge_bot.scale.orphans import SLOT_MARK, kill_marked
 
 def import_ray() -> Any:
     try:
-        import ray
+        import ray  # optional (the [ray] extra): imported only when --executor ray asks for it
     except ImportError:
         raise KforgeError("--executor ray needs Ray, which is not installed",
                           hint="pip install 'kforge-bot[ray]'") from None
@@ -45,7 +45,7 @@ class _Actor:
     of a running evaluation when the pool is aborted."""
 
     def __init__(self, target: str, mark: str) -> None:
-        from kforge_bot.evaluate.api import ReferenceStore
+        from kforge_bot.evaluate.api import ReferenceStore  # in the Ray worker, once Ray has pinned its GPU
 
         self.target = target
         self.mark = mark
@@ -66,13 +66,14 @@ class _Actor:
             time.sleep(0.1)
 
     def where(self) -> dict[str, Any]:
-        import ray
+        import ray  # optional: see import_ray
 
         return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
                 "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
                 "visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "orphans_killed": self.orphans_killed}
 
     def evaluate(self, data: dict[str, Any]) -> tuple[str, Any, float]:
+        # In the Ray worker, once Ray has pinned its GPU (as a local slot imports them after pinning its own).
         from kforge_bot.evaluate.api import evaluate
         from kforge_bot.evaluate.result import EvalSettings
         from kforge_bot.spec import Implementation, KernelSpec
@@ -158,7 +159,7 @@ class RayPool:
         return future
 
     def _feed(self, index: int) -> None:
-        from kforge_bot.evaluate.result import EvalResult
+        from kforge_bot.evaluate.result import EvalResult  # not at the top: Ray workers load this module unpinned
 
         ray = self.ray
         while True:

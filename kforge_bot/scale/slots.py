@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the slot imports them itself, after pinning its device
 def _slot_main(conn: Any, env: dict[str, str]) -> None:
     """A slot process: pin the device, then evaluate jobs one at a time until told to stop."""
     os.environ.update(env)
+    # The evaluation's modules load here, once the device is pinned (this module is the slot's entry point).
     from kforge_bot.evaluate.api import ReferenceStore
     from kforge_bot.evaluate.spares import SpareWorkers
 
@@ -43,6 +44,7 @@ def _slot_main(conn: Any, env: dict[str, str]) -> None:
 
 
 def _serve(conn: Any, store: ReferenceStore, spares: SpareWorkers) -> None:
+    # In the slot, after _slot_main pinned its device (as every evaluate import in this module).
     from kforge_bot.evaluate.api import evaluate
     from kforge_bot.evaluate.result import EvalSettings
     from kforge_bot.spec import Implementation, KernelSpec
@@ -157,7 +159,7 @@ class Slot:
                 job.future.set_exception(exc)
 
     def _evaluate(self, job: Job) -> PoolResult:
-        from kforge_bot.evaluate.result import EvalResult
+        from kforge_bot.evaluate.result import EvalResult  # not at the top: the slot loads this module unpinned
 
         taken = time.monotonic()
         if self.process is None or not self.process.is_alive():

@@ -61,7 +61,7 @@ def unavailable_reason(kind: str) -> str | None:
     """In a worker: why `kind` cannot be used by this process's torch, or None when it can."""
     if available(kind):
         return None
-    import torch
+    import torch  # here, not at the top: `import kforge_bot.targets` stays cheap in the bot's process
 
     if kind == "cuda":
         return ("torch here has no CUDA support (a CPU build)" if torch.version.cuda is None
