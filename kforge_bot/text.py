@@ -16,6 +16,11 @@ def one_line_tail(text: object, limit: int) -> str:
     return flat if len(flat) <= limit else "..." + flat[-limit:]
 
 
+def markdown_cell(text: object) -> str:
+    """`text` as one cell of a Markdown table: backslashes and pipes escaped, on one line."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
 def clip(text: str, limit: int) -> str:
     """`text` cut to `limit` characters, the last of them '…' when cut (GitHub's limits on titles and statuses)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,6 +1,6 @@
 """kforge_bot.text: the clips every report line, error message and GitHub field uses."""
 
-from kforge_bot.text import clip, one_line, one_line_tail
+from kforge_bot.text import clip, markdown_cell, one_line, one_line_tail
 
 
 def test_one_line_flattens_and_cuts_with_an_ellipsis() -> None:
@@ -19,3 +19,8 @@ def test_clip_cuts_to_the_limit_with_one_ellipsis_character() -> None:
     cut = clip("x" * 300, 140)
     assert len(cut) == 140 and cut.endswith("x…")
     assert clip("y" * 140, 140) == "y" * 140  # exactly the limit: untouched
+
+
+def test_markdown_cell_escapes_what_would_break_a_table_row() -> None:
+    assert markdown_cell("a|b\\c\nd") == "a\\|b\\\\c d"
+    assert markdown_cell(1.5) == "1.5"

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kforge_bot.text import clip
+from kforge_bot.text import clip, markdown_cell
 
 NA = "n/a"
 MAX_BODY = 65536
@@ -119,10 +119,6 @@ def fmt_roofline(row: TargetRow) -> str:
     return f"{pct(row.roofline_before)} -> {pct(row.roofline_after)}{tail}"
 
 
-def _cell(text: str) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
 def _code(text: str) -> str:
     """Inline code that survives backticks in the text."""
     text = str(text).replace("\n", " ")
@@ -150,7 +146,7 @@ def _marker_safe(text: str) -> str:
 
 def _target_cell(row: TargetRow) -> str:
     labels = f" ({_code('[' + ', '.join(row.runner_labels) + ']')})" if row.runner_labels else ""
-    return _cell(f"{row.target}{labels}")
+    return markdown_cell(f"{row.target}{labels}")
 
 
 def _truncate(text: str, limit: int, what: str) -> str:
@@ -218,9 +214,9 @@ def render_table(rows: Sequence[TargetRow], extra: Mapping[str, str] | None = No
     lines = [head, sep]
     for r in rows:
         line = (f"| {_target_cell(r)} | {fmt_time(r.baseline_ms)} | {fmt_time(r.candidate_ms)} | "
-                f"{fmt_speedup(r)} | {_cell(fmt_roofline(r))} |")
+                f"{fmt_speedup(r)} | {markdown_cell(fmt_roofline(r))} |")
         if extra is not None:
-            line += f" {_cell(extra.get(r.target, NA))} |"
+            line += f" {markdown_cell(extra.get(r.target, NA))} |"
         lines.append(line)
     return "\n".join(lines)
 
@@ -411,7 +407,7 @@ def render_comment(outcomes: Sequence[KernelOutcome], *, pr_number: int, note: s
 
 def render_summary(outcomes: Sequence[KernelOutcome], *, title: str = "kforge-bot", note: str | None = None) -> str:
     """The job summary (GITHUB_STEP_SUMMARY): the table of every kernel and target, with the result."""
-    lines = [f"### {_cell(title)}", ""]
+    lines = [f"### {markdown_cell(title)}", ""]
     if note:
         lines += [_quiet(note), ""]
     if not outcomes:
@@ -423,9 +419,9 @@ def render_summary(outcomes: Sequence[KernelOutcome], *, title: str = "kforge-bo
         result = (f"[#{o.pr_number}]({o.pr_url})" if o.pr_url and o.pr_number else o.pr_url
                   or f"no PR: {o.skip_reason or 'reason not recorded'}")
         for r in o.targets or (TargetRow(target=NA),):
-            lines.append(f"| {_cell(_code(o.kernel))} | {_target_cell(r)} | {fmt_time(r.baseline_ms)} | "
-                         f"{fmt_time(r.candidate_ms)} | {fmt_speedup(r)} | {_cell(fmt_roofline(r))} | "
-                         f"{_cell(_quiet(result))} |")
+            lines.append(f"| {markdown_cell(_code(o.kernel))} | {_target_cell(r)} | {fmt_time(r.baseline_ms)} | "
+                         f"{fmt_time(r.candidate_ms)} | {fmt_speedup(r)} | {markdown_cell(fmt_roofline(r))} | "
+                         f"{markdown_cell(_quiet(result))} |")
     return "\n".join(lines) + "\n"
 
 

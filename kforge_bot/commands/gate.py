@@ -26,7 +26,7 @@ from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
 from kforge_bot.gate.report import GateReport, KernelReport
 from kforge_bot.gate.run import run_gate
 from kforge_bot.policy import load_policy
-from kforge_bot.text import clip
+from kforge_bot.text import clip, markdown_cell
 
 # ------------------------------------------------------------------------- rendering (pure functions)
 
@@ -96,10 +96,6 @@ VERDICT_COLUMN = TABLE_HEADER.index("verdict")
 NOTES_COLUMN = TABLE_HEADER.index("notes")
 
 
-def _md_cell(text: str) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(report: GateReport) -> str:
     failed = report.exit_code != 0
     lines = [f"### kforge-bot gate: {'failed' if failed else 'passed'}", "", headline(report), ""]
@@ -109,7 +105,7 @@ def render_markdown(report: GateReport) -> str:
         for row in table_rows(report):
             verdict = row[VERDICT_COLUMN]
             row[VERDICT_COLUMN] = f"**{verdict}**" if verdict in FAILING else verdict
-            lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
+            lines.append("| " + " | ".join(markdown_cell(c) for c in row) + " |")
         lines.append("")
     lines.append("Change = head time / base time - 1 (positive: slower), with the policy's confidence interval. "
                  "Threshold = the slowdown that counts as a regression on that target (policy `gate.threshold`).")
