@@ -44,11 +44,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from kforge_bot.evaluate.api import ReferenceStore, new_seeds
-from kforge_bot.gate import (
-    compare,
-    gate_settings,
-    regression_bound,
-)
+from kforge_bot.gate.decision import regression_bound
+from kforge_bot.gate.measure import compare, gate_settings
 from kforge_bot.policy import GateRule, load_policy
 from kforge_bot.spec import load_spec
 
@@ -210,7 +207,7 @@ def full_gate(target: str, extra: float, work: Path, kernel: str) -> dict[str, A
     """One whole gate run on a git repository whose head makes the kernel read `extra` more rows."""
     if shutil.which("git") is None:
         return {"note": "skipped: git is not installed here"}
-    from kforge_bot.gate import run_gate
+    from kforge_bot.gate.run import run_gate
 
     repo = checkout(work / "repo", BASE_EXTRA, kernel)
     env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@example.com",

@@ -24,7 +24,7 @@ fi
 steps=${*:-tests harness tuner gate}
 for step in $steps; do
   case $step in
-    sandbox) python3 -c "from kforge_bot.doctor import probe_sandbox; print(probe_sandbox('cuda'))"
+    sandbox) python3 -c "from kforge_bot.doctor.probes import probe_sandbox; print(probe_sandbox('cuda'))"
              python3 benchmarks/sandbox_cost.py --devices cuda --runs 20 --json "$out/sandbox_cost_h200.json" ;;
     probe)   timeout 90 python3 benchmarks/worker_start.py; timeout 120 python3 benchmarks/ncu_probe.py --out "$out" ;;
     ncu-optimize) KFORGE_GPU_RESULTS=$out/gpu_e2e.jsonl timeout 300 python3 -m pytest -m gpu tests/test_gpu_cli.py -k counters -v --tb=short -p no:cacheprovider 2>&1 | tail -30; tail -3 "$out/gpu_e2e.jsonl" ;;

@@ -34,7 +34,8 @@ sys.path.insert(0, str(REPO))
 
 from kforge_bot.agents import tuner  # noqa: E402
 from kforge_bot.evaluate.result import EvalSettings  # noqa: E402
-from kforge_bot.scale.pool import EvalPool, discover_devices  # noqa: E402
+from kforge_bot.scale.devices import discover_devices  # noqa: E402
+from kforge_bot.scale.pool import EvalPool  # noqa: E402
 from kforge_bot.spec import load_spec  # noqa: E402
 
 MANIFEST = REPO / "examples" / "kforge.yaml"

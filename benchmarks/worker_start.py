@@ -23,7 +23,7 @@ x = torch.zeros(1, device="cuda"); torch.cuda.synchronize(); lap("cuda_context")
 from kforge_bot.evaluate.profile import profile_call
 profile_call(lambda: x.add_(1), x.device, torch.cuda.synchronize); lap("profiler_first_use")
 profile_call(lambda: x.add_(1), x.device, torch.cuda.synchronize); lap("profiler_second_use")
-from kforge_bot.evaluate.guards import FunctionSnapshot, framework_state; lap("import_guards")
+from kforge_bot.evaluate.snapshot import FunctionSnapshot, framework_state; lap("import_guards")
 s = FunctionSnapshot(extra={}); lap("function_snapshot")
 s.changed({}); lap("snapshot_compare")
 framework_state(); lap("framework_state")

@@ -29,11 +29,13 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from kforge_bot import HARNESS_VERSION
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.sandbox import scrubbed_environment
 from kforge_bot.targets import cpu_model
 
 DEFAULT_DIR = ".kforge-cache"
@@ -188,8 +190,6 @@ class TargetFingerprint:
 
 
 def _torch_version() -> str:
-    from importlib import metadata
-
     try:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
@@ -212,7 +212,6 @@ def probe_fingerprint(kind: str) -> TargetFingerprint:
     if kind == "mps":
         return TargetFingerprint("mps", "Apple GPU (" + (os.uname().machine if hasattr(os, "uname") else "?") + ")",
                                  _torch_version())
-    from kforge_bot.evaluate.sandbox import scrubbed_environment
 
     proc = subprocess.run([sys.executable, "-c", _PROBE, kind], check=False, capture_output=True, text=True, timeout=300,
                           env=scrubbed_environment())

@@ -251,7 +251,7 @@ def find_manifest(start: str | Path) -> Path | None:
 
 
 def _load_yaml(path: Path) -> Any:
-    import yaml
+    import yaml  # not at the top: workers import this module (through targets) and never read YAML
 
     try:
         return yaml.safe_load(_read(path))

@@ -24,7 +24,7 @@ from kforge_bot.cache import (
     portable,
     probe_fingerprint,
 )
-from kforge_bot.gate import run_gate
+from kforge_bot.gate.run import run_gate
 from kforge_bot.policy import load_policy
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]

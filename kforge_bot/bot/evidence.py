@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kforge_bot.text import clip, markdown_cell
+
 NA = "n/a"
 MAX_BODY = 65536
 _BUDGET = 60000  # headroom under GitHub's limit for the marker and the caller's additions
@@ -117,10 +119,6 @@ def fmt_roofline(row: TargetRow) -> str:
     return f"{pct(row.roofline_before)} -> {pct(row.roofline_after)}{tail}"
 
 
-def _cell(text: str) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
 def _code(text: str) -> str:
     """Inline code that survives backticks in the text."""
     text = str(text).replace("\n", " ")
@@ -148,7 +146,7 @@ def _marker_safe(text: str) -> str:
 
 def _target_cell(row: TargetRow) -> str:
     labels = f" ({_code('[' + ', '.join(row.runner_labels) + ']')})" if row.runner_labels else ""
-    return _cell(f"{row.target}{labels}")
+    return markdown_cell(f"{row.target}{labels}")
 
 
 def _truncate(text: str, limit: int, what: str) -> str:
@@ -180,7 +178,7 @@ def render_title(outcome: KernelOutcome) -> str:
     parts = [f"{r.speedup:.2f}x{' faster' if i == 0 else ''} on {r.target}"
              for i, r in enumerate([r for r in outcome.targets if r.speedup is not None])]
     title = f"kforge: {outcome.kernel} {', '.join(parts)}" if parts else f"kforge: new {outcome.kernel} candidate (not timed)"
-    return title if len(title) <= 250 else title[:249] + "…"
+    return clip(title, 250)
 
 
 def _claim(outcome: KernelOutcome) -> str:
@@ -216,9 +214,9 @@ def render_table(rows: Sequence[TargetRow], extra: Mapping[str, str] | None = No
     lines = [head, sep]
     for r in rows:
         line = (f"| {_target_cell(r)} | {fmt_time(r.baseline_ms)} | {fmt_time(r.candidate_ms)} | "
-                f"{fmt_speedup(r)} | {_cell(fmt_roofline(r))} |")
+                f"{fmt_speedup(r)} | {markdown_cell(fmt_roofline(r))} |")
         if extra is not None:
-            line += f" {_cell(extra.get(r.target, NA))} |"
+            line += f" {markdown_cell(extra.get(r.target, NA))} |"
         lines.append(line)
     return "\n".join(lines)
 
@@ -409,7 +407,7 @@ def render_comment(outcomes: Sequence[KernelOutcome], *, pr_number: int, note: s
 
 def render_summary(outcomes: Sequence[KernelOutcome], *, title: str = "kforge-bot", note: str | None = None) -> str:
     """The job summary (GITHUB_STEP_SUMMARY): the table of every kernel and target, with the result."""
-    lines = [f"### {_cell(title)}", ""]
+    lines = [f"### {markdown_cell(title)}", ""]
     if note:
         lines += [_quiet(note), ""]
     if not outcomes:
@@ -421,9 +419,9 @@ def render_summary(outcomes: Sequence[KernelOutcome], *, title: str = "kforge-bo
         result = (f"[#{o.pr_number}]({o.pr_url})" if o.pr_url and o.pr_number else o.pr_url
                   or f"no PR: {o.skip_reason or 'reason not recorded'}")
         for r in o.targets or (TargetRow(target=NA),):
-            lines.append(f"| {_cell(_code(o.kernel))} | {_target_cell(r)} | {fmt_time(r.baseline_ms)} | "
-                         f"{fmt_time(r.candidate_ms)} | {fmt_speedup(r)} | {_cell(fmt_roofline(r))} | "
-                         f"{_cell(_quiet(result))} |")
+            lines.append(f"| {markdown_cell(_code(o.kernel))} | {_target_cell(r)} | {fmt_time(r.baseline_ms)} | "
+                         f"{fmt_time(r.candidate_ms)} | {fmt_speedup(r)} | {markdown_cell(fmt_roofline(r))} | "
+                         f"{markdown_cell(_quiet(result))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -443,4 +441,4 @@ def status_description(outcomes: Sequence[KernelOutcome], note: str | None = Non
         rest = len(outcomes) - len(opened)
         if rest:
             text += f", {rest} without"
-    return text if len(text) <= 140 else text[:139] + "…"
+    return clip(text, 140)  # GitHub's limit for a status description

@@ -15,6 +15,7 @@ What the `pr` command needs:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.text import clip
 
 DEFAULT_API_URL = "https://api.github.com"
 STATUS_CONTEXT = "kforge-bot"
@@ -60,8 +62,6 @@ def _quiet_pygithub() -> None:
     """PyGithub puts a stderr handler at INFO on its `github` logger, so its retry logic prints each
     failed request ("Request GET ... failed with 403") around the one-line error this module
     raises. Those lines say nothing the error does not; keep warnings and above."""
-    import logging
-
     retry_log = logging.getLogger("github.GithubRetry")
     if retry_log.level in (logging.NOTSET, logging.DEBUG, logging.INFO):
         retry_log.setLevel(logging.WARNING)
@@ -78,7 +78,7 @@ class GitHub:
         if repository.count("/") != 1 or not all(repository.split("/")):
             raise KforgeError(f"repository {repository!r} is not owner/name", hint="check GITHUB_REPOSITORY")
         try:
-            from github import Auth, Github, GithubRetry
+            from github import Auth, Github, GithubRetry  # PyGithub: not on the device machines
         except ImportError as exc:  # pragma: no cover - a hard dependency, missing only on GPU boxes
             raise KforgeError("PyGithub is not installed", hint="pip install PyGithub") from exc
         _quiet_pygithub()
@@ -115,7 +115,7 @@ class GitHub:
     # -- error mapping ---------------------------------------------------------------------
     @contextmanager
     def _call(self, doing: str, hint_422: str | None = None) -> Iterator[None]:
-        import requests
+        import requests  # with PyGithub: not on the device machines
         from github import GithubException
         from github.GithubException import BadCredentialsException, RateLimitExceededException
 
@@ -279,7 +279,7 @@ class GitHub:
                    target_url: str | None = None) -> None:
         if state not in STATUS_STATES:
             raise KforgeError(f"commit status state {state!r} is not one of {', '.join(STATUS_STATES)}")
-        description = description if len(description) <= 140 else description[:139] + "…"
+        description = clip(description, 140)
         kwargs: dict[str, Any] = {"state": state, "description": description, "context": context}
         if target_url:
             kwargs["target_url"] = target_url
@@ -288,7 +288,7 @@ class GitHub:
 
     def remove_label(self, number: int, label: str) -> bool:
         """Remove `label` from #number; False when it was not there."""
-        from github import GithubException
+        from github import GithubException  # PyGithub: not on the device machines
 
         with self._call(f"removing the label {label!r} from #{number}"):
             try:

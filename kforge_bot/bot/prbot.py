@@ -1,7 +1,7 @@
 """The pull-request bot's orchestration: event -> trust -> changed kernels -> optimize -> publish.
 
-The decisions are pure functions of plain data (`qualifies`, `outcome_for`, `aggregate`,
-`results_document`); the driver `run_pr` wires them to git (gitops), GitHub (github) and the
+The decisions are pure functions of plain data (`qualifies` and `outcome_for` in outcomes.py,
+`aggregate` in results.py); the driver `run_pr` wires them to git (gitops), GitHub (github) and the
 optimizer, which the caller passes in (`OptimizeFn`), so that this module never imports the loop and
 tests can see each step. Untrusted code runs only inside `evaluate`'s sandbox (a child process with
 an environment scrubbed of tokens); this process only reads, diffs and pushes text.
@@ -15,20 +15,21 @@ again by its marker), a commit status on the PR head and the job summary.
 from __future__ import annotations
 
 import contextlib
-import difflib
-import hashlib
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kforge_bot import gitops, kernels
 from kforge_bot.bot import events, evidence, trust
+from kforge_bot.bot.outcomes import outcome_for, skipped
+from kforge_bot.bot.results import PrReport, aggregate, load_results_dir
 from kforge_bot.errors import KforgeError
-from kforge_bot.bot.evidence import KernelOutcome, TargetRow
+from kforge_bot.gate.plan import material
+from kforge_bot.gate.target_choice import kernel_target, parse_target
+from kforge_bot.hardware import get_runner
 
-SCHEMA = "kforge-bot/pr-results/1"
 Log = Callable[[str], None]
 # (spec, device kind, policy) -> (best candidate source or None, its EvalResult or None, how it was found)
 OptimizeFn = Callable[..., "tuple[str | None, Any, dict[str, Any]]"]
@@ -74,268 +75,6 @@ class ActionEnv:
         return None
 
 
-# ------------------------------------------------------------------------------ pure decisions
-
-
-def qualifies(result: Any, min_speedup: float) -> tuple[bool, str]:
-    """Whether an EvalResult earns a follow-up PR, and if not, why (for the comment)."""
-    if result is None:
-        return False, "no improvement: no correct candidate was measurably faster than the kernel as written"
-    if not result.correct:
-        return False, f"no improvement: the best candidate is {result.verdict} ({result.reason})"
-    ci = result.speedup_ci
-    if ci is None or result.speedup is None:
-        return False, "no improvement: the candidate was not timed"
-    if ci[0] < min_speedup:
-        return False, (f"no improvement above the policy's min_speedup {min_speedup:g} "
-                       f"(best {result.speedup:.2f}x, interval {ci[0]:.2f}-{ci[1]:.2f})")
-    return True, ""
-
-
-def target_row(result: Any, target: str, *, kind: str, labels: Sequence[str] = (),
-               roofline: Mapping[str, Any] | None = None) -> TargetRow:
-    roofline = roofline or {}
-    ci = result.speedup_ci
-    return TargetRow(target=target, runner_labels=tuple(labels),
-                     baseline_ms=result.baseline.median_ms if result.baseline else None,
-                     candidate_ms=result.candidate.median_ms if result.candidate else None,
-                     speedup=result.speedup, ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
-                     roofline_before=roofline.get("before"), roofline_after=roofline.get("after"),
-                     roofline_bound=roofline.get("bound"), correct=result.correct, target_kind=kind,
-                     device_name=result.device_name or None)
-
-
-def unified_diff(before: str, after: str, path: str) -> str:
-    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                        fromfile=f"a/{path}", tofile=f"b/{path}"))
-
-
-def _profile_text(digest: Mapping[str, Any] | None) -> str | None:
-    if not digest:
-        return None
-    from kforge_bot.agents.analyst import render_digest
-
-    return render_digest(digest)
-
-
-def candidate_path(kernel_format: str, file: str) -> str:
-    """Where the candidate goes on the bot's branch: over a manifest kernel's file; next to a
-    KernelBench problem (which must keep its reference `Model`) as `<stem>_kforge.py`."""
-    if kernel_format == "kernelbench":
-        stem, _, _ = file.rpartition(".py")
-        return f"{stem}_kforge.py"
-    return file
-
-
-def correctness_evidence(result: Any, spec: Any) -> dict[str, Any]:
-    data = {k: v for k, v in (result.correctness or {}).items() if k != "records"}
-    if spec is not None and spec.tolerance and "tolerance" not in data:
-        data["tolerance"] = spec.tolerance
-    return data
-
-
-# ------------------------------------------------------------------------------ one kernel
-
-
-@dataclass
-class KernelRun:
-    """One kernel's run on this runner: the evidence, the candidate and the raw result."""
-
-    id: str
-    outcome: KernelOutcome
-    target: str  # runner name or device kind, as reported
-    kind: str | None  # device kind measured on
-    candidate: str | None = None
-    baseline_source: str | None = None
-    result: dict[str, Any] | None = None
-    qualifies: bool = False
-
-    @property
-    def candidate_sha256(self) -> str | None:
-        return hashlib.sha256(self.candidate.encode()).hexdigest() if self.candidate is not None else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kernel": self.outcome.kernel, "file": self.outcome.file, "target": self.target,
-                "kind": self.kind, "qualifies": self.qualifies, "candidate": self.candidate,
-                "candidate_sha256": self.candidate_sha256, "baseline_source": self.baseline_source,
-                "result": self.result, "outcome": self.outcome.to_dict(), "pr_number": self.outcome.pr_number,
-                "pr_url": self.outcome.pr_url}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> KernelRun:
-        return cls(id=data["id"], outcome=KernelOutcome.from_dict(data["outcome"]), target=data["target"],
-                   kind=data.get("kind"), candidate=data.get("candidate"),
-                   baseline_source=data.get("baseline_source"), result=data.get("result"),
-                   qualifies=bool(data.get("qualifies")))
-
-
-def outcome_for(kernel_id: str, name: str, file: str, kernel_format: str, *, target: str, kind: str,
-                labels: Sequence[str], baseline_source: str, candidate: str | None, result: Any,
-                how: Mapping[str, Any], min_speedup: float, spec: Any = None) -> KernelRun:
-    """The evidence for one optimized kernel, and whether it earns a PR."""
-    how = dict(how)
-    roofline = how.pop("roofline", None)
-    counters = how.pop("counters", None)
-    counters_tool = how.pop("counters_tool", None) or KernelOutcome.counters_tool  # older results: the default
-    ok, why = qualifies(result, min_speedup)
-    if candidate is None:
-        ok = False
-    path = candidate_path(kernel_format, file)
-    outcome = KernelOutcome(kernel=name, file=file, how_found=how, skip_reason=None if ok else why,
-                            candidate_path=path if path != file else None, counters=counters,
-                            counters_tool=counters_tool)
-    if result is not None:
-        outcome = replace(outcome,
-                          targets=(target_row(result, target, kind=kind, labels=labels, roofline=roofline),),
-                          correctness=correctness_evidence(result, spec),
-                          profile_before=_profile_text((result.profile or {}).get("baseline")),
-                          profile_after=_profile_text((result.profile or {}).get("candidate")))
-    if candidate is not None:
-        before = baseline_source if path == file else ""
-        outcome = replace(outcome, diff=unified_diff(before, candidate, path) or None)
-    trimmed = None
-    if result is not None:
-        trimmed = result.to_dict()
-        trimmed["correctness"] = {k: v for k, v in trimmed.get("correctness", {}).items() if k != "records"}
-        trimmed.get("details", {}).pop("log_tail", None)
-    return KernelRun(id=kernel_id, outcome=outcome, target=target, kind=kind, candidate=candidate,
-                     baseline_source=baseline_source, result=trimmed, qualifies=ok)
-
-
-def skipped(kernel_id: str, name: str, file: str, reason: str, target: str = "n/a") -> KernelRun:
-    return KernelRun(id=kernel_id, outcome=KernelOutcome(kernel=name, file=file, skip_reason=reason),
-                     target=target, kind=None)
-
-
-# ------------------------------------------------------------------------------ several targets
-
-
-def aggregate(documents: Sequence[Mapping[str, Any]], required: Sequence[str], min_speedup: float) -> list[KernelRun]:
-    """Combine per-target results: one KernelRun per kernel, its rows from every target.
-
-    A candidate qualifies only if it (the same source, by hash) was measured on every required
-    target (with no `required_targets`, on every target that reported the kernel), correct on each,
-    not slower on any (the interval's upper end above 1.0), and at least `min_speedup` (lower end)
-    on one. Among qualifying candidates the one with the best smallest speedup wins."""
-    by_kernel: dict[str, list[KernelRun]] = {}
-    for doc in documents:
-        for entry in doc.get("kernels") or []:
-            run = KernelRun.from_dict(entry)
-            by_kernel.setdefault(run.id, []).append(run)
-    merged: list[KernelRun] = []
-    for kid in sorted(by_kernel):
-        runs = by_kernel[kid]
-        first = runs[0]
-        reported = sorted({r.target for r in runs if r.outcome.targets})
-        need = list(required) or reported
-        rows: dict[str, dict[str, TargetRow]] = {}  # candidate hash -> target -> row
-        sources: dict[str, KernelRun] = {}
-        for r in runs:
-            if r.candidate is None:
-                continue
-            h = r.candidate_sha256 or ""
-            sources.setdefault(h, r)
-            for row in r.outcome.targets:
-                rows.setdefault(h, {})[row.target] = row
-        best: tuple[float, str] | None = None
-        reasons: list[str] = []
-        for h, per in rows.items():
-            missing = [t for t in need if t not in per]
-            wrong = [t for t, row in per.items() if row.correct is not True]
-            slower = [t for t, row in per.items() if row.ci_high is None or row.ci_high <= 1.0]
-            enough = [t for t, row in per.items() if row.ci_low is not None and row.ci_low >= min_speedup]
-            if missing:
-                reasons.append(f"candidate {h[:8]} was not measured on {', '.join(missing)}")
-            elif wrong:
-                reasons.append(f"candidate {h[:8]} is not correct on {', '.join(wrong)}")
-            elif slower:
-                reasons.append(f"candidate {h[:8]} is not faster on {', '.join(slower)}")
-            elif not enough:
-                reasons.append(f"candidate {h[:8]} reaches min_speedup {min_speedup:g} on no target")
-            else:
-                score = min(row.speedup or 0.0 for row in per.values())
-                if best is None or score > best[0]:
-                    best = (score, h)
-        all_rows = tuple(row for r in runs for row in r.outcome.targets)
-        if best is None:
-            why = "; ".join(reasons) or "; ".join(sorted({r.outcome.skip_reason or "" for r in runs} - {""})) \
-                or "no candidate from any target"
-            outcome = replace(first.outcome, targets=all_rows, skip_reason=f"no candidate good on every target: {why}"
-                              if reasons else why, pr_url=None, pr_number=None)
-            merged.append(replace(first, outcome=outcome, qualifies=False, candidate=None))
-            continue
-        chosen = sources[best[1]]
-        per = rows[best[1]]
-        outcome = replace(chosen.outcome, targets=tuple(per[t] for t in sorted(per)), skip_reason=None,
-                          pr_url=None, pr_number=None)
-        merged.append(replace(chosen, outcome=outcome, qualifies=True, target=",".join(sorted(per))))
-    return merged
-
-
-def load_results_dir(directory: str | Path) -> list[dict[str, Any]]:
-    """Every results file under `directory` (as download-artifact leaves them: one folder per job)."""
-    root = Path(directory)
-    if not root.is_dir():
-        raise KforgeError("results directory not found", path=root,
-                          hint="download the per-target artifacts into it (actions/download-artifact)")
-    docs = []
-    for path in sorted(root.rglob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise KforgeError(f"not a readable results file ({exc})", path=path) from exc
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-            raise KforgeError(f"not a kforge-bot pr results file (schema is not {SCHEMA})", path=path)
-        docs.append(data)
-    if not docs:
-        raise KforgeError("no results files (*.json) in the directory", path=root,
-                          hint="each target's job writes one with --json PATH; upload and download them as artifacts")
-    return docs
-
-
-# ------------------------------------------------------------------------------ the report
-
-
-@dataclass
-class PrReport:
-    repository: str
-    pr: int | None
-    decision: str
-    allowed: bool
-    head_sha: str | None = None
-    base_sha: str | None = None
-    kernels: list[KernelRun] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    published: bool = False
-    comment_url: str | None = None
-
-    @property
-    def follow_up_prs(self) -> list[int]:
-        return [k.outcome.pr_number for k in self.kernels if k.outcome.pr_number]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "repository": self.repository, "pr": self.pr, "head_sha": self.head_sha,
-                "base_sha": self.base_sha, "allowed": self.allowed, "decision": self.decision,
-                "published": self.published, "comment_url": self.comment_url, "notes": self.notes,
-                "follow_up_prs": self.follow_up_prs, "kernels": [k.to_dict() for k in self.kernels]}
-
-
-def summary_markdown(report: PrReport) -> str:
-    outcomes = [k.outcome for k in report.kernels]
-    note = None if report.allowed else f"not run: {report.decision}"
-    text = evidence.render_summary(outcomes, title=f"kforge-bot pr #{report.pr}" if report.pr else "kforge-bot pr",
-                                   note=note)
-    extra = [f"- {n}" for n in report.notes]
-    if report.allowed:
-        extra.insert(0, f"- trust: {report.decision}")
-    return text + ("\n" + "\n".join(extra) + "\n" if extra else "")
-
-
-def write_summary(path: str | None, text: str) -> None:
-    if path:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(text)
-
 
 # ------------------------------------------------------------------------------ changed kernels
 
@@ -344,8 +83,6 @@ def changed_kernels(repo: str | Path, base_sha: str, head_sha: str, policy: Any,
                     base_root: Path, notes: list[str]) -> list[Any]:
     """The managed kernels (kforge.yaml entries and KernelBench files, as the gate finds them) whose
     files or spec differ between the merge base and the head; `kernels.Kernel` objects of the head."""
-    from kforge_bot import gate, kernels
-
     head = kernels.discover(head_root, policy, strict=True, notes=notes)
     base_notes: list[str] = []
     base = kernels.discover(base_root, policy, strict=False, notes=base_notes)
@@ -353,7 +90,7 @@ def changed_kernels(repo: str | Path, base_sha: str, head_sha: str, policy: Any,
     for kid in sorted(head):
         kernel = head[kid]
         old = base.get(kid)
-        if old is not None and gate.material(old, base_root) == gate.material(kernel, head_root):
+        if old is not None and material(old, base_root) == material(kernel, head_root):
             continue
         found.append(kernel)
     return found
@@ -409,14 +146,12 @@ def decide(env: ActionEnv, policy: Any, gh: Any, log: Log) -> tuple[Any, trust.D
 def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, optimize: OptimizeFn,
                      report: PrReport, log: Log) -> None:
     """Find the PR's changed kernels and optimize each on this runner's target."""
-    from kforge_bot import gate, gitops
-
     repo = Path(env.workspace)
     head_sha, base_sha = event.head_sha, event.base_sha
     for sha in (head_sha, base_sha):
         gitops._ensure_commit(gitops.open_repo(repo), sha, "origin")
     merge_base = gitops.merge_base(repo, base_sha, head_sha)
-    choices = [gate.parse_target(t) for t in (options.targets or ("auto",))]
+    choices = [parse_target(t) for t in (options.targets or ("auto",))]
     with contextlib.ExitStack() as stack:
         base_root = stack.enter_context(gitops.worktree(repo, merge_base)).resolve()
         head_root = stack.enter_context(gitops.worktree(repo, head_sha)).resolve()
@@ -434,7 +169,7 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
                 continue
             kind, choice, why = None, None, ""
             for c in choices:
-                kind, why = gate.kernel_target(c, kernel.spec)
+                kind, why = kernel_target(c, kernel.spec)
                 if kind is not None:
                     choice = c
                     break
@@ -449,8 +184,6 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
             target = choice.runner or kind
             labels: tuple[str, ...] = ()
             if choice.runner:
-                from kforge_bot.hardware import get_runner
-
                 labels = tuple(get_runner(choice.runner).labels)
             log(f"{kernel.name}: optimizing on {target}")
             source, result, how = optimize(kernel.spec, kind, policy, iterations=options.iterations,
@@ -467,8 +200,6 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
 
 def publish(env: ActionEnv, event: Any, report: PrReport, gh: Any, log: Log) -> None:
     """Branches and follow-up PRs for the qualifying kernels, then the comment and the status."""
-    from kforge_bot import gitops
-
     runs = []
     for run in report.kernels:
         outcome = run.outcome
@@ -540,8 +271,6 @@ def run_pr(env: ActionEnv, policy: Any, options: Options, *, gh: Any, optimize: 
 
 def stop(env: ActionEnv, event: Any, gh: Any, log: Log) -> str:
     """`/kforge stop`: close the bot's open follow-up PRs of this PR (their branches stay)."""
-    from kforge_bot import gitops
-
     repo = gitops.open_repo(env.workspace)
     out = gitops._run(repo, "ls-remote", "--heads", "origin", f"refs/heads/kforge/pr-{int(event.number)}/*",
                       what="cannot list the bot's branches")

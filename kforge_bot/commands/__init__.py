@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from kforge_bot.errors import KforgeError
+from kforge_bot.hardware import all_runners
+from kforge_bot.spec import TARGET_KINDS
+
 
 def examples(*lines: str) -> str:
     """A click epilog with usage examples, kept as written (click rewraps paragraphs not marked with \\b)."""
@@ -11,10 +22,6 @@ def examples(*lines: str) -> str:
 def output_console(stderr: bool = False):  # -> rich.console.Console
     """The console a command prints its result on. Into a log or a pipe, lines stay whole (a wrapped command
     could not be pasted back, a wrapped figure not grepped); on a terminal, rich wraps to its width."""
-    import sys
-
-    from rich.console import Console
-
     stream = sys.stderr if stderr else sys.stdout
     return Console(stderr=stderr, highlight=False, soft_wrap=not stream.isatty())
 
@@ -22,21 +29,12 @@ def output_console(stderr: bool = False):  # -> rich.console.Console
 def json_option(help_text: str):  # -> a click decorator
     """`--json PATH` on every command that reports: the report as JSON at PATH, or on stdout for `-` or a bare
     `--json` (the same spelling everywhere)."""
-    import click
-
     return click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="[PATH|-]",
                         help=f"{help_text} Write it as JSON to PATH, or to stdout ('-', or --json alone).")
 
 
 def write_json(data: object, json_path: str | None) -> None:
     """Write a command's JSON report where `--json` said; nothing when it was not given."""
-    import json
-    from pathlib import Path
-
-    import click
-
-    from kforge_bot.errors import KforgeError
-
     if json_path is None:
         return
     text = json.dumps(data, indent=2, default=str)
@@ -55,22 +53,17 @@ def write_json(data: object, json_path: str | None) -> None:
 def target_option(help_text: str, **kwargs: object):  # -> a click decorator
     """`--target` the same way on every command: auto, a device kind, or a runner class (h200, b200, arc-b580,
     ...), which means that class's device kind here. Anything else is refused at parse time, naming both lists."""
-    import click
-
     class TargetName(click.ParamType):
         name = "target"
 
         def convert(self, value: object, param: object, ctx: object) -> str:
-            from kforge_bot.hardware import all_runners
-            from kforge_bot.targets import TARGET_NAMES
-
             text = str(value).strip()
             try:
                 target_kind(text)
                 return text
             except KeyError:
                 runners = all_runners()
-            self.fail(f"{text!r}: use auto, a device kind ({', '.join(TARGET_NAMES)}) or a runner class "
+            self.fail(f"{text!r}: use auto, a device kind ({', '.join(TARGET_KINDS)}) or a runner class "
                       f"({', '.join(sorted(runners))})", param, ctx)  # type: ignore[arg-type]
 
     options = {"default": "auto", "show_default": True, **kwargs}
@@ -81,9 +74,6 @@ def target_option(help_text: str, **kwargs: object):  # -> a click decorator
 
 def target_kind(value: str) -> str:
     """A --target value as the device kind to run on (a runner class names its kind)."""
-    from kforge_bot.hardware import all_runners
-    from kforge_bot.targets import TARGET_NAMES
-
-    if value == "auto" or value in TARGET_NAMES:
+    if value == "auto" or value in TARGET_KINDS:
         return value
     return all_runners()[value].target

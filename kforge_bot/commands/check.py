@@ -7,11 +7,14 @@ configuration error.
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
+from rich.table import Table
 
 from kforge_bot.commands import (
     examples,
@@ -22,7 +25,11 @@ from kforge_bot.commands import (
     write_json,
 )
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.api import evaluate
+from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.kernels import discover
+from kforge_bot.policy import load_policy
 from kforge_bot.spec import (
     Implementation,
     KernelSpec,
@@ -30,6 +37,7 @@ from kforge_bot.spec import (
     kernel_implementation,
     load_spec,
 )
+from kforge_bot.targets import resolve_target_name
 
 
 def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Implementation, Implementation, str]:
@@ -85,8 +93,6 @@ def _case_breakdown(correctness: dict[str, Any]) -> str:
 
 def _parses(source: str) -> bool:
     """A candidate that does not parse is a compile error (exit 1, with the compiler's message), not a usage error."""
-    import ast
-
     try:
         ast.parse(source)
     except SyntaxError:
@@ -101,8 +107,6 @@ def _fmt_ms(value: float | None) -> str:
 
 
 def render(result: EvalResult, title: str) -> None:
-    from rich.table import Table
-
     console = output_console()
     color = "green" if result.correct else "red"
     console.print(f"[bold]{title}[/bold]")
@@ -153,8 +157,6 @@ class _Progress:
 
     def __enter__(self) -> _Progress:
         if self.enabled:
-            from rich.console import Console
-
             self._status = Console(stderr=True).status("starting workers ...")
             self._status.__enter__()
         return self
@@ -205,10 +207,6 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
           kernel: str | None, target: str, json_path: str | None, seeds: int | None, time_budget: float,
           timeout: float, no_timing: bool, allow_fallback: bool, isolation: str | None) -> None:
     """Evaluate a kernel against its reference: correctness, then speed (interleaved, with a 95% CI)."""
-    from kforge_bot.evaluate.api import evaluate
-    from kforge_bot.evaluate.isolation import announcement
-    from kforge_bot.policy import load_policy
-
     policy = load_policy(policy_path)
     target = target_kind(target)
     isolation = isolation or policy.isolation_mode("check")
@@ -239,11 +237,6 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
 
 def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, json_path: str | None) -> None:
     """Every managed kernel of `repo` against its reference, one line each (exit 1 if any is not correct)."""
-    from kforge_bot.evaluate.api import evaluate
-    from kforge_bot.evaluate.isolation import announcement
-    from kforge_bot.kernels import discover
-    from kforge_bot.targets import resolve_target_name
-
     if not repo.is_dir():
         raise KforgeError("not a directory", path=repo, hint="with --all, give the repository's root (default .)")
     notes: list[str] = []

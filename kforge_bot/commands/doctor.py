@@ -1,4 +1,4 @@
-"""`kforge-bot doctor`: probe this machine and measure its ceilings (see kforge_bot/doctor.py)."""
+"""`kforge-bot doctor`: probe this machine and measure its ceilings (see kforge_bot/doctor/)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,13 @@ import sys
 from typing import Any
 
 import click
+from rich.markup import escape
+from rich.table import Table
 
 from kforge_bot.commands import examples, json_option, output_console, target_kind, target_option, write_json
+from kforge_bot.doctor.measure import quick_default
+from kforge_bot.doctor.report import build_report, save_report_ceilings
+from kforge_bot.errors import KforgeError
 
 
 @click.command("doctor", epilog=examples(
@@ -28,11 +33,7 @@ def doctor(target: str, json_path: str | None, save: bool, save_to: str | None, 
 
     Measurements run in a child process. Exit status 0 when the device was found and measured,
     1 when it is missing or a measurement failed, 2 on bad input."""
-    from kforge_bot.doctor import quick_default, build_report, save_report_ceilings
-
     target = target_kind(target)
-    from kforge_bot.errors import KforgeError
-
     quick = quick_default() if quick is None else quick
     if (save or save_to) and quick:  # say so before minutes of measuring
         raise KforgeError("refusing to save quick-mode figures as ceilings",
@@ -64,9 +65,6 @@ def _fmt(x: Any, digits: int = 4) -> str:
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     console = output_console()
     dev = report.get("device")
     title = f"kforge-bot doctor: {report.get('target') or report['requested_target']}"

@@ -4,7 +4,7 @@ Exit codes: 0 nothing regressed or broke, 1 a kernel regressed, became incorrect
 `--require-all-targets` / the policy's `gate.require_all_targets`, a required target could not be
 measured on this runner), 2 usage or configuration error. Without that flag a required target this
 runner lacks is reported as `skipped (needs cuda)` and does not fail the run. The decision rule is
-documented in `kforge_bot/gate.py`.
+documented in `kforge_bot/gate/__init__.py`.
 """
 
 from __future__ import annotations
@@ -15,17 +15,23 @@ import sys
 from pathlib import Path
 
 import click
+from rich.table import Table
 
-from kforge_bot.errors import KforgeError
-from kforge_bot.gate import FAILING, VERDICTS, GateReport, KernelReport, fmt_threshold
+from kforge_bot.bot.evidence import fmt_time
+from kforge_bot.bot.github import GitHub
 from kforge_bot.commands import examples, json_option, output_console, write_json
+from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.isolation import announcement
+from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
+from kforge_bot.gate.report import GateReport, KernelReport
+from kforge_bot.gate.run import run_gate
+from kforge_bot.policy import load_policy
+from kforge_bot.text import clip, markdown_cell
 
 # ------------------------------------------------------------------------- rendering (pure functions)
 
 
 def _ms(value: float | None) -> str:
-    from kforge_bot.bot.evidence import fmt_time
-
     return fmt_time(value) if value is not None else "-"
 
 
@@ -90,10 +96,6 @@ VERDICT_COLUMN = TABLE_HEADER.index("verdict")
 NOTES_COLUMN = TABLE_HEADER.index("notes")
 
 
-def _md_cell(text: str) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(report: GateReport) -> str:
     failed = report.exit_code != 0
     lines = [f"### kforge-bot gate: {'failed' if failed else 'passed'}", "", headline(report), ""]
@@ -103,7 +105,7 @@ def render_markdown(report: GateReport) -> str:
         for row in table_rows(report):
             verdict = row[VERDICT_COLUMN]
             row[VERDICT_COLUMN] = f"**{verdict}**" if verdict in FAILING else verdict
-            lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
+            lines.append("| " + " | ".join(markdown_cell(c) for c in row) + " |")
         lines.append("")
     lines.append("Change = head time / base time - 1 (positive: slower), with the policy's confidence interval. "
                  "Threshold = the slowdown that counts as a regression on that target (policy `gate.threshold`).")
@@ -168,8 +170,6 @@ def status_for(report: GateReport) -> tuple[str, str]:
 
 
 def render_console(report: GateReport) -> None:
-    from rich.table import Table
-
     console = output_console()
     failed = report.exit_code != 0
     console.print(f"[bold]kforge-bot gate: {'[red]failed[/red]' if failed else '[green]passed[/green]'}[/bold] "
@@ -192,7 +192,7 @@ def render_console(report: GateReport) -> None:
             color = "red" if verdict in FAILING else "green" if verdict in ("pass", "improved") else "yellow"
             row[VERDICT_COLUMN] = f"[{color}]{verdict}[/{color}]"
             notes = row[NOTES_COLUMN]
-            row[NOTES_COLUMN] = notes if len(notes) <= 200 else notes[:199] + "…"  # the full reason is in the JSON
+            row[NOTES_COLUMN] = clip(notes, 200)  # the full reason is in the JSON
             table.add_row(*row)
         console.print(table)
         console.print("change = head time / base time - 1 (positive: slower), with the policy's confidence interval; "
@@ -211,7 +211,6 @@ def _post_status(report: GateReport, target: str) -> None:
     if not (os.environ.get("GITHUB_TOKEN") and os.environ.get("GITHUB_REPOSITORY")):
         click.echo("commit status: skipped (GITHUB_TOKEN and GITHUB_REPOSITORY are not both set)", err=True)
         return
-    from kforge_bot.bot.github import GitHub
 
     state, description = status_for(report)
     url = None
@@ -257,11 +256,6 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
          require_all_targets: bool | None) -> None:
     """Measure the kernels a change touches, base against head on this device, and fail on a
     regression, an incorrect kernel or one that no longer builds."""
-    from kforge_bot.gate import run_gate
-    from kforge_bot.policy import load_policy
-
-    from kforge_bot.evaluate.isolation import announcement
-
     policy = load_policy(policy_path)
     quiet = json_path is not None and str(json_path) == "-"
     progress = output_console(stderr=True)

@@ -13,9 +13,11 @@ import re
 from pathlib import Path
 
 import click
+import yaml
 
 from kforge_bot.commands import examples
 from kforge_bot.errors import KforgeError
+from kforge_bot.spec import MANIFEST_NAME, defines, is_kernelbench_source
 
 SKIP_DIRS = {".git", ".venv", "venv", "env", "node_modules", "build", "dist", "site-packages", "__pycache__",
              ".tox", ".mypy_cache", ".pytest_cache", ".kforge-cache"}
@@ -30,8 +32,6 @@ INPUT_NAMES = ("make_inputs", "get_inputs", "inputs")
 @click.option("--write", "write_file", is_flag=True, help="Write REPO/kforge.yaml instead of printing it.")
 def init(repo: Path, write_file: bool) -> None:
     """Propose a kforge.yaml: an entry per Triton or torch-extension kernel file, with TODOs to fill in."""
-    from kforge_bot.spec import MANIFEST_NAME
-
     if not repo.is_dir():
         raise KforgeError("not a directory", path=repo, hint="give the repository's root")
     text, count = propose(repo.resolve())
@@ -51,8 +51,6 @@ def init(repo: Path, write_file: bool) -> None:
 
 def propose(repo: Path) -> tuple[str, int]:
     """The proposed manifest's text (YAML with comments), and how many entries it proposes."""
-    from kforge_bot.spec import defines, is_kernelbench_source
-
     entries: list[str] = []
     notes: list[str] = []
     names: set[str] = set()
@@ -89,10 +87,6 @@ def _already_managed(repo: Path) -> dict[str, str]:
     """Kernel files the repository's manifests already name, relative to the root -> the manifest. Only the
     `file` keys are read, not through spec.load_manifest: a proposal written by `init --write` still holds its
     TODOs, does not load, and its files must still count as managed."""
-    import yaml
-
-    from kforge_bot.spec import MANIFEST_NAME
-
     found: dict[str, str] = {}
     for manifest in repo.rglob(MANIFEST_NAME):
         try:

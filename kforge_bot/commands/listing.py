@@ -8,6 +8,8 @@ import click
 
 from kforge_bot.commands import examples, json_option, write_json
 from kforge_bot.errors import KforgeError
+from kforge_bot.kernels import discover
+from kforge_bot.policy import load_policy
 
 
 @click.command("list", epilog=examples(
@@ -21,9 +23,6 @@ def list_kernels(repo: Path, policy_path: str | None, json_path: str | None) -> 
     """List the managed kernels under REPO: every kforge.yaml entry and KernelBench file within the policy's
     kernel_paths, with its format, file, targets and language; a kernel that does not load says why.
     Exit status 0, or 1 when any kernel does not load."""
-    from kforge_bot.kernels import discover
-    from kforge_bot.policy import load_policy
-
     if not repo.is_dir():
         raise KforgeError("not a directory", path=repo, hint="give the repository's root")
     notes: list[str] = []

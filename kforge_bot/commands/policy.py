@@ -6,9 +6,11 @@ import json
 import sys
 
 import click
+import yaml
 
-from kforge_bot.errors import KforgeError
 from kforge_bot.commands import examples, json_option, write_json
+from kforge_bot.errors import KforgeError
+from kforge_bot.policy import json_schema, load_policy
 
 
 @click.group("policy", epilog=examples(
@@ -23,8 +25,6 @@ def policy() -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def check(files: tuple[str, ...]) -> None:
     """Validate policy FILES; exit 0 when all are valid, 2 with one line per invalid file."""
-    from kforge_bot.policy import load_policy
-
     failed = 0
     for f in files:
         try:
@@ -45,10 +45,6 @@ def show(file: str | None, json_path: str | None) -> None:
     """Print the effective policy of FILE (or the shipped default), defaults filled in.
 
     FILE may also name a shipped policy: `default` or `strict`."""
-    import yaml
-
-    from kforge_bot.policy import load_policy
-
     pol = load_policy(file)
     data = pol.to_dict()
     if json_path is not None:
@@ -61,6 +57,4 @@ def show(file: str | None, json_path: str | None) -> None:
 @policy.command("schema")
 def schema() -> None:
     """Print the JSON Schema of policy files (the same as policies/schema.json)."""
-    from kforge_bot.policy import json_schema
-
     click.echo(json.dumps(json_schema(), indent=2))

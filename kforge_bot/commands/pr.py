@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import os
 import tempfile
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import click
+
+from kforge_bot.agents.llm import configured, endpoint_from_env
+from kforge_bot.bot import prbot, results
+from kforge_bot.bot.github import GitHub
 from kforge_bot.commands import examples, json_option, write_json
+from kforge_bot.evaluate.isolation import announcement
+from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.optimize.counters import section, tool_title
+from kforge_bot.optimize.loop import Budgets, OptimizeRun, RunConfig
+from kforge_bot.policy import load_policy
 
 _ANNOUNCED: list[str] = []
 
@@ -24,8 +33,6 @@ _ANNOUNCED: list[str] = []
 def _announce_isolation(mode: str) -> None:
     """Once, just before the first pull-request code runs (not before bad input is reported in one line)."""
     if not _ANNOUNCED:
-        from kforge_bot.evaluate.isolation import announcement
-
         _ANNOUNCED.append(announcement(mode))
         click.echo(_ANNOUNCED[0], err=True)
 
@@ -40,10 +47,6 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     built-in tuner, on one spec and device kind, within the policy's budgets. Returns (the best
     accepted candidate's source, its EvalResult, how it was found), or (None, None, how) when no
     candidate beat the kernel as written."""
-    from kforge_bot.agents.llm import configured, endpoint_from_env
-    from kforge_bot.evaluate.result import EvalResult, EvalSettings
-    from kforge_bot.optimize.loop import Budgets, OptimizeRun, RunConfig
-
     endpoint = endpoint_from_env(model=model) if configured() else None
     _announce_isolation(policy.isolation_mode("pr"))
     settings = EvalSettings(seeds=policy.evaluation.seeds, isolation=policy.isolation_mode("pr"),
@@ -75,7 +78,6 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
         how["roofline"] = {"before": before.get("roofline_fraction"), "after": after.get("roofline_fraction"),
                            "bound": after.get("bound") or before.get("bound")}
     if record.counters or record.counters_note:  # the follow-up PR's before/after table (kforge_bot.optimize.counters)
-        from kforge_bot.optimize.counters import section, tool_title
 
         best = record.counters.get(record.best.iteration) if record.best else None
         how["counters"] = section(record.counters.get(0), best, record.counters_note)
@@ -112,10 +114,6 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
        policy_path: str | None, json_path: str | None, results_path: Path | None, no_publish: bool,
        aggregate_dir: Path | None, work_dir: Path | None) -> None:
     """Optimize the kernels a pull request changed and open follow-up PRs with the evidence."""
-    from kforge_bot.bot import prbot
-    from kforge_bot.bot.github import GitHub
-    from kforge_bot.policy import load_policy
-
     if results_path is not None:
         click.echo("kforge-bot pr: note: --results is deprecated; use --json PATH (the same file)", err=True)
         json_path = json_path or str(results_path)
@@ -135,8 +133,8 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
     report = prbot.run_pr(env, policy, options, gh=gh, optimize=_optimize_kernel, aggregate_dir=aggregate_dir,
                           log=log)
     write_json(report.to_dict(), json_path)
-    prbot.write_summary(env.step_summary, (f"{_ANNOUNCED[0]}\n\n" if _ANNOUNCED else "")
-                        + prbot.summary_markdown(report))
+    results.write_summary(env.step_summary, (f"{_ANNOUNCED[0]}\n\n" if _ANNOUNCED else "")
+                          + results.summary_markdown(report))
     if not report.allowed:
         click.echo(f"kforge-bot pr: skipped: {report.decision}")
         return

@@ -16,14 +16,26 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import click
+import yaml
 
 from kforge_bot import gitops
 from kforge_bot.commands import examples, target_kind, target_option
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.api import evaluate
+from kforge_bot.evaluate.isolation import announcement
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.gate.decision import harness_verdict
+from kforge_bot.gate.plan import dependencies
+from kforge_bot.gate.target_choice import TargetChoice, kernel_target, parse_target
+from kforge_bot.kernels import Kernel, discover
+from kforge_bot.policy import Policy, load_policy
+from kforge_bot.spec import MANIFEST_NAME, has_own_reference, kernel_implementation, load_manifest
 
 _POLICY_SUFFIXES = (".yml", ".yaml")
 _SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cl", ".metal", ".ptx",
@@ -49,9 +61,13 @@ def export_head(root: Path, dest: Path) -> None:
     gitops.export_tree(root, "HEAD", dest, keep=lambda name: name.endswith(_SOURCE_SUFFIXES))
 
 
-def _head_manifest_entry(root: Path, manifest_rel: str, name: str) -> object:
-    import yaml
+def _kernel_entry(data: object, name: str) -> object:
+    """A manifest's entry for kernel `name`, from its parsed YAML (None when there is none)."""
+    kernels = data.get("kernels") if isinstance(data, dict) else None
+    return kernels.get(name) if isinstance(kernels, dict) else None
 
+
+def _head_manifest_entry(root: Path, manifest_rel: str, name: str) -> object:
     try:
         text = gitops.read_file_at(root, "HEAD", manifest_rel)
     except KforgeError:
@@ -59,22 +75,17 @@ def _head_manifest_entry(root: Path, manifest_rel: str, name: str) -> object:
     if text is None:
         return None
     try:
-        data = yaml.safe_load(text)
+        return _kernel_entry(yaml.safe_load(text), name)
     except yaml.YAMLError:
         return None
-    kernels = data.get("kernels") if isinstance(data, dict) else None
-    return kernels.get(name) if isinstance(kernels, dict) else None
 
 
 def _working_manifest_entry(path: Path, name: str) -> object:
-    import yaml
-
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return None
-    kernels = data.get("kernels") if isinstance(data, dict) else None
-    return kernels.get(name) if isinstance(kernels, dict) else None
+    return _kernel_entry(data, name)
 
 
 @click.command("precommit", epilog=examples(
@@ -85,23 +96,6 @@ def _working_manifest_entry(path: Path, name: str) -> object:
               help="Policy file (or a shipped one: default, strict). Default: the shipped default policy.")
 def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> None:
     """Validate staged manifests and policies, and check staged kernels for correctness (no timing)."""
-    from kforge_bot.evaluate.result import EvalSettings
-    from kforge_bot.gate import (
-        TargetChoice,
-        dependencies,
-        harness_verdict,
-        kernel_target,
-        parse_target,
-    )
-    from kforge_bot.kernels import discover
-    from kforge_bot.policy import load_policy
-    from kforge_bot.spec import (
-        MANIFEST_NAME,
-        has_own_reference,
-        kernel_implementation,
-        load_manifest,
-    )
-
     root, in_git = _root()
     policy = load_policy(policy_path)
     choice: TargetChoice = parse_target(target_kind(target))
@@ -114,6 +108,39 @@ def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> 
             raise KforgeError("file is outside the repository", path=f) from None
 
     problems: list[str] = []
+    lines = _validate(root, rel_files, problems)
+    notes: list[str] = []
+    kernels = discover(root, policy, strict=False, notes=notes)
+    selected = [kernel for kernel in kernels.values() if _touched(kernel, root, rel_files)]
+
+    def say(text: str) -> None:
+        click.echo(f"kforge-check: {text}")
+
+    for line in lines:
+        say(line)
+    if not selected:
+        say("no staged change touches a managed kernel" if not problems else "no kernel to check")
+    else:
+        say(announcement(policy.isolation_mode("precommit")))
+
+    committed = _Committed(root, in_git, policy)
+    try:
+        for kernel in sorted(selected, key=lambda k: k.id):
+            _check(kernel, policy, choice, committed, problems, say)
+    finally:
+        committed.cleanup()
+    for note in notes:
+        say(f"note: {note}")
+    for problem in problems:
+        click.echo(f"kforge-check: FAILED: {problem}", err=True)
+    if problems:
+        click.echo(f"kforge-check: {len(problems)} problem(s); fix them or commit with --no-verify to skip the hook",
+                   err=True)
+    sys.exit(1 if problems else 0)
+
+
+def _validate(root: Path, rel_files: set[str], problems: list[str]) -> list[str]:
+    """Each staged manifest and policy file, loaded: a line for each valid one, a problem for each invalid one."""
     lines: list[str] = []
     for rel in sorted(rel_files):
         path = root / rel
@@ -131,90 +158,82 @@ def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> 
                 lines.append(f"{rel}: valid policy")
             except KforgeError as exc:
                 problems.append(str(exc))
+    return lines
 
-    notes: list[str] = []
-    kernels = discover(root, policy, strict=False, notes=notes)
-    selected = []
-    for kernel in kernels.values():
-        deps = {p.relative_to(root).as_posix() for p in dependencies(kernel, root) if p.is_relative_to(root)}
-        if deps & rel_files:
-            selected.append(kernel)
-            continue
-        manifest_rel = kernel.manifest
-        if manifest_rel is not None and manifest_rel in rel_files and \
-                _working_manifest_entry(root / manifest_rel, kernel.name) != _head_manifest_entry(root, manifest_rel,
-                                                                                                   kernel.name):
-            selected.append(kernel)
 
-    def say(text: str) -> None:
-        click.echo(f"kforge-check: {text}")
+def _touched(kernel: Kernel, root: Path, rel_files: set[str]) -> bool:
+    """Whether a staged file is one the kernel depends on, or its manifest entry changed."""
+    deps = {p.relative_to(root).as_posix() for p in dependencies(kernel, root) if p.is_relative_to(root)}
+    if deps & rel_files:
+        return True
+    manifest_rel = kernel.manifest
+    return manifest_rel is not None and manifest_rel in rel_files and \
+        _working_manifest_entry(root / manifest_rel, kernel.name) != _head_manifest_entry(root, manifest_rel,
+                                                                                           kernel.name)
 
-    for line in lines:
-        say(line)
-    if not selected:
-        say("no staged change touches a managed kernel" if not problems else "no kernel to check")
-    else:
-        from kforge_bot.evaluate.isolation import announcement
 
-        say(announcement(policy.isolation_mode("precommit")))
+class _Committed:
+    """The committed (HEAD) versions of the kernels, exported once, when a kernel without a reference needs
+    its committed version as the oracle."""
 
-    head_tree: Path | None = None
-    head_kernels: dict = {}
-    tmp = tempfile.TemporaryDirectory(prefix="kforge-precommit-")
+    def __init__(self, root: Path, in_git: bool, policy: Policy) -> None:
+        self.root, self.in_git, self.policy = root, in_git, policy
+        self.tree: Path | None = None
+        self.kernels: dict[str, Kernel] = {}
+        self._tmp = tempfile.TemporaryDirectory(prefix="kforge-precommit-")
+
+    def get(self, kernel_id: str) -> Kernel | None:
+        if self.tree is None and self.in_git and _has_head(self.root):
+            self.tree = Path(self._tmp.name) / "HEAD"
+            export_head(self.root, self.tree)
+            self.kernels = discover(self.tree, self.policy, strict=False)
+        committed = self.kernels.get(kernel_id)
+        return committed if committed is not None and committed.spec is not None and self.tree is not None else None
+
+    def cleanup(self) -> None:
+        self._tmp.cleanup()
+
+
+def _check(kernel: Kernel, policy: Policy, choice: TargetChoice, committed: _Committed, problems: list[str],
+           say: Callable[[str], Any]) -> None:
+    """One kernel's correctness check (no timing) against its oracle; a failure is added to `problems`."""
+    if kernel.spec is None:
+        problems.append(f"{kernel.file}: kernel {kernel.name!r} does not load: {kernel.error}")
+        return
+    rule = policy.rule_for(kernel.name, kernel.file)
+    if rule.skip:
+        say(f"{kernel.name}: skipped by the policy ({rule.matched})")
+        return
+    kind, why = kernel_target(choice, kernel.spec)
+    if kind is None:
+        say(f"{kernel.name}: correctness check SKIPPED: {why} (its manifest entry and files were validated)")
+        return
+    spec = kernel.spec
+    oracle = None
+    against = "its reference"
+    if not has_own_reference(spec):
+        old = committed.get(kernel.id)
+        if old is not None:
+            assert old.spec is not None
+            # rooted in the exported tree: the worker gives it that tree's local modules
+            oracle = kernel_implementation(old.spec)
+            against = "the committed (HEAD) version"
+        else:
+            against = "itself (new kernel without a reference: it must run and give sane outputs)"
+    judged = replace(spec, reference=oracle) if oracle is not None else spec
+    settings = EvalSettings(seeds=policy.evaluation.seeds, measure=False, profile=False,
+                            isolation=policy.isolation_mode("precommit"),
+                            allow_framework_fallback=True, timeout_s=policy.evaluation.timeout_s)
+    say(f"{kernel.name}: checking {kernel.file} against {against} on {kind} ...")
     try:
-        for kernel in sorted(selected, key=lambda k: k.id):
-            if kernel.spec is None:
-                problems.append(f"{kernel.file}: kernel {kernel.name!r} does not load: {kernel.error}")
-                continue
-            rule = policy.rule_for(kernel.name, kernel.file)
-            if rule.skip:
-                say(f"{kernel.name}: skipped by the policy ({rule.matched})")
-                continue
-            kind, why = kernel_target(choice, kernel.spec)
-            if kind is None:
-                say(f"{kernel.name}: correctness check SKIPPED: {why} (its manifest entry and files were validated)")
-                continue
-            spec = kernel.spec
-            oracle = None
-            against = "its reference"
-            if not has_own_reference(spec):
-                if head_tree is None and in_git and _has_head(root):
-                    head_tree = Path(tmp.name) / "HEAD"
-                    export_head(root, head_tree)
-                    head_kernels = discover(head_tree, policy, strict=False)
-                committed = head_kernels.get(kernel.id)
-                if committed is not None and committed.spec is not None and head_tree is not None:
-                    # rooted in the exported tree: the worker gives it that tree's local modules
-                    oracle = kernel_implementation(committed.spec)
-                    against = "the committed (HEAD) version"
-                else:
-                    against = "itself (new kernel without a reference: it must run and give sane outputs)"
-            judged = replace(spec, reference=oracle) if oracle is not None else spec
-            settings = EvalSettings(seeds=policy.evaluation.seeds, measure=False, profile=False,
-                                    isolation=policy.isolation_mode("precommit"),
-                                    allow_framework_fallback=True, timeout_s=policy.evaluation.timeout_s)
-            from kforge_bot.evaluate.api import evaluate
-
-            say(f"{kernel.name}: checking {kernel.file} against {against} on {kind} ...")
-            try:
-                result = evaluate(judged, kernel_implementation(spec), kind, settings, baseline=judged.reference)
-            except KforgeError as exc:
-                problems.append(f"{kernel.name}: the oracle or the inputs fail: {exc}")
-                continue
-            bad = harness_verdict(result)
-            if bad:
-                problems.append(f"{kernel.file}: kernel {kernel.name!r} is {bad[0]}: {bad[1]}")
-                continue
-            cases = result.correctness.get("cases_checked", 0)
-            say(f"{kernel.name}: correct ({cases} cases, max abs error "
-                f"{result.correctness.get('max_abs_error', 0.0):.3g})")
-    finally:
-        tmp.cleanup()
-    for note in notes:
-        say(f"note: {note}")
-    for problem in problems:
-        click.echo(f"kforge-check: FAILED: {problem}", err=True)
-    if problems:
-        click.echo(f"kforge-check: {len(problems)} problem(s); fix them or commit with --no-verify to skip the hook",
-                   err=True)
-    sys.exit(1 if problems else 0)
+        result = evaluate(judged, kernel_implementation(spec), kind, settings, baseline=judged.reference)
+    except KforgeError as exc:
+        problems.append(f"{kernel.name}: the oracle or the inputs fail: {exc}")
+        return
+    bad = harness_verdict(result)
+    if bad:
+        problems.append(f"{kernel.file}: kernel {kernel.name!r} is {bad[0]}: {bad[1]}")
+        return
+    cases = result.correctness.get("cases_checked", 0)
+    say(f"{kernel.name}: correct ({cases} cases, max abs error "
+        f"{result.correctness.get('max_abs_error', 0.0):.3g})")

@@ -25,11 +25,11 @@ from typing import Any, Callable
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import bound, devshare, isolation, outputs
-from kforge_bot.evaluate.guards import static_findings
 from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
 from kforge_bot.evaluate.sandbox import STALL_FACTOR, ChildOutcome, WorkerProcess, run_worker, start_worker
 from kforge_bot.evaluate.spares import SpareWorkers
+from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.targets import resolve_target_name

@@ -27,11 +27,11 @@ from typing import Any, Callable
 import torch
 
 from kforge_bot.evaluate import checks, loading
-from kforge_bot.evaluate.guards import (CRITICAL, AuditGuard, FunctionSnapshot, ThreadWatch, framework_state,
-                                        hide_harness, restore_framework_state)
+from kforge_bot.evaluate.guards import AuditGuard, ThreadWatch
 from kforge_bot.evaluate.outputs import DeviceSink, FileSink, make_sink
 from kforge_bot.evaluate.plan import DoesNotFit, Fit, Plan, fit_plan
 from kforge_bot.evaluate.profile import count_flops, profile_call
+from kforge_bot.evaluate.snapshot import CRITICAL, FunctionSnapshot, framework_state, hide_harness, restore_framework_state
 from kforge_bot.evaluate.timing import measure_pair
 from kforge_bot.targets import make_target, unavailable_reason
 

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.scale.pool import _STOP, SLOT_MARK, PoolResult, Progress, drain, kill_marked
-
-GPU_KINDS = ("cuda", "xpu")
+from kforge_bot.scale.devices import VISIBILITY
+from kforge_bot.scale.jobs import STOP, PoolResult, Progress, drain
+from kforge_bot.scale.orphans import SLOT_MARK, kill_marked
 
 
 def import_ray() -> Any:
     try:
-        import ray
+        import ray  # optional (the [ray] extra): imported only when --executor ray asks for it
     except ImportError:
         raise KforgeError("--executor ray needs Ray, which is not installed",
                           hint="pip install 'kforge-bot[ray]'") from None
@@ -45,7 +45,7 @@ class _Actor:
     of a running evaluation when the pool is aborted."""
 
     def __init__(self, target: str, mark: str) -> None:
-        from kforge_bot.evaluate.api import ReferenceStore
+        from kforge_bot.evaluate.api import ReferenceStore  # in the Ray worker, once Ray has pinned its GPU
 
         self.target = target
         self.mark = mark
@@ -66,13 +66,14 @@ class _Actor:
             time.sleep(0.1)
 
     def where(self) -> dict[str, Any]:
-        import ray
+        import ray  # optional: see import_ray
 
         return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
                 "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
                 "visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "orphans_killed": self.orphans_killed}
 
     def evaluate(self, data: dict[str, Any]) -> tuple[str, Any, float]:
+        # In the Ray worker, once Ray has pinned its GPU (as a local slot imports them after pinning its own).
         from kforge_bot.evaluate.api import evaluate
         from kforge_bot.evaluate.result import EvalSettings
         from kforge_bot.spec import Implementation, KernelSpec
@@ -114,7 +115,7 @@ class RayPool:
                      include_dashboard=False, configure_logging=False)
             self._owns_ray = True
         resources = ray.cluster_resources()
-        if target in GPU_KINDS:
+        if target in VISIBILITY:  # a device kind pinned one per slot: one GPU per actor
             have = int(resources.get("GPU", 0))
             if have == 0:
                 raise KforgeError("the Ray cluster offers no GPU", hint="start its nodes with GPUs, or use --executor local")
@@ -158,12 +159,12 @@ class RayPool:
         return future
 
     def _feed(self, index: int) -> None:
-        from kforge_bot.evaluate.result import EvalResult
+        from kforge_bot.evaluate.result import EvalResult  # not at the top: Ray workers load this module unpinned
 
         ray = self.ray
         while True:
             job = self._ready.get()
-            if job is _STOP:
+            if job is STOP:
                 return
             data, future, submitted = job
             if not future.set_running_or_notify_cancel():
@@ -220,7 +221,7 @@ class RayPool:
             return
         self._closed = True
         for _ in self._threads:
-            self._ready.put(_STOP)
+            self._ready.put(STOP)
         for t in self._threads:
             t.join(timeout=30 if self._aborting else 600)
         for actor in self.actors:

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import TARGET_KINDS as TARGET_NAMES
+from kforge_bot.spec import TARGET_KINDS
 
-AUTO_ORDER = ("cuda", "xpu", "mps", "cpu")
+AUTO_ORDER = ("cuda", "xpu", "mps", "cpu")  # what `auto` picks: the first of these this machine has
 
 
 def target_class(name: str):  # -> type[Target]; imported lazily so `import kforge_bot.targets` stays cheap
@@ -25,24 +25,25 @@ def target_class(name: str):  # -> type[Target]; imported lazily so `import kfor
     if name == "mps":
         from kforge_bot.targets.mps import MpsTarget
         return MpsTarget
-    raise KforgeError(f"unknown target {name!r}", hint=f"use one of {', '.join(TARGET_NAMES)} or auto")
+    raise KforgeError(f"unknown target {name!r}", hint=f"use one of {', '.join(TARGET_KINDS)} or auto")
 
 
 def resolve_target_name(name: str, allowed: tuple[str, ...] | None = None) -> str:
     """'auto' -> the first available device kind (among `allowed`); a named kind must be available."""
     if name == "auto":
         for kind in AUTO_ORDER:
-            if (allowed is None or kind in allowed) and _available(kind):
+            if (allowed is None or kind in allowed) and available(kind):
                 return kind
         raise KforgeError("no device this kernel supports is available here",
                           hint=f"kernel targets: {', '.join(allowed or ())}")
-    if not (_device_nodes_present(name) or _available(name)):
+    if not (_device_nodes_present(name) or available(name)):
         raise KforgeError(f"target {name!r} is not available on this machine",
                           hint="run `kforge-bot doctor` to see what is, or use --target auto")
     return name
 
 
-def _available(kind: str) -> bool:
+def available(kind: str) -> bool:
+    """Whether this machine has a device of `kind` that torch can use."""
     # The host CPU always is, and saying so must not import torch (seconds) into the bot's own process.
     return kind == "cpu" or target_class(kind).available()
 
@@ -58,9 +59,9 @@ def _device_nodes_present(kind: str) -> bool:
 
 def unavailable_reason(kind: str) -> str | None:
     """In a worker: why `kind` cannot be used by this process's torch, or None when it can."""
-    if _available(kind):
+    if available(kind):
         return None
-    import torch
+    import torch  # here, not at the top: `import kforge_bot.targets` stays cheap in the bot's process
 
     if kind == "cuda":
         return ("torch here has no CUDA support (a CPU build)" if torch.version.cuda is None

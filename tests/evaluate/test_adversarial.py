@@ -17,7 +17,7 @@ import pytest
 
 import kforge_bot.evaluate.api as api
 from kforge_bot.evaluate.api import ReferenceStore, evaluate
-from kforge_bot.evaluate.guards import static_findings
+from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 

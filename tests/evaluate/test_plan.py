@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,53 @@ def test_a_fit_says_where_the_outputs_go_across_the_pipe() -> None:
     fit = Fit(1, 1, "why", device_outputs=False)
     assert Fit.from_dict(fit.to_dict()) == fit
     assert Fit.from_dict({}).device_outputs  # an older reference result: the sink decides
+
+
+# ------------------------------------------------------------------------------------ the cases
+
+
+def test_correctness_cases_cover_every_shape_set_and_seed_and_refill_the_first_seeds_buffers() -> None:
+    plan = _plan(seeds=3)
+    cases = plan.correctness_cases()
+    shapes = len(plan.spec.shape_sets)
+    assert len(cases) == 3 * shapes
+    assert [(c.shape, c.seed) for c in cases[:3]] == [(0, 1), (0, 2), (0, 3)]
+    first, second = cases[0], cases[1]
+    assert first.reuse_seed == 2 and first.reuse_file == "cand_0_0_reuse.out" and first.reuse_ref_file == "ref_0_1.out"
+    assert second.reuse_seed is None and second.reuse_file is None  # only the first seed's buffers are refilled
+    assert len({c.cand_file for c in cases}) == len(cases)  # every output lands in its own file
+    one_seed = _plan(seeds=1).correctness_cases()
+    assert all(c.reuse_seed is None for c in one_seed)  # nothing to refill with
+
+
+def test_timed_sets_have_secret_distinct_seeds_and_cases_follow_the_settings() -> None:
+    plan = _plan(seeds=3, rotations=3)
+    shapes = len(plan.spec.shape_sets)
+    timed = plan.timing_cases()
+    assert len(timed) == 3 * shapes and len(plan.changed_cases()) == 3 * shapes and len(plan.moved_cases()) == 3 * shapes
+    assert {c.seed for c in timed}.isdisjoint(plan.seeds)  # timed outputs are checked on inputs never seen before
+    assert len({c.seed for c in timed}) == len(timed)
+    other = Plan(**{**plan.__dict__, "seeds": [7, 8, 9]})
+    assert [c.seed for c in other.timing_cases()] != [c.seed for c in timed]  # keyed by the correctness seeds
+    moved = plan.moved_cases()[0]
+    assert moved.seed == plan.timing_seed(0, 1) and moved.ref_file == plan.timed_ref_file(0, 1)
+    assert all(c.perturbed for c in plan.changed_cases())
+    assert plan.all_cases() == plan.correctness_cases() + timed + plan.changed_cases()
+    reuse = sum(1 for c in plan.correctness_cases() if c.reuse_file)
+    assert plan.candidate_outputs() == len(plan.all_cases()) + reuse + len(plan.moved_cases())
+
+    unmeasured = Plan(**{**plan.__dict__, "settings": EvalSettings(measure=False)})
+    assert unmeasured.timing_cases() == unmeasured.changed_cases() == unmeasured.moved_cases() == []
+    single = Plan(**{**plan.__dict__, "settings": EvalSettings(rotate_sets=1)})
+    assert single.moved_cases() == [] and len(single.timing_cases()) == shapes  # nothing to move between
+
+
+def test_a_plan_and_a_fit_round_trip_through_json() -> None:
+    plan = _plan()
+    plan.await_fit, plan.threads, plan.init_seed = True, 4, 99
+    again = Plan.from_dict(json.loads(json.dumps(plan.to_dict())))
+    assert again == plan and again.all_cases() == plan.all_cases()
+    fit = Fit(1, 2, "cut")
+    assert Fit.from_dict(fit.to_dict()) == fit
+    assert Fit.from_dict({}).seeds >= 1 << 20  # no counts: the plan keeps its own
+    assert plan.fitted(Fit.from_dict({})) is plan

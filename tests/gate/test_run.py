@@ -1,4 +1,4 @@
-"""The regression gate: its decision rule, and whole runs on real git repositories with tiny CPU kernels.
+"""The regression gate: whole runs on real git repositories with tiny CPU kernels.
 
 The repository scenario (one gate run, several tests reading it): a kernel made 20x slower, one made
 incorrect, one that no longer imports, one changed only through a helper it imports, one unchanged
@@ -13,243 +13,17 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from fakes.gate_repos import KB, PACKAGE_ROOT, PLAIN, POLICY, REF, VIA_HELPER, cli, init_repo, manifest
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, write
 
-from kforge_bot.commands.gate import annotation_lines, render_markdown, status_for
-from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.gate import (
-    FAILING,
-    GateReport,
-    KernelReport,
-    compare,
-    confirmation_settings,
-    exit_code,
-    fmt_change,
-    fmt_threshold,
-    harness_verdict,
-    regression_bound,
-    run_gate,
-    timing_decision,
-)
+from kforge_bot.gate.decision import regression_bound
+from kforge_bot.gate.run import run_gate
 from kforge_bot.policy import load_policy
-from kforge_bot.spec import Implementation, load_spec
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 REPO = "octo/kernels"
-
-REF = """\
-import torch
-
-
-def reference(x, y):
-    return x * 2.0 + y
-
-
-def make_inputs(n):
-    return torch.randn(n, n), torch.randn(n, n)
-"""
-PLAIN = """\
-import torch
-
-
-def kernel(x, y):
-    return x * 2.0 + y
-"""
-VIA_HELPER = """\
-from helper import scale
-
-
-def kernel(x, y):
-    return scale(x) + y
-"""
-KB = """\
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-
-def get_inputs():
-    return [torch.randn(64, 64)]
-
-
-def get_init_inputs():
-    return []
-"""
-POLICY = """\
-version: 1
-gate: {threshold: 0.25, confidence: 0.95}
-evaluation: {seeds: 2, time_budget_s: 1.0, timeout_s: 120}
-"""
-
-
-def manifest(names: list[str], n: int = 128) -> str:
-    lines = ["version: 1", "kernels:"]
-    for name in names:
-        lines += [f"  {name}:", f"    file: {name}.py", "    entry: kernel", "    reference: ref.py:reference",
-                  "    inputs: ref.py:make_inputs", f"    shapes: [{{n: {n}}}]", "    targets: [cpu]"]
-    return "\n".join(lines) + "\n"
-
-
-def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
-    full["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), full.get("PYTHONPATH", "")) if p)
-    full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "kforge_bot.cli", *args], cwd=cwd, env=full, check=False, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def init_repo(root: Path) -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    git(root, "init", "-q", "-b", "main")
-
-
-# ------------------------------------------------------------------------------------ decision rule
-
-
-def test_regression_bound_and_decisions():
-    assert regression_bound(0.02) == pytest.approx(1 / 1.02)
-    t = 0.02
-    assert timing_decision((0.90, 0.95), t) == "regression"      # whole interval below 1/1.02 = 0.9804
-    assert timing_decision((0.95, 0.99), t) == "uncertain"       # straddles the bound: confirm
-    assert timing_decision((0.979, 0.981), t) == "uncertain"
-    assert timing_decision((0.981, 1.01), t) == "pass"           # a 1.9% slowdown is within the threshold
-    assert timing_decision((0.99, 1.01), t) == "pass"
-    assert timing_decision((1.01, 1.03), t) == "pass"            # faster, but not by more than the threshold
-    assert timing_decision((1.03, 1.05), t) == "improved"
-    assert timing_decision(None, t) == "unmeasured"            # too few pairs for an interval: confirm
-    assert timing_decision((0.5, 0.9), 0.0) == "regression"      # threshold 0: any confident slowdown
-    assert timing_decision((0.9, 1.1), 0.0) == "uncertain"
-    assert fmt_threshold(0.05, "cpu") == "5% (cpu)" and fmt_threshold(0.025) == "2.5%" and fmt_threshold(None) == "-"
-
-
-def test_harness_verdicts_map_to_gate_verdicts():
-    def r(verdict: str, reason: str = "why") -> EvalResult:
-        return EvalResult(verdict=verdict, reason=reason, target="cpu")
-
-    assert harness_verdict(r("pass")) is None
-    assert harness_verdict(r("incorrect"))[0] == "incorrect"
-    assert harness_verdict(r("rejected", "output 0 shares memory with input 0"))[0] == "incorrect"
-    assert harness_verdict(r("rejected", "static check: import gc"))[0] == "error"
-    assert harness_verdict(r("compile_error", "ImportError: x"))[0] == "error"
-    assert harness_verdict(r("crash"))[0] == "error"
-    assert harness_verdict(r("timeout"))[0] == "error"
-    assert exit_code(["pass", "improved", "skipped"]) == 0
-    assert all(exit_code([v]) == 1 for v in FAILING)
-    # an unmeasured required target fails only when every required target must be measured here
-    assert exit_code(["pass", "skipped"], unmeasured_required=2) == 0
-    assert exit_code(["pass", "skipped"], unmeasured_required=2, require_all_targets=True) == 1
-    assert exit_code(["pass"], unmeasured_required=0, require_all_targets=True) == 0
-
-
-def test_change_formatting():
-    assert fmt_change(1 / 1.031, (1 / 1.034, 1 / 1.028)) == "+3.1% (+2.8% to +3.4%)"
-    assert fmt_change(1.25, (1.2, 1.3)) == "-20.0% (-23.1% to -16.7%)"
-    assert fmt_change(0.05, (0.048, 0.052)) == "20.0x slower (19.2x-20.8x)"
-    assert fmt_change(None, None) == "n/a"
-
-
-@pytest.fixture()
-def tiny_spec(tmp_path):
-    write(tmp_path, "ref.py", REF)
-    write(tmp_path, "k.py", PLAIN)
-    write(tmp_path, "kforge.yaml", manifest(["k"]))
-    return load_spec(tmp_path / "kforge.yaml")
-
-
-class Scripted:
-    """Stands in for evaluate() to drive compare()'s control flow with chosen results (the real
-    evaluate is exercised by the repository tests below)."""
-
-    def __init__(self, results: list[EvalResult]):
-        self.results = list(results)
-        self.calls: list[dict] = []
-
-    def __call__(self, spec, candidate, target, settings, *, baseline=None, seeds=None, references=None):
-        self.calls.append({"spec": spec, "candidate": candidate, "baseline": baseline, "settings": settings,
-                           "seeds": seeds})
-        return self.results.pop(0)
-
-
-def timed(low: float, high: float) -> EvalResult:
-    mid = (low + high) / 2
-    return EvalResult(verdict="pass", reason="ok", target="cpu", speedup=mid, speedup_ci=(low, high))
-
-
-def test_straddling_result_gets_one_confirmation_which_decides(tiny_spec):
-    head = tiny_spec.baseline
-    base = Implementation("def kernel(x, y):\n    return x * 2.0 + y\n", "kernel", "k.py")
-    settings = EvalSettings(time_budget_s=1.0, confidence=0.95)
-
-    fake = Scripted([timed(0.95, 0.99), timed(0.955, 0.975)])
-    m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
-    assert m.verdict == "regression" and m.first is not None and m.reason.startswith("confirmed")
-    assert len(fake.calls) == 2
-    assert fake.calls[1]["settings"].time_budget_s == pytest.approx(3.0)
-    assert fake.calls[1]["settings"] == confirmation_settings(fake.calls[0]["settings"])
-    assert fake.calls[0]["seeds"] == fake.calls[1]["seeds"]  # one reference computation serves both runs
-
-    fake = Scripted([timed(0.95, 0.99), timed(0.97, 0.995)])
-    m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
-    assert m.verdict == "pass" and "not resolved" in m.reason
-
-    untimed = EvalResult(verdict="pass", reason="too few pairs", target="cpu", speedup=0.5, speedup_ci=None)
-    fake = Scripted([untimed, untimed])  # no interval even after confirming: not judged, so not passed
-    m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
-    assert m.verdict == "error" and "could not be timed" in m.reason and len(fake.calls) == 2
-
-    fake = Scripted([timed(0.99, 1.01)])  # clear of the bound: no confirmation
-    m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
-    assert m.verdict == "pass" and len(fake.calls) == 1
-
-
-def test_crash_is_attributed_to_the_base_when_the_head_runs_alone(tiny_spec):
-    head = tiny_spec.baseline
-    base = Implementation("raise RuntimeError('old')\n", "kernel", "k.py")
-    crash = EvalResult(verdict="crash", reason="RuntimeError: old", target="cpu")
-    fake = Scripted([crash, timed(0.98, 1.02)])
-    m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
-    assert m.verdict == "pass" and "base version failed" in m.reason and not m.cacheable
-    assert fake.calls[1]["baseline"] == head  # the head alone, timed against itself
-
-    fake = Scripted([crash, crash])
-    m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
-    assert m.verdict == "error"
-
-
-def sample_report() -> GateReport:
-    kernels = [
-        KernelReport("slow", "slow", "kernels/slow,v2.py", "manifest", "regression", "slower: 100% more\nsee log",
-                     base_ms=0.1, head_ms=0.2, speedup=0.5, speedup_ci=[0.48, 0.52], target="cpu", threshold=0.05),
-        KernelReport("ok", "ok", "ok.py", "manifest", "pass", "within", base_ms=0.1, head_ms=0.1, speedup=1.0,
-                     speedup_ci=[0.99, 1.01], cached=True, target="cpu", threshold=0.05),
-    ]
-    return GateReport(repo="/r", base_ref="main", head_ref="HEAD", base_sha="a" * 40, head_sha="b" * 40,
-                      merge_base="a" * 40, kernels=kernels, unchanged=["x", "y"])
-
-
-def test_annotations_escape_workflow_command_syntax():
-    lines = annotation_lines(sample_report())
-    assert len(lines) == 1  # only failing kernels
-    assert lines[0].startswith("::error file=kernels/slow%2Cv2.py,title=kforge gate%3A slow regression::")
-    assert "%0A" in lines[0] and "\n" not in lines[0]
-    nested = sample_report()
-    nested.repo = "/work/space/sub"
-    assert annotation_lines(nested, "/work/space")[0].startswith("::error file=sub/kernels/slow%2Cv2.py,")
-    state, description = status_for(sample_report())
-    assert state == "failure" and description == "kforge gate: 1 pass, 1 regression"
-    md = render_markdown(sample_report())
-    assert "| slow | 100 us | 200 us | 2.0x slower (1.9x-2.1x) | 5% (cpu) | **regression** |" in md
-    assert "| kernel | base | head | change (interval) | threshold | verdict | notes |" in md
-    assert "cache hit" in md and "2 managed kernel(s) unchanged" in md
 
 
 # ------------------------------------------------------------------------- a real repository and run
@@ -453,7 +227,7 @@ def test_base_and_head_each_import_their_own_local_helper(tmp_path):
     incorrect. Had the worker let one revision's `helper` serve both, both would compute the same
     thing and the gate would pass. The gate hands the base over as a plain Implementation rooted in
     its own checkout (no import shim); the worker's per-implementation loading does the isolating."""
-    import kforge_bot.gate as gate_module
+    import kforge_bot.gate.run as gate_module
 
     assert not hasattr(gate_module, "isolated_implementation")
     root = tmp_path / "repo"
@@ -475,36 +249,6 @@ def test_base_and_head_each_import_their_own_local_helper(tmp_path):
 
 
 # ------------------------------------------------------------------------------------ required targets
-
-
-def test_required_targets_resolve_and_apply_only_where_a_kernel_runs(tiny_spec):
-    from dataclasses import replace as dc_replace
-
-    from kforge_bot.gate import TargetChoice, parse_target, required_status, required_targets
-    from kforge_bot.policy import parse_policy
-
-    policy = parse_policy({"required_targets": ["cuda", "h200", "cpu"]}, "p.yml")
-    req = required_targets(policy)
-    assert [(r.name, r.kind, r.runner) for r in req] == [("cuda", "cuda", None), ("h200", "cuda", "h200"),
-                                                          ("cpu", "cpu", None)]
-    with pytest.raises(KforgeError) as err:
-        required_targets(parse_policy({"required_targets": ["tpu9000"]}, "p.yml"))
-    assert "p.yml: required_targets: unknown target 'tpu9000'" in str(err.value)
-
-    auto = parse_target("auto")
-    both = dc_replace(tiny_spec, targets=("cpu", "cuda"))
-    assert required_status(req, both, "cpu", "some cpu", auto) == {
-        "cuda": "skipped (needs cuda)", "h200": "skipped (needs h200: NVIDIA H200 SXM)", "cpu": "measured"}
-    cpu_only = dc_replace(tiny_spec, targets=("cpu",))
-    assert required_status(req, cpu_only, "cpu", "some cpu", auto) == {"cpu": "measured"}  # cuda does not apply
-    assert required_status(req, both, None, "", auto)["cpu"] == "skipped (needs cpu)"
-    # a runner class is measured only on a device of that class
-    on_h200 = required_status(req, both, "cuda", "NVIDIA H200", auto)
-    assert on_h200["h200"] == "measured" and on_h200["cuda"] == "measured"
-    on_a100 = required_status(req, both, "cuda", "NVIDIA A100-SXM4-80GB", auto)
-    assert on_a100["h200"].startswith("skipped (needs h200") and on_a100["cuda"] == "measured"
-    assert required_status(req, both, "cuda", "NVIDIA A100", TargetChoice("h200", "cuda", "h200"))["h200"] == "measured"
-
 
 @pytest.fixture(scope="module")
 def gpu_required_repo(tmp_path_factory):

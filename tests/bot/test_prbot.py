@@ -27,8 +27,6 @@ from typing import Any
 import pytest
 import yaml
 
-from kforge_bot.bot import prbot
-from kforge_bot.bot.evidence import KernelOutcome, TargetRow
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, write
 from fakes.webhooks import as_fork, example, pr_comment
@@ -898,55 +896,3 @@ def test_expression_stand_in_follows_githubs_rules():
     assert e.evaluate("startsWith('/kforge stop', '/kforge')") and not e.evaluate("startsWith('x', '/kforge')")
     assert e.evaluate("format('refs/pull/{0}/head', 7)") == "refs/pull/7/head"
     assert e.render("a-${{ matrix.t }}-${{ github.event.missing }}") == "a-cpu-"
-
-
-# -- pure pieces ---------------------------------------------------------------------------------
-
-def _doc(target: str, source: str | None, speedup: float, low: float, high: float, correct: bool = True) -> dict:
-    row = TargetRow(target, (), 2.0, 2.0 / speedup, speedup, low, high, correct=correct, target_kind="cuda")
-    run = prbot.KernelRun(id="mm", outcome=KernelOutcome(kernel="mm", file="kernels/mm.py", targets=(row,)),
-                          target=target, kind="cuda", candidate=source, qualifies=low >= 1.05 and correct)
-    return {"schema": prbot.SCHEMA, "pr": 1, "kernels": [run.to_dict()]}
-
-
-def test_aggregate_needs_one_candidate_good_everywhere():
-    same = [_doc("b200", "A", 1.8, 1.7, 1.9), _doc("arc-b580", "A", 1.2, 1.1, 1.3)]
-    [run] = prbot.aggregate(same, ("b200", "arc-b580"), 1.05)
-    assert run.qualifies and [r.target for r in run.outcome.targets] == ["arc-b580", "b200"]
-
-    slower = [_doc("b200", "A", 1.8, 1.7, 1.9), _doc("arc-b580", "A", 0.9, 0.85, 0.95)]
-    [run] = prbot.aggregate(slower, (), 1.05)
-    assert not run.qualifies and "not faster on arc-b580" in run.outcome.skip_reason
-
-    wrong = [_doc("b200", "A", 1.8, 1.7, 1.9), _doc("arc-b580", "A", 1.5, 1.4, 1.6, correct=False)]
-    [run] = prbot.aggregate(wrong, (), 1.05)
-    assert not run.qualifies and "not correct on arc-b580" in run.outcome.skip_reason
-
-    different = [_doc("b200", "A", 1.8, 1.7, 1.9), _doc("arc-b580", "B", 1.5, 1.4, 1.6)]
-    [run] = prbot.aggregate(different, ("b200", "arc-b580"), 1.05)
-    assert not run.qualifies and "was not measured on arc-b580" in run.outcome.skip_reason
-
-    missing_required = [_doc("b200", "A", 1.8, 1.7, 1.9)]
-    [run] = prbot.aggregate(missing_required, ("b200", "h200"), 1.05)
-    assert not run.qualifies and "not measured on h200" in run.outcome.skip_reason
-
-
-def test_load_results_dir_errors(tmp_path):
-    from kforge_bot.errors import KforgeError
-
-    with pytest.raises(KforgeError, match="no results files"):
-        prbot.load_results_dir(tmp_path)
-    (tmp_path / "x.json").write_text('{"schema": "other"}')
-    with pytest.raises(KforgeError, match="not a kforge-bot pr results file"):
-        prbot.load_results_dir(tmp_path)
-
-
-def test_qualifies_uses_the_lower_end_of_the_interval():
-    from kforge_bot.evaluate.result import EvalResult
-
-    good = EvalResult("pass", "ok", "cpu", speedup=1.5, speedup_ci=(1.2, 1.8))
-    assert prbot.qualifies(good, 1.05) == (True, "")
-    ok, why = prbot.qualifies(good, 1.3)
-    assert not ok and "min_speedup 1.3" in why and "1.50x" in why
-    assert not prbot.qualifies(EvalResult("incorrect", "output 0 differs", "cpu"), 1.0)[0]
-    assert "no improvement" in prbot.qualifies(None, 1.05)[1]

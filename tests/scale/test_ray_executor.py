@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fakes.pool_kernels import HANG, KERNEL, KILL_SLOT, MANIFEST, SETTINGS, variant
 
 from kforge_bot.errors import KforgeError
 
@@ -16,9 +16,6 @@ try:
     HAVE_RAY = True
 except ImportError:  # pragma: no cover - the optional extra is missing
     HAVE_RAY = False
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from test_scale_pool import HANG, KILL_SLOT, MANIFEST, KERNEL, SETTINGS, variant  # noqa: E402
 
 
 def test_without_ray_the_flag_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,7 +43,7 @@ def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor_and_aborts_at_once
     import ray
 
     from kforge_bot.errors import KforgeError
-    from kforge_bot.scale.pool import kill_marked, marked_pids
+    from kforge_bot.scale.orphans import kill_marked, marked_pids
     from kforge_bot.scale.ray_executor import RayPool
     from kforge_bot.spec import load_spec
 

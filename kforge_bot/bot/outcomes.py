@@ -1,0 +1,143 @@
+"""One kernel's outcome on this runner, as pure functions of plain data: whether its best candidate earns a
+follow-up PR (`qualifies`), and the evidence for it (`outcome_for` -> a `KernelRun`)."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kforge_bot.agents.analyst import render_digest
+from kforge_bot.bot.evidence import KernelOutcome, TargetRow
+
+
+def qualifies(result: Any, min_speedup: float) -> tuple[bool, str]:
+    """Whether an EvalResult earns a follow-up PR, and if not, why (for the comment)."""
+    if result is None:
+        return False, "no improvement: no correct candidate was measurably faster than the kernel as written"
+    if not result.correct:
+        return False, f"no improvement: the best candidate is {result.verdict} ({result.reason})"
+    ci = result.speedup_ci
+    if ci is None or result.speedup is None:
+        return False, "no improvement: the candidate was not timed"
+    if ci[0] < min_speedup:
+        return False, (f"no improvement above the policy's min_speedup {min_speedup:g} "
+                       f"(best {result.speedup:.2f}x, interval {ci[0]:.2f}-{ci[1]:.2f})")
+    return True, ""
+
+
+def target_row(result: Any, target: str, *, kind: str, labels: Sequence[str] = (),
+               roofline: Mapping[str, Any] | None = None) -> TargetRow:
+    roofline = roofline or {}
+    ci = result.speedup_ci
+    return TargetRow(target=target, runner_labels=tuple(labels),
+                     baseline_ms=result.baseline.median_ms if result.baseline else None,
+                     candidate_ms=result.candidate.median_ms if result.candidate else None,
+                     speedup=result.speedup, ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
+                     roofline_before=roofline.get("before"), roofline_after=roofline.get("after"),
+                     roofline_bound=roofline.get("bound"), correct=result.correct, target_kind=kind,
+                     device_name=result.device_name or None)
+
+
+def unified_diff(before: str, after: str, path: str) -> str:
+    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                        fromfile=f"a/{path}", tofile=f"b/{path}"))
+
+
+def _profile_text(digest: Mapping[str, Any] | None) -> str | None:
+    if not digest:
+        return None
+
+    return render_digest(digest)
+
+
+def candidate_path(kernel_format: str, file: str) -> str:
+    """Where the candidate goes on the bot's branch: over a manifest kernel's file; next to a
+    KernelBench problem (which must keep its reference `Model`) as `<stem>_kforge.py`."""
+    if kernel_format == "kernelbench":
+        stem, _, _ = file.rpartition(".py")
+        return f"{stem}_kforge.py"
+    return file
+
+
+def correctness_evidence(result: Any, spec: Any) -> dict[str, Any]:
+    data = {k: v for k, v in (result.correctness or {}).items() if k != "records"}
+    if spec is not None and spec.tolerance and "tolerance" not in data:
+        data["tolerance"] = spec.tolerance
+    return data
+
+
+# ------------------------------------------------------------------------------ one kernel
+
+
+@dataclass
+class KernelRun:
+    """One kernel's run on this runner: the evidence, the candidate and the raw result."""
+
+    id: str
+    outcome: KernelOutcome
+    target: str  # runner name or device kind, as reported
+    kind: str | None  # device kind measured on
+    candidate: str | None = None
+    baseline_source: str | None = None
+    result: dict[str, Any] | None = None
+    qualifies: bool = False
+
+    @property
+    def candidate_sha256(self) -> str | None:
+        return hashlib.sha256(self.candidate.encode()).hexdigest() if self.candidate is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kernel": self.outcome.kernel, "file": self.outcome.file, "target": self.target,
+                "kind": self.kind, "qualifies": self.qualifies, "candidate": self.candidate,
+                "candidate_sha256": self.candidate_sha256, "baseline_source": self.baseline_source,
+                "result": self.result, "outcome": self.outcome.to_dict(), "pr_number": self.outcome.pr_number,
+                "pr_url": self.outcome.pr_url}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KernelRun:
+        return cls(id=data["id"], outcome=KernelOutcome.from_dict(data["outcome"]), target=data["target"],
+                   kind=data.get("kind"), candidate=data.get("candidate"),
+                   baseline_source=data.get("baseline_source"), result=data.get("result"),
+                   qualifies=bool(data.get("qualifies")))
+
+
+def outcome_for(kernel_id: str, name: str, file: str, kernel_format: str, *, target: str, kind: str,
+                labels: Sequence[str], baseline_source: str, candidate: str | None, result: Any,
+                how: Mapping[str, Any], min_speedup: float, spec: Any = None) -> KernelRun:
+    """The evidence for one optimized kernel, and whether it earns a PR."""
+    how = dict(how)
+    roofline = how.pop("roofline", None)
+    counters = how.pop("counters", None)
+    counters_tool = how.pop("counters_tool", None) or KernelOutcome.counters_tool  # older results: the default
+    ok, why = qualifies(result, min_speedup)
+    if candidate is None:
+        ok = False
+    path = candidate_path(kernel_format, file)
+    outcome = KernelOutcome(kernel=name, file=file, how_found=how, skip_reason=None if ok else why,
+                            candidate_path=path if path != file else None, counters=counters,
+                            counters_tool=counters_tool)
+    if result is not None:
+        outcome = replace(outcome,
+                          targets=(target_row(result, target, kind=kind, labels=labels, roofline=roofline),),
+                          correctness=correctness_evidence(result, spec),
+                          profile_before=_profile_text((result.profile or {}).get("baseline")),
+                          profile_after=_profile_text((result.profile or {}).get("candidate")))
+    if candidate is not None:
+        before = baseline_source if path == file else ""
+        outcome = replace(outcome, diff=unified_diff(before, candidate, path) or None)
+    trimmed = None
+    if result is not None:
+        trimmed = result.to_dict()
+        trimmed["correctness"] = {k: v for k, v in trimmed.get("correctness", {}).items() if k != "records"}
+        trimmed.get("details", {}).pop("log_tail", None)
+    return KernelRun(id=kernel_id, outcome=outcome, target=target, kind=kind, candidate=candidate,
+                     baseline_source=baseline_source, result=trimmed, qualifies=ok)
+
+
+def skipped(kernel_id: str, name: str, file: str, reason: str, target: str = "n/a") -> KernelRun:
+    return KernelRun(id=kernel_id, outcome=KernelOutcome(kernel=name, file=file, skip_reason=reason),
+                     target=target, kind=None)
+

@@ -1,0 +1,146 @@
+"""The static scan: constructs in a candidate's source that only a reward hack needs.
+
+`static_findings(source)` is an AST scan for the hacks that need a recognisable construct: reading other
+objects through the garbage collector or stack frames, leaving the process early, writing to inherited file
+descriptors, patching the framework or the clock by assignment, importing the harness. It runs in the parent
+before any worker starts; names built at run time get past it, and the worker's own checks
+(kforge_bot.evaluate.snapshot, kforge_bot.evaluate.guards) catch what it cannot see.
+
+It is not the last word: correctness is decided by comparing outputs against a reference computed in another
+process, and timing by the device's own clock; the scan turns the known tricks into a clear verdict and a
+reason.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+# Modules whose import has no place in a kernel and every place in a hack.
+FORBIDDEN_IMPORTS = {
+    "gc": "the garbage collector can hand over other objects' results (e.g. the reference output)",
+    "inspect": "stack and frame inspection can read or rewrite the harness's state",
+    "atexit": "exit handlers can forge a result after the harness finished",
+    "signal": "signal handlers can interfere with the harness's timeouts",
+    "kforge_bot": "a candidate must not reach into the harness",
+    "faulthandler": "it can rewrite how crashes are reported",
+}
+FORBIDDEN_CALLS = {
+    ("sys", "_getframe"): "frame inspection can read or rewrite the harness's state",
+    ("sys", "settrace"): "tracing hooks can rewrite the harness's state",
+    ("sys", "setprofile"): "profiling hooks can rewrite the harness's state",
+    ("sys", "exit"): "exiting early leaves a half-finished evaluation",
+    ("os", "_exit"): "exiting early leaves a half-finished evaluation",
+    ("os", "kill"): "signalling processes is not a kernel's business",
+    ("os", "write"): "writing to raw file descriptors can forge the harness's result channel",
+    ("os", "fdopen"): "opening inherited file descriptors can forge the harness's result channel",
+    ("os", "dup2"): "redirecting file descriptors can forge the harness's result channel",
+    ("builtins", "setattr"): "setattr() can patch the framework, the clock or the harness under any name",
+    ("builtins", "eval"): "code assembled at run time escapes this review",
+    ("builtins", "exec"): "code assembled at run time escapes this review",
+}
+FORBIDDEN_NAMES = {
+    "__builtins__": "patching builtins changes how the harness works",
+    "_getframe": "frame inspection can read or rewrite the harness's state",
+    "f_back": "frame inspection can read or rewrite the harness's state",
+    "f_locals": "frame inspection can read or rewrite the harness's state",
+    "f_globals": "frame inspection can read or rewrite the harness's state",
+    "gi_frame": "frame inspection can read or rewrite the harness's state",
+    "tb_frame": "frame inspection can read or rewrite the harness's state",
+    "get_objects": "the garbage collector can hand over other objects' results",
+    "get_referrers": "the garbage collector can hand over other objects' results",
+}
+_FORBIDDEN_STRINGS = {**{name: why for name, why in FORBIDDEN_NAMES.items()},
+                      **{attr: why for (module, attr), why in FORBIDDEN_CALLS.items() if module != "builtins"}}
+PATCHABLE_ROOTS = {"torch", "time", "math", "numpy", "np", "F", "triton", "builtins", "os", "sys"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    line: int
+    what: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.what} ({self.why})"
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def static_findings(source: str) -> list[Finding]:
+    """Constructs in a candidate's source that only a reward hack needs."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []  # the import in the worker reports syntax errors as compile errors
+    findings: list[Finding] = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                root = alias.name.split(".")[0]
+                if root in FORBIDDEN_IMPORTS:
+                    findings.append(Finding(line, f"import {alias.name}", FORBIDDEN_IMPORTS[root]))
+        elif isinstance(node, ast.ImportFrom):
+            root = (node.module or "").split(".")[0]
+            if root in FORBIDDEN_IMPORTS:
+                findings.append(Finding(line, f"from {node.module} import ...", FORBIDDEN_IMPORTS[root]))
+            for alias in node.names:
+                if (root, alias.name) in FORBIDDEN_CALLS:
+                    findings.append(Finding(line, f"from {root} import {alias.name}",
+                                            FORBIDDEN_CALLS[(root, alias.name)]))
+        elif isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if name:
+                parts = name.split(".")
+                key = (parts[-2], parts[-1]) if len(parts) >= 2 else ("builtins", parts[-1])
+                if key in FORBIDDEN_CALLS:
+                    findings.append(Finding(line, f"call to {name}()", FORBIDDEN_CALLS[key]))
+                if parts[-1] in ("setattr", "delattr") and node.args:
+                    target = _dotted(node.args[0])
+                    if target and target.split(".")[0] in PATCHABLE_ROOTS:
+                        findings.append(Finding(line, f"{parts[-1]}({target}, ...)",
+                                                "patching the framework or the clock changes what is measured"))
+                if parts[-1] == "__import__" or name in ("importlib.import_module",):
+                    arg = node.args[0] if node.args else None
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
+                            and arg.value.split(".")[0] in FORBIDDEN_IMPORTS:
+                        findings.append(Finding(line, f"dynamic import of {arg.value}",
+                                                FORBIDDEN_IMPORTS[arg.value.split(".")[0]]))
+                    elif not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                        findings.append(Finding(line, f"{name}() of a computed module name",
+                                                "a name built at run time hides which module is imported"))
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for target in targets:
+                dotted = _dotted(target) if isinstance(target, ast.Attribute) else None
+                if dotted and dotted.split(".")[0] in PATCHABLE_ROOTS:
+                    findings.append(Finding(line, f"assignment to {dotted}",
+                                            "patching the framework or the clock changes what is measured"))
+        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_NAMES:
+            findings.append(Finding(line, f"use of .{node.attr}", FORBIDDEN_NAMES[node.attr]))
+        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
+            findings.append(Finding(line, f"use of {node.id}", FORBIDDEN_NAMES[node.id]))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "/proc/self/fd" in node.value:
+            findings.append(Finding(line, "reference to /proc/self/fd",
+                                    "opening inherited file descriptors can forge the harness's result channel"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _FORBIDDEN_STRINGS:
+            # getattr(sys, "_getframe") and friends: the same attribute, named by a string.
+            findings.append(Finding(line, f"the string {node.value!r}", _FORBIDDEN_STRINGS[node.value]))
+    # One finding per line is enough to explain; keep the first.
+    seen: set[int] = set()
+    unique = []
+    for finding in sorted(findings, key=lambda f: f.line):
+        if finding.line not in seen:
+            seen.add(finding.line)
+            unique.append(finding)
+    return unique

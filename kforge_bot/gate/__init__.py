@@ -1,0 +1,51 @@
+"""The regression gate: base against head for every managed kernel a change touches.
+
+For each kernel the change touches (its file, its reference or inputs, a local file any of them
+imports, or its manifest entry; `all_kernels` for every kernel), the base and the head version are
+measured interleaved in one job on this device (`evaluate(head_spec, head, baseline=base)`; speedup =
+base time / head time, so a slower head has a speedup below 1) and judged against the reference:
+
+- correctness oracle: the head's reference (the manifest's `reference`, or a KernelBench file's
+  `Model` when the kernel is its `ModelNew`); a kernel that is its own reference is checked against
+  its base version instead, so a change cannot make a kernel wrong and vouch for itself;
+- `incorrect`: the head's outputs do not match the oracle (or the harness rejected them);
+- `error`: the head does not load, build or run (a base that fails alone does not fail the head);
+- `regression`: slower than the policy's threshold t with the policy's confidence c: the whole
+  c-level interval of the speedup lies below 1/(1+t), i.e. head time / base time > 1 + t with
+  one-sided confidence at least (1+c)/2. An interval that straddles 1/(1+t) gets ONE confirmation
+  run with three times the time budget, and the confirmation alone decides (a second straddle is
+  `pass`, reported as unresolved). Since each run calls a regression with probability at most
+  (1-c)/2 when the true slowdown is within t, a false alarm happens with probability at most 1-c;
+- `improved`: the whole interval lies above 1+t; `pass`: anything else;
+- a run too short for any interval (too few pairs in the budget) is confirmed the same way; if the
+  confirmation has none either, the kernel is an `error` (it could not be judged, so it does not pass);
+- `skipped`: the policy skips the kernel, or this machine has none of its targets;
+- a kernel new in head has no base: it is checked against its reference only (correctness).
+
+The threshold t is the policy's for the target kind the kernel is measured on (by default 2% on
+cuda/xpu/mps, 5% on cpu; `Policy.rule_for(name, path, kind)`); the report shows it per kernel.
+
+Required targets (the policy's `required_targets`): each applies to the kernels that run on it (its
+kind, or a runner class's kind, is among the kernel's targets). For each changed kernel the report
+says, per applicable required target, `measured` or `skipped (needs <target>)` (this run measured
+the kernel elsewhere, or not at all: a CPU-only runner and a required cuda). The exit code rule:
+0 when no kernel is regression / incorrect / error, else 1; and, only with `require_all_targets`
+(the policy's `gate.require_all_targets` or `--require-all-targets`), also 1 when any required
+target was not measured. Without it an unmeasured required target is reported and does not fail
+the run: the job on a runner that has the device measures it.
+
+Which file does what:
+
+- `decision.py`: the rule above as pure functions of plain data (`timing_decision`, `harness_verdict`,
+  `exit_code`) and how a change and a threshold are written;
+- `target_choice.py`: which device kind each kernel is measured on (`--target`), and the policy's
+  required targets;
+- `plan.py`: what a kernel's result depends on at a revision (its files and spec), so an unchanged
+  kernel is not measured;
+- `measure.py`: `compare`, the measurements of one kernel (confirmation run included);
+- `report.py`: the report (`GateReport`, one `KernelReport` per kernel) as data and JSON;
+- `run.py`: `run_gate`, the whole gate: two checkouts, every kernel, the result cache.
+
+The command (`kforge_bot/commands/gate.py`) turns a report into a table, Markdown, annotations and a
+commit status.
+"""

@@ -1,0 +1,161 @@
+"""The measurements of one kernel: head against base (or a new kernel against its reference), with one
+confirmation run when the first interval straddles the threshold."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
+from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.gate.decision import fmt_change, harness_verdict, timing_decision
+from kforge_bot.policy import GateRule, Policy
+from kforge_bot.spec import Implementation, KernelSpec, has_own_reference
+
+CONFIRM_FACTOR = 3.0
+
+Evaluator = Callable[..., EvalResult]
+
+
+@dataclass
+class Measurement:
+    verdict: str
+    reason: str
+    result: EvalResult | None = None  # the run that decided
+    first: EvalResult | None = None  # the first run, when a confirmation decided
+    wall_s: float = 0.0
+    runs: int = 0
+    cacheable: bool = True  # False when the verdict rests on a failure that may be the machine's
+
+
+def gate_settings(policy: Policy, rule: GateRule, time_budget_s: float | None = None) -> EvalSettings:
+    """How hard the gate looks: the policy's evaluation budget, the rule's confidence, and a precision
+    goal a quarter of the threshold (so the interval can clear the bound when it is not close)."""
+    return EvalSettings(
+        isolation=policy.isolation_mode("gate"),
+        seeds=policy.evaluation.seeds,
+        time_budget_s=time_budget_s if time_budget_s is not None else policy.evaluation.time_budget_s,
+        timeout_s=policy.evaluation.timeout_s,
+        confidence=rule.confidence,
+        target_precision=min(0.005, max(rule.threshold / 4.0, 0.001)),
+        # The gate compares a repository's own kernels; calling framework ops is their business.
+        allow_framework_fallback=True,
+        profile=False,
+    )
+
+
+def confirmation_settings(settings: EvalSettings) -> EvalSettings:
+    return replace(settings, time_budget_s=settings.time_budget_s * CONFIRM_FACTOR,
+                   max_pairs=int(settings.max_pairs * CONFIRM_FACTOR),
+                   target_precision=settings.target_precision / 2.0,
+                   timeout_s=settings.timeout_s + settings.time_budget_s * CONFIRM_FACTOR)
+
+
+def compare(spec: KernelSpec, head: Implementation, base: Implementation | None, target: str,
+            settings: EvalSettings, threshold: float, *, oracle: Implementation | None = None,
+            evaluator: Evaluator | None = None, references: Any = None,
+            seeds: list[int] | None = None) -> Measurement:
+    """Measure and judge one kernel: head against base (or, with no base, against its reference).
+
+    `oracle` replaces the spec's reference (the base version, for a kernel that is its own reference).
+    The seeds of the first run are reused by a confirmation run, so the reference is computed once;
+    `seeds` and `references` let a caller share one reference computation across many decisions
+    (the benchmark's repeated decisions on one kernel)."""
+    # Long on purpose: one decision procedure, read top to bottom (new kernel; a failure and whose it is; the
+    # first run; the confirmation), whose steps share the run counter, the seeds and the reference store.
+    run_one = evaluator or evaluate
+    started = time.monotonic()
+    seeds_count = max(settings.seeds or spec.seeds, 1)
+    store = references if references is not None else ReferenceStore()
+    seeds = list(seeds) if seeds else new_seeds(seeds_count)
+    judged = replace(spec, reference=oracle) if oracle is not None else spec
+    runs = 0
+
+    def run(s: KernelSpec, cand: Implementation, against: Implementation, how: EvalSettings) -> EvalResult:
+        nonlocal runs
+        runs += 1
+        return run_one(s, cand, target, how, baseline=against, seeds=seeds, references=store)
+
+    def done(m: Measurement) -> Measurement:
+        m.wall_s, m.runs = time.monotonic() - started, runs
+        return m
+
+    try:
+        if base is None:
+            result = _safe(lambda: run(spec, head, spec.reference, replace(settings, measure=False)))
+            if isinstance(result, str):
+                return done(Measurement("error", result))
+            bad = harness_verdict(result)
+            if bad:
+                return done(Measurement(*bad, result=result))
+            what = "its reference" if has_own_reference(spec) else "itself (it names no reference)"
+            return done(Measurement("pass", f"new kernel: correct against {what}; no base version to time against",
+                                    result=result))
+
+        result = _safe(lambda: run(judged, head, base, settings))
+        if isinstance(result, str) and oracle is None:
+            return done(Measurement("error", f"the head's reference or inputs fail: {result}"))
+        if isinstance(result, str) or result.verdict in ("crash", "timeout"):
+            # Whose failure? Run the head alone (its own reference, timed against itself): if that
+            # passes, the base is what failed, and the head is not to blame.
+            why = result if isinstance(result, str) else result.reason
+            alone = _safe(lambda: run(spec, head, head, replace(settings, time_budget_s=min(settings.time_budget_s, 1.0))))
+            if isinstance(alone, str):
+                return done(Measurement("error", alone))
+            bad = harness_verdict(alone)
+            if bad:
+                return done(Measurement(*bad, result=alone))
+            return done(Measurement("pass", f"the base version failed ({why}); the head alone is correct against "
+                                            "its reference; speed not compared", result=alone, cacheable=False))
+        bad = harness_verdict(result)
+        if bad:
+            return done(Measurement(*bad, result=result))
+        decision = timing_decision(result.speedup_ci, threshold)
+        if decision not in ("uncertain", "unmeasured"):
+            return done(Measurement(decision, _timing_reason(decision, result, threshold), result=result))
+
+        confirm = _safe(lambda: run(judged, head, base, confirmation_settings(settings)))
+        if isinstance(confirm, str):
+            return done(Measurement("error", f"confirmation run: {confirm}", result=result))
+        bad = harness_verdict(confirm)
+        if bad:
+            return done(Measurement(bad[0], f"confirmation run: {bad[1]}", result=confirm, first=result))
+        decision = timing_decision(confirm.speedup_ci, threshold)
+        if decision == "unmeasured":
+            # Passing what could not be timed would let any slowdown through; failing says what to fix.
+            note = confirm.details.get("speedup_ci_note") or "no timing came back"
+            return done(Measurement("error", f"could not be timed, even with a confirmation run of "
+                                             f"{confirmation_settings(settings).time_budget_s:g} s ({note}); raise the "
+                                             "policy's evaluation.time_budget_s", result=confirm, first=result,
+                                    cacheable=False))
+        final = "pass" if decision == "uncertain" else decision
+        reason = _timing_reason(final, confirm, threshold)
+        if decision == "uncertain":
+            reason = (f"not resolved at the {threshold:.1%} threshold after a confirmation run "
+                      f"({fmt_change(confirm.speedup, confirm.speedup_ci)}); not counted as a regression")
+        return done(Measurement(final, f"confirmed: {reason}", result=confirm, first=result))
+    finally:
+        if references is None:
+            store.cleanup()
+
+
+def _safe(call: Callable[[], EvalResult]) -> EvalResult | str:
+    """An evaluation, or the one-line reason it could not run (a reference or inputs that fail)."""
+    try:
+        return call()
+    except KforgeError as exc:
+        return str(exc)
+
+
+def _timing_reason(decision: str, result: EvalResult, threshold: float) -> str:
+    change = fmt_change(result.speedup, result.speedup_ci)
+    confidence = result.details.get("confidence", 0.95)
+    if decision == "regression":
+        return f"slower than the base by more than {threshold:.1%} ({change}, {confidence:.0%} interval)"
+    if decision == "improved":
+        return f"faster than the base by more than {threshold:.1%} ({change})"
+    return f"within the {threshold:.1%} threshold ({change})"
+

@@ -1,0 +1,134 @@
+"""The gate's plan for each managed kernel, before anything is measured: unchanged (what its result depends on,
+its files and spec, is the same in base and head), a one-line verdict that needs no measurement (it does not
+load, the policy skips it, this machine has none of its targets, the result cache has it, or the run only
+plans), or what to measure (`ToMeasure`): where, under which rule and settings, with which cache key. The PR bot
+finds its changed kernels by the same `material`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kforge_bot.cache import ResultCache, TargetFingerprint, cache_key, file_digests, local_closure, portable
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.gate.measure import gate_settings
+from kforge_bot.gate.report import KernelReport
+from kforge_bot.gate.target_choice import RequiredTarget, TargetChoice, kernel_target, required_status
+from kforge_bot.kernels import Kernel
+from kforge_bot.policy import GateRule, Policy
+from kforge_bot.spec import kernel_implementation
+
+
+def dependencies(kernel: Kernel, checkout: Path) -> list[Path]:
+    """The kernel's, reference's and inputs' files and every local file they import."""
+    checkout = checkout.resolve()
+    roots = [Path(kernel.spec.root)] if kernel.spec is not None else [checkout]
+    return local_closure([checkout / s for s in kernel.sources], roots, checkout)
+
+
+def material(kernel: Kernel, checkout: Path) -> dict[str, Any]:
+    """What the kernel's result depends on at this revision, free of checkout locations."""
+    data: dict[str, Any] = {"files": file_digests(dependencies(kernel, checkout), checkout)}
+    if kernel.spec is not None:
+        spec = kernel.spec.to_dict()
+        spec.pop("name", None)
+        data["spec"] = portable(spec)
+        data["timed"] = portable(kernel_implementation(kernel.spec).to_dict())
+    else:
+        data["error"] = kernel.error
+    return data
+
+
+@dataclass
+class ToMeasure:
+    """A changed kernel the gate measures: on which device kind, under which rule and settings, and the cache
+    key its verdict is stored under."""
+
+    kernel: Kernel
+    old: Kernel | None  # its base version, None for a kernel new in head
+    kind: str
+    device_name: str
+    rule: GateRule
+    settings: EvalSettings
+    touched: list[str]
+    required: dict[str, str]
+    key: str
+    key_material: dict[str, Any]
+
+    @property
+    def usable_base(self) -> Kernel | None:
+        """The base version, when there is one that loads (else only correctness is checked)."""
+        return self.old if self.old is not None and self.old.spec is not None else None
+
+
+@dataclass
+class Planner:
+    """What the gate does with each kernel of one run (base and head checked out at `base_root`, `head_root`)."""
+
+    policy: Policy
+    choice: TargetChoice
+    required: list[RequiredTarget]
+    head_root: Path
+    base_root: Path
+    changed: set[str]  # paths the change touches (renames: both names)
+    all_kernels: bool
+    time_budget_s: float | None
+    cache: ResultCache | None
+    fingerprint: Callable[[str], TargetFingerprint]
+    measure: bool
+    targets: dict[str, dict[str, str]]  # the report's: each device kind's fingerprint, as it is probed
+
+    def clean(self, entry: KernelReport) -> KernelReport:
+        # Reasons name files inside the temporary checkouts: show them as repository paths.
+        for checkout in (self.head_root, self.base_root):
+            entry.reason = entry.reason.replace(f"{checkout}{os.sep}", "")
+        return entry
+
+    def plan(self, kid: str, kernel: Kernel, old: Kernel | None) -> KernelReport | ToMeasure | None:
+        """None for an unchanged kernel, a KernelReport when no measurement is needed, else what to measure."""
+        head_deps = dependencies(kernel, self.head_root)
+        base_deps = dependencies(old, self.base_root) if old is not None else []
+        head_mat = material(kernel, self.head_root)
+        base_mat = material(old, self.base_root) if old is not None else None
+        touched = sorted(self.changed & {p.relative_to(self.head_root).as_posix() for p in head_deps}
+                         | self.changed & {p.relative_to(self.base_root).as_posix() for p in base_deps})
+        if not self.all_kernels and base_mat == head_mat:
+            return None
+        if kernel.spec is None:
+            return self.clean(KernelReport(kid, kernel.name, kernel.file, kernel.format, "error",
+                                           f"does not load: {kernel.error}", touched_by=touched, new=old is None))
+        rule = self.policy.rule_for(kernel.name, kernel.file)  # skip does not depend on the target
+        if rule.skip:
+            return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
+                                f"skipped by the policy ({rule.matched}" + (f": {rule.reason})" if rule.reason else ")"),
+                                rule=rule.matched, touched_by=touched)
+        kind, why = kernel_target(self.choice, kernel.spec)
+        if kind is None:
+            needs = required_status(self.required, kernel.spec, None, "", self.choice)
+            return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped", why, touched_by=touched,
+                                required=needs)
+        fp = self.fingerprint(kind)
+        self.targets[kind] = fp.to_dict()
+        rule = self.policy.rule_for(kernel.name, kernel.file, kind)  # the threshold for this target kind
+        needs = required_status(self.required, kernel.spec, kind, fp.device_name, self.choice)
+        settings = gate_settings(self.policy, rule, self.time_budget_s)
+        usable_base = old if old is not None and old.spec is not None else None
+        key_material = {"kernel": kid, "head": head_mat, "base": base_mat if usable_base else None,
+                        "rule": {"threshold": rule.threshold, "confidence": rule.confidence},
+                        "settings": settings.key_material(), "target": fp.to_dict()}
+        key = cache_key(key_material)
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is not None:
+            cached = KernelReport.from_dict(hit)
+            cached.id, cached.file, cached.cached, cached.measured = kid, kernel.file, True, False
+            cached.touched_by, cached.key, cached.wall_s, cached.required = touched, key, 0.0, needs
+            return cached
+        if not self.measure:
+            return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
+                                "plan only: not in the cache, would be measured", target=kind, key=key,
+                                touched_by=touched, new=usable_base is None, threshold=rule.threshold,
+                                confidence=rule.confidence, threshold_from=rule.threshold_from, required=needs)
+        return ToMeasure(kernel, old, kind, fp.device_name, rule, settings, touched, needs, key, key_material)

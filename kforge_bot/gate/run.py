@@ -1,0 +1,173 @@
+"""`run_gate`: the whole gate. Checks out base and head, finds the managed kernels, plans each one
+(kforge_bot/gate/plan.py: unchanged, a verdict without measuring, or what to measure), measures what it must
+(kforge_bot/gate/measure.py) and reports."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from kforge_bot import gitops
+from kforge_bot.cache import DEFAULT_DIR, ENV_CACHE_DIR, ResultCache, TargetFingerprint, probe_fingerprint
+from kforge_bot.errors import KforgeError
+from kforge_bot.gate.decision import CACHEABLE, fmt_threshold
+from kforge_bot.gate.measure import Evaluator, compare
+from kforge_bot.gate.plan import Planner, ToMeasure
+from kforge_bot.gate.report import GateReport, KernelReport, report_from
+from kforge_bot.gate.target_choice import TargetChoice, parse_target, required_targets
+from kforge_bot.hardware import get_runner
+from kforge_bot.kernels import Kernel, discover
+from kforge_bot.policy import Policy
+from kforge_bot.spec import has_own_reference, kernel_implementation
+
+Log = Callable[[str], None]
+
+
+def repo_root(path: str | Path) -> Path:
+    top = gitops.toplevel(path)
+    if top is None:
+        raise KforgeError("not inside a git repository", path=path,
+                          hint="run the gate in a clone (actions/checkout with fetch-depth: 0)")
+    return top
+
+
+def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy, all_kernels: bool = False,
+             target: str = "auto", cache_dir: str | Path | None = None, use_cache: bool = True,
+             time_budget_s: float | None = None, fingerprints: Mapping[str, TargetFingerprint] | None = None,
+             log: Log | None = None, evaluator: Evaluator | None = None, measure: bool = True,
+             before_first_run: Callable[[], None] | None = None,
+             require_all_targets: bool | None = None) -> GateReport:
+    """Run the gate. `fingerprints` pins the target fingerprint per kind (otherwise probed);
+    `measure=False` plans only: it reports cache hits and what would be measured, measuring nothing.
+    `require_all_targets` (default: the policy's) makes an unmeasured required target fail the run."""
+
+    started = time.monotonic()
+    say = log or (lambda _msg: None)
+    choice = parse_target(target)
+    required = required_targets(policy)
+    strict_targets = policy.gate.require_all_targets if require_all_targets is None else require_all_targets
+    root = repo_root(repo)
+    head_sha = gitops.resolve(root, head)
+    base_sha = gitops.resolve(root, base)
+    merge_base = gitops.merge_base(root, base_sha, head_sha)
+    changed = _changed_paths(root, merge_base, head_sha)
+    # One setting for every command's cache: --cache-dir, then $KFORGE_CACHE_DIR (as optimize reads it), then the
+    # repository's .kforge-cache, which actions/cache can carry between runs.
+    chosen = cache_dir or os.environ.get(ENV_CACHE_DIR)
+    cache = ResultCache(Path(chosen) if chosen else root / DEFAULT_DIR) if use_cache else None
+    report = GateReport(repo=str(root), base_ref=base, head_ref=head, base_sha=base_sha, head_sha=head_sha,
+                        merge_base=merge_base, kernels=[], policy=policy.source, all_kernels=all_kernels,
+                        cache_dir=str(cache.directory) if cache else None,
+                        required_targets=list(policy.required_targets), require_all_targets=strict_targets)
+    fingerprint = _fingerprints(choice, fingerprints)
+
+    with contextlib.ExitStack() as stack:
+        say(f"checking out {merge_base[:12]} (base) and {head_sha[:12]} (head)")
+        base_root = stack.enter_context(gitops.worktree(root, merge_base)).resolve()
+        head_root = stack.enter_context(gitops.worktree(root, head_sha)).resolve()
+        head_kernels = discover(head_root, policy, strict=True, notes=report.notes)
+        base_notes: list[str] = []
+        base_kernels = discover(base_root, policy, strict=False, notes=base_notes)
+        report.notes.extend(f"base: {n}" for n in base_notes)
+        report.removed.extend(_gone(base_kernels, head_kernels, head_root))
+        planner = Planner(policy, choice, required, head_root, base_root, changed, all_kernels, time_budget_s, cache,
+                          fingerprint, measure, report.targets)
+        for kid in sorted(head_kernels):
+            kernel = head_kernels[kid]
+            planned = planner.plan(kid, kernel, base_kernels.get(kid))
+            if planned is None:
+                report.unchanged.append(kid)
+            elif isinstance(planned, KernelReport):
+                report.kernels.append(planned)
+                if planned.cached:
+                    say(f"{kernel.name}: cache hit ({planned.verdict})")
+            else:
+                if before_first_run is not None:
+                    before_first_run()  # says whether the code about to run is sandboxed
+                    before_first_run = None
+                report.kernels.append(_measure(planned, planner, cache, evaluator, say))
+    if cache is not None and cache.rejected:
+        note = (f"ignored {len(cache.rejected)} cache entr{'y' if len(cache.rejected) == 1 else 'ies'} that failed "
+                f"authentication (not written by this machine's bot) and measured again: "
+                + ", ".join(Path(p).name for p in cache.rejected[:3]))
+        report.notes.append(note)
+        say(note)
+    report.wall_s = time.monotonic() - started
+    return report
+
+
+def _changed_paths(root: Path, merge_base: str, head_sha: str) -> set[str]:
+    """Every path the change touches; a renamed file by both its names."""
+    changed: set[str] = set()
+    for c in gitops.changed_files(root, merge_base, head_sha):
+        changed.add(c.path)
+        if c.old_path:
+            changed.add(c.old_path)
+    return changed
+
+
+def _fingerprints(choice: TargetChoice, pinned: Mapping[str, TargetFingerprint] | None
+                  ) -> Callable[[str], TargetFingerprint]:
+    """Each device kind's fingerprint, probed once (unless pinned); with --target a runner class, the device
+    must be of that class."""
+    known: dict[str, TargetFingerprint] = dict(pinned or {})
+
+    def fingerprint(kind: str) -> TargetFingerprint:
+        if kind not in known:
+            known[kind] = probe_fingerprint(kind)
+            fp = known[kind]
+            if choice.runner is not None and kind == choice.kind:
+                runner = get_runner(choice.runner)
+                if not runner.is_catch_all and not runner.matches(fp.device_name):
+                    raise KforgeError(f"--target {choice.runner}: this machine's {kind} device is "
+                                      f"{fp.device_name!r}, not a {runner.title}",
+                                      hint="run on a runner of that class, or pass the device kind instead")
+        return known[kind]
+
+    return fingerprint
+
+
+def _gone(base_kernels: dict[str, Kernel], head_kernels: dict[str, Kernel], head_root: Path) -> list[str]:
+    """The kernels removed in head. A KernelBench file still there that no longer parses as one is not
+    removed: it becomes a head kernel that does not load (an error)."""
+    removed = []
+    for kid in sorted(set(base_kernels) - set(head_kernels)):
+        gone = base_kernels[kid]
+        if gone.format == "kernelbench" and (head_root / gone.file).is_file():
+            head_kernels[kid] = Kernel(kid, gone.name, gone.format, gone.file, None,
+                                       "no longer a KernelBench problem (class Model, get_inputs, "
+                                       "get_init_inputs) or it does not parse", gone.sources)
+        else:
+            removed.append(kid)
+    return removed
+
+
+def _measure(plan: ToMeasure, planner: Planner, cache: ResultCache | None, evaluator: Evaluator | None,
+             say: Log) -> KernelReport:
+    """Measure one planned kernel, report it, and keep a verdict that depends on the code alone in the cache."""
+    kernel, old, kind, rule = plan.kernel, plan.old, plan.kind, plan.rule
+    assert kernel.spec is not None
+    head_impl = kernel_implementation(kernel.spec)
+    base_impl = oracle = None
+    if plan.usable_base is not None:
+        assert old is not None and old.spec is not None
+        # Its `root` is the base checkout: the worker imports each implementation with its own
+        # repository's local modules, so base and head may both `import helper` and mean two files.
+        base_impl = kernel_implementation(old.spec)
+        if not has_own_reference(kernel.spec):
+            oracle = base_impl
+    say(f"{kernel.name}: measuring {'head against base' if base_impl else 'new kernel against its reference'}"
+        f" on {kind} ({plan.device_name}), threshold {fmt_threshold(rule.threshold)}")
+    m = compare(kernel.spec, head_impl, base_impl, kind, plan.settings, rule.threshold, oracle=oracle,
+                evaluator=evaluator)
+    entry = planner.clean(report_from(kernel, m, rule, kind, plan.touched, new=old is None))
+    if old is not None and plan.usable_base is None:
+        entry.reason = f"the base version does not load, so only correctness was checked; {entry.reason}"
+    entry.key, entry.required = plan.key, plan.required
+    say(f"{kernel.name}: {entry.verdict} ({entry.reason})")
+    if cache is not None and entry.verdict in CACHEABLE and m.cacheable:
+        cache.put(plan.key, plan.key_material, entry.to_dict())
+    return entry

@@ -1,0 +1,48 @@
+"""The results document: aggregating the per-target jobs' results into one decision per kernel, and reading
+them from a folder of artifacts."""
+
+from __future__ import annotations
+
+import pytest
+
+from kforge_bot.bot import results
+from kforge_bot.bot.evidence import KernelOutcome, TargetRow
+from kforge_bot.bot.outcomes import KernelRun
+from kforge_bot.errors import KforgeError
+
+
+def _doc(target: str, source: str | None, speedup: float, low: float, high: float, correct: bool = True) -> dict:
+    row = TargetRow(target, (), 2.0, 2.0 / speedup, speedup, low, high, correct=correct, target_kind="cuda")
+    run = KernelRun(id="mm", outcome=KernelOutcome(kernel="mm", file="kernels/mm.py", targets=(row,)),
+                          target=target, kind="cuda", candidate=source, qualifies=low >= 1.05 and correct)
+    return {"schema": results.SCHEMA, "pr": 1, "kernels": [run.to_dict()]}
+
+
+def test_aggregate_needs_one_candidate_good_everywhere():
+    same = [_doc("b200", "A", 1.8, 1.7, 1.9), _doc("arc-b580", "A", 1.2, 1.1, 1.3)]
+    [run] = results.aggregate(same, ("b200", "arc-b580"), 1.05)
+    assert run.qualifies and [r.target for r in run.outcome.targets] == ["arc-b580", "b200"]
+
+    slower = [_doc("b200", "A", 1.8, 1.7, 1.9), _doc("arc-b580", "A", 0.9, 0.85, 0.95)]
+    [run] = results.aggregate(slower, (), 1.05)
+    assert not run.qualifies and "not faster on arc-b580" in run.outcome.skip_reason
+
+    wrong = [_doc("b200", "A", 1.8, 1.7, 1.9), _doc("arc-b580", "A", 1.5, 1.4, 1.6, correct=False)]
+    [run] = results.aggregate(wrong, (), 1.05)
+    assert not run.qualifies and "not correct on arc-b580" in run.outcome.skip_reason
+
+    different = [_doc("b200", "A", 1.8, 1.7, 1.9), _doc("arc-b580", "B", 1.5, 1.4, 1.6)]
+    [run] = results.aggregate(different, ("b200", "arc-b580"), 1.05)
+    assert not run.qualifies and "was not measured on arc-b580" in run.outcome.skip_reason
+
+    missing_required = [_doc("b200", "A", 1.8, 1.7, 1.9)]
+    [run] = results.aggregate(missing_required, ("b200", "h200"), 1.05)
+    assert not run.qualifies and "not measured on h200" in run.outcome.skip_reason
+
+
+def test_load_results_dir_errors(tmp_path):
+    with pytest.raises(KforgeError, match="no results files"):
+        results.load_results_dir(tmp_path)
+    (tmp_path / "x.json").write_text('{"schema": "other"}')
+    with pytest.raises(KforgeError, match="not a kforge-bot pr results file"):
+        results.load_results_dir(tmp_path)

@@ -1,0 +1,76 @@
+"""compare(): one kernel's measurements, driven by a scripted evaluate() (the real one runs in test_run.py)."""
+
+from __future__ import annotations
+
+import pytest
+from fakes.gate_repos import tiny_spec_in
+
+from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.gate.measure import compare, confirmation_settings
+from kforge_bot.spec import Implementation
+
+
+@pytest.fixture()
+def tiny_spec(tmp_path):
+    return tiny_spec_in(tmp_path)
+
+
+class Scripted:
+    """Stands in for evaluate() to drive compare()'s control flow with chosen results (the real
+    evaluate is exercised by the repository tests below)."""
+
+    def __init__(self, results: list[EvalResult]):
+        self.results = list(results)
+        self.calls: list[dict] = []
+
+    def __call__(self, spec, candidate, target, settings, *, baseline=None, seeds=None, references=None):
+        self.calls.append({"spec": spec, "candidate": candidate, "baseline": baseline, "settings": settings,
+                           "seeds": seeds})
+        return self.results.pop(0)
+
+
+def timed(low: float, high: float) -> EvalResult:
+    mid = (low + high) / 2
+    return EvalResult(verdict="pass", reason="ok", target="cpu", speedup=mid, speedup_ci=(low, high))
+
+
+def test_straddling_result_gets_one_confirmation_which_decides(tiny_spec):
+    head = tiny_spec.baseline
+    base = Implementation("def kernel(x, y):\n    return x * 2.0 + y\n", "kernel", "k.py")
+    settings = EvalSettings(time_budget_s=1.0, confidence=0.95)
+
+    fake = Scripted([timed(0.95, 0.99), timed(0.955, 0.975)])
+    m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
+    assert m.verdict == "regression" and m.first is not None and m.reason.startswith("confirmed")
+    assert len(fake.calls) == 2
+    assert fake.calls[1]["settings"].time_budget_s == pytest.approx(3.0)
+    assert fake.calls[1]["settings"] == confirmation_settings(fake.calls[0]["settings"])
+    assert fake.calls[0]["seeds"] == fake.calls[1]["seeds"]  # one reference computation serves both runs
+
+    fake = Scripted([timed(0.95, 0.99), timed(0.97, 0.995)])
+    m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
+    assert m.verdict == "pass" and "not resolved" in m.reason
+
+    untimed = EvalResult(verdict="pass", reason="too few pairs", target="cpu", speedup=0.5, speedup_ci=None)
+    fake = Scripted([untimed, untimed])  # no interval even after confirming: not judged, so not passed
+    m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
+    assert m.verdict == "error" and "could not be timed" in m.reason and len(fake.calls) == 2
+
+    fake = Scripted([timed(0.99, 1.01)])  # clear of the bound: no confirmation
+    m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
+    assert m.verdict == "pass" and len(fake.calls) == 1
+
+
+def test_crash_is_attributed_to_the_base_when_the_head_runs_alone(tiny_spec):
+    head = tiny_spec.baseline
+    base = Implementation("raise RuntimeError('old')\n", "kernel", "k.py")
+    crash = EvalResult(verdict="crash", reason="RuntimeError: old", target="cpu")
+    fake = Scripted([crash, timed(0.98, 1.02)])
+    m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
+    assert m.verdict == "pass" and "base version failed" in m.reason and not m.cacheable
+    assert fake.calls[1]["baseline"] == head  # the head alone, timed against itself
+
+    fake = Scripted([crash, crash])
+    m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
+    assert m.verdict == "error"
+

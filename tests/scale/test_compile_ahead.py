@@ -1,0 +1,77 @@
+"""Compile-ahead: a candidate that builds at import is built on the CPU, with no GPU in sight, before a slot
+takes it; the slot then finds the build."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from fakes.pool_kernels import MANIFEST, SETTINGS
+
+from kforge_bot.scale.compile_ahead import needs_build
+from kforge_bot.scale.devices import Device
+from kforge_bot.scale.pool import EvalPool
+from kforge_bot.spec import load_spec
+
+
+
+BUILDS = '''"""Builds a shared library at import, into TORCH_EXTENSIONS_DIR, as load_inline would; logs each build."""
+import ctypes
+import os
+import subprocess
+from pathlib import Path
+
+import torch
+
+VARIANT = 1
+folder = Path(os.environ["TORCH_EXTENSIONS_DIR"])
+folder.mkdir(parents=True, exist_ok=True)
+lib = folder / "k.so"
+if not lib.exists():
+    src = folder / "k.c"
+    src.write_text("double twice(double v) { return v * %d; }" % (VARIANT + 1))
+    subprocess.run(["cc", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    with open(folder / "builds.log", "a") as log:
+        log.write("built with CUDA_VISIBLE_DEVICES=%r\\n" % os.environ.get("CUDA_VISIBLE_DEVICES"))
+_twice = ctypes.CDLL(str(lib)).twice
+_twice.restype = ctypes.c_double
+_twice.argtypes = [ctypes.c_double]
+
+
+def double(x):
+    return x * _twice(1.0)
+
+
+def reference(x):
+    return x + x
+
+
+def make_inputs(n):
+    return [torch.randn(n)]
+'''
+
+
+def test_compile_ahead_builds_on_the_cpu_and_the_slot_finds_the_build(tmp_path: Path) -> None:
+    (tmp_path / "double.py").write_text(BUILDS)
+    (tmp_path / "kforge.yaml").write_text(MANIFEST)
+    spec = load_spec(tmp_path / "kforge.yaml")
+    candidate = spec.candidate_from_source(BUILDS.replace("# kforge", "# kforge") + "# a distinct candidate\n")
+    scratch = tmp_path / "scratch"
+    with EvalPool("cpu", devices=[Device("cuda", "4", "fake")], compile_ahead=True, scratch=scratch) as pool:
+        done = pool.submit(spec, candidate, SETTINGS, [3, 4]).result(timeout=120)
+    assert done.result.verdict == "pass", done.result.reason
+    assert done.prepare == "built" and done.prepare_s is not None
+    digest = hashlib.sha256(candidate.source.encode()).hexdigest()[:12]
+    log = (scratch / "extensions" / digest / "builds.log").read_text().splitlines()
+    # Built once, ahead, with no GPU visible; the evaluation on device 4 imported it without rebuilding.
+    assert log == ["built with CUDA_VISIBLE_DEVICES=''"]
+    base_digest = hashlib.sha256(spec.baseline.source.encode()).hexdigest()[:12]
+    assert (scratch / "extensions" / base_digest / "builds.log").read_text().splitlines() == \
+        ["built with CUDA_VISIBLE_DEVICES=''"]
+
+
+
+def test_only_sources_that_build_a_torch_extension_need_building() -> None:
+    assert needs_build("from torch.utils.cpp_extension import load_inline\nmod = load_inline(...)\n")
+    assert needs_build("import torch.utils.cpp_extension as ext\next.load('k', ['k.cu'])\n")
+    assert not needs_build("import torch\n\ndef double(x):\n    return x * 2.0\n")
