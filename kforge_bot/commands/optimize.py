@@ -95,7 +95,8 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     from rich.markup import escape
 
     from kforge_bot.agents.llm import configured, endpoint_from_env
-    from kforge_bot.optimize.loop import TUNER, OptimizeRun, default_cpu_count
+    from kforge_bot.optimize.proposer import TUNER
+    from kforge_bot.optimize.run import OptimizeRun, default_cpu_count
     from kforge_bot.spec import load_spec
     from kforge_bot.targets import resolve_target_name
 
@@ -213,7 +214,8 @@ def build_config(target: str, policy_path: str | None, iterations: int | None, b
                  time_limit: float | None) -> Any:
     """Budgets and evaluation settings: flags over the policy; without --policy, quick evaluation settings."""
     from kforge_bot.evaluate.result import EvalSettings
-    from kforge_bot.optimize.loop import Budgets, RunConfig, quick_settings
+    from kforge_bot.optimize.loop import Budgets
+    from kforge_bot.optimize.run import RunConfig, quick_settings
     from kforge_bot.policy import load_policy
 
     policy = load_policy(policy_path)

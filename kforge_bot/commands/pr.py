@@ -34,7 +34,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
                      model: str | None = None, models: Sequence[str] = (), time_budget_s: float | None = None,
                      work_dir: str | None = None,
                      log: Any = None) -> tuple[str | None, Any, dict[str, Any]]:
-    """The ONLY place the PR bot touches the optimize loop (kforge_bot.optimize.loop).
+    """The ONLY place the PR bot touches the optimize loop (kforge_bot.optimize.run).
 
     Runs the LLM loop when an endpoint is configured (OPENAI_BASE_URL / OPENAI_API_KEY), else the
     built-in tuner, on one spec and device kind, within the policy's budgets. Returns (the best
@@ -42,7 +42,8 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     candidate beat the kernel as written."""
     from kforge_bot.agents.llm import configured, endpoint_from_env
     from kforge_bot.evaluate.result import EvalResult, EvalSettings
-    from kforge_bot.optimize.loop import Budgets, OptimizeRun, RunConfig
+    from kforge_bot.optimize.loop import Budgets
+    from kforge_bot.optimize.run import OptimizeRun, RunConfig
 
     endpoint = endpoint_from_env(model=model) if configured() else None
     _announce_isolation(policy.isolation_mode("pr"))

@@ -13,8 +13,10 @@ from fakes.llm_server import HTTPError, ScriptedLLMServer, rate_limited, reply
 from kforge_bot.agents.errors import BudgetExhausted
 from kforge_bot.agents.llm import Endpoint
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.optimize.loop import (Budgets, Loop, NearRoofline, NoProgress, OptimizeRun, RunConfig, SearchExhausted,
-                             StopRules, TunerProposer)
+from kforge_bot.optimize.loop import Budgets, Loop
+from kforge_bot.optimize.run import OptimizeRun, RunConfig
+from kforge_bot.optimize.stops import NearRoofline, NoProgress, SearchExhausted, StopRules
+from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.spec import load_spec
 from kforge_bot.optimize.trajectory import Trajectory, replay, sha256
 
