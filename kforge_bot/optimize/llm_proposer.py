@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kforge_bot.agents import analyst, generator
 from kforge_bot.agents.errors import MalformedReply, Terminating
 from kforge_bot.optimize.proposer import LLM, Proposal
-from kforge_bot.optimize.trajectory import IterationRecord
+from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.spec import KernelSpec
 
 if TYPE_CHECKING:  # the loop imports the proposers' protocol

@@ -39,13 +39,9 @@ from kforge_bot.optimize.evaluator import Progress
 from kforge_bot.optimize.hardware_context import hardware_context, hardware_text
 from kforge_bot.optimize.proposer import Proposal, Proposer
 from kforge_bot.optimize.stops import NearRoofline, NoProgress, StopRules
-from kforge_bot.optimize.trajectory import (
-    IterationRecord,
-    RunRecord,
-    Trajectory,
-    roofline_position,
-    sha256,
-)
+from kforge_bot.optimize.record import IterationRecord, RunRecord
+from kforge_bot.optimize.roofline import roofline_position
+from kforge_bot.optimize.trajectory import Trajectory, sha256
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.text import one_line
 
@@ -255,7 +251,7 @@ class Loop:
         self.hardware_text = hardware_text(self.target, device, facts, self.record.ceilings)
 
     def _workload(self) -> dict[str, Any]:
-        from kforge_bot.optimize.trajectory import output_bytes
+        from kforge_bot.optimize.roofline import output_bytes
 
         shapes = list(self.spec.shape_sets)
         if self.workload_model is not None:

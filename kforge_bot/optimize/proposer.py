@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kforge_bot.optimize.trajectory import IterationRecord
+from kforge_bot.optimize.record import IterationRecord
 
 if TYPE_CHECKING:  # the loop imports this module
     from kforge_bot.optimize.loop import Loop

@@ -1,6 +1,6 @@
 """The end of a run, for people: report.md and plot.png in the report folder.
 
-Both are functions of the run's record (kforge_bot.optimize.trajectory), so a report can be rebuilt from a
+Both are functions of the run's record (kforge_bot.optimize.record), so a report can be rebuilt from a
 trajectory file alone. Every figure comes from a measurement in the record; what was not measured is
 said to be unknown, never filled in. matplotlib is imported only to draw the plot; without it the report
 says the plot was skipped and why.
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.text import one_line
-from kforge_bot.optimize.trajectory import IterationRecord, RunRecord
+from kforge_bot.optimize.record import IterationRecord, RunRecord
 
 REPORT_FILE = "report.md"
 PLOT_FILE = "plot.png"

@@ -16,7 +16,8 @@ from kforge_bot.optimize.llm_proposer import LLMProposer
 from kforge_bot.optimize.loop import Budgets, Loop, WorkloadModel, _plain
 from kforge_bot.optimize.proposer import LLM, TUNER
 from kforge_bot.optimize.stops import StopRules, quick_rules
-from kforge_bot.optimize.trajectory import SCHEMA, RunRecord, Trajectory, sha256
+from kforge_bot.optimize.record import RunRecord
+from kforge_bot.optimize.trajectory import SCHEMA, Trajectory, sha256
 from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.spec import Implementation, KernelSpec
 

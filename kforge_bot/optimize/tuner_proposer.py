@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from kforge_bot.agents import tuner
 from kforge_bot.optimize.proposer import TUNER, Proposal
 from kforge_bot.optimize.stops import SearchExhausted
-from kforge_bot.optimize.trajectory import IterationRecord
+from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.spec import KernelSpec
 
 if TYPE_CHECKING:  # the loop imports the proposers' protocol
@@ -63,7 +63,7 @@ class TunerProposer:
 
     def observe(self, it: IterationRecord) -> None:
         if self.search is not None and it.assignment is not None and it.result is not None:
-            from kforge_bot.optimize.trajectory import tuner_score
+            from kforge_bot.optimize.record import tuner_score
 
             self.search.record(it.assignment, tuner_score(it.result))
 
