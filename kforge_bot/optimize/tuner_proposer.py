@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kforge_bot.agents import tuner
+from kforge_bot.agents import tunables, tuner
 from kforge_bot.optimize.proposer import TUNER, Proposal
 from kforge_bot.optimize.stops import SearchExhausted
 from kforge_bot.optimize.record import IterationRecord
@@ -22,9 +22,9 @@ class TunerProposer:
     def __init__(self, spec: KernelSpec, *, cpu_count: int | None = None, min_gain: float = 0.01) -> None:
         self.spec = spec
         self.original = spec.baseline.source
-        self.tunables = tuner.find_tunables(self.original, spec.language, path=str(spec.kernel_path),
+        self.tunables = tunables.find_tunables(self.original, spec.language, path=str(spec.kernel_path),
                                             cpu_count=cpu_count)
-        self.current = tuner.current_assignment(self.tunables)
+        self.current = tunables.current_assignment(self.tunables)
         self.min_gain = min_gain
         self.search: tuner.TunerSearch | None = None
         self.loop: Loop | None = None
@@ -57,7 +57,7 @@ class TunerProposer:
         assignment = self.search.propose()
         if assignment is None:
             raise SearchExhausted("the tuner tried every neighbouring value of every parameter without further gain")
-        source = tuner.apply(self.original, assignment, self.spec.language)
+        source = tunables.apply(self.original, assignment, self.spec.language)
         change = ", ".join(f"{k} {self.current[k]}->{v}" for k, v in assignment.items() if v != self.current[k])
         return Proposal(source=source, change=change or "as written", assignment=assignment)
 
@@ -96,7 +96,7 @@ class TunerProposer:
         return None
 
     def _proposal(self, assignment: dict[str, int]) -> Proposal:
-        source = tuner.apply(self.original, assignment, self.spec.language)
+        source = tunables.apply(self.original, assignment, self.spec.language)
         change = ", ".join(f"{k} {self.current[k]}->{v}" for k, v in assignment.items() if v != self.current[k])
         return Proposal(source=source, change=change or "as written", assignment=assignment)
 
