@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kforge_bot.agents import analyst, generator
 from kforge_bot.agents.errors import MalformedReply, Terminating
+from kforge_bot.agents.reply_parser import extract_source
 from kforge_bot.optimize.proposer import LLM, Proposal
 from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.spec import KernelSpec
@@ -72,7 +73,7 @@ class LLMProposer:
             best_speedup=best.speedup if best else None)
         reply = self._chat("generator", iteration, messages)
         try:
-            source = generator.extract_source(reply.text, self.spec.language, self.spec.entry,
+            source = extract_source(reply.text, self.spec.language, self.spec.entry,
                                               filename=self.spec.kernel_file, truncated=reply.truncated)
         except MalformedReply as exc:
             exc.reply = reply.text  # type: ignore[attr-defined]  # for the history entry's excerpt
@@ -103,7 +104,7 @@ class LLMProposer:
         # The sample's model for this request only: the analyst keeps the run's own model.
         reply = self._chat("generator", iteration, messages, model=model)
         try:
-            source = generator.extract_source(reply.text, self.spec.language, self.spec.entry,
+            source = extract_source(reply.text, self.spec.language, self.spec.entry,
                                               filename=self.spec.kernel_file, truncated=reply.truncated)
         except MalformedReply as exc:
             exc.reply = reply.text  # type: ignore[attr-defined]
