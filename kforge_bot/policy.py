@@ -37,7 +37,7 @@ LANGUAGES = (*SPEC_LANGUAGES, "cute-dsl", "metal")
 # shared CPU runners drifts (at 2%, an A/A run of 50 CPU kernels on a loaded 2-core VM raised one
 # false alarm: benchmarks/results/gate_cpu.md).
 DEFAULT_THRESHOLDS: dict[str, float] = {"cpu": 0.05, "cuda": 0.02, "xpu": 0.02, "mps": 0.02}
-_TARGET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+TARGET_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
@@ -294,7 +294,7 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
     if "required_targets" in top:
         targets = ck.string_list(top["required_targets"], "required_targets")
         for i, name in enumerate(targets):
-            if not _TARGET_RE.match(name):
+            if not TARGET_NAME_RE.match(name):
                 ck.fail(join("required_targets", i),
                         f"expected a target kind ({', '.join(TARGET_KINDS)}) or a runner name like 'h200', got {name!r}")
         kw["required_targets"] = tuple(targets)
@@ -418,91 +418,3 @@ def load_policy(path: str | Path | None = None) -> Policy:
         raise KforgeError("policy file not found", path=p,
                           hint="pass a YAML file, or one of the shipped policies: " + ", ".join(shipped_policies()))
     return parse_policy(load_yaml_file(p), p)
-
-
-# ---------------------------------------------------------------------------------------------
-# JSON Schema (policies/schema.json is generated from this; a test keeps them equal)
-
-
-def json_schema() -> dict[str, Any]:
-    """A JSON Schema (draft 2020-12) of a policy file, for editors and check-jsonschema.
-    The loader above is the authority; this mirrors it (a test checks both agree on examples)."""
-    d = Policy()
-    pos = {"type": "number", "exclusiveMinimum": 0}
-    glob = {"type": "string", "minLength": 1, "not": {"pattern": r"^/|(^|/)\.\.(/|$)"}}
-    number01 = {"type": "number", "minimum": 0, "maximum": 1}
-    threshold = {"oneOf": [number01, {"type": "object", "additionalProperties": False, "minProperties": 1,
-                                      "properties": {k: number01 for k in TARGET_KINDS}}]}
-    confidence = {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1}
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "kforge-bot policy",
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "version": {"const": 1},
-            "kernel_paths": {"type": "array", "minItems": 1, "items": glob, "default": list(d.kernel_paths),
-                             "description": "Globs of repository paths that may hold kernels."},
-            "required_targets": {"type": "array", "items": {"type": "string", "pattern": _TARGET_RE.pattern},
-                                 "default": list(d.required_targets),
-                                 "description": "Target kinds or runner names on which a candidate must be correct "
-                                                "and measured; empty means every target that ran."},
-            "min_speedup": {"type": "number", "minimum": 1, "default": d.min_speedup,
-                            "description": "Smallest speedup (lower end of its interval) worth a follow-up PR."},
-            "gate": {
-                "type": "object", "additionalProperties": False,
-                "properties": {
-                    "threshold": {**threshold, "default": dict(d.gate.threshold),
-                                  "description": "Relative slowdown that counts as a regression: one number for "
-                                                 "every target kind, or per kind (kinds left out keep their "
-                                                 "defaults)."},
-                    "confidence": {**confidence, "default": d.gate.confidence},
-                    "require_all_targets": {"type": "boolean", "default": d.gate.require_all_targets,
-                                            "description": "Fail when a required target cannot be measured "
-                                                           "on this runner, instead of reporting it skipped."},
-                    "rules": {"type": "array", "items": {
-                        "type": "object", "additionalProperties": False,
-                        "anyOf": [{"required": ["path"]}, {"required": ["kernel"]}],
-                        "allOf": [{"anyOf": [{"required": ["threshold"]}, {"required": ["confidence"]},
-                                             {"required": ["skip"]}]}],
-                        "properties": {
-                            "path": glob, "kernel": {"type": "string", "minLength": 1},
-                            "threshold": threshold, "confidence": confidence,
-                            "skip": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1},
-                        }}},
-                }},
-            "budgets": {
-                "type": "object", "additionalProperties": False,
-                "properties": {
-                    "iterations": {"type": "integer", "minimum": 1, "default": d.budgets.iterations},
-                    "tokens": {"type": "integer", "minimum": 1, "default": d.budgets.tokens},
-                    "time_limit_s": {**pos, "default": d.budgets.time_limit_s},
-                    "speed_of_light": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
-                                       "default": d.budgets.speed_of_light},
-                    "patience": {"type": "integer", "minimum": 1,
-                                 "description": "candidates in a row without a new best before the run stops "
-                                                "(default: 6 for the tuner, 4 for an LLM)"},
-                }},
-            "trust": {
-                "type": "object", "additionalProperties": False,
-                "properties": {
-                    "allowed_associations": {"type": "array", "items": {"enum": list(ASSOCIATIONS)},
-                                             "default": list(d.trust.allowed_associations)},
-                    "trigger_label": {"type": "string", "minLength": 1, "maxLength": 50, "default": d.trust.trigger_label},
-                    "allow_forks": {"type": "boolean", "default": d.trust.allow_forks},
-                }},
-            "languages": {"type": "array", "minItems": 1, "items": {"enum": [*LANGUAGES, *LANGUAGE_ALIASES]},
-                          "default": list(d.languages)},
-            "allow_framework_fallback": {"type": "boolean", "default": d.allow_framework_fallback},
-            "isolation": {"enum": list(ISOLATION_MODES),
-                          "description": "the OS sandbox for user code; unset: required for gate and pr in "
-                                         "GitHub Actions, else preferred"},
-            "evaluation": {
-                "type": "object", "additionalProperties": False,
-                "properties": {
-                    "seeds": {"type": "integer", "minimum": 1, "maximum": 100, "default": d.evaluation.seeds},
-                    "time_budget_s": {**pos, "default": d.evaluation.time_budget_s},
-                    "timeout_s": {**pos, "default": d.evaluation.timeout_s},
-                }},
-        },
-    }

@@ -61,6 +61,6 @@ def show(file: str | None, json_path: str | None) -> None:
 @policy.command("schema")
 def schema() -> None:
     """Print the JSON Schema of policy files (the same as policies/schema.json)."""
-    from kforge_bot.policy import json_schema
+    from kforge_bot.policy_schema import json_schema
 
     click.echo(json.dumps(json_schema(), indent=2))
