@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kforge_bot.agents import analyst, generator
 from kforge_bot.agents.errors import MalformedReply, Terminating
 from kforge_bot.agents.reply_parser import extract_source
+from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.optimize.proposer import LLM, Proposal
 from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.spec import KernelSpec
@@ -125,7 +126,7 @@ class LLMProposer:
         record = self.loop.record
         speedup = record.best.speedup if (record.best and iteration) else None
         messages = analyst.build_messages(
-            digest=self.loop.digest(iteration), hardware=self.loop.hardware_text, contract=self.contract,
+            digest=profile_digest(self.loop.record, iteration), hardware=self.loop.hardware_text, contract=self.contract,
             source=self.loop.source_of(iteration), language=self.spec.language,
             tried=record.tried(max(12, 2 * self.loop.parallel)),
             speedup=speedup)

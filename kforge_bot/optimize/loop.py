@@ -34,20 +34,18 @@ from kforge_bot.agents.errors import (
 )
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult
-from kforge_bot.optimize.counters import DETAILS_FILE, Counters, details_csv, tool_title
+from kforge_bot.optimize.counters import DETAILS_FILE, Counters, details_csv
 from kforge_bot.optimize.evaluator import Progress
 from kforge_bot.optimize.hardware_context import hardware_context, hardware_text
 from kforge_bot.optimize.proposer import Proposal, Proposer
 from kforge_bot.optimize.stops import NearRoofline, NoProgress, StopRules
 from kforge_bot.optimize.record import IterationRecord, RunRecord
-from kforge_bot.optimize.roofline import roofline_position
+from kforge_bot.optimize.digest import profile_digest
+from kforge_bot.optimize.roofline import WorkloadModel, workload
 from kforge_bot.optimize.trajectory import Trajectory, sha256
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.text import one_line
 
-# A workload model: shape set -> (bytes moved, FLOPs or None). Benchmarks that know their kernels pass one;
-# otherwise the compulsory traffic is counted from the baseline's evaluation (inputs read once, outputs written once).
-WorkloadModel = Callable[[dict[str, Any]], "tuple[float, float | None]"]
 
 
 @dataclass(frozen=True)
@@ -100,35 +98,6 @@ class Loop:
         it = self.record.iterations.get(iteration)
         return self.trajectory.read_source(it.file) if iteration and it and it.file else self.spec.baseline.source
 
-    def digest(self, iteration: int) -> dict[str, Any]:
-        """The profile digest of the baseline (0) or of a candidate, with its roofline position and time."""
-        record = self.record
-        result = record.result_for(iteration) or {}
-        side = "baseline" if iteration == 0 else "candidate"
-        digest = dict((result.get("profile") or {}).get(side) or {})
-        position = roofline_position(result, side, record.workload, record.ceilings)
-        if position:
-            keep = ("achieved_gbs", "bandwidth_fraction", "achieved_tflops", "compute_fraction", "roofline_fraction",
-                    "arithmetic_intensity", "ridge_intensity", "bound", "basis")
-            roof = {k: position[k] for k in keep if position.get(k) not in (None, "", "unknown")}
-            if position.get("ceilings"):
-                roof["ceilings_origin"] = position["ceilings"].get("origin")
-            digest["roofline"] = roof
-        rows = (result.get("details") or {}).get("timing") or []
-        if rows:
-            digest["time_ms"] = (rows[0].get(side) or {}).get("median_ms")
-            if len(rows) > 1:
-                digest["time_ms_per_shape_set"] = [(r.get(side) or {}).get("median_ms") for r in rows]
-        counters = record.counters.get(iteration) or {}
-        if counters.get("available"):  # the hardware's own counters: per kernel, with the class they imply
-            digest["ncu"] = counters["kernels"]
-            digest["counters_tool"] = tool_title(counters)
-            digest["ncu_summary"] = {k: counters["summary"].get(k) for k in ("class", "speed_of_light", "dominant")}
-            before = record.counters.get(0) or {}
-            if iteration and before.get("available"):
-                digest["ncu_before"] = before["kernels"]
-        return digest
-
     def _profile_counters(self, iteration: int, implementation: Implementation) -> None:
         """Hardware counters (ncu, unitrace) for the kernel as written (0) or an accepted candidate: between evaluations, never
         beside a timed run. The report folder's ncu-details.csv then holds the baseline and the best."""
@@ -139,7 +108,7 @@ class Loop:
             if not record.counters_note:
                 self.trajectory.append("counters", iteration=None, available=False, reason=counters.reason)
             return
-        got = counters.collect(iteration, implementation, self.digest(iteration).get("time_ms"),
+        got = counters.collect(iteration, implementation, profile_digest(record, iteration).get("time_ms"),
                                device_name=str((record.baseline or {}).get("device_name") or ""))
         self.trajectory.append("counters", iteration=iteration, **got)
         best = record.best
@@ -242,42 +211,14 @@ class Loop:
                 f"{one_line(str(baseline.get('reason', '')), 300)})", path=self.spec.kernel_path,
                 hint="run `kforge-bot check` on it to see why; optimizing needs a correct starting point")
         if record.workload is None:
-            self.trajectory.append("workload", **self._workload())
+            self.trajectory.append("workload", **workload(self.spec.shape_sets, self.record.baseline,
+                                                          self.workload_model))
         device = str(baseline.get("device_name") or "")
         facts, ceilings, origin_note = hardware_context(self.target, device)
         if record.ceilings is None and not any(e.get("event") == "ceilings" for e in self.trajectory.events):
             self.trajectory.append("ceilings", ceilings=ceilings, device_name=device, note=origin_note,
                                    runner=facts.name if facts else None)
         self.hardware_text = hardware_text(self.target, device, facts, self.record.ceilings)
-
-    def _workload(self) -> dict[str, Any]:
-        from kforge_bot.optimize.roofline import output_bytes
-
-        shapes = list(self.spec.shape_sets)
-        if self.workload_model is not None:
-            rows = []
-            for shape in shapes:
-                moved, flops = self.workload_model(shape)
-                rows.append({"bytes": moved, "flops": flops})
-            return {"shape_sets": rows, "basis": "the caller's workload model (bytes moved and FLOPs per call)"}
-        outputs = output_bytes(self.record.baseline)
-        # The reference's evaluation child sizes the inputs it makes (repository code never runs here).
-        inputs = ((self.record.baseline or {}).get("details") or {}).get("input_bytes")
-        counted = ((self.record.baseline or {}).get("profile") or {}).get("reference_flops") or []
-        rows = []
-        for i in range(len(shapes)):
-            in_b = inputs[i] if inputs and i < len(inputs) else None
-            out_b = outputs[i] if i < len(outputs) else None
-            total = in_b + out_b if in_b is not None and out_b is not None else None
-            rows.append({"bytes": total, "input_bytes": in_b, "output_bytes": out_b,
-                         "flops": counted[i] if i < len(counted) else None})
-        basis = "compulsory traffic: every input read once and every output written once (module parameters not counted)"
-        if rows and all(r["flops"] is not None for r in rows):
-            basis += "; FLOPs: the framework profiler's count for the reference's ops (matmuls, convolutions, ...)"
-        data: dict[str, Any] = {"shape_sets": rows, "basis": basis}
-        if not inputs:
-            data["error"] = "the baseline's result does not say the inputs' sizes"
-        return data
 
     def _step(self, iteration: int) -> None:
         started = self.clock()

@@ -3,7 +3,12 @@ and its achieved bandwidth (and FLOP/s) as fractions of the device's ceilings.""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
+
+# A workload model: shape set -> (bytes moved, FLOPs or None). Benchmarks that know their kernels pass one;
+# otherwise the compulsory traffic is counted from the baseline's evaluation (inputs read once, outputs written once).
+WorkloadModel = Callable[[dict[str, Any]], "tuple[float, float | None]"]
 
 # Output dtypes -> the precision of the compute roof they are measured against.
 _PRECISION = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
@@ -96,3 +101,33 @@ def roofline_position(result: dict[str, Any] | None, side: str, workload: dict[s
         position["roofline_fraction"] = position.get("bandwidth_fraction")
     return position
 
+
+def workload(shape_sets: Sequence[dict[str, Any]], baseline: dict[str, Any] | None,
+             model: WorkloadModel | None = None) -> dict[str, Any]:
+    """Bytes (and FLOPs when known) per shape set: the caller's model, else counted from the baseline's
+    evaluation. The trajectory's workload event."""
+    shapes = list(shape_sets)
+    if model is not None:
+        rows = []
+        for shape in shapes:
+            moved, flops = model(shape)
+            rows.append({"bytes": moved, "flops": flops})
+        return {"shape_sets": rows, "basis": "the caller's workload model (bytes moved and FLOPs per call)"}
+    outputs = output_bytes(baseline)
+    # The reference's evaluation child sizes the inputs it makes (repository code never runs here).
+    inputs = ((baseline or {}).get("details") or {}).get("input_bytes")
+    counted = ((baseline or {}).get("profile") or {}).get("reference_flops") or []
+    rows = []
+    for i in range(len(shapes)):
+        in_b = inputs[i] if inputs and i < len(inputs) else None
+        out_b = outputs[i] if i < len(outputs) else None
+        total = in_b + out_b if in_b is not None and out_b is not None else None
+        rows.append({"bytes": total, "input_bytes": in_b, "output_bytes": out_b,
+                     "flops": counted[i] if i < len(counted) else None})
+    basis = "compulsory traffic: every input read once and every output written once (module parameters not counted)"
+    if rows and all(r["flops"] is not None for r in rows):
+        basis += "; FLOPs: the framework profiler's count for the reference's ops (matmuls, convolutions, ...)"
+    data: dict[str, Any] = {"shape_sets": rows, "basis": basis}
+    if not inputs:
+        data["error"] = "the baseline's result does not say the inputs' sizes"
+    return data

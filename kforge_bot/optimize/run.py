@@ -13,7 +13,8 @@ from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.optimize.counters import Counters
 from kforge_bot.optimize.evaluator import Evaluator, Progress
 from kforge_bot.optimize.llm_proposer import LLMProposer
-from kforge_bot.optimize.loop import Budgets, Loop, WorkloadModel, _plain
+from kforge_bot.optimize.loop import Budgets, Loop, _plain
+from kforge_bot.optimize.roofline import WorkloadModel
 from kforge_bot.optimize.proposer import LLM, TUNER
 from kforge_bot.optimize.stops import StopRules, quick_rules
 from kforge_bot.optimize.record import RunRecord

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kforge_bot.agents import tunables, tuner
+from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.optimize.proposer import TUNER, Proposal
 from kforge_bot.optimize.stops import SearchExhausted
 from kforge_bot.optimize.record import IterationRecord
@@ -47,7 +48,7 @@ class TunerProposer:
                 f"the tuner found no tunable parameters in {self.spec.kernel_file} (UPPER_CASE block/tile/warp/"
                 "thread constants, num_warps=, #define or constexpr values, launch shapes); mark one with "
                 "'# kforge: tune NAME in [a, b, c]' or configure an LLM endpoint")
-        hint = tuner.profile_hint(self.loop.digest(0))
+        hint = tuner.profile_hint(profile_digest(self.loop.record, 0))
         self.search = tuner.TunerSearch(self.tunables, hint=hint, min_gain=self.min_gain)
         for assignment, score in self.loop.record.tuner_results():  # resume: replay, propose nothing twice
             self.search.record(assignment, score)
