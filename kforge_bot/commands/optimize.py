@@ -97,6 +97,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     from kforge_bot.agents.llm import configured, endpoint_from_env
     from kforge_bot.optimize.proposer import TUNER
     from kforge_bot.optimize.run import OptimizeRun, default_cpu_count
+    from kforge_bot.optimize.tuner_proposer import TunerProposer
     from kforge_bot.spec import load_spec
     from kforge_bot.targets import resolve_target_name
 
@@ -155,8 +156,8 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     if pool is not None:
         console.print(f"evaluation pool ({pool.executor}): {pool.describe()}; {parallel} candidate(s) per round"
                       + (f", beam {beam}" if beam > 1 else ""), markup=False)
-    tunables = getattr(run.loop.proposer, "tunables", None)
-    if tunables is not None:
+    if isinstance(run.loop.proposer, TunerProposer):
+        tunables = run.loop.proposer.tunables
         console.print("tunable parameters: " + (", ".join(f"{t.name} = {t.current}" for t in tunables) or "none found"),
                       markup=False)
     try:

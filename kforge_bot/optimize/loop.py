@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kforge_bot.agents import generator
 from kforge_bot.agents.errors import (
@@ -37,7 +37,7 @@ from kforge_bot.evaluate.result import EvalResult
 from kforge_bot.optimize.counters import DETAILS_FILE, Counters, details_csv
 from kforge_bot.optimize.evaluator import Progress
 from kforge_bot.optimize.hardware_context import hardware_context, hardware_text
-from kforge_bot.optimize.proposer import Proposal, Proposer
+from kforge_bot.optimize.proposer import Proposal, Proposer, RunView, Steps
 from kforge_bot.optimize.stops import NearRoofline, NoProgress, StopRules
 from kforge_bot.optimize.record import IterationRecord, RunRecord
 from kforge_bot.optimize.digest import profile_digest
@@ -56,6 +56,8 @@ class Budgets:
     tokens: int | None = None
     time_limit_s: float | None = None
 
+
+T = TypeVar("T")
 
 
 class Loop:
@@ -82,21 +84,30 @@ class Loop:
         self._prior_wall = 0.0
         self._session_start = 0.0
         self._done_before = 0  # iterations completed in earlier sessions
-        proposer.bind(self)
 
     @property
     def record(self) -> RunRecord:
         return self.trajectory.record
 
-    # -- what the agents read -------------------------------------------------------------------
+    # -- the proposer ---------------------------------------------------------------------------
+
+    def view(self) -> RunView:
+        """What the proposer may read of the run, now."""
+        return RunView(record=self.record, hardware_text=self.hardware_text, parallel=self.parallel, beam=self.beam,
+                       baseline_source=self.spec.baseline.source, read_source=self.trajectory.read_source)
 
     def best_source(self) -> str:
-        best = self.record.best
-        return self.trajectory.read_source(best.file) if best and best.file else self.spec.baseline.source
+        return self.view().best_source()
 
-    def source_of(self, iteration: int) -> str:
-        it = self.record.iterations.get(iteration)
-        return self.trajectory.read_source(it.file) if iteration and it and it.file else self.spec.baseline.source
+    def _follow(self, steps: Steps[T]) -> T:
+        """Follow one proposer call to its answer, writing each event it reports the moment it comes (the
+        trajectory's only writer is the loop; kforge_bot.optimize.proposer says why a call is a generator)."""
+        while True:
+            try:
+                event = next(steps)
+            except StopIteration as done:
+                return done.value
+            self.trajectory.append(event.kind, **event.fields)
 
     def _profile_counters(self, iteration: int, implementation: Implementation) -> None:
         """Hardware counters (ncu, unitrace) for the kernel as written (0) or an accepted candidate: between evaluations, never
@@ -126,9 +137,9 @@ class Loop:
         self.trajectory.append("session", resumed=self.trajectory.session > 1,
                                budgets=_plain(self.budgets), rules=_plain(self.rules))
         try:
-            self.proposer.prepare()
+            self._follow(self.proposer.prepare())
             self._ensure_baseline()
-            self.proposer.start()
+            self._follow(self.proposer.start(self.view()))
             while True:
                 self._check_stop()
                 if self.parallel > 1 or len(self.record.pendings) > 1:
@@ -229,7 +240,7 @@ class Loop:
             proposal = Proposal(self.trajectory.read_source(pending.file), pending.change, pending.assignment)
         else:
             try:
-                proposal = self.proposer.propose(iteration)
+                proposal = self._follow(self.proposer.propose(iteration, self.view()))
             except NonTerminating as exc:
                 self._record_malformed(exc, iteration, started)
                 return
@@ -246,7 +257,7 @@ class Loop:
             duplicate_of = None
         it = self._record_result(iteration, proposal.source, result, eval_s, started, self._accepts(result),
                                  duplicate_of=duplicate_of)
-        self.proposer.observe(it)
+        self._follow(self.proposer.observe(it, self.view()))
 
     def _record_result(self, iteration: int, source: str, result: EvalResult, eval_s: float, started: float,
                        accepted: bool, *, judging_since: float | None = None, loop_s_before: float = 0.0,
@@ -325,7 +336,7 @@ class Loop:
                 t0 = self.clock()
                 llm_before = self._llm_seconds(iteration)
                 try:
-                    proposal = self.proposer.propose_for(iteration, slot, taken)  # type: ignore[attr-defined]
+                    proposal = self._follow(self.proposer.propose_for(iteration, slot, taken, self.view()))
                 except NonTerminating as exc:
                     self._record_malformed(exc, iteration, t0, round=round_no)
                     continue
@@ -367,12 +378,7 @@ class Loop:
         if best is not None and any(it.iteration == best.iteration for it in judged):
             # Every evaluation of the round has returned: ncu runs beside no timed run.
             self._profile_counters(best.iteration, self.spec.candidate_from_source(self.best_source()))
-        observe_round = getattr(self.proposer, "observe_round", None)
-        if observe_round is not None:
-            observe_round(judged)
-        else:
-            for it in judged:
-                self.proposer.observe(it)
+        self._follow(self.proposer.observe_round(judged, self.view()))
         self._round_walls.append(self.clock() - round_start)
         if stop is not None:
             raise stop

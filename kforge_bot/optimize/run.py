@@ -15,7 +15,7 @@ from kforge_bot.optimize.evaluator import Evaluator, Progress
 from kforge_bot.optimize.llm_proposer import LLMProposer
 from kforge_bot.optimize.loop import Budgets, Loop, _plain
 from kforge_bot.optimize.roofline import WorkloadModel
-from kforge_bot.optimize.proposer import LLM, TUNER
+from kforge_bot.optimize.proposer import LLM, TUNER, Proposer
 from kforge_bot.optimize.stops import StopRules, quick_rules
 from kforge_bot.optimize.record import RunRecord
 from kforge_bot.optimize.trajectory import SCHEMA, Trajectory, sha256
@@ -130,7 +130,7 @@ class OptimizeRun:
             rules = replace(rules, speed_of_light=config.speed_of_light)
         if config.patience is not None:
             rules = replace(rules, patience=config.patience)
-        proposer: Any
+        proposer: Proposer
         if mode == TUNER:
             proposer = TunerProposer(spec, cpu_count=config.cpu_count, min_gain=rules.min_gain)
         else:

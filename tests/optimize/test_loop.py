@@ -259,7 +259,7 @@ def test_a_kernel_without_tunables_ends_the_tuner_with_advice(tmp_path: Path) ->
     loop = idle_loop(tmp_path, Budgets(iterations=9),
                      spec_path=Path(__file__).resolve().parents[2] / "examples" / "kernelbench" / "softmax_problem.py")
     with pytest.raises(SearchExhausted, match="kforge: tune NAME in"):
-        loop.proposer.start()
+        loop._follow(loop.proposer.start(loop.view()))
 
 
 def test_the_policys_languages_bound_what_a_candidate_may_be_written_in(kernel_dir: Path, tmp_path: Path) -> None:
