@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -58,6 +59,30 @@ class Budgets:
 
 
 T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class _Candidate:
+    """One candidate on its way from proposal to record (a sequential step's, or one of a parallel round's)."""
+
+    iteration: int
+    proposal: Proposal
+    started: float  # the loop's clock when its step began
+    round: int | None = None  # its parallel round; None: a sequential step
+    llm_s: float = 0.0  # waiting for the model while it was proposed
+    loop_s: float = 0.0  # the loop's own time for it before judging
+    digest: str | None = None
+    duplicate_of: int | None = None  # an earlier iteration with the same source, whose result it takes
+    twin: _Candidate | None = None  # the same source earlier in its round, still being evaluated
+    future: Future[tuple[EvalResult, float]] | None = None
+    done: tuple[EvalResult, float] | None = None
+
+    def result(self) -> tuple[EvalResult, float]:
+        """(result, seconds inside evaluate), waiting for the evaluation when it runs on a pool."""
+        if self.done is None:
+            assert self.future is not None
+            self.done = self.future.result()
+        return self.done
 
 
 class Loop:
@@ -231,54 +256,144 @@ class Loop:
                                    runner=facts.name if facts else None)
         self.hardware_text = hardware_text(self.target, device, facts, self.record.ceilings)
 
+    # -- from proposal to record: one path for a step and for a round ----------------------------
+
     def _step(self, iteration: int) -> None:
+        """One candidate at a time: propose it (or take the one a stopped run wrote), evaluate, record, observe."""
         started = self.clock()
-        record = self.record
-        pending = record.pending
+        pending = self.record.pending
         if pending is not None and pending.iteration == iteration and pending.file:
             # The run stopped between writing this candidate and judging it: judge it now, spend nothing new.
-            proposal = Proposal(self.trajectory.read_source(pending.file), pending.change, pending.assignment)
+            candidate = self._pending_candidate(pending, started)
         else:
             try:
                 proposal = self._follow(self.proposer.propose(iteration, self.view()))
             except NonTerminating as exc:
                 self._record_malformed(exc, iteration, started)
                 return
-            suffix = Path(self.spec.kernel_file).suffix or ".py"
-            rel = self.trajectory.write_source(f"{iteration:04d}{suffix}", proposal.source)
-            self.trajectory.append("candidate", iteration=iteration, file=rel, sha256=sha256(proposal.source),
-                                   change=proposal.change, assignment=proposal.assignment)
-        digest = sha256(proposal.source)
-        earlier = next((it for it in record.completed if it.sha256 == digest and it.result is not None), None)
-        if earlier is not None:
-            result, eval_s, duplicate_of = EvalResult.from_dict(earlier.result or {}), 0.0, earlier.iteration
-        else:
-            result, eval_s = self.evaluator(self.spec.candidate_from_source(proposal.source))
-            duplicate_of = None
-        it = self._record_result(iteration, proposal.source, result, eval_s, started, self._accepts(result),
-                                 duplicate_of=duplicate_of)
+            candidate = self._write_candidate(iteration, proposal, started)
+        batch: list[_Candidate] = []
+        self._enter(candidate, batch)
+        [it] = self._settle(batch)
         self._follow(self.proposer.observe(it, self.view()))
 
-    def _record_result(self, iteration: int, source: str, result: EvalResult, eval_s: float, started: float,
-                       accepted: bool, *, judging_since: float | None = None, loop_s_before: float = 0.0,
-                       **extra: Any) -> IterationRecord:
+    def _round(self) -> None:
+        """One parallel round: propose up to `parallel` candidates (each goes to the pool as soon as it is
+        written, so evaluation overlaps the next proposal), then judge them in order. The loop's own time
+        per candidate (everything but waiting for the model and for evaluations) is measured as loop_s."""
+        record = self.record
+        round_start = self.clock()
+        batch: list[_Candidate] = []
+        stop: Terminating | None = None
+        pendings = record.pendings
+        if pendings:  # a stopped round: judge what it wrote, propose nothing new
+            round_no = max((it.round or 0) for it in pendings) or record.rounds + 1
+            for it in pendings:
+                self._enter(self._pending_candidate(it, self.clock(), round_no), batch)
+        else:
+            round_no = record.rounds + 1
+            stop = self._propose_round(round_no, batch)
+        judged = self._settle(batch)
+        self._follow(self.proposer.observe_round(judged, self.view()))
+        self._round_walls.append(self.clock() - round_start)
+        if stop is not None:
+            raise stop
+
+    def _propose_round(self, round_no: int, batch: list[_Candidate]) -> Terminating | None:
+        """Propose the round's candidates into `batch`, each launched as soon as it is written. Returns the
+        signal that ended the run while some were already launched (they are judged first)."""
+        budget = self.budgets.iterations - self.record.iterations_used
+        taken: list[dict[str, int]] = []
+        for slot in range(min(self.parallel, budget)):
+            iteration = self.record.fresh_iteration
+            started = self.clock()
+            llm_before = self._llm_seconds(iteration)
+            try:
+                proposal = self._follow(self.proposer.propose_for(iteration, slot, taken, self.view()))
+            except NonTerminating as exc:
+                self._record_malformed(exc, iteration, started, round=round_no)
+                continue
+            except Terminating as exc:
+                if not batch:
+                    raise
+                return exc  # judge what this round already launched, then stop
+            if proposal is None:
+                break
+            if proposal.assignment:
+                taken.append(dict(proposal.assignment))
+            candidate = self._write_candidate(iteration, proposal, started, round_no)
+            candidate.llm_s = self._llm_seconds(iteration) - llm_before
+            self._enter(candidate, batch)
+        return None
+
+    def _pending_candidate(self, it: IterationRecord, started: float, round_no: int | None = None) -> _Candidate:
+        proposal = Proposal(self.trajectory.read_source(it.file or ""), it.change, it.assignment, it.parent, it.model)
+        return _Candidate(it.iteration, proposal, started, round_no)
+
+    def _write_candidate(self, iteration: int, proposal: Proposal, started: float,
+                         round_no: int | None = None) -> _Candidate:
+        """Save a new candidate's source and its candidate event (a round's also says its round, parent, model)."""
+        suffix = Path(self.spec.kernel_file).suffix or ".py"
+        rel = self.trajectory.write_source(f"{iteration:04d}{suffix}", proposal.source)
+        in_round = {} if round_no is None else {"round": round_no, "parent": proposal.parent, "model": proposal.model}
+        self.trajectory.append("candidate", iteration=iteration, file=rel, sha256=sha256(proposal.source),
+                               change=proposal.change, assignment=proposal.assignment, **in_round)
+        return _Candidate(iteration, proposal, started, round_no)
+
+    def _enter(self, candidate: _Candidate, batch: list[_Candidate]) -> None:
+        """Add a candidate to its batch and start its evaluation: none for a source measured before (its
+        result is reused) or already in the batch (its twin's is); else on the pool when there is one."""
+        batch.append(candidate)
+        digest = candidate.digest = sha256(candidate.proposal.source)
+        earlier = next((it for it in self.record.completed if it.sha256 == digest and it.result is not None), None)
+        twin = next((c for c in batch if c is not candidate and c.digest == digest), None)
+        if earlier is not None:
+            candidate.duplicate_of = earlier.iteration
+            candidate.done = (EvalResult.from_dict(earlier.result or {}), 0.0)
+        elif twin is not None:
+            candidate.duplicate_of, candidate.twin = twin.iteration, twin
+        else:
+            implementation = self.spec.candidate_from_source(candidate.proposal.source)
+            submit = getattr(self.evaluator, "submit", None)  # a plain callable (tests) evaluates at once
+            candidate.future = submit(implementation) if submit is not None else None
+            if candidate.future is None:
+                candidate.done = self.evaluator(implementation)
+        candidate.loop_s = max(0.0, self.clock() - candidate.started - candidate.llm_s)
+
+    def _settle(self, batch: list[_Candidate]) -> list[IterationRecord]:
+        """Judge a batch in order (wait for each result, accept or not, record it), then profile the best when
+        the batch brought a new one: every evaluation has returned, so the profiler runs beside no timed run."""
+        judged = []
+        for candidate in batch:
+            if candidate.twin is not None:  # the same source twice in one round: evaluated once, free for the twin
+                candidate.done = (candidate.twin.result()[0], 0.0)
+            result, eval_s = candidate.result()  # waiting on the pool is not the loop's time
+            judged.append(self._record_result(candidate, result, eval_s, judging_since=self.clock()))
+        best = self.record.best
+        if best is not None and any(it.iteration == best.iteration for it in judged):
+            self._profile_counters(best.iteration, self.spec.candidate_from_source(self.best_source()))
+        return judged
+
+    def _record_result(self, candidate: _Candidate, result: EvalResult, eval_s: float,
+                       judging_since: float) -> IterationRecord:
         """Append a candidate's result (with the generator's feedback when it is not accepted) and keep an
-        accepted source as best<suffix>. With `judging_since` (a parallel round) the loop's own time for the
-        candidate is recorded too: `loop_s_before` plus the judging up to this append."""
+        accepted source as best<suffix>. A round's result also says its round and the loop's own time for the
+        candidate: its time before judging plus the judging up to this append."""
+        accepted = candidate.duplicate_of is None and self._accepts(result)  # a repeat is never better than itself
         result_dict = result.to_dict()
-        history = None if accepted else generator.failure_from_result(result_dict, iteration=iteration,
-                                                                       source=source)
-        if judging_since is not None:
-            extra["loop_s"] = round(loop_s_before + (self.clock() - judging_since), 4)
-        self.trajectory.append("result", iteration=iteration, result=result_dict, accepted=accepted,
-                               eval_s=round(eval_s, 3), iteration_s=round(self.clock() - started, 3),
+        history = None if accepted else generator.failure_from_result(result_dict, iteration=candidate.iteration,
+                                                                       source=candidate.proposal.source)
+        extra: dict[str, Any] = {"duplicate_of": candidate.duplicate_of}
+        if candidate.round is not None:
+            extra["round"] = candidate.round
+            extra["loop_s"] = round(candidate.loop_s + (self.clock() - judging_since), 4)
+        self.trajectory.append("result", iteration=candidate.iteration, result=result_dict, accepted=accepted,
+                               eval_s=round(eval_s, 3), iteration_s=round(self.clock() - candidate.started, 3),
                                history_entry=history, **extra)
         if accepted:
             suffix = Path(self.spec.kernel_file).suffix or ".py"
-            (self.trajectory.root / f"best{suffix}").write_text(source, encoding="utf-8")
-            if judging_since is None:  # a parallel round profiles its best once all of its evaluations are done
-                self._profile_counters(iteration, self.spec.candidate_from_source(source))
-        return self.record.iterations[iteration]
+            (self.trajectory.root / f"best{suffix}").write_text(candidate.proposal.source, encoding="utf-8")
+        return self.record.iterations[candidate.iteration]
 
     def _record_malformed(self, exc: NonTerminating, iteration: int, started: float, **extra: Any) -> None:
         """A generator reply with no usable kernel: the iteration is spent, its feedback goes to the history."""
@@ -288,100 +403,6 @@ class Loop:
             reply=getattr(exc, "reply", None))
         self.trajectory.append("malformed", iteration=iteration, agent="generator", feedback=feedback,
                                history_entry=malformed, iteration_s=round(self.clock() - started, 3), **extra)
-
-    def _round(self) -> None:
-        """One parallel round: propose up to `parallel` candidates (each goes to the pool as soon as it is
-        written, so evaluation overlaps the next proposal), then judge them in order. The loop's own time
-        per candidate (everything but waiting for the model and for evaluations) is measured as loop_s."""
-        record = self.record
-        round_start = self.clock()
-        round_no = record.rounds + 1
-        budget = self.budgets.iterations - record.iterations_used
-        submit = getattr(self.evaluator, "submit", None)
-        entries: list[dict[str, Any]] = []
-        stop: Terminating | None = None
-        suffix = Path(self.spec.kernel_file).suffix or ".py"
-
-        def launch(entry: dict[str, Any]) -> None:
-            proposal = entry["proposal"]
-            digest = sha256(proposal.source)
-            earlier = next((it for it in record.completed if it.sha256 == digest and it.result is not None), None)
-            twin = next((e for e in entries if e is not entry and e.get("digest") == digest), None)
-            entry["digest"] = digest
-            if earlier is not None:
-                entry["duplicate_of"], entry["done"] = earlier.iteration, (EvalResult.from_dict(earlier.result or {}), 0.0)
-            elif twin is not None:
-                entry["duplicate_of"], entry["twin"] = twin["iteration"], twin
-            else:
-                impl = self.spec.candidate_from_source(proposal.source)
-                entry["future"] = submit(impl) if submit is not None else None
-                if entry["future"] is None:
-                    entry["done"] = self.evaluator(impl)
-
-        pendings = record.pendings
-        if pendings:  # a stopped round: judge what it wrote, propose nothing new
-            for it in pendings:
-                t0 = self.clock()
-                entry = {"iteration": it.iteration, "start": t0, "llm_s": 0.0,
-                         "proposal": Proposal(self.trajectory.read_source(it.file or ""), it.change, it.assignment,
-                                              it.parent, it.model)}
-                entries.append(entry)
-                launch(entry)
-                entry["loop_s"] = self.clock() - t0
-            round_no = max((it.round or 0) for it in pendings) or round_no
-        else:
-            taken: list[dict[str, int]] = []
-            for slot in range(min(self.parallel, budget)):
-                iteration = record.fresh_iteration
-                t0 = self.clock()
-                llm_before = self._llm_seconds(iteration)
-                try:
-                    proposal = self._follow(self.proposer.propose_for(iteration, slot, taken, self.view()))
-                except NonTerminating as exc:
-                    self._record_malformed(exc, iteration, t0, round=round_no)
-                    continue
-                except Terminating as exc:
-                    if not entries:
-                        raise
-                    stop = exc  # judge what this round already launched, then stop
-                    break
-                if proposal is None:
-                    break
-                if proposal.assignment:
-                    taken.append(dict(proposal.assignment))
-                rel = self.trajectory.write_source(f"{iteration:04d}{suffix}", proposal.source)
-                self.trajectory.append("candidate", iteration=iteration, file=rel, sha256=sha256(proposal.source),
-                                       change=proposal.change, assignment=proposal.assignment, round=round_no,
-                                       parent=proposal.parent, model=proposal.model)
-                llm_s = self._llm_seconds(iteration) - llm_before
-                entry = {"iteration": iteration, "start": t0, "llm_s": llm_s, "proposal": proposal}
-                entries.append(entry)
-                launch(entry)
-                entry["loop_s"] = max(0.0, self.clock() - t0 - llm_s)
-
-        judged: list[IterationRecord] = []
-        for entry in entries:
-            if "twin" in entry:  # the same source twice in one round: evaluated once, the twin costs nothing
-                twin = entry["twin"]
-                result, _ = twin["done"] if "done" in twin else twin["future"].result()
-                entry["done"] = (result, 0.0)
-            elif "done" not in entry:
-                entry["done"] = entry["future"].result()  # waiting on the pool is not the loop's time
-            t1 = self.clock()
-            result, eval_s = entry["done"]
-            accepted = self._accepts(result) if entry.get("duplicate_of") is None else False
-            judged.append(self._record_result(entry["iteration"], entry["proposal"].source, result, eval_s,
-                                              entry["start"], accepted, judging_since=t1,
-                                              loop_s_before=entry.get("loop_s", 0.0),
-                                              duplicate_of=entry.get("duplicate_of"), round=round_no))
-        best = self.record.best
-        if best is not None and any(it.iteration == best.iteration for it in judged):
-            # Every evaluation of the round has returned: ncu runs beside no timed run.
-            self._profile_counters(best.iteration, self.spec.candidate_from_source(self.best_source()))
-        self._follow(self.proposer.observe_round(judged, self.view()))
-        self._round_walls.append(self.clock() - round_start)
-        if stop is not None:
-            raise stop
 
     def _llm_seconds(self, iteration: int) -> float:
         it = self.record.iterations.get(iteration)
