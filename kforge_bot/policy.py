@@ -88,11 +88,21 @@ class Gate:
 
 @dataclass(frozen=True)
 class Budgets:
+    """What one optimize run may spend over all its sessions (a resumed run continues the same budgets), and
+    when it stops early. The one type and the one set of defaults for the policy's `budgets:`, `optimize`,
+    the PR bot and code that starts a run itself (kforge_bot.optimize.run.RunConfig): the defaults are the
+    default policy's (policies/default.yml, a test keeps them equal). None, from code: no limit (tokens,
+    time_limit_s), the mode's own patience (6 for the tuner, 4 for an LLM)."""
+
     iterations: int = 10
-    tokens: int = 500_000
-    time_limit_s: float = 3600.0
+    tokens: int | None = 500_000
+    time_limit_s: float | None = 3600.0
     speed_of_light: float = 0.9  # stop once the hardware counters put the best kernel at this fraction of peak
     patience: int | None = None  # stop after this many candidates in a row without a new best; None: 6 (tuner), 4 (LLM)
+
+    def limits(self) -> dict[str, Any]:
+        """What the run may spend, as its trajectory records it (the start and session events)."""
+        return {"iterations": self.iterations, "tokens": self.tokens, "time_limit_s": self.time_limit_s}
 
 
 @dataclass(frozen=True)

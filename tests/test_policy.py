@@ -252,7 +252,7 @@ def test_the_speed_of_light_stop_is_a_fraction_and_reaches_the_run(tmp_path):
     assert pol.load_policy(path).budgets.speed_of_light == 0.8
     from kforge_bot.commands.optimize import build_config
 
-    assert build_config("cpu", str(path), None, None, None).speed_of_light == 0.8
+    assert build_config("cpu", str(path), None, None, None).budgets.speed_of_light == 0.8
     path.write_text("version: 1\nbudgets:\n  speed_of_light: 90\n")
     with pytest.raises(KforgeError) as bad:
         pol.load_policy(path)
@@ -265,8 +265,9 @@ def test_patience_is_a_count_and_reaches_the_run_rules(tmp_path):
     assert pol.load_policy(path).budgets.patience == 12
     from kforge_bot.commands.optimize import build_config
 
-    assert build_config("cpu", str(path), None, None, None).patience == 12
-    assert build_config("cpu", None, None, None, None).patience is None  # the mode's own: 6 tuner, 4 LLM
+    assert build_config("cpu", str(path), None, None, None).budgets.patience == 12
+    assert build_config("cpu", str(path), None, None, None, 3).budgets.patience == 3  # --patience over the policy
+    assert build_config("cpu", None, None, None, None).budgets.patience is None  # the mode's own: 6 tuner, 4 LLM
     path.write_text("version: 1\nbudgets:\n  patience: 0\n")
     with pytest.raises(KforgeError) as bad:
         pol.load_policy(path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +114,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     recorded_target = _recorded_target(resume_dir) if resume_dir is not None else None
     target_name = resolve_target_name(recorded_target if (target == "auto" and recorded_target) else target,
                                       spec.targets)
-    config = build_config(target_name, policy_path, iterations, budget_tokens, time_limit)
-    config.patience = patience or config.patience
+    config = build_config(target_name, policy_path, iterations, budget_tokens, time_limit, patience)
     # The same evaluation flags as `check`, over the policy's (or the quick) settings.
     config.settings.seeds = seeds or config.settings.seeds
     config.settings.timeout_s = timeout or config.settings.timeout_s
@@ -212,10 +212,9 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
 
 
 def build_config(target: str, policy_path: str | None, iterations: int | None, budget_tokens: int | None,
-                 time_limit: float | None) -> Any:
+                 time_limit: float | None, patience: int | None = None) -> Any:
     """Budgets and evaluation settings: flags over the policy; without --policy, quick evaluation settings."""
     from kforge_bot.evaluate.result import EvalSettings
-    from kforge_bot.optimize.loop import Budgets
     from kforge_bot.optimize.run import RunConfig, quick_settings
     from kforge_bot.policy import load_policy
 
@@ -227,11 +226,10 @@ def build_config(target: str, policy_path: str | None, iterations: int | None, b
     else:
         settings = quick_settings(policy.allow_framework_fallback)
     settings.isolation = policy.isolation_mode("optimize")
-    budgets = Budgets(iterations=iterations or policy.budgets.iterations,
-                      tokens=budget_tokens or policy.budgets.tokens,
-                      time_limit_s=time_limit or policy.budgets.time_limit_s)
-    return RunConfig(target=target, budgets=budgets, settings=settings, languages=policy.languages,
-                     speed_of_light=policy.budgets.speed_of_light, patience=policy.budgets.patience)
+    given = policy.budgets
+    budgets = replace(given, iterations=iterations or given.iterations, tokens=budget_tokens or given.tokens,
+                      time_limit_s=time_limit or given.time_limit_s, patience=patience or given.patience)
+    return RunConfig(target=target, budgets=budgets, settings=settings, languages=policy.languages)
 
 
 def _recorded_target(folder: Path) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
@@ -42,7 +43,6 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     candidate beat the kernel as written."""
     from kforge_bot.agents.llm import configured, endpoint_from_env
     from kforge_bot.evaluate.result import EvalResult, EvalSettings
-    from kforge_bot.optimize.loop import Budgets
     from kforge_bot.optimize.run import OptimizeRun, RunConfig
 
     endpoint = endpoint_from_env(model=model) if configured() else None
@@ -51,12 +51,10 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
                             time_budget_s=time_budget_s or policy.evaluation.time_budget_s,
                             timeout_s=policy.evaluation.timeout_s,
                             allow_framework_fallback=policy.allow_framework_fallback)
-    budgets = Budgets(iterations=iterations or policy.budgets.iterations,
-                      tokens=policy.budgets.tokens if endpoint is not None else None,
-                      time_limit_s=policy.budgets.time_limit_s)
+    budgets = replace(policy.budgets, iterations=iterations or policy.budgets.iterations,
+                      tokens=policy.budgets.tokens if endpoint is not None else None)
     config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint,
-                       languages=policy.languages, models=list(models), speed_of_light=policy.budgets.speed_of_light,
-                       patience=policy.budgets.patience)
+                       languages=policy.languages, models=list(models))
     root = Path(work_dir or tempfile.mkdtemp(prefix="kforge-pr-"))
     root.mkdir(parents=True, exist_ok=True)
     # A fresh folder per run: a self-hosted runner keeps --work-dir between runs, and the loop

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,18 +44,10 @@ from kforge_bot.optimize.record import IterationRecord, RunRecord
 from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.optimize.roofline import WorkloadModel, workload
 from kforge_bot.optimize.trajectory import Trajectory, sha256
+from kforge_bot.policy import Budgets
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.text import one_line
 
-
-
-@dataclass(frozen=True)
-class Budgets:
-    """What one run may spend, over all its sessions (a resumed run continues the same budgets)."""
-
-    iterations: int = 10
-    tokens: int | None = None
-    time_limit_s: float | None = None
 
 
 T = TypeVar("T")
@@ -160,7 +152,7 @@ class Loop:
         self._session_start = self.clock()
         self._done_before = self.record.iterations_used
         self.trajectory.append("session", resumed=self.trajectory.session > 1,
-                               budgets=_plain(self.budgets), rules=_plain(self.rules))
+                               budgets=self.budgets.limits(), rules=asdict(self.rules))
         try:
             self._follow(self.proposer.prepare())
             self._ensure_baseline()
@@ -415,7 +407,3 @@ class Loop:
         best = self.record.best
         return best is None or best.speedup is None or result.speedup > best.speedup * (1.0 + self.rules.min_gain)
 
-
-
-def _plain(obj: Any) -> dict[str, Any]:
-    return {k: getattr(obj, k) for k in obj.__dataclass_fields__}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +13,14 @@ from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.optimize.counters import Counters
 from kforge_bot.optimize.evaluator import Evaluator, Progress
 from kforge_bot.optimize.llm_proposer import LLMProposer
-from kforge_bot.optimize.loop import Budgets, Loop, _plain
+from kforge_bot.optimize.loop import Loop
 from kforge_bot.optimize.roofline import WorkloadModel
 from kforge_bot.optimize.proposer import LLM, TUNER, Proposer
 from kforge_bot.optimize.stops import StopRules, quick_rules
 from kforge_bot.optimize.record import RunRecord
 from kforge_bot.optimize.trajectory import SCHEMA, Trajectory, sha256
 from kforge_bot.optimize.tuner_proposer import TunerProposer
+from kforge_bot.policy import Budgets
 from kforge_bot.spec import Implementation, KernelSpec
 
 
@@ -74,7 +75,7 @@ class RunConfig:
 
     target: str
     budgets: Budgets = field(default_factory=Budgets)
-    rules: StopRules | None = None  # None: quick_rules(mode)
+    rules: StopRules | None = None  # None: quick_rules(mode, budgets)
     settings: EvalSettings = field(default_factory=quick_settings)
     endpoint: Any = None  # kforge_bot.agents.llm.Endpoint; None: the built-in tuner
     references: Sequence[dict[str, Any]] = ()
@@ -91,8 +92,6 @@ class RunConfig:
     cache_dir: str | Path | None = None  # the result cache's folder; None: no cache
     languages: Sequence[str] | None = None  # the policy's: candidates in other languages are rejected unrun
     counters: str = "auto"  # ncu for the baseline and accepted candidates: auto (where it can), off, full (+ .ncu-rep)
-    speed_of_light: float | None = None  # the policy's stop (budgets.speed_of_light); None: the rules' own
-    patience: int | None = None  # --patience or budgets.patience; None: the mode's own (quick_rules)
 
 
 class OptimizeRun:
@@ -125,11 +124,7 @@ class OptimizeRun:
             spec = _check_resumable(spec, trajectory, mode, config.target)
         else:
             trajectory = Trajectory.create(report_dir)
-        rules = config.rules or quick_rules(mode)
-        if config.speed_of_light is not None:
-            rules = replace(rules, speed_of_light=config.speed_of_light)
-        if config.patience is not None:
-            rules = replace(rules, patience=config.patience)
+        rules = config.rules or quick_rules(mode, config.budgets)
         proposer: Proposer
         if mode == TUNER:
             proposer = TunerProposer(spec, cpu_count=config.cpu_count, min_gain=rules.min_gain)
@@ -147,7 +142,7 @@ class OptimizeRun:
                               kernel_file=spec.kernel_file, entry=spec.entry, language=spec.language,
                               target=config.target, mode=mode, baseline_file=baseline_file,
                               baseline_sha256=sha256(spec.baseline.source), settings=config.settings.to_dict(),
-                              budgets=_plain(config.budgets), rules=_plain(rules),
+                              budgets=config.budgets.limits(), rules=asdict(rules),
                               endpoint=proposer.describe().get("endpoint"), model=proposer.describe().get("model"),
                               references=[r.get("note") or r.get("file") for r in config.references])
         cache = fingerprint = None

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from kforge_bot.agents.errors import Terminating
 from kforge_bot.optimize.proposer import TUNER
+from kforge_bot.policy import Budgets
 
 
 class NoProgress(Terminating):
@@ -28,9 +29,11 @@ class StopRules:
     min_gain: float = 0.01  # a new best must beat the old one's speedup by this much (relative)
 
 
+def quick_rules(mode: str, budgets: Budgets | None = None) -> StopRules:
+    """The mode's rules, with the budgets' early stops (patience, speed of light) where they set them.
 
-def quick_rules(mode: str) -> StopRules:
-    """The tuner's coordinate descent expects misses (each direction of each parameter is one), so it gets
+    The tuner's coordinate descent expects misses (each direction of each parameter is one), so it gets
     more patience than a model, whose misses mean it is out of ideas."""
-    return StopRules(patience=6 if mode == TUNER else 4)
+    budgets = budgets or Budgets()
+    return StopRules(patience=budgets.patience or (6 if mode == TUNER else 4), speed_of_light=budgets.speed_of_light)
 

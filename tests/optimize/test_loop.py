@@ -13,7 +13,8 @@ from fakes.llm_server import HTTPError, ScriptedLLMServer, rate_limited, reply
 from kforge_bot.agents.errors import BudgetExhausted
 from kforge_bot.agents.llm import Endpoint
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.optimize.loop import Budgets, Loop
+from kforge_bot.optimize.loop import Loop
+from kforge_bot.policy import Budgets
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
 from kforge_bot.optimize.stops import NearRoofline, NoProgress, SearchExhausted, StopRules
 from kforge_bot.optimize.tuner_proposer import TunerProposer
@@ -298,5 +299,5 @@ def test_the_policys_languages_bound_what_a_candidate_may_be_written_in(kernel_d
 def test_the_configured_patience_replaces_the_modes_own(kernel_dir: Path, tmp_path: Path) -> None:
     spec = load_spec(kernel_dir / "kforge.yaml")
     plain = OptimizeRun.open(spec, RunConfig(target="cpu", budgets=Budgets(iterations=1)), tmp_path / "a")
-    patient = OptimizeRun.open(spec, RunConfig(target="cpu", budgets=Budgets(iterations=1), patience=20), tmp_path / "b")
+    patient = OptimizeRun.open(spec, RunConfig(target="cpu", budgets=Budgets(iterations=1, patience=20)), tmp_path / "b")
     assert plain.loop.rules.patience == 6 and patient.loop.rules.patience == 20  # the tuner's own is 6
