@@ -12,6 +12,7 @@ from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 from kforge_bot.agents.tunables import Tunable, current_assignment
+from kforge_bot.evaluate import ncu_parse
 
 # ---------------------------------------------------------------------------------------------------
 # Profile hint.
@@ -73,8 +74,6 @@ def profile_hint(digest: Mapping[str, Any] | None) -> str | None:
 
 
 def _counter_hint(rows: Any) -> str | None:
-    from kforge_bot.evaluate import ncu_parse
-
     if not (isinstance(rows, Sequence) and not isinstance(rows, str) and rows
             and all(isinstance(r, Mapping) and "duration_us" in r for r in rows)):
         return None

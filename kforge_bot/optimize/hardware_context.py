@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.hardware import ceilings_for, facts_for
 
 
 def hardware_context(target: str, device_name: str) -> tuple[Any, dict[str, Any] | None, str]:
@@ -12,8 +13,6 @@ def hardware_context(target: str, device_name: str) -> tuple[Any, dict[str, Any]
 
     Ceilings in order of preference: this machine's own measurement (`kforge-bot doctor --save`), the
     project's measurement of the machine class, the datasheet."""
-    from kforge_bot.hardware import ceilings_for, facts_for
-
     facts = None
     try:
         facts = facts_for(target, device_name) if device_name else None

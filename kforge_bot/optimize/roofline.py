@@ -3,8 +3,11 @@ and its achieved bandwidth (and FLOP/s) as fractions of the device's ceilings.""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from kforge_bot.hardware import Ceilings, roofline
 
 # A workload model: shape set -> (bytes moved, FLOPs or None). Benchmarks that know their kernels pass one;
 # otherwise the compulsory traffic is counted from the baseline's evaluation (inputs read once, outputs written once).
@@ -19,8 +22,6 @@ def output_bytes(result: dict[str, Any] | None) -> list[int | None]:
     """Bytes of the outputs per shape set, from the correctness records (shape and dtype of each output)."""
     if not result:
         return []
-    import math
-
     sizes: dict[int, int] = {}
     for record in (result.get("correctness") or {}).get("records") or []:
         shape_set = record.get("shape_set")
@@ -60,8 +61,6 @@ def roofline_position(result: dict[str, Any] | None, side: str, workload: dict[s
     Without FLOPs the position is the compulsory traffic's bandwidth (each input read once, each output
     written once): a lower bound of the real traffic, so its fraction of peak bandwidth never overstates
     how close a memory-bound kernel is to its roof. No "bound" is claimed then."""
-    from kforge_bot.hardware import Ceilings, roofline
-
     if not result or not workload or result.get("verdict") != "pass":
         return None
     rows = {t.get("shape_set"): t for t in (result.get("details") or {}).get("timing") or []}

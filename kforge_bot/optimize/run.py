@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.agents.llm import LLMClient
+from kforge_bot.cache import ResultCache, probe_fingerprint
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.optimize.counters import Counters
@@ -18,9 +20,11 @@ from kforge_bot.optimize.roofline import WorkloadModel
 from kforge_bot.optimize.proposer import LLM, TUNER, Proposer
 from kforge_bot.optimize.stops import StopRules, quick_rules
 from kforge_bot.optimize.record import RunRecord
+from kforge_bot.optimize.report import ReportFiles, write_report
 from kforge_bot.optimize.trajectory import SCHEMA, Trajectory, sha256
 from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.policy import Budgets
+from kforge_bot.scale import make_pool
 from kforge_bot.spec import Implementation, KernelSpec
 
 
@@ -129,8 +133,6 @@ class OptimizeRun:
         if mode == TUNER:
             proposer = TunerProposer(spec, cpu_count=config.cpu_count, min_gain=rules.min_gain)
         else:
-            from kforge_bot.agents.llm import LLMClient
-
             factory = config.client_factory or (lambda endpoint, token_budget: LLMClient(endpoint, token_budget=token_budget))
             client = factory(config.endpoint, token_budget=config.budgets.tokens)
             proposer = LLMProposer(client, spec, config.target, references=config.references,
@@ -147,13 +149,9 @@ class OptimizeRun:
                               references=[r.get("note") or r.get("file") for r in config.references])
         cache = fingerprint = None
         if config.cache_dir is not None:
-            from kforge_bot.cache import ResultCache, probe_fingerprint
-
             cache, fingerprint = ResultCache(config.cache_dir), probe_fingerprint(config.target)
         pool, own_pool = config.pool, False
         if pool is None and (config.parallel > 1 or config.executor == "ray" or config.workers):
-            from kforge_bot.scale import make_pool
-
             pool, own_pool = make_pool(config.target, executor=config.executor, workers=config.workers,
                                        ray_address=config.ray_address), True
         evaluator = Evaluator(spec, config.target, config.settings, pool=pool, cache=cache, fingerprint=fingerprint,
@@ -186,10 +184,8 @@ class OptimizeRun:
                                    best_source=best_source, stop_kind=kind, stop_reason=reason)
         return self.outcome
 
-    def finish(self, *, written_to: str | None = None, note: str | None = None) -> Any:
-        """Record the session's end and write report.md and plot.png; returns kforge_bot.optimize.report.ReportFiles."""
-        from kforge_bot.optimize.report import write_report
-
+    def finish(self, *, written_to: str | None = None, note: str | None = None) -> ReportFiles:
+        """Record the session's end and write report.md and plot.png."""
         record = self.trajectory.record
         self.trajectory.append("end", written_to=written_to, note=note,
                                best_iteration=record.best.iteration if record.best else None,
