@@ -287,6 +287,7 @@ def _confidence(ck: Checker, value: Any, key: str) -> float:
 
 
 def parse_policy(raw: Any, path: str | Path) -> Policy:
+    """A Policy from a file's parsed YAML: the top-level keys here, each section in its own parser."""
     ck = Checker(path)
     if raw is None:
         raw = {}
@@ -321,86 +322,93 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
             ck.fail("isolation", f"expected one of {', '.join(ISOLATION_MODES)}, got {kw['isolation']!r}",
                     hint="required: refuse to run user code unsandboxed; preferred: sandbox where possible")
 
-    if "gate" in top:
-        g = ck.mapping(top["gate"], "gate", allowed=("threshold", "confidence", "rules", "require_all_targets"))
-        gkw: dict[str, Any] = {}
-        if "threshold" in g:
-            # A mapping sets the kinds it names; the others keep their defaults (DEFAULT_THRESHOLDS).
-            gkw["threshold"] = {**DEFAULT_THRESHOLDS, **_threshold(ck, g["threshold"], "gate.threshold")}
-        if "require_all_targets" in g:
-            gkw["require_all_targets"] = ck.boolean(g["require_all_targets"], "gate.require_all_targets")
-        if "confidence" in g:
-            gkw["confidence"] = _confidence(ck, g["confidence"], "gate.confidence")
-        if "rules" in g:
-            rules_raw = g["rules"]
-            if not isinstance(rules_raw, list):
-                ck.expected("gate.rules", "a list of rules", rules_raw)
-            rules = []
-            for i, r in enumerate(rules_raw):
-                key = f"gate.rules[{i}]"
-                rm = ck.mapping(r, key, allowed=_RULE_KEYS)
-                if "path" not in rm and "kernel" not in rm:
-                    ck.fail(key, "a rule needs `path` (a glob) or `kernel` (a name pattern) to say what it applies to")
-                if not any(k in rm for k in ("threshold", "confidence", "skip")):
-                    ck.fail(key, "a rule must set at least one of threshold, confidence, skip")
-                rules.append(RuleSpec(
-                    path=_glob(ck, rm["path"], f"{key}.path") if "path" in rm else None,
-                    kernel=ck.string(rm["kernel"], f"{key}.kernel") if "kernel" in rm else None,
-                    threshold=_threshold(ck, rm["threshold"], f"{key}.threshold") if "threshold" in rm else None,
-                    confidence=_confidence(ck, rm["confidence"], f"{key}.confidence") if "confidence" in rm else None,
-                    skip=ck.boolean(rm["skip"], f"{key}.skip") if "skip" in rm else None,
-                    reason=ck.string(rm["reason"], f"{key}.reason") if "reason" in rm else None,
-                ))
-            gkw["rules"] = tuple(rules)
-        kw["gate"] = Gate(**{**asdict_shallow(base.gate), **gkw})
-
-    if "budgets" in top:
-        b = ck.mapping(top["budgets"], "budgets", allowed=("iterations", "tokens", "time_limit_s", "speed_of_light",
-                                                                   "patience"))
-        bkw: dict[str, Any] = {}
-        if "iterations" in b:
-            bkw["iterations"] = ck.integer(b["iterations"], "budgets.iterations", minimum=1)
-        if "tokens" in b:
-            bkw["tokens"] = ck.integer(b["tokens"], "budgets.tokens", minimum=1)
-        if "time_limit_s" in b:
-            bkw["time_limit_s"] = ck.number(b["time_limit_s"], "budgets.time_limit_s", minimum=0, exclusive_minimum=True)
-        if "speed_of_light" in b:
-            bkw["speed_of_light"] = ck.number(b["speed_of_light"], "budgets.speed_of_light", minimum=0,
-                                              exclusive_minimum=True, maximum=1)
-        if "patience" in b:
-            bkw["patience"] = ck.integer(b["patience"], "budgets.patience", minimum=1)
-        kw["budgets"] = Budgets(**{**asdict_shallow(base.budgets), **bkw})
-
-    if "trust" in top:
-        t = ck.mapping(top["trust"], "trust", allowed=("allowed_associations", "trigger_label", "allow_forks"))
-        tkw: dict[str, Any] = {}
-        if "allowed_associations" in t:
-            tkw["allowed_associations"] = tuple(
-                ck.string_list(t["allowed_associations"], "trust.allowed_associations", choices=ASSOCIATIONS))
-        if "trigger_label" in t:
-            label = ck.string(t["trigger_label"], "trust.trigger_label")
-            if len(label) > 50:
-                ck.fail("trust.trigger_label", "GitHub labels are at most 50 characters")
-            tkw["trigger_label"] = label
-        if "allow_forks" in t:
-            tkw["allow_forks"] = ck.boolean(t["allow_forks"], "trust.allow_forks")
-        kw["trust"] = Trust(**{**asdict_shallow(base.trust), **tkw})
-
-    if "evaluation" in top:
-        e = ck.mapping(top["evaluation"], "evaluation", allowed=("seeds", "time_budget_s", "timeout_s"))
-        ekw: dict[str, Any] = {}
-        if "seeds" in e:
-            ekw["seeds"] = ck.integer(e["seeds"], "evaluation.seeds", minimum=1, maximum=100)
-        if "time_budget_s" in e:
-            ekw["time_budget_s"] = ck.number(e["time_budget_s"], "evaluation.time_budget_s", minimum=0, exclusive_minimum=True)
-        if "timeout_s" in e:
-            ekw["timeout_s"] = ck.number(e["timeout_s"], "evaluation.timeout_s", minimum=0, exclusive_minimum=True)
-        ev = Evaluation(**{**asdict_shallow(base.evaluation), **ekw})
-        if ev.timeout_s < ev.time_budget_s:
-            ck.fail("evaluation.timeout_s", f"must be at least evaluation.time_budget_s ({ev.time_budget_s:g}), got {ev.timeout_s:g}")
-        kw["evaluation"] = ev
-
+    sections = {"gate": _parse_gate, "budgets": _parse_budgets, "trust": _parse_trust, "evaluation": _parse_evaluation}
+    for key, parse in sections.items():
+        if key in top:
+            kw[key] = parse(ck, top[key], getattr(base, key))
     return Policy(**kw, source=str(path))
+
+
+def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
+    g = ck.mapping(raw, "gate", allowed=("threshold", "confidence", "rules", "require_all_targets"))
+    gkw: dict[str, Any] = {}
+    if "threshold" in g:
+        # A mapping sets the kinds it names; the others keep their defaults (DEFAULT_THRESHOLDS).
+        gkw["threshold"] = {**DEFAULT_THRESHOLDS, **_threshold(ck, g["threshold"], "gate.threshold")}
+    if "require_all_targets" in g:
+        gkw["require_all_targets"] = ck.boolean(g["require_all_targets"], "gate.require_all_targets")
+    if "confidence" in g:
+        gkw["confidence"] = _confidence(ck, g["confidence"], "gate.confidence")
+    if "rules" in g:
+        rules_raw = g["rules"]
+        if not isinstance(rules_raw, list):
+            ck.expected("gate.rules", "a list of rules", rules_raw)
+        rules = []
+        for i, r in enumerate(rules_raw):
+            key = f"gate.rules[{i}]"
+            rm = ck.mapping(r, key, allowed=_RULE_KEYS)
+            if "path" not in rm and "kernel" not in rm:
+                ck.fail(key, "a rule needs `path` (a glob) or `kernel` (a name pattern) to say what it applies to")
+            if not any(k in rm for k in ("threshold", "confidence", "skip")):
+                ck.fail(key, "a rule must set at least one of threshold, confidence, skip")
+            rules.append(RuleSpec(
+                path=_glob(ck, rm["path"], f"{key}.path") if "path" in rm else None,
+                kernel=ck.string(rm["kernel"], f"{key}.kernel") if "kernel" in rm else None,
+                threshold=_threshold(ck, rm["threshold"], f"{key}.threshold") if "threshold" in rm else None,
+                confidence=_confidence(ck, rm["confidence"], f"{key}.confidence") if "confidence" in rm else None,
+                skip=ck.boolean(rm["skip"], f"{key}.skip") if "skip" in rm else None,
+                reason=ck.string(rm["reason"], f"{key}.reason") if "reason" in rm else None,
+            ))
+        gkw["rules"] = tuple(rules)
+    return Gate(**{**asdict_shallow(base), **gkw})
+
+
+def _parse_budgets(ck: Checker, raw: Any, base: Budgets) -> Budgets:
+    b = ck.mapping(raw, "budgets", allowed=("iterations", "tokens", "time_limit_s", "speed_of_light", "patience"))
+    bkw: dict[str, Any] = {}
+    if "iterations" in b:
+        bkw["iterations"] = ck.integer(b["iterations"], "budgets.iterations", minimum=1)
+    if "tokens" in b:
+        bkw["tokens"] = ck.integer(b["tokens"], "budgets.tokens", minimum=1)
+    if "time_limit_s" in b:
+        bkw["time_limit_s"] = ck.number(b["time_limit_s"], "budgets.time_limit_s", minimum=0, exclusive_minimum=True)
+    if "speed_of_light" in b:
+        bkw["speed_of_light"] = ck.number(b["speed_of_light"], "budgets.speed_of_light", minimum=0,
+                                          exclusive_minimum=True, maximum=1)
+    if "patience" in b:
+        bkw["patience"] = ck.integer(b["patience"], "budgets.patience", minimum=1)
+    return Budgets(**{**asdict_shallow(base), **bkw})
+
+
+def _parse_trust(ck: Checker, raw: Any, base: Trust) -> Trust:
+    t = ck.mapping(raw, "trust", allowed=("allowed_associations", "trigger_label", "allow_forks"))
+    tkw: dict[str, Any] = {}
+    if "allowed_associations" in t:
+        tkw["allowed_associations"] = tuple(
+            ck.string_list(t["allowed_associations"], "trust.allowed_associations", choices=ASSOCIATIONS))
+    if "trigger_label" in t:
+        label = ck.string(t["trigger_label"], "trust.trigger_label")
+        if len(label) > 50:
+            ck.fail("trust.trigger_label", "GitHub labels are at most 50 characters")
+        tkw["trigger_label"] = label
+    if "allow_forks" in t:
+        tkw["allow_forks"] = ck.boolean(t["allow_forks"], "trust.allow_forks")
+    return Trust(**{**asdict_shallow(base), **tkw})
+
+
+def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
+    e = ck.mapping(raw, "evaluation", allowed=("seeds", "time_budget_s", "timeout_s"))
+    ekw: dict[str, Any] = {}
+    if "seeds" in e:
+        ekw["seeds"] = ck.integer(e["seeds"], "evaluation.seeds", minimum=1, maximum=100)
+    if "time_budget_s" in e:
+        ekw["time_budget_s"] = ck.number(e["time_budget_s"], "evaluation.time_budget_s", minimum=0, exclusive_minimum=True)
+    if "timeout_s" in e:
+        ekw["timeout_s"] = ck.number(e["timeout_s"], "evaluation.timeout_s", minimum=0, exclusive_minimum=True)
+    ev = Evaluation(**{**asdict_shallow(base), **ekw})
+    if ev.timeout_s < ev.time_budget_s:
+        ck.fail("evaluation.timeout_s", f"must be at least evaluation.time_budget_s ({ev.time_budget_s:g}), got {ev.timeout_s:g}")
+    return ev
 
 
 def asdict_shallow(obj: Any) -> dict[str, Any]:
