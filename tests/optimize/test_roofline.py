@@ -6,7 +6,7 @@ import pytest
 from test_trajectory import result
 
 from kforge_bot.hardware import Ceilings, roofline
-from kforge_bot.optimize.roofline import output_bytes, roofline_position
+from kforge_bot.optimize.roofline import output_bytes, roofline_position, workload
 
 
 def test_output_bytes_and_bandwidth_position_from_measured_times() -> None:
@@ -36,3 +36,18 @@ def test_position_with_flops_is_the_hardware_roofline() -> None:
     expected = roofline(1e6, 4e9, 0.002, ceil, "fp16")
     assert pos is not None and pos["roofline_fraction"] == pytest.approx(expected["roofline_fraction"])
     assert pos["bound"] == expected["bound"] == "compute" and pos["achieved_tflops"] == pytest.approx(2.0)
+
+
+def test_the_workload_is_the_callers_model_or_the_compulsory_traffic_of_the_baseline() -> None:
+    shapes = [{"n": 256}, {"n": 512}]
+    modelled = workload(shapes, None, lambda shape: (8.0 * shape["n"], 2.0 * shape["n"]))
+    assert modelled["shape_sets"] == [{"bytes": 2048.0, "flops": 512.0}, {"bytes": 4096.0, "flops": 1024.0}]
+    baseline = result(shape=[256, 256], dtype="float16")
+    baseline["details"]["input_bytes"] = [1000, 2000]
+    counted = workload(shapes, baseline)
+    assert counted["shape_sets"][0] == {"bytes": 1000 + 256 * 256 * 2, "input_bytes": 1000,
+                                        "output_bytes": 256 * 256 * 2, "flops": None}
+    assert counted["shape_sets"][1]["bytes"] is None  # no output recorded for the second set
+    assert counted["basis"].startswith("compulsory traffic") and "error" not in counted
+    assert workload(shapes, result())["error"] == "the baseline's result does not say the inputs' sizes"
+
