@@ -1,11 +1,13 @@
 """The optimization loop: propose a candidate, evaluate it, keep the best, feed back, repeat.
 
-Two proposers take turns at the same loop:
-- `LLMProposer`: the KForge generator writes or repairs the kernel from the current best, the failures
-  since then (compile errors, crashes, correctness diffs) and the analyst's ranked advice; the analyst
-  reads the profile of the kernel as written and of every accepted candidate.
-- `TunerProposer`: with no model configured, the built-in tuner searches the kernel's own parameters
-  (block sizes, warps, stages, threads, tiles), guided by the same profile digest.
+Two proposers take turns at the same loop (kforge_bot.optimize.proposer says what the loop asks of them):
+- `LLMProposer` (llm_proposer.py): the KForge generator writes or repairs the kernel from the current best, the
+  failures since then (compile errors, crashes, correctness diffs) and the analyst's ranked advice; the
+  analyst reads the profile of the kernel as written and of every accepted candidate.
+- `TunerProposer` (tuner_proposer.py): with no model configured, the built-in tuner searches the kernel's own
+  parameters (block sizes, warps, stages, threads, tiles), guided by the same profile digest.
+A proposer reports what happened (its prompts, replies, advice) and the loop writes it: the loop is the
+trajectory's only writer. A sequential step and a parallel round take one path from proposal to record.
 
 A candidate is accepted only when `evaluate` says it is correct and faster than the kernel as written with
 confidence (the whole speedup interval above 1), and better than the current best by `min_gain`.
@@ -13,8 +15,9 @@ confidence (the whole speedup interval above 1), and better than the current bes
 Control flow uses the loop-control exceptions of `kforge_bot.agents.errors` (as in mini-swe-agent): a
 `NonTerminating` signal (a malformed reply) costs its iteration and the run goes on; a `Terminating` one
 (budget spent, endpoint gone, no progress, near the roofline, search exhausted) ends the run and the best
-candidate so far stands. Everything the loop knows is in its trajectory (kforge_bot.optimize.trajectory), written
-as it happens, so a stopped run resumes where it was without spending an iteration twice.
+candidate so far stands (kforge_bot.optimize.stops). Everything the loop knows is in its trajectory
+(kforge_bot.optimize.trajectory), written as it happens, so a stopped run resumes where it was without spending
+an iteration twice.
 """
 
 from __future__ import annotations
@@ -127,8 +130,9 @@ class Loop:
             self.trajectory.append(event.kind, **event.fields)
 
     def _profile_counters(self, iteration: int, implementation: Implementation) -> None:
-        """Hardware counters (ncu, unitrace) for the kernel as written (0) or an accepted candidate: between evaluations, never
-        beside a timed run. The report folder's ncu-details.csv then holds the baseline and the best."""
+        """Hardware counters (ncu, unitrace) for the kernel as written (0) or an accepted candidate: between
+        evaluations, never beside a timed run. The report folder's ncu-details.csv then holds the baseline and the
+        best."""
         counters, record = self.counters, self.record
         if counters is None or iteration in record.counters:
             return
