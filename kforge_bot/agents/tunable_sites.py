@@ -39,7 +39,6 @@ def kind_of(name: str, *, gpu: bool) -> str | None:
     return None
 
 
-
 @dataclass
 class Site:
     base: str

@@ -94,7 +94,6 @@ def _is_gpu(source: str, language: str | None) -> bool:
     return bool(_GPU_HINTS.search(source))
 
 
-
 def find_tunables(source: str, language: str | None = None, *, path: str | None = None, cpu_count: int | None = None) -> list[Tunable]:
     """Every tunable parameter of a kernel source, in source order. Names are stable under `apply`.
 

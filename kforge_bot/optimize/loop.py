@@ -30,28 +30,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kforge_bot.agents import generator
-from kforge_bot.agents.errors import (
-    BudgetExhausted,
-    MalformedReply,
-    NonTerminating,
-    Terminating,
-)
+from kforge_bot.agents.errors import BudgetExhausted, MalformedReply, NonTerminating, Terminating
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult
 from kforge_bot.optimize.counters import DETAILS_FILE, Counters, details_csv
+from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.optimize.evaluator import Progress
 from kforge_bot.optimize.hardware_context import hardware_context, hardware_text
 from kforge_bot.optimize.proposer import Proposal, Proposer, RunView, Steps
-from kforge_bot.optimize.stops import NearRoofline, NoProgress, StopRules
 from kforge_bot.optimize.record import IterationRecord, RunRecord
-from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.optimize.roofline import WorkloadModel, workload
+from kforge_bot.optimize.stops import NearRoofline, NoProgress, StopRules
 from kforge_bot.optimize.trajectory import Trajectory, sha256
 from kforge_bot.policy import Budgets
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.text import one_line
-
-
 
 T = TypeVar("T")
 
@@ -66,7 +59,7 @@ class _Candidate:
     round: int | None = None  # its parallel round; None: a sequential step
     llm_s: float = 0.0  # waiting for the model while it was proposed
     loop_s: float = 0.0  # the loop's own time for it before judging
-    digest: str | None = None
+    source_sha256: str | None = None
     duplicate_of: int | None = None  # an earlier iteration with the same source, whose result it takes
     twin: _Candidate | None = None  # the same source earlier in its round, still being evaluated
     future: Future[tuple[EvalResult, float]] | None = None
@@ -81,6 +74,8 @@ class _Candidate:
 
 
 class Loop:
+    """One session of the loop over a run's trajectory: `run` until a stop (kforge_bot.optimize.run opens it)."""
+
     def __init__(self, spec: KernelSpec, target: str, proposer: Proposer, trajectory: Trajectory,
                  evaluator: Callable[[Implementation], tuple[EvalResult, float]], *, budgets: Budgets,
                  rules: StopRules, workload_model: WorkloadModel | None = None,
@@ -340,9 +335,9 @@ class Loop:
         """Add a candidate to its batch and start its evaluation: none for a source measured before (its
         result is reused) or already in the batch (its twin's is); else on the pool when there is one."""
         batch.append(candidate)
-        digest = candidate.digest = sha256(candidate.proposal.source)
+        digest = candidate.source_sha256 = sha256(candidate.proposal.source)
         earlier = next((it for it in self.record.completed if it.sha256 == digest and it.result is not None), None)
-        twin = next((c for c in batch if c is not candidate and c.digest == digest), None)
+        twin = next((c for c in batch if c is not candidate and c.source_sha256 == digest), None)
         if earlier is not None:
             candidate.duplicate_of = earlier.iteration
             candidate.done = (EvalResult.from_dict(earlier.result or {}), 0.0)

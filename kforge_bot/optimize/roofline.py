@@ -44,7 +44,6 @@ _DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64"
                 "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "complex64": 8}
 
 
-
 def output_precision(result: dict[str, Any] | None) -> str:
     for record in ((result or {}).get("correctness") or {}).get("records") or []:
         for out in record.get("outputs") or []:

@@ -16,11 +16,11 @@ from kforge_bot.optimize.counters import Counters
 from kforge_bot.optimize.evaluator import Evaluator, Progress
 from kforge_bot.optimize.llm_proposer import LLMProposer
 from kforge_bot.optimize.loop import Loop
-from kforge_bot.optimize.roofline import WorkloadModel
 from kforge_bot.optimize.proposer import LLM, TUNER, Proposer
-from kforge_bot.optimize.stops import StopRules, quick_rules
 from kforge_bot.optimize.record import RunRecord
 from kforge_bot.optimize.report import ReportFiles, write_report
+from kforge_bot.optimize.roofline import WorkloadModel
+from kforge_bot.optimize.stops import StopRules, quick_rules
 from kforge_bot.optimize.trajectory import SCHEMA, Trajectory, sha256
 from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.policy import Budgets
@@ -33,9 +33,11 @@ def quick_settings(allow_framework_fallback: bool = False) -> EvalSettings:
     return EvalSettings(seeds=2, time_budget_s=2.0, timeout_s=300.0, allow_framework_fallback=allow_framework_fallback)
 
 
-
 @dataclass
 class LoopOutcome:
+    """What a session of the run ended with: the record, the best source (when one beat the kernel as written)
+    and why it stopped."""
+
     record: RunRecord
     mode: str
     report_dir: Path
@@ -70,7 +72,6 @@ class LoopOutcome:
                 rejected[key] = rejected.get(key, 0) + 1
         out["rejected"] = rejected
         return out
-
 
 
 @dataclass
@@ -222,7 +223,6 @@ def _check_resumable(spec: KernelSpec, trajectory: Trajectory, mode: str, target
                        inputs_source=swap(spec.inputs_source))
     raise KforgeError(f"{spec.kernel_file} changed since this run started", path=spec.kernel_path,
                       hint="restore it, or start a new run on the new version")
-
 
 
 def default_cpu_count() -> int:

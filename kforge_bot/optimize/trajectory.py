@@ -58,7 +58,6 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-
 class Trajectory:
     """Append-only JSONL in a report directory, plus the candidates as files. Not thread-safe."""
 
