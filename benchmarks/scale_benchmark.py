@@ -109,8 +109,8 @@ def run_pool(spec: Any, sources: list[str], target: str, workers: int, settings:
 
 def run_loop(spec: Any, target: str, parallel: int, iterations: int, settings: EvalSettings,
              cap_s: float) -> dict[str, Any]:
-    from kforge_bot.policy import Budgets
     from kforge_bot.optimize.run import OptimizeRun, RunConfig
+    from kforge_bot.policy import Budgets
 
     folder = Path(tempfile.mkdtemp(prefix="kforge-scale-loop-"))
     config = RunConfig(target=target, budgets=Budgets(iterations=iterations, time_limit_s=cap_s), settings=settings,
