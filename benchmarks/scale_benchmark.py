@@ -32,7 +32,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kforge_bot.agents import tuner  # noqa: E402
+from kforge_bot.agents.tunables import apply, current_assignment, find_tunables  # noqa: E402
 from kforge_bot.evaluate.result import EvalSettings  # noqa: E402
 from kforge_bot.scale.devices import discover_devices  # noqa: E402
 from kforge_bot.scale.pool import EvalPool  # noqa: E402
@@ -44,14 +44,14 @@ MANIFEST = REPO / "examples" / "kforge.yaml"
 def tuner_variants(spec: Any, count: int) -> list[str]:
     """Distinct sources: each tunable moved to each of its other candidate values, one at a time."""
     source = spec.baseline.source
-    tunables = tuner.find_tunables(source, spec.language, path=str(spec.kernel_path))
-    current = tuner.current_assignment(tunables)
+    tunables = find_tunables(source, spec.language, path=str(spec.kernel_path))
+    current = current_assignment(tunables)
     out: list[str] = []
     for t in tunables:
         for value in t.candidates:
             if value == current[t.name]:
                 continue
-            variant = tuner.apply(source, {**current, t.name: value}, spec.language)
+            variant = apply(source, {**current, t.name: value}, spec.language)
             if variant != source and variant not in out:
                 out.append(variant)
             if len(out) >= count:
@@ -110,7 +110,8 @@ def run_pool(spec: Any, sources: list[str], target: str, workers: int, settings:
 
 def run_loop(spec: Any, target: str, parallel: int, iterations: int, settings: EvalSettings,
              cap_s: float) -> dict[str, Any]:
-    from kforge_bot.optimize.loop import Budgets, OptimizeRun, RunConfig
+    from kforge_bot.optimize.run import OptimizeRun, RunConfig
+    from kforge_bot.policy import Budgets
 
     folder = Path(tempfile.mkdtemp(prefix="kforge-scale-loop-"))
     config = RunConfig(target=target, budgets=Budgets(iterations=iterations, time_limit_s=cap_s), settings=settings,

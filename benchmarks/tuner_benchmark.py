@@ -37,9 +37,10 @@ sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
 from kforge_bot.evaluate.result import EvalSettings  # noqa: E402
 from kforge_bot.hardware import Ceilings, ceilings_for, facts_for, load_ceilings  # noqa: E402
-from kforge_bot.optimize.loop import Budgets, OptimizeRun, RunConfig, default_cpu_count  # noqa: E402
+from kforge_bot.optimize.roofline import roofline_position  # noqa: E402
+from kforge_bot.optimize.run import OptimizeRun, RunConfig, default_cpu_count  # noqa: E402
+from kforge_bot.policy import Budgets  # noqa: E402
 from kforge_bot.spec import load_spec  # noqa: E402
-from kforge_bot.optimize.trajectory import roofline_position  # noqa: E402
 
 MANIFEST = HERE.parent / "examples" / "kforge.yaml"
 DEFAULT_KERNELS = ("softmax_triton", "rmsnorm_triton", "matmul_bias_relu_triton")

@@ -37,7 +37,7 @@ LANGUAGES = (*SPEC_LANGUAGES, "cute-dsl", "metal")
 # shared CPU runners drifts (at 2%, an A/A run of 50 CPU kernels on a loaded 2-core VM raised one
 # false alarm: benchmarks/results/gate_cpu.md).
 DEFAULT_THRESHOLDS: dict[str, float] = {"cpu": 0.05, "cuda": 0.02, "xpu": 0.02, "mps": 0.02}
-_TARGET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+TARGET_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
@@ -88,11 +88,21 @@ class Gate:
 
 @dataclass(frozen=True)
 class Budgets:
+    """What one optimize run may spend over all its sessions (a resumed run continues the same budgets), and
+    when it stops early. The one type and the one set of defaults for the policy's `budgets:`, `optimize`,
+    the PR bot and code that starts a run itself (kforge_bot.optimize.run.RunConfig): the defaults are the
+    default policy's (policies/default.yml, a test keeps them equal). None, from code: no limit (tokens,
+    time_limit_s), the mode's own patience (6 for the tuner, 4 for an LLM)."""
+
     iterations: int = 10
-    tokens: int = 500_000
-    time_limit_s: float = 3600.0
+    tokens: int | None = 500_000
+    time_limit_s: float | None = 3600.0
     speed_of_light: float = 0.9  # stop once the hardware counters put the best kernel at this fraction of peak
     patience: int | None = None  # stop after this many candidates in a row without a new best; None: 6 (tuner), 4 (LLM)
+
+    def limits(self) -> dict[str, Any]:
+        """What the run may spend, as its trajectory records it (the start and session events)."""
+        return {"iterations": self.iterations, "tokens": self.tokens, "time_limit_s": self.time_limit_s}
 
 
 @dataclass(frozen=True)
@@ -277,6 +287,7 @@ def _confidence(ck: Checker, value: Any, key: str) -> float:
 
 
 def parse_policy(raw: Any, path: str | Path) -> Policy:
+    """A Policy from a file's parsed YAML: the top-level keys here, each section in its own parser."""
     ck = Checker(path)
     if raw is None:
         raw = {}
@@ -294,7 +305,7 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
     if "required_targets" in top:
         targets = ck.string_list(top["required_targets"], "required_targets")
         for i, name in enumerate(targets):
-            if not _TARGET_RE.match(name):
+            if not TARGET_NAME_RE.match(name):
                 ck.fail(join("required_targets", i),
                         f"expected a target kind ({', '.join(TARGET_KINDS)}) or a runner name like 'h200', got {name!r}")
         kw["required_targets"] = tuple(targets)
@@ -311,86 +322,93 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
             ck.fail("isolation", f"expected one of {', '.join(ISOLATION_MODES)}, got {kw['isolation']!r}",
                     hint="required: refuse to run user code unsandboxed; preferred: sandbox where possible")
 
-    if "gate" in top:
-        g = ck.mapping(top["gate"], "gate", allowed=("threshold", "confidence", "rules", "require_all_targets"))
-        gkw: dict[str, Any] = {}
-        if "threshold" in g:
-            # A mapping sets the kinds it names; the others keep their defaults (DEFAULT_THRESHOLDS).
-            gkw["threshold"] = {**DEFAULT_THRESHOLDS, **_threshold(ck, g["threshold"], "gate.threshold")}
-        if "require_all_targets" in g:
-            gkw["require_all_targets"] = ck.boolean(g["require_all_targets"], "gate.require_all_targets")
-        if "confidence" in g:
-            gkw["confidence"] = _confidence(ck, g["confidence"], "gate.confidence")
-        if "rules" in g:
-            rules_raw = g["rules"]
-            if not isinstance(rules_raw, list):
-                ck.expected("gate.rules", "a list of rules", rules_raw)
-            rules = []
-            for i, r in enumerate(rules_raw):
-                key = f"gate.rules[{i}]"
-                rm = ck.mapping(r, key, allowed=_RULE_KEYS)
-                if "path" not in rm and "kernel" not in rm:
-                    ck.fail(key, "a rule needs `path` (a glob) or `kernel` (a name pattern) to say what it applies to")
-                if not any(k in rm for k in ("threshold", "confidence", "skip")):
-                    ck.fail(key, "a rule must set at least one of threshold, confidence, skip")
-                rules.append(RuleSpec(
-                    path=_glob(ck, rm["path"], f"{key}.path") if "path" in rm else None,
-                    kernel=ck.string(rm["kernel"], f"{key}.kernel") if "kernel" in rm else None,
-                    threshold=_threshold(ck, rm["threshold"], f"{key}.threshold") if "threshold" in rm else None,
-                    confidence=_confidence(ck, rm["confidence"], f"{key}.confidence") if "confidence" in rm else None,
-                    skip=ck.boolean(rm["skip"], f"{key}.skip") if "skip" in rm else None,
-                    reason=ck.string(rm["reason"], f"{key}.reason") if "reason" in rm else None,
-                ))
-            gkw["rules"] = tuple(rules)
-        kw["gate"] = Gate(**{**asdict_shallow(base.gate), **gkw})
-
-    if "budgets" in top:
-        b = ck.mapping(top["budgets"], "budgets", allowed=("iterations", "tokens", "time_limit_s", "speed_of_light",
-                                                                   "patience"))
-        bkw: dict[str, Any] = {}
-        if "iterations" in b:
-            bkw["iterations"] = ck.integer(b["iterations"], "budgets.iterations", minimum=1)
-        if "tokens" in b:
-            bkw["tokens"] = ck.integer(b["tokens"], "budgets.tokens", minimum=1)
-        if "time_limit_s" in b:
-            bkw["time_limit_s"] = ck.number(b["time_limit_s"], "budgets.time_limit_s", minimum=0, exclusive_minimum=True)
-        if "speed_of_light" in b:
-            bkw["speed_of_light"] = ck.number(b["speed_of_light"], "budgets.speed_of_light", minimum=0,
-                                              exclusive_minimum=True, maximum=1)
-        if "patience" in b:
-            bkw["patience"] = ck.integer(b["patience"], "budgets.patience", minimum=1)
-        kw["budgets"] = Budgets(**{**asdict_shallow(base.budgets), **bkw})
-
-    if "trust" in top:
-        t = ck.mapping(top["trust"], "trust", allowed=("allowed_associations", "trigger_label", "allow_forks"))
-        tkw: dict[str, Any] = {}
-        if "allowed_associations" in t:
-            tkw["allowed_associations"] = tuple(
-                ck.string_list(t["allowed_associations"], "trust.allowed_associations", choices=ASSOCIATIONS))
-        if "trigger_label" in t:
-            label = ck.string(t["trigger_label"], "trust.trigger_label")
-            if len(label) > 50:
-                ck.fail("trust.trigger_label", "GitHub labels are at most 50 characters")
-            tkw["trigger_label"] = label
-        if "allow_forks" in t:
-            tkw["allow_forks"] = ck.boolean(t["allow_forks"], "trust.allow_forks")
-        kw["trust"] = Trust(**{**asdict_shallow(base.trust), **tkw})
-
-    if "evaluation" in top:
-        e = ck.mapping(top["evaluation"], "evaluation", allowed=("seeds", "time_budget_s", "timeout_s"))
-        ekw: dict[str, Any] = {}
-        if "seeds" in e:
-            ekw["seeds"] = ck.integer(e["seeds"], "evaluation.seeds", minimum=1, maximum=100)
-        if "time_budget_s" in e:
-            ekw["time_budget_s"] = ck.number(e["time_budget_s"], "evaluation.time_budget_s", minimum=0, exclusive_minimum=True)
-        if "timeout_s" in e:
-            ekw["timeout_s"] = ck.number(e["timeout_s"], "evaluation.timeout_s", minimum=0, exclusive_minimum=True)
-        ev = Evaluation(**{**asdict_shallow(base.evaluation), **ekw})
-        if ev.timeout_s < ev.time_budget_s:
-            ck.fail("evaluation.timeout_s", f"must be at least evaluation.time_budget_s ({ev.time_budget_s:g}), got {ev.timeout_s:g}")
-        kw["evaluation"] = ev
-
+    sections = {"gate": _parse_gate, "budgets": _parse_budgets, "trust": _parse_trust, "evaluation": _parse_evaluation}
+    for key, parse in sections.items():
+        if key in top:
+            kw[key] = parse(ck, top[key], getattr(base, key))
     return Policy(**kw, source=str(path))
+
+
+def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
+    g = ck.mapping(raw, "gate", allowed=("threshold", "confidence", "rules", "require_all_targets"))
+    gkw: dict[str, Any] = {}
+    if "threshold" in g:
+        # A mapping sets the kinds it names; the others keep their defaults (DEFAULT_THRESHOLDS).
+        gkw["threshold"] = {**DEFAULT_THRESHOLDS, **_threshold(ck, g["threshold"], "gate.threshold")}
+    if "require_all_targets" in g:
+        gkw["require_all_targets"] = ck.boolean(g["require_all_targets"], "gate.require_all_targets")
+    if "confidence" in g:
+        gkw["confidence"] = _confidence(ck, g["confidence"], "gate.confidence")
+    if "rules" in g:
+        rules_raw = g["rules"]
+        if not isinstance(rules_raw, list):
+            ck.expected("gate.rules", "a list of rules", rules_raw)
+        rules = []
+        for i, r in enumerate(rules_raw):
+            key = f"gate.rules[{i}]"
+            rm = ck.mapping(r, key, allowed=_RULE_KEYS)
+            if "path" not in rm and "kernel" not in rm:
+                ck.fail(key, "a rule needs `path` (a glob) or `kernel` (a name pattern) to say what it applies to")
+            if not any(k in rm for k in ("threshold", "confidence", "skip")):
+                ck.fail(key, "a rule must set at least one of threshold, confidence, skip")
+            rules.append(RuleSpec(
+                path=_glob(ck, rm["path"], f"{key}.path") if "path" in rm else None,
+                kernel=ck.string(rm["kernel"], f"{key}.kernel") if "kernel" in rm else None,
+                threshold=_threshold(ck, rm["threshold"], f"{key}.threshold") if "threshold" in rm else None,
+                confidence=_confidence(ck, rm["confidence"], f"{key}.confidence") if "confidence" in rm else None,
+                skip=ck.boolean(rm["skip"], f"{key}.skip") if "skip" in rm else None,
+                reason=ck.string(rm["reason"], f"{key}.reason") if "reason" in rm else None,
+            ))
+        gkw["rules"] = tuple(rules)
+    return Gate(**{**asdict_shallow(base), **gkw})
+
+
+def _parse_budgets(ck: Checker, raw: Any, base: Budgets) -> Budgets:
+    b = ck.mapping(raw, "budgets", allowed=("iterations", "tokens", "time_limit_s", "speed_of_light", "patience"))
+    bkw: dict[str, Any] = {}
+    if "iterations" in b:
+        bkw["iterations"] = ck.integer(b["iterations"], "budgets.iterations", minimum=1)
+    if "tokens" in b:
+        bkw["tokens"] = ck.integer(b["tokens"], "budgets.tokens", minimum=1)
+    if "time_limit_s" in b:
+        bkw["time_limit_s"] = ck.number(b["time_limit_s"], "budgets.time_limit_s", minimum=0, exclusive_minimum=True)
+    if "speed_of_light" in b:
+        bkw["speed_of_light"] = ck.number(b["speed_of_light"], "budgets.speed_of_light", minimum=0,
+                                          exclusive_minimum=True, maximum=1)
+    if "patience" in b:
+        bkw["patience"] = ck.integer(b["patience"], "budgets.patience", minimum=1)
+    return Budgets(**{**asdict_shallow(base), **bkw})
+
+
+def _parse_trust(ck: Checker, raw: Any, base: Trust) -> Trust:
+    t = ck.mapping(raw, "trust", allowed=("allowed_associations", "trigger_label", "allow_forks"))
+    tkw: dict[str, Any] = {}
+    if "allowed_associations" in t:
+        tkw["allowed_associations"] = tuple(
+            ck.string_list(t["allowed_associations"], "trust.allowed_associations", choices=ASSOCIATIONS))
+    if "trigger_label" in t:
+        label = ck.string(t["trigger_label"], "trust.trigger_label")
+        if len(label) > 50:
+            ck.fail("trust.trigger_label", "GitHub labels are at most 50 characters")
+        tkw["trigger_label"] = label
+    if "allow_forks" in t:
+        tkw["allow_forks"] = ck.boolean(t["allow_forks"], "trust.allow_forks")
+    return Trust(**{**asdict_shallow(base), **tkw})
+
+
+def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
+    e = ck.mapping(raw, "evaluation", allowed=("seeds", "time_budget_s", "timeout_s"))
+    ekw: dict[str, Any] = {}
+    if "seeds" in e:
+        ekw["seeds"] = ck.integer(e["seeds"], "evaluation.seeds", minimum=1, maximum=100)
+    if "time_budget_s" in e:
+        ekw["time_budget_s"] = ck.number(e["time_budget_s"], "evaluation.time_budget_s", minimum=0, exclusive_minimum=True)
+    if "timeout_s" in e:
+        ekw["timeout_s"] = ck.number(e["timeout_s"], "evaluation.timeout_s", minimum=0, exclusive_minimum=True)
+    ev = Evaluation(**{**asdict_shallow(base), **ekw})
+    if ev.timeout_s < ev.time_budget_s:
+        ck.fail("evaluation.timeout_s", f"must be at least evaluation.time_budget_s ({ev.time_budget_s:g}), got {ev.timeout_s:g}")
+    return ev
 
 
 def asdict_shallow(obj: Any) -> dict[str, Any]:
@@ -418,91 +436,3 @@ def load_policy(path: str | Path | None = None) -> Policy:
         raise KforgeError("policy file not found", path=p,
                           hint="pass a YAML file, or one of the shipped policies: " + ", ".join(shipped_policies()))
     return parse_policy(load_yaml_file(p), p)
-
-
-# ---------------------------------------------------------------------------------------------
-# JSON Schema (policies/schema.json is generated from this; a test keeps them equal)
-
-
-def json_schema() -> dict[str, Any]:
-    """A JSON Schema (draft 2020-12) of a policy file, for editors and check-jsonschema.
-    The loader above is the authority; this mirrors it (a test checks both agree on examples)."""
-    d = Policy()
-    pos = {"type": "number", "exclusiveMinimum": 0}
-    glob = {"type": "string", "minLength": 1, "not": {"pattern": r"^/|(^|/)\.\.(/|$)"}}
-    number01 = {"type": "number", "minimum": 0, "maximum": 1}
-    threshold = {"oneOf": [number01, {"type": "object", "additionalProperties": False, "minProperties": 1,
-                                      "properties": {k: number01 for k in TARGET_KINDS}}]}
-    confidence = {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1}
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "kforge-bot policy",
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "version": {"const": 1},
-            "kernel_paths": {"type": "array", "minItems": 1, "items": glob, "default": list(d.kernel_paths),
-                             "description": "Globs of repository paths that may hold kernels."},
-            "required_targets": {"type": "array", "items": {"type": "string", "pattern": _TARGET_RE.pattern},
-                                 "default": list(d.required_targets),
-                                 "description": "Target kinds or runner names on which a candidate must be correct "
-                                                "and measured; empty means every target that ran."},
-            "min_speedup": {"type": "number", "minimum": 1, "default": d.min_speedup,
-                            "description": "Smallest speedup (lower end of its interval) worth a follow-up PR."},
-            "gate": {
-                "type": "object", "additionalProperties": False,
-                "properties": {
-                    "threshold": {**threshold, "default": dict(d.gate.threshold),
-                                  "description": "Relative slowdown that counts as a regression: one number for "
-                                                 "every target kind, or per kind (kinds left out keep their "
-                                                 "defaults)."},
-                    "confidence": {**confidence, "default": d.gate.confidence},
-                    "require_all_targets": {"type": "boolean", "default": d.gate.require_all_targets,
-                                            "description": "Fail when a required target cannot be measured "
-                                                           "on this runner, instead of reporting it skipped."},
-                    "rules": {"type": "array", "items": {
-                        "type": "object", "additionalProperties": False,
-                        "anyOf": [{"required": ["path"]}, {"required": ["kernel"]}],
-                        "allOf": [{"anyOf": [{"required": ["threshold"]}, {"required": ["confidence"]},
-                                             {"required": ["skip"]}]}],
-                        "properties": {
-                            "path": glob, "kernel": {"type": "string", "minLength": 1},
-                            "threshold": threshold, "confidence": confidence,
-                            "skip": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1},
-                        }}},
-                }},
-            "budgets": {
-                "type": "object", "additionalProperties": False,
-                "properties": {
-                    "iterations": {"type": "integer", "minimum": 1, "default": d.budgets.iterations},
-                    "tokens": {"type": "integer", "minimum": 1, "default": d.budgets.tokens},
-                    "time_limit_s": {**pos, "default": d.budgets.time_limit_s},
-                    "speed_of_light": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
-                                       "default": d.budgets.speed_of_light},
-                    "patience": {"type": "integer", "minimum": 1,
-                                 "description": "candidates in a row without a new best before the run stops "
-                                                "(default: 6 for the tuner, 4 for an LLM)"},
-                }},
-            "trust": {
-                "type": "object", "additionalProperties": False,
-                "properties": {
-                    "allowed_associations": {"type": "array", "items": {"enum": list(ASSOCIATIONS)},
-                                             "default": list(d.trust.allowed_associations)},
-                    "trigger_label": {"type": "string", "minLength": 1, "maxLength": 50, "default": d.trust.trigger_label},
-                    "allow_forks": {"type": "boolean", "default": d.trust.allow_forks},
-                }},
-            "languages": {"type": "array", "minItems": 1, "items": {"enum": [*LANGUAGES, *LANGUAGE_ALIASES]},
-                          "default": list(d.languages)},
-            "allow_framework_fallback": {"type": "boolean", "default": d.allow_framework_fallback},
-            "isolation": {"enum": list(ISOLATION_MODES),
-                          "description": "the OS sandbox for user code; unset: required for gate and pr in "
-                                         "GitHub Actions, else preferred"},
-            "evaluation": {
-                "type": "object", "additionalProperties": False,
-                "properties": {
-                    "seeds": {"type": "integer", "minimum": 1, "maximum": 100, "default": d.evaluation.seeds},
-                    "time_budget_s": {**pos, "default": d.evaluation.time_budget_s},
-                    "timeout_s": {**pos, "default": d.evaluation.timeout_s},
-                }},
-        },
-    }

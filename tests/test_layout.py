@@ -17,6 +17,10 @@ RULES = {
                   *BOT, *OPTIMIZE)),
     "agents": (("kforge_bot.agents",), ("git", "github", "kforge_bot.gitops", "kforge_bot.commands", *BOT)),
     "optimize": (OPTIMIZE, ("kforge_bot.commands", "github", *BOT)),
+    # One way: the loop asks its proposers and writes what they report; they never reach back into it.
+    "proposers": (("kforge_bot.optimize.proposer", "kforge_bot.optimize.tuner_proposer",
+                   "kforge_bot.optimize.llm_proposer"),
+                  ("kforge_bot.optimize.loop", "kforge_bot.optimize.run", "kforge_bot.optimize.trajectory")),
 }
 
 

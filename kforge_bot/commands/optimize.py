@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
+from kforge_bot.agents.llm import configured, endpoint_from_env
+from kforge_bot.cache import user_cache_dir
 from kforge_bot.commands import (
     examples,
     json_option,
@@ -23,6 +27,16 @@ from kforge_bot.commands import (
     write_json,
 )
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.isolation import announcement
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.optimize.proposer import LLM, TUNER
+from kforge_bot.optimize.report import ReportFiles
+from kforge_bot.optimize.run import LoopOutcome, OptimizeRun, RunConfig, default_cpu_count, quick_settings
+from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, read_events
+from kforge_bot.optimize.tuner_proposer import TunerProposer
+from kforge_bot.policy import load_policy
+from kforge_bot.spec import find_manifest, load_manifest, load_spec
+from kforge_bot.targets import resolve_target_name
 from kforge_bot.text import one_line
 
 
@@ -92,13 +106,6 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     """Optimize one kernel: an LLM generator and analyst when an endpoint is configured
     (OPENAI_BASE_URL / OPENAI_API_KEY), else the built-in tuner. Every candidate is checked and timed
     against the kernel as written; the best one that is faster with confidence is kept."""
-    from rich.markup import escape
-
-    from kforge_bot.agents.llm import configured, endpoint_from_env
-    from kforge_bot.optimize.loop import TUNER, OptimizeRun, default_cpu_count
-    from kforge_bot.spec import load_spec
-    from kforge_bot.targets import resolve_target_name
-
     if out_path is not None and write_in_place:
         raise KforgeError("--out and --write exclude each other", hint="choose where the best candidate goes")
     if resume_dir is not None and report_dir is not None and resume_dir.resolve() != report_dir.resolve():
@@ -111,53 +118,31 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     recorded_target = _recorded_target(resume_dir) if resume_dir is not None else None
     target_name = resolve_target_name(recorded_target if (target == "auto" and recorded_target) else target,
                                       spec.targets)
-    config = build_config(target_name, policy_path, iterations, budget_tokens, time_limit)
-    config.patience = patience or config.patience
+    config = build_config(target_name, policy_path, iterations, budget_tokens, time_limit, patience)
     # The same evaluation flags as `check`, over the policy's (or the quick) settings.
     config.settings.seeds = seeds or config.settings.seeds
     config.settings.timeout_s = timeout or config.settings.timeout_s
     config.settings.allow_framework_fallback = allow_fallback or config.settings.allow_framework_fallback
-    from kforge_bot.evaluate.isolation import announcement
-
     click.echo(announcement(config.settings.isolation), err=True)
     config.parallel, config.beam, config.workers = parallel, beam, workers
     config.counters = counters
     config.executor, config.ray_address, config.models = executor, ray_address, list(models)
     if not no_cache:
-        from kforge_bot.cache import user_cache_dir
-
         config.cache_dir = cache_dir or user_cache_dir()
-    model = models[0] if models else None
     if configured(base_url=base_url, api_key=api_key):
-        config.endpoint = endpoint_from_env(base_url=base_url, api_key=api_key, model=model)
+        config.endpoint = endpoint_from_env(base_url=base_url, api_key=api_key, model=models[0] if models else None)
         config.references = sibling_references(spec, file, target_name)
     config.cpu_count = default_cpu_count()
 
     console = output_console(stderr=json_path == "-")  # stdout carries the JSON then
     folder = resume_dir or report_dir or Path(tempfile.mkdtemp(prefix=f"kforge-optimize-{spec.name}-"))
-    display = Display(console, config.budgets, TUNER if config.endpoint is None else "llm")
-    console.print("[bold]kforge-bot optimize[/bold]: " + escape(f"{spec.name} ({spec.kernel_file}) on {target_name}"
-                                                             + (f", resuming {folder}" if resume_dir else "")))
-    if config.endpoint is None:
-        console.print("generator: [bold]built-in tuner[/bold] (no LLM endpoint configured: set OPENAI_BASE_URL "
-                      "or OPENAI_API_KEY to use a model); it searches the kernel's own parameters")
-    else:
-        console.print(f"generator: LLM generator and analyst, {config.endpoint.describe()}", markup=False)
-    console.print(f"report folder: {folder}", markup=False)
-    if config.cache_dir is not None:
-        console.print(f"result cache: {config.cache_dir}", markup=False)
-
+    display = Display(console, config.budgets, TUNER if config.endpoint is None else LLM)
+    _announce(console, f"{spec.name} ({spec.kernel_file}) on {target_name}"
+              + (f", resuming {folder}" if resume_dir else ""), config, folder)
     run = OptimizeRun.open(spec, config, folder, resume=resume_dir is not None, progress=display.on_progress)
     run.trajectory.listeners.append(display.on_event)
     display.attach(run.trajectory.record)
-    pool = run.evaluator.pool
-    if pool is not None:
-        console.print(f"evaluation pool ({pool.executor}): {pool.describe()}; {parallel} candidate(s) per round"
-                      + (f", beam {beam}" if beam > 1 else ""), markup=False)
-    tunables = getattr(run.loop.proposer, "tunables", None)
-    if tunables is not None:
-        console.print("tunable parameters: " + (", ".join(f"{t.name} = {t.current}" for t in tunables) or "none found"),
-                      markup=False)
+    _announce_run(console, run)
     try:
         with display:
             outcome = run.run()
@@ -167,37 +152,14 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
                       f"--resume {folder}", markup=False)
         raise
 
-    written: str | None = None
-    if outcome.improved and outcome.best_source is not None:
-        if write_in_place:
-            spec.kernel_path.write_text(outcome.best_source, encoding="utf-8")
-            written = str(spec.kernel_path)
-        elif out_path is not None:
-            out_path.parent.mkdir(parents=True, exist_ok=True)
-            out_path.write_text(outcome.best_source, encoding="utf-8")
-            written = str(out_path)
+    written = _write_best(outcome, spec.kernel_path if write_in_place else out_path)
     note = None if outcome.improved else "no candidate beat the kernel as written; the original was left untouched"
     files = run.finish(written_to=written, note=note)
-
-    record = outcome.record
-    console.print(f"stopped: {outcome.stop_reason}", markup=False)
-    if run.evaluator.cache is not None:
-        console.print(f"result cache: {run.evaluator.hits} hit(s), {run.evaluator.misses} miss(es)", markup=False)
-    if outcome.improved and record.best is not None:
-        best = record.best
-        ci = f" (95% CI {best.speedup_ci[0]:.3f}-{best.speedup_ci[1]:.3f})" if best.speedup_ci else ""
-        console.print(f"[bold green]best: {best.speedup:.3f}x{ci}[/bold green] faster than the kernel as written, "
-                      f"correct; iteration {best.iteration}" + escape(f" ({best.change})" if best.change else ""))
-        console.print(f"written to {written}" if written else
-                      f"not written anywhere (pass --out or --write); the best is in {folder}", markup=False)
-    else:
-        console.print("[bold]no candidate beat the kernel as written[/bold] with confidence: "
-                      + escape(f"{spec.kernel_file} left untouched" + (", nothing written to --out" if out_path else "")))
-    console.print(f"report: {files.markdown}" + ("" if files.plot else f" (plot skipped: {files.plot_note})"),
-                  markup=False)
+    _print_outcome(console, run, outcome, files, written, spec.kernel_file, out_path is not None)
     if outcome.stop_kind == "BudgetExhausted":
         console.print(f"to continue with a larger budget: kforge-bot optimize {file} "
                       + (f"--kernel {kernel} " if kernel else "") + f"--resume {folder} --iterations N", markup=False)
+    record = outcome.record
     best = record.best if outcome.improved else None
     write_json({"kernel": spec.name, "target": target_name, "mode": run.mode, "improved": outcome.improved,
                 "best": None if best is None else {"iteration": best.iteration, "speedup": best.speedup,
@@ -209,13 +171,64 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
         sys.exit(1)
 
 
-def build_config(target: str, policy_path: str | None, iterations: int | None, budget_tokens: int | None,
-                 time_limit: float | None) -> Any:
-    """Budgets and evaluation settings: flags over the policy; without --policy, quick evaluation settings."""
-    from kforge_bot.evaluate.result import EvalSettings
-    from kforge_bot.optimize.loop import Budgets, RunConfig, quick_settings
-    from kforge_bot.policy import load_policy
+def _announce(console: Any, what: str, config: RunConfig, folder: Path) -> None:
+    """Before the run: what is optimized, by which generator, where its report and cache go."""
+    console.print("[bold]kforge-bot optimize[/bold]: " + escape(what))
+    if config.endpoint is None:
+        console.print("generator: [bold]built-in tuner[/bold] (no LLM endpoint configured: set OPENAI_BASE_URL "
+                      "or OPENAI_API_KEY to use a model); it searches the kernel's own parameters")
+    else:
+        console.print(f"generator: LLM generator and analyst, {config.endpoint.describe()}", markup=False)
+    console.print(f"report folder: {folder}", markup=False)
+    if config.cache_dir is not None:
+        console.print(f"result cache: {config.cache_dir}", markup=False)
 
+
+def _announce_run(console: Any, run: OptimizeRun) -> None:
+    """Once the run is open: its evaluation pool, and the parameters the tuner will search."""
+    pool, config = run.evaluator.pool, run.config
+    if pool is not None:
+        console.print(f"evaluation pool ({pool.executor}): {pool.describe()}; {config.parallel} candidate(s) per "
+                      "round" + (f", beam {config.beam}" if config.beam > 1 else ""), markup=False)
+    if isinstance(run.loop.proposer, TunerProposer):
+        tunables = run.loop.proposer.tunables
+        console.print("tunable parameters: " + (", ".join(f"{t.name} = {t.current}" for t in tunables) or "none found"),
+                      markup=False)
+
+
+def _write_best(outcome: LoopOutcome, destination: Path | None) -> str | None:
+    """The best candidate written to --out or over the kernel file (--write); where, or None."""
+    if not outcome.improved or outcome.best_source is None or destination is None:
+        return None
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    destination.write_text(outcome.best_source, encoding="utf-8")
+    return str(destination)
+
+
+def _print_outcome(console: Any, run: OptimizeRun, outcome: LoopOutcome, files: ReportFiles, written: str | None,
+                   kernel_file: str, to_out: bool) -> None:
+    record = outcome.record
+    console.print(f"stopped: {outcome.stop_reason}", markup=False)
+    if run.evaluator.cache is not None:
+        console.print(f"result cache: {run.evaluator.hits} hit(s), {run.evaluator.misses} miss(es)", markup=False)
+    if outcome.improved and record.best is not None:
+        best = record.best
+        ci = f" (95% CI {best.speedup_ci[0]:.3f}-{best.speedup_ci[1]:.3f})" if best.speedup_ci else ""
+        console.print(f"[bold green]best: {best.speedup:.3f}x{ci}[/bold green] faster than the kernel as written, "
+                      f"correct; iteration {best.iteration}" + escape(f" ({best.change})" if best.change else ""))
+        console.print(f"written to {written}" if written else
+                      f"not written anywhere (pass --out or --write); the best is in {run.trajectory.root}",
+                      markup=False)
+    else:
+        console.print("[bold]no candidate beat the kernel as written[/bold] with confidence: "
+                      + escape(f"{kernel_file} left untouched" + (", nothing written to --out" if to_out else "")))
+    console.print(f"report: {files.markdown}" + ("" if files.plot else f" (plot skipped: {files.plot_note})"),
+                  markup=False)
+
+
+def build_config(target: str, policy_path: str | None, iterations: int | None, budget_tokens: int | None,
+                 time_limit: float | None, patience: int | None = None) -> RunConfig:
+    """Budgets and evaluation settings: flags over the policy; without --policy, quick evaluation settings."""
     policy = load_policy(policy_path)
     if policy_path is not None:
         ev = policy.evaluation
@@ -224,16 +237,13 @@ def build_config(target: str, policy_path: str | None, iterations: int | None, b
     else:
         settings = quick_settings(policy.allow_framework_fallback)
     settings.isolation = policy.isolation_mode("optimize")
-    budgets = Budgets(iterations=iterations or policy.budgets.iterations,
-                      tokens=budget_tokens or policy.budgets.tokens,
-                      time_limit_s=time_limit or policy.budgets.time_limit_s)
-    return RunConfig(target=target, budgets=budgets, settings=settings, languages=policy.languages,
-                     speed_of_light=policy.budgets.speed_of_light, patience=policy.budgets.patience)
+    given = policy.budgets
+    budgets = replace(given, iterations=iterations or given.iterations, tokens=budget_tokens or given.tokens,
+                      time_limit_s=time_limit or given.time_limit_s, patience=patience or given.patience)
+    return RunConfig(target=target, budgets=budgets, settings=settings, languages=policy.languages)
 
 
 def _recorded_target(folder: Path) -> str | None:
-    from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, read_events
-
     path = folder / TRAJECTORY_FILE
     if not path.is_file():
         return None  # OptimizeRun.open says what is wrong
@@ -244,8 +254,6 @@ def _recorded_target(folder: Path) -> str | None:
 def sibling_references(spec: Any, file: Path, target: str) -> list[dict[str, Any]]:
     """Working implementations for other targets (KForge's cross-platform reference): kernels in the same
     kforge.yaml that are checked against the same reference callable and do not run on this target."""
-    from kforge_bot.spec import find_manifest, load_manifest
-
     if spec.format != "manifest":
         return []
     manifest = file if file.suffix in (".yaml", ".yml") else find_manifest(file)
@@ -320,8 +328,6 @@ class Display:
             self._update(f"{phase} {message.get('case', '')}".strip())
 
     def on_event(self, e: dict[str, Any]) -> None:
-        from rich.markup import escape
-
         kind = e.get("event")
 
         def out(text: str, markup: bool = False) -> None:

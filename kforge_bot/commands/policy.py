@@ -10,7 +10,8 @@ import yaml
 
 from kforge_bot.commands import examples, json_option, write_json
 from kforge_bot.errors import KforgeError
-from kforge_bot.policy import json_schema, load_policy
+from kforge_bot.policy import load_policy
+from kforge_bot.policy_schema import json_schema
 
 
 @click.group("policy", epilog=examples(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from kforge_bot.commands import examples, json_option, write_json
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.optimize.counters import section, tool_title
-from kforge_bot.optimize.loop import Budgets, OptimizeRun, RunConfig
+from kforge_bot.optimize.run import OptimizeRun, RunConfig
 from kforge_bot.policy import load_policy
 
 _ANNOUNCED: list[str] = []
@@ -41,7 +42,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
                      model: str | None = None, models: Sequence[str] = (), time_budget_s: float | None = None,
                      work_dir: str | None = None,
                      log: Any = None) -> tuple[str | None, Any, dict[str, Any]]:
-    """The ONLY place the PR bot touches the optimize loop (kforge_bot.optimize.loop).
+    """The ONLY place the PR bot touches the optimize loop (kforge_bot.optimize.run).
 
     Runs the LLM loop when an endpoint is configured (OPENAI_BASE_URL / OPENAI_API_KEY), else the
     built-in tuner, on one spec and device kind, within the policy's budgets. Returns (the best
@@ -53,12 +54,10 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
                             time_budget_s=time_budget_s or policy.evaluation.time_budget_s,
                             timeout_s=policy.evaluation.timeout_s,
                             allow_framework_fallback=policy.allow_framework_fallback)
-    budgets = Budgets(iterations=iterations or policy.budgets.iterations,
-                      tokens=policy.budgets.tokens if endpoint is not None else None,
-                      time_limit_s=policy.budgets.time_limit_s)
+    budgets = replace(policy.budgets, iterations=iterations or policy.budgets.iterations,
+                      tokens=policy.budgets.tokens if endpoint is not None else None)
     config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint,
-                       languages=policy.languages, models=list(models), speed_of_light=policy.budgets.speed_of_light,
-                       patience=policy.budgets.patience)
+                       languages=policy.languages, models=list(models))
     root = Path(work_dir or tempfile.mkdtemp(prefix="kforge-pr-"))
     root.mkdir(parents=True, exist_ok=True)
     # A fresh folder per run: a self-hosted runner keeps --work-dir between runs, and the loop

@@ -9,9 +9,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from kforge_bot.cache import EVAL_CACHEABLE, cache_key, evaluation_material
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.evaluate.spares import SpareWorkers
+from kforge_bot.spec import Implementation, KernelSpec, candidate_language
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -26,9 +29,6 @@ class Evaluator:
     def __init__(self, spec: KernelSpec, target: str, settings: EvalSettings, *, seeds: list[int] | None = None,
                  evaluate_fn: Callable[..., EvalResult] | None = None, pool: Any = None, cache: Any = None,
                  fingerprint: Any = None, languages: Sequence[str] | None = None) -> None:
-        from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
-        from kforge_bot.evaluate.spares import SpareWorkers
-
         self.spec = spec
         self.target = target
         self.settings = settings
@@ -51,8 +51,6 @@ class Evaluator:
     def _key(self, candidate: Implementation) -> tuple[str, dict[str, Any]] | None:
         if self.cache is None:
             return None
-        from kforge_bot.cache import cache_key, evaluation_material
-
         material = evaluation_material(self.spec, candidate, self.settings, self.fingerprint)
         return cache_key(material), material
 
@@ -76,8 +74,6 @@ class Evaluator:
             self.misses += 1
 
         def store(result: EvalResult) -> None:
-            from kforge_bot.cache import EVAL_CACHEABLE
-
             if keyed is not None and result.verdict in EVAL_CACHEABLE and not result.cached:
                 try:
                     self.cache.put(keyed[0], keyed[1], result.to_dict())
@@ -118,8 +114,6 @@ class Evaluator:
         return out
 
     def _refused_language(self, candidate: Implementation) -> EvalResult | None:
-        from kforge_bot.spec import candidate_language
-
         if self.languages is None or candidate == self.spec.baseline:
             return None  # the kernel as written is measured whatever it is written in; candidates are not
         language = candidate_language(self.spec, candidate)

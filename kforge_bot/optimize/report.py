@@ -1,6 +1,6 @@
 """The end of a run, for people: report.md and plot.png in the report folder.
 
-Both are functions of the run's record (kforge_bot.optimize.trajectory), so a report can be rebuilt from a
+Both are functions of the run's record (kforge_bot.optimize.record), so a report can be rebuilt from a
 trajectory file alone. Every figure comes from a measurement in the record; what was not measured is
 said to be unknown, never filled in. matplotlib is imported only to draw the plot; without it the report
 says the plot was skipped and why.
@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.optimize.counters import section, tool_title
+from kforge_bot.optimize.record import IterationRecord, RunRecord
 from kforge_bot.text import one_line
-from kforge_bot.optimize.trajectory import IterationRecord, RunRecord
 
 REPORT_FILE = "report.md"
 PLOT_FILE = "plot.png"
@@ -215,8 +216,6 @@ def _overhead(record: RunRecord) -> str:
 
 
 def _counters(record: RunRecord) -> str:
-    from kforge_bot.optimize.counters import section, tool_title
-
     best = record.best
     before, after = record.counters.get(0), record.counters.get(best.iteration) if best else None
     if not (before or after or record.counters_note):
@@ -246,11 +245,11 @@ def _best_name(record: RunRecord) -> str:
 def render_plot(record: RunRecord, path: str | Path) -> str | None:
     """Draw plot.png; returns None when drawn, else why it was skipped."""
     try:
-        import matplotlib
+        import matplotlib  # optional (the plot extra): only here, where it draws
     except ImportError:
         return "matplotlib is not installed (pip install 'kforge-bot[plot]' to get plot.png)"
     matplotlib.use("Agg")  # files only: no display needed
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after choosing the backend
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     try:

@@ -6,6 +6,7 @@ import pytest
 from fakes.llm_server import ScriptedLLMServer, reply
 
 from kforge_bot.agents import generator as gen
+from kforge_bot.agents.reply_parser import extract_source
 from kforge_bot.agents.errors import MalformedReply
 from kforge_bot.agents.llm import Endpoint, LLMClient, RetryPolicy
 from kforge_bot.errors import KforgeError
@@ -73,6 +74,9 @@ INCORRECT_RESULT = {
     "speedup": None,
     "speedup_ci": None,
 }
+
+
+GOOD = BASELINE.replace("NUM_WARPS = 2", "NUM_WARPS = 8")
 
 
 def fenced(code: str, tag: str = "python") -> str:
@@ -249,84 +253,6 @@ def test_kernelbench_contract_asks_for_model_new():
     assert "define `class ModelNew(nn.Module)` with the same `__init__` arguments" in text
 
 
-# --- parsing replies --------------------------------------------------------------------------------
-
-
-GOOD = BASELINE.replace("NUM_WARPS = 2", "NUM_WARPS = 8")
-
-
-def test_extract_one_python_block_among_prose_and_other_languages():
-    text = (
-        "The row is 4096 wide, so 8 warps keep more loads in flight.\n\n"
-        "```bash\npython bench.py\n```\n\n" + fenced(GOOD) + "\n\nThis should reach the copy bandwidth."
-    )
-    assert gen.extract_source(text, "triton", "softmax", filename="triton/softmax.py") == GOOD
-
-
-def test_extract_accepts_one_untagged_block_and_tag_variants():
-    assert gen.extract_source("```\n" + GOOD + "```", "triton", "softmax") == GOOD
-    assert gen.extract_source("```py\n" + GOOD + "```", "triton", "softmax") == GOOD
-    assert gen.extract_source("~~~python\n" + GOOD + "~~~", "triton", "softmax") == GOOD
-
-
-def test_zero_blocks():
-    with pytest.raises(MalformedReply) as info:
-        gen.extract_source("I would raise num_warps to 8.", "triton", "softmax", filename="triton/softmax.py")
-    assert "no fenced code block" in info.value.feedback and "```python" in info.value.feedback and "softmax.py" in info.value.feedback
-
-
-def test_wrong_language_only():
-    with pytest.raises(MalformedReply, match=r"no ```python block \(found ```cuda\)"):
-        gen.extract_source(fenced("__global__ void k() {}\n", "cuda"), "triton", "softmax", filename="k.py")
-
-
-def test_several_blocks():
-    with pytest.raises(MalformedReply) as info:
-        gen.extract_source("Option A:\n" + fenced(GOOD) + "\nOption B:\n" + fenced(BASELINE), "triton", "softmax")
-    assert "2 ```python blocks (at lines 2, " in info.value.feedback and "exactly one block" in info.value.feedback
-
-
-def test_empty_block():
-    with pytest.raises(MalformedReply, match="was empty"):
-        gen.extract_source("```python\n\n```", "triton", "softmax")
-    with pytest.raises(MalformedReply, match="reply was empty"):
-        gen.extract_source("   ", "triton", "softmax")
-
-
-def test_missing_entry_symbol():
-    renamed = GOOD.replace("def softmax(x):", "def softmax_fast(x):")
-    with pytest.raises(MalformedReply, match="does not define `softmax` at module level"):
-        gen.extract_source(fenced(renamed), "triton", "softmax", filename="triton/softmax.py")
-    # defined under a guard or imported counts as defined
-    guarded = "try:\n    import triton\nexcept ImportError:\n    triton = None\nif triton:\n    def softmax(x):\n        return x\n"
-    assert gen.extract_source(fenced(guarded), "triton", "softmax") == guarded
-    assert gen.extract_source(fenced("from ._impl import softmax\n"), "triton", "softmax")
-    assert gen.extract_source(fenced("class ModelNew:\n    pass\n"), "torch", "ModelNew")
-
-
-def test_syntax_error_is_caught_before_evaluation():
-    with pytest.raises(MalformedReply, match=r"not valid Python: .* line 2: `def softmax\(x\)`"):
-        gen.extract_source(fenced("import torch\ndef softmax(x)\n    return x\n"), "triton", "softmax")
-
-
-def test_truncated_reply():
-    cut = "```python\n" + GOOD[:200]
-    with pytest.raises(MalformedReply, match="cut off at the length limit"):
-        gen.extract_source(cut, "triton", "softmax", truncated=True)
-    with pytest.raises(MalformedReply, match="never closed"):
-        gen.extract_source(cut, "triton", "softmax")
-
-
-def test_c_and_cuda_files():
-    cu = "#include <cuda_runtime.h>\n__global__ void stencil(const float* in, float* out, long n) { }\n"
-    assert gen.extract_source(fenced(cu, "cuda"), "cuda", "stencil", filename="csrc/stencil.cu") == cu
-    assert gen.extract_source(fenced(cu, "cpp"), "cuda", "stencil", filename="csrc/stencil.cu") == cu
-    with pytest.raises(MalformedReply, match="does not define `launch_stencil`"):
-        gen.extract_source(fenced(cu, "cuda"), "cuda", "launch_stencil", filename="csrc/stencil.cu")
-    c = "void blur_rows(const float* in, float* out, int rows, int cols) {}\n"
-    assert gen.extract_source(fenced(c, "c"), "c", "blur_rows", filename="src/blur.c") == c
-
-
 # --- a conversation through the real client -----------------------------------------------------------
 
 
@@ -346,7 +272,7 @@ def test_repair_conversation_through_the_scripted_server():
                                           current_source=BASELINE, history=history)
             answer = client.chat(messages)
             try:
-                source = gen.extract_source(answer.text, "triton", "softmax", filename="triton/softmax.py", truncated=answer.truncated)
+                source = extract_source(answer.text, "triton", "softmax", filename="triton/softmax.py", truncated=answer.truncated)
             except MalformedReply as exc:
                 history.append(gen.failure_from_malformed(exc, iteration=iteration, reply=answer.text))
                 continue

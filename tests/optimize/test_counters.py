@@ -12,7 +12,10 @@ import pytest
 
 from kforge_bot.evaluate import ncu
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.optimize.loop import Budgets, OptimizeRun, RunConfig, StopRules
+from kforge_bot.optimize.digest import profile_digest
+from kforge_bot.policy import Budgets
+from kforge_bot.optimize.run import OptimizeRun, RunConfig
+from kforge_bot.optimize.stops import StopRules
 from kforge_bot.spec import load_spec
 
 
@@ -38,7 +41,7 @@ def test_the_kernel_as_written_and_each_accepted_candidate_are_profiled(kernel_d
     assert profiled == [0, best.iteration]
     rows = list(csv.DictReader(io.StringIO((report / "ncu-details.csv").read_text())))
     assert {r["side"] for r in rows} == {"before", f"iteration {best.iteration}"}
-    digest = run.loop.digest(best.iteration)
+    digest = profile_digest(outcome.record, best.iteration)
     assert digest["ncu"] and digest["ncu_before"] and digest["ncu_summary"]["class"]
     assert (report / "ncu" / f"{best.iteration:04d}.csv").is_file()
     assert (report / "ncu" / "baseline.csv").is_file()

@@ -5,18 +5,24 @@ against a scripted OpenAI-compatible server on loopback, and runs stopped and re
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from fakes.llm_server import HTTPError, ScriptedLLMServer, rate_limited, reply
 
-from kforge_bot.agents.errors import BudgetExhausted
+from kforge_bot.agents.errors import BudgetExhausted, MalformedReply
 from kforge_bot.agents.llm import Endpoint
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.optimize.loop import (Budgets, Loop, NearRoofline, NoProgress, OptimizeRun, RunConfig, SearchExhausted,
-                             StopRules, TunerProposer)
-from kforge_bot.spec import load_spec
+from kforge_bot.optimize.loop import Loop
+from kforge_bot.optimize.proposer import Event, Proposal, Proposer, RunView, Steps
+from kforge_bot.optimize.record import IterationRecord
+from kforge_bot.optimize.run import OptimizeRun, RunConfig
+from kforge_bot.optimize.stops import NearRoofline, NoProgress, StopRules
 from kforge_bot.optimize.trajectory import Trajectory, replay, sha256
+from kforge_bot.optimize.tuner_proposer import TunerProposer
+from kforge_bot.policy import Budgets
+from kforge_bot.spec import Implementation, load_spec
 
 FIXTURE = Path(__file__).parents[1] / "data" / "optimize"
 SETTINGS = EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120)
@@ -253,48 +259,83 @@ def test_acceptance_needs_the_whole_interval_above_1_and_a_real_gain_over_the_be
     assert loop._accepts(EvalResult.from_dict(result(speedup=1.6, ci=(1.4, 1.8))))
 
 
-def test_a_kernel_without_tunables_ends_the_tuner_with_advice(tmp_path: Path) -> None:
-    loop = idle_loop(tmp_path, Budgets(iterations=9),
-                     spec_path=Path(__file__).resolve().parents[2] / "examples" / "kernelbench" / "softmax_problem.py")
-    with pytest.raises(SearchExhausted, match="kforge: tune NAME in"):
-        loop.proposer.start()
+# ---------------------------------------------------------------------------------- one path, step and round (fast)
 
 
-def test_the_policys_languages_bound_what_a_candidate_may_be_written_in(kernel_dir: Path, tmp_path: Path) -> None:
-    """Policy `languages`: a candidate in another language is rejected before anything runs; the kernel as
-    written is measured whatever it is written in; a manifest kernel declared in a refused language is a
-    one-line error up front (none of its candidates could be accepted)."""
-    from kforge_bot.errors import KforgeError
-    from kforge_bot.optimize.evaluator import Evaluator
-    from kforge_bot.spec import Implementation
+class Scripted(Proposer):
+    """Proposes the given sources in turn (None: a reply with no code), reporting a prompt for each."""
 
-    kb = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
-    ran: list[str] = []
+    mode = "llm"
 
-    def evaluate_fn(spec, candidate, *args, **kwargs):
-        ran.append(candidate.filename)
-        return EvalResult(verdict="pass", reason="ok", target="cpu")
+    def __init__(self, sources: list[str | None]) -> None:
+        self.sources = sources
+        self.observed: list[list[int]] = []
 
-    evaluator = Evaluator(kb, "cpu", SETTINGS, evaluate_fn=evaluate_fn, languages=("triton", "cuda"))
-    torch_candidate = Implementation("import torch\nclass ModelNew(torch.nn.Module): pass\n", "ModelNew", "t.py")
-    triton_candidate = Implementation("import torch\nimport triton\nclass ModelNew(torch.nn.Module): pass\n",
-                                      "ModelNew", "tr.py")
-    refused, seconds = evaluator(torch_candidate)
-    assert refused.verdict == "rejected" and seconds == 0.0
-    assert refused.reason == "written in torch, which the policy does not allow (languages: triton, cuda)"
-    assert evaluator(triton_candidate)[0].verdict == "pass" and evaluator(kb.baseline)[0].verdict == "pass"
-    assert ran == ["tr.py", kb.baseline.filename]
+    def propose(self, iteration: int, view: RunView) -> Steps[Proposal]:
+        yield Event("prompt", {"iteration": iteration, "agent": "generator", "messages": []})
+        source = self.sources.pop(0)
+        if source is None:
+            raise MalformedReply("the reply had no fenced code block")
+        return Proposal(source=source, parent=0, model="m")
 
-    spec = load_spec(kernel_dir / "tiny_mm.py")
-    config = RunConfig(target="cpu", settings=SETTINGS, languages=("triton", "cuda"))
-    with pytest.raises(KforgeError) as caught:
-        OptimizeRun.open(spec, config, tmp_path / "report")
-    assert f"kernel {spec.name!r} is written in {spec.language}, and the policy allows candidates only in triton, " \
-           "cuda" in str(caught.value)
+    def propose_for(self, iteration: int, slot: int, taken: Sequence[dict[str, int]],
+                    view: RunView) -> Steps[Proposal | None]:
+        return (yield from self.propose(iteration, view))
+
+    def observe(self, it: IterationRecord, view: RunView) -> Steps[None]:
+        yield from ()
+        self.observed.append([it.iteration])
+
+    def observe_round(self, its: Sequence[IterationRecord], view: RunView) -> Steps[None]:
+        yield from ()
+        self.observed.append([it.iteration for it in its])
 
 
-def test_the_configured_patience_replaces_the_modes_own(kernel_dir: Path, tmp_path: Path) -> None:
-    spec = load_spec(kernel_dir / "kforge.yaml")
-    plain = OptimizeRun.open(spec, RunConfig(target="cpu", budgets=Budgets(iterations=1)), tmp_path / "a")
-    patient = OptimizeRun.open(spec, RunConfig(target="cpu", budgets=Budgets(iterations=1), patience=20), tmp_path / "b")
-    assert plain.loop.rules.patience == 6 and patient.loop.rules.patience == 20  # the tuner's own is 6
+def scripted_loop(tmp_path: Path, sources: list[str | None], iterations: int, parallel: int = 1,
+                  ) -> tuple[Loop, Scripted, list[str]]:
+    from test_trajectory import result
+
+    spec = load_spec(FIXTURE / "kforge.yaml")
+    trajectory = Trajectory.create(tmp_path)
+    trajectory.append("start", schema=1, kernel=spec.name, kernel_file=spec.kernel_file, mode="llm", target="cpu")
+    measured: list[str] = []
+
+    def evaluator(candidate: Implementation) -> tuple[EvalResult, float]:
+        measured.append(candidate.source)
+        speedup = {"fast\n": 1.5, "faster\n": 2.0}.get(candidate.source, 1.0)
+        return EvalResult.from_dict(result(speedup=speedup, ci=(speedup - 0.1, speedup + 0.1))), 1.0
+
+    proposer = Scripted(sources)
+    loop = Loop(spec, "cpu", proposer, trajectory, evaluator, budgets=Budgets(iterations=iterations),
+                rules=StopRules(patience=9), parallel=parallel)
+    return loop, proposer, measured
+
+
+def test_a_step_writes_the_candidate_then_its_result_and_a_repeat_is_not_measured_again(tmp_path: Path) -> None:
+    loop, proposer, measured = scripted_loop(tmp_path, ["fast\n", None, "fast\n", "faster\n"], iterations=4)
+    assert loop.run()[0] == "BudgetExhausted"
+    steps = [(e["event"], e.get("iteration")) for e in loop.trajectory.events if e["event"] not in
+             ("start", "session", "baseline", "workload", "ceilings", "stop")]
+    assert steps == [("prompt", 1), ("candidate", 1), ("result", 1), ("prompt", 2), ("malformed", 2),
+                     ("prompt", 3), ("candidate", 3), ("result", 3), ("prompt", 4), ("candidate", 4), ("result", 4)]
+    results = {e["iteration"]: e for e in loop.trajectory.events if e["event"] == "result"}
+    assert [results[n]["accepted"] for n in (1, 3, 4)] == [True, False, True]
+    assert results[3]["duplicate_of"] == 1 and "round" not in results[3] and "loop_s" not in results[3]
+    candidate = next(e for e in loop.trajectory.events if e["event"] == "candidate")
+    assert "round" not in candidate and "model" not in candidate  # a step's candidate event, as before rounds
+    assert measured == [loop.spec.baseline.source, "fast\n", "faster\n"]
+    assert (loop.trajectory.root / "best.py").read_text() == "faster\n"
+    assert proposer.observed == [[1], [3], [4]]  # each judged candidate, once; a malformed reply is none
+
+
+def test_a_round_writes_its_candidates_first_and_a_twin_is_measured_once(tmp_path: Path) -> None:
+    loop, proposer, measured = scripted_loop(tmp_path, ["fast\n", "fast\n"], iterations=2, parallel=2)
+    loop.run()
+    steps = [(e["event"], e.get("iteration")) for e in loop.trajectory.events if e["event"] in ("candidate", "result")]
+    assert steps == [("candidate", 1), ("candidate", 2), ("result", 1), ("result", 2)]
+    first, twin = [e for e in loop.trajectory.events if e["event"] == "result"]
+    assert first["accepted"] and not twin["accepted"] and twin["duplicate_of"] == 1 and twin["eval_s"] == 0.0
+    assert first["round"] == twin["round"] == 1 and first["loop_s"] >= 0.0
+    candidate = next(e for e in loop.trajectory.events if e["event"] == "candidate")
+    assert (candidate["round"], candidate["parent"], candidate["model"]) == (1, 0, "m")
+    assert measured == [loop.spec.baseline.source, "fast\n"] and proposer.observed == [[1, 2]]

@@ -1,4 +1,4 @@
-"""The run's record: JSON lines on disk, folded into the loop's state, replayed identically on resume."""
+"""The run's trajectory: JSON lines on disk, folded into the loop's state, replayed identically on resume."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ import pytest
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalResult, TimingStats
-from kforge_bot.hardware import Ceilings, roofline
-from kforge_bot.optimize.trajectory import (TRAJECTORY_FILE, Trajectory, output_bytes, read_events, replay,
-                                   roofline_position)
+from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, Trajectory, read_events, replay
 
 
 def result(verdict: str = "pass", speedup: float | None = 1.5, ci: tuple[float, float] | None = (1.3, 1.7),
@@ -86,19 +84,6 @@ def test_events_are_written_as_they_happen_and_replay_to_the_same_state(tmp_path
     assert all(json.loads(line)["session"] == 1 for line in lines)
 
 
-def test_a_candidate_without_a_result_is_pending_and_keeps_its_iteration_number(tmp_path: Path) -> None:
-    t = Trajectory.create(tmp_path)
-    start_event(t)
-    t.append("candidate", iteration=1, file=t.write_source("0001.py", "x"), sha256="a")
-    t.append("result", iteration=1, result=result("incorrect"), accepted=False)
-    t.append("reply", iteration=2, agent="generator", text="```python\n...```", prompt_tokens=3, completion_tokens=4)
-    t.append("candidate", iteration=2, file=t.write_source("0002.py", "y"), sha256="b")
-    rec = Trajectory.open(tmp_path).record
-    assert rec.pending is not None and rec.pending.iteration == 2
-    assert rec.next_iteration == 2 and rec.iterations_used == 1
-    assert rec.iterations[2].prompt_tokens == 3  # the tokens of the reply stay with its iteration
-
-
 def test_a_line_cut_short_by_a_kill_is_dropped_but_damage_elsewhere_is_an_error(tmp_path: Path) -> None:
     t = Trajectory.create(tmp_path)
     start_event(t)
@@ -122,32 +107,3 @@ def test_create_and_open_refuse_the_wrong_folder(tmp_path: Path) -> None:
         Trajectory.open(tmp_path)
     with pytest.raises(KforgeError, match="already holds a run"):
         Trajectory.create(tmp_path)
-
-
-def test_output_bytes_and_bandwidth_position_from_measured_times(tmp_path: Path) -> None:
-    r = result(base_ms=2.0, cand_ms=1.0, shape=[256, 256], dtype="float16")
-    assert output_bytes(r) == [256 * 256 * 2]
-    workload = {"shape_sets": [{"bytes": 4_000_000, "flops": None}], "basis": "compulsory traffic"}
-    ceilings = Ceilings(1000.0, {"fp16": 100.0}, "measured", "doctor").to_dict()
-    base = roofline_position(r, "baseline", workload, ceilings)
-    best = roofline_position(r, "candidate", workload, ceilings)
-    assert base is not None and best is not None
-    assert base["achieved_gbs"] == pytest.approx(2.0)  # 4 MB in 2 ms
-    assert best["achieved_gbs"] == pytest.approx(4.0)
-    assert best["bandwidth_fraction"] == pytest.approx(0.004) and best["roofline_fraction"] == best["bandwidth_fraction"]
-    assert best["bound"] == "unknown" and best["flops_known"] is False  # no FLOPs: no claim about the bound
-    assert roofline_position(result("incorrect"), "candidate", workload, ceilings) is None
-    assert roofline_position(r, "candidate", None, ceilings) is None
-    no_ceilings = roofline_position(r, "candidate", workload, None)
-    assert no_ceilings is not None and no_ceilings["achieved_gbs"] == pytest.approx(4.0)
-    assert no_ceilings["bandwidth_fraction"] is None
-
-
-def test_position_with_flops_is_the_hardware_roofline(tmp_path: Path) -> None:
-    r = result(base_ms=4.0, cand_ms=2.0, dtype="float16")
-    workload = {"shape_sets": [{"bytes": 1e6, "flops": 4e9}], "basis": "model"}
-    ceil = Ceilings(2000.0, {"fp16": 500.0}, "reference", "project")
-    pos = roofline_position(r, "candidate", workload, ceil.to_dict())
-    expected = roofline(1e6, 4e9, 0.002, ceil, "fp16")
-    assert pos is not None and pos["roofline_fraction"] == pytest.approx(expected["roofline_fraction"])
-    assert pos["bound"] == expected["bound"] == "compute" and pos["achieved_tflops"] == pytest.approx(2.0)

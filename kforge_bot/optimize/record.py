@@ -1,0 +1,310 @@
+"""The state of a run, folded from its trajectory's events (kforge_bot.optimize.trajectory): `RunRecord.apply`
+takes one event at a time, as it is appended or as a resumed run replays the file, so both reach the same state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kforge_bot.optimize.roofline import roofline_position
+from kforge_bot.text import one_line
+
+
+@dataclass
+class IterationRecord:
+    """One iteration: a candidate and its evaluation, or a reply that could not be used."""
+
+    iteration: int
+    verdict: str = "pending"  # an EvalResult verdict, "malformed", or "pending" (no result yet)
+    reason: str = ""
+    speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    accepted: bool = False
+    file: str | None = None  # candidate source, relative to the report directory
+    sha256: str | None = None
+    change: str = ""  # what the step changed ("TILE_N 1->4"), when the proposer can say
+    assignment: dict[str, int] | None = None  # tuner only
+    result: dict[str, Any] | None = None
+    eval_s: float = 0.0  # time inside evaluate()
+    llm_s: float = 0.0  # time waiting for the generator's reply (the analyst runs after the step)
+    iteration_s: float = 0.0  # the whole step, wall clock
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duplicate_of: int | None = None
+    round: int | None = None  # --parallel: the round this candidate was proposed in (several per round)
+    model: str | None = None  # the model asked for this candidate, when several take turns
+    parent: int | None = None  # the iteration whose source the proposal started from (0: the kernel as written)
+    loop_s: float | None = None  # the loop's own time for this candidate, measured directly (parallel rounds)
+    cached: bool = False  # the result came from the result cache, not a new evaluation
+
+    @property
+    def completed(self) -> bool:
+        return self.verdict != "pending"
+
+    @property
+    def overhead_s(self) -> float:
+        """The loop's own time in this step: everything but evaluating and waiting for the model. In a parallel
+        round the candidates overlap, so the loop measures its own share per candidate directly."""
+        if self.loop_s is not None:
+            return self.loop_s
+        return max(0.0, self.iteration_s - self.eval_s - self.llm_s)
+
+    def summary(self) -> str:
+        """One line for prompts and reports: what was tried and how it went."""
+        what = self.change or "candidate"
+        if self.verdict == "pass" and self.speedup is not None:
+            tail = f"correct, {self.speedup:.3f}x" + (" (accepted)" if self.accepted else " (not better)")
+        else:
+            tail = f"{self.verdict}: {one_line(self.reason, 160)}" if self.reason else self.verdict
+        return f"iteration {self.iteration}: {what}: {tail}"
+
+
+@dataclass
+class RunRecord:
+    """The state of a run, folded from its events (see the module docstring)."""
+
+    start: dict[str, Any] = field(default_factory=dict)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    baseline: dict[str, Any] | None = None  # the A/A evaluation result of the kernel as written
+    baseline_eval_s: float = 0.0
+    workload: dict[str, Any] | None = None
+    ceilings: dict[str, Any] | None = None
+    ceilings_note: str = ""  # where the ceilings come from, or why there are none
+    tunables: list[str] = field(default_factory=list)
+    counters: dict[int, dict[str, Any]] = field(default_factory=dict)  # ncu's digest per profiled iteration
+    counters_note: str = ""  # why no counters were collected, when none could be
+    iterations: dict[int, IterationRecord] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)  # generator feedback since the last accepted step
+    recommendations: list[str] = field(default_factory=list)  # the analyst's latest advice
+    recommendation_log: list[dict[str, Any]] = field(default_factory=list)
+    analysed_for: int | None = None  # iteration whose profile the latest advice read (0: the baseline)
+    best: IterationRecord | None = None
+    since_progress: int = 0  # completed iterations since the last accepted one
+    usage: dict[str, Any] = field(default_factory=dict)  # the LLM client's running totals
+    models: list[str] = field(default_factory=list)  # models that answered, in order of first reply
+    llm_errors: list[dict[str, Any]] = field(default_factory=list)
+    stops: list[dict[str, Any]] = field(default_factory=list)
+    ends: list[dict[str, Any]] = field(default_factory=list)
+    _first_time: dict[int, float] = field(default_factory=dict)
+    _last_time: dict[int, float] = field(default_factory=dict)
+
+    # -- folding --------------------------------------------------------------------------------
+
+    def apply(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        session = int(event.get("session", 1))
+        t = float(event.get("time", 0.0))
+        self._first_time.setdefault(session, t)
+        self._last_time[session] = t
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None:
+            handler(event)
+
+    def _on_start(self, e: dict[str, Any]) -> None:
+        self.start = dict(e)
+
+    def _on_session(self, e: dict[str, Any]) -> None:
+        self.sessions.append(dict(e))
+
+    def _on_baseline(self, e: dict[str, Any]) -> None:
+        self.baseline = e["result"]
+        self.baseline_eval_s = float(e.get("eval_s", 0.0))
+
+    def _on_workload(self, e: dict[str, Any]) -> None:
+        self.workload = {k: v for k, v in e.items() if k not in ("event", "time", "session")}
+
+    def _on_ceilings(self, e: dict[str, Any]) -> None:
+        self.ceilings = e.get("ceilings")
+        self.ceilings_note = str(e.get("note") or "")
+
+    def _on_counters(self, e: dict[str, Any]) -> None:
+        if e.get("iteration") is None:  # the run cannot collect any: said once
+            self.counters_note = str(e.get("reason") or "")
+            return
+        self.counters[int(e["iteration"])] = {k: v for k, v in e.items()
+                                              if k not in ("event", "time", "session", "iteration")}
+
+    def _on_tunables(self, e: dict[str, Any]) -> None:
+        self.tunables = list(e.get("tunables") or [])
+
+    def _iteration(self, n: int) -> IterationRecord:
+        return self.iterations.setdefault(n, IterationRecord(iteration=n))
+
+    def _on_reply(self, e: dict[str, Any]) -> None:
+        n = int(e.get("iteration", 0))
+        if e.get("usage"):
+            self.usage = dict(e["usage"])
+        if e.get("model") and e["model"] not in self.models:
+            self.models.append(str(e["model"]))
+        if n > 0:
+            it = self._iteration(n)
+            it.prompt_tokens += int(e.get("prompt_tokens", 0))
+            it.completion_tokens += int(e.get("completion_tokens", 0))
+            if e.get("agent", "generator") == "generator":  # the analyst runs after the step's clock stops
+                it.llm_s += float(e.get("llm_s", 0.0))
+
+    def _on_candidate(self, e: dict[str, Any]) -> None:
+        it = self._iteration(int(e["iteration"]))
+        it.file, it.sha256 = e.get("file"), e.get("sha256")
+        it.change = e.get("change") or it.change
+        it.assignment = e.get("assignment")
+        it.round = e.get("round")
+        it.model = e.get("model")
+        it.parent = e.get("parent")
+
+    def _on_malformed(self, e: dict[str, Any]) -> None:
+        n = int(e["iteration"])
+        if e.get("agent", "generator") != "generator" or n <= 0:
+            return  # an analyst reply that could not be used keeps the old advice; no iteration is spent
+        it = self._iteration(n)
+        it.verdict, it.reason = "malformed", str(e.get("feedback", ""))
+        it.iteration_s = float(e.get("iteration_s", 0.0))
+        if e.get("history_entry"):
+            self.history.append(e["history_entry"])
+        self.since_progress += 1
+
+    def _on_result(self, e: dict[str, Any]) -> None:
+        it = self._iteration(int(e["iteration"]))
+        result = e["result"]
+        it.result = result
+        it.verdict = str(result.get("verdict", "unknown"))
+        it.reason = str(result.get("reason", ""))
+        it.speedup = result.get("speedup")
+        ci = result.get("speedup_ci")
+        it.speedup_ci = (float(ci[0]), float(ci[1])) if ci else None
+        it.accepted = bool(e.get("accepted"))
+        it.eval_s = float(e.get("eval_s", 0.0))
+        it.iteration_s = float(e.get("iteration_s", 0.0))
+        it.duplicate_of = e.get("duplicate_of")
+        it.loop_s = float(e["loop_s"]) if e.get("loop_s") is not None else None
+        it.cached = bool(result.get("cached"))
+        if e.get("round") is not None:
+            it.round = int(e["round"])
+        if it.accepted:
+            self.best = it
+            self.history = []  # earlier failures were attempts on an older best
+            self.since_progress = 0
+        else:
+            if e.get("history_entry"):
+                self.history.append(e["history_entry"])
+            self.since_progress += 1
+
+    def _on_recommendations(self, e: dict[str, Any]) -> None:
+        self.recommendations = list(e.get("items") or [])
+        self.analysed_for = int(e.get("for_iteration", 0))
+        self.recommendation_log.append({"for_iteration": self.analysed_for, "items": self.recommendations})
+
+    def _on_llm_error(self, e: dict[str, Any]) -> None:
+        self.llm_errors.append(dict(e))
+
+    def _on_stop(self, e: dict[str, Any]) -> None:
+        self.stops.append(dict(e))
+
+    def _on_end(self, e: dict[str, Any]) -> None:
+        self.ends.append(dict(e))
+
+    # -- questions ------------------------------------------------------------------------------
+
+    @property
+    def completed(self) -> list[IterationRecord]:
+        return [self.iterations[n] for n in sorted(self.iterations) if self.iterations[n].completed]
+
+    @property
+    def iterations_used(self) -> int:
+        return len(self.completed)
+
+    @property
+    def next_iteration(self) -> int:
+        pending = self.pending
+        if pending is not None:
+            return pending.iteration
+        return max((it.iteration for it in self.completed), default=0) + 1
+
+    @property
+    def fresh_iteration(self) -> int:
+        """The first iteration number no candidate has used yet (a parallel round writes several at once)."""
+        return max(self.iterations, default=0) + 1
+
+    @property
+    def pendings(self) -> list[IterationRecord]:
+        """Every candidate written but never evaluated, in order (a parallel round stopped half way)."""
+        return sorted((it for it in self.iterations.values() if not it.completed and it.file),
+                      key=lambda it: it.iteration)
+
+    @property
+    def rounds(self) -> int:
+        """Parallel rounds started so far."""
+        return max((it.round or 0 for it in self.iterations.values()), default=0)
+
+    def beam(self, width: int) -> list[IterationRecord]:
+        """The best `width` correct candidates by speedup (the best first): the parents of the next round."""
+        correct = [it for it in self.completed if it.verdict == "pass" and it.speedup is not None
+                   and it.duplicate_of is None and it.file]
+        correct.sort(key=lambda it: (-(it.speedup or 0.0), it.iteration))
+        return correct[:max(0, width)]
+
+    @property
+    def pending(self) -> IterationRecord | None:
+        """A candidate written but never evaluated (the run stopped in between): evaluate it on resume."""
+        waiting = self.pendings
+        return waiting[-1] if waiting else None
+
+    @property
+    def wall_s(self) -> float:
+        """Wall time over every session, from each one's first event to its last."""
+        return sum(self._last_time[s] - self._first_time[s] for s in self._first_time)
+
+    @property
+    def stop(self) -> dict[str, Any] | None:
+        return self.stops[-1] if self.stops else None
+
+    def tuner_results(self) -> list[tuple[dict[str, int], float | None]]:
+        """(assignment, score) of every evaluated tuner candidate, in order: what the search replays."""
+        out = []
+        for it in self.completed:
+            if it.assignment is not None and it.result is not None:
+                out.append((dict(it.assignment), tuner_score(it.result)))
+        return out
+
+    def tried(self, limit: int = 12) -> list[str]:
+        return [it.summary() for it in self.completed[-limit:]]
+
+    def result_for(self, iteration: int) -> dict[str, Any] | None:
+        if iteration == 0:
+            return self.baseline
+        it = self.iterations.get(iteration)
+        return it.result if it else None
+
+    # -- roofline --------------------------------------------------------------------------------
+
+    def position(self, which: str = "best") -> dict[str, Any] | None:
+        """Where the kernel as written ("baseline") or the best candidate ("best") sits on the roofline; None
+        when the time or the bytes are unknown. Without ceilings the achieved figures are still given.
+
+        Once there is a best, both sides come from its evaluation, where they were timed interleaved: figures
+        from two separate evaluations would mix in whatever else the machine was doing at each time."""
+        if which == "baseline":
+            return roofline_position(self.paired_result(), "baseline", self.workload, self.ceilings)
+        if self.best is None:
+            return None
+        return roofline_position(self.best.result, "candidate", self.workload, self.ceilings)
+
+    def paired_result(self) -> dict[str, Any] | None:
+        """The evaluation that measured the kernel as written next to the best (or next to itself)."""
+        return self.best.result if self.best is not None and self.best.result else self.baseline
+
+    def times_ms(self) -> tuple[float | None, float | None]:
+        """(kernel as written, best) median milliseconds per call summed over the shape sets, from one
+        interleaved measurement (the best's), else the first evaluation's time of the kernel as written."""
+        paired = self.paired_result() or {}
+        before = (paired.get("baseline") or {}).get("median_ms")
+        after = (paired.get("candidate") or {}).get("median_ms") if self.best is not None else None
+        return before, after
+
+
+def tuner_score(result: dict[str, Any]) -> float | None:
+    """The tuner's score of an evaluated candidate: its speedup when correct, else None (a failure)."""
+    if result.get("verdict") == "pass" and result.get("speedup") is not None:
+        return float(result["speedup"])
+    return None
+

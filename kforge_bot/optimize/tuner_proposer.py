@@ -1,0 +1,90 @@
+"""The built-in tuner as the loop's proposer (no LLM endpoint configured)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kforge_bot.agents import tunables, tuner
+from kforge_bot.optimize.proposer import TUNER, Event, Proposal, Proposer, RunView, Steps
+from kforge_bot.optimize.record import IterationRecord, tuner_score
+from kforge_bot.optimize.stops import SearchExhausted
+from kforge_bot.spec import KernelSpec
+
+
+class TunerProposer(Proposer):
+    """The built-in tuner as a proposer: every candidate is the ORIGINAL source with new parameter values."""
+
+    mode = TUNER
+
+    def __init__(self, spec: KernelSpec, *, cpu_count: int | None = None, min_gain: float = 0.01) -> None:
+        self.spec = spec
+        self.original = spec.baseline.source
+        self.tunables = tunables.find_tunables(self.original, spec.language, path=str(spec.kernel_path),
+                                               cpu_count=cpu_count)
+        self.current = tunables.current_assignment(self.tunables)
+        self.min_gain = min_gain
+        self.search: tuner.TunerSearch | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"generator": "built-in tuner", "tunables": [t.describe() for t in self.tunables]}
+
+    def start(self, view: RunView) -> Steps[None]:
+        if not view.record.tunables and self.tunables:
+            yield Event("tunables", {"tunables": [t.describe() for t in self.tunables]})
+        if not self.tunables:
+            raise SearchExhausted(
+                f"the tuner found no tunable parameters in {self.spec.kernel_file} (UPPER_CASE block/tile/warp/"
+                "thread constants, num_warps=, #define or constexpr values, launch shapes); mark one with "
+                "'# kforge: tune NAME in [a, b, c]' or configure an LLM endpoint")
+        hint = tuner.profile_hint(view.digest(0))
+        self.search = tuner.TunerSearch(self.tunables, hint=hint, min_gain=self.min_gain)
+        for assignment, score in view.record.tuner_results():  # resume: replay, propose nothing twice
+            self.search.record(assignment, score)
+
+    def propose(self, iteration: int, view: RunView) -> Steps[Proposal]:
+        yield from ()  # the tuner asks no one: nothing to record
+        assert self.search is not None
+        assignment = self.search.propose()
+        if assignment is None:
+            raise SearchExhausted("the tuner tried every neighbouring value of every parameter without further gain")
+        return self._proposal(assignment)
+
+    def observe(self, it: IterationRecord, view: RunView) -> Steps[None]:
+        yield from ()
+        if self.search is not None and it.assignment is not None and it.result is not None:
+            self.search.record(it.assignment, tuner_score(it.result))
+
+    # -- parallel rounds ------------------------------------------------------------------------
+
+    def propose_for(self, iteration: int, slot: int, taken: Sequence[dict[str, int]],
+                    view: RunView) -> Steps[Proposal | None]:
+        """Slot 0: the coordinate descent's next step. Other slots: untried neighbours (one step of one
+        parameter) of the beam's assignments, best first; their results feed the descent, which never
+        proposes a measured assignment again. None: nothing distinct left for this round."""
+        if slot == 0:
+            return (yield from self.propose(iteration, view))
+        assert self.search is not None
+        seen = {tuple(sorted(k)) for k in self.search.results} | {tuple(sorted(a.items())) for a in taken}
+        parents = [it.assignment for it in view.record.beam(view.beam) if it.assignment]
+        parents.append(self.search.best[0])
+        for parent in parents:
+            for t, first in self.search.order():
+                values = list(t.candidates)
+                if len(values) < 2 or t.name not in parent:
+                    continue
+                idx = values.index(parent[t.name]) if parent[t.name] in values else \
+                    min(range(len(values)), key=lambda i: abs(values[i] - parent[t.name]))
+                for direction in (first, -first):
+                    j = idx + direction
+                    if not 0 <= j < len(values):
+                        continue
+                    trial = {**parent, t.name: values[j]}
+                    if tuple(sorted(trial.items())) not in seen:
+                        return self._proposal(trial)
+        return None
+
+    def _proposal(self, assignment: dict[str, int]) -> Proposal:
+        source = tunables.apply(self.original, assignment, self.spec.language)
+        change = ", ".join(f"{k} {self.current[k]}->{v}" for k, v in assignment.items() if v != self.current[k])
+        return Proposal(source=source, change=change or "as written", assignment=assignment)

@@ -1,0 +1,96 @@
+"""The JSON Schema of a policy file (draft 2020-12), for editors and check-jsonschema.
+
+policies/schema.json is generated from this (`kforge-bot policy schema`; a test keeps them equal). The loader
+(kforge_bot.policy) is the authority; this mirrors it, and a test checks both agree on examples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
+from kforge_bot.policy import ASSOCIATIONS, LANGUAGES, TARGET_NAME_RE, Policy
+from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
+
+
+def json_schema() -> dict[str, Any]:
+    """The schema, with the defaults of `Policy()`. One literal, laid out as a policy file is (about 80 lines):
+    split up, it would no longer read as the file it describes."""
+    d = Policy()
+    pos = {"type": "number", "exclusiveMinimum": 0}
+    glob = {"type": "string", "minLength": 1, "not": {"pattern": r"^/|(^|/)\.\.(/|$)"}}
+    number01 = {"type": "number", "minimum": 0, "maximum": 1}
+    threshold = {"oneOf": [number01, {"type": "object", "additionalProperties": False, "minProperties": 1,
+                                      "properties": {k: number01 for k in TARGET_KINDS}}]}
+    confidence = {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "kforge-bot policy",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "version": {"const": 1},
+            "kernel_paths": {"type": "array", "minItems": 1, "items": glob, "default": list(d.kernel_paths),
+                             "description": "Globs of repository paths that may hold kernels."},
+            "required_targets": {"type": "array", "items": {"type": "string", "pattern": TARGET_NAME_RE.pattern},
+                                 "default": list(d.required_targets),
+                                 "description": "Target kinds or runner names on which a candidate must be correct "
+                                                "and measured; empty means every target that ran."},
+            "min_speedup": {"type": "number", "minimum": 1, "default": d.min_speedup,
+                            "description": "Smallest speedup (lower end of its interval) worth a follow-up PR."},
+            "gate": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "threshold": {**threshold, "default": dict(d.gate.threshold),
+                                  "description": "Relative slowdown that counts as a regression: one number for "
+                                                 "every target kind, or per kind (kinds left out keep their "
+                                                 "defaults)."},
+                    "confidence": {**confidence, "default": d.gate.confidence},
+                    "require_all_targets": {"type": "boolean", "default": d.gate.require_all_targets,
+                                            "description": "Fail when a required target cannot be measured "
+                                                           "on this runner, instead of reporting it skipped."},
+                    "rules": {"type": "array", "items": {
+                        "type": "object", "additionalProperties": False,
+                        "anyOf": [{"required": ["path"]}, {"required": ["kernel"]}],
+                        "allOf": [{"anyOf": [{"required": ["threshold"]}, {"required": ["confidence"]},
+                                             {"required": ["skip"]}]}],
+                        "properties": {
+                            "path": glob, "kernel": {"type": "string", "minLength": 1},
+                            "threshold": threshold, "confidence": confidence,
+                            "skip": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1},
+                        }}},
+                }},
+            "budgets": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "iterations": {"type": "integer", "minimum": 1, "default": d.budgets.iterations},
+                    "tokens": {"type": "integer", "minimum": 1, "default": d.budgets.tokens},
+                    "time_limit_s": {**pos, "default": d.budgets.time_limit_s},
+                    "speed_of_light": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
+                                       "default": d.budgets.speed_of_light},
+                    "patience": {"type": "integer", "minimum": 1,
+                                 "description": "candidates in a row without a new best before the run stops "
+                                                "(default: 6 for the tuner, 4 for an LLM)"},
+                }},
+            "trust": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "allowed_associations": {"type": "array", "items": {"enum": list(ASSOCIATIONS)},
+                                             "default": list(d.trust.allowed_associations)},
+                    "trigger_label": {"type": "string", "minLength": 1, "maxLength": 50, "default": d.trust.trigger_label},
+                    "allow_forks": {"type": "boolean", "default": d.trust.allow_forks},
+                }},
+            "languages": {"type": "array", "minItems": 1, "items": {"enum": [*LANGUAGES, *LANGUAGE_ALIASES]},
+                          "default": list(d.languages)},
+            "allow_framework_fallback": {"type": "boolean", "default": d.allow_framework_fallback},
+            "isolation": {"enum": list(ISOLATION_MODES),
+                          "description": "the OS sandbox for user code; unset: required for gate and pr in "
+                                         "GitHub Actions, else preferred"},
+            "evaluation": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "seeds": {"type": "integer", "minimum": 1, "maximum": 100, "default": d.evaluation.seeds},
+                    "time_budget_s": {**pos, "default": d.evaluation.time_budget_s},
+                    "timeout_s": {**pos, "default": d.evaluation.timeout_s},
+                }},
+        },
+    }

@@ -1,0 +1,137 @@
+"""The generator and analyst as the loop's proposer (kforge_bot.optimize.llm_proposer): each exchange with the
+model reported as it happens, in the order the trajectory keeps, and what the proposals carry."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from test_proposer import run_to_answer, view_of
+from test_trajectory import result, start_event
+
+from kforge_bot.agents.errors import LLMUnavailable, MalformedReply
+from kforge_bot.agents.llm import Endpoint, Reply, Usage
+from kforge_bot.optimize.llm_proposer import LLMProposer
+from kforge_bot.optimize.trajectory import Trajectory
+from kforge_bot.spec import load_spec
+
+FIXTURE = Path(__file__).parents[1] / "data" / "optimize"
+SPEC = load_spec(FIXTURE / "kforge.yaml")
+ADVICE = "Recommendations:\n1. Raise TILE_N from 32 to 64.\n2. Then try THREADS = 2."
+
+
+def fenced(source: str) -> str:
+    return f"Here it is.\n\n```python\n{source}```\n"
+
+
+class Client:
+    """The LLMClient's surface as the proposer uses it, answering from a script (a Reply, or an exception)."""
+
+    def __init__(self, script: Sequence[Reply | Exception]) -> None:
+        self.endpoint = Endpoint("http://127.0.0.1:1/v1", "sk-test", "model-a")
+        self.usage = Usage()
+        self.script = list(script)
+        self.asked: list[tuple[list[dict[str, str]], str | None]] = []
+
+    def resolve_model(self) -> str:
+        return "model-a"
+
+    def chat(self, messages: list[dict[str, str]], model: str | None = None) -> Reply:
+        self.asked.append((messages, model))
+        answer = self.script.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        self.usage.calls += 1
+        return answer
+
+
+def trajectory(tmp_path: Path) -> Trajectory:
+    t = Trajectory.create(tmp_path)
+    start_event(t)
+    t.append("baseline", result=result(speedup=1.0), eval_s=1.0)
+    return t
+
+
+def test_a_proposal_reports_the_prompt_then_the_reply_and_carries_the_kernel(tmp_path: Path) -> None:
+    faster = SPEC.baseline.source.replace("TILE_N = 32", "TILE_N = 64")
+    client = Client([Reply(ADVICE, 100, 20, model="model-a"), Reply(fenced(faster), 300, 900, model="model-a")])
+    proposer = LLMProposer(client, SPEC, "cpu")  # type: ignore[arg-type]
+    t = trajectory(tmp_path)
+    view = view_of(t)
+    events, _ = run_to_answer(proposer.start(view))  # the analyst reads the kernel as written first
+    assert [(e.kind, e.fields.get("agent")) for e in events] == [("prompt", "analyst"), ("reply", "analyst"),
+                                                                ("recommendations", None)]
+    assert events[2].fields == {"for_iteration": 0, "items": ["Raise TILE_N from 32 to 64.", "Then try THREADS = 2."]}
+    for e in events:
+        t.append(e.kind, **e.fields)
+
+    events, proposal = run_to_answer(proposer.propose(1, view))
+    assert [e.kind for e in events] == ["prompt", "reply"]
+    assert events[1].fields["completion_tokens"] == 900 and events[1].fields["usage"]["calls"] == 2
+    assert proposal.source == faster and proposal.parent is None and proposal.model is None
+    prompt = "\n".join(m["content"] for m in client.asked[1][0])
+    assert "Raise TILE_N from 32 to 64" in prompt  # the analyst's advice
+    assert "## Current best (the baseline, as written)\n```python\nas written\n```" in prompt  # the view's source
+
+
+def test_failures_are_reported_before_they_end_the_call(tmp_path: Path) -> None:
+    t = trajectory(tmp_path)
+    view = view_of(t)
+    gone = LLMUnavailable("HTTP 401: Incorrect API key provided.", status=401)
+    proposer = LLMProposer(Client([Reply("I would raise TILE_N.", 10, 5), MalformedReply("empty reply"), gone]),  # type: ignore[arg-type]
+                           SPEC, "cpu")
+    steps = proposer.propose(1, view)
+    seen = []
+    with pytest.raises(MalformedReply) as unusable:  # no code block: the history entry keeps the reply's text
+        while True:
+            seen.append(next(steps).kind)
+    assert seen == ["prompt", "reply"] and unusable.value.reply == "I would raise TILE_N."  # type: ignore[attr-defined]
+
+    steps = proposer.propose(2, view)
+    events = [next(steps), next(steps)]
+    with pytest.raises(MalformedReply):
+        next(steps)
+    assert events[1].kind == "reply" and events[1].fields["text"] == "" and events[1].fields["completion_tokens"] == 0
+
+    steps = proposer.propose(3, view)
+    events = [next(steps), next(steps)]
+    with pytest.raises(LLMUnavailable):
+        next(steps)
+    assert events[1].kind == "llm_error" and events[1].fields["kind"] == "LLMUnavailable"
+    assert "401" in events[1].fields["message"]
+
+
+def test_a_round_rotates_the_models_over_the_beams_parents_and_the_analyst_reads_the_best(tmp_path: Path) -> None:
+    t = trajectory(tmp_path)
+    for n, speedup in ((1, 1.2), (2, 1.4)):
+        t.append("candidate", iteration=n, file=t.write_source(f"000{n}.py", SPEC.baseline.source + f"# v{n}\n"),
+                 sha256=str(n))
+        t.append("result", iteration=n, result=result(speedup=speedup), accepted=True)
+    view = view_of(t, parallel=2, beam=2)
+    client = Client([Reply(fenced(SPEC.baseline.source + f"# w{n}\n"), 10, 10, model="served") for n in (3, 4)]
+                    + [Reply(ADVICE, 10, 10)])
+    proposer = LLMProposer(client, SPEC, "cpu", models=["model-a", "model-b"])  # type: ignore[arg-type]
+    _, first = run_to_answer(proposer.propose_for(3, 0, [], view))
+    _, second = run_to_answer(proposer.propose_for(4, 1, [], view))
+    assert (first.parent, first.model, second.parent, second.model) == (2, "model-a", 1, "model-b")
+    assert [model for _, model in client.asked] == ["model-a", "model-b"]
+    assert "# v2" in client.asked[0][0][1]["content"] and "# v1" in client.asked[1][0][1]["content"]
+
+    judged = [t.record.iterations[1], t.record.iterations[2]]
+    events, _ = run_to_answer(proposer.observe_round(judged, view))
+    assert [e.kind for e in events] == ["prompt", "reply", "recommendations"]
+    assert events[-1].fields["for_iteration"] == 2  # the round's best accepted candidate, once
+    assert client.asked[-1][1] is None  # the analyst keeps the run's own model
+
+
+def test_a_wrong_endpoint_is_reported_before_any_evaluation() -> None:
+    class Refusing(Client):
+        def resolve_model(self) -> str:
+            raise LLMUnavailable("HTTP 404 from GET /models", status=404)
+
+    steps = LLMProposer(Refusing([]), SPEC, "cpu").prepare()  # type: ignore[arg-type]
+    event = next(steps)
+    with pytest.raises(LLMUnavailable):
+        next(steps)
+    assert event.kind == "llm_error" and event.fields["agent"] == "models" and event.fields["iteration"] == 0

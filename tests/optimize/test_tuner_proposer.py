@@ -1,0 +1,72 @@
+"""The built-in tuner as the loop's proposer (kforge_bot.optimize.tuner_proposer): what it reports, what it
+proposes in a step and in a round, and what it learns from results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_proposer import run_to_answer, view_of
+from test_trajectory import result, start_event
+
+from kforge_bot.optimize.stops import SearchExhausted
+from kforge_bot.optimize.trajectory import Trajectory
+from kforge_bot.optimize.tuner_proposer import TunerProposer
+from kforge_bot.spec import load_spec
+
+FIXTURE = Path(__file__).parents[1] / "data" / "optimize"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def started(tmp_path: Path) -> tuple[TunerProposer, Trajectory]:
+    t = Trajectory.create(tmp_path)
+    start_event(t)
+    t.append("baseline", result=result(speedup=1.0), eval_s=1.0)
+    return TunerProposer(load_spec(FIXTURE / "kforge.yaml"), cpu_count=2), t
+
+
+def test_start_reports_the_tunables_once_and_a_step_changes_the_marked_parameter_first(tmp_path: Path) -> None:
+    proposer, t = started(tmp_path)
+    events, _ = run_to_answer(proposer.start(view_of(t)))
+    assert [e.kind for e in events] == ["tunables"]
+    assert events[0].fields["tunables"][1].startswith("TILE_N = 32")
+    t.append("tunables", **events[0].fields)  # as the loop writes it
+    again, _ = run_to_answer(TunerProposer(proposer.spec, cpu_count=2).start(view_of(t)))
+    assert again == []  # a resumed run has them already
+
+    events, proposal = run_to_answer(proposer.propose(1, view_of(t)))
+    assert events == [] and proposal.change == "TILE_N 32->64"
+    assert proposal.assignment == {"TILE_M": 8, "TILE_N": 64, "THREADS": 1}
+    assert "TILE_N = 64  # kforge: tune" in proposal.source and proposal.source != proposer.original
+    assert proposer.describe()["generator"] == "built-in tuner"
+
+
+def test_a_round_proposes_distinct_untried_neighbours(tmp_path: Path) -> None:
+    proposer, t = started(tmp_path)
+    view = view_of(t, parallel=3)
+    run_to_answer(proposer.start(view))
+    taken: list[dict[str, int]] = []
+    for slot in range(3):
+        _, proposal = run_to_answer(proposer.propose_for(slot + 1, slot, taken, view))
+        assert proposal is not None and proposal.assignment not in taken
+        taken.append(proposal.assignment)
+    assert all(sum(a[k] != v for k, v in {"TILE_M": 8, "TILE_N": 32, "THREADS": 1}.items()) == 1 for a in taken)
+
+
+def test_results_feed_the_search_and_a_kernel_without_tunables_ends_the_tuner(tmp_path: Path) -> None:
+    proposer, t = started(tmp_path / "a")
+    view = view_of(t)
+    run_to_answer(proposer.start(view))
+    _, first = run_to_answer(proposer.propose(1, view))
+    t.append("candidate", iteration=1, file=t.write_source("0001.py", first.source), sha256="a",
+             assignment=first.assignment)
+    t.append("result", iteration=1, result=result("incorrect"), accepted=False)
+    run_to_answer(proposer.observe(t.record.iterations[1], view))
+    assert proposer.search is not None and proposer.search.results[tuple(sorted(first.assignment.items()))] is None
+    _, second = run_to_answer(proposer.propose(2, view))
+    assert second.assignment != first.assignment  # the failed direction is not proposed again
+
+    softmax = load_spec(REPO / "examples" / "kernelbench" / "softmax_problem.py")
+    empty = Trajectory.create(tmp_path / "b")
+    with pytest.raises(SearchExhausted, match="kforge: tune NAME in"):
+        run_to_answer(TunerProposer(softmax, cpu_count=2).start(view_of(empty)))
