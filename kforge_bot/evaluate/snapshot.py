@@ -28,7 +28,8 @@ _WATCHED_MODULES = (
     "builtins", "os", "sys", "random", "json", "pickle", "numpy", "kforge_bot.evaluate.worker",
     "kforge_bot.evaluate.checks", "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing",
     "kforge_bot.evaluate.loading", "kforge_bot.evaluate.guards", "kforge_bot.evaluate.snapshot",
-    "kforge_bot.evaluate.profile",
+    "kforge_bot.evaluate.profile", "kforge_bot.evaluate.outputs", "kforge_bot.evaluate.devshare",
+    "kforge_bot.evaluate.tensorfile",
     "kforge_bot.targets.base", "kforge_bot.targets.cpu", "kforge_bot.targets.cuda", "kforge_bot.targets.xpu",
     "kforge_bot.targets.mps",
 )
@@ -39,7 +40,11 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
                     "kforge_bot.targets.base.Target", "kforge_bot.targets.base.HostTimer",
                     "kforge_bot.targets.cpu.CpuTarget", "kforge_bot.targets.cuda.CudaTarget",
                     "kforge_bot.targets.cuda.CudaEventTimer", "kforge_bot.targets.xpu.XpuTarget",
-                    "kforge_bot.targets.mps.MpsTarget", "kforge_bot.evaluate.worker.Channel")
+                    "kforge_bot.targets.mps.MpsTarget", "kforge_bot.evaluate.worker.Channel",
+                    # How outputs leave the worker: a save that computed the answer only then would hide a
+                    # timed call that never did.
+                    "kforge_bot.evaluate.outputs.FileSink", "kforge_bot.evaluate.outputs.DeviceSink",
+                    "kforge_bot.evaluate.devshare.ExportedBuffer")
 # What the harness itself calls between two candidate calls while timing: checked after every timed
 # candidate sample (the whole snapshot is checked after every correctness call and every phase).
 CRITICAL = (
