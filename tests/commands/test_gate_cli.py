@@ -1,5 +1,5 @@
 """`kforge-bot gate`'s renderings of a report: annotations, the commit status and the step summary's Markdown
-(whole runs through the CLI are in tests/gate/test_run.py)."""
+(whole runs through the CLI are in tests/gate/test_gate_run.py)."""
 
 from __future__ import annotations
 

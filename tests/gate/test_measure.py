@@ -1,4 +1,4 @@
-"""compare(): one kernel's measurements, driven by a scripted evaluate() (the real one runs in test_run.py)."""
+"""compare(): one kernel's measurements, driven by a scripted evaluate() (the real one runs in test_gate_run.py)."""
 
 from __future__ import annotations
 
