@@ -12,6 +12,8 @@ DIR is a KernelBench checkout (fetched, never vendored: its `KernelBench/level*/
   where a captured graph replays nothing; N = 22 is about 10 us, N = 29 over 1 ms;
 - torch.compile: `ModelNew` wraps the reference's forward in `torch.compile`; kforge-bot's speedup and
   interval, then KernelBench's (its cuda_event timing, 100 trials, 5 correctness trials) on the same file.
+A sweep for verdicts: `--problems 1/all --aa-only all --skip-done results/kernelbench_l1_sweep_h200.jsonl ...`
+runs A/A alone on every level-1 problem not yet judged.
 Every figure and the wall time of each call go to `kernelbench_acceptance.jsonl` and the table printed last.
 KernelBench's package imports LLM clients it does not use for evaluation; where they are missing, empty
 stand-ins (`--shims DIR`, made here) let `kernelbench.eval` import.
@@ -129,6 +131,30 @@ def _kernelbench(kb_root: Path, shims: Path, problem: Path, candidate: Path, tim
     return {**json.loads(line[len("KB_RESULT "):]), "wall_s": round(wall, 1)}
 
 
+def _expand(root: Path, problems: str, done: set[str]) -> list[str]:
+    """`1/all` is every problem of level 1, in number order; problems already judged (`done`) are left out."""
+    specs = []
+    for spec in problems.split(","):
+        level, _, number = spec.partition("/")
+        if number == "all":
+            files = (root / "KernelBench" / f"level{level}").glob("*_*.py")
+            specs += [f"{level}/{n}" for n in sorted(int(f.name.split("_")[0]) for f in files)]
+        else:
+            specs.append(spec)
+    return [s for s in specs if s not in done]
+
+
+def _done(files: list[Path]) -> set[str]:
+    """Problems with an A/A verdict other than an error in earlier results files."""
+    done = set()
+    for path in files:
+        for line in path.read_text().splitlines() if path.is_file() else []:
+            row = json.loads(line)
+            if (row.get("aa") or {}).get("verdict") not in (None, "error"):
+                done.add(row["problem"])
+    return done
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--kernelbench", type=Path, required=True)
@@ -138,8 +164,12 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=480.0, help="start no problem after this")
     parser.add_argument("--no-kernelbench", action="store_true")
     parser.add_argument("--aa-only", default="", help="problems (level/number, comma-separated) run A/A only: "
-                                                      "large ones whose KernelBench figure is already recorded")
+                                                      "large ones whose KernelBench figure is already recorded; "
+                                                      "'all': every problem (a sweep for verdicts)")
+    parser.add_argument("--skip-done", type=Path, nargs="*", default=[],
+                        help="results files (jsonl) whose problems already have an A/A verdict: not run again")
     args = parser.parse_args()
+    args.problems = ",".join(_expand(args.kernelbench, args.problems, _done(args.skip_done)))
     args.out.mkdir(parents=True, exist_ok=True)
     shims = Path(tempfile.mkdtemp(prefix="kb-shims-"))  # not under --out: the device returns only 8 files
     for name, text in SHIMS.items():
@@ -162,7 +192,7 @@ def main() -> None:
                    "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
             # An inline/N row is about its candidate (an A/A of y = 2x + 1 tells nothing the others do not).
             row["aa"] = {} if spec.startswith("inline/") else _kforge(problem, aa, args.time_budget, 600)
-            aa_only = spec in args.aa_only.split(",")
+            aa_only = args.aa_only == "all" or spec in args.aa_only.split(",")
             row["compile_kforge"] = {} if aa_only else _kforge(problem, compiled, args.time_budget, 600)
             if not args.no_kernelbench and not aa_only:
                 row["compile_kernelbench"] = _kernelbench(args.kernelbench, shims, problem, compiled, 600)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: the GPU test group and the GPU benchmarks, results under $OUT (or ./gpu-out).
 # Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [probe] [sandbox] [tests] [accept] [softmax] [agreement] [throughput] [aa-placement]
-#                    [output-probe] [eager-lead]
+#                    [output-probe] [eager-lead] [sweep]
 #                    [harness|harness-short] [tuner]
 #                    [gate|gate-slowdown|gate-spin] [scale]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
@@ -38,6 +38,9 @@ for step in $steps; do
     aa-placement) timeout 120 python3 benchmarks/aa_placement.py --json "$out/aa_placement.json" ;;
     accept*) timeout ${KB_TIMEOUT:-560} python3 benchmarks/kernelbench_acceptance.py --kernelbench .kb --problems "${KB_PROBLEMS:-1/40,1/26,2/12}" \
                --max-seconds "${KB_MAX_S:-300}" --aa-only "${KB_AA_ONLY:-}" --out "$out" 2>&1 | grep -v "^\[" | grep -v '^\[{' | tail -${KB_TAIL:-40} ;;
+    sweep)   timeout ${KB_TIMEOUT:-560} python3 benchmarks/kernelbench_acceptance.py --kernelbench .kb --problems "${KB_PROBLEMS:-1/all}" \
+               --aa-only all --skip-done benchmarks/results/kernelbench_*.jsonl --max-seconds "${KB_MAX_S:-480}" \
+               --out "$out" 2>&1 | grep -E "^[0-9]+/[0-9]+ |^kforge-bot: error" ;;  # every problem's A/A verdict, those not yet judged
     tests)   KFORGE_GPU_RESULTS=$out/gpu_e2e.jsonl timeout ${GPU_TEST_TIMEOUT:-560} python3 -m pytest -m gpu ${KFORGE_GPU_FILES:-tests/test_gpu.py tests/test_gpu_cli.py} -v --tb=line --timeout 420 -p no:cacheprovider ${KFORGE_GPU_TESTS:+-k "$KFORGE_GPU_TESTS"} 2>&1 | grep -v USDT | tee "$out/gpu_tests.log" | grep -E "PASSED|FAILED|ERROR|passed|failed|Error|assert" ;;
     harness) timeout 240 python3 benchmarks/harness_resolution.py --runs 10 --small-runs 5 --budget 1.5 --out "$out" > "$out/harness.log" 2>&1; tail -12 "$out/harness.log" ;;
     harness-short) timeout 200 python3 benchmarks/harness_resolution.py --short-only --small-runs 5 --budget 1.5 --out "$out" > /tmp/harness.log 2>&1; tail -8 /tmp/harness.log ;;
