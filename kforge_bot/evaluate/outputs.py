@@ -27,7 +27,7 @@ from kforge_bot.evaluate import devshare
 
 ALIGN = 256  # each tensor of an output starts at a multiple of this (any dtype's alignment, and the L2 line)
 MAX_MESSAGE_BYTES = 1 << 16
-MAX_SHARED = 4096  # outputs one worker may hand over (a plan writes well under 100)
+MAX_SHARED = 256  # outputs one worker may hand over (a plan writes well under 100; each holds an fd in the bot)
 
 
 def _aligned(n: int) -> int:
