@@ -127,3 +127,13 @@ def test_closing_stops_the_collector_and_closes_what_was_not_taken(channel) -> N
     _wait_for(lambda: "cand_0_0.out" in shared.names())
     shared.close()
     assert not shared.names()
+
+
+def test_a_worker_that_hands_over_more_outputs_than_allowed_is_refused(channel, monkeypatch) -> None:
+    """Each output held is an open fd in the bot: a flood must not exhaust its descriptors."""
+    shared, theirs = channel
+    monkeypatch.setattr(outputs, "MAX_SHARED", 2)
+    for i in range(3):
+        _send(theirs, _message(name=f"cand_{i}.out"))
+    _wait_for(lambda: bool(shared.rejected))
+    assert "over 2 outputs" in shared.rejected and len(shared.names()) == 2
