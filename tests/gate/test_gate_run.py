@@ -82,7 +82,6 @@ def test_gate_verdicts_on_a_real_change(scenario):
     kernels = by_id(report)
     assert set(kernels) == {"slow", "wrong", "broken", "viahelper"}
     assert kernels["slow"]["verdict"] == "regression"
-    assert kernels["slow"]["head_ms"] > 1.5 * kernels["slow"]["base_ms"]
     assert kernels["slow"]["speedup_ci"][1] < regression_bound(0.25)
     assert kernels["wrong"]["verdict"] == "incorrect" and "outside" in kernels["wrong"]["reason"]
     assert kernels["broken"]["verdict"] == "error" and "scale_v2" in kernels["broken"]["reason"]
@@ -104,8 +103,7 @@ def test_unchanged_kernels_are_not_measured_and_a_helper_change_is(scenario):
     assert via["touched_by"] == ["helper.py"]  # viahelper.py itself did not change
     # Had both sides imported the same `helper` (Python keeps the first module of a name), they would
     # time the same code and pass.
-    assert via["measured"] and via["verdict"] == "regression"
-    assert via["head_ms"] > 1.5 * via["base_ms"]
+    assert via["measured"] and via["verdict"] == "regression"  # the verdict, not a ratio: the CPU is shared
 
 
 @pytest.mark.slow
