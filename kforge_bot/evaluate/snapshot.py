@@ -26,10 +26,10 @@ _WATCHED_MODULES = (
     "torch", "torch.nn.functional", "torch.testing", "torch.cuda", "torch.xpu", "torch.mps", "torch.linalg",
     "torch.fft", "torch.special", "torch.profiler", "torch.autograd", "torch.autograd.profiler", "time", "math",
     "builtins", "os", "sys", "random", "json", "pickle", "numpy", "kforge_bot.evaluate.worker",
-    "kforge_bot.evaluate.checks", "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing",
-    "kforge_bot.evaluate.loading", "kforge_bot.evaluate.guards", "kforge_bot.evaluate.snapshot",
-    "kforge_bot.evaluate.profile", "kforge_bot.evaluate.outputs", "kforge_bot.evaluate.devshare",
-    "kforge_bot.evaluate.tensorfile",
+    "kforge_bot.evaluate.worker_io", "kforge_bot.evaluate.candidate_role", "kforge_bot.evaluate.checks",
+    "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing", "kforge_bot.evaluate.loading",
+    "kforge_bot.evaluate.guards", "kforge_bot.evaluate.snapshot", "kforge_bot.evaluate.profile",
+    "kforge_bot.evaluate.outputs", "kforge_bot.evaluate.devshare", "kforge_bot.evaluate.tensorfile",
     "kforge_bot.targets.base", "kforge_bot.targets.cpu", "kforge_bot.targets.cuda", "kforge_bot.targets.xpu",
     "kforge_bot.targets.mps",
 )
@@ -40,7 +40,7 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
                     "kforge_bot.targets.base.Target", "kforge_bot.targets.base.HostTimer",
                     "kforge_bot.targets.cpu.CpuTarget", "kforge_bot.targets.cuda.CudaTarget",
                     "kforge_bot.targets.cuda.CudaEventTimer", "kforge_bot.targets.xpu.XpuTarget",
-                    "kforge_bot.targets.mps.MpsTarget", "kforge_bot.evaluate.worker.Channel",
+                    "kforge_bot.targets.mps.MpsTarget", "kforge_bot.evaluate.worker_io.Channel",
                     # How outputs leave the worker: a save that computed the answer only then would hide a
                     # timed call that never did.
                     "kforge_bot.evaluate.outputs.FileSink", "kforge_bot.evaluate.outputs.DeviceSink",
