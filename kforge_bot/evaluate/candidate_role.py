@@ -369,4 +369,3 @@ def _fill(buffers: list[Any], values: list[Any]) -> None:
     for buffer, value in zip(buffers, values):
         if isinstance(buffer, torch.Tensor):
             buffer.copy_(value)
-

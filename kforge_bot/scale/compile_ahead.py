@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.evaluate import isolation
-from kforge_bot.evaluate.api import sandbox_view
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import scrubbed_environment
+from kforge_bot.evaluate.sandbox import sandbox_view, scrubbed_environment
 
 PREPARE_TIMEOUT_S = 900.0
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import kforge_bot.evaluate.api as api
-from kforge_bot.evaluate.api import ReferenceStore, evaluate
+from kforge_bot.evaluate.api import evaluate
+from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, load_spec
