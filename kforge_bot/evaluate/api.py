@@ -24,7 +24,7 @@ from kforge_bot.evaluate.references import Progress, ReferenceStore, reference_f
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerProcess, raise_on_sandbox_failure, sandbox_view,
                                          scratch_root, start_worker)
-from kforge_bot.evaluate.spares import SpareWorkers
+from kforge_bot.evaluate.spares import Spare, SpareWorkers
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.targets import resolve_target_name
@@ -52,12 +52,9 @@ def evaluate(
     target_name = resolve_target_name(target, spec.targets)
     baseline = baseline or spec.baseline
     seeds = seeds or new_seeds(settings.seeds or spec.seeds)
-
-    findings = static_findings(candidate.source)
-    if findings:
-        return EvalResult(verdict="rejected", target=target_name,
-                          reason=f"static check: {findings[0]}" + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""),
-                          details={"static_findings": [str(f) for f in findings]})
+    rejected = _static_rejection(candidate, target_name)
+    if rejected is not None:
+        return rejected
 
     store = references or ReferenceStore()
     # The sandbox's view less its scratch: one lookup of the folders it shows, for this evaluation's worker, the
@@ -71,6 +68,35 @@ def evaluate(
     if spare_early:
         spares.prepare(key, lambda: _start_spare(template, target_name, spares.root, hold_device=True))
     work = spare.work if spare is not None else Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=scratch_root()))
+    try:
+        full = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
+                    settings=settings, seeds=seeds, out_dir=work, await_fit=True)
+        result = _run_and_judge(full, store, template, spare, progress)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if references is None:
+            store.cleanup()
+    if spare_early:  # timing is over: the spare may make its device context now
+        spares.release()
+    elif spares is not None:  # the CPU: the next candidate's worker starts only now, while the caller moves on
+        spares.prepare(key, lambda: _start_spare(template, target_name, spares.root))
+    return result
+
+
+def _static_rejection(candidate: Implementation, target: str) -> EvalResult | None:
+    """The static scan's verdict, before any process starts (None: nothing found)."""
+    findings = static_findings(candidate.source)
+    if not findings:
+        return None
+    more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
+    return EvalResult(verdict="rejected", target=target, reason=f"static check: {findings[0]}{more}",
+                      details={"static_findings": [str(f) for f in findings]})
+
+
+def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View | None, spare: Spare | None,
+                   progress: Progress | None) -> EvalResult:
+    """The reference's outputs (or the store's copy), the candidate's worker on the plan they fit, and the
+    verdict, with where the time went."""
     started = time.monotonic()
     clock = [started]
 
@@ -79,55 +105,45 @@ def evaluate(
         spent, clock[0] = now - clock[0], now
         return round(spent, 3)
 
+    settings = full.settings
+    # The candidate's worker starts now and imports torch while the reference runs. Sandboxed, it cannot
+    # see the reference's files, so it gets its plan at once and imports and builds the candidate meanwhile
+    # (compilers included); unsandboxed, only after the reference's outputs are read back and deleted.
+    # Either way it makes its first call only after the reference has finished and sent its Fit.
+    view = None if template is None else replace(template, scratch=full.out_dir)
+    worker = spare.worker if spare is not None else start_worker(full.out_dir, "candidate", view=view,
+                                                                 warm=full.target)
     try:
-        # The candidate's worker starts now and imports torch while the reference runs. Sandboxed, it cannot
-        # see the reference's files, so it gets its plan at once and imports and builds the candidate meanwhile
-        # (compilers included); unsandboxed, only after the reference's outputs are read back and deleted.
-        # Either way it makes its first call only after the reference has finished and sent its Fit.
-        view = None if template is None else replace(template, scratch=work)
-        worker = spare.worker if spare is not None else start_worker(work, "candidate", view=view, warm=target_name)
-        full = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
-                    settings=settings, seeds=seeds, out_dir=work, await_fit=True)
-        try:
-            if view is not None:
-                worker.send(full.to_dict(), more=True)
-            ref_outputs, ref_result = store.ensure(spec, target_name, seeds, settings, progress)
-            parent = {"reference_s": lap()}  # about 0 when an earlier candidate's reference run is reused
-            fit = reference_fit(ref_result)
-            if view is None:
-                worker.send(full.to_dict(), more=True)
-            worker.send_last(fit.to_dict())
-            plan = full.fitted(fit)
-            seeds = plan.seeds
-            stall_s = max(settings.stall_floor_s, STALL_FACTOR * float(ref_result.get("slowest_case_s") or 0.0))
-            outcome = worker.run(None, settings.timeout_s, on_message=progress, stall_s=stall_s)
-            raise_on_sandbox_failure(outcome)
-            parent["candidate_worker_s"] = lap()
-        finally:
-            worker.discard()
-        try:
-            result = judge(plan, outcome, ref_outputs, ref_result)
-        finally:
-            if outcome.shared is not None:
-                outcome.shared.close()
-        parent["compare_s"] = lap()
-        parent["total_s"] = round(time.monotonic() - started, 3)
-        message = outcome.result or {}
-        # Where an evaluation's wall time goes: the parent's three steps, and each worker's own phases.
-        result.details["phases"] = {"parent": parent, "reference_worker": ref_result.get("phases") or {},
-                                    "candidate_worker": message.get("phases") or {}, "no_progress_limit_s": stall_s,
-                                    "worker_started_early": spare is not None}
-        if fit.note:  # a large problem: fewer seeds and timed sets than asked, and why
-            result.details["memory_fit"] = fit.to_dict()
+        if view is not None:
+            worker.send(full.to_dict(), more=True)
+        ref_outputs, ref_result = store.ensure(full.spec, full.target, full.seeds, settings, progress)
+        parent = {"reference_s": lap()}  # about 0 when an earlier candidate's reference run is reused
+        fit = reference_fit(ref_result)
+        if view is None:
+            worker.send(full.to_dict(), more=True)
+        worker.send_last(fit.to_dict())
+        plan = full.fitted(fit)
+        stall_s = max(settings.stall_floor_s, STALL_FACTOR * float(ref_result.get("slowest_case_s") or 0.0))
+        outcome = worker.run(None, settings.timeout_s, on_message=progress, stall_s=stall_s)
+        raise_on_sandbox_failure(outcome)
+        parent["candidate_worker_s"] = lap()
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-        if references is None:
-            store.cleanup()
-    result.details.setdefault("seeds", seeds)
-    if spare_early:  # timing is over: the spare may make its device context now
-        spares.release()
-    elif spares is not None:  # the CPU: the next candidate's worker starts only now, while the caller moves on
-        spares.prepare(key, lambda: _start_spare(template, target_name, spares.root))
+        worker.discard()
+    try:
+        result = judge(plan, outcome, ref_outputs, ref_result)
+    finally:
+        if outcome.shared is not None:
+            outcome.shared.close()
+    parent["compare_s"] = lap()
+    parent["total_s"] = round(time.monotonic() - started, 3)
+    message = outcome.result or {}
+    # Where an evaluation's wall time goes: the parent's three steps, and each worker's own phases.
+    result.details["phases"] = {"parent": parent, "reference_worker": ref_result.get("phases") or {},
+                                "candidate_worker": message.get("phases") or {}, "no_progress_limit_s": stall_s,
+                                "worker_started_early": spare is not None}
+    if fit.note:  # a large problem: fewer seeds and timed sets than asked, and why
+        result.details["memory_fit"] = fit.to_dict()
+    result.details.setdefault("seeds", plan.seeds)
     return result
 
 

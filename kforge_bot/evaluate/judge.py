@@ -19,7 +19,9 @@ from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_
 
 
 def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
-           ref_result: dict[str, Any]) -> EvalResult:
+          ref_result: dict[str, Any]) -> EvalResult:
+    """The verdict on the candidate's worker: how it ended, then its outputs against the reference's, its
+    profile, and its timing (statistics from the raw samples, checked against the hardware's floor)."""
     base = EvalResult(verdict="crash", reason="", target=plan.target,
                       device_name=ref_result.get("device_name", ""), target_info=ref_result.get("target_info", {}))
     base.details = {"wall_s": round(outcome.wall_s, 3), "log_tail": outcome.log_tail[-4000:],
@@ -28,29 +30,9 @@ def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
         base.details["input_bytes"] = ref_result["input_bytes"]  # per shape set, tensors only
     if outcome.forged_lines:
         base.details["forged_lines"] = outcome.forged_lines
+    if _ended_without_result(base, outcome):
+        return base
     message = outcome.result
-    if outcome.flooded:
-        base.verdict, base.reason = "rejected", f"the candidate {outcome.exit_description()}"
-        return base
-    if outcome.timed_out:
-        base.verdict, base.reason = "timeout", f"the candidate {outcome.exit_description()}"
-        return base
-    if message is None:
-        if outcome.returncode == 0:
-            base.verdict = "rejected"
-            base.reason = "the candidate's process exited before the harness finished (early exit)"
-            if outcome.forged_lines:
-                base.reason += f" after writing {outcome.forged_lines} unsigned line(s) to the result channel"
-        else:
-            base.reason = f"the candidate's process {outcome.exit_description()}"
-        return base
-    status = message.get("status")
-    if status != "ok":
-        base.verdict = status if status in ("compile_error", "crash", "rejected", "incorrect") else "crash"
-        base.reason = message.get("reason", "")
-        base.details["traceback"] = message.get("detail", "")
-        return base
-
     base.device_name = message.get("device_name", base.device_name)
     base.target_info = message.get("target_info", base.target_info)
     profile = message.get("profile", {})
@@ -93,6 +75,34 @@ def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
         elif base.speedup is not None:
             base.reason = f"correct on every case; {base.speedup:.3f}x ({base.details['speedup_ci_note']})"
     return base
+
+
+def _ended_without_result(base: EvalResult, outcome: ChildOutcome) -> bool:
+    """Where the worker ended without an ok result (flooded, timed out, exited early, stopped with a verdict):
+    the verdict and reason set on `base`, and True."""
+    message = outcome.result
+    if outcome.flooded:
+        base.verdict, base.reason = "rejected", f"the candidate {outcome.exit_description()}"
+        return True
+    if outcome.timed_out:
+        base.verdict, base.reason = "timeout", f"the candidate {outcome.exit_description()}"
+        return True
+    if message is None:
+        if outcome.returncode == 0:
+            base.verdict = "rejected"
+            base.reason = "the candidate's process exited before the harness finished (early exit)"
+            if outcome.forged_lines:
+                base.reason += f" after writing {outcome.forged_lines} unsigned line(s) to the result channel"
+        else:
+            base.reason = f"the candidate's process {outcome.exit_description()}"
+        return True
+    status = message.get("status")
+    if status != "ok":
+        base.verdict = status if status in ("compile_error", "crash", "rejected", "incorrect") else "crash"
+        base.reason = message.get("reason", "")
+        base.details["traceback"] = message.get("detail", "")
+        return True
+    return False
 
 
 def _physical_bound(result: EvalResult, plan: Plan, ref_outputs: dict[str, list[Any]],
@@ -183,6 +193,11 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
             failure = check(case, case.cand_file, case.ref_file, case.label)
             if failure and failure.startswith("incorrect|"):
                 failure = "rejected|" + failure.split("|", 1)[1] + f" (result cached by {keyed_by}?)"
+    return _correctness_summary(plan, records, via, failure)
+
+
+def _correctness_summary(plan: Plan, records: list[dict[str, Any]], via: set[str],
+                         failure: str | None) -> dict[str, Any]:
     worst_abs = max((o.get("max_abs", 0.0) for r in records for o in r["outputs"]), default=0.0)
     worst_rel = max((o.get("rel_norm", 0.0) for r in records for o in r["outputs"]), default=0.0)
     summary: dict[str, Any] = {
