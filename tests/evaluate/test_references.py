@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from kforge_bot.evaluate.references import _reference_death
+from pathlib import Path
+
+from kforge_bot.evaluate.plan import Fit, Plan
+from kforge_bot.evaluate.references import ReferenceStore, _reference_death, reference_fit
+from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.evaluate.sandbox import ChildOutcome
+from kforge_bot.spec import load_spec
+
+ADV = Path(__file__).parents[1] / "data" / "adversarial"
 
 
 def test_a_reference_killed_after_writing_gigabytes_is_named_as_host_memory_not_the_reference() -> None:
@@ -17,3 +24,23 @@ def test_a_reference_killed_after_writing_gigabytes_is_named_as_host_memory_not_
                                  written[:1], cases=11)
     assert why == "exited with status 1 before reporting a result; its last words: ValueError: bad shape"
     assert hint.startswith("the reference and its inputs must run")
+
+
+def test_one_reference_run_serves_every_evaluation_with_the_same_spec_target_and_seeds(tmp_path: Path) -> None:
+    spec = load_spec(ADV / "problem.py")
+    store = ReferenceStore(tmp_path)
+    settings = EvalSettings(seeds=2)
+    key = store.key(spec, "cpu", [1, 2], settings)
+    assert key == ReferenceStore(tmp_path / "other").key(spec, "cpu", [1, 2], EvalSettings(seeds=2, timeout_s=9))
+    assert key != store.key(spec, "cpu", [1, 3], settings)
+    assert key != store.key(spec, "cuda", [1, 2], settings)
+    assert key != store.key(spec, "cpu", [1, 2], EvalSettings(seeds=2, rotate_sets=1))  # other timed sets
+
+
+def test_the_fit_is_the_reference_workers_word_or_the_whole_plan(tmp_path: Path) -> None:
+    spec = load_spec(ADV / "problem.py")
+    plan = Plan(role="candidate", target="cpu", spec=spec, baseline=spec.baseline, candidate=None,
+                settings=EvalSettings(rotate_sets=3), seeds=[1, 2, 3], out_dir=tmp_path)
+    assert plan.fitted(reference_fit({"status": "ok"})) is plan  # an older result without one: all of it
+    kept = Fit(1, 2, "too large for 3 seeds", device_outputs=False)
+    assert reference_fit({"status": "ok", "fit": kept.to_dict()}) == kept
