@@ -39,7 +39,8 @@ class Channel:
 
 
 class Stop(Exception):
-    """Ends the candidate role early with a verdict (compile_error, crash, rejected, incorrect)."""
+    """Ends a role early with a verdict (the candidate's compile_error, crash, rejected, incorrect; the
+    reference's unavailable, too_large)."""
 
     def __init__(self, status: str, reason: str, detail: str = ""):
         super().__init__(reason)
