@@ -18,7 +18,8 @@ import platform
 import time
 from pathlib import Path
 
-from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
+from kforge_bot.evaluate.api import evaluate, new_seeds
+from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import load_spec
 

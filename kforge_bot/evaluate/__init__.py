@@ -7,8 +7,12 @@ __all__ = ["VERDICTS", "EvalResult", "EvalSettings", "TimingStats", "evaluate", 
 
 def __getattr__(name: str):
     # The worker imports submodules of this package; keep the parent-side machinery out of its start-up.
-    if name in ("evaluate", "ReferenceStore"):
-        from kforge_bot.evaluate import api
+    if name == "evaluate":
+        from kforge_bot.evaluate.api import evaluate
 
-        return getattr(api, name)
+        return evaluate
+    if name == "ReferenceStore":
+        from kforge_bot.evaluate.references import ReferenceStore
+
+        return ReferenceStore
     raise AttributeError(name)

@@ -156,7 +156,7 @@ class _Mapping:
     def tensor(self, nbytes: int, closes: bool = False) -> Any:
         """The first `nbytes` as a torch uint8 tensor on the device. `closes`: the mapping is closed once the last
         tensor made from it is freed (else it is valid until `close()`)."""
-        import torch  # the bot imports torch only when it compares (see evaluate.api)
+        import torch  # the bot imports torch only when it compares (see evaluate.judge)
 
         if nbytes > self.size:
             raise DeviceShareError(f"{nbytes} bytes asked of a {self.size}-byte mapping")

@@ -40,10 +40,15 @@ def _aligned(n: int) -> int:
 class FileSink:
     """Outputs as tensor files in the worker's output folder."""
 
-    def save(self, tensors: list[Any], path: Path) -> None:
-        from kforge_bot.evaluate import tensorfile  # imports torch: the worker has it already
+    def __init__(self) -> None:
+        # Bound when the worker makes its sink, before any user code exists. Imported at the first save, after
+        # hide_harness, the module would be whichever copy the candidate had put in sys.modules by then.
+        from kforge_bot.evaluate import tensorfile  # imports torch: the worker has it, the bot makes no sink
 
-        tensorfile.write(tensors, path)
+        self._write = tensorfile.write
+
+    def save(self, tensors: list[Any], path: Path) -> None:
+        self._write(tensors, path)
 
 
 class DeviceSink:

@@ -26,7 +26,7 @@ from typing import Any
 
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import scrubbed_environment
+from kforge_bot.evaluate.sandbox import sandbox_view, scrubbed_environment
 from kforge_bot.spec import Implementation, KernelSpec
 
 MAX_OUTPUT = 16 << 20  # bytes of the tool's output kept: a flood from the profiled process cannot fill memory
@@ -75,8 +75,6 @@ def profiled_call(spec: KernelSpec, implementation: Implementation, target: str,
             "status_file": str(work / "status.json"), "log_file": str(work / "program.log")}))
         (work / "src").mkdir()
         argv, env = tool_argv(request, work), {**scrubbed_environment(), **(extra_env or {})}
-        from kforge_bot.evaluate.api import sandbox_view  # api imports the evaluation's whole stack
-
         view = sandbox_view(spec, [implementation], target, work, settings)
         if view is not None:
             view = replace(view, readable=tuple(view.readable) + tool_folders)

@@ -23,13 +23,17 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import isolation, outputs
+from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.spec import Implementation, KernelSpec
 
 SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH|COOKIE|SESSION)",
                          re.IGNORECASE)
@@ -374,3 +378,34 @@ class _LogTail:
     def text(self) -> str:
         self._thread.join(timeout=2)  # the pipe closes when the process group is gone
         return bytes(self._data[-LOG_TAIL_BYTES:]).decode("utf-8", errors="replace")
+
+
+# ------------------------------------------------------------------------- an evaluation's workers
+
+
+def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None], target: str,
+                 scratch: Path, settings: EvalSettings) -> isolation.View | None:
+    """What a worker on `target` may see, or None where the policy lets it run unsandboxed (`required` raises
+    when the machine cannot sandbox). Readable: the kernel's source folders; writable: its scratch alone."""
+    if not isolation.resolve_mode(settings.isolation):
+        return None
+    roots = {Path(spec.root)} | {Path(i.root) for i in (spec.reference, spec.inputs_source, *implementations)
+                                 if i is not None and i.root}
+    extensions = os.environ.get("KFORGE_EXTENSIONS_ROOT")  # compile-ahead builds: read-only, copied when used
+    readable = roots | ({Path(extensions)} if extensions else set())
+    return isolation.View(scratch=scratch, readable=tuple(sorted(readable)), devices=target.split(":")[0])
+
+
+def scratch_root() -> Path:
+    # Outputs travel as files: keep them in memory-backed storage where the machine has it.
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    return base
+
+
+def raise_on_sandbox_failure(outcome: ChildOutcome) -> None:
+    failure = outcome.sandbox_failure
+    if failure:
+        raise KforgeError(f"the sandbox could not start a worker: {failure}",
+                          hint="run `kforge-bot doctor` to see what the sandbox needs here, or set policy "
+                               "isolation: off on a machine you trust")

@@ -26,10 +26,10 @@ _WATCHED_MODULES = (
     "torch", "torch.nn.functional", "torch.testing", "torch.cuda", "torch.xpu", "torch.mps", "torch.linalg",
     "torch.fft", "torch.special", "torch.profiler", "torch.autograd", "torch.autograd.profiler", "time", "math",
     "builtins", "os", "sys", "random", "json", "pickle", "numpy", "kforge_bot.evaluate.worker",
-    "kforge_bot.evaluate.checks", "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing",
-    "kforge_bot.evaluate.loading", "kforge_bot.evaluate.guards", "kforge_bot.evaluate.snapshot",
-    "kforge_bot.evaluate.profile", "kforge_bot.evaluate.outputs", "kforge_bot.evaluate.devshare",
-    "kforge_bot.evaluate.tensorfile",
+    "kforge_bot.evaluate.worker_io", "kforge_bot.evaluate.candidate_role", "kforge_bot.evaluate.checks",
+    "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing", "kforge_bot.evaluate.loading",
+    "kforge_bot.evaluate.guards", "kforge_bot.evaluate.snapshot", "kforge_bot.evaluate.profile",
+    "kforge_bot.evaluate.outputs", "kforge_bot.evaluate.devshare", "kforge_bot.evaluate.tensorfile",
     "kforge_bot.targets.base", "kforge_bot.targets.cpu", "kforge_bot.targets.cuda", "kforge_bot.targets.xpu",
     "kforge_bot.targets.mps",
 )
@@ -40,7 +40,10 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
                     "kforge_bot.targets.base.Target", "kforge_bot.targets.base.HostTimer",
                     "kforge_bot.targets.cpu.CpuTarget", "kforge_bot.targets.cuda.CudaTarget",
                     "kforge_bot.targets.cuda.CudaEventTimer", "kforge_bot.targets.xpu.XpuTarget",
-                    "kforge_bot.targets.mps.MpsTarget", "kforge_bot.evaluate.worker.Channel",
+                    "kforge_bot.targets.mps.MpsTarget", "kforge_bot.evaluate.worker_io.Channel",
+                    # The candidate role's guards and phases, and one shape set's timing and its callbacks.
+                    "kforge_bot.evaluate.candidate_role.CandidateRun",
+                    "kforge_bot.evaluate.candidate_role.ShapeTiming",
                     # How outputs leave the worker: a save that computed the answer only then would hide a
                     # timed call that never did.
                     "kforge_bot.evaluate.outputs.FileSink", "kforge_bot.evaluate.outputs.DeviceSink",
@@ -56,6 +59,10 @@ CRITICAL = (
     "torch.Tensor.detach", "torch.Tensor.cpu", "torch.Tensor.numel", "torch.Tensor.is_floating_point",
     "torch.Tensor.data_ptr", "torch.Tensor.untyped_storage", "torch.Tensor.layout", "torch.Tensor.device",
     "torch.Tensor.is_meta", "torch.Tensor.nan_to_num", "torch.Tensor.__eq__",
+    # measure_pair's callbacks (ShapeTiming's), the guards they run (CandidateRun's) and the progress messages.
+    "kforge_bot.evaluate.candidate_role", "kforge_bot.evaluate.candidate_role.CandidateRun",
+    "kforge_bot.evaluate.candidate_role.ShapeTiming", "kforge_bot.evaluate.worker_io",
+    "kforge_bot.evaluate.worker_io.Channel",
 )
 # Attributes that legitimately change after import (lazy initialisation and counters).
 _IGNORED = {"sys.modules", "sys.path", "sys.path_importer_cache", "sys.meta_path", "sys.path_hooks",

@@ -166,6 +166,72 @@ def _same(a: Any, b: Any) -> bool:
     return bool(torch.allclose(a.float(), b.float(), rtol=1e-3, atol=1e-5, equal_nan=True))
 
 
+def _warm_up(target: Target, baseline: Callable[[list[Any]], Any], candidate: Callable[[list[Any]], Any],
+             input_sets: list[list[Any]], warmup_ms: float, after_baseline: Callable[[Any, int], None],
+             after_candidate: Callable[[Any, int], None],
+             heartbeat: Callable[[int], None] | None) -> tuple[float, dict[str, float]]:
+    """Warm-up: compilation, caches, allocator pools. Returns the per-call estimate from the last calls (the
+    larger side's) and, per side, the median host time to issue one call, after the first two."""
+    estimate = 0.0
+    host_per_call: dict[str, float] = {}
+    for fn, side in ((baseline, "b"), (candidate, "c")):
+        calls = 0
+        settled: list[float] = []  # per-call times after the first two (compilation, first-touch)
+        issue: list[float] = []
+        warm_start = _monotonic()
+        while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
+            ms, out, index, host_ms = _timed(target, fn, input_sets, calls, 1)
+            (after_baseline(out, index) if fn is baseline else after_candidate(out, index))
+            if heartbeat is not None:
+                heartbeat(0)
+            if calls >= 2:
+                settled.append(ms)
+                issue.append(host_ms)
+            calls += 1
+            if calls >= 1000:
+                break
+        # The median, not the maximum: one preempted warm-up call must not switch a 25 us kernel to k = 1.
+        estimate = max(estimate, sorted(settled)[len(settled) // 2])
+        host_per_call[side] = sorted(issue)[len(issue) // 2]
+    return estimate, host_per_call
+
+
+def _replay_if_short(result: PairedTimes, target: Target, estimate: float,
+                     fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
+                     afters: tuple[Callable[[Any, int], None], ...]) -> tuple[Callable[[list[Any]], Any], ...]:
+    """The graph decision: (baseline, candidate) as they will be timed, eager or replayed from CUDA graphs, with
+    `result`'s mode, note and calls per sample set to match."""
+    if not (estimate < GRAPH_BELOW_MS and target.kind == "cuda"):
+        return fns
+    # A short kernel timed eagerly measures the host's launch overhead as much as the kernel. Replaying
+    # captured graphs puts the calls back to back on the device; if either side cannot be captured
+    # (host syncs, CPU work), both stay eager so the comparison stays like for like.
+    graphs = _capture_graphs(target, fns, input_sets)
+    if isinstance(graphs, str):
+        result.mode_note = f"eager: graph capture failed ({graphs})"
+        return fns
+    baseline, candidate = graphs
+    result.mode = "cuda_graph"
+    # The eager estimate was the host's launch time as much as the kernel's (25-100 us for one 25 us
+    # kernel on the H200, from run to run): how many calls make a sample is decided from replays, so
+    # every sample holds at least MIN_SAMPLE_MS of device work whatever the host did during warm-up.
+    replayed = _estimate(target, (baseline, candidate), input_sets, afters)
+    result.calls_per_sample = _calls_per_sample(replayed)
+    return baseline, candidate
+
+
+def _stop_reason(pair: int, now: float, budget_end: float, time_budget_s: float, min_pairs: int,
+                 max_pairs: int) -> str:
+    """Why the loop stops after `pair` pairs (the budget, the pair limit), or "" to go on."""
+    if pair >= max_pairs:
+        return f"reached {max_pairs} pairs"
+    if now >= budget_end and pair >= min_pairs:
+        return f"time budget of {time_budget_s:g} s spent"
+    if now >= budget_end + 4 * time_budget_s:  # min_pairs of a very slow kernel: stop anyway
+        return "time budget far exceeded before the minimum number of pairs"
+    return ""
+
+
 def measure_pair(
     target: Target,
     baseline: Callable[[list[Any]], Any],
@@ -192,44 +258,11 @@ def measure_pair(
     correctness check.
     """
     started = _monotonic()
-    # Warm-up: compilation, caches, allocator pools. Estimate the per-call time from the last calls.
-    estimate = 0.0
-    host_per_call: dict[str, float] = {}  # per side: the median host time to issue one call, after the first two
-    for fn, side in ((baseline, "b"), (candidate, "c")):
-        calls = 0
-        settled: list[float] = []  # per-call times after the first two (compilation, first-touch)
-        issue: list[float] = []
-        warm_start = _monotonic()
-        while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
-            ms, out, index, host_ms = _timed(target, fn, input_sets, calls, 1)
-            (after_baseline(out, index) if fn is baseline else after_candidate(out, index))
-            if heartbeat is not None:
-                heartbeat(0)
-            if calls >= 2:
-                settled.append(ms)
-                issue.append(host_ms)
-            calls += 1
-            if calls >= 1000:
-                break
-        # The median, not the maximum: one preempted warm-up call must not switch a 25 us kernel to k = 1.
-        estimate = max(estimate, sorted(settled)[len(settled) // 2])
-        host_per_call[side] = sorted(issue)[len(issue) // 2]
+    estimate, host_per_call = _warm_up(target, baseline, candidate, input_sets, warmup_ms, after_baseline,
+                                       after_candidate, heartbeat)
     result = PairedTimes(calls_per_sample=_calls_per_sample(estimate))
-    if estimate < GRAPH_BELOW_MS and target.kind == "cuda":
-        # A short kernel timed eagerly measures the host's launch overhead as much as the kernel. Replaying
-        # captured graphs puts the calls back to back on the device; if either side cannot be captured
-        # (host syncs, CPU work), both stay eager so the comparison stays like for like.
-        graphs = _capture_graphs(target, (baseline, candidate), input_sets)
-        if isinstance(graphs, str):
-            result.mode_note = f"eager: graph capture failed ({graphs})"
-        else:
-            baseline, candidate = graphs
-            result.mode = "cuda_graph"
-            # The eager estimate was the host's launch time as much as the kernel's (25-100 us for one 25 us
-            # kernel on the H200, from run to run): how many calls make a sample is decided from replays, so
-            # every sample holds at least MIN_SAMPLE_MS of device work whatever the host did during warm-up.
-            replayed = _estimate(target, (baseline, candidate), input_sets, (after_baseline, after_candidate))
-            result.calls_per_sample = _calls_per_sample(replayed)
+    baseline, candidate = _replay_if_short(result, target, estimate, (baseline, candidate), input_sets,
+                                           (after_baseline, after_candidate))
     k = result.calls_per_sample
     # Short calls timed eagerly (a capture failed): each sample's device lead covers the host's time to issue its
     # k calls (measured in the warm-up, per side), so the device runs them back to back and the interval times
@@ -253,23 +286,16 @@ def measure_pair(
         pair += 1
         if heartbeat is not None:
             heartbeat(pair)  # the parent's no-progress limit counts from the last message
-        done = pair >= max_pairs
         now = _monotonic()
-        if pair >= min_pairs and (pair % 5 == 0 or done or now >= budget_end):
+        if pair >= min_pairs and (pair % 5 == 0 or pair >= max_pairs or now >= budget_end):
             speedup, ci = speedup_from_pairs(result.baseline_ms, result.candidate_ms, confidence)
             if progress is not None:
                 progress(pair, speedup, ci)
             if relative_half_width(ci, speedup) <= target_precision:
                 result.stop_reason = f"confidence interval within +-{target_precision:.1%}"
                 break
-        if done:
-            result.stop_reason = f"reached {max_pairs} pairs"
-            break
-        if now >= budget_end and pair >= min_pairs:
-            result.stop_reason = f"time budget of {time_budget_s:g} s spent"
-            break
-        if now >= budget_end + 4 * time_budget_s:  # min_pairs of a very slow kernel: stop anyway
-            result.stop_reason = "time budget far exceeded before the minimum number of pairs"
+        result.stop_reason = _stop_reason(pair, now, budget_end, time_budget_s, min_pairs, max_pairs)
+        if result.stop_reason:
             break
     result.wall_s = _monotonic() - started
     return result

@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
+from kforge_bot.evaluate.api import evaluate, new_seeds
+from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.gate.decision import fmt_change, harness_verdict, timing_decision
 from kforge_bot.policy import GateRule, Policy

@@ -11,7 +11,8 @@ from typing import Any
 
 from kforge_bot.cache import EVAL_CACHEABLE, cache_key, evaluation_material
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
+from kforge_bot.evaluate.api import evaluate, new_seeds
+from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.spares import SpareWorkers
 from kforge_bot.spec import Implementation, KernelSpec, candidate_language

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.evaluate import isolation
-from kforge_bot.evaluate.api import sandbox_view
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import scrubbed_environment
+from kforge_bot.evaluate.sandbox import sandbox_view, scrubbed_environment
 
 PREPARE_TIMEOUT_S = 900.0
 
@@ -36,7 +35,7 @@ data = json.loads(sys.stdin.read())
 spec = KernelSpec.from_dict(data["spec"])
 baseline = Implementation.from_dict(data["baseline"]) if data["baseline"] else spec.baseline
 work = Path(sys.argv[1])
-# The candidate worker's own import order (kforge_bot.evaluate.worker.run_candidate): extension versions
+# The candidate worker's own import order (kforge_bot.evaluate.candidate_role.CandidateRun): extension versions
 # (name, name_v1, ...) follow it, and a build is found again only under the same name.
 loading.import_implementation(spec.inputs_source, work, "inputs")
 loading.import_implementation(baseline, work, "baseline")

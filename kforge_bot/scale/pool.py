@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.api import REFERENCE_TIMEOUT_S
+from kforge_bot.evaluate.references import REFERENCE_TIMEOUT_S
 from kforge_bot.scale.compile_ahead import PREPARE_TIMEOUT_S, needs_build, prepare_build
 from kforge_bot.scale.devices import VISIBILITY, Device, discover_devices
 from kforge_bot.scale.jobs import STOP, Job, Progress, drain

@@ -45,7 +45,7 @@ class _Actor:
     of a running evaluation when the pool is aborted."""
 
     def __init__(self, target: str, mark: str) -> None:
-        from kforge_bot.evaluate.api import ReferenceStore  # in the Ray worker, once Ray has pinned its GPU
+        from kforge_bot.evaluate.references import ReferenceStore  # in the Ray worker, once Ray has pinned its GPU
 
         self.target = target
         self.mark = mark

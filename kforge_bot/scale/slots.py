@@ -21,7 +21,7 @@ from kforge_bot.scale.jobs import STOP, Job, PoolResult
 from kforge_bot.scale.orphans import SLOT_MARK, kill_marked, marked_pids
 
 if TYPE_CHECKING:  # the slot imports them itself, after pinning its device
-    from kforge_bot.evaluate.api import ReferenceStore
+    from kforge_bot.evaluate.references import ReferenceStore
     from kforge_bot.evaluate.spares import SpareWorkers
     from kforge_bot.scale.pool import EvalPool  # the pool imports this module
 
@@ -30,7 +30,7 @@ def _slot_main(conn: Any, env: dict[str, str]) -> None:
     """A slot process: pin the device, then evaluate jobs one at a time until told to stop."""
     os.environ.update(env)
     # The evaluation's modules load here, once the device is pinned (this module is the slot's entry point).
-    from kforge_bot.evaluate.api import ReferenceStore
+    from kforge_bot.evaluate.references import ReferenceStore
     from kforge_bot.evaluate.spares import SpareWorkers
 
     store = ReferenceStore(Path(env["KFORGE_SLOT_SCRATCH"]))

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import kforge_bot.evaluate.api as api
-from kforge_bot.evaluate.api import ReferenceStore, evaluate
+from kforge_bot.evaluate.api import evaluate
+from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, load_spec
@@ -85,6 +86,8 @@ DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     "evasive_forge": (CHECK, "rejected", r"\(early exit\) after writing 1 unsigned line\(s\) to the result channel"),
     "evasive_reference_files": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: "),
     "evasive_tensor_method": (CHECK, "rejected", r"replaced torch\.Tensor\.fill_ \(running shape set 0 seed 11\)"),
+    # the module the harness writes output files with, planted for its first save: calls that do no work
+    "evasive_output_writer": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: .*\(worst: got 0, expected"),
     "evasive_threads": (CHECK, "pass", r"^correct on every case$"),
     "evasive_gc": (CHECK, "rejected", r"^static check: line 7: __import__\(\) of a computed module name"),
     "evasive_timer_toggle": (CHECK, "rejected", r"^static check: line 8: __import__\(\) of a computed module name"),
@@ -184,8 +187,8 @@ def test_every_candidate_file_is_exercised() -> None:
 def test_the_evasive_candidates_really_evade_what_they_claim_to() -> None:
     # These get past the static scan; only the worker's runtime checks stand between them and a pass.
     for name in ("evasive_exit", "evasive_forge", "evasive_reference_files", "evasive_tensor_method",
-                 "evasive_threads", "evasive_frames", "cache_delayed", "background_thread", "inherit", "fallback",
-                 "alias_input", "mutate_inputs", "honest_fancy"):
+                 "evasive_threads", "evasive_frames", "evasive_output_writer", "cache_delayed", "background_thread",
+                 "inherit", "fallback", "alias_input", "mutate_inputs", "honest_fancy"):
         assert static_findings((ADV / f"{name}.py").read_text()) == [], name
 
 

@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 import kforge_bot.evaluate.api as api
+import kforge_bot.evaluate.references as references
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.api import ReferenceStore, evaluate, new_seeds
+from kforge_bot.evaluate.api import evaluate, new_seeds
+from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerProcess
 from kforge_bot.spec import Implementation, KernelSpec, load_manifest, load_spec
@@ -333,7 +335,7 @@ def test_the_static_scan_answers_without_starting_any_process(monkeypatch: pytes
     def no_workers(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("no worker may start for a statically rejected candidate")
 
-    monkeypatch.setattr(api, "run_worker", no_workers)
+    monkeypatch.setattr(references, "run_worker", no_workers)
     monkeypatch.setattr(api, "start_worker", no_workers)
     spec = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
     result = evaluate(spec, _cand("import gc\nclass ModelNew:\n    pass\n"), "cpu")

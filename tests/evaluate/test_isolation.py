@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import kforge_bot.evaluate.api as api
-from kforge_bot.evaluate import isolation
+from kforge_bot.evaluate import isolation, references, sandbox
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
@@ -348,14 +348,15 @@ def test_a_sandbox_that_cannot_start_is_the_bots_error_not_a_verdict(repo: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from kforge_bot.errors import KforgeError
 
-    real = api.sandbox_view
+    real = sandbox.sandbox_view
 
     def broken(*args, **kwargs):
         view = real(*args, **kwargs)
         return isolation.View(scratch=view.scratch, readable=view.readable, devices=view.devices,
                               writable=(Path("/nonexistent/kforge-test"),))
 
-    monkeypatch.setattr(api, "sandbox_view", broken)
+    for module in (api, references):  # the candidate's worker and the reference's
+        monkeypatch.setattr(module, "sandbox_view", broken)
     with pytest.raises(KforgeError, match="the sandbox could not start a worker: bwrap: Can't find source path "
                                           "/nonexistent/kforge-test"):
         _judge("", repo, SANDBOXED)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -109,6 +111,22 @@ def test_outputs_not_handed_over_are_read_from_their_files(tmp_path: Path) -> No
         theirs.close()
         shared.close()
     assert all(torch.equal(a, b) for a, b in zip(loaded, tensors))
+
+
+def test_a_file_sink_writes_with_the_module_it_was_made_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker makes its sink before any user code exists; by its first save the harness is hidden from
+    sys.modules, and whatever the candidate put there under the tensor-file module's name must not be used."""
+    import kforge_bot.evaluate
+
+    sink = outputs.FileSink()
+    planted = types.ModuleType("kforge_bot.evaluate.tensorfile")
+    planted.write = lambda tensors, path: pytest.fail("the planted writer was used")
+    monkeypatch.setitem(sys.modules, "kforge_bot.evaluate.tensorfile", planted)
+    monkeypatch.setattr(kforge_bot.evaluate, "tensorfile", planted, raising=False)
+    tensors = [torch.arange(4, dtype=torch.float32)]
+    sink.save(tensors, tmp_path / "cand_0_0.out")
+    monkeypatch.undo()
+    assert torch.equal(outputs.load(tmp_path, "cand_0_0.out", None)[0], tensors[0])
 
 
 def test_a_cpu_target_saves_files() -> None:

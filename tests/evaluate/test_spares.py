@@ -93,6 +93,6 @@ def test_a_spare_held_off_the_device_serves_its_request_and_reports_its_boot(tmp
 
 
 def _view_of(spec, candidate):
-    from kforge_bot.evaluate.api import sandbox_view
+    from kforge_bot.evaluate.sandbox import sandbox_view
 
     return sandbox_view(spec, [candidate, spec.baseline], "cpu", Path("/scratch"), QUICK)

@@ -153,3 +153,26 @@ def test_every_sample_starts_right_after_the_device_settles_whichever_side_ran_b
     starts = [i for i, c in enumerate(calls) if c == "start"]
     assert len(starts) >= samples
     assert all(calls[i - 1] == "settle" for i in starts), calls
+
+
+def test_why_the_loop_stops() -> None:
+    """The pair limit first; the budget only once the minimum pairs are in, unless it is far exceeded."""
+    end = 100.0  # the budget (10 s) ends at t = 100
+    assert timing._stop_reason(8, 50.0, end, 10.0, min_pairs=5, max_pairs=8) == "reached 8 pairs"
+    assert timing._stop_reason(5, 100.0, end, 10.0, min_pairs=5, max_pairs=8) == "time budget of 10 s spent"
+    assert timing._stop_reason(3, 120.0, end, 10.0, min_pairs=5, max_pairs=8) == ""
+    assert timing._stop_reason(3, 140.0, end, 10.0, min_pairs=5, max_pairs=8) == \
+        "time budget far exceeded before the minimum number of pairs"
+    assert timing._stop_reason(6, 50.0, end, 10.0, min_pairs=5, max_pairs=8) == ""
+
+
+def test_a_short_kernel_off_cuda_is_timed_eagerly() -> None:
+    class CpuLike(LaunchBoundTarget):
+        kind = "cpu"
+
+    def fn(inputs: list[Any]) -> list[Any]:
+        return []
+
+    result = timing.PairedTimes()
+    assert timing._replay_if_short(result, CpuLike(), 0.001, (fn, fn), [[1]], (print, print)) == (fn, fn)
+    assert (result.mode, result.mode_note) == ("eager", "")

@@ -1,0 +1,292 @@
+"""The verdict on one candidate, from its worker's outcome: the bot compares the outputs itself and computes
+every statistic from the raw samples (kforge_bot.evaluate.api runs the workers).
+
+torch is imported only to compare (the bot must not import it at start: `--target cuda` runs every kernel in
+workers, and the import costs seconds); kforge_bot.evaluate.references starts that import in a thread while
+the reference's worker runs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kforge_bot.evaluate import bound, isolation, outputs
+from kforge_bot.evaluate.plan import Case, Plan
+from kforge_bot.evaluate.result import EvalResult, TimingStats
+from kforge_bot.evaluate.sandbox import ChildOutcome
+from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
+
+
+def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
+          ref_result: dict[str, Any]) -> EvalResult:
+    """The verdict on the candidate's worker: how it ended, then its outputs against the reference's, its
+    profile, and its timing (statistics from the raw samples, checked against the hardware's floor)."""
+    base = EvalResult(verdict="crash", reason="", target=plan.target,
+                      device_name=ref_result.get("device_name", ""), target_info=ref_result.get("target_info", {}))
+    base.details = {"wall_s": round(outcome.wall_s, 3), "log_tail": outcome.log_tail[-4000:],
+                    "isolation": isolation.probe().describe() if outcome.sandboxed else "not sandboxed"}
+    if ref_result.get("input_bytes") is not None:
+        base.details["input_bytes"] = ref_result["input_bytes"]  # per shape set, tensors only
+    if outcome.forged_lines:
+        base.details["forged_lines"] = outcome.forged_lines
+    if _ended_without_result(base, outcome):
+        return base
+    message = outcome.result
+    base.device_name = message.get("device_name", base.device_name)
+    base.target_info = message.get("target_info", base.target_info)
+    profile = message.get("profile", {})
+    base.profile = {"baseline": profile.get("baseline", {}), "candidate": profile.get("candidate", {}),
+                    "reference": profile.get("reference", {})}
+    if profile.get("reference_flops") is not None:
+        base.profile["reference_flops"] = profile["reference_flops"]  # per shape set; None where not counted
+
+    if message.get("restored_state"):
+        base.details["restored_state"] = message["restored_state"]
+    if message.get("shared_state"):  # weights both sides read from one place (loading.share_matching_state)
+        base.details["shared_with_baseline"] = message["shared_state"]
+    if outcome.shared is not None and outcome.shared.rejected:
+        base.verdict, base.reason = "rejected", f"the candidate's output channel carried {outcome.shared.rejected}"
+        return base
+    correctness = _compare_all(plan, ref_outputs, timed=bool(message.get("timing")), shared=outcome.shared)
+    base.correctness = correctness
+    if not correctness["ok"]:
+        base.verdict, base.reason = correctness["status"], correctness["reason"]
+        return base
+
+    rejection = _profile_rejection(plan, base.profile)
+    if rejection:
+        base.verdict, base.reason = "rejected", rejection
+        return base
+
+    base.verdict = "pass"
+    base.reason = "correct on every case"
+    timing = message.get("timing") or []
+    if timing:
+        _attach_timing(base, timing, plan.settings.confidence)
+        broken = _physical_bound(base, plan, ref_outputs, ref_result)
+        if broken:
+            base.verdict, base.reason = "rejected", broken
+            base.speedup = base.speedup_ci = None
+            return base
+        if base.speedup_ci is not None:
+            base.reason = (f"correct on every case; {base.speedup:.3f}x "
+                           f"(CI {base.speedup_ci[0]:.3f}-{base.speedup_ci[1]:.3f})")
+        elif base.speedup is not None:
+            base.reason = f"correct on every case; {base.speedup:.3f}x ({base.details['speedup_ci_note']})"
+    return base
+
+
+def _ended_without_result(base: EvalResult, outcome: ChildOutcome) -> bool:
+    """Where the worker ended without an ok result (flooded, timed out, exited early, stopped with a verdict):
+    the verdict and reason set on `base`, and True."""
+    message = outcome.result
+    if outcome.flooded:
+        base.verdict, base.reason = "rejected", f"the candidate {outcome.exit_description()}"
+        return True
+    if outcome.timed_out:
+        base.verdict, base.reason = "timeout", f"the candidate {outcome.exit_description()}"
+        return True
+    if message is None:
+        if outcome.returncode == 0:
+            base.verdict = "rejected"
+            base.reason = "the candidate's process exited before the harness finished (early exit)"
+            if outcome.forged_lines:
+                base.reason += f" after writing {outcome.forged_lines} unsigned line(s) to the result channel"
+        else:
+            base.reason = f"the candidate's process {outcome.exit_description()}"
+        return True
+    status = message.get("status")
+    if status != "ok":
+        base.verdict = status if status in ("compile_error", "crash", "rejected", "incorrect") else "crash"
+        base.reason = message.get("reason", "")
+        base.details["traceback"] = message.get("detail", "")
+        return True
+    return False
+
+
+def _physical_bound(result: EvalResult, plan: Plan, ref_outputs: dict[str, list[Any]],
+                    ref_result: dict[str, Any]) -> str | None:
+    """Records each shape set's hardware floor in the timing details; the first one the candidate's median
+    beats is returned as the reason for a rejection. Very large gains are flagged for a human."""
+    per_shape = result.details.get("timing") or []
+    inputs = ref_result.get("input_bytes") or [None] * len(plan.spec.shape_sets)
+    traffic = [None if inputs[s] is None else
+               inputs[s] + bound.tensor_bytes(ref_outputs.get(plan.timed_ref_file(s, 0), []))
+               for s in range(len(plan.spec.shape_sets))]
+    calls = [next((t["calls_per_sample"] for t in per_shape if t["shape_set"] == s), 1)
+             for s in range(len(plan.spec.shape_sets))]
+    info = result.target_info or {}
+    found = bound.floors(plan.target.split(":")[0], result.device_name, info.get("l2_bytes"), traffic, calls,
+                         plan.settings.rotate_sets)
+    problem = None
+    for floor in found:
+        entry = next((t for t in per_shape if t["shape_set"] == floor.shape), None)
+        if entry is None:
+            continue
+        entry["hardware_floor_ms"] = floor.ms
+        entry["hardware_floor"] = f"{floor.bytes} B at {floor.bandwidth_gbs:g} GB/s ({floor.source})"
+        problem = problem or bound.violation(floor, entry["candidate"]["median_ms"])
+        baseline = bound.violation(floor, entry["baseline"]["median_ms"])
+        problem = problem or (f"the baseline's timing is impossible, so this comparison is void: {baseline}"
+                              if baseline else None)
+    if result.speedup is not None and result.speedup > bound.LARGE_GAIN:
+        result.details["large_gain"] = (f"{result.speedup:.1f}x is over {bound.LARGE_GAIN:g}x: worth a human look "
+                                        "before it is believed (KernelBench flags the same)")
+    return problem
+
+
+def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
+                 shared: outputs.SharedOutputs | None = None) -> dict[str, Any]:
+    from kforge_bot.evaluate.checks import compare_outputs, comparison_device  # imports torch (see module doc)
+
+    records: list[dict[str, Any]] = []
+    tolerance = plan.spec.tolerance
+    device = comparison_device(plan.target)
+    handed_over = shared.names() if shared is not None else set()
+    via: set[str] = set()  # how the candidate's outputs came back
+
+    def saved(name: str) -> bool:
+        return name in handed_over or (plan.out_dir / name).is_file()
+
+    def check(case: Case, cand_file: str, ref_file: str, label: str) -> str | None:
+        if not saved(cand_file):
+            return f"rejected|{label}: the candidate's process produced no output for this case"
+        via.add("device memory" if cand_file in handed_over else "files")
+        try:
+            cand = outputs.load(plan.out_dir, cand_file, shared)
+        except Exception as exc:  # noqa: BLE001 - a forged or truncated output is the candidate's problem
+            return f"rejected|{label}: unreadable output ({type(exc).__name__}: {str(exc)[:200]})"
+        finally:
+            (plan.out_dir / cand_file).unlink(missing_ok=True)  # compared once; outputs must not pile up
+        ref = ref_outputs[ref_file]
+        per_output = compare_outputs(cand, ref, tolerance, device)
+        del cand
+        records.append({"case": label, "shape_set": case.shape, "seed": case.seed, "outputs": per_output})
+        bad = next((o for o in per_output if not o["ok"]), None)
+        return f"incorrect|{label}: output {bad['index']}: {bad['problem']}" if bad else None
+
+    failure = None
+    for case in plan.correctness_cases():
+        failure = check(case, case.cand_file, case.ref_file, case.label)
+        if failure is None and case.reuse_file and case.reuse_ref_file:
+            failure = check(case, case.reuse_file, case.reuse_ref_file,
+                            f"{case.label}, called again with seed {case.reuse_seed}'s values in the same buffers")
+            if failure and failure.startswith("incorrect|"):
+                failure = "rejected|" + failure.split("|", 1)[1] + " (result cached across calls?)"
+        if failure:
+            break
+    if failure is None:
+        for case in plan.timing_cases():
+            if not saved(case.cand_file):
+                continue  # a very slow kernel may not reach every rotated set; the ones it did are checked
+            failure = check(case, case.cand_file, case.ref_file, case.label)
+            if failure:
+                break
+    # After timing, these values (or nearly these) passed moments before: a wrong answer is read as a cache.
+    after_timing = ((plan.changed_cases(), "input buffer or values"), (plan.moved_cases(), "input buffer")) \
+        if timed else ()
+    for cases, keyed_by in after_timing:
+        for case in cases:
+            if failure is not None:
+                break
+            failure = check(case, case.cand_file, case.ref_file, case.label)
+            if failure and failure.startswith("incorrect|"):
+                failure = "rejected|" + failure.split("|", 1)[1] + f" (result cached by {keyed_by}?)"
+    return _correctness_summary(plan, records, via, failure)
+
+
+def _correctness_summary(plan: Plan, records: list[dict[str, Any]], via: set[str],
+                         failure: str | None) -> dict[str, Any]:
+    worst_abs = max((o.get("max_abs", 0.0) for r in records for o in r["outputs"]), default=0.0)
+    worst_rel = max((o.get("rel_norm", 0.0) for r in records for o in r["outputs"]), default=0.0)
+    summary: dict[str, Any] = {
+        "ok": failure is None,
+        "seeds": plan.seeds,
+        "shape_sets": list(plan.spec.shape_sets),
+        "cases_checked": len(records),
+        "timed_outputs_checked": sum(1 for r in records if r["case"].startswith("timed run")),
+        "outputs_via": sorted(via),
+        "max_abs_error": worst_abs,
+        "max_rel_norm_error": worst_rel,
+        "tolerance": plan.spec.tolerance or "by dtype",
+        "checks": ["shape and dtype", "NaN/Inf", "elementwise atol/rtol", "relative norm", "non-constant",
+                   "inputs unchanged", "no aliasing", "plain tensors", "same buffers new values",
+                   "earlier outputs not overwritten", "timed outputs", "one element of each timed input set changed",
+                   "values moved between timed buffers"],
+        "records": records,
+    }
+    if failure:
+        summary["status"], summary["reason"] = failure.split("|", 1)
+    return summary
+
+
+def _profile_rejection(plan: Plan, profile: dict[str, Any]) -> str | None:
+    cand = profile.get("candidate") or {}
+    if cand.get("side_stream_kernels"):
+        names = ", ".join(cand["side_stream_kernels"][:3])
+        return (f"the candidate launched kernels on a side stream ({names}); work outside the current stream "
+                "escapes the timed region")
+    if plan.settings.allow_framework_fallback or plan.candidate == plan.baseline:
+        return None  # an A/A run (the same code on both sides) measures the harness's noise, not a kernel
+    ref_ops = set((profile.get("reference") or {}).get("compute_ops") or [])
+    cand_ops = set(cand.get("compute_ops") or [])
+    if ref_ops and ref_ops <= cand_ops:
+        return (f"the candidate still calls every framework op the reference uses ({', '.join(sorted(ref_ops)[:4])}):"
+                " it falls back to the framework instead of replacing it (policy allow_framework_fallback: false)")
+    return None
+
+
+def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence: float) -> None:
+    per_shape = []
+    pooled_b: list[float] = []
+    pooled_c: list[float] = []
+    usable = [t for t in timing if t.get("baseline_ms") and t.get("candidate_ms")]
+    if not usable:
+        return
+    n_min = min(len(t["baseline_ms"]) for t in usable)
+    floors: list[float] = []
+    for t in usable:
+        b, c = t["baseline_ms"], t["candidate_ms"]
+        speedup, ci = speedup_from_pairs(b, c, confidence)
+        floor = systematic_floor(t.get("calls_per_sample", 1))
+        floors.append(floor)
+        per_shape.append({"shape_set": t["shape"], "baseline": summarize(b).to_dict(),
+                          "candidate": summarize(c).to_dict(), "speedup": speedup,
+                          "speedup_ci": list(widen(ci, floor)) if math.isfinite(ci[0]) else None,
+                          "speedup_ci_within_run": list(ci) if math.isfinite(ci[0]) else None,
+                          "systematic_floor": floor,
+                          "pairs": len(b), "calls_per_sample": t.get("calls_per_sample", 1),
+                          "stop_reason": t.get("stop_reason", ""), "wall_s": t.get("wall_s"),
+                          "mode": t.get("mode", "eager"), "mode_note": t.get("mode_note", "")})
+        # Each shape set weighs the same in the pooled figure, however many pairs it took.
+        step = len(b) / n_min
+        idx = [int(i * step) for i in range(n_min)]
+        pooled_b.extend(b[i] for i in idx)
+        pooled_c.extend(c[i] for i in idx)
+    speedup, ci = speedup_from_pairs(pooled_b, pooled_c, confidence)
+    result.speedup, result.speedup_ci = speedup, widen(ci, max(floors))
+    result.details["speedup_ci_within_run"] = list(ci) if math.isfinite(ci[0]) else None
+    result.details["systematic_floor"] = max(floors)
+    if not math.isfinite(ci[0]):
+        # The range of a handful of pairs is no 95% interval: report none rather than an overconfident one.
+        result.speedup_ci = None
+        result.details["speedup_ci_note"] = (f"too few pairs ({len(pooled_b)}) for a {confidence:.1%} confidence "
+                                             "interval; give it more time")
+    b_stats = [summarize(t["baseline_ms"]) for t in usable]
+    c_stats = [summarize(t["candidate_ms"]) for t in usable]
+    result.baseline = _sum_stats(b_stats)
+    result.candidate = _sum_stats(c_stats)
+    result.details["timing"] = per_shape
+    result.details["confidence"] = confidence
+
+
+def _sum_stats(stats: list[TimingStats]) -> TimingStats:
+    """One call on every shape set: medians and quartiles add up per shape set."""
+    return TimingStats(
+        median_ms=sum(s.median_ms for s in stats),
+        q1_ms=sum(s.q1_ms for s in stats),
+        q3_ms=sum(s.q3_ms for s in stats),
+        min_ms=sum(s.min_ms for s in stats),
+        samples=sum(s.samples for s in stats),
+    )
