@@ -127,6 +127,10 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
         outcome = worker.run(None, settings.timeout_s, on_message=progress, stall_s=stall_s)
         raise_on_sandbox_failure(outcome)
         parent["candidate_worker_s"] = lap()
+    except BaseException:
+        if worker.shared is not None:  # what it handed over holds device memory: nothing will compare it now
+            worker.shared.close()
+        raise
     finally:
         worker.discard()
     try:

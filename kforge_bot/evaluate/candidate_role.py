@@ -396,6 +396,9 @@ class ShapeTiming:
 
     def check_inputs_and_save(self) -> None:
         """Each timed set's inputs as they were; the candidate's last output on each set saved for comparison."""
+        # The whole snapshot before anything is saved: between timed calls only the critical part is checked,
+        # and a save through a patched function (socket's, say) could swap in an answer computed only now.
+        self.run.guard("while timing")
         for r, (inputs, before) in enumerate(zip(self.sets, self.snapshots)):
             try:
                 checks.check_inputs_unchanged(inputs, before)

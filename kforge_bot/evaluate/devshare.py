@@ -20,6 +20,7 @@ Only the CUDA driver (libcuda) is used, through ctypes: no extra package on a ru
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import socket
 import threading
@@ -61,6 +62,20 @@ class _AccessDesc(ctypes.Structure):
 
 _driver: list[Any] = []
 _lock = threading.Lock()
+_bound_torch: list[Any] = []
+
+
+def bind_torch() -> None:
+    """Bind torch now. A worker calls this before any user code runs: imported at the first export, after the
+    harness is hidden, `torch` would be whatever a candidate had put in sys.modules by then."""
+    if not _bound_torch:
+        _bound_torch.append(importlib.import_module("torch"))
+
+
+def _torch() -> Any:
+    if not _bound_torch:
+        bind_torch()  # the bot, which imports torch only when it compares (see evaluate.judge)
+    return _bound_torch[0]
 
 
 def _cuda() -> Any:
@@ -156,8 +171,7 @@ class _Mapping:
     def tensor(self, nbytes: int, closes: bool = False) -> Any:
         """The first `nbytes` as a torch uint8 tensor on the device. `closes`: the mapping is closed once the last
         tensor made from it is freed (else it is valid until `close()`)."""
-        import torch  # the bot imports torch only when it compares (see evaluate.judge)
-
+        torch = _torch()
         if nbytes > self.size:
             raise DeviceShareError(f"{nbytes} bytes asked of a {self.size}-byte mapping")
         owner = _ArrayInterface(self.address.value, nbytes, self, closes)

@@ -55,8 +55,12 @@ class DeviceSink:
     """Outputs as exported device memory, one allocation per output name; files where that cannot be done."""
 
     def __init__(self, sock: socket.socket, nonce: str, device: int) -> None:
+        import torch  # the worker's, bound before any user code (see FileSink); the bot makes no sink
+
         self._sock, self._nonce, self._device = sock, nonce, device
         self._files = FileSink()
+        self._torch = torch
+        devshare.bind_torch()
         self.unavailable = devshare.supported(device)  # None: the device can export
 
     def save(self, tensors: list[Any], path: Path) -> None:
@@ -70,8 +74,7 @@ class DeviceSink:
             self._files.save(tensors, path)
 
     def _export(self, tensors: list[Any], name: str) -> None:
-        import torch  # the worker has it already
-
+        torch = self._torch
         header, offset = [], 0
         for t in tensors:
             header.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "offset": offset})

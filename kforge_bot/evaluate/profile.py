@@ -10,6 +10,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
+# Bound when the worker imports this module, before any candidate code exists (torch imports both anyway): an
+# import inside a function would read whatever a candidate had put in their place by then.
+from torch.autograd import profiler
+from torch.profiler import ProfilerActivity, profile
 
 # Framework ops that move or shape data without computing anything a kernel would replace.
 NON_COMPUTE_OPS = {
@@ -34,8 +38,6 @@ def compute_ops(op_names: list[str]) -> list[str]:
 def _profile_cpu(fn: Callable[[], Any]) -> dict[str, Any]:
     """The CPU's digest (the aten ops called) from the autograd profiler. torch.profiler's wrapper imports
     torch._inductor on first use, which costs seconds in every fresh worker and adds nothing on the CPU."""
-    from torch.autograd import profiler
-
     with profiler.profile(use_cpu=True) as prof:
         fn()
     ops = sorted({e.name for e in prof.function_events if e.name.startswith("aten::")})
@@ -46,8 +48,6 @@ def count_flops(fn: Callable[[], Any]) -> int | None:
     """The FLOPs the framework counts for one call (matmuls, convolutions, elementwise arithmetic with a
     formula), or None when no op it ran has a formula (a custom kernel, a softmax): unknown, not zero. Host-side
     op records only, so no device profiler is started."""
-    from torch.autograd import profiler
-
     with profiler.profile(use_cpu=True, with_flops=True) as prof:
         fn()
     total, counted = 0, False
@@ -78,13 +78,9 @@ def _profile_device(fn: Callable[[], Any], device: torch.device, synchronize: Ca
     marker = torch.zeros(1, device=device)
     synchronize()
     if wrapper:
-        from torch.profiler import ProfilerActivity, profile
-
         activity = {"cuda": ProfilerActivity.CUDA, "xpu": getattr(ProfilerActivity, "XPU", None)}.get(device.type)
         session = profile(activities=[ProfilerActivity.CPU] + ([activity] if activity is not None else []))
     else:
-        from torch.autograd import profiler
-
         # The autograd profiler with kineto and the device's activity (what torch.profiler runs) but without
         # torch.profiler's wrapper, whose first use imports torch._inductor: seconds in every fresh worker.
         session = profiler.profile(use_device=device.type, use_kineto=True)

@@ -25,7 +25,7 @@ import torch
 _WATCHED_MODULES = (
     "torch", "torch.nn.functional", "torch.testing", "torch.cuda", "torch.xpu", "torch.mps", "torch.linalg",
     "torch.fft", "torch.special", "torch.profiler", "torch.autograd", "torch.autograd.profiler", "time", "math",
-    "builtins", "os", "sys", "random", "json", "pickle", "numpy", "kforge_bot.evaluate.worker",
+    "builtins", "os", "sys", "random", "json", "pickle", "numpy", "socket", "kforge_bot.evaluate.worker",
     "kforge_bot.evaluate.worker_io", "kforge_bot.evaluate.candidate_role", "kforge_bot.evaluate.checks",
     "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing", "kforge_bot.evaluate.loading",
     "kforge_bot.evaluate.guards", "kforge_bot.evaluate.snapshot", "kforge_bot.evaluate.profile",
@@ -47,7 +47,7 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
                     # How outputs leave the worker: a save that computed the answer only then would hide a
                     # timed call that never did.
                     "kforge_bot.evaluate.outputs.FileSink", "kforge_bot.evaluate.outputs.DeviceSink",
-                    "kforge_bot.evaluate.devshare.ExportedBuffer")
+                    "kforge_bot.evaluate.devshare.ExportedBuffer", "socket.socket")
 # What the harness itself calls between two candidate calls while timing: checked after every timed
 # candidate sample (the whole snapshot is checked after every correctness call and every phase).
 CRITICAL = (
