@@ -8,6 +8,7 @@ and a boolean never passes for a number (bool is an int in Python).
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, Iterable, NoReturn
 
@@ -59,8 +60,6 @@ def load_yaml_file(path: str | Path) -> Any:
 
 def did_you_mean(word: str, allowed: Iterable[str]) -> str:
     """"did you mean 'shapes'? " for a near miss among `allowed`, else ""."""
-    import difflib
-
     close = difflib.get_close_matches(word, list(allowed), n=1, cutoff=0.75)  # "gpu" is not "cpu"
     return f"did you mean {close[0]!r}? " if close else ""
 

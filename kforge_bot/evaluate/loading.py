@@ -21,7 +21,7 @@ from kforge_bot.spec import Implementation, KernelSpec
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)  # seeds every device's default generator too
-    try:
+    try:  # numpy is optional for torch: seeded where it is there
         import numpy
 
         numpy.random.seed(seed % (2**32))

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+import torch
 
 from kforge_bot.evaluate.checks import flatten_outputs
 from kforge_bot.evaluate.stats import relative_half_width, speedup_from_pairs
@@ -79,10 +82,6 @@ def _capture_graphs(target: Target, fns: tuple[Callable[[list[Any]], Any], ...],
     the legacy default stream is left out of the capture with only a warning, and the graph then replays
     nothing), and a replay, with its static outputs poisoned first, reproduces what an eager call of the
     same inputs returns."""
-    import warnings
-
-    import torch
-
     replays = []
     try:
         for fn in fns:
@@ -155,8 +154,6 @@ def _tensors(out: Any) -> list[Any]:
 def _same(a: Any, b: Any) -> bool:
     """A replay's output against the eager call's: equal up to the reordering of floating-point sums that
     atomics allow, and never NaN where the eager call had a number (a poisoned element left unwritten)."""
-    import torch
-
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if not a.is_floating_point():
