@@ -19,7 +19,7 @@ _device_sync = torch.cuda.synchronize
 _sleep = torch.cuda._sleep
 
 # How a sample begins (`CudaTarget.settle`). A kernel's time depends on what the GPU did just before it: on the
-# H200 a compiled LayerNorm took 0.32-0.38 ms back to back with itself and 0.39-0.52 ms after 8 ms of low activity
+# H200 a compiled LayerNorm took 0.32-0.38 ms back to back with itself and 0.39-0.57 ms after 8 ms of low activity
 # (benchmarks/results/agreement_h200.md), so a paired loop whose candidate follows a long, low-occupancy baseline
 # in half its samples understated the candidate. Each sample now begins after the same device-wide work of fixed
 # length: the cache flush, repeated for SETTLE_MS, queued without a host wait, so the timed calls follow it
