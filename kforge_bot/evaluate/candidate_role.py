@@ -58,6 +58,10 @@ class CandidateRun:
         self.restored: list[str] = []
         self.phases: dict[str, Any] = {}
         self.shared: list[tuple[str, torch.Tensor]] = []
+        # Every output saved, by file name: its digest, or None where it was handed over as device memory. The
+        # files lie in this worker's scratch, which the candidate's code can write: the bot compares a file only
+        # if it is still what was saved, and a file saved here must still be there.
+        self.saved: dict[str, str | None] = {}
 
     # ------------------------------------------------------------------------------------------ guards
 
@@ -107,6 +111,9 @@ class CandidateRun:
         self.no_threads_left("timed run")
         self.guard("while timing", CRITICAL)
         self.restore_state()
+
+    def save(self, outputs: list[Any], name: str) -> None:
+        self.saved[name] = save(outputs, self.plan.out_dir / name)
 
     def lap(self, name: str) -> None:
         now = _clock()
@@ -227,7 +234,7 @@ class CandidateRun:
             checks.check_inputs_unchanged(inputs, before)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, f"{case.label}: {failure}") from None
-        save(outputs, self.plan.out_dir / case.cand_file)
+        self.save(outputs, case.cand_file)
         if case.reuse_file:
             self._same_buffers_again(case, inputs, outputs)
         self.channel.send("progress", phase="correctness", case=case.label)
@@ -244,7 +251,7 @@ class CandidateRun:
             checks.check_plain_outputs(again, self.device.type)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, f"{case.label}: {failure}") from None
-        save(again, self.plan.out_dir / case.reuse_file)
+        self.save(again, case.reuse_file)
         for i, (first, copy) in enumerate(zip(outputs, kept)):
             if not torch.equal(first.nan_to_num(), copy.nan_to_num()):
                 raise Stop("rejected", f"{case.label}: output {i} of an earlier call changed when the "
@@ -300,7 +307,7 @@ class CandidateRun:
     def report(self, profile: dict[str, Any], timing: list[dict[str, Any]]) -> None:
         self.channel.send("result", status="ok", profile=profile, timing=timing, device_name=self.target.device_name(),
                           target_info=self.target.describe(), restored_state=self.restored, phases=self.phases,
-                          shared_state=[name for name, _ in self.shared])
+                          shared_state=[name for name, _ in self.shared], saved=self.saved)
 
 
 class ShapeTiming:
@@ -405,7 +412,7 @@ class ShapeTiming:
             except checks.CheckFailure as failure:
                 raise Stop("rejected", f"timed run, shape set {self.shape}: {failure}") from None
             if r in self.kept:
-                save(self.kept[r], self.plan.out_dir / self.plan.timed_cand_file(self.shape, r))
+                self.run.save(self.kept[r], self.plan.timed_cand_file(self.shape, r))
 
     def change_one_element(self) -> None:
         # The timed sets repeat, so a result cached by buffer or by (a sample of) the input's values looks fast.
@@ -436,7 +443,7 @@ class ShapeTiming:
             checks.check_plain_outputs(outputs, self.device_type)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, f"timed run, shape set {self.shape}: {failure}") from None
-        save(outputs, self.plan.out_dir / file)
+        self.run.save(outputs, file)
 
 
 def _inherits_forward(candidate: Any, baseline: Any) -> bool:
