@@ -133,7 +133,14 @@ class CandidateRun:
         self.no_threads_left(what)
         self.guard(what)
         self.restore_state()
+        self.inputs_plain(inputs, what)
         return out
+
+    def inputs_plain(self, inputs: list[Any], what: str) -> None:
+        try:
+            checks.check_inputs_plain(inputs)
+        except checks.CheckFailure as failure:
+            raise Stop(failure.kind, f"{what}: {failure}") from None
 
     # ------------------------------------------------------------------------------------------ phases
 
@@ -354,6 +361,8 @@ class ShapeTiming:
 
     def after_candidate(self, out: Any, index: int) -> None:
         self.run.between_samples()  # patched clock or harness function: rejected before the next sample uses it
+        for inputs in self.sets:  # a method set on a timed input would tell the candidate when it is refilled
+            checks.check_inputs_plain(inputs)
         outputs = as_list(out)
         checks.check_plain_outputs(outputs, self.device_type)
         self.kept[index] = [o.clone() for o in outputs]
