@@ -58,6 +58,10 @@ class CandidateRun:
         self.restored: list[str] = []
         self.phases: dict[str, Any] = {}
         self.shared: list[tuple[str, torch.Tensor]] = []
+        # Every output saved, by file name: its digest, or None where it was handed over as device memory. The
+        # files lie in this worker's scratch, which the candidate's code can write: the bot compares a file only
+        # if it is still what was saved, and a file saved here must still be there.
+        self.saved: dict[str, str | None] = {}
 
     # ------------------------------------------------------------------------------------------ guards
 
@@ -108,6 +112,9 @@ class CandidateRun:
         self.guard("while timing", CRITICAL)
         self.restore_state()
 
+    def save(self, outputs: list[Any], name: str) -> None:
+        self.saved[name] = save(outputs, self.plan.out_dir / name)
+
     def lap(self, name: str) -> None:
         now = _clock()
         self.phases[name] = now - self.mark
@@ -126,7 +133,14 @@ class CandidateRun:
         self.no_threads_left(what)
         self.guard(what)
         self.restore_state()
+        self.inputs_plain(inputs, what)
         return out
+
+    def inputs_plain(self, inputs: list[Any], what: str) -> None:
+        try:
+            checks.check_inputs_plain(inputs)
+        except checks.CheckFailure as failure:
+            raise Stop(failure.kind, f"{what}: {failure}") from None
 
     # ------------------------------------------------------------------------------------------ phases
 
@@ -227,7 +241,7 @@ class CandidateRun:
             checks.check_inputs_unchanged(inputs, before)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, f"{case.label}: {failure}") from None
-        save(outputs, self.plan.out_dir / case.cand_file)
+        self.save(outputs, case.cand_file)
         if case.reuse_file:
             self._same_buffers_again(case, inputs, outputs)
         self.channel.send("progress", phase="correctness", case=case.label)
@@ -244,7 +258,7 @@ class CandidateRun:
             checks.check_plain_outputs(again, self.device.type)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, f"{case.label}: {failure}") from None
-        save(again, self.plan.out_dir / case.reuse_file)
+        self.save(again, case.reuse_file)
         for i, (first, copy) in enumerate(zip(outputs, kept)):
             if not torch.equal(first.nan_to_num(), copy.nan_to_num()):
                 raise Stop("rejected", f"{case.label}: output {i} of an earlier call changed when the "
@@ -300,7 +314,7 @@ class CandidateRun:
     def report(self, profile: dict[str, Any], timing: list[dict[str, Any]]) -> None:
         self.channel.send("result", status="ok", profile=profile, timing=timing, device_name=self.target.device_name(),
                           target_info=self.target.describe(), restored_state=self.restored, phases=self.phases,
-                          shared_state=[name for name, _ in self.shared])
+                          shared_state=[name for name, _ in self.shared], saved=self.saved)
 
 
 class ShapeTiming:
@@ -347,6 +361,8 @@ class ShapeTiming:
 
     def after_candidate(self, out: Any, index: int) -> None:
         self.run.between_samples()  # patched clock or harness function: rejected before the next sample uses it
+        for inputs in self.sets:  # a method set on a timed input would tell the candidate when it is refilled
+            checks.check_inputs_plain(inputs)
         outputs = as_list(out)
         checks.check_plain_outputs(outputs, self.device_type)
         self.kept[index] = [o.clone() for o in outputs]
@@ -405,7 +421,7 @@ class ShapeTiming:
             except checks.CheckFailure as failure:
                 raise Stop("rejected", f"timed run, shape set {self.shape}: {failure}") from None
             if r in self.kept:
-                save(self.kept[r], self.plan.out_dir / self.plan.timed_cand_file(self.shape, r))
+                self.run.save(self.kept[r], self.plan.timed_cand_file(self.shape, r))
 
     def change_one_element(self) -> None:
         # The timed sets repeat, so a result cached by buffer or by (a sample of) the input's values looks fast.
@@ -436,7 +452,7 @@ class ShapeTiming:
             checks.check_plain_outputs(outputs, self.device_type)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, f"timed run, shape set {self.shape}: {failure}") from None
-        save(outputs, self.plan.out_dir / file)
+        self.run.save(outputs, file)
 
 
 def _inherits_forward(candidate: Any, baseline: Any) -> bool:

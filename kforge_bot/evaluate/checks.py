@@ -36,9 +36,13 @@ class CheckFailure(Exception):
 
 
 def flatten_outputs(value: Any) -> list[Any]:
-    if isinstance(value, (tuple, list)):
+    """The tensors in a (nested) tuple or list of outputs. A subclass's contents are read as its base class
+    holds them: its own __iter__ (or an `__class__` that claims to be a list) would run the candidate's code
+    when the harness looks, after the timed region, and could do the work only then."""
+    kind = type(value)  # not isinstance: that reads a claimed __class__
+    if issubclass(kind, (tuple, list)):
         out: list[Any] = []
-        for item in value:
+        for item in (tuple.__iter__(value) if issubclass(kind, tuple) else list.__iter__(value)):
             out.extend(flatten_outputs(item))
         return out
     return [value]
@@ -54,10 +58,37 @@ def check_plain_outputs(outputs: list[Any], device_type: str) -> None:
             kind = "rejected" if isinstance(out, torch.Tensor) else "incorrect"
             raise CheckFailure(kind, f"output {i} is a {name}, not a plain torch.Tensor "
                                      "(tensor subclasses can defer work past the timed region)")
+        own = _own_attributes(out)
+        if own:
+            raise CheckFailure("rejected", f"output {i} has attributes of its own ({', '.join(own[:5])}): set on one "
+                                           "tensor, a name like clone or fill_ runs the candidate's code when the "
+                                           "harness copies or poisons the output, after the timed region")
         if out.layout != torch.strided:
             raise CheckFailure("rejected", f"output {i} has layout {out.layout}, expected a dense strided tensor")
         if out.is_meta or out.device.type != device_type:
             raise CheckFailure("rejected", f"output {i} is on {out.device}, expected the {device_type} device")
+
+
+def _own_attributes(t: torch.Tensor) -> list[str]:
+    # A plain tensor's instance dictionary is empty; read through the class's own descriptor (type(t) is
+    # torch.Tensor here), so nothing on the instance is consulted.
+    return sorted(map(str, _tensor_dict(t)))
+
+
+def check_inputs_plain(inputs: list[Any]) -> None:
+    """Inputs the candidate was handed must not have gained attributes: a method set on one (copy_,
+    is_floating_point, ...) tells the candidate when the harness refills or perturbs it."""
+    for i, t in enumerate(inputs):
+        if type(t) is torch.Tensor and _tensor_dict(t):  # noqa: E721
+            raise CheckFailure("rejected", f"input {i} was given attributes of its own "
+                                           f"({', '.join(sorted(map(str, _tensor_dict(t)))[:5])})")
+
+
+def _tensor_dict(t: torch.Tensor) -> dict[str, Any]:
+    return _TENSOR_DICT.__get__(t, torch.Tensor)  # type: ignore[no-any-return]
+
+
+_TENSOR_DICT = next(vars(k)["__dict__"] for k in torch.Tensor.__mro__ if "__dict__" in vars(k))
 
 
 def storage_span(t: torch.Tensor) -> tuple[int, int]:

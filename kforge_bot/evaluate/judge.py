@@ -48,7 +48,8 @@ def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
     if outcome.shared is not None and outcome.shared.rejected:
         base.verdict, base.reason = "rejected", f"the candidate's output channel carried {outcome.shared.rejected}"
         return base
-    correctness = _compare_all(plan, ref_outputs, timed=bool(message.get("timing")), shared=outcome.shared)
+    correctness = _compare_all(plan, ref_outputs, timed=bool(message.get("timing")), shared=outcome.shared,
+                               saved=message.get("saved"))
     base.correctness = correctness
     if not correctness["ok"]:
         base.verdict, base.reason = correctness["status"], correctness["reason"]
@@ -137,8 +138,13 @@ def _physical_bound(result: EvalResult, plan: Plan, ref_outputs: dict[str, list[
 
 
 def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
-                 shared: outputs.SharedOutputs | None = None) -> dict[str, Any]:
+                 shared: outputs.SharedOutputs | None = None, saved: Any = None) -> dict[str, Any]:
+    """Every case's outputs against the reference's. `saved` is the worker's word, over its nonce channel, on
+    what it saved: each file's digest (None: handed over as device memory). The files lie in the worker's
+    scratch, which the candidate's code can write, so a file must be one the worker saved, still hold what it
+    wrote, and not have gone missing."""
     from kforge_bot.evaluate.checks import compare_outputs, comparison_device  # imports torch (see module doc)
+    from kforge_bot.evaluate.tensorfile import ChangedTensorFile
 
     records: list[dict[str, Any]] = []
     tolerance = plan.spec.tolerance
@@ -146,15 +152,26 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
     handed_over = shared.names() if shared is not None else set()
     via: set[str] = set()  # how the candidate's outputs came back
 
-    def saved(name: str) -> bool:
-        return name in handed_over or (plan.out_dir / name).is_file()
+    digests: dict[str, Any] = saved if isinstance(saved, dict) else {}
+
+    def written(name: str) -> bool:
+        return name in handed_over or name in digests
 
     def check(case: Case, cand_file: str, ref_file: str, label: str) -> str | None:
-        if not saved(cand_file):
-            return f"rejected|{label}: the candidate's process produced no output for this case"
+        on_disk = (plan.out_dir / cand_file).is_file()
+        if cand_file not in handed_over:
+            if cand_file in digests and not on_disk:
+                return f"rejected|{label}: the output the harness saved is gone (deleted by the candidate?)"
+            if not on_disk:
+                return f"rejected|{label}: the candidate's process produced no output for this case"
+            if not isinstance(digests.get(cand_file), str):
+                (plan.out_dir / cand_file).unlink(missing_ok=True)
+                return f"rejected|{label}: an output file the harness never saved (written by the candidate?)"
         via.add("device memory" if cand_file in handed_over else "files")
         try:
-            cand = outputs.load(plan.out_dir, cand_file, shared)
+            cand = outputs.load(plan.out_dir, cand_file, shared, digests.get(cand_file))
+        except ChangedTensorFile:
+            return f"rejected|{label}: the output file was changed after the harness saved it"
         except Exception as exc:  # noqa: BLE001 - a forged or truncated output is the candidate's problem
             return f"rejected|{label}: unreadable output ({type(exc).__name__}: {str(exc)[:200]})"
         finally:
@@ -178,8 +195,8 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
             break
     if failure is None:
         for case in plan.timing_cases():
-            if not saved(case.cand_file):
-                continue  # a very slow kernel may not reach every rotated set; the ones it did are checked
+            if not written(case.cand_file) and not (plan.out_dir / case.cand_file).is_file():
+                continue  # a very slow kernel may not reach every rotated set; the ones it saved are checked
             failure = check(case, case.cand_file, case.ref_file, case.label)
             if failure:
                 break

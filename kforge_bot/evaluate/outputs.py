@@ -47,8 +47,9 @@ class FileSink:
 
         self._write = tensorfile.write
 
-    def save(self, tensors: list[Any], path: Path) -> None:
-        self._write(tensors, path)
+    def save(self, tensors: list[Any], path: Path) -> str:
+        """Returns the file's digest (tensorfile.write): the bot reads the file only if it still matches."""
+        return self._write(tensors, path)
 
 
 class DeviceSink:
@@ -63,15 +64,16 @@ class DeviceSink:
         devshare.bind_torch()
         self.unavailable = devshare.supported(device)  # None: the device can export
 
-    def save(self, tensors: list[Any], path: Path) -> None:
+    def save(self, tensors: list[Any], path: Path) -> str | None:
+        """The file's digest where the outputs went to a file; None where they were handed over."""
         if self.unavailable or not tensors or any(t.device.type != "cuda" for t in tensors):
-            self._files.save(tensors, path)
-            return
+            return self._files.save(tensors, path)
         try:
             self._export(tensors, path.name)
         except devshare.DeviceShareError as exc:
             self.unavailable = str(exc)  # out of device memory for another copy, say: files from here on
-            self._files.save(tensors, path)
+            return self._files.save(tensors, path)
+        return None
 
     def _export(self, tensors: list[Any], name: str) -> None:
         torch = self._torch
@@ -220,12 +222,13 @@ def _tensors(imported: devshare.ImportedBuffer, header: list[Any]) -> list[Any]:
     return out
 
 
-def load(folder: Path, name: str, shared: SharedOutputs | None) -> list[Any]:
+def load(folder: Path, name: str, shared: SharedOutputs | None, digest: str | None = None) -> list[Any]:
     """One saved output: from shared device memory where it came that way, else from its file (deleted once
-    read: the pages stay mapped while its tensors live, and nothing is left on disk)."""
+    read: the pages stay mapped while its tensors live, and nothing is left on disk). `digest`: what the worker
+    reported writing; a file that no longer matches raises tensorfile.ChangedTensorFile."""
     from kforge_bot.evaluate import tensorfile  # imports torch: the bot does when it compares
 
     tensors = shared.take(name) if shared is not None else None
     if tensors is not None:
         return tensors
-    return tensorfile.read(folder / name)
+    return tensorfile.read(folder / name, digest)

@@ -8,15 +8,21 @@ bytes must lie inside the file.
 
 Layout: 8 bytes (little-endian header length), the header (a JSON list of {"dtype", "shape", "offset"}),
 then the data, each tensor starting at a multiple of 64 bytes.
+
+A candidate's worker writes its files in its own scratch folder, which the candidate's code can write too: `write`
+returns a digest of what it wrote (the header and every tensor's bytes), the worker reports it over its nonce
+channel, and `read(path, digest)` refuses a file whose content is not what was written (`ChangedTensorFile`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import mmap
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -28,16 +34,23 @@ DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128)}
 
 
+_sha256 = hashlib.sha256  # bound at import, before any candidate code exists in the worker
+
+
 class UnreadableTensorFile(ValueError):
     """The file is not one this module wrote (truncated, forged, or another format)."""
+
+
+class ChangedTensorFile(UnreadableTensorFile):
+    """The file's header or tensors are not what the worker wrote (its digest differs)."""
 
 
 STAGING_BYTES = 64 << 20  # a device tensor leaves through a pinned buffer of this size, a chunk at a time
 _staging: dict[str, torch.Tensor] = {}
 
 
-def write(tensors: list[torch.Tensor], path: Path) -> None:
-    """Write `tensors` (any device) to `path`."""
+def write(tensors: list[torch.Tensor], path: Path) -> str:
+    """Write `tensors` (any device) to `path`; returns the digest `read` checks the file against."""
     header, offset = [], 0
     flats = []
     for t in tensors:
@@ -51,35 +64,43 @@ def write(tensors: list[torch.Tensor], path: Path) -> None:
         flats.append(flat)
     head = json.dumps(header).encode()
     start = _aligned(len(MAGIC) + 8 + len(head))
+    digest = _sha256(len(head).to_bytes(8, "little") + head)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         _write_all(fd, MAGIC + len(head).to_bytes(8, "little") + head)
         for entry, flat in zip(header, flats):
             os.lseek(fd, start + entry["offset"], os.SEEK_SET)
-            _write_bytes(fd, flat)
+            _write_bytes(fd, flat, digest)
         os.ftruncate(fd, start + offset)
     finally:
         os.close(fd)
+    return digest.hexdigest()
 
 
-def _write_bytes(fd: int, flat: torch.Tensor) -> None:
+def _write_bytes(fd: int, flat: torch.Tensor, digest: Any) -> None:
     """A flat uint8 tensor's bytes to `fd`. From a CUDA device through one reused pinned buffer: no host copy
     the size of the output (gigabytes at KernelBench's level-1 sizes), and pinned transfers run at full speed."""
     if not flat.numel():
         return
     staging = _pinned_buffer() if flat.device.type == "cuda" else None
     if staging is None:
-        _write_all(fd, memoryview(flat.cpu().numpy()))
+        view = memoryview(flat.cpu().numpy())
+        digest.update(view)
+        _write_all(fd, view)
         return
     for begin in range(0, flat.numel(), STAGING_BYTES):
         chunk = flat[begin:begin + STAGING_BYTES]
         part = staging[:chunk.numel()]
         part.copy_(chunk)  # synchronous: the buffer is complete before it is written out
-        _write_all(fd, memoryview(part.numpy()))
+        view = memoryview(part.numpy())
+        digest.update(view)
+        _write_all(fd, view)
 
 
-def read(path: Path) -> list[torch.Tensor]:
-    """The tensors in `path`, on the CPU, mapped from the file (which may be deleted afterwards)."""
+def read(path: Path, digest: str | None = None) -> list[torch.Tensor]:
+    """The tensors in `path`, on the CPU, mapped from the file (which may be deleted afterwards). With `digest`
+    (what `write` returned), a file whose header or tensors differ from what was written raises
+    ChangedTensorFile."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
@@ -92,8 +113,9 @@ def read(path: Path) -> list[torch.Tensor]:
         length = int.from_bytes(prefix[len(MAGIC):], "little")
         if length > MAX_HEADER or len(MAGIC) + 8 + length > size:
             raise UnreadableTensorFile("header out of bounds")
+        head = os.pread(fd, length, len(MAGIC) + 8)
         try:
-            header = json.loads(os.pread(fd, length, len(MAGIC) + 8))
+            header = json.loads(head)
         except ValueError:
             raise UnreadableTensorFile("header is not JSON") from None
         start = _aligned(len(MAGIC) + 8 + length)
@@ -102,7 +124,15 @@ def read(path: Path) -> list[torch.Tensor]:
         os.close(fd)
     if not isinstance(header, list):
         raise UnreadableTensorFile("header is not a list")
-    return [_tensor(entry, data, start, size) for entry in header]
+    tensors = [_tensor(entry, data, start, size) for entry in header]
+    if digest is not None:
+        found = _sha256(length.to_bytes(8, "little") + head)
+        for t in tensors:
+            if t.numel():
+                found.update(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
+        if found.hexdigest() != digest:
+            raise ChangedTensorFile("its content is not what the worker wrote")
+    return tensors
 
 
 def _tensor(entry: object, data: torch.Tensor, start: int, size: int) -> torch.Tensor:

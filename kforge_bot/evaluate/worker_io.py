@@ -97,8 +97,10 @@ def use_sink(sink: FileSink | DeviceSink) -> None:
     _SINK = sink
 
 
-def save(outputs: list[Any], path: Path) -> None:
-    _SINK.save(outputs, path)
+def save(outputs: list[Any], path: Path) -> str | None:
+    """Saves one case's outputs; returns the file's digest, or None where they were handed over as device memory.
+    The candidate's worker reports every digest with its result: its files lie in a folder its code can write."""
+    return _SINK.save(outputs, path)
 
 
 def device_outputs() -> bool:

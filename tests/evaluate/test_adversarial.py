@@ -88,6 +88,20 @@ DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     "evasive_tensor_method": (CHECK, "rejected", r"replaced torch\.Tensor\.fill_ \(running shape set 0 seed 11\)"),
     # the module the harness writes output files with, planted for its first save: calls that do no work
     "evasive_output_writer": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: .*\(worst: got 0, expected"),
+    # the output files the harness saved, in the worker's own scratch: timed calls that did no work, their
+    # outputs rewritten with the right answer after timing, or deleted (missing timed outputs were skipped)
+    "evasive_output_files": (TIMED, "rejected", r"^timed run, shape set 0, input set 0: the output file was "
+                                                r"changed after the harness saved it"),
+    "evasive_delete_outputs": (TIMED, "rejected", r"^timed run, shape set 0, input set 0: the output the harness "
+                                                  r"saved is gone"),
+    # work deferred past the timed region into code the harness runs on the output afterwards: a list whose
+    # iteration computes it, methods set on the output tensor itself (clone, detach, fill_), and a thread whose
+    # is_alive() waits for the work and then says it is not running
+    "evasive_lazy_outputs": (TIMED, "incorrect", r"^shape set 0 seed 11: returned no outputs"),
+    "evasive_tensor_attributes": (TIMED, "rejected", r"^shape set 0 seed 11: output 0 has attributes of its own "
+                                                     r"\(clone, detach, fill_\)"),
+    "evasive_thread_alive": (TIMED, "rejected", r"^running shape set 0 seed 11: the candidate left 1 thread\(s\) "
+                                                r"running after the call returned"),
     "evasive_threads": (CHECK, "pass", r"^correct on every case$"),
     "evasive_gc": (CHECK, "rejected", r"^static check: line 7: __import__\(\) of a computed module name"),
     "evasive_timer_toggle": (CHECK, "rejected", r"^static check: line 8: __import__\(\) of a computed module name"),
@@ -187,7 +201,9 @@ def test_every_candidate_file_is_exercised() -> None:
 def test_the_evasive_candidates_really_evade_what_they_claim_to() -> None:
     # These get past the static scan; only the worker's runtime checks stand between them and a pass.
     for name in ("evasive_exit", "evasive_forge", "evasive_reference_files", "evasive_tensor_method",
-                 "evasive_threads", "evasive_frames", "evasive_output_writer", "cache_delayed", "background_thread",
+                 "evasive_threads", "evasive_frames", "evasive_output_writer", "evasive_output_files",
+                 "evasive_delete_outputs", "evasive_lazy_outputs", "evasive_tensor_attributes",
+                 "evasive_thread_alive", "cache_delayed", "background_thread",
                  "inherit", "fallback", "alias_input", "mutate_inputs", "honest_fancy"):
         assert static_findings((ADV / f"{name}.py").read_text()) == [], name
 

@@ -271,3 +271,31 @@ def test_comparing_in_chunks_decides_exactly_as_comparing_whole(monkeypatch) -> 
         for key, value in whole[name].items():
             assert chunked[key] == pytest.approx(value, rel=1e-9) if isinstance(value, float) else chunked[key] == value, name
     assert [whole[n]["ok"] for n in cases] == [True, False, False, False, False]
+
+
+def test_containers_are_read_as_their_base_class_holds_them_and_tensors_may_not_carry_methods() -> None:
+    # Both would run the candidate's code when the harness looks at an output, after the timed region.
+    from kforge_bot.evaluate import checks
+
+    ran = []
+
+    class Lazy(list):
+        def __iter__(self):
+            ran.append(True)
+            return iter([torch.ones(2)])
+
+    assert checks.flatten_outputs(Lazy()) == [] and not ran
+    assert len(checks.flatten_outputs((torch.ones(1), [torch.ones(2)]))) == 2
+    assert len(checks.flatten_outputs(torch.max(torch.randn(3, 4), dim=1))) == 2  # a structseq is a tuple
+
+    out = torch.ones(3)
+    checks.check_plain_outputs([out], "cpu")
+    out.clone = lambda: ran.append(True)
+    with pytest.raises(checks.CheckFailure, match=r"output 0 has attributes of its own \(clone\)"):
+        checks.check_plain_outputs([out], "cpu")
+    x = torch.ones(3)
+    checks.check_inputs_plain([x, 3])
+    x.copy_ = lambda other: None
+    with pytest.raises(checks.CheckFailure, match=r"input 0 was given attributes of its own \(copy_\)"):
+        checks.check_inputs_plain([x])
+    assert not ran

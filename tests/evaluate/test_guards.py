@@ -135,3 +135,31 @@ def test_audit_guard_refuses_frames_and_gc_to_the_candidate_only(tmp_path: Path)
                     "harness sys._getframe", "harness gc.get_objects"):
         assert results[allowed] == "allowed", (allowed, results[allowed])
     assert len(results["refused"]) == 9
+
+
+def test_a_thread_class_that_answers_for_itself_counts_as_running() -> None:
+    import kforge_bot.evaluate.guards as guards
+
+    watch = ThreadWatch(os.path.dirname(__file__) + os.sep)  # this file plays the candidate
+    release = threading.Event()
+
+    class Quiet(threading.Thread):
+        def is_alive(self) -> bool:
+            return False
+
+    original = threading.Thread.start
+    try:
+        watch.install()
+        plain = threading.Thread(target=release.wait)
+        quiet = Quiet(target=release.wait)
+        plain.start()
+        quiet.start()
+        running = watch.running()
+        assert running[0] == plain.name and running[1] == "Quiet, whose class redefines is_alive"
+    finally:
+        threading.Thread.start = original
+        release.set()
+        plain.join()
+        quiet.join()
+    assert watch.running() == ["Quiet, whose class redefines is_alive"]
+    assert guards.ThreadWatch is ThreadWatch

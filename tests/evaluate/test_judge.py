@@ -90,3 +90,34 @@ def test_one_call_on_every_shape_set_adds_up() -> None:
     total = _sum_stats([a, b])
     assert (total.median_ms, total.q1_ms, total.q3_ms, total.min_ms) == pytest.approx((3.0, 2.7, 3.3, 2.5))
     assert total.samples == 70
+
+
+def test_output_files_must_be_the_ones_the_worker_saved(tmp_path: Path) -> None:
+    # The candidate's scratch holds its outputs and its code can write there: a file the worker never reported
+    # saving (planted), one it reported but that is gone (deleted), and one whose content changed are rejected.
+    import torch
+
+    from kforge_bot.evaluate import tensorfile
+
+    plan = _plan(tmp_path, measure=False)
+    x = torch.randn(64, 256)
+    ref = {c.ref_file: [torch.softmax(x, dim=1)] for c in plan.correctness_cases()}
+    ref["ref_0_1.out"] = ref["ref_0_0.out"]
+
+    def run(saved: dict[str, object]) -> str:
+        return judge(plan, _outcome({"status": "ok", "timing": [], "profile": {}, "saved": saved}), ref,
+                     REFERENCE).reason
+
+    names = ["cand_0_0.out", "cand_0_0_reuse.out", "cand_0_1.out"]
+    digests = {n: tensorfile.write(ref["ref_0_0.out"], tmp_path / n) for n in names}
+    assert run(dict(digests)) == "correct on every case"
+    for n in names:
+        tensorfile.write(ref["ref_0_0.out"], tmp_path / n)
+    assert "an output file the harness never saved" in run({})
+    for n in names:
+        tensorfile.write(ref["ref_0_0.out"], tmp_path / n)
+    (tmp_path / "cand_0_0.out").unlink()
+    assert "the output the harness saved is gone" in run(dict(digests))
+    for n in names:
+        tensorfile.write([ref["ref_0_0.out"][0] * 1.0000001], tmp_path / n)
+    assert "the output file was changed after the harness saved it" in run(dict(digests))

@@ -69,3 +69,24 @@ def test_the_evasive_attack_reads_this_format(tmp_path: Path) -> None:
     tensors = [torch.randn(4, 8)]
     tensorfile.write(tensors, tmp_path / "ref_0_0.out")
     assert torch.equal(attack._read(tmp_path / "ref_0_0.out")[0], tensors[0])
+
+
+def test_a_file_changed_after_it_was_written_is_refused_against_its_digest(tmp_path: Path) -> None:
+    # A candidate's worker writes its outputs in a folder the candidate's code can write: the digest `write`
+    # returns (reported over the worker's nonce channel) is what the bot reads the file against.
+    torch.manual_seed(0)
+    tensors = [torch.randn(3, 5), torch.empty(0, 2), torch.tensor(True), torch.randn(7).half()]
+    path = tmp_path / "cand_t0_0.out"
+    digest = tensorfile.write(tensors, path)
+    assert all(torch.equal(a, b) for a, b in zip(tensors, tensorfile.read(path, digest)))
+    raw = bytearray(path.read_bytes())
+    header_len = int.from_bytes(raw[4:12], "little")
+    start = (12 + header_len + 63) // 64 * 64
+    raw[start] ^= 1  # one bit of the first tensor
+    path.write_bytes(bytes(raw))
+    tensorfile.read(path)  # well formed: only the digest tells
+    with pytest.raises(tensorfile.ChangedTensorFile):
+        tensorfile.read(path, digest)
+    tensorfile.write([torch.randn(3, 5)], path)  # rewritten whole, in the same format
+    with pytest.raises(tensorfile.ChangedTensorFile):
+        tensorfile.read(path, digest)
