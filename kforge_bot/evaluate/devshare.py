@@ -206,6 +206,15 @@ class _ArrayInterface:
                 pass  # at interpreter exit the driver may be gone already
 
 
+def _map_or_release(handle: ctypes.c_uint64, size: int, device: int) -> _Mapping:
+    """`handle` mapped; released if it cannot be (nothing else holds it then)."""
+    try:
+        return _Mapping(handle.value, size, device)
+    except DeviceShareError:
+        _cuda().cuMemRelease(handle)
+        raise
+
+
 class ExportedBuffer:
     """Device memory this process made for export: write into `tensor(n)`, hand over `export_fd()`."""
 
@@ -217,11 +226,7 @@ class ExportedBuffer:
         prop = _prop(device)
         _check(lib.cuMemCreate(ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(prop), ctypes.c_uint64(0)),
                "cuMemCreate")
-        try:
-            self._mapping = _Mapping(handle.value, size, device)
-        except DeviceShareError:
-            lib.cuMemRelease(handle)
-            raise
+        self._mapping = _map_or_release(handle, size, device)
         self.nbytes = nbytes
 
     @property
@@ -257,11 +262,8 @@ class ImportedBuffer:
         handle = ctypes.c_uint64()
         _check(lib.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), _HANDLE_POSIX_FD),
                "cuMemImportFromShareableHandle")
-        try:
-            self._mapping = _Mapping(handle.value, size, device)
-        except DeviceShareError:
-            lib.cuMemRelease(handle)
-            raise
+        self._mapping = _map_or_release(handle, size, device)
+        self._made = False  # a tensor was made from it: the tensors close the mapping, not close()
 
     @property
     def size(self) -> int:
@@ -273,7 +275,7 @@ class ImportedBuffer:
 
     def close(self) -> None:
         """Only for a buffer no tensor was made from."""
-        if not getattr(self, "_made", False):
+        if not self._made:
             self._mapping.close()
 
 

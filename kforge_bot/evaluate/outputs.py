@@ -16,7 +16,6 @@ which must itself be at least as large as claimed (devshare maps no more than ex
 from __future__ import annotations
 
 import json
-import math
 import os
 import socket
 import threading
@@ -203,23 +202,10 @@ class SharedOutputs:
 
 
 def _tensors(imported: devshare.ImportedBuffer, header: list[Any]) -> list[Any]:
-    from kforge_bot.evaluate.tensorfile import DTYPES  # imports torch: the bot does when it compares
+    from kforge_bot.evaluate.tensorfile import tensor_at  # imports torch: the bot does when it compares
 
     whole = imported.tensor(imported.size)
-    out = []
-    for entry in header:
-        if not isinstance(entry, dict) or entry.get("dtype") not in DTYPES:
-            raise ValueError("bad tensor entry")
-        shape, offset = entry.get("shape"), entry.get("offset")
-        if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape) \
-                or type(offset) is not int or offset < 0 or offset % ALIGN:
-            raise ValueError("bad shape or offset")
-        dtype = DTYPES[entry["dtype"]]
-        nbytes = math.prod(shape) * dtype.itemsize
-        if offset + nbytes > imported.size:
-            raise ValueError("tensor data out of bounds")
-        out.append(whole[offset:offset + nbytes].view(dtype).reshape(shape))
-    return out
+    return [tensor_at(entry, whole, 0, imported.size, align=ALIGN) for entry in header]
 
 
 def load(folder: Path, name: str, shared: SharedOutputs | None, digest: str | None = None) -> list[Any]:

@@ -124,7 +124,7 @@ def read(path: Path, digest: str | None = None) -> list[torch.Tensor]:
         os.close(fd)
     if not isinstance(header, list):
         raise UnreadableTensorFile("header is not a list")
-    tensors = [_tensor(entry, data, start, size) for entry in header]
+    tensors = [tensor_at(entry, data, start, size) for entry in header]
     if digest is not None:
         found = _sha256(length.to_bytes(8, "little") + head)
         for t in tensors:
@@ -135,7 +135,10 @@ def read(path: Path, digest: str | None = None) -> list[torch.Tensor]:
     return tensors
 
 
-def _tensor(entry: object, data: torch.Tensor, start: int, size: int) -> torch.Tensor:
+def tensor_at(entry: object, data: torch.Tensor, start: int, size: int, align: int = ALIGN) -> torch.Tensor:
+    """One header entry's tensor, a view of the flat uint8 `data` (a mapped file, or shared device memory): its
+    dtype from the fixed list, its offset a multiple of `align`, its bytes inside `size`; a header is the
+    candidate's word, so nothing in it is trusted."""
     if not isinstance(entry, dict) or entry.get("dtype") not in DTYPES:
         raise UnreadableTensorFile("bad tensor entry")
     shape, offset = entry.get("shape"), entry.get("offset")
@@ -144,7 +147,7 @@ def _tensor(entry: object, data: torch.Tensor, start: int, size: int) -> torch.T
     dtype = DTYPES[entry["dtype"]]
     nbytes = math.prod(shape) * dtype.itemsize
     begin = start + offset
-    if offset < 0 or offset % ALIGN or begin + nbytes > size:
+    if offset < 0 or offset % align or begin + nbytes > size:
         raise UnreadableTensorFile("tensor data out of bounds")
     return data[begin:begin + nbytes].view(dtype).reshape(shape)
 

@@ -12,21 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fakes.gate_repos import REF  # the same reference module the gate's repositories hold
 from fakes.gitrepos import commit_all, git, write
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
-REF = """\
-import torch
-
-
-def reference(x, y):
-    return x * 2.0 + y
-
-
-def make_inputs(n):
-    return torch.randn(n, n), torch.randn(n, n)
-"""
 KERNEL = "def kernel(x, y):\n    return x * 2.0 + y\n"
 MANIFEST = """\
 version: 1
