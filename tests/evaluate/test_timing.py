@@ -54,7 +54,7 @@ def _measure(monkeypatch: pytest.MonkeyPatch, replay_s: float) -> timing.PairedT
         _busy(replay_s)
         return []
 
-    monkeypatch.setattr(timing, "_capture_graphs", lambda target, fns, sets: (replay, replay))
+    monkeypatch.setattr(timing, "_capture_graphs", lambda target, fns, sets: ((replay, replay), ""))
     return timing.measure_pair(LaunchBoundTarget(), eager, eager, [[1], [2], [3]], time_budget_s=0.2,
                                target_precision=0.5, min_pairs=5, max_pairs=10, confidence=0.95, warmup_ms=5,
                                after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
