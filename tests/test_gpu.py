@@ -214,6 +214,27 @@ def test_never_written_output_is_not_accepted():
     assert result.verdict in ("incorrect", "rejected"), result.reason
 
 
+def test_a_graph_that_skips_work_when_its_output_is_already_written_is_timed_doing_the_work():
+    """Issue 11: a graph writes the same memory at every replay, and only the sample's last output was poisoned,
+    so a kernel captured to return early where its output already held a value read far faster than its work
+    allows. Every graph's outputs are poisoned between samples and no graph replays twice in a sample: it is
+    timed doing its work (at or above the hardware's floor), or refused; never a pass below the floor."""
+    result = evaluate(_problem(), _candidate("skip_if_written.py"), "cuda", QUICK)
+    assert result.verdict in ("pass", "rejected", "incorrect"), result.reason
+    if result.verdict == "pass":
+        for shape in result.details["timing"]:
+            floor = shape.get("hardware_floor_ms")
+            assert floor is None or shape["candidate"]["median_ms"] >= 0.9 * floor, shape
+
+
+def test_a_graph_that_answers_from_a_capture_time_cache_is_caught_by_the_checks_after_timing():
+    """Issue 11: the checks after timing (one element changed, values moved between sets) called the candidate
+    eagerly, so a graph holding other work than the eager call (here: a copy of the answer its warm-up left for
+    the same input buffer) was never checked on changed values. They replay the timed graphs now."""
+    result = evaluate(_problem(), _candidate("capture_only_cache.py"), "cuda", QUICK)
+    assert result.verdict in ("incorrect", "rejected"), result.reason
+
+
 @pytest.mark.parametrize("kernel", ["softmax_triton", "rmsnorm_triton", "matmul_bias_relu_triton", "rmsnorm_cuda"])
 def test_bundled_cuda_examples_are_correct_against_their_references(kernel):
     spec = load_spec(EXAMPLES / "kforge.yaml", kernel)

@@ -24,7 +24,7 @@ from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.profile import count_flops, profile_call
 from kforge_bot.evaluate.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness,
                                           restore_framework_state)
-from kforge_bot.evaluate.timing import PairedTimes, measure_pair
+from kforge_bot.evaluate.timing import GraphReplays, PairedTimes, measure_pair
 from kforge_bot.evaluate.worker_io import (Channel, Stop, as_list, close_stdin, is_compile_error,
                                            keep_outputs_on_device, read_control_line, save, short_error)
 from kforge_bot.targets import make_target
@@ -335,12 +335,19 @@ class ShapeTiming:
         self.snapshots = [checks.snapshot_inputs(s) for s in self.sets]
         self.kept: dict[int, list[torch.Tensor]] = {}
         self.last_beat = _clock()
+        self.replays: GraphReplays | None = None  # the candidate's graphs, where timing replayed them
 
     def time_and_check(self) -> dict[str, Any]:
         times = self.measure()
+        # Where the candidate was timed from CUDA graphs, the checks after timing replay those graphs (their
+        # outputs poisoned first): a graph can hold other work than the eager call (a capture-only cache, say),
+        # and the code that was timed is the code these checks are for.
+        self.replays = times.timed_candidate
+        times.timed_candidate = None
         self.check_inputs_and_save()
         self.change_one_element()
         self.move_values()
+        self.replays = None  # the graphs' memory goes with them
         return {"shape": self.shape, **times.to_dict()}
 
     # ------------------------------------------------- measure_pair's callbacks (between timed calls: CRITICAL)
@@ -447,7 +454,14 @@ class ShapeTiming:
                                     self.plan.moved_cand_file(self.shape, r))
 
     def _call_and_save(self, buffers: list[Any], what: str, file: str) -> None:
-        outputs = self.run.call(self.candidate, buffers, f"timed run, shape set {self.shape}: {what}")
+        fn: Callable[..., Any] = self.candidate
+        replays = self.replays
+        if replays is not None:
+            replays.poison_outputs()  # a replay that leaves an output unwritten shows
+
+            def fn(*_: Any) -> Any:
+                return replays(buffers)  # the graph captured on these very buffers
+        outputs = self.run.call(fn, buffers, f"timed run, shape set {self.shape}: {what}")
         try:
             checks.check_plain_outputs(outputs, self.device_type)
         except checks.CheckFailure as failure:

@@ -44,6 +44,7 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
                     # The candidate role's guards and phases, and one shape set's timing and its callbacks.
                     "kforge_bot.evaluate.candidate_role.CandidateRun",
                     "kforge_bot.evaluate.candidate_role.ShapeTiming",
+                    "kforge_bot.evaluate.timing.GraphReplays",
                     # How outputs leave the worker: a save that computed the answer only then would hide a
                     # timed call that never did.
                     "kforge_bot.evaluate.outputs.FileSink", "kforge_bot.evaluate.outputs.DeviceSink",
@@ -62,7 +63,7 @@ CRITICAL = (
     # measure_pair's callbacks (ShapeTiming's), the guards they run (CandidateRun's) and the progress messages.
     "kforge_bot.evaluate.candidate_role", "kforge_bot.evaluate.candidate_role.CandidateRun",
     "kforge_bot.evaluate.candidate_role.ShapeTiming", "kforge_bot.evaluate.worker_io",
-    "kforge_bot.evaluate.worker_io.Channel",
+    "kforge_bot.evaluate.worker_io.Channel", "kforge_bot.evaluate.timing.GraphReplays",
 )
 # Attributes that legitimately change after import (lazy initialisation and counters).
 _IGNORED = {"sys.modules", "sys.path", "sys.path_importer_cache", "sys.meta_path", "sys.path_hooks",

@@ -41,6 +41,9 @@ class PairedTimes:
     wall_s: float = 0.0
     mode: str = "eager"  # or "cuda_graph": short kernels replayed from captured graphs, no host overhead
     mode_note: str = ""
+    # The candidate as it was timed, where that was not its own function (graph replays): the checks after
+    # timing must run the code that was timed. Not part of the report.
+    timed_candidate: GraphReplays | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -115,15 +118,28 @@ def _capture_graphs(target: Target, fns: tuple[Callable[[list[Any]], Any], ...],
     target.synchronize()
     note = "" if not apart else (f"graph outputs in separate memory for {apart} of {len(input_sets)} input sets "
                                  "(the two sides' output layouts differ)")
-    return tuple(_replayer(graphs) for graphs in replays), note
+    return tuple(GraphReplays(graphs) for graphs in replays), note
 
 
-def _replayer(graphs: dict[int, tuple[Any, Any]]) -> Callable[[list[Any]], Any]:
-    def replay(inputs: list[Any]) -> Any:
-        graph, out = graphs[id(inputs)]
+class GraphReplays:
+    """One side's graphs, one per input set, called as the side's function is (`replays(inputs)`)."""
+
+    def __init__(self, graphs: dict[int, tuple[Any, Any]]) -> None:
+        self._graphs = graphs
+
+    def __call__(self, inputs: list[Any]) -> Any:
+        graph, out = self._graphs[id(inputs)]
         graph.replay()
         return out
-    return replay
+
+    def poison_outputs(self) -> None:
+        """Every graph's static outputs poisoned (base-class calls: the candidate made these tensors). A graph
+        writes the same memory at every replay, so a kernel that returns early when its output already holds a
+        value would otherwise be timed doing nothing wherever the last sample left an answer."""
+        for _, out in self._graphs.values():
+            for t in _tensors(out):
+                if torch.Tensor.numel(t):
+                    torch.Tensor.fill_(t, math.nan if torch.Tensor.is_floating_point(t) else -1)
 
 
 def _capture(target: Target, fn: Callable[[list[Any]], Any], inputs: list[Any], pool: Any) -> tuple[Any, Any, list]:
@@ -267,7 +283,14 @@ def _replay_if_short(result: PairedTimes, target: Target, estimate: float,
     # kernel on the H200, from run to run): how many calls make a sample is decided from replays, so
     # every sample holds at least MIN_SAMPLE_MS of device work whatever the host did during warm-up.
     replayed = _estimate(target, (baseline, candidate), input_sets, afters)
-    result.calls_per_sample = _calls_per_sample(replayed)
+    # At most one replay of each input set's graph a sample: every output is poisoned between samples, and a
+    # second replay of a graph within one sample would find the first one's answer in its output (or the same
+    # inputs' answer in another graph's) and could return it without the work.
+    result.calls_per_sample = min(_calls_per_sample(replayed), len(input_sets))
+    for side in (baseline, candidate):
+        if isinstance(side, GraphReplays):
+            side.poison_outputs()  # the first sample starts from poison too
+    result.timed_candidate = candidate if isinstance(candidate, GraphReplays) else None
     return baseline, candidate
 
 
@@ -334,6 +357,8 @@ def measure_pair(
             else:
                 result.candidate_ms.append(ms)
                 after_candidate(out, index)
+            if isinstance(fn, GraphReplays):
+                fn.poison_outputs()  # every graph's, not only the last call's: no sample starts with an answer
         pair += 1
         if heartbeat is not None:
             heartbeat(pair)  # the parent's no-progress limit counts from the last message

@@ -176,3 +176,53 @@ def test_a_short_kernel_off_cuda_is_timed_eagerly() -> None:
     result = timing.PairedTimes()
     assert timing._replay_if_short(result, CpuLike(), 0.001, (fn, fn), [[1]], (print, print)) == (fn, fn)
     assert (result.mode, result.mode_note) == ("eager", "")
+
+
+class _RecordingGraph:
+    """A stand-in CUDA graph on the host: each replay notes whether its static output already held an answer
+    (not poison) before it wrote, as a kernel that returns early when it finds one would see it."""
+
+    def __init__(self, inputs: list[Any], out: Any, found: list[bool]) -> None:
+        self.inputs, self.out, self.found = inputs, out, found
+
+    def replay(self) -> None:
+        self.found.append(not bool(self.out.isnan().all()))
+        self.out.copy_(self.inputs[0] * 2.0 + 1.0)
+
+
+def test_every_timed_replay_starts_from_a_poisoned_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph writes the same memory at every replay. Poisoning only the sample's last output (as eager timing
+    does) left the other input sets' answers in place, so a kernel that returns early when its output already
+    holds a value was timed doing nothing on most replays. Every graph's outputs are poisoned after every
+    sample, and no graph replays twice in one sample."""
+    import torch
+
+    monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 50.0)  # would ask for many calls a sample
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 1e9)
+    sets = [[torch.full((8,), float(i))] for i in range(3)]
+    found: dict[str, list[bool]] = {"b": [], "c": []}
+
+    def graphs(side: str) -> timing.GraphReplays:
+        made = {}
+        for inputs in sets:
+            out = torch.empty(8)
+            made[id(inputs)] = (_RecordingGraph(inputs, out, found[side]), out)
+        return timing.GraphReplays(made)
+
+    monkeypatch.setattr(timing, "_capture_graphs", lambda target, fns, s: ((graphs("b"), graphs("c")), ""))
+
+    def eager(inputs: list[Any]) -> Any:
+        return inputs[0] * 2.0 + 1.0
+
+    def poison_last(out: Any, index: int) -> None:  # what the harness's callbacks do: the last output only
+        out.fill_(float("nan"))
+
+    result = timing.measure_pair(LaunchBoundTarget(), eager, eager, sets, time_budget_s=0.05, target_precision=0.0,
+                                 min_pairs=6, max_pairs=6, confidence=0.95, warmup_ms=1,
+                                 after_baseline=poison_last, after_candidate=poison_last)
+    assert result.mode == "cuda_graph"
+    assert result.calls_per_sample <= len(sets)  # one replay of each set's graph a sample, at most
+    timed = result.calls_per_sample * len(result.candidate_ms)
+    for side in ("b", "c"):
+        assert found[side][-timed:] == [False] * timed, (side, found[side][-timed:])
+    assert isinstance(result.timed_candidate, timing.GraphReplays)  # the checks after timing replay it
