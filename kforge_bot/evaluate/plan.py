@@ -236,7 +236,7 @@ def _fit_note(plan: Plan, kept: tuple[int, int], full: bool, input_bytes: list[i
     if not full:
         notes.append(f"cut to {kept[0]} seed(s) and {kept[1]} timed input set(s) to fit in memory: inputs "
                      f"{_gb(max(input_bytes))}, outputs {_gb(max(output_bytes))} per set; the full plan needs "
-                     + _needs_text(memory_needs(plan, input_bytes, output_bytes, device_outputs), unified))
+                     + _needs_text(memory_needs(plan, input_bytes, output_bytes, on_device), unified))
     if device_outputs and not on_device:
         notes.append("outputs pass through host memory (too large to keep on the device)")
     return "; ".join(notes)
