@@ -37,28 +37,30 @@ def _aligned(n: int) -> int:
 
 
 class FileSink:
-    """Outputs as tensor files in the worker's output folder."""
+    """Outputs as tensor files in the worker's output folder; `digest` False for a trusted worker (the
+    reference's), whose folder no candidate can reach: hashing an 8.6 GB output costs seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, digest: bool = True) -> None:
         # Bound when the worker makes its sink, before any user code exists. Imported at the first save, after
         # hide_harness, the module would be whichever copy the candidate had put in sys.modules by then.
         from kforge_bot.evaluate import tensorfile  # imports torch: the worker has it, the bot makes no sink
 
         self._write = tensorfile.write
+        self._digest = digest
 
     def save(self, tensors: list[Any], path: Path) -> str:
         """Returns the file's digest (tensorfile.write): the bot reads the file only if it still matches."""
-        return self._write(tensors, path)
+        return self._write(tensors, path, self._digest)
 
 
 class DeviceSink:
     """Outputs as exported device memory, one allocation per output name; files where that cannot be done."""
 
-    def __init__(self, sock: socket.socket, nonce: str, device: int) -> None:
+    def __init__(self, sock: socket.socket, nonce: str, device: int, digest: bool = True) -> None:
         import torch  # the worker's, bound before any user code (see FileSink); the bot makes no sink
 
         self._sock, self._nonce, self._device = sock, nonce, device
-        self._files = FileSink()
+        self._files = FileSink(digest)
         self._torch = torch
         devshare.bind_torch()
         self.unavailable = devshare.supported(device)  # None: the device can export
@@ -98,11 +100,12 @@ class DeviceSink:
             buffer.close()  # the fd on its way keeps the allocation alive; this process's mapping goes now
 
 
-def make_sink(output_fd: int | None, nonce: str, target: str) -> FileSink | DeviceSink:
+def make_sink(output_fd: int | None, nonce: str, target: str, trusted: bool = False) -> FileSink | DeviceSink:
+    """`trusted`: the reference's worker, whose files need no digest."""
     if output_fd is None or not target.startswith("cuda"):
-        return FileSink()
+        return FileSink(digest=not trusted)
     sock = socket.socket(fileno=output_fd)
-    return DeviceSink(sock, nonce, _device_index(target))
+    return DeviceSink(sock, nonce, _device_index(target), digest=not trusted)
 
 
 def _device_index(target: str) -> int:

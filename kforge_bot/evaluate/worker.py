@@ -181,7 +181,7 @@ def main(argv: list[str]) -> int:
     plan = Plan.from_dict(json.loads(sys.stdin.readline()))
     if not plan.await_fit:
         sys.stdin.close()
-    use_sink(make_sink(int(output_fd) if output_fd else None, nonce, plan.target))
+    use_sink(make_sink(int(output_fd) if output_fd else None, nonce, plan.target, trusted=plan.role == "reference"))
     global STARTED
     STARTED = _clock()  # the request's arrival: phases count from here (the worker may have started early)
     workdir = plan.out_dir / f"src_{plan.role}"
