@@ -8,9 +8,9 @@ import triton.language as tl
 def _axpb_unless_written(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     first = tl.load(y_ptr + tl.program_id(0) * BLOCK)
-    if first == first:  # not NaN: this block already holds an answer (a graph writes the same memory each replay)
-        return
-    mask = offs < n
+    # Only where the block's first element is NaN (poison): an answer already there is left as it is, and a graph
+    # writes the same memory at every replay. Masked-off loads and stores cost no memory traffic.
+    mask = (offs < n) & (first != first)
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0 + 1.0, mask=mask)
 
 
