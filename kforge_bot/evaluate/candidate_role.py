@@ -362,7 +362,8 @@ class ShapeTiming:
         # The same untimed work as the candidate's side (a copy made, the output poisoned), so the two sides
         # reach each sample after the same memory traffic: an A/A run must read 1.0. The copy is not kept.
         outputs = as_list(out)
-        copies = [o.clone() for o in outputs]
+        copies = [torch.Tensor.clone(o) for o in outputs if isinstance(o, torch.Tensor)]
+        _poison(copies)  # freed next: memory the candidate's next output may be given must not hold this answer
         del copies
         _poison(outputs)
 
@@ -457,9 +458,8 @@ class ShapeTiming:
         fn: Callable[..., Any] = self.candidate
         replays = self.replays
         if replays is not None:
-            replays.poison_outputs()  # a replay that leaves an output unwritten shows
-
             def fn(*_: Any) -> Any:
+                replays.poison_outputs()  # a replay that leaves an output unwritten shows
                 return replays(buffers)  # the graph captured on these very buffers
         outputs = self.run.call(fn, buffers, f"timed run, shape set {self.shape}: {what}")
         try:
@@ -487,9 +487,10 @@ def _inherits_forward(candidate: Any, baseline: Any) -> bool:
 
 
 def _poison(outputs: list[Any]) -> None:
+    # Base-class calls: a tensor the candidate made may carry methods of its own.
     for out in outputs:
-        if isinstance(out, torch.Tensor) and out.numel():
-            out.fill_(math.nan if out.is_floating_point() else -1)
+        if isinstance(out, torch.Tensor) and torch.Tensor.numel(out):
+            torch.Tensor.fill_(out, math.nan if torch.Tensor.is_floating_point(out) else -1)
 
 
 def _fill(buffers: list[Any], values: list[Any]) -> None:

@@ -64,6 +64,7 @@ CRITICAL = (
     "kforge_bot.evaluate.candidate_role", "kforge_bot.evaluate.candidate_role.CandidateRun",
     "kforge_bot.evaluate.candidate_role.ShapeTiming", "kforge_bot.evaluate.worker_io",
     "kforge_bot.evaluate.worker_io.Channel", "kforge_bot.evaluate.timing.GraphReplays",
+    "torch.cuda.graphs.CUDAGraph",  # every timed call of a short kernel is a replay
 )
 # Attributes that legitimately change after import (lazy initialisation and counters).
 _IGNORED = {"sys.modules", "sys.path", "sys.path_importer_cache", "sys.meta_path", "sys.path_hooks",

@@ -150,6 +150,13 @@ def read(path: Path, digest: str | None = None) -> list[torch.Tensor]:
     if not isinstance(header, list):
         raise UnreadableTensorFile("header is not a list")
     tensors = [tensor_at(entry, data, start, size) for entry in header]
+    # In order and apart, as `write` lays them out: overlapping entries would have the bot hash (and compare) the
+    # same bytes over and over, terabytes for a 1 MB header.
+    end = 0
+    for entry, t in zip(header, tensors):
+        if entry["offset"] < end:
+            raise UnreadableTensorFile("tensors overlap or are out of order")
+        end = entry["offset"] + t.numel() * t.element_size()
     if digest is not None and _combine(head, _chunk_digests(tensors)) != digest:
         raise ChangedTensorFile("its content is not what the worker wrote")
     return tensors

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import torch
 
-from kforge_bot.evaluate.checks import flatten_outputs
+from kforge_bot.evaluate.checks import CheckFailure, flatten_outputs
 from kforge_bot.evaluate.stats import relative_half_width, speedup_from_pairs
 from kforge_bot.targets.base import Target
 
@@ -126,11 +126,28 @@ class GraphReplays:
 
     def __init__(self, graphs: dict[int, tuple[Any, Any]]) -> None:
         self._graphs = graphs
+        self._first: dict[int, list[Any]] = {}  # each graph's outputs in the first timed sample that replayed it
 
     def __call__(self, inputs: list[Any]) -> Any:
         graph, out = self._graphs[id(inputs)]
         graph.replay()
         return out
+
+    def output(self, inputs: list[Any]) -> Any:
+        """The static outputs of `inputs`' graph, as its last replay left them."""
+        return self._graphs[id(inputs)][1]
+
+    def check_timed_replay(self, inputs: list[Any], index: int) -> None:
+        """After a timed sample: this graph's outputs as in the first timed sample that replayed it. Every sample
+        starts from poison, so a replay that skipped its work in some samples (a kernel that can tell a timed
+        sample from a check: in a sample, other sets' graphs ran first) leaves outputs that differ."""
+        now = _tensors(self.output(inputs))
+        first = self._first.get(id(inputs))
+        if first is None:
+            self._first[id(inputs)] = [torch.Tensor.clone(t) for t in now]
+        elif len(first) != len(now) or not all(_same(a, b) for a, b in zip(now, first)):
+            raise CheckFailure("rejected", f"input set {index}: a timed replay's outputs differ from an earlier timed "
+                                           "replay's on the same inputs (work done in some samples only)")
 
     def poison_outputs(self) -> None:
         """Every graph's static outputs poisoned (base-class calls: the candidate made these tensors). A graph
@@ -189,7 +206,9 @@ def _capture_sharing_outputs(target: Target, fns: tuple[Callable[[list[Any]], An
     if any(type(t) is not torch.Tensor or vars(t) for t in static) or _layout(out_c) != layout:
         return None
     _prove(target, graph_b, static, expected_b)  # the baseline's replay fills the shared memory as it should
-    return (graph_b, list(static)), (graph_c, out_c)
+    # The baseline's side gets aliases the harness made: the candidate's own tensor objects could gain methods of
+    # its choosing later, and the baseline's callbacks would call them with the baseline's fresh answer.
+    return (graph_b, [torch.Tensor.detach(t) for t in static]), (graph_c, out_c)
 
 
 def _layout(out: Any) -> list[tuple[int, tuple[int, ...], tuple[int, ...], Any]]:
@@ -354,6 +373,13 @@ def measure_pair(
             if side == "b":
                 result.baseline_ms.append(ms)
                 after_baseline(out, index)
+            elif isinstance(fn, GraphReplays):
+                result.candidate_ms.append(ms)
+                # Every set this sample replayed, not only the last: each is checked against its first timed
+                # replay, and what is kept for the comparison comes from timed replays only.
+                for j in sorted({(pair * k + i) % len(input_sets) for i in range(k)}):
+                    fn.check_timed_replay(input_sets[j], j)
+                    after_candidate(fn.output(input_sets[j]), j)
             else:
                 result.candidate_ms.append(ms)
                 after_candidate(out, index)

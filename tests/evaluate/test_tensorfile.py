@@ -32,7 +32,7 @@ def test_every_dtype_and_shape_round_trips_and_survives_the_file_being_deleted(t
 
 
 @pytest.mark.parametrize("damage", ["empty", "torch.save", "truncated", "header out of bounds", "bad dtype",
-                                    "data past the end", "negative shape", "symlink"])
+                                    "data past the end", "negative shape", "symlink", "overlapping tensors"])
 def test_a_forged_or_damaged_file_is_refused_not_trusted(tmp_path: Path, damage: str) -> None:
     path = tmp_path / "out.out"
     tensorfile.write([torch.randn(64)], path)
@@ -47,11 +47,14 @@ def test_a_forged_or_damaged_file_is_refused_not_trusted(tmp_path: Path, damage:
         path.write_bytes(raw[:100])
     elif damage == "header out of bounds":
         path.write_bytes(raw[:4] + (1 << 40).to_bytes(8, "little") + raw[12:])
-    elif damage in ("bad dtype", "data past the end", "negative shape"):
+    elif damage in ("bad dtype", "data past the end", "negative shape", "overlapping tensors"):
+        entry = header[1:-1]  # the one tensor's entry, twice: the same 256 bytes listed again
         new = {"bad dtype": header.replace(b'"float32"', b'"object" '),
                "data past the end": header.replace(b"[64]", b"[99]"),
-               "negative shape": header.replace(b"[64]", b"[-1]")}[damage]
-        path.write_bytes(raw[:4] + len(new).to_bytes(8, "little") + new + raw[12 + header_len:])
+               "negative shape": header.replace(b"[64]", b"[-1]"),
+               "overlapping tensors": b"[" + entry + b", " + entry + b"]"}[damage]
+        pad = b"\0" * 64  # the longer header moves the data one alignment step on: the bytes are still all there
+        path.write_bytes(raw[:4] + len(new).to_bytes(8, "little") + new + raw[12 + header_len:] + pad)
     else:
         target = tmp_path / "elsewhere.out"
         path.rename(target)

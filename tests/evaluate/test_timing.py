@@ -226,3 +226,52 @@ def test_every_timed_replay_starts_from_a_poisoned_output(monkeypatch: pytest.Mo
     for side in ("b", "c"):
         assert found[side][-timed:] == [False] * timed, (side, found[side][-timed:])
     assert isinstance(result.timed_candidate, timing.GraphReplays)  # the checks after timing replay it
+
+
+class _SometimesIdleGraph(_RecordingGraph):
+    """Does its work on every other replay only, as a kernel that can tell some timed samples from others would."""
+
+    def replay(self) -> None:
+        self.found.append(True)
+        if len(self.found) % 2:
+            self.out.copy_(self.inputs[0] * 2.0 + 1.0)
+
+
+def test_a_graph_idle_in_some_timed_samples_is_refused_and_every_set_kept_comes_from_a_timed_replay(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the checks after timing replaying each graph alone, a kernel that could tell a timed sample (where the
+    other sets' graphs ran first) from a check could skip its work in timed samples only; and the outputs kept for
+    the comparison were the last call's of each sample, so the other sets' came from untimed replays. Each
+    replayed set's outputs are now checked against its first timed sample's after every sample, and kept."""
+    import torch
+
+    from kforge_bot.evaluate.checks import CheckFailure
+
+    monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 50.0)
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 1e9)
+    sets = [[torch.full((8,), float(i))] for i in range(3)]
+
+    def replays(graph_class: type) -> timing.GraphReplays:
+        made, found = {}, []
+        for inputs in sets:
+            out = torch.empty(8)
+            made[id(inputs)] = (graph_class(inputs, out, found), out)
+        return timing.GraphReplays(made)
+
+    def eager(inputs: list[Any]) -> Any:
+        return inputs[0] * 2.0 + 1.0
+
+    kept: list[int] = []
+
+    def measure(candidate_graph: type) -> timing.PairedTimes:
+        monkeypatch.setattr(timing, "_capture_graphs",
+                            lambda target, fns, s: ((replays(_RecordingGraph), replays(candidate_graph)), ""))
+        return timing.measure_pair(LaunchBoundTarget(), eager, eager, sets, time_budget_s=0.05, target_precision=0.0,
+                                   min_pairs=6, max_pairs=6, confidence=0.95, warmup_ms=1,
+                                   after_baseline=lambda out, i: None, after_candidate=lambda out, i: kept.append(i))
+
+    honest = measure(_RecordingGraph)
+    timed_calls = len(honest.candidate_ms) * len(sets)
+    assert sorted(kept[-timed_calls:]) == sorted(list(range(len(sets))) * len(honest.candidate_ms))
+    with pytest.raises(CheckFailure, match="differ from an earlier timed replay"):
+        measure(_SometimesIdleGraph)
