@@ -58,9 +58,10 @@ class PairedTimes:
 
 
 def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list[Any]], start: int,
-           k: int, lead_ms: float = 0.0) -> tuple[float, Any, int, float]:
+           k: int, lead_ms: float = 0.0, kept: list[Any] | None = None) -> tuple[float, Any, int, float]:
     """Time k consecutive calls; returns (ms per call, last output, index of its input set, the host's ms to
-    issue the k calls)."""
+    issue the k calls). `kept`: every call's output is appended (and so stays allocated until the caller is done
+    with it)."""
     target.settle(lead_ms)
     timer = target.timer()
     out = None
@@ -70,6 +71,8 @@ def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list
     for j in range(k):
         index = (start + j) % len(input_sets)
         out = fn(input_sets[index])
+        if kept is not None:
+            kept.append(out)
     host_ms = (_monotonic() - issued) * 1000.0
     timer.stop()
     elapsed = timer.elapsed_ms()
@@ -153,10 +156,7 @@ class GraphReplays:
         """Every graph's static outputs poisoned (base-class calls: the candidate made these tensors). A graph
         writes the same memory at every replay, so a kernel that returns early when its output already holds a
         value would otherwise be timed doing nothing wherever the last sample left an answer."""
-        for _, out in self._graphs.values():
-            for t in _tensors(out):
-                if torch.Tensor.numel(t):
-                    torch.Tensor.fill_(t, math.nan if torch.Tensor.is_floating_point(t) else -1)
+        _poison_all([out for _, out in self._graphs.values()])
 
 
 def _capture(target: Target, fn: Callable[[list[Any]], Any], inputs: list[Any], pool: Any) -> tuple[Any, Any, list]:
@@ -234,6 +234,15 @@ def _estimate(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input
             times.append(ms)
         estimate = max(estimate, sorted(times)[len(times) // 2])
     return estimate
+
+
+def _poison_all(outputs: list[Any]) -> None:
+    """Base-class calls on plain tensors only: a tensor subclass the candidate returned would run its own code
+    (the baseline's outputs are always plain; the candidate's are poisoned for symmetry only)."""
+    for out in outputs:
+        for t in _tensors(out):
+            if type(t) is torch.Tensor and torch.Tensor.numel(t):
+                torch.Tensor.fill_(t, math.nan if torch.Tensor.is_floating_point(t) else -1)
 
 
 def _tensors(out: Any) -> list[Any]:
@@ -369,7 +378,11 @@ def measure_pair(
     while True:
         order = ((baseline, "b"), (candidate, "c")) if pair % 2 == 0 else ((candidate, "c"), (baseline, "b"))
         for fn, side in order:
-            ms, out, index, _ = _timed(target, fn, input_sets, pair * k, k, lead[side])
+            # Every call's output stays allocated until the sample is over and is then poisoned (the last one by
+            # the callbacks): freed as the next call began, the baseline's earlier answers lay in memory the
+            # candidate's next outputs could be given. Both sides alike, so their memory traffic matches.
+            outs: list[Any] = []
+            ms, out, index, _ = _timed(target, fn, input_sets, pair * k, k, lead[side], outs)
             if side == "b":
                 result.baseline_ms.append(ms)
                 after_baseline(out, index)
@@ -385,6 +398,9 @@ def measure_pair(
                 after_candidate(out, index)
             if isinstance(fn, GraphReplays):
                 fn.poison_outputs()  # every graph's, not only the last call's: no sample starts with an answer
+            else:
+                _poison_all(outs[:-1])
+            del outs, out
         pair += 1
         if heartbeat is not None:
             heartbeat(pair)  # the parent's no-progress limit counts from the last message

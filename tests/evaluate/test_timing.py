@@ -275,3 +275,37 @@ def test_a_graph_idle_in_some_timed_samples_is_refused_and_every_set_kept_comes_
     assert sorted(kept[-timed_calls:]) == sorted(list(range(len(sets))) * len(honest.candidate_ms))
     with pytest.raises(CheckFailure, match="differ from an earlier timed replay"):
         measure(_SometimesIdleGraph)
+
+
+def test_every_output_of_an_eager_sample_of_several_calls_is_poisoned_before_it_is_freed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Short kernels timed eagerly k calls a sample: each call's output was freed as the next one began, so the
+    baseline's answers lay unpoisoned in memory the candidate's next outputs could be given (a candidate checking a
+    sample of that memory could return it without the work). Each output now lives until the sample is over and is
+    poisoned then."""
+    import torch
+
+    monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 20.0)  # 1 ms calls: several a sample
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)  # eager, as when a capture fails
+    made: list[torch.Tensor] = []
+
+    def baseline(inputs: list[Any]) -> torch.Tensor:
+        _busy(0.001)
+        made.append(inputs[0] * 2.0 + 1.0)
+        return made[-1]
+
+    def candidate(inputs: list[Any]) -> torch.Tensor:
+        _busy(0.001)
+        return inputs[0] * 2.0 + 1.0
+
+    def poison(out: Any, index: int) -> None:  # what the harness's callbacks do to the last output
+        out.fill_(float("nan"))
+
+    sets = [[torch.full((8,), float(i))] for i in range(3)]
+    result = timing.measure_pair(LaunchBoundTarget(), baseline, candidate, sets, time_budget_s=0.05,
+                                 target_precision=0.0, min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=1,
+                                 after_baseline=poison, after_candidate=poison)
+    k = result.calls_per_sample
+    assert result.mode == "eager" and k >= 2
+    timed = made[-k * len(result.baseline_ms):]
+    assert all(bool(t.isnan().all()) for t in timed)
