@@ -24,7 +24,7 @@ from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.profile import count_flops, profile_call
 from kforge_bot.evaluate.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness,
                                           restore_framework_state)
-from kforge_bot.evaluate.timing import GraphReplays, PairedTimes, measure_pair
+from kforge_bot.evaluate.timing import GraphReplays, PairedTimes, a_sample_holding, measure_pair
 from kforge_bot.evaluate.worker_io import (Channel, Stop, as_list, close_stdin, is_compile_error,
                                            keep_outputs_on_device, read_control_line, save, short_error)
 from kforge_bot.targets import make_target
@@ -336,6 +336,7 @@ class ShapeTiming:
         self.kept: dict[int, list[torch.Tensor]] = {}
         self.last_beat = _clock()
         self.replays: GraphReplays | None = None  # the candidate's graphs, where timing replayed them
+        self.calls_per_sample = 1
 
     def time_and_check(self) -> dict[str, Any]:
         times = self.measure()
@@ -343,6 +344,7 @@ class ShapeTiming:
         # outputs poisoned first): a graph can hold other work than the eager call (a capture-only cache, say),
         # and the code that was timed is the code these checks are for.
         self.replays = times.timed_candidate
+        self.calls_per_sample = times.calls_per_sample
         times.timed_candidate = None
         self.check_inputs_and_save()
         self.change_one_element()
@@ -459,8 +461,16 @@ class ShapeTiming:
         replays = self.replays
         if replays is not None:
             def fn(*_: Any) -> Any:
-                replays.poison_outputs()  # a replay that leaves an output unwritten shows
-                return replays(buffers)  # the graph captured on these very buffers
+                # As a timed sample ran it: the device settled, every output poisoned, then the sets' graphs in
+                # an order timing used, the one checked as late as it ever came (a graph that could tell a check
+                # from a timed sample, by the outputs of the graphs before it, would be checked as timed).
+                self.run.target.settle()
+                replays.poison_outputs()
+                r = next(i for i, s in enumerate(self.sets) if s is buffers)
+                order = a_sample_holding(r, self.calls_per_sample, len(self.sets))
+                for j in order:
+                    replays(self.sets[j])
+                return replays.output(buffers)
         outputs = self.run.call(fn, buffers, f"timed run, shape set {self.shape}: {what}")
         try:
             checks.check_plain_outputs(outputs, self.device_type)

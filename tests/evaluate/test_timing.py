@@ -309,3 +309,14 @@ def test_every_output_of_an_eager_sample_of_several_calls_is_poisoned_before_it_
     assert result.mode == "eager" and k >= 2
     timed = made[-k * len(result.baseline_ms):]
     assert all(bool(t.isnan().all()) for t in timed)
+
+
+@pytest.mark.parametrize("k,n", [(3, 3), (2, 3), (1, 3), (2, 4), (3, 5)])
+def test_a_check_replays_a_sequence_timing_used_with_the_set_as_late_as_it_came(k: int, n: int) -> None:
+    """The checks after timing replay the graphs as a timed sample did, so a graph that could tell a check from a
+    timed sample (by the outputs of the graphs replayed before it) is checked where it was timed."""
+    used = [timing.sample_sets(pair, k, n) for pair in range(10 * n)]
+    for r in range(n):
+        sequence = timing.a_sample_holding(r, k, n)
+        assert sequence in used and r in sequence
+        assert sequence.index(r) == max(s.index(r) for s in used if r in s)
