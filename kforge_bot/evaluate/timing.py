@@ -13,6 +13,7 @@ time budget is spent; the parent recomputes every statistic from the raw samples
 from __future__ import annotations
 
 import math
+import secrets
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from kforge_bot.evaluate.checks import CheckFailure, flatten_outputs
+from kforge_bot.evaluate.checks import CheckFailure, flatten_outputs, tolerance_for
 from kforge_bot.evaluate.stats import relative_half_width, speedup_from_pairs
 from kforge_bot.targets.base import Target
 
@@ -129,7 +130,6 @@ class GraphReplays:
 
     def __init__(self, graphs: dict[int, tuple[Any, Any]]) -> None:
         self._graphs = graphs
-        self._first: dict[int, list[Any]] = {}  # each graph's outputs in the first timed sample that replayed it
 
     def __call__(self, inputs: list[Any]) -> Any:
         graph, out = self._graphs[id(inputs)]
@@ -139,18 +139,6 @@ class GraphReplays:
     def output(self, inputs: list[Any]) -> Any:
         """The static outputs of `inputs`' graph, as its last replay left them."""
         return self._graphs[id(inputs)][1]
-
-    def check_timed_replay(self, inputs: list[Any], index: int) -> None:
-        """After a timed sample: this graph's outputs as in the first timed sample that replayed it. Every sample
-        starts from poison, so a replay that skipped its work in some samples (a kernel that can tell a timed
-        sample from a check: in a sample, other sets' graphs ran first) leaves outputs that differ."""
-        now = _tensors(self.output(inputs))
-        first = self._first.get(id(inputs))
-        if first is None:
-            self._first[id(inputs)] = [torch.Tensor.clone(t) for t in now]
-        elif len(first) != len(now) or not all(_same(a, b) for a, b in zip(now, first)):
-            raise CheckFailure("rejected", f"input set {index}: a timed replay's outputs differ from an earlier timed "
-                                           "replay's on the same inputs (work done in some samples only)")
 
     def poison_outputs(self) -> None:
         """Every graph's static outputs poisoned (base-class calls: the candidate made these tensors). A graph
@@ -234,6 +222,47 @@ def _estimate(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input
             times.append(ms)
         estimate = max(estimate, sorted(times)[len(times) // 2])
     return estimate
+
+
+REPEAT_SAMPLE = 1 << 16  # elements of each output compared between timed calls on the same inputs
+
+
+class RepeatCheck:
+    """Every timed call's outputs against the first timed call's on the same input set, at REPEAT_SAMPLE positions
+    drawn once per output from a secure source, within the output's dtype tolerance (exact for integers, NaN where
+    NaN). Only some timed outputs reach the bot's comparison; a call that skipped its work, or did other work, in
+    some samples (a kernel that could tell them apart) differs here. Base-class calls only: the outputs are the
+    candidate's objects (anything but a plain tensor is refused by the caller's checks)."""
+
+    def __init__(self, override: dict[str, float] | None = None) -> None:
+        self._override = override
+        self._seen: dict[tuple[int, int], tuple[int, Any, Any]] = {}  # (set, output) -> (numel, positions, values)
+
+    def __call__(self, out: Any, index: int) -> None:
+        for i, t in enumerate(_tensors(out)):
+            if type(t) is not torch.Tensor:
+                continue
+            flat = torch.Tensor.reshape(t, (-1,))
+            numel = torch.Tensor.numel(flat)
+            seen = self._seen.get((index, i))
+            if seen is None:
+                generator = torch.Generator().manual_seed(secrets.randbits(63))
+                positions = torch.randint(0, max(numel, 1), (min(numel, REPEAT_SAMPLE),), generator=generator)
+                positions = positions.to(flat.device)
+                self._seen[(index, i)] = (numel, positions, torch.Tensor.clone(flat[positions]))
+                continue
+            first_numel, positions, first = seen
+            if numel != first_numel or not _close(flat[positions], first, self._override):
+                raise CheckFailure("rejected", f"input set {index}, output {i}: a timed call's result differs from "
+                                               "an earlier timed call's on the same inputs (work done in some "
+                                               "calls only, or inputs changed by a call)")
+
+
+def _close(now: Any, first: Any, override: dict[str, float] | None) -> bool:
+    if not torch.is_floating_point(now) and not torch.is_complex(now):
+        return bool(torch.equal(now, first))
+    atol, rtol, _ = tolerance_for(now.dtype, override)
+    return bool(torch.allclose(now.double(), first.double(), rtol=rtol, atol=atol, equal_nan=True))
 
 
 def sample_sets(pair: int, k: int, n: int) -> list[int]:
@@ -363,14 +392,16 @@ def measure_pair(
     after_candidate: Callable[[Any, int], None],
     progress: Callable[[int, float | None, tuple[float, float] | None], None] | None = None,
     heartbeat: Callable[[int], None] | None = None,
+    tolerance: dict[str, float] | None = None,
 ) -> PairedTimes:
     """Interleaved A/B timing until the CI is tight, the budget is spent, or `max_pairs` is reached.
 
     `heartbeat(pairs)` runs after every call of the warm-up and every pair (the caller throttles it).
-    `after_baseline(out, input_index)` and `after_candidate(out, input_index)` run outside the timed region:
-    the caller poisons both sides' outputs (so a candidate cannot find the baseline's in freed memory, and a
-    replayed graph that leaves its output unwritten shows) and keeps the candidate's timed outputs for the
-    correctness check.
+    `after_baseline(out, input_index)` (a sample's last output) and `after_candidate(out, input_index)` (every
+    call's output of a sample, each first checked against the first timed call's on its inputs: RepeatCheck) run
+    outside the timed region: the caller poisons both sides' outputs (so a candidate cannot find the baseline's in
+    freed memory, and a replayed graph that leaves its output unwritten shows) and keeps the candidate's timed
+    outputs for the correctness check. `tolerance`: the spec's, for RepeatCheck.
     """
     started = _monotonic()
     estimate, host_per_call = _warm_up(target, baseline, candidate, input_sets, warmup_ms, after_baseline,
@@ -387,6 +418,7 @@ def measure_pair(
     eager_short = result.mode == "eager" and k > 1
     lead = {side: (LEAD_FACTOR * host * k if eager_short else 0.0) for side, host in host_per_call.items()}
     budget_end = started + time_budget_s
+    repeats = RepeatCheck(tolerance)
     pair = 0
     while True:
         order = ((baseline, "b"), (candidate, "c")) if pair % 2 == 0 else ((candidate, "c"), (baseline, "b"))
@@ -399,20 +431,21 @@ def measure_pair(
             if side == "b":
                 result.baseline_ms.append(ms)
                 after_baseline(out, index)
-            elif isinstance(fn, GraphReplays):
-                result.candidate_ms.append(ms)
-                # Every set this sample replayed, not only the last: each is checked against its first timed
-                # replay, and what is kept for the comparison comes from timed replays only.
-                for j in sorted(set(sample_sets(pair, k, len(input_sets)))):
-                    fn.check_timed_replay(input_sets[j], j)
-                    after_candidate(fn.output(input_sets[j]), j)
             else:
                 result.candidate_ms.append(ms)
-                after_candidate(out, index)
+                # Every call of the sample, not only the last: each is checked against the first timed call on
+                # its inputs, and what is kept for the bot's comparison comes from timed calls only.
+                calls = sample_sets(pair, k, len(input_sets))
+                if isinstance(fn, GraphReplays):  # a replayed graph's outputs are its last replay's
+                    calls = sorted(set(calls))
+                    outs = [fn.output(input_sets[j]) for j in calls]
+                for j, o in zip(calls, outs):
+                    repeats(o, j)
+                    after_candidate(o, j)
             if isinstance(fn, GraphReplays):
                 fn.poison_outputs()  # every graph's, not only the last call's: no sample starts with an answer
-            else:
-                _poison_all(outs[:-1])
+            elif side == "b":
+                _poison_all(outs[:-1])  # the candidate's were poisoned by its callback, one by one
             del outs, out
         pair += 1
         if heartbeat is not None:

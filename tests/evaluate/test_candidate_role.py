@@ -94,8 +94,12 @@ def test_inputs_changed_by_a_timed_call_are_a_rejection(run: CandidateRun) -> No
     run.candidate = mutating
     with pytest.raises(Stop) as stop:
         ShapeTiming(run, 0).time_and_check()
-    assert (stop.value.status, stop.value.reason) == (
-        "rejected", "timed run, shape set 0: input 0 was modified in place (inputs must stay unchanged)")
+    # Its outputs drift with its inputs, so the check of every timed call against the first may see it first.
+    assert stop.value.status == "rejected"
+    assert stop.value.reason in ("timed run, shape set 0: input 0 was modified in place (inputs must stay unchanged)",
+                                 "timed run, shape set 0: input set 0, output 0: a timed call's result differs from "
+                                 "an earlier timed call's on the same inputs (work done in some calls only, or inputs "
+                                 "changed by a call)")
 
 
 def test_a_timed_output_is_kept_as_returned_and_then_poisoned(run: CandidateRun) -> None:

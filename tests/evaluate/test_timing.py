@@ -273,7 +273,7 @@ def test_a_graph_idle_in_some_timed_samples_is_refused_and_every_set_kept_comes_
     honest = measure(_RecordingGraph)
     timed_calls = len(honest.candidate_ms) * len(sets)
     assert sorted(kept[-timed_calls:]) == sorted(list(range(len(sets))) * len(honest.candidate_ms))
-    with pytest.raises(CheckFailure, match="differ from an earlier timed replay"):
+    with pytest.raises(CheckFailure, match="differs from an earlier timed call"):
         measure(_SometimesIdleGraph)
 
 
@@ -320,3 +320,33 @@ def test_a_check_replays_a_sequence_timing_used_with_the_set_as_late_as_it_came(
         sequence = timing.a_sample_holding(r, k, n)
         assert sequence in used and r in sequence
         assert sequence.index(r) == max(s.index(r) for s in used if r in s)
+
+
+def test_an_eager_candidate_idle_in_some_calls_of_a_sample_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Short kernels timed eagerly k calls a sample (a capture made to fail): only the last call's output was
+    checked, so a candidate doing its work on every k-th call read k times faster with every checked output
+    right. Every call's output is now checked against the first timed call's on the same inputs."""
+    import torch
+
+    from kforge_bot.evaluate.checks import CheckFailure
+
+    monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 20.0)
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    calls = [0]
+
+    def honest(inputs: list[Any]) -> torch.Tensor:
+        _busy(0.001)
+        return inputs[0] * 2.0 + 1.0
+
+    def sometimes(inputs: list[Any]) -> torch.Tensor:
+        calls[0] += 1
+        if calls[0] % 2:  # every other call, so each input set gets both (a set never worked on fails the bot)
+            return torch.full_like(inputs[0], float("nan"))  # no work: what freed, poisoned memory holds
+        return honest(inputs)
+
+    sets = [[torch.full((8,), float(i))] for i in range(3)]
+    kwargs = dict(time_budget_s=0.05, target_precision=0.0, min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=1,
+                  after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
+    assert timing.measure_pair(LaunchBoundTarget(), honest, honest, sets, **kwargs).calls_per_sample >= 2
+    with pytest.raises(CheckFailure, match="differs from an earlier timed call"):
+        timing.measure_pair(LaunchBoundTarget(), honest, sometimes, sets, **kwargs)
