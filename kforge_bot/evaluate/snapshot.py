@@ -44,7 +44,7 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
                     # The candidate role's guards and phases, and one shape set's timing and its callbacks.
                     "kforge_bot.evaluate.candidate_role.CandidateRun",
                     "kforge_bot.evaluate.candidate_role.ShapeTiming",
-                    "kforge_bot.evaluate.timing.GraphReplays",
+                    "kforge_bot.evaluate.timing.GraphReplays", "kforge_bot.evaluate.timing.RepeatCheck",
                     # How outputs leave the worker: a save that computed the answer only then would hide a
                     # timed call that never did.
                     "kforge_bot.evaluate.outputs.FileSink", "kforge_bot.evaluate.outputs.DeviceSink",
@@ -64,6 +64,7 @@ CRITICAL = (
     "kforge_bot.evaluate.candidate_role", "kforge_bot.evaluate.candidate_role.CandidateRun",
     "kforge_bot.evaluate.candidate_role.ShapeTiming", "kforge_bot.evaluate.worker_io",
     "kforge_bot.evaluate.worker_io.Channel", "kforge_bot.evaluate.timing.GraphReplays",
+    "kforge_bot.evaluate.timing.RepeatCheck",
     "torch.cuda.graphs.CUDAGraph",  # every timed call of a short kernel is a replay
 )
 # Attributes that legitimately change after import (lazy initialisation and counters).

@@ -31,6 +31,7 @@ GRAPH_BELOW_MS = 1.0  # CUDA kernels shorter than this are replayed from graphs:
 LEAD_FACTOR = 1.5  # the device's lead over a sample's calls, in multiples of the host's time to issue them
 
 _monotonic = time.monotonic  # bound at import, before any candidate code exists
+_randbits = secrets.randbits  # likewise: the positions RepeatCheck compares must not be the candidate's choice
 
 
 @dataclass
@@ -246,7 +247,7 @@ class RepeatCheck:
             numel = torch.Tensor.numel(flat)
             seen = self._seen.get((index, i))
             if seen is None:
-                generator = torch.Generator().manual_seed(secrets.randbits(63))
+                generator = torch.Generator().manual_seed(_randbits(63))
                 positions = torch.randint(0, max(numel, 1), (min(numel, REPEAT_SAMPLE),), generator=generator)
                 positions = positions.to(flat.device)
                 self._seen[(index, i)] = (numel, positions, torch.Tensor.clone(flat[positions]))
@@ -262,7 +263,8 @@ def _close(now: Any, first: Any, override: dict[str, float] | None) -> bool:
     if not torch.is_floating_point(now) and not torch.is_complex(now):
         return bool(torch.equal(now, first))
     atol, rtol, _ = tolerance_for(now.dtype, override)
-    return bool(torch.allclose(now.double(), first.double(), rtol=rtol, atol=atol, equal_nan=True))
+    wide = torch.complex128 if torch.is_complex(now) else torch.float64
+    return bool(torch.allclose(now.to(wide), first.to(wide), rtol=rtol, atol=atol, equal_nan=True))
 
 
 def sample_sets(pair: int, k: int, n: int) -> list[int]:
