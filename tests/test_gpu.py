@@ -169,7 +169,7 @@ def test_both_sides_replay_into_the_same_output_memory_so_an_a_a_in_graph_mode_r
     there: both write the same memory, and the A/A reads 1 (the bias was 1.2%, the bound here 0.5%)."""
     import torch
 
-    from kforge_bot.evaluate import timing
+    from kforge_bot.evaluate import graphs, timing
     from kforge_bot.evaluate.stats import speedup_from_pairs
     from kforge_bot.targets import make_target
 
@@ -182,13 +182,13 @@ def test_both_sides_replay_into_the_same_output_memory_so_an_a_a_in_graph_mode_r
     def scale_again(inputs):  # the same work through another function, as an A/A candidate is
         return inputs[0].unsqueeze(1) * inputs[1]
 
-    captured = timing._capture_graphs(target, (scale, scale_again), sets)
+    captured = graphs.capture_graphs(target, (scale, scale_again), sets)
     assert not isinstance(captured, str), captured
     (baseline, candidate), note = captured
     assert note == ""
     for inputs in sets:
-        assert [t.data_ptr() for t in timing._tensors(baseline(inputs))] == \
-            [t.data_ptr() for t in timing._tensors(candidate(inputs))]
+        assert [t.data_ptr() for t in graphs.tensors_of(baseline(inputs))] == \
+            [t.data_ptr() for t in graphs.tensors_of(candidate(inputs))]
 
     def poison(out, index):  # as the harness does between samples: a copy made, the output poisoned
         copy = out.clone()

@@ -10,7 +10,6 @@ compares them with the reference's, so a candidate never sees a reference output
 from __future__ import annotations
 
 import json
-import math
 import time
 import traceback
 from pathlib import Path
@@ -24,7 +23,8 @@ from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.profile import count_flops, profile_call
 from kforge_bot.evaluate.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness,
                                           restore_framework_state)
-from kforge_bot.evaluate.timing import GraphReplays, PairedTimes, a_sample_holding, measure_pair
+from kforge_bot.evaluate.graphs import GraphReplays
+from kforge_bot.evaluate.timing import PairedTimes, a_sample_holding, measure_pair
 from kforge_bot.evaluate.worker_io import (Channel, Stop, as_list, close_stdin, is_compile_error,
                                            keep_outputs_on_device, read_control_line, save, short_error)
 from kforge_bot.targets import make_target
@@ -365,9 +365,9 @@ class ShapeTiming:
         # reach each sample after the same memory traffic: an A/A run must read 1.0. The copy is not kept.
         outputs = as_list(out)
         copies = [torch.Tensor.clone(o) for o in outputs if isinstance(o, torch.Tensor)]
-        _poison(copies)  # freed next: memory the candidate's next output may be given must not hold this answer
+        checks.poison_outputs(copies)  # freed next: memory the candidate's next output may be given must not hold this answer
         del copies
-        _poison(outputs)
+        checks.poison_outputs(outputs)
 
     def after_candidate(self, out: Any, index: int) -> None:
         self.run.between_samples()  # patched clock or harness function: rejected before the next sample uses it
@@ -377,7 +377,7 @@ class ShapeTiming:
         checks.check_plain_outputs(outputs, self.device_type)
         self.kept[index] = [o.clone() for o in outputs]
         # Replayed graphs write the same static outputs every time: poisoned, an unwritten one shows as NaN.
-        _poison(outputs)
+        checks.poison_outputs(outputs)
 
     def progress(self, pairs: int, speedup: float | None, ci: tuple[float, float] | None) -> None:
         self.run.channel.send("progress", phase="timing", shape=self.shape, pairs=pairs, speedup=speedup,
@@ -496,13 +496,6 @@ def _inherits_forward(candidate: Any, baseline: Any) -> bool:
     a, b = getattr(mine, "__code__", None), getattr(theirs, "__code__", None)
     return a is not None and b is not None and (a.co_code, a.co_consts, a.co_names) == (b.co_code, b.co_consts,
                                                                                         b.co_names)
-
-
-def _poison(outputs: list[Any]) -> None:
-    # Base-class calls: a tensor the candidate made may carry methods of its own.
-    for out in outputs:
-        if isinstance(out, torch.Tensor) and torch.Tensor.numel(out):
-            torch.Tensor.fill_(out, math.nan if torch.Tensor.is_floating_point(out) else -1)
 
 
 def _fill(buffers: list[Any], values: list[Any]) -> None:

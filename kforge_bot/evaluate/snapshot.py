@@ -27,7 +27,8 @@ _WATCHED_MODULES = (
     "torch.fft", "torch.special", "torch.profiler", "torch.autograd", "torch.autograd.profiler", "time", "math",
     "builtins", "os", "sys", "random", "json", "pickle", "numpy", "socket", "kforge_bot.evaluate.worker",
     "kforge_bot.evaluate.worker_io", "kforge_bot.evaluate.candidate_role", "kforge_bot.evaluate.checks",
-    "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing", "kforge_bot.evaluate.loading",
+    "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing", "kforge_bot.evaluate.graphs",
+    "kforge_bot.evaluate.loading",
     "kforge_bot.evaluate.guards", "kforge_bot.evaluate.snapshot", "kforge_bot.evaluate.profile",
     "kforge_bot.evaluate.outputs", "kforge_bot.evaluate.devshare", "kforge_bot.evaluate.tensorfile",
     "kforge_bot.targets.base", "kforge_bot.targets.cpu", "kforge_bot.targets.cuda", "kforge_bot.targets.xpu",
@@ -44,7 +45,7 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
                     # The candidate role's guards and phases, and one shape set's timing and its callbacks.
                     "kforge_bot.evaluate.candidate_role.CandidateRun",
                     "kforge_bot.evaluate.candidate_role.ShapeTiming",
-                    "kforge_bot.evaluate.timing.GraphReplays", "kforge_bot.evaluate.timing.RepeatCheck",
+                    "kforge_bot.evaluate.graphs.GraphReplays", "kforge_bot.evaluate.timing.RepeatCheck",
                     # How outputs leave the worker: a save that computed the answer only then would hide a
                     # timed call that never did.
                     "kforge_bot.evaluate.outputs.FileSink", "kforge_bot.evaluate.outputs.DeviceSink",
@@ -63,7 +64,7 @@ CRITICAL = (
     # measure_pair's callbacks (ShapeTiming's), the guards they run (CandidateRun's) and the progress messages.
     "kforge_bot.evaluate.candidate_role", "kforge_bot.evaluate.candidate_role.CandidateRun",
     "kforge_bot.evaluate.candidate_role.ShapeTiming", "kforge_bot.evaluate.worker_io",
-    "kforge_bot.evaluate.worker_io.Channel", "kforge_bot.evaluate.timing.GraphReplays",
+    "kforge_bot.evaluate.worker_io.Channel", "kforge_bot.evaluate.graphs", "kforge_bot.evaluate.graphs.GraphReplays",
     "kforge_bot.evaluate.timing.RepeatCheck",
     "torch.cuda.graphs.CUDAGraph",  # every timed call of a short kernel is a replay
 )

@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 import torch
 
-from kforge_bot.evaluate import candidate_role, guards, worker_io
+from kforge_bot.evaluate import candidate_role, checks, guards, worker_io
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.candidate_role import CandidateRun, ShapeTiming, _fill, _inherits_forward, _poison
+from kforge_bot.evaluate.candidate_role import CandidateRun, ShapeTiming, _fill, _inherits_forward
+from kforge_bot.evaluate.graphs import GraphReplays
 from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.evaluate.snapshot import CRITICAL, FunctionSnapshot
+from kforge_bot.evaluate.timing import RepeatCheck
 from kforge_bot.evaluate.worker_io import Stop
 from kforge_bot.spec import Implementation, load_spec
 
@@ -123,8 +125,8 @@ def test_the_heartbeat_speaks_at_most_once_a_second(run: CandidateRun) -> None:
 
 @pytest.mark.parametrize(("holder", "name"), [
     (CandidateRun, "guard"), (CandidateRun, "between_samples"), (ShapeTiming, "after_candidate"),
-    (ShapeTiming, "call_candidate"), (candidate_role, "_poison"), (worker_io.Channel, "send"),
-    (worker_io, "as_list"),
+    (ShapeTiming, "call_candidate"), (checks, "poison_outputs"), (worker_io.Channel, "send"),
+    (worker_io, "as_list"), (GraphReplays, "poison_outputs"), (RepeatCheck, "__call__"),
 ])
 def test_what_runs_between_timed_samples_is_checked_after_every_sample(holder: Any, name: str,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,7 +159,7 @@ def test_inheriting_the_baselines_forward_is_no_work_of_ones_own() -> None:
 
 def test_poison_and_fill_write_in_place() -> None:
     floats, ints, empty = torch.ones(3), torch.ones(3, dtype=torch.int64), torch.ones(0)
-    _poison([floats, ints, empty, "not a tensor"])
+    checks.poison_outputs([floats, ints, empty, "not a tensor"])
     assert floats.isnan().all() and (ints == -1).all()
     buffer = torch.zeros(3)
     pointer = buffer.data_ptr()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kforge_bot.evaluate import timing
+from kforge_bot.evaluate import graphs, timing
 from kforge_bot.targets.base import HostTimer, Target, Timer
 
 
@@ -54,7 +54,7 @@ def _measure(monkeypatch: pytest.MonkeyPatch, replay_s: float) -> timing.PairedT
         _busy(replay_s)
         return []
 
-    monkeypatch.setattr(timing, "_capture_graphs", lambda target, fns, sets: ((replay, replay), ""))
+    monkeypatch.setattr(timing, "capture_graphs", lambda target, fns, sets: ((replay, replay), ""))
     return timing.measure_pair(LaunchBoundTarget(), eager, eager, [[1], [2], [3]], time_budget_s=0.2,
                                target_precision=0.5, min_pairs=5, max_pairs=10, confidence=0.95, warmup_ms=5,
                                after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
@@ -202,14 +202,14 @@ def test_every_timed_replay_starts_from_a_poisoned_output(monkeypatch: pytest.Mo
     sets = [[torch.full((8,), float(i))] for i in range(3)]
     found: dict[str, list[bool]] = {"b": [], "c": []}
 
-    def graphs(side: str) -> timing.GraphReplays:
+    def side_graphs(side: str) -> graphs.GraphReplays:
         made = {}
         for inputs in sets:
             out = torch.empty(8)
             made[id(inputs)] = (_RecordingGraph(inputs, out, found[side]), out)
-        return timing.GraphReplays(made)
+        return graphs.GraphReplays(made)
 
-    monkeypatch.setattr(timing, "_capture_graphs", lambda target, fns, s: ((graphs("b"), graphs("c")), ""))
+    monkeypatch.setattr(timing, "capture_graphs", lambda target, fns, s: ((side_graphs("b"), side_graphs("c")), ""))
 
     def eager(inputs: list[Any]) -> Any:
         return inputs[0] * 2.0 + 1.0
@@ -225,7 +225,7 @@ def test_every_timed_replay_starts_from_a_poisoned_output(monkeypatch: pytest.Mo
     timed = result.calls_per_sample * len(result.candidate_ms)
     for side in ("b", "c"):
         assert found[side][-timed:] == [False] * timed, (side, found[side][-timed:])
-    assert isinstance(result.timed_candidate, timing.GraphReplays)  # the checks after timing replay it
+    assert isinstance(result.timed_candidate, graphs.GraphReplays)  # the checks after timing replay it
 
 
 class _SometimesIdleGraph(_RecordingGraph):
@@ -251,12 +251,12 @@ def test_a_graph_idle_in_some_timed_samples_is_refused_and_every_set_kept_comes_
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 1e9)
     sets = [[torch.full((8,), float(i))] for i in range(3)]
 
-    def replays(graph_class: type) -> timing.GraphReplays:
+    def replays(graph_class: type) -> graphs.GraphReplays:
         made, found = {}, []
         for inputs in sets:
             out = torch.empty(8)
             made[id(inputs)] = (graph_class(inputs, out, found), out)
-        return timing.GraphReplays(made)
+        return graphs.GraphReplays(made)
 
     def eager(inputs: list[Any]) -> Any:
         return inputs[0] * 2.0 + 1.0
@@ -264,7 +264,7 @@ def test_a_graph_idle_in_some_timed_samples_is_refused_and_every_set_kept_comes_
     kept: list[int] = []
 
     def measure(candidate_graph: type) -> timing.PairedTimes:
-        monkeypatch.setattr(timing, "_capture_graphs",
+        monkeypatch.setattr(timing, "capture_graphs",
                             lambda target, fns, s: ((replays(_RecordingGraph), replays(candidate_graph)), ""))
         return timing.measure_pair(LaunchBoundTarget(), eager, eager, sets, time_budget_s=0.05, target_precision=0.0,
                                    min_pairs=6, max_pairs=6, confidence=0.95, warmup_ms=1,
