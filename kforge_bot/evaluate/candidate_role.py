@@ -441,7 +441,7 @@ class ShapeTiming:
         for r, changed in enumerate(c for c in self.plan.changed_cases() if c.shape == self.shape):
             undo: list[Any] = []
             checks.perturb_one(self.sets[r], changed.seed, undo)
-            self._call_and_save(self.sets[r], changed.label, changed.cand_file)
+            self._call_and_save(r, changed.label, changed.cand_file)
             checks.undo_perturbation(undo)
 
     def move_values(self) -> None:
@@ -453,11 +453,13 @@ class ShapeTiming:
             for r, buffers in enumerate(sets):
                 _fill(buffers, values[(r + 1) % len(sets)])
             del values  # device memory: large inputs leave little room for more copies
-            for r, buffers in enumerate(sets):
-                self._call_and_save(buffers, f"input set {(r + 1) % len(sets)}'s values in input set {r}'s buffers",
+            for r in range(len(sets)):
+                self._call_and_save(r, f"input set {(r + 1) % len(sets)}'s values in input set {r}'s buffers",
                                     self.plan.moved_cand_file(self.shape, r))
 
-    def _call_and_save(self, buffers: list[Any], what: str, file: str) -> None:
+    def _call_and_save(self, r: int, what: str, file: str) -> None:
+        """The candidate on timed input set `r`'s buffers (as they are now), its outputs checked and saved."""
+        buffers = self.sets[r]
         fn: Callable[..., Any] = self.candidate
         replays = self.replays
         if replays is not None:
@@ -468,7 +470,6 @@ class ShapeTiming:
                 # times its own memory or the clock can still tell them apart: README's honest limits).
                 replays.poison_outputs()
                 self.run.target.settle()  # after the poison, as in timing: the outputs' lines flushed alike
-                r = next(i for i, s in enumerate(self.sets) if s is buffers)
                 order = a_sample_holding(r, self.calls_per_sample, len(self.sets))
                 for j in order:
                     replays(self.sets[j])

@@ -158,15 +158,6 @@ def a_sample_holding(r: int, k: int, n: int) -> list[int]:
     return max((s for s in sequences if r in s), key=lambda s: s.index(r))
 
 
-
-
-
-
-
-
-
-
-
 def _warm_up(target: Target, baseline: Callable[[list[Any]], Any], candidate: Callable[[list[Any]], Any],
              input_sets: list[list[Any]], warmup_ms: float, after_baseline: Callable[[Any, int], None],
              after_candidate: Callable[[Any, int], None],
