@@ -369,10 +369,12 @@ class ShapeTiming:
         del copies
         checks.poison_outputs(outputs)
 
-    def after_candidate(self, out: Any, index: int) -> None:
+    def after_candidate_sample(self) -> None:
         self.run.between_samples()  # patched clock or harness function: rejected before the next sample uses it
         for inputs in self.sets:  # a method set on a timed input would tell the candidate when it is refilled
             checks.check_inputs_plain(inputs)
+
+    def after_candidate(self, out: Any, index: int) -> None:
         outputs = as_list(out)
         checks.check_plain_outputs(outputs, self.device_type)
         self.kept[index] = [o.clone() for o in outputs]
@@ -406,6 +408,7 @@ class ShapeTiming:
                 progress=self.progress,
                 heartbeat=self.heartbeat,
                 tolerance=self.plan.spec.tolerance,
+                after_candidate_sample=self.after_candidate_sample,
             )
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, f"timed run, shape set {self.shape}: {failure}") from None

@@ -173,7 +173,7 @@ def _warm_up(target: Target, baseline: Callable[[list[Any]], Any], candidate: Ca
         warm_start = _monotonic()
         while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
             ms, out, index, host_ms = _timed(target, fn, input_sets, calls, 1)
-            (after_baseline(out, index) if fn is baseline else after_candidate(out, index))
+            (after_baseline if side == "b" else after_candidate)(out, index)  # by side: A/A may pass one function
             if heartbeat is not None:
                 heartbeat(0)
             if calls >= 2:
@@ -248,6 +248,7 @@ def measure_pair(
     progress: Callable[[int, float | None, tuple[float, float] | None], None] | None = None,
     heartbeat: Callable[[int], None] | None = None,
     tolerance: dict[str, float] | None = None,
+    after_candidate_sample: Callable[[], None] | None = None,
 ) -> PairedTimes:
     """Interleaved A/B timing until the CI is tight, the budget is spent, or `max_pairs` is reached.
 
@@ -256,14 +257,22 @@ def measure_pair(
     call's output of a sample, each first checked against the first timed call's on its inputs: RepeatCheck) run
     outside the timed region: the caller poisons both sides' outputs (so a candidate cannot find the baseline's in
     freed memory, and a replayed graph that leaves its output unwritten shows) and keeps the candidate's timed
-    outputs for the correctness check. `tolerance`: the spec's, for RepeatCheck.
+    outputs for the correctness check. `tolerance`: the spec's, for RepeatCheck. `after_candidate_sample()` runs
+    once after each of the candidate's samples, before its outputs' callbacks (the caller's per-sample checks: a
+    patched clock or harness function found before the next sample could use it).
     """
     started = _monotonic()
+    sample_done = after_candidate_sample or (lambda: None)
+
+    def after_single_call(out: Any, index: int) -> None:  # warm-up and estimate: every call is a sample
+        sample_done()
+        after_candidate(out, index)
+
     estimate, host_per_call = _warm_up(target, baseline, candidate, input_sets, warmup_ms, after_baseline,
-                                       after_candidate, heartbeat)
+                                       after_single_call, heartbeat)
     result = PairedTimes(calls_per_sample=_calls_per_sample(estimate))
     baseline, candidate = _replay_if_short(result, target, estimate, (baseline, candidate), input_sets,
-                                           (after_baseline, after_candidate))
+                                           (after_baseline, after_single_call))
     k = result.calls_per_sample
     # Short calls timed eagerly (a capture failed): each sample's device lead covers the host's time to issue its
     # k calls (measured in the warm-up, per side), so the device runs them back to back and the interval times
@@ -288,6 +297,7 @@ def measure_pair(
                 after_baseline(out, index)
             else:
                 result.candidate_ms.append(ms)
+                sample_done()
                 # Every call of the sample, not only the last: each is checked against the first timed call on
                 # its inputs, and what is kept for the bot's comparison comes from timed calls only.
                 calls = sample_sets(pair, k, len(input_sets))

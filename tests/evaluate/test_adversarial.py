@@ -90,15 +90,17 @@ DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     "evasive_output_writer": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: .*\(worst: got 0, expected"),
     # the output files the harness saved, in the worker's own scratch: timed calls that did no work, their
     # outputs rewritten with the right answer after timing, or deleted (missing timed outputs were skipped)
-    # Like evasive_delete_outputs below: caught by the check of every timed call before its rewrite matters (the
-    # rewritten-file check itself: tests/evaluate/test_judge.py).
-    "evasive_output_files": (TIMED, "rejected", r"^timed run, shape set 0: input set \d, output 0: a timed call's "
-                                                r"result differs from an earlier timed call's"),
-    # Its timed calls stop working once a buffer has been seen twice, so the first timed call on some set still
-    # worked: every timed call is checked against the first on its inputs, which catches it before the deletion
-    # matters (the deleted-file check itself: tests/evaluate/test_judge.py).
-    "evasive_delete_outputs": (TIMED, "rejected", r"^timed run, shape set 0: input set \d, output 0: a timed call's "
-                                                  r"result differs from an earlier timed call's"),
+    # Caught by the check of every timed call where the first timed call on a set still worked; which it is depends
+    # on how many warm-up calls the host fits in the warm-up time: where every timed call already skipped the work,
+    # the timed outputs agree with each other and the rewritten file is what shows (as in evasive_delete_outputs).
+    "evasive_output_files": (TIMED, "rejected", r"^timed run, shape set 0(: input set \d, output 0: a timed call's "
+                                                r"result differs from an earlier timed call's|, input set \d: the "
+                                                r"output file was changed after the harness saved it)"),
+    # Its timed calls stop working once a buffer has been seen twice: caught by the check of every timed call
+    # against the first on its inputs, or, where no timed call worked, by the missing file.
+    "evasive_delete_outputs": (TIMED, "rejected", r"^timed run, shape set 0(: input set \d, output 0: a timed call's "
+                                                  r"result differs from an earlier timed call's|, input set \d: the "
+                                                  r"output the harness saved is gone)"),
     # work deferred past the timed region into code the harness runs on the output afterwards: a list whose
     # iteration computes it, methods set on the output tensor itself (clone, detach, fill_), and a thread whose
     # is_alive() waits for the work and then says it is not running

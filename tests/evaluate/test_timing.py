@@ -110,6 +110,35 @@ def test_each_samples_device_lead_covers_the_hosts_time_to_issue_its_calls(monke
     assert all(lead >= k * 1.0 for lead in timed_leads), (k, timed_leads)
 
 
+def test_the_per_sample_checks_run_once_a_candidate_sample_and_each_timed_call_is_still_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guards' snapshot check between samples is the caller's slowest callback: run once per call of an eager
+    sample of k short calls, it cut the pairs a budget holds. Once per candidate sample (warm-up calls are samples
+    of one); the per-call callback still sees every timed call."""
+    monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 20.0)
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    samples, calls = [0], [0]
+
+    def launch_bound(inputs: list[Any]) -> list[Any]:
+        _busy(0.001)
+        return []
+
+    def count_call(out: Any, index: int) -> None:
+        calls[0] += 1
+
+    def count_sample() -> None:
+        samples[0] += 1
+
+    result = timing.measure_pair(LaunchBoundTarget(), launch_bound, launch_bound, [[1], [2], [3]],
+                                 time_budget_s=0.05, target_precision=0.0, min_pairs=4, max_pairs=4,
+                                 confidence=0.95, warmup_ms=1, after_baseline=lambda out, i: None,
+                                 after_candidate=count_call, after_candidate_sample=count_sample)
+    k, timed = result.calls_per_sample, len(result.candidate_ms)
+    assert k >= 2 and timed == 4
+    untimed = samples[0] - timed  # warm-up calls, one a sample
+    assert untimed >= 3 and calls[0] == untimed + timed * k
+
+
 class OrderRecordingTarget(LaunchBoundTarget):
     """Records what the timing loop asks of the device, in order."""
 
