@@ -113,10 +113,13 @@ class Plan:
             + len(self.moved_cases())
 
     def fitted(self, fit: Fit) -> Plan:
-        """This plan with fewer seeds and timed sets (a large problem's), or itself when the full one fits."""
-        if fit.seeds >= len(self.seeds) and fit.rotate_sets >= self.settings.rotate_sets:
+        """This plan with the fit's seeds and timed sets (fewer for a large problem, more timed sets for a short
+        kernel's), or itself when they are its own. A count of 0 keeps the plan's."""
+        seeds = min(fit.seeds, len(self.seeds)) if fit.seeds else len(self.seeds)
+        rotations = fit.rotate_sets or self.settings.rotate_sets
+        if seeds == len(self.seeds) and rotations == self.settings.rotate_sets:
             return self
-        return replace(self, seeds=self.seeds[:fit.seeds], settings=replace(self.settings, rotate_sets=fit.rotate_sets))
+        return replace(self, seeds=self.seeds[:seeds], settings=replace(self.settings, rotate_sets=rotations))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -154,6 +157,12 @@ class Plan:
 
 DEVICE_SHARE = 0.8  # of the device memory free when the reference starts
 HOST_SHARE = 0.7  # of the host memory available
+# A GPU call moving fewer bytes (inputs and outputs of one set) may be shorter than a third of a timing sample
+# (timing.MIN_SAMPLE_MS, 0.2 ms: 500 MB is 62 us at a B200's 8 TB/s). Such calls are timed from CUDA graphs several
+# a sample, each on its own input set (a second replay of one set's graph could return the first one's answer), so
+# they get settings.short_kernel_sets timed sets: with 3, a 25 us kernel's samples held 3 calls and missed a 1%
+# slowdown in 2 of 5 H200 runs. Larger problems keep settings.rotate_sets (more sets would only cost time after timing).
+SHORT_KERNEL_BYTES = 500 * 10**6
 
 
 @dataclass(frozen=True)
@@ -161,8 +170,8 @@ class Fit:
     """How many seeds and timed input sets an evaluation keeps, given the sizes the reference measured, and
     whether its saved outputs may stay on the device (evaluate.outputs) or must go through the host."""
 
-    seeds: int
-    rotate_sets: int
+    seeds: int  # 0: the plan's own
+    rotate_sets: int  # 0: the plan's own
     note: str = ""  # why it was cut down; empty when the full plan fits
     device_outputs: bool = True
 
@@ -173,7 +182,7 @@ class Fit:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fit:
         """A missing count keeps the plan's own (an older reference result, or no measurement at all)."""
-        return cls(int(data.get("seeds") or 1 << 30), int(data.get("rotate_sets") or 1 << 30),
+        return cls(int(data.get("seeds") or 0), int(data.get("rotate_sets") or 0),
                    str(data.get("note") or ""), bool(data.get("device_outputs", True)))
 
 
@@ -201,27 +210,33 @@ def memory_needs(plan: Plan, input_bytes: list[int], output_bytes: list[int],
 
 def fit_plan(plan: Plan, input_bytes: list[int], output_bytes: list[int], device_free: int | None,
              host_free: int, device_outputs: bool = False) -> Fit:
-    """The largest plan of the ladder (as asked; one seed and two timed sets; one of each) that fits in the
+    """The largest plan of the ladder (a small GPU problem's short-kernel timed sets, SHORT_KERNEL_BYTES; as
+    asked; one seed and two timed sets; one of each) that fits in the
     budget; raises DoesNotFit naming the sizes and the memory when none does. `device_free` None: the device
     is the host (CPU, or unified memory), and both needs come out of the host's memory. `device_outputs`: the
     saved outputs can stay on the device, and the whole ladder is tried that way first, then with them in
     host memory: the host path costs seconds a gigabyte (a 6.4 GB KernelBench problem: 8 s against 67 s on an
     H200), and one timed set keeps every check but the values moved between sets (the changed element still
     catches a result cached by buffer or by values). A 7.5 GB problem fits only with its outputs on the host."""
-    ladder = [(len(plan.seeds), plan.settings.rotate_sets), (1, min(2, plan.settings.rotate_sets)), (1, 1)]
+    seeds, rotations = len(plan.seeds), plan.settings.rotate_sets
+    short = plan.target.split(":")[0] == "cuda" and plan.settings.short_kernel_sets > rotations and \
+        max((i + o for i, o in zip(input_bytes, output_bytes)), default=0) <= SHORT_KERNEL_BYTES
+    asked = (seeds, rotations)  # what the settings ask for: fewer is a cut the note explains
+    ladder = ([(seeds, plan.settings.short_kernel_sets)] if short else []) + \
+        [asked, (1, min(2, rotations)), (1, 1)]
     device_budget = None if device_free is None else int(device_free * DEVICE_SHARE)
     host_budget = int(host_free * HOST_SHARE)
     needs = (0, 0)
     for on_device in ((True, False) if device_outputs else (False,)):
-        for seeds, rotations in ladder:
-            needs = memory_needs(plan.fitted(Fit(seeds, rotations)), input_bytes, output_bytes, on_device)
+        for kept in ladder:
+            needs = memory_needs(plan.fitted(Fit(*kept)), input_bytes, output_bytes, on_device)
             device_need, host_need = needs
             fits = host_need + (device_need if device_budget is None else 0) <= host_budget and \
                 (device_budget is None or device_need <= device_budget)
             if fits:
-                note = _fit_note(plan, (seeds, rotations), (seeds, rotations) == ladder[0], input_bytes,
+                note = _fit_note(plan, kept, kept[0] >= asked[0] and kept[1] >= asked[1], input_bytes,
                                  output_bytes, device_budget is None, device_outputs, on_device)
-                return Fit(seeds, rotations, note, device_outputs=on_device)
+                return Fit(*kept, note, device_outputs=on_device)
     raise DoesNotFit(
         f"inputs of {_gb(max(input_bytes))} and outputs of {_gb(max(output_bytes))} per set need "
         + _needs_text(needs, device_budget is None) + " even with one seed and one timed input set; this machine "

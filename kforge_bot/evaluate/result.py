@@ -45,6 +45,7 @@ class EvalSettings:
     confidence: float = 0.95
     warmup_ms: float = 50.0
     rotate_sets: int = 3  # distinct input sets cycled through during timing
+    short_kernel_sets: int = 8  # ... on a GPU, for a problem small enough to be timed several calls a sample (plan)
     timeout_s: float = 300.0  # whole child process, compilation included
     stall_floor_s: float = 30.0  # once built, a candidate silent for max(this, 50x the reference's slowest case) is hung
     measure: bool = True  # False: correctness only

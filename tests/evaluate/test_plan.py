@@ -21,10 +21,25 @@ def _plan(seeds: int = 3, rotations: int = 3) -> Plan:
                 settings=EvalSettings(rotate_sets=rotations), seeds=list(range(1, seeds + 1)), out_dir=Path("/x"))
 
 
-def test_a_small_problem_keeps_the_whole_plan() -> None:
+def test_a_small_gpu_problem_keeps_the_whole_plan_with_a_timed_set_for_each_call_of_a_sample() -> None:
+    """A 25 us kernel is timed from CUDA graphs 8 calls a sample, each graph replayed once (a second replay could
+    find its answer already written): 8 timed sets. On the H200 3 sets (3-call samples) missed a 1% slowdown in
+    2 of 5 runs."""
     fit = fit_plan(_plan(), [64 << 20], [64 << 20], device_free=100 * GB, host_free=100 * GB)
-    assert fit == Fit(3, 3, "", device_outputs=False)
-    assert _plan().fitted(fit) is not None and len(_plan().fitted(fit).all_cases()) == 9
+    assert fit == Fit(3, EvalSettings().short_kernel_sets, "", device_outputs=False) and fit.rotate_sets == 8
+    fitted = _plan().fitted(fit)
+    assert fitted.settings.rotate_sets == 8 and len(fitted.timing_cases()) == 8 * len(fitted.spec.shape_sets)
+
+
+def test_a_problem_too_large_for_short_calls_or_not_on_a_gpu_keeps_the_timed_sets_asked_for() -> None:
+    # 300 MB in and out: at least 75 us a call even at 8 TB/s, never more than 3 calls a sample.
+    larger = fit_plan(_plan(), [300 * 10**6], [300 * 10**6], device_free=100 * GB, host_free=100 * GB)
+    assert larger == Fit(3, 3, "", device_outputs=False)  # as asked: no note of a cut
+    cpu = Plan(**{**_plan().__dict__, "target": "cpu"})
+    assert fit_plan(cpu, [64 << 20], [64 << 20], None, host_free=100 * GB) == Fit(3, 3, "", device_outputs=False)
+    # Where the short-kernel sets do not fit, the sets asked for do, without a note.
+    tight = fit_plan(_plan(), [400 << 20], [64 << 20], device_free=12 * GB, host_free=100 * GB)
+    assert tight == Fit(3, 3, "", device_outputs=False)
 
 
 def test_a_large_problem_is_cut_to_one_seed_and_fewer_timed_sets_and_says_why() -> None:
@@ -52,7 +67,7 @@ def test_a_problem_that_cannot_fit_names_its_sizes_and_the_memory() -> None:
 
 def test_on_the_cpu_device_and_host_share_one_budget() -> None:
     # 8 MB in and out: 320 MB for the full plan on a CPU, 144 MB for one seed and one timed set.
-    plan = _plan(seeds=2)
+    plan = Plan(**{**_plan(seeds=2).__dict__, "target": "cpu"})
     size = [8 << 20]
     assert fit_plan(plan, size, size, None, host_free=1 << 32) == Fit(2, 3, "", device_outputs=False)
     cut = fit_plan(plan, size, size, None, host_free=300 << 20)
@@ -67,7 +82,7 @@ def test_outputs_stay_on_the_device_where_they_fit_and_go_through_the_host_where
     budget, and kept its verdict only by sending the outputs through the host."""
     plan = _plan()
     small = fit_plan(plan, [64 << 20], [64 << 20], device_free=149 * GB, host_free=133 * GB, device_outputs=True)
-    assert small == Fit(3, 3, "", device_outputs=True)
+    assert small == Fit(3, 8, "", device_outputs=True)
     gelu = fit_plan(plan, [int(6.4 * GB)], [int(6.4 * GB)], device_free=int(149.5 * GB), host_free=133 * GB,
                     device_outputs=True)
     assert (gelu.seeds, gelu.rotate_sets, gelu.device_outputs) == (1, 1, True)
@@ -132,5 +147,5 @@ def test_a_plan_and_a_fit_round_trip_through_json() -> None:
     assert again == plan and again.all_cases() == plan.all_cases()
     fit = Fit(1, 2, "cut")
     assert Fit.from_dict(fit.to_dict()) == fit
-    assert Fit.from_dict({}).seeds >= 1 << 20  # no counts: the plan keeps its own
+    assert Fit.from_dict({}) == Fit(0, 0)  # no counts: the plan keeps its own
     assert plan.fitted(Fit.from_dict({})) is plan
