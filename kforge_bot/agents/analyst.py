@@ -99,7 +99,8 @@ def render_digest(digest: Mapping[str, Any]) -> str:
     if ops:
         parts.append("Framework compute ops called: " + ", ".join(f"`{o}`" for o in list(ops)[:20]))
     if digest.get("side_stream_kernels"):
-        parts.append("Kernels on a side stream (not allowed): " + ", ".join(digest["side_stream_kernels"][:5]))
+        parts.append("Kernels on a side stream (timed only if joined back to the current stream before the call "
+                     "returns): " + ", ".join(digest["side_stream_kernels"][:5]))
     rest = {k: v for k, v in digest.items() if k not in _RENDERED and k not in _NOISE}
     if rest:
         parts.append("## Other profile data\n" + _cut(json.dumps(rest, default=str, sort_keys=True), 1500))

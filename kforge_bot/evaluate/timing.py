@@ -7,7 +7,9 @@ are timed eagerly, the device is kept busy before the first timestamp for longer
 the k calls (`settle(lead_ms)`), so the interval holds the device's work and not the host's launches. Samples come in pairs whose order
 alternates (B C, C B, ...) so neither side always runs first. Input sets rotate, so no call sees the
 inputs of the call before it. The loop stops once the speedup's confidence interval is tight enough or the
-time budget is spent; the parent recomputes every statistic from the raw samples it receives.
+time budget is spent; the parent recomputes every statistic from the raw samples it receives. After each
+sample the whole device is synchronized and the timer says how long it stayed busy after the timed region: a
+candidate whose calls leave work running on another stream is rejected (check_nothing_left_running).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import math
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -43,6 +45,7 @@ class PairedTimes:
     wall_s: float = 0.0
     mode: str = "eager"  # or "cuda_graph": short kernels replayed from captured graphs, no host overhead
     mode_note: str = ""
+    busy_after_ms: dict[str, float] = field(default_factory=dict)  # per side, the median of Sample.busy_after_ms
     # The candidate as it was timed, where that was not its own function (graph replays): the checks after
     # timing must run the code that was timed. Not part of the report.
     timed_candidate: GraphReplays | None = field(default=None, repr=False, compare=False)
@@ -55,15 +58,23 @@ class PairedTimes:
             "mode": self.mode,
             "mode_note": self.mode_note,
             "stop_reason": self.stop_reason,
+            "busy_after_ms": self.busy_after_ms,
             "wall_s": self.wall_s,
         }
 
 
+class Sample(NamedTuple):
+    ms: float  # per call
+    out: Any  # the last call's output
+    index: int  # its input set
+    host_ms: float  # the host's time to issue the calls
+    busy_after_ms: float  # the device's work after the timed region's end, plus the host's wait (Timer)
+
+
 def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list[Any]], start: int,
-           k: int, lead_ms: float = 0.0, kept: list[Any] | None = None) -> tuple[float, Any, int, float]:
-    """Time k consecutive calls; returns (ms per call, last output, index of its input set, the host's ms to
-    issue the k calls). `kept`: every call's output is appended (and so stays allocated until the caller is done
-    with it)."""
+           k: int, lead_ms: float = 0.0, kept: list[Any] | None = None) -> Sample:
+    """Time k consecutive calls. `kept`: every call's output is appended (and so stays allocated until the caller
+    is done with it)."""
     target.settle(lead_ms)
     timer = target.timer()
     out = None
@@ -79,7 +90,7 @@ def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list
     timer.stop()
     elapsed = timer.elapsed_ms()
     target.synchronize()  # work on other streams must finish before anyone reads the output
-    return elapsed / k, out, index, host_ms
+    return Sample(elapsed / k, out, index, host_ms, timer.busy_after_ms())
 
 
 def _calls_per_sample(estimate_ms: float) -> int:
@@ -96,9 +107,9 @@ def _estimate(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input
     for fn, after in zip(fns, afters):
         times = []
         for i in range(calls):
-            ms, out, index, _ = _timed(target, fn, input_sets, i, 1)
-            after(out, index)
-            times.append(ms)
+            sample = _timed(target, fn, input_sets, i, 1)
+            after(sample.out, sample.index)
+            times.append(sample.ms)
         estimate = max(estimate, sorted(times)[len(times) // 2])
     return estimate
 
@@ -172,13 +183,14 @@ def _warm_up(target: Target, baseline: Callable[[list[Any]], Any], candidate: Ca
         issue: list[float] = []
         warm_start = _monotonic()
         while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
-            ms, out, index, host_ms = _timed(target, fn, input_sets, calls, 1)
-            (after_baseline if side == "b" else after_candidate)(out, index)  # by side: A/A may pass one function
+            sample = _timed(target, fn, input_sets, calls, 1)
+            # By side, not by function: an A/A run may pass one function for both.
+            (after_baseline if side == "b" else after_candidate)(sample.out, sample.index)
             if heartbeat is not None:
                 heartbeat(0)
             if calls >= 2:
-                settled.append(ms)
-                issue.append(host_ms)
+                settled.append(sample.ms)
+                issue.append(sample.host_ms)
             calls += 1
             if calls >= 1000:
                 break
@@ -283,6 +295,7 @@ def measure_pair(
     lead = {side: (LEAD_FACTOR * host * k if eager_short else 0.0) for side, host in host_per_call.items()}
     budget_end = started + time_budget_s
     repeats = RepeatCheck(tolerance)
+    busy_after: dict[str, list[float]] = {"b": [], "c": []}
     pair = 0
     while True:
         order = ((baseline, "b"), (candidate, "c")) if pair % 2 == 0 else ((candidate, "c"), (baseline, "b"))
@@ -291,12 +304,13 @@ def measure_pair(
             # the callbacks): freed as the next call began, the baseline's earlier answers lay in memory the
             # candidate's next outputs could be given. Both sides alike, so their memory traffic matches.
             outs: list[Any] = []
-            ms, out, index, _ = _timed(target, fn, input_sets, pair * k, k, lead[side], outs)
+            sample = _timed(target, fn, input_sets, pair * k, k, lead[side], outs)
+            busy_after[side].append(sample.busy_after_ms)
             if side == "b":
-                result.baseline_ms.append(ms)
-                after_baseline(out, index)
+                result.baseline_ms.append(sample.ms)
+                after_baseline(sample.out, sample.index)
             else:
-                result.candidate_ms.append(ms)
+                result.candidate_ms.append(sample.ms)
                 sample_done()
                 # Every call of the sample, not only the last: each is checked against the first timed call on
                 # its inputs, and what is kept for the bot's comparison comes from timed calls only.
@@ -311,7 +325,7 @@ def measure_pair(
                 fn.poison_outputs()  # every graph's, not only the last call's: no sample starts with an answer
             elif side == "b":
                 poison_outputs(outs[:-1])  # the candidate's were poisoned by its callback, one by one
-            del outs, out
+            del outs, sample
         pair += 1
         if heartbeat is not None:
             heartbeat(pair)  # the parent's no-progress limit counts from the last message
@@ -326,5 +340,29 @@ def measure_pair(
         result.stop_reason = _stop_reason(pair, now, budget_end, time_budget_s, min_pairs, max_pairs)
         if result.stop_reason:
             break
+    result.busy_after_ms = {"baseline": _median(busy_after["b"]), "candidate": _median(busy_after["c"])}
+    check_nothing_left_running(result.busy_after_ms, _median(result.candidate_ms) * k)
     result.wall_s = _monotonic() - started
     return result
+
+
+# Work a call leaves running on another stream (not joined back to the current one) escapes the timer's events;
+# the device-wide synchronize after each sample waits for it, and the timer's busy_after_ms shows it. A side stream
+# joined back (as cuDNN's grouped convolutions do: KernelBench L1 72 and 75) is timed and shows nothing here.
+BUSY_AFTER_FLOOR_MS = 0.02  # the host's wake-up and launch differ this little between sides (medians over pairs)
+BUSY_AFTER_SHARE = 0.05  # ... or this share of the candidate's sample, where that is more
+
+
+def check_nothing_left_running(busy_after_ms: dict[str, float], candidate_sample_ms: float) -> None:
+    """Raises CheckFailure where the device stayed busy after the candidate's samples longer than after the
+    baseline's, by more than the host's jitter or BUSY_AFTER_SHARE of the candidate's sample."""
+    extra = busy_after_ms["candidate"] - busy_after_ms["baseline"]
+    if extra > max(BUSY_AFTER_FLOOR_MS, BUSY_AFTER_SHARE * candidate_sample_ms):
+        raise CheckFailure("rejected", f"the device stayed busy {extra * 1e3:.1f} us longer after the candidate's "
+                                       f"timed samples than after the baseline's (median; samples of "
+                                       f"{candidate_sample_ms * 1e3:.1f} us): work left running outside the timed "
+                                       "stream (a side stream not joined back to the current one) escapes the timer")
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2] if values else 0.0

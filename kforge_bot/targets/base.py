@@ -30,6 +30,12 @@ class Timer(ABC):
     @abstractmethod
     def elapsed_ms(self) -> float: ...
 
+    def busy_after_ms(self) -> float:
+        """Called once the whole device is synchronized: how long after the region's end the device was still
+        busy, plus the host's wait (about the same for every region). Work the region's calls left running on
+        another stream shows here and not in `elapsed_ms`. A synchronous device runs nothing after the region."""
+        return 0.0
+
 
 class HostTimer(Timer):
     """For synchronous devices (the CPU): a monotonic host clock is the device clock."""

@@ -49,6 +49,7 @@ class CudaEventTimer(Timer):
     def __init__(self) -> None:
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
+        self._after = torch.cuda.Event(enable_timing=True)
 
     def start(self) -> None:
         _record(self._start)
@@ -59,6 +60,13 @@ class CudaEventTimer(Timer):
     def elapsed_ms(self) -> float:
         _event_sync(self._end)
         return float(_elapsed(self._start, self._end))
+
+    def busy_after_ms(self) -> float:
+        # Recorded after the device-wide synchronize: its timestamp follows every stream's last work, so the gap
+        # from the region's end holds whatever ran on after it (plus the host's wake-up and launch, alike for all).
+        _record(self._after)
+        _event_sync(self._after)
+        return float(_elapsed(self._end, self._after))
 
 
 class CudaTarget(Target):

@@ -50,10 +50,13 @@ def test_a_worker_that_ended_without_an_ok_outcome(tmp_path: Path, outcome: Chil
         assert result.details["traceback"] == outcome.result.get("detail", "")
 
 
-def test_side_stream_kernels_and_a_framework_fallback_are_rejected(tmp_path: Path) -> None:
+def test_a_framework_fallback_is_rejected_and_side_stream_kernels_alone_are_not(tmp_path: Path) -> None:
+    """KernelBench L1 72 and 75 (cuDNN's grouped transposed convolutions, which fork and join streams) were
+    rejected against themselves on the H200 for their side-stream kernels; work that escapes the timer is caught
+    in the timed samples instead (tests/evaluate/test_timing.py)."""
     plan = _plan(tmp_path)
     side = {"candidate": {"side_stream_kernels": ["k1", "k2"], "compute_ops": []}}
-    assert _profile_rejection(plan, side).startswith("the candidate launched kernels on a side stream (k1, k2)")
+    assert _profile_rejection(plan, side) is None
     fallback = {"reference": {"compute_ops": ["aten::softmax"]},
                 "candidate": {"compute_ops": ["aten::softmax", "aten::add"]}}
     assert "falls back to the framework" in _profile_rejection(plan, fallback)

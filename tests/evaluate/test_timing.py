@@ -379,3 +379,64 @@ def test_an_eager_candidate_idle_in_some_calls_of_a_sample_is_refused(monkeypatc
     assert timing.measure_pair(LaunchBoundTarget(), honest, honest, sets, **kwargs).calls_per_sample >= 2
     with pytest.raises(CheckFailure, match="differs from an earlier timed call"):
         timing.measure_pair(LaunchBoundTarget(), honest, sometimes, sets, **kwargs)
+
+
+class LeftRunningTarget(LaunchBoundTarget):
+    """A device on which each side's calls leave `left_ms[side]` of work running after the timed region (the
+    stand-in for a side stream not joined back): its timer reports it as the time the device stayed busy."""
+
+    left_ms = {"b": 0.0, "c": 0.0}
+    side = "b"
+
+    def timer(self) -> Timer:
+        target = self
+
+        class Busy(HostTimer):
+            def busy_after_ms(self) -> float:
+                return 0.01 + target.left_ms[target.side]  # the host's wait, then what was left running
+
+        return Busy()
+
+
+def _left_running(monkeypatch: pytest.MonkeyPatch, left_c: float) -> timing.PairedTimes:
+    target = LeftRunningTarget()
+    target.left_ms = {"b": 0.0, "c": left_c}
+
+    def side(name: str) -> Any:
+        def call(inputs: list[Any]) -> list[Any]:
+            target.side = name
+            _busy(0.001)
+            return []
+        return call
+
+    return timing.measure_pair(target, side("b"), side("c"), [[1], [2], [3]], time_budget_s=0.05,
+                               target_precision=0.0, min_pairs=6, max_pairs=6, confidence=0.95, warmup_ms=1,
+                               after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
+
+
+def test_work_left_running_after_the_timed_region_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate that launches its work on a side stream and returns: the events on the current stream time
+    nothing, the device-wide synchronize after the sample waits for it. The check that caught it before read the
+    profile's streams, and rejected the reference itself where cuDNN forked and joined streams (L1 72, 75)."""
+    from kforge_bot.evaluate.checks import CheckFailure
+
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    with pytest.raises(CheckFailure, match=r"the device stayed busy [\d.]+ us longer after the candidate's timed "
+                                           r"samples than after the baseline's .*escapes the timer"):
+        _left_running(monkeypatch, left_c=0.5)
+
+
+def test_a_side_that_leaves_nothing_running_passes_and_the_medians_are_reported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    result = _left_running(monkeypatch, left_c=0.005)  # within the host's jitter
+    assert result.busy_after_ms["candidate"] > result.busy_after_ms["baseline"] > 0
+    assert result.to_dict()["busy_after_ms"] == result.busy_after_ms
+
+
+def test_the_allowance_grows_with_the_candidates_sample() -> None:
+    from kforge_bot.evaluate.checks import CheckFailure
+
+    timing.check_nothing_left_running({"baseline": 0.01, "candidate": 0.5}, candidate_sample_ms=20.0)  # 2.5%
+    with pytest.raises(CheckFailure):
+        timing.check_nothing_left_running({"baseline": 0.01, "candidate": 0.5}, candidate_sample_ms=5.0)  # 10%
