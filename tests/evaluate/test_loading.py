@@ -5,6 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import torch
+from torch import nn
+
+from kforge_bot.evaluate import loading
 from kforge_bot.evaluate.loading import import_implementation
 from kforge_bot.spec import Implementation
 
@@ -54,3 +58,29 @@ def test_equal_weights_are_shared_with_the_baseline_and_different_ones_are_not()
     assert own_weight in {t.data_ptr() for t in candidate._kforge_unshared}
     assert share_matching_state(baseline, baseline) == []
     assert share_matching_state(lambda x: x, baseline) == []
+
+
+class _Linear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+
+class _HostOnly(nn.Module):
+    """An __init__ that only works on the host (a tensor read back through numpy)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.total = float(self.fc.weight.detach().numpy().sum())
+
+
+def test_modules_are_built_on_the_device_and_host_only_ones_on_the_host() -> None:
+    """Parameters are created where the inputs are (KernelBench L2 55's 4.3 GB Linear took 9-13 s a worker to
+    initialise on the H200 host); the meta device stands in for a GPU: nothing there can be read back."""
+    meta = torch.device("meta")
+    assert loading._construct(_Linear, [], {}, 7, meta).fc.weight.device.type == "meta"
+    host = loading._construct(_HostOnly, [], {}, 7, meta)
+    assert host.fc.weight.device.type == "cpu"
+    again = loading._construct(_HostOnly, [], {}, 7, torch.device("cpu"))
+    assert torch.equal(host.fc.weight, again.fc.weight)  # seeded alike: the fallback builds what the host would
