@@ -197,6 +197,12 @@ class WorkerProcess:
                   "worker_waited_for_request_s": round(max(0.0, self.request_sent_at - ready), 3)}
         if "released_at" in clocks:
             phases["held_off_device_s"] = round(released - imported, 3)
+        try:  # the boot's parts: sandbox and interpreter, torch's import, the harness's modules
+            began, torch_at = float(clocks["began_at"]), float(clocks["torch_at"])
+            phases.update(interpreter_s=round(began - self.spawned_at, 3), torch_import_s=round(torch_at - began, 3),
+                          harness_import_s=round(imported - torch_at, 3))
+        except (KeyError, TypeError, ValueError):
+            pass
         return phases
 
     def send_last(self, line: dict[str, Any]) -> None:

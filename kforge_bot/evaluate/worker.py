@@ -25,23 +25,28 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import torch
+# Clocks around torch's import, so a worker's start can be told apart (BOOT: the sandbox's and the interpreter's
+# start before _BEGAN, torch's import, then the harness's modules).
+_BEGAN = time.monotonic()
+import torch  # noqa: E402
 
-from kforge_bot.evaluate import checks, loading
-from kforge_bot.evaluate.candidate_role import run_candidate
-from kforge_bot.evaluate.outputs import make_sink
-from kforge_bot.evaluate.plan import DoesNotFit, Plan, fit_plan
-from kforge_bot.evaluate.profile import profile_call
-from kforge_bot.evaluate.worker_io import (Channel, Stop, as_list, device_outputs, keep_outputs_on_device,
-                                           read_control_line, save, short_error, use_sink)
-from kforge_bot.targets import make_target, unavailable_reason
+_TORCH_AT = time.monotonic()
+from kforge_bot.evaluate import checks, loading  # noqa: E402
+from kforge_bot.evaluate.candidate_role import run_candidate  # noqa: E402
+from kforge_bot.evaluate.outputs import make_sink  # noqa: E402
+from kforge_bot.evaluate.plan import DoesNotFit, Plan, fit_plan  # noqa: E402
+from kforge_bot.evaluate.profile import profile_call  # noqa: E402
+from kforge_bot.evaluate.worker_io import (Channel, Stop, as_list, device_outputs,  # noqa: E402
+                                           keep_outputs_on_device, read_control_line, save, short_error,
+                                           use_sink)
+from kforge_bot.targets import make_target, unavailable_reason  # noqa: E402
 
 _exit = os._exit  # bound before user code exists
 _clock = time.monotonic
 STARTED = _clock()
 # When this worker had its imports done and its device warmed up (host monotonic clock, shared with the parent,
 # which reads its start from them: sandbox.WorkerProcess.boot_phases).
-BOOT: dict[str, float] = {"imported_at": STARTED}
+BOOT: dict[str, float] = {"began_at": _BEGAN, "torch_at": _TORCH_AT, "imported_at": STARTED}
 
 
 # ------------------------------------------------------------------------------------------ reference

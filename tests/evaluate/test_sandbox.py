@@ -222,9 +222,12 @@ def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:
     assert set(phases["candidate_worker"]) >= {"setup_s", "import_s", "correctness_s", "timing_s"}
     assert set(phases["reference_worker"]) >= {"setup_s", "cases_s", "boot"}
     assert all(v >= 0 for k, v in phases["candidate_worker"].items() if k != "boot")
-    # Each worker's start, from its own clocks against the parent's: interpreter and imports, device warm-up,
-    # and which of request and worker waited for the other.
+    # Each worker's start, from its own clocks against the parent's: interpreter and imports (and their parts),
+    # device warm-up, and which of request and worker waited for the other.
     for worker in ("candidate_worker", "reference_worker"):
         boot = phases[worker]["boot"]
-        assert set(boot) == {"boot_s", "warm_up_s", "request_waited_for_worker_s", "worker_waited_for_request_s"}
+        assert set(boot) == {"boot_s", "warm_up_s", "request_waited_for_worker_s", "worker_waited_for_request_s",
+                             "interpreter_s", "torch_import_s", "harness_import_s"}
         assert boot["boot_s"] > 0 and all(v >= 0 for v in boot.values()), boot
+        parts = boot["interpreter_s"] + boot["torch_import_s"] + boot["harness_import_s"]
+        assert abs(parts - boot["boot_s"]) < 0.01 and boot["torch_import_s"] > 0, boot

@@ -387,20 +387,29 @@ class LeftRunningTarget(LaunchBoundTarget):
 
     left_ms = {"b": 0.0, "c": 0.0}
     side = "b"
+    every = 1  # the candidate leaves work running in one of this many of its samples
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.samples = {"b": 0, "c": 0}
 
     def timer(self) -> Timer:
         target = self
 
         class Busy(HostTimer):
             def busy_after_ms(self) -> float:
-                return 0.01 + target.left_ms[target.side]  # the host's wait, then what was left running
+                side = target.side
+                target.samples[side] += 1
+                left = target.left_ms[side] if target.samples[side] % target.every == 0 else 0.0
+                return 0.01 + left  # the host's wait, then what was left running
 
         return Busy()
 
 
-def _left_running(monkeypatch: pytest.MonkeyPatch, left_c: float) -> timing.PairedTimes:
+def _left_running(monkeypatch: pytest.MonkeyPatch, left_c: float, every: int = 1) -> timing.PairedTimes:
     target = LeftRunningTarget()
     target.left_ms = {"b": 0.0, "c": left_c}
+    target.every = every
 
     def side(name: str) -> Any:
         def call(inputs: list[Any]) -> list[Any]:
@@ -410,7 +419,7 @@ def _left_running(monkeypatch: pytest.MonkeyPatch, left_c: float) -> timing.Pair
         return call
 
     return timing.measure_pair(target, side("b"), side("c"), [[1], [2], [3]], time_budget_s=0.05,
-                               target_precision=0.0, min_pairs=6, max_pairs=6, confidence=0.95, warmup_ms=1,
+                               target_precision=0.0, min_pairs=12, max_pairs=12, confidence=0.95, warmup_ms=1,
                                after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
 
 
@@ -424,6 +433,9 @@ def test_work_left_running_after_the_timed_region_is_rejected(monkeypatch: pytes
     with pytest.raises(CheckFailure, match=r"the device stayed busy [\d.]+ us longer after the candidate's timed "
                                            r"samples than after the baseline's .*escapes the timer"):
         _left_running(monkeypatch, left_c=0.5)
+    # In a third of the samples only: the median pair ratio moves, the samples' median busy time would not.
+    with pytest.raises(CheckFailure, match="escapes the timer"):
+        _left_running(monkeypatch, left_c=0.5, every=3)
 
 
 def test_a_side_that_leaves_nothing_running_passes_and_the_medians_are_reported(
