@@ -160,8 +160,8 @@ HOST_SHARE = 0.7  # of the host memory available
 # A GPU call moving fewer bytes (inputs and outputs of one set) may be shorter than a third of a timing sample
 # (timing.MIN_SAMPLE_MS, 0.2 ms: 500 MB is 62 us at a B200's 8 TB/s). Such calls are timed from CUDA graphs several
 # a sample, each on its own input set (a second replay of one set's graph could return the first one's answer), so
-# they get settings.short_kernel_sets timed sets: with 3, a 25 us kernel's samples held 3 calls and missed a 1%
-# slowdown in 2 of 5 H200 runs. Larger problems keep settings.rotate_sets (more sets would only cost time after timing).
+# they get settings.short_kernel_sets timed sets: with 2, a 25 us kernel's samples held 2 calls and caught a 1%
+# slowdown in 3 of 5 H200 runs. Larger problems keep settings.rotate_sets (more would only cost time after timing).
 SHORT_KERNEL_BYTES = 500 * 10**6
 
 
