@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from kforge_bot.evaluate import checks, loading
-from kforge_bot.evaluate.guards import AuditGuard, ThreadWatch
+from kforge_bot.evaluate.guards import AuditGuard, ThreadWatch, hooks_and_modes_left
 from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.profile import count_flops, profile_call
 from kforge_bot.evaluate.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness,
@@ -77,6 +77,10 @@ class CandidateRun:
         if changed:
             raise Stop("rejected", f"the candidate replaced {', '.join(changed[:5])} ({phase}); patching the "
                                    "framework, the clock, the harness or the baseline is not allowed")
+        left = hooks_and_modes_left()
+        if left:
+            raise Stop("rejected", f"the candidate left {', '.join(left[:3])} installed ({phase}); code it runs "
+                                   "inside every module call or torch function would run inside the baseline's too")
 
     def restore_state(self) -> None:
         # Settings a candidate leaves behind (threads, TF32, ...) would slow or speed whatever runs next.

@@ -157,3 +157,26 @@ class AuditGuard:
             return line
         given = next((g for g in givers if g in _FRAME_GIVERS), None)
         return f"through {given[0]}.{given[1]}() {line}" if given else None
+
+
+# ------------------------------------------------------------------------ hooks and modes left behind
+
+_module_hooks = __import__("torch.nn.modules.module", fromlist=["_"])
+_function_modes = __import__("torch", fromlist=["_C"])._C._len_torch_function_stack  # bound before any candidate
+_dispatch_modes = __import__("torch", fromlist=["_C"])._C._len_torch_dispatch_stack
+_HOOK_TABLES = tuple(sorted(name for name, value in vars(_module_hooks).items()
+                            if name.startswith("_global_") and isinstance(value, dict)))
+
+
+def hooks_and_modes_left() -> list[str]:
+    """What runs inside every module call or torch function besides the module's own work: global module hooks
+    (`register_module_forward_hook` and kin) and torch function or dispatch modes left on their stacks. The
+    harness uses none between calls, so any the candidate left would run inside the baseline's calls too (on the
+    dev VM a forward hook turned an honest 0.545x into a 1.41x pass, a function mode into 1.15x)."""
+    found = [f"torch.nn.modules.module.{name} ({len(table)})" for name in _HOOK_TABLES
+             if (table := getattr(_module_hooks, name, None)) is not None and len(table)]
+    if _function_modes():
+        found.append(f"a torch function mode ({_function_modes()} on the stack)")
+    if _dispatch_modes():
+        found.append(f"a torch dispatch mode ({_dispatch_modes()} on the stack)")
+    return found

@@ -52,6 +52,12 @@ DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     # (caught in the timed run, or, on a loaded machine where the thread won the race there, in a later call)
     "background_thread": (TIMED, "rejected", r"^timed run[,:].*the candidate left 1 thread\(s\) running after the "
                                              r"call returned \(Thread-\d+ \(_work\)\); work finishing after a call"),
+    # code left to run inside the baseline's calls: a global module hook, a torch function mode never exited
+    # (on the dev VM each turned an honest 0.545x into a pass, at 1.41x and 1.15x)
+    "global_hook": (CHECK, "rejected", r"the candidate left torch\.nn\.modules\.module\._global_forward_hooks \(1\) "
+                                       r"installed \(while importing\); .*inside the baseline's too"),
+    "function_mode": (CHECK, "rejected", r"the candidate left a torch function mode \(1 on the stack\) installed "
+                                         r"\(while importing\)"),
     # output buffer reused across calls
     "reuse_output": (CHECK, "rejected", r"output 0 of an earlier call changed .*output buffers reused across calls"),
     # 7. tensor subclass / lazy output
@@ -211,7 +217,8 @@ def test_the_evasive_candidates_really_evade_what_they_claim_to() -> None:
                  "evasive_threads", "evasive_frames", "evasive_output_writer", "evasive_output_files",
                  "evasive_delete_outputs", "evasive_lazy_outputs", "evasive_tensor_attributes",
                  "evasive_thread_alive", "cache_delayed", "background_thread",
-                 "inherit", "fallback", "alias_input", "mutate_inputs", "honest_fancy"):
+                 "inherit", "fallback", "alias_input", "mutate_inputs", "honest_fancy", "global_hook",
+                 "function_mode"):
         assert static_findings((ADV / f"{name}.py").read_text()) == [], name
 
 
