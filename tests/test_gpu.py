@@ -207,7 +207,7 @@ def test_both_sides_replay_into_the_same_output_memory_so_an_a_a_in_graph_mode_r
 def test_side_stream_work_left_running_after_the_call_is_rejected():
     result = evaluate(_problem(), _candidate("side_stream.py"), "cuda", QUICK)
     assert result.verdict in ("rejected", "incorrect"), result.reason
-    if result.verdict == "rejected":  # timed: the device stayed busy after the candidate's samples
+    if result.verdict == "rejected":  # timed: the device was busy beside the settle or after the samples
         assert "escapes the timer" in result.reason, result.reason
 
 
@@ -216,8 +216,9 @@ def test_work_on_a_side_stream_joined_back_before_the_call_returns_passes():
     side-stream kernels; joined work is timed, and passes."""
     result = evaluate(_problem(), _candidate("joined_side_stream.py"), "cuda", QUICK)
     assert result.verdict == "pass", result.reason
-    busy = result.details["timing"][0]["busy_after_ms"]
-    assert busy["candidate"] - busy["baseline"] < 0.02, busy
+    for figure in ("busy_after_ms", "busy_before_ms"):
+        busy = result.details["timing"][0][figure]
+        assert busy["candidate"] - busy["baseline"] < 0.02, (figure, busy)
 
 
 def test_never_written_output_is_not_accepted():

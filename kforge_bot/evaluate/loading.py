@@ -184,10 +184,16 @@ def _construct(cls: type, args: list[Any], kwargs: dict[str, Any], seed: int, de
     code on the same device, so seeded weights still agree (and matching ones are copied: _copy_matching_state)."""
     try:
         return _seeded_construct(cls, args, kwargs, seed, device)
+    except _DEVICE_ERRORS:
+        raise  # the device's own failure (memory, a fault), not host-only code: on the host it would get other weights
     except Exception:  # noqa: BLE001 - built on the host instead; the host's failure is the one reported
         if device.type == "cpu":
             raise
     return _seeded_construct(cls, args, kwargs, seed, torch.device("cpu"))
+
+
+_DEVICE_ERRORS = tuple(e for e in (getattr(torch, "OutOfMemoryError", None), getattr(torch, "AcceleratorError", None))
+                       if isinstance(e, type))
 
 
 def _seeded_construct(cls: type, args: list[Any], kwargs: dict[str, Any], seed: int, place: torch.device) -> Any:

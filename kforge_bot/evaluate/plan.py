@@ -115,7 +115,11 @@ class Plan:
     def fitted(self, fit: Fit) -> Plan:
         """This plan with the fit's seeds and timed sets (fewer for a large problem, more timed sets for a short
         kernel's), or itself when they are its own. A count of 0 keeps the plan's."""
-        seeds = min(fit.seeds, len(self.seeds)) if fit.seeds else len(self.seeds)
+        most = max(self.settings.rotate_sets, self.settings.short_kernel_sets)
+        if not (0 <= fit.seeds <= len(self.seeds) and 0 <= fit.rotate_sets <= most):
+            raise ValueError(f"a fit of {fit.seeds} seed(s) and {fit.rotate_sets} timed set(s) is not one of this "
+                             f"plan's ({len(self.seeds)} seeds, at most {most} timed sets)")
+        seeds = fit.seeds or len(self.seeds)
         rotations = fit.rotate_sets or self.settings.rotate_sets
         if seeds == len(self.seeds) and rotations == self.settings.rotate_sets:
             return self

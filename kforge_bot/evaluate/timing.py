@@ -8,8 +8,9 @@ the k calls (`settle(lead_ms)`), so the interval holds the device's work and not
 alternates (B C, C B, ...) so neither side always runs first. Input sets rotate, so no call sees the
 inputs of the call before it. The loop stops once the speedup's confidence interval is tight enough or the
 time budget is spent; the parent recomputes every statistic from the raw samples it receives. After each
-sample the whole device is synchronized and the timer says how long it stayed busy after the timed region: a
-candidate whose calls leave work running on another stream is rejected (check_nothing_left_running).
+sample the whole device is synchronized and the timer says how long it stayed busy after the timed region, and
+how long the settle before it took: a candidate whose calls run work on another stream outside the region is
+rejected (check_no_hidden_work).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class PairedTimes:
     mode: str = "eager"  # or "cuda_graph": short kernels replayed from captured graphs, no host overhead
     mode_note: str = ""
     busy_after_ms: dict[str, float] = field(default_factory=dict)  # per side, Sample.busy_after_ms's upper quartile
+    busy_before_ms: dict[str, float] = field(default_factory=dict)  # per side, Sample.busy_before_ms's
     # The candidate as it was timed, where that was not its own function (graph replays): the checks after
     # timing must run the code that was timed. Not part of the report.
     timed_candidate: GraphReplays | None = field(default=None, repr=False, compare=False)
@@ -59,6 +61,7 @@ class PairedTimes:
             "mode_note": self.mode_note,
             "stop_reason": self.stop_reason,
             "busy_after_ms": self.busy_after_ms,
+            "busy_before_ms": self.busy_before_ms,
             "wall_s": self.wall_s,
         }
 
@@ -68,15 +71,16 @@ class Sample(NamedTuple):
     out: Any  # the last call's output
     index: int  # its input set
     host_ms: float  # the host's time to issue the calls
-    busy_after_ms: float  # the device's work after the timed region's end, plus the host's wait (Timer)
+    busy_after_ms: float  # the device's work after the timed region's end (Timer.busy_after_ms, the host's sync)
+    busy_before_ms: float  # the settle before the region, with whatever ran beside it (Timer.settle_ms)
 
 
 def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list[Any]], start: int,
            k: int, lead_ms: float = 0.0, kept: list[Any] | None = None) -> Sample:
     """Time k consecutive calls. `kept`: every call's output is appended (and so stays allocated until the caller
     is done with it)."""
-    target.settle(lead_ms)
     timer = target.timer()
+    target.settle(lead_ms, timer.mark_settle)
     out = None
     index = start
     timer.start()
@@ -89,8 +93,13 @@ def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list
     host_ms = (_monotonic() - issued) * 1000.0
     timer.stop()
     elapsed = timer.elapsed_ms()
+    waited = _monotonic()
     target.synchronize()  # work on other streams must finish before anyone reads the output
-    return Sample(elapsed / k, out, index, host_ms, timer.busy_after_ms())
+    sync_ms = (_monotonic() - waited) * 1000.0
+    # Work left running shows in both: the device's gap after the region (which also holds the host's wake-up, long
+    # where the host was preempted) and the host's wait in the synchronize (brief unless work was left running).
+    busy_after = min(timer.busy_after_ms(), sync_ms)
+    return Sample(elapsed / k, out, index, host_ms, busy_after, timer.settle_ms())
 
 
 def _calls_per_sample(estimate_ms: float) -> int:
@@ -292,10 +301,14 @@ def measure_pair(
     # candidate timed 39.8 us a call eagerly against 17.4 us in KernelBench's single-call loop.) Fixed for the
     # run, not fed back: a call that synchronizes the host would otherwise grow its own lead every sample.
     eager_short = result.mode == "eager" and k > 1
-    lead = {side: (LEAD_FACTOR * host * k if eager_short else 0.0) for side, host in host_per_call.items()}
+    # One lead for both sides (the longer): each sample's settle is then the same work, so a settle stretched by work
+    # the candidate ran beside it shows (check_no_hidden_work), and no side sets its own window.
+    longest = max(host_per_call.values(), default=0.0)
+    lead = {side: (LEAD_FACTOR * longest * k if eager_short else 0.0) for side in host_per_call}
     budget_end = started + time_budget_s
     repeats = RepeatCheck(tolerance)
     busy_after: dict[str, list[float]] = {"b": [], "c": []}
+    busy_before: dict[str, list[float]] = {"b": [], "c": []}
     pair = 0
     while True:
         order = ((baseline, "b"), (candidate, "c")) if pair % 2 == 0 else ((candidate, "c"), (baseline, "b"))
@@ -306,6 +319,7 @@ def measure_pair(
             outs: list[Any] = []
             sample = _timed(target, fn, input_sets, pair * k, k, lead[side], outs)
             busy_after[side].append(sample.busy_after_ms)
+            busy_before[side].append(sample.busy_before_ms)
             if side == "b":
                 result.baseline_ms.append(sample.ms)
                 after_baseline(sample.out, sample.index)
@@ -342,29 +356,40 @@ def measure_pair(
             break
     result.busy_after_ms = {"baseline": _upper_quartile(busy_after["b"]),
                             "candidate": _upper_quartile(busy_after["c"])}
-    check_nothing_left_running(result.busy_after_ms, _upper_quartile(result.candidate_ms) * k)
+    result.busy_before_ms = {"baseline": _upper_quartile(busy_before["b"]),
+                             "candidate": _upper_quartile(busy_before["c"])}
+    check_no_hidden_work(result.busy_before_ms, result.busy_after_ms, _upper_quartile(result.candidate_ms) * k)
     result.wall_s = _monotonic() - started
     return result
 
 
-# Work a call leaves running on another stream (not joined back to the current one) escapes the timer's events;
-# the device-wide synchronize after each sample waits for it, and the timer's busy_after_ms shows it. A side stream
-# joined back (as cuDNN's grouped convolutions do: KernelBench L1 72 and 75) is timed and shows nothing here.
-# Upper quartiles, not medians: the speedup is a median of pair ratios, which work escaping in a minority of
-# samples moves a little; escaping in more than a quarter of them shows here.
-BUSY_AFTER_FLOOR_MS = 0.02  # the host's wake-up and launch differ this little between sides (quartiles over pairs)
-BUSY_AFTER_SHARE = 0.05  # ... or this share of the candidate's sample, where that is more
+# Work a call runs on another stream outside the timed region escapes the timer's events. After the region: the
+# device-wide synchronize after each sample waits for it, and the device's busy time after the region shows it.
+# Before it: work started on a stream that does not wait for the current one runs beside the settle's cache flush
+# (queued without a host wait, so the device leads the host), and stretches it. A side stream that waits for the
+# current stream and is joined back (as cuDNN's grouped convolutions do: KernelBench L1 72 and 75) is timed and
+# shows in neither. Upper quartiles, not medians: the speedup is a median of pair ratios, which work escaping in a
+# minority of samples moves a little; escaping in more than a quarter of them shows here.
+BUSY_FLOOR_MS = 0.02  # the host's timing differs this little between sides (quartiles over pairs)
+BUSY_SHARE = 0.05  # ... or this share of the candidate's sample, where that is more
 
 
-def check_nothing_left_running(busy_after_ms: dict[str, float], candidate_sample_ms: float) -> None:
-    """Raises CheckFailure where the device stayed busy after the candidate's samples longer than after the
-    baseline's, by more than the host's jitter or BUSY_AFTER_SHARE of the candidate's sample."""
-    extra = busy_after_ms["candidate"] - busy_after_ms["baseline"]
-    if extra > max(BUSY_AFTER_FLOOR_MS, BUSY_AFTER_SHARE * candidate_sample_ms):
-        raise CheckFailure("rejected", f"the device stayed busy {extra * 1e3:.1f} us longer after the candidate's "
-                                       f"timed samples than after the baseline's (upper quartiles; samples of "
-                                       f"{candidate_sample_ms * 1e3:.1f} us): work left running outside the timed "
-                                       "stream (a side stream not joined back to the current one) escapes the timer")
+def check_no_hidden_work(busy_before_ms: dict[str, float], busy_after_ms: dict[str, float],
+                         candidate_sample_ms: float) -> None:
+    """Raises CheckFailure where the device was busy beside the settle before the candidate's samples, or after
+    them, longer than beside or after the baseline's, by more than the host's jitter or BUSY_SHARE of the
+    candidate's sample."""
+    allowance = max(BUSY_FLOOR_MS, BUSY_SHARE * candidate_sample_ms)
+    for when, busy, what in (
+            ("after", busy_after_ms, "work left running outside the timed stream (a side stream not joined back to "
+                                     "the current one) escapes the timer"),
+            ("before", busy_before_ms, "work run beside the cache flush before the timed region (a side stream that "
+                                       "does not wait for the current one) escapes the timer")):
+        extra = busy.get("candidate", 0.0) - busy.get("baseline", 0.0)
+        if extra > allowance:
+            raise CheckFailure("rejected", f"the device was busy {extra * 1e3:.1f} us longer {when} the candidate's "
+                                           f"timed samples than {when} the baseline's (upper quartiles; samples of "
+                                           f"{candidate_sample_ms * 1e3:.1f} us): {what}")
 
 
 def _upper_quartile(values: list[float]) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -29,6 +29,15 @@ class Timer(ABC):
 
     @abstractmethod
     def elapsed_ms(self) -> float: ...
+
+    def mark_settle(self) -> None:
+        """Called by `Target.settle` once the device is idle, before the settle's own work is queued."""
+
+    def settle_ms(self) -> float:
+        """After `elapsed_ms`: from `mark_settle` to the region's start, on the device's clock: the settle's fixed
+        work, and whatever else the device ran beside it (work a call started before the region, on a stream
+        that does not wait for the current one, stretches it). A synchronous device has no such gap."""
+        return 0.0
 
     def busy_after_ms(self) -> float:
         """Called once the whole device is synchronized: how long after the region's end the device was still
@@ -85,10 +94,13 @@ class Target(ABC):
             self._flush_buffer = torch.empty(size // 4, dtype=torch.int32, device=self.device)
         self._flush_buffer.fill_(1)
 
-    def settle(self, lead_ms: float = 0.0) -> None:
+    def settle(self, lead_ms: float = 0.0, mark: Callable[[], None] | None = None) -> None:
         """Ready the device for a timed sample: no warm data in the cache, earlier work finished. `lead_ms`: on an
         asynchronous device, leave it busy for about that long, so the host can queue the sample's calls before
-        the device reaches them (ignored where the host clock is the device clock)."""
+        the device reaches them (ignored where the host clock is the device clock). `mark()` runs once the device
+        is idle, before the settle's work (Timer.mark_settle)."""
+        if mark is not None:
+            mark()
         self.flush_cache()
         self.synchronize()
 

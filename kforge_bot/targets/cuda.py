@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -50,6 +50,15 @@ class CudaEventTimer(Timer):
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
         self._after = torch.cuda.Event(enable_timing=True)
+        self._settle = torch.cuda.Event(enable_timing=True)
+        self._settle_marked = False
+
+    def mark_settle(self) -> None:
+        _record(self._settle)
+        self._settle_marked = True
+
+    def settle_ms(self) -> float:
+        return float(_elapsed(self._settle, self._start)) if self._settle_marked else 0.0
 
     def start(self) -> None:
         _record(self._start)
@@ -85,15 +94,18 @@ class CudaTarget(Target):
     def timer(self) -> Timer:
         return CudaEventTimer()
 
-    def settle(self, lead_ms: float = 0.0) -> None:
-        _device_sync(self.index)  # the last sample's outputs are checked and poisoned: nothing left running
+    def settle(self, lead_ms: float = 0.0, mark: Callable[[], None] | None = None) -> None:
         busy_ms = min(MAX_LEAD_MS, max(SETTLE_MS, lead_ms))
+        flushes = max(1, math.ceil(busy_ms / self._flush_ms())) if SETTLE_MS > 0 else 0  # measured once, first
+        _device_sync(self.index)  # the last sample's outputs are checked and poisoned: nothing left running
+        if mark is not None:
+            mark()
         if SETTLE_MS <= 0:
             self.flush_cache()
             _device_sync(self.index)
             _sleep(max(PREFILL_CYCLES, int(busy_ms * _spin_cycles_per_ms())))
             return
-        for _ in range(max(1, math.ceil(busy_ms / self._flush_ms()))):
+        for _ in range(flushes):
             self.flush_cache()
 
     def _flush_ms(self) -> float:

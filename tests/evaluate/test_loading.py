@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
@@ -84,3 +85,16 @@ def test_modules_are_built_on_the_device_and_host_only_ones_on_the_host() -> Non
     assert host.fc.weight.device.type == "cpu"
     again = loading._construct(_HostOnly, [], {}, 7, torch.device("cpu"))
     assert torch.equal(host.fc.weight, again.fc.weight)  # seeded alike: the fallback builds what the host would
+
+
+class _OutOfMemory(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        raise torch.OutOfMemoryError("CUDA out of memory (stand-in)")
+
+
+def test_a_device_out_of_memory_is_not_retried_on_the_host() -> None:
+    """Built on the host, the weights come from another generator than the other side's built on the device: an
+    honest candidate would be judged incorrect (a red-team pass). The device's own failure is reported instead."""
+    with pytest.raises(torch.OutOfMemoryError):
+        loading._construct(_OutOfMemory, [], {}, 7, torch.device("meta"))

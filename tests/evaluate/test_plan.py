@@ -149,3 +149,14 @@ def test_a_plan_and_a_fit_round_trip_through_json() -> None:
     assert Fit.from_dict(fit.to_dict()) == fit
     assert Fit.from_dict({}) == Fit(0, 0)  # no counts: the plan keeps its own
     assert plan.fitted(Fit.from_dict({})) is plan
+
+
+def test_a_fit_outside_the_plan_is_refused() -> None:
+    """The fit reaches the candidate's worker on its stdin, which the candidate's import can write to: a count
+    the plan cannot have (negative; more seeds or timed sets than it could ever keep) is an error the worker
+    reports as an unreadable control line (a negative one crashed the timing loop)."""
+    plan = _plan(seeds=3)
+    for seeds, rotations in ((-1, 0), (0, -1), (4, 0), (0, 9)):
+        with pytest.raises(ValueError, match="is not one of this plan's"):
+            plan.fitted(Fit(seeds, rotations))
+    assert plan.fitted(Fit(3, 8)).settings.rotate_sets == 8

@@ -83,7 +83,7 @@ def test_calls_per_sample_bounds() -> None:
 class LeadRecordingTarget(LaunchBoundTarget):
     leads: list[float] = []
 
-    def settle(self, lead_ms: float = 0.0) -> None:
+    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> None:
         LeadRecordingTarget.leads.append(lead_ms)
 
 
@@ -146,7 +146,7 @@ class OrderRecordingTarget(LaunchBoundTarget):
         super().__init__()
         self.calls: list[str] = []
 
-    def settle(self, lead_ms: float = 0.0) -> None:
+    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> None:
         self.calls.append("settle")
 
     def synchronize(self) -> None:
@@ -381,35 +381,42 @@ def test_an_eager_candidate_idle_in_some_calls_of_a_sample_is_refused(monkeypatc
         timing.measure_pair(LaunchBoundTarget(), honest, sometimes, sets, **kwargs)
 
 
-class LeftRunningTarget(LaunchBoundTarget):
-    """A device on which each side's calls leave `left_ms[side]` of work running after the timed region (the
-    stand-in for a side stream not joined back): its timer reports it as the time the device stayed busy."""
+class HiddenWorkTarget(LaunchBoundTarget):
+    """A device on which the candidate's calls run `hidden_ms` of work on another stream outside the timed region:
+    "after" it (left running: the synchronize after the sample waits for it, the timer's gap shows it) or "before"
+    it (beside the settle's cache flush, which it stretches). The baseline's calls run none."""
 
-    left_ms = {"b": 0.0, "c": 0.0}
-    side = "b"
-    every = 1  # the candidate leaves work running in one of this many of its samples
-
-    def __init__(self) -> None:
+    def __init__(self, hidden_ms: float, when: str, every: int = 1) -> None:
         super().__init__()
-        self.samples = {"b": 0, "c": 0}
+        self.hidden_ms, self.when, self.every = hidden_ms, when, every
+        self.side = "b"
+        self.samples = 0
+
+    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> None:
+        self.samples += 1
+
+    def _hidden(self, when: str) -> float:
+        hiding = self.side == "c" and self.when == when and self.samples % self.every == 0
+        return self.hidden_ms if hiding else 0.0
+
+    def synchronize(self) -> None:
+        _busy(self._hidden("after") / 1000.0)
 
     def timer(self) -> Timer:
         target = self
 
         class Busy(HostTimer):
+            def settle_ms(self) -> float:
+                return 1.0 + target._hidden("before")  # the flush's fixed 1 ms, stretched by work beside it
+
             def busy_after_ms(self) -> float:
-                side = target.side
-                target.samples[side] += 1
-                left = target.left_ms[side] if target.samples[side] % target.every == 0 else 0.0
-                return 0.01 + left  # the host's wait, then what was left running
+                return 0.01 + target._hidden("after")  # the host's wake-up, then what was left running
 
         return Busy()
 
 
-def _left_running(monkeypatch: pytest.MonkeyPatch, left_c: float, every: int = 1) -> timing.PairedTimes:
-    target = LeftRunningTarget()
-    target.left_ms = {"b": 0.0, "c": left_c}
-    target.every = every
+def _hidden_work(hidden_ms: float, when: str = "after", every: int = 1) -> timing.PairedTimes:
+    target = HiddenWorkTarget(hidden_ms, when, every)
 
     def side(name: str) -> Any:
         def call(inputs: list[Any]) -> list[Any]:
@@ -430,25 +437,62 @@ def test_work_left_running_after_the_timed_region_is_rejected(monkeypatch: pytes
     from kforge_bot.evaluate.checks import CheckFailure
 
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
-    with pytest.raises(CheckFailure, match=r"the device stayed busy [\d.]+ us longer after the candidate's timed "
+    with pytest.raises(CheckFailure, match=r"the device was busy [\d.]+ us longer after the candidate's timed "
                                            r"samples than after the baseline's .*escapes the timer"):
-        _left_running(monkeypatch, left_c=0.5)
+        _hidden_work(0.5)
     # In a third of the samples only: the median pair ratio moves, the samples' median busy time would not.
     with pytest.raises(CheckFailure, match="escapes the timer"):
-        _left_running(monkeypatch, left_c=0.5, every=3)
+        _hidden_work(0.5, every=3)
 
 
-def test_a_side_that_leaves_nothing_running_passes_and_the_medians_are_reported(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_work_run_beside_the_settle_before_the_timed_region_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A red-team pass: work forked onto a stream that does not wait for the current one starts at once, beside
+    the cache flush the settle queued ahead of the region, and can end before the region does; modelled through
+    this loop it read 2x with the baseline's work hidden. It stretches the flush, the same work on both sides."""
+    from kforge_bot.evaluate.checks import CheckFailure
+
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
-    result = _left_running(monkeypatch, left_c=0.005)  # within the host's jitter
-    assert result.busy_after_ms["candidate"] > result.busy_after_ms["baseline"] > 0
+    with pytest.raises(CheckFailure, match=r"busy [\d.]+ us longer before the candidate's timed samples than "
+                                           r"before the baseline's .*beside the cache flush"):
+        _hidden_work(0.3, when="before")
+
+
+def test_a_side_that_hides_nothing_passes_and_both_figures_are_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    result = _hidden_work(0.005)  # within the host's jitter
+    assert result.busy_after_ms["candidate"] >= result.busy_after_ms["baseline"] >= 0
+    assert result.busy_before_ms == {"baseline": 1.0, "candidate": 1.0}
     assert result.to_dict()["busy_after_ms"] == result.busy_after_ms
+    assert result.to_dict()["busy_before_ms"] == result.busy_before_ms
 
 
 def test_the_allowance_grows_with_the_candidates_sample() -> None:
     from kforge_bot.evaluate.checks import CheckFailure
 
-    timing.check_nothing_left_running({"baseline": 0.01, "candidate": 0.5}, candidate_sample_ms=20.0)  # 2.5%
+    none = {"baseline": 1.0, "candidate": 1.0}
+    timing.check_no_hidden_work(none, {"baseline": 0.01, "candidate": 0.5}, candidate_sample_ms=20.0)  # 2.5%
     with pytest.raises(CheckFailure):
-        timing.check_nothing_left_running({"baseline": 0.01, "candidate": 0.5}, candidate_sample_ms=5.0)  # 10%
+        timing.check_no_hidden_work(none, {"baseline": 0.01, "candidate": 0.5}, candidate_sample_ms=5.0)  # 10%
+
+
+def test_both_sides_of_an_eager_short_sample_get_the_same_lead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A side's settle must be the same work as the other's, or a stretched one cannot be told from a longer one;
+    and a candidate must not lengthen its own window by spending host time in its warm-up calls."""
+    monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 20.0)
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    LeadRecordingTarget.leads = []
+
+    def quick(inputs: list[Any]) -> list[Any]:
+        _busy(0.001)
+        return []
+
+    def slow_host(inputs: list[Any]) -> list[Any]:
+        _busy(0.003)
+        return []
+
+    result = timing.measure_pair(LeadRecordingTarget(), quick, slow_host, [[1], [2], [3]], time_budget_s=0.1,
+                                 target_precision=0.5, min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=5,
+                                 after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
+    assert result.mode == "eager" and result.calls_per_sample >= 2
+    timed_leads = LeadRecordingTarget.leads[-2 * len(result.baseline_ms):]
+    assert len(set(timed_leads)) == 1 and timed_leads[0] > 0, timed_leads
