@@ -102,7 +102,9 @@ def test_a_genuinely_faster_candidate_passes_with_a_speedup_interval_above_one(t
     assert result.verdict == "pass", result.reason
     assert result.faster and result.speedup_ci is not None
     low, high = result.speedup_ci
-    assert 1.5 < low <= result.speedup <= high, (result.speedup, result.speedup_ci)
+    # The verdict, not a measured ratio: on the shared 2-core VM the interval of this ~1.8x candidate has reached
+    # down to 1.39 (2026-12-02, idle), so only "faster" (the interval above 1.0) is asserted.
+    assert 1.0 < low <= result.speedup <= high, (result.speedup, result.speedup_ci)
     assert result.baseline is not None and result.candidate is not None
     assert result.candidate.median_ms < result.baseline.median_ms
     assert result.baseline.samples == result.candidate.samples >= 10
@@ -123,11 +125,20 @@ def test_a_against_a_has_an_interval_containing_one(tmp_path: Path, single_threa
     # The same code on both sides. A 99.9% interval: this is a test, it must not fail 5% of the time. 1.5 s of
     # pairs: with 0.5 s, another benchmark's bursts beside it on the 2-core CI machine once tilted a handful of
     # pairs to 0.72-0.99 (two busy loops never did).
-    result = evaluate(spec, spec.baseline, "cpu", EvalSettings(seeds=2, time_budget_s=1.5, confidence=0.999))
-    assert result.verdict == "pass", result.reason  # not 'framework fallback': it is an A/A run
-    low, high = result.speedup_ci
-    assert low <= 1.0 <= high, result.speedup_ci
-    assert 0.8 < result.speedup < 1.25
+    # A second evaluation where the first's interval misses 1.0: a bias of the harness shows in both, while a burst
+    # of the shared VM's noise (2026-12-02: 1 run in 5 missed, idle, at this code and at the session's first)
+    # rarely spans two runs.
+    intervals = []
+    for _ in range(2):
+        result = evaluate(spec, spec.baseline, "cpu", EvalSettings(seeds=2, time_budget_s=1.5, confidence=0.999))
+        assert result.verdict == "pass", result.reason  # not 'framework fallback': it is an A/A run
+        assert 0.8 < result.speedup < 1.25, (result.speedup, result.speedup_ci)
+        low, high = result.speedup_ci
+        intervals.append((low, high))
+        if low <= 1.0 <= high:
+            break
+    else:
+        pytest.fail(f"two A/A runs both missed 1.0: {intervals}")
     assert not result.faster
 
 
