@@ -211,6 +211,17 @@ def test_side_stream_work_left_running_after_the_call_is_rejected():
         assert "escapes the timer" in result.reason, result.reason
 
 
+def test_work_started_beside_the_settle_before_the_timed_region_does_not_pass():
+    """A red-team finding (modelled on CPU, 2x with the baseline's work hidden): a stream that does not wait for
+    the current one runs beside the settle's cache flush, ahead of the timed region, and joined back it leaves the
+    region only the join. The settle is timed per side: stretched, it is rejected."""
+    result = evaluate(_problem(), _candidate("unwaited_side_stream.py"), "cuda", QUICK)
+    assert result.verdict != "pass", (result.speedup, result.details.get("timing"))
+    assert result.verdict in ("rejected", "incorrect"), result.reason
+    if result.verdict == "rejected":
+        assert "escapes the timer" in result.reason, result.reason
+
+
 def test_work_on_a_side_stream_joined_back_before_the_call_returns_passes():
     """KernelBench L1 72 and 75 (cuDNN forks and joins streams) were rejected against themselves for their
     side-stream kernels; joined work is timed, and passes."""
