@@ -3,6 +3,7 @@
 - `ThreadWatch`: Python threads started by the candidate's code, so none may outlive a call.
 - `AuditGuard`: an audit hook that refuses the candidate's code frames and the garbage collector's view of all
   objects (the static scan, kforge_bot.evaluate.static_scan, stops only the plain spellings).
+- `hooks_and_modes_left`: global module hooks and torch function or dispatch modes a candidate left installed.
 
 The snapshot of the framework's functions and settings, compared after each phase, is
 kforge_bot.evaluate.snapshot.
@@ -15,6 +16,9 @@ import sys
 import sysconfig
 import threading
 from typing import Any
+
+import torch
+from torch.nn.modules import module as _module_hooks
 
 
 def _stdlib_test() -> Any:
@@ -161,9 +165,8 @@ class AuditGuard:
 
 # ------------------------------------------------------------------------ hooks and modes left behind
 
-_module_hooks = __import__("torch.nn.modules.module", fromlist=["_"])
-_function_modes = __import__("torch", fromlist=["_C"])._C._len_torch_function_stack  # bound before any candidate
-_dispatch_modes = __import__("torch", fromlist=["_C"])._C._len_torch_dispatch_stack
+_function_modes = torch._C._len_torch_function_stack  # bound at import, before any candidate
+_dispatch_modes = torch._C._len_torch_dispatch_stack
 _HOOK_TABLES = tuple(sorted(name for name, value in vars(_module_hooks).items()
                             if name.startswith("_global_") and isinstance(value, dict)))
 
