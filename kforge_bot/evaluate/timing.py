@@ -75,18 +75,17 @@ class Sample(NamedTuple):
     busy_before_ms: float  # the settle before the region, with whatever ran beside it (Timer.settle_ms)
 
 
-def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list[Any]], start: int,
-           k: int, lead_ms: float = 0.0, kept: list[Any] | None = None) -> Sample:
-    """Time k consecutive calls. `kept`: every call's output is appended (and so stays allocated until the caller
-    is done with it)."""
+def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list[Any]], sets: list[int],
+           lead_ms: float = 0.0, kept: list[Any] | None = None) -> Sample:
+    """Time consecutive calls, one on each input set of `sets` (sample_sets). `kept`: every call's output is
+    appended (and so stays allocated until the caller is done with it)."""
     timer = target.timer()
     target.settle(lead_ms, timer.mark_settle)
     out = None
-    index = start
+    k = len(sets)
     timer.start()
     issued = _monotonic()
-    for j in range(k):
-        index = (start + j) % len(input_sets)
+    for index in sets:
         out = fn(input_sets[index])
         if kept is not None:
             kept.append(out)
@@ -99,7 +98,7 @@ def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list
     # Work left running shows in both: the device's gap after the region (which also holds the host's wake-up, long
     # where the host was preempted) and the host's wait in the synchronize (brief unless work was left running).
     busy_after = min(timer.busy_after_ms(), sync_ms)
-    return Sample(elapsed / k, out, index, host_ms, busy_after, timer.settle_ms())
+    return Sample(elapsed / k, out, sets[-1], host_ms, busy_after, timer.settle_ms())
 
 
 def _calls_per_sample(estimate_ms: float) -> int:
@@ -116,7 +115,7 @@ def _estimate(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input
     for fn, after in zip(fns, afters):
         times = []
         for i in range(calls):
-            sample = _timed(target, fn, input_sets, i, 1)
+            sample = _timed(target, fn, input_sets, sample_sets(i, 1, len(input_sets)))
             after(sample.out, sample.index)
             times.append(sample.ms)
         estimate = max(estimate, sorted(times)[len(times) // 2])
@@ -166,7 +165,8 @@ def _close(now: Any, first: Any, override: dict[str, float] | None) -> bool:
 
 
 def sample_sets(pair: int, k: int, n: int) -> list[int]:
-    """The input sets the samples of pair `pair` call, in order (k calls, n timed sets)."""
+    """The input sets the samples of pair `pair` call, in order (k calls, n timed sets); with k = 1, those of
+    untimed call number `pair` (warm-up, estimate). The one place the rotation is decided."""
     return [(pair * k + i) % n for i in range(k)]
 
 
@@ -192,7 +192,7 @@ def _warm_up(target: Target, baseline: Callable[[list[Any]], Any], candidate: Ca
         issue: list[float] = []
         warm_start = _monotonic()
         while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
-            sample = _timed(target, fn, input_sets, calls, 1)
+            sample = _timed(target, fn, input_sets, sample_sets(calls, 1, len(input_sets)))
             # By side, not by function: an A/A run may pass one function for both.
             (after_baseline if side == "b" else after_candidate)(sample.out, sample.index)
             if heartbeat is not None:
@@ -317,7 +317,8 @@ def measure_pair(
             # the callbacks): freed as the next call began, the baseline's earlier answers lay in memory the
             # candidate's next outputs could be given. Both sides alike, so their memory traffic matches.
             outs: list[Any] = []
-            sample = _timed(target, fn, input_sets, pair * k, k, lead[side], outs)
+            calls = sample_sets(pair, k, len(input_sets))
+            sample = _timed(target, fn, input_sets, calls, lead[side], outs)
             busy_after[side].append(sample.busy_after_ms)
             busy_before[side].append(sample.busy_before_ms)
             if side == "b":
@@ -328,7 +329,6 @@ def measure_pair(
                 sample_done()
                 # Every call of the sample, not only the last: each is checked against the first timed call on
                 # its inputs, and what is kept for the bot's comparison comes from timed calls only.
-                calls = sample_sets(pair, k, len(input_sets))
                 if isinstance(fn, GraphReplays):  # a replayed graph's outputs are its last replay's
                     calls = sorted(set(calls))
                     outs = [fn.output(input_sets[j]) for j in calls]
