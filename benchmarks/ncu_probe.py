@@ -74,7 +74,7 @@ def main() -> None:
             extra = [Path(ncu_home)] + [Path(d) for d in ("/opt/nvidia",) if os.path.isdir(d)]
             view = isolation.View(scratch=work, readable=tuple(extra), devices="cuda")
             argv = isolation.command(argv, view)
-            env = isolation.environment({k: v for k, v in env.items() if not k.endswith("TOKEN")}, work)
+            env = isolation.environment({k: v for k, v in env.items() if not k.endswith("TOKEN")}, view)
         started = time.monotonic()
         proc = subprocess.run(argv, check=False, capture_output=True, text=True, env=env, cwd=work)
         print(f"{name}: rc {proc.returncode} in {time.monotonic() - started:.1f} s; stdout {len(proc.stdout)} chars")

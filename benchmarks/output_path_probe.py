@@ -86,7 +86,7 @@ def _child(nbytes: int, sandboxed: bool) -> tuple[subprocess.Popen, socket.socke
     env = scrubbed_environment()
     if sandboxed:
         view = isolation.View(scratch=scratch, readable=(ROOT,), devices="cuda")
-        env = isolation.environment(env, scratch)
+        env = isolation.environment(env, view)
         argv = isolation.command(argv, view)
     proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), env=env, cwd=scratch)
     theirs.close()

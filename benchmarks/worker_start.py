@@ -37,8 +37,8 @@ def main() -> None:
         argv = [sys.executable, "-c", STEPS]
         env = {"PYTHONPATH": root, "PATH": "/usr/bin:/bin:/usr/local/bin"}
         if sandboxed:
-            argv = isolation.command(argv, isolation.View(scratch=work, readable=(Path(root),), devices="cuda"))
-            env = isolation.environment(env, work)
+            view = isolation.View(scratch=work, readable=(Path(root),), devices="cuda")
+            argv, env = isolation.command(argv, view), isolation.environment(env, view)
         started = time.monotonic()
         proc = subprocess.run(argv, check=False, capture_output=True, text=True, env=env)
         print(f"{name}: total {time.monotonic() - started:.3f} s rc {proc.returncode}; "

@@ -201,7 +201,7 @@ def probe_sandbox(kind: str, timeout: float = 180.0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kforge-doctor-sandbox-") as scratch:
         view = isolation.View(scratch=Path(scratch), devices=kind)
         argv = isolation.command([sys.executable, "-c", _SANDBOX_PROBE, kind], view)
-        env = isolation.environment(scrubbed_environment(), Path(scratch))
+        env = isolation.environment(scrubbed_environment(), view)
         started = time.monotonic()
         rc, text = run_group(argv, timeout, env=env)
         out["seconds"] = round(time.monotonic() - started, 2)

@@ -17,13 +17,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from kforge_bot.evaluate import isolation
+from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.judge import judge
 from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.references import Progress, ReferenceStore, reference_fit
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerProcess, raise_on_sandbox_failure, sandbox_view,
-                                         scratch_root, start_worker)
+                                         scratch_root, scrubbed_environment, start_worker)
 from kforge_bot.evaluate.spares import Spare, SpareWorkers
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.spec import Implementation, KernelSpec
@@ -61,7 +61,8 @@ def evaluate(
     # key a spare must match, and the next spare.
     template = sandbox_view(spec, [candidate, baseline], target_name, Path("/scratch"), settings)
     key = json.dumps([target_name, None if template is None else
-                      [sorted(map(str, template.readable)), sorted(map(str, template.writable)), template.devices]])
+                      [sorted(map(str, template.readable)), sorted(map(str, template.writable)), template.devices,
+                       str(template.bytecode)]])
     spare = spares.take(key) if spares is not None else None
     # The next spare: on a GPU, started now and held off the device until this timing is over (spares.py).
     spare_early = spares is not None and target_name.split(":")[0] != "cpu"
@@ -145,6 +146,8 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
     result.details["phases"] = {"parent": parent, "reference_worker": ref_result.get("phases") or {},
                                 "candidate_worker": message.get("phases") or {}, "no_progress_limit_s": stall_s,
                                 "worker_started_early": spare is not None}
+    if template is not None:  # where the workers' compiled Python came from (evaluate.bytecode)
+        result.details["phases"]["bytecode"] = bytecode.for_workers(scrubbed_environment()).describe()
     if fit.note:  # a large problem: fewer seeds and timed sets than asked, and why
         result.details["memory_fit"] = fit.to_dict()
     result.details.setdefault("seeds", plan.seeds)

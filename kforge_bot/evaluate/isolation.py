@@ -10,7 +10,8 @@ them may be hostile. Inside the sandbox a process has
   home directory's credentials and the bot's scratch space hidden;
 - one writable directory, its own scratch (its HOME, TMPDIR and compiler caches live there too), and a
   private `/tmp` and `/dev/shm` that vanish with it;
-- only the device nodes its target needs (`/dev/nvidia*` for CUDA, `/dev/dri` for XPU).
+- only the device nodes its target needs (`/dev/nvidia*` for CUDA, `/dev/dri` for XPU);
+- where the installation has no compiled bytecode, the bot's own bytecode cache, read-only (evaluate.bytecode).
 
 What it does not do: limit CPU time, memory or scratch disk use (the parent's timeout and the device's
 own memory limit bound those), or separate two processes on one GPU beyond what the driver does.
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.bytecode import MOUNT as BYTECODE_MOUNT
 
 MODES = ("required", "preferred", "off")
 # Top-level system folders the view holds read-only (those that exist; merged-/usr links stay links).
@@ -62,13 +64,14 @@ class SandboxStatus:
 @dataclass(frozen=True)
 class View:
     """What one sandboxed process sees besides the system: its scratch directory (read-write), the kernel's
-    source folders (read-only), extra read-write folders (a compile cache it may fill), and the device
-    nodes of its target kind."""
+    source folders (read-only), extra read-write folders (a compile cache it may fill), the device nodes of
+    its target kind, and the bot's bytecode cache (read-only at BYTECODE_MOUNT) where workers need one."""
 
     scratch: Path
     readable: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
     devices: str = "cpu"
+    bytecode: Path | None = None
 
 
 def _bwrap_path() -> str | None:
@@ -197,6 +200,8 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
+    if view.bytecode is not None:
+        args += ["--ro-bind", str(Path(view.bytecode).resolve()), BYTECODE_MOUNT]
     for pattern in _DEVICES.get(view.devices, ()):
         for node in sorted(glob.glob(pattern)):
             args += ["--dev-bind", node, node]
@@ -226,9 +231,10 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
     return args + list(argv)
 
 
-def environment(base: dict[str, str], scratch: Path) -> dict[str, str]:
-    """`base` with HOME, TMPDIR and the compilers' caches pointed into the scratch directory."""
-    home = scratch / ".home"
+def environment(base: dict[str, str], view: View) -> dict[str, str]:
+    """`base` with HOME, TMPDIR and the compilers' caches pointed into the view's scratch directory, and Python's
+    bytecode read from the view's cache where it has one."""
+    home = view.scratch / ".home"
     for sub in ("", "tmp", "cache", "triton", "torch_extensions", "nv"):
         (home / sub).mkdir(parents=True, exist_ok=True)
     env = dict(base)
@@ -236,4 +242,7 @@ def environment(base: dict[str, str], scratch: Path) -> dict[str, str]:
     env.update({"HOME": str(home), "TMPDIR": str(home / "tmp"), "XDG_CACHE_HOME": str(home / "cache"),
                 "TRITON_CACHE_DIR": str(home / "triton"), "CUDA_CACHE_PATH": str(home / "nv"),
                 "TORCH_EXTENSIONS_DIR": str(home / "torch_extensions")})
+    env.pop("PYTHONPYCACHEPREFIX", None)  # a host folder of the user's: not in the view
+    if view.bytecode is not None:
+        env["PYTHONPYCACHEPREFIX"] = BYTECODE_MOUNT
     return env

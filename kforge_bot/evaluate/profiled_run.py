@@ -78,7 +78,7 @@ def profiled_call(spec: KernelSpec, implementation: Implementation, target: str,
         view = sandbox_view(spec, [implementation], target, work, settings)
         if view is not None:
             view = replace(view, readable=tuple(view.readable) + tool_folders)
-            env = isolation.environment(env, work)
+            env = isolation.environment(env, view)
             argv = isolation.command(argv, view)
         text, timed_out = _run(argv, env, work, timeout_s)
         yield ProfiledRun(text=text, timed_out=timed_out, wall_s=round(time.monotonic() - started, 2), work=work,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate import isolation, outputs
+from kforge_bot.evaluate import bytecode, isolation, outputs
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
@@ -119,7 +119,7 @@ class WorkerProcess:
         argv = [sys.executable, "-c", "import sys; from kforge_bot.evaluate.worker import main; main(sys.argv[1:])"]
         self.sandboxed = view is not None
         if view is not None:
-            env = isolation.environment(env, view.scratch)
+            env = isolation.environment(env, view)
             argv = isolation.command(argv, view)
         self._read_fd, write_fd = os.pipe()
         log_read, log_write = os.pipe()
@@ -399,7 +399,8 @@ def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None],
                                  if i is not None and i.root}
     extensions = os.environ.get("KFORGE_EXTENSIONS_ROOT")  # compile-ahead builds: read-only, copied when used
     readable = roots | ({Path(extensions)} if extensions else set())
-    return isolation.View(scratch=scratch, readable=tuple(sorted(readable)), devices=target.split(":")[0])
+    return isolation.View(scratch=scratch, readable=tuple(sorted(readable)), devices=target.split(":")[0],
+                          bytecode=bytecode.for_workers(scrubbed_environment()).directory)
 
 
 def scratch_root() -> Path:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,8 @@ def prepare_build(spec: Any, candidate: Any, baseline: Any, env: dict[str, str],
             writable = tuple(root / impl.digest for impl in own)
             for folder in writable:
                 folder.mkdir(parents=True, exist_ok=True)
-            view = isolation.View(scratch=work, readable=view.readable + (root,), writable=writable, devices="cpu")
-            child_env = isolation.environment(child_env, work)
+            view = replace(view, readable=view.readable + (root,), writable=writable)
+            child_env = isolation.environment(child_env, view)
             argv = isolation.command(argv, view)
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env=child_env, cwd=str(work), start_new_session=True)

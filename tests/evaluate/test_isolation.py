@@ -223,6 +223,31 @@ def test_nothing_outside_the_scratch_directory_can_be_written(repo: Path) -> Non
     assert {t: Path(t).read_bytes() if Path(t).exists() else None for t in targets} == before
 
 
+PLANT_BYTECODE = '''
+for folder in (os.environ.get("PYTHONPYCACHEPREFIX") or "/nonexistent", {host!r}):
+    try:
+        with open(os.path.join(folder, "planted.pyc"), "w") as handle:
+            handle.write("planted")
+    except OSError:
+        continue
+    raise RuntimeError(f"ESCAPED: wrote into the bytecode cache at {{folder}}")
+'''
+
+
+def test_a_candidate_cannot_plant_bytecode_for_a_later_evaluation(repo: Path, workers_use_bytecode_cache: Path) -> None:
+    attack = PLANT_BYTECODE.format(host=str(workers_use_bytecode_cache))
+    try:
+        result = _judge(attack, repo, SANDBOXED)
+        assert result.verdict == "pass", result.reason
+        assert result.details["phases"]["bytecode"]["source"] == "kforge-bot cache"
+        assert not list(workers_use_bytecode_cache.rglob("planted.pyc"))
+        # Unsandboxed workers never get the cache, but the same user can write to it: the attack works.
+        assert _escaped(_judge(attack, repo, UNSANDBOXED))
+    finally:
+        for planted in workers_use_bytecode_cache.rglob("planted.pyc"):
+            planted.unlink()
+
+
 GIT_PUSH = '''
 result = subprocess.run(["git", "-C", {repo!r}, "push", "-q", "origin", "HEAD:refs/heads/planted"],
                         capture_output=True, text=True)

@@ -1,0 +1,174 @@
+"""Compiled bytecode for sandboxed workers, where the Python installation ships none.
+
+Every worker is a fresh interpreter that imports torch. Where torch was installed without its `.pyc` files
+(`pip install --no-compile`, or a container image built with PYTHONDONTWRITEBYTECODE=1, as many are) and
+nothing may write them (workers run with PYTHONDONTWRITEBYTECODE=1 on a read-only system), each worker
+compiles torch's Python source from scratch: 3.1-4.5 s of a worker's start on the H200 runner image,
+against well under a second with bytecode.
+
+So the bot keeps a bytecode cache of its own (PYTHONPYCACHEPREFIX, a tree that mirrors the source paths),
+filled once per machine by a trusted process that imports what a worker imports (torch, the harness,
+triton, torch.compile's modules) and nothing else, with no credentials in its environment. Workers see it
+read-only at a fixed path inside the sandbox, so no candidate can write bytecode that a later evaluation
+would run. Python checks each cached file against its source's size and time, so a stale entry costs a
+compile, never a wrong module. Unsandboxed workers (policy isolation: off) never get it: there nothing
+would stop a candidate from writing into it.
+
+KFORGE_BYTECODE: `auto` (the default: only where torch has no bytecode beside its source), `on`, `off`.
+KFORGE_BYTECODE_DIR: where the cache lives (default: $XDG_CACHE_HOME/kforge-bot/bytecode).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+MOUNT = "/run/kforge-bytecode"  # where a sandboxed worker sees the cache (its /run is a fresh tmpfs)
+MODES = ("auto", "on", "off")
+PRIME_TIMEOUT_S = 600.0
+# What a worker may import beyond its boot: the candidate's toolchains. Each is tried; a missing one is skipped.
+_LATER_IMPORTS = ("torch.profiler", "torch.utils.cpp_extension", "triton", "triton.language",
+                  "torch._dynamo", "torch._inductor.compile_fx")
+_PRIME = f"""
+import importlib
+import kforge_bot.evaluate.worker  # torch and the harness: everything a worker's start imports
+for name in {_LATER_IMPORTS!r}:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+"""
+
+
+@dataclass(frozen=True)
+class Bytecode:
+    """Where workers' bytecode comes from: `directory` is the bot's cache to show them, or None."""
+
+    directory: Path | None
+    source: str  # "installation", "kforge-bot cache", "compiled at every start (...)"
+    primed_s: float | None = None  # this process filled the cache (once per machine), taking this long
+
+    def describe(self) -> dict[str, object]:
+        out: dict[str, object] = {"source": self.source}
+        if self.directory is not None:
+            out["directory"] = str(self.directory)
+        if self.primed_s is not None:
+            out["primed_s"] = self.primed_s
+        return out
+
+
+def mode() -> str:
+    value = os.environ.get("KFORGE_BYTECODE", "auto").strip().lower() or "auto"
+    return value if value in MODES else "auto"
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("KFORGE_BYTECODE_DIR")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kforge-bot" / "bytecode"
+
+
+def installation_has_bytecode(package: str = "torch") -> bool:
+    """Whether `package` was installed with its compiled files beside its source (what pip does by default)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return True  # nothing to compile, or not Python source: the cache would not help
+    folder, name = os.path.split(spec.origin)
+    return os.path.exists(os.path.join(folder, "__pycache__", f"{name[:-3]}.{sys.implementation.cache_tag}.pyc"))
+
+
+def _key() -> str:
+    """What the cache was filled for: this interpreter and this torch (another version fills it again)."""
+    spec = importlib.util.find_spec("torch")
+    origin = spec.origin if spec is not None else ""
+    try:
+        stamp = os.stat(origin).st_mtime_ns if origin else 0
+    except OSError:
+        stamp = 0
+    return f"{sys.implementation.cache_tag} {os.path.realpath(sys.executable)} {origin} {stamp}"
+
+
+def _primed(directory: Path) -> bool:
+    try:
+        return _key() in json.loads((directory / "primed.json").read_text()).get("keys", [])
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def prime(directory: Path, environ: dict[str, str], timeout_s: float = PRIME_TIMEOUT_S) -> float:
+    """Fill `directory` with the bytecode of what a worker imports; returns the seconds it took. Raises OSError
+    or RuntimeError when it cannot. Only trusted code runs: the installation's packages and the harness."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    started = time.monotonic()
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another bot process filling it: wait, then find it filled
+        if _primed(directory):
+            return 0.0
+        env = {k: v for k, v in environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(directory)
+        # cwd: the cache itself, so `-c`'s search of the current folder finds nothing but bytecode
+        proc = subprocess.run([sys.executable, "-c", _PRIME], cwd=directory, env=env, capture_output=True,
+                              text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            tail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            raise RuntimeError(f"filling the bytecode cache failed: {tail[:300]}")
+        try:
+            keys = json.loads((directory / "primed.json").read_text()).get("keys", [])
+        except (OSError, ValueError, AttributeError):
+            keys = []
+        record = {"keys": [*keys, _key()], "filled_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        partial = directory / "primed.json.part"
+        partial.write_text(json.dumps(record))
+        partial.replace(directory / "primed.json")
+    return round(time.monotonic() - started, 2)
+
+
+_lock = threading.Lock()
+_chosen: Bytecode | None = None
+
+
+def for_workers(environ: dict[str, str]) -> Bytecode:
+    """The bytecode source for this process's sandboxed workers, decided (and the cache filled) once."""
+    global _chosen
+    with _lock:
+        if _chosen is None:
+            _chosen = _choose(environ)
+        return _chosen
+
+
+def _choose(environ: dict[str, str]) -> Bytecode:
+    chosen = mode()
+    if chosen == "off":
+        return Bytecode(None, "compiled at every start (KFORGE_BYTECODE=off)")
+    if chosen == "auto" and installation_has_bytecode():
+        return Bytecode(None, "installation")
+    directory = cache_dir()
+    if _primed(directory):
+        return Bytecode(directory, "kforge-bot cache")
+    try:
+        seconds = prime(directory, environ)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        print(f"kforge-bot: warning: workers compile torch at every start ({exc}); "
+              f"fix: make {directory} writable, or set KFORGE_BYTECODE_DIR", file=sys.stderr)
+        return Bytecode(None, f"compiled at every start ({str(exc)[:200]})")
+    if seconds:
+        print(f"kforge-bot: filled the workers' bytecode cache {directory} in {seconds:.1f} s (once per machine)",
+              file=sys.stderr)
+    return Bytecode(directory, "kforge-bot cache", primed_s=seconds)
+
+
+def reset() -> None:
+    """Decide again at the next worker (tests change the environment between cases)."""
+    global _chosen
+    with _lock:
+        _chosen = None

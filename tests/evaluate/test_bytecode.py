@@ -1,0 +1,119 @@
+"""The workers' bytecode cache: filled by the bot, read by sandboxed workers, written by none of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import py_compile
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from kforge_bot.evaluate import bytecode, isolation
+from kforge_bot.evaluate.sandbox import scrubbed_environment
+
+needs_sandbox = pytest.mark.skipif(not isolation.probe().available and os.environ.get("CI") != "true",
+                                   reason=f"the sandbox is unavailable here: {isolation.probe().describe()}")
+
+
+@pytest.fixture(autouse=True)
+def _decide_afresh() -> None:
+    bytecode.reset()
+    yield
+    bytecode.reset()
+
+
+def _package(root: Path, value: int, compiled: bool) -> Path:
+    folder = root / "kforge_probe_pkg"
+    folder.mkdir(parents=True)
+    source = folder / "__init__.py"
+    source.write_text(f"VALUE = {value}\n")
+    if compiled:
+        py_compile.compile(str(source), doraise=True)
+    return source
+
+
+def test_an_installation_without_bytecode_is_told_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert bytecode.installation_has_bytecode("torch")  # pip compiled this one
+    _package(tmp_path / "bare", 1, compiled=False)
+    _package(tmp_path / "built", 1, compiled=True)
+    monkeypatch.syspath_prepend(str(tmp_path / "bare"))
+    assert not bytecode.installation_has_bytecode("kforge_probe_pkg")
+    monkeypatch.syspath_prepend(str(tmp_path / "built"))
+    sys.modules.pop("kforge_probe_pkg", None)
+    assert bytecode.installation_has_bytecode("kforge_probe_pkg")
+
+
+def test_the_cache_holds_what_a_worker_imports_and_is_filled_once(bytecode_cache: Path) -> None:
+    import torch
+
+    import kforge_bot.evaluate.worker as worker
+
+    for module in (torch, worker):
+        source = Path(module.__file__).resolve()
+        compiled = bytecode_cache / source.parent.relative_to("/") / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+        assert compiled.is_file(), compiled
+    assert bytecode._key() in json.loads((bytecode_cache / "primed.json").read_text())["keys"]
+    assert bytecode.prime(bytecode_cache, scrubbed_environment()) == 0.0  # filled: nothing to do
+
+
+def test_workers_get_the_cache_only_where_it_is_wanted(bytecode_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KFORGE_BYTECODE_DIR", str(bytecode_cache))
+    env = scrubbed_environment()
+    assert bytecode.for_workers(env) == bytecode.Bytecode(None, "installation")  # auto: torch has its own
+    for mode, directory in (("on", bytecode_cache), ("off", None)):
+        bytecode.reset()
+        monkeypatch.setenv("KFORGE_BYTECODE", mode)
+        assert bytecode.for_workers(env).directory == directory
+    assert "KFORGE_BYTECODE=off" in bytecode.for_workers(env).source
+
+
+def test_a_cache_that_cannot_be_filled_is_reported_and_workers_still_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("KFORGE_BYTECODE", "on")
+    monkeypatch.setenv("KFORGE_BYTECODE_DIR", str(blocked / "bytecode"))
+    chosen = bytecode.for_workers(scrubbed_environment())
+    assert chosen.directory is None and chosen.source.startswith("compiled at every start")
+    warning = capsys.readouterr().err.strip()
+    assert warning.count("\n") == 0 and str(blocked / "bytecode") in warning and "KFORGE_BYTECODE_DIR" in warning
+
+
+def test_the_environment_never_points_a_worker_at_a_host_folder_of_bytecode(tmp_path: Path) -> None:
+    base = {"PYTHONPYCACHEPREFIX": "/home/someone/pycache"}
+    assert "PYTHONPYCACHEPREFIX" not in isolation.environment(base, isolation.View(scratch=tmp_path))
+    cached = isolation.View(scratch=tmp_path, bytecode=tmp_path / "cache")
+    assert isolation.environment(base, cached)["PYTHONPYCACHEPREFIX"] == bytecode.MOUNT
+
+
+@needs_sandbox
+def test_a_sandboxed_process_imports_from_the_cache_and_cannot_write_to_it(bytecode_cache: Path,
+                                                                          tmp_path: Path) -> None:
+    # A forged entry: bytecode of `VALUE = 2` filed under a source that says `VALUE = 1` (same size and time).
+    # Only an interpreter reading the cache sees 2; the same entry shows why workers must never write there.
+    cache = tmp_path / "cache"
+    source = _package(tmp_path / "src", 2, compiled=False)
+    stamp = os.stat(source).st_mtime_ns
+    subprocess.run([sys.executable, "-c", f"import py_compile; py_compile.compile({str(source)!r}, doraise=True)"],
+                   env={**os.environ, "PYTHONPYCACHEPREFIX": str(cache)}, check=True)
+    source.write_text("VALUE = 1\n")
+    os.utime(source, ns=(stamp, stamp))
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import kforge_probe_pkg; print(kforge_probe_pkg.VALUE)\n"
+             "import os\nfor folder in (os.environ.get('PYTHONPYCACHEPREFIX'), sys.argv[2]):\n"
+             "    try:\n        open(os.path.join(folder or '/nonexistent', 'planted.pyc'), 'w').write('x')\n"
+             "        print('WROTE', folder)\n    except (OSError, TypeError):\n        pass\n")
+
+    def run(view: isolation.View) -> str:
+        argv = isolation.command([sys.executable, "-c", probe, str(source.parents[1]), str(view.bytecode)], view)
+        env = isolation.environment(scrubbed_environment(), view)
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=view.scratch).stdout
+
+    scratch = Path(tempfile.mkdtemp(dir=tmp_path))
+    readable = (source.parents[1],)
+    assert run(isolation.View(scratch=scratch, readable=readable, bytecode=cache)).split() == ["2"]
+    assert run(isolation.View(scratch=scratch, readable=readable)).split() == ["1"]  # no cache: the source
+    assert not list(cache.rglob("planted.pyc"))
