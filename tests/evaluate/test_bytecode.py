@@ -71,6 +71,24 @@ def test_workers_get_the_cache_only_where_it_is_wanted(bytecode_cache: Path, mon
     assert "KFORGE_BYTECODE=off" in bytecode.for_workers(env).source
 
 
+
+def test_the_bot_reads_its_own_later_imports_from_the_cache_but_never_over_the_users_prefix(
+        bytecode_cache: Path, tmp_path: Path) -> None:
+    decide = "from kforge_bot.evaluate import bytecode, sandbox; bytecode.for_workers(sandbox.scrubbed_environment())"
+    show = "import sys, torch; print(sys.pycache_prefix, torch.__spec__.cached)"
+    env = {**os.environ, "KFORGE_BYTECODE": "on", "KFORGE_BYTECODE_DIR": str(bytecode_cache)}
+    env.pop("PYTHONPYCACHEPREFIX", None)
+
+    def run(code: str, **extra: str) -> list[str]:
+        return subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
+                              check=True, timeout=300).stdout.split()
+
+    prefix, cached = run(f"{decide}\n{show}")
+    assert prefix == str(bytecode_cache) and cached.startswith(str(bytecode_cache) + "/") and Path(cached).is_file()
+    assert run(f"import torch\n{decide}\n{show}")[0] == "None"  # torch came first: nothing changes under it
+    mine = str(tmp_path / "users-own")
+    assert run(f"{decide}\n{show}", PYTHONPYCACHEPREFIX=mine)[0] == mine
+
 def test_a_cache_that_cannot_be_filled_is_reported_and_workers_still_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     blocked = tmp_path / "a-file"
