@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bytecode cache filled as the bot fills it (once for the session: it imports torch from source)."""
+    from kforge_bot.evaluate import bytecode
+    from kforge_bot.evaluate.sandbox import scrubbed_environment
+
+    directory = tmp_path_factory.mktemp("bytecode")
+    bytecode.prime(directory, scrubbed_environment())
+    return directory
+
+
+@pytest.fixture
+def workers_use_bytecode_cache(bytecode_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Sandboxed workers get the cache, as on an installation without bytecode (this one has its own)."""
+    from kforge_bot.evaluate import bytecode
+
+    monkeypatch.setenv("KFORGE_BYTECODE", "on")
+    monkeypatch.setenv("KFORGE_BYTECODE_DIR", str(bytecode_cache))
+    bytecode.reset()
+    yield bytecode_cache
+    bytecode.reset()

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import isolation
+from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.counter_tools import tool_for
 from kforge_bot.evaluate.sandbox import scrubbed_environment
 from kforge_bot.spec import TARGET_KINDS, load_spec
@@ -198,8 +198,11 @@ def probe_sandbox(kind: str, timeout: float = 180.0) -> dict[str, Any]:
     if not status.available:
         out["hint"] = status.hint
         return out
+    # The workers' bytecode as evaluations will have it (filled here on first use: doctor readies the machine).
+    compiled = bytecode.for_workers(scrubbed_environment())
+    out["bytecode"] = compiled.describe()
     with tempfile.TemporaryDirectory(prefix="kforge-doctor-sandbox-") as scratch:
-        view = isolation.View(scratch=Path(scratch), devices=kind)
+        view = isolation.View(scratch=Path(scratch), devices=kind, bytecode=compiled.directory)
         argv = isolation.command([sys.executable, "-c", _SANDBOX_PROBE, kind], view)
         env = isolation.environment(scrubbed_environment(), view)
         started = time.monotonic()
@@ -208,7 +211,7 @@ def probe_sandbox(kind: str, timeout: float = 180.0) -> dict[str, Any]:
     if rc == 0 and "KFORGE_SANDBOX_OK" in text:
         out["ok"] = True
         out["message"] = f"{status.tool}: torch" + (f" and the {kind} device" if kind in ("cuda", "xpu") else "") + \
-            " work inside the sandbox"
+            f" work inside the sandbox ({out['seconds']} s; torch's bytecode: {compiled.source})"
     else:
         out["message"] = f"{status.tool} starts, but torch{' or the device' if kind != 'cpu' else ''} fails inside " \
                          f"it (exit status {rc}): {one_line_tail(text, 300)}"

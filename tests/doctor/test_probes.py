@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
+import pytest
 
 from kforge_bot.doctor import probes
+from kforge_bot.evaluate import isolation
 
 
 def test_run_group_kills_the_whole_group():
@@ -48,3 +51,12 @@ def test_probe_tool_reports_missing_and_real_tools():
                        "message": "not found on PATH"}
     real = probes.probe_tool("python", [sys.executable, "--version"])
     assert real["ok"] and real["version"].startswith("Python 3.")
+
+
+@pytest.mark.skipif(not isolation.probe().available and os.environ.get("CI") != "true",
+                    reason="the sandbox is unavailable here")
+def test_the_sandbox_probe_runs_torch_with_the_bytecode_workers_will_have(workers_use_bytecode_cache):
+    result = probes.probe_sandbox("cpu")
+    assert result["ok"], result["message"]
+    assert result["bytecode"] == {"source": "kforge-bot cache", "directory": str(workers_use_bytecode_cache)}
+    assert "torch's bytecode: kforge-bot cache" in result["message"]
