@@ -3,8 +3,8 @@
 Every worker is a fresh interpreter that imports torch. Where torch was installed without its `.pyc` files
 (`pip install --no-compile`, or a container image built with PYTHONDONTWRITEBYTECODE=1, as many are) and
 nothing may write them (workers run with PYTHONDONTWRITEBYTECODE=1 on a read-only system), each worker
-compiles torch's Python source from scratch: 3.1-4.5 s of a worker's start on the H200 runner image,
-against well under a second with bytecode.
+compiles torch's Python source from scratch: 3.1-5.2 s of a worker's start on the H200 runner image,
+against 1.4-2.2 s with this cache there.
 
 So the bot keeps a bytecode cache of its own (PYTHONPYCACHEPREFIX, a tree that mirrors the source paths),
 filled once per machine by a trusted process that imports what a worker imports (torch, the harness,
@@ -14,18 +14,28 @@ would run. Python checks each cached file against its source's size and time, so
 compile, never a wrong module. Unsandboxed workers (policy isolation: off) never get it: there nothing
 would stop a candidate from writing into it.
 
+Whoever can write the cache can run code in every worker and in the bot, so it is used only where nobody
+else can: an absolute path, a real folder (not a link) owned by this user and writable by nobody else, every
+folder above it owned by this user or root and, if others may write there, sticky (as /tmp is). It lives
+beside the result cache, not inside it (`~/.cache/kforge-bot` is what the README has Actions cache and
+restore across runs). The filling process starts in an empty folder of its own and says which harness it
+imported, so nothing in the cache's folder or the current one is imported in its place.
+
 KFORGE_BYTECODE: `auto` (the default: only where torch has no bytecode beside its source), `on`, `off`.
-KFORGE_BYTECODE_DIR: where the cache lives (default: $XDG_CACHE_HOME/kforge-bot/bytecode).
+KFORGE_BYTECODE_DIR: where the cache lives, an absolute path (default: $XDG_CACHE_HOME/kforge-bot-bytecode).
 """
 
 from __future__ import annotations
 
 import fcntl
+import importlib.metadata
 import importlib.util
 import json
 import os
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -45,7 +55,11 @@ for name in {_LATER_IMPORTS!r}:
         importlib.import_module(name)
     except Exception:
         pass
+print(kforge_bot.evaluate.worker.__file__)
 """
+# Packages whose versions go in the cache's key: another version fills it again (their modules stale otherwise).
+_KEYED = ("torch", "triton", "numpy", "sympy", "kforge-bot")
+_KEPT_KEYS = 8
 
 
 @dataclass(frozen=True)
@@ -54,7 +68,7 @@ class Bytecode:
 
     directory: Path | None
     source: str  # "installation", "kforge-bot cache", "compiled at every start (...)"
-    primed_s: float | None = None  # this process filled the cache (once per machine), taking this long
+    primed_s: float | None = None  # this process filled the cache, or waited for another to, this long
 
     def describe(self) -> dict[str, object]:
         out: dict[str, object] = {"source": self.source}
@@ -73,9 +87,34 @@ def mode() -> str:
 def cache_dir() -> Path:
     configured = os.environ.get("KFORGE_BYTECODE_DIR")
     if configured:
-        return Path(configured)
+        return Path(os.path.expanduser(configured))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "kforge-bot" / "bytecode"
+    return Path(base) / "kforge-bot-bytecode"
+
+
+def unsafe_reason(directory: Path) -> str | None:
+    """Why `directory` may not serve as the cache (someone else could write it), or None where it may."""
+    if not directory.is_absolute():
+        return f"{directory} is not an absolute path"
+    uid = os.getuid()
+    try:
+        info = os.lstat(directory)
+    except OSError as exc:
+        return f"{directory}: {exc.strerror}"
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        return f"{directory} is not a folder (a link, or a file)"
+    if info.st_uid != uid or info.st_mode & 0o022:
+        return f"{directory} is owned by uid {info.st_uid} or writable by others (mode {info.st_mode & 0o777:o})"
+    for parent in directory.parents:
+        try:
+            above = os.stat(parent)
+        except OSError as exc:
+            return f"{parent}: {exc.strerror}"
+        if above.st_uid not in (0, uid):
+            return f"{parent} is owned by uid {above.st_uid}"
+        if above.st_mode & 0o022 and not above.st_mode & stat.S_ISVTX:
+            return f"{parent} is writable by others and not sticky"
+    return None
 
 
 def installation_has_bytecode(package: str = "torch") -> bool:
@@ -88,14 +127,20 @@ def installation_has_bytecode(package: str = "torch") -> bool:
 
 
 def _key() -> str:
-    """What the cache was filled for: this interpreter and this torch (another version fills it again)."""
+    """What the cache was filled for: this interpreter, this torch and the versions of what workers import."""
     spec = importlib.util.find_spec("torch")
     origin = spec.origin if spec is not None else ""
     try:
         stamp = os.stat(origin).st_mtime_ns if origin else 0
     except OSError:
         stamp = 0
-    return f"{sys.implementation.cache_tag} {os.path.realpath(sys.executable)} {origin} {stamp}"
+    versions = []
+    for name in _KEYED:
+        try:
+            versions.append(f"{name}={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{name}=-")
+    return " ".join([sys.implementation.cache_tag, os.path.realpath(sys.executable), origin, str(stamp), *versions])
 
 
 def _primed(directory: Path) -> bool:
@@ -106,31 +151,49 @@ def _primed(directory: Path) -> bool:
 
 
 def prime(directory: Path, environ: dict[str, str], timeout_s: float = PRIME_TIMEOUT_S) -> float:
-    """Fill `directory` with the bytecode of what a worker imports; returns the seconds it took. Raises OSError
-    or RuntimeError when it cannot. Only trusted code runs: the installation's packages and the harness."""
+    """Fill `directory` with the bytecode of what a worker imports; returns the seconds it took (waiting for
+    another process's filling included). Raises OSError or RuntimeError when it cannot, or when the folder is
+    not safe (`unsafe_reason`). Only trusted code runs: the installation's packages and the harness."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    problem = unsafe_reason(directory)
+    if problem:
+        raise RuntimeError(f"the bytecode cache's folder is not safe to use: {problem}")
     started = time.monotonic()
-    with open(directory / ".lock", "w") as lock:
+    lock = os.open(directory / ".lock", os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another bot process filling it: wait, then find it filled
-        if _primed(directory):
-            return 0.0
-        env = {k: v for k, v in environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPYCACHEPREFIX"] = str(directory)
-        # cwd: the cache itself, so `-c`'s search of the current folder finds nothing but bytecode
-        proc = subprocess.run([sys.executable, "-c", _PRIME], cwd=directory, env=env, capture_output=True,
-                              text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-            raise RuntimeError(f"filling the bytecode cache failed: {tail[:300]}")
-        try:
-            keys = json.loads((directory / "primed.json").read_text()).get("keys", [])
-        except (OSError, ValueError, AttributeError):
-            keys = []
-        record = {"keys": [*keys, _key()], "filled_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        partial = directory / "primed.json.part"
-        partial.write_text(json.dumps(record))
-        partial.replace(directory / "primed.json")
+        if not _primed(directory):
+            _fill(directory, environ, timeout_s)
+    finally:
+        os.close(lock)
     return round(time.monotonic() - started, 2)
+
+
+def _fill(directory: Path, environ: dict[str, str], timeout_s: float) -> None:
+    env = {k: v for k, v in environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(directory)
+    expected = importlib.util.find_spec("kforge_bot.evaluate.worker")
+    # An empty folder of its own: `-c` searches the current folder first, and nothing may be found there.
+    with tempfile.TemporaryDirectory(prefix="kforge-bytecode-fill-") as empty:
+        proc = subprocess.run([sys.executable, "-c", _PRIME], cwd=empty, env=env, capture_output=True,
+                              text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        raise RuntimeError(f"filling the bytecode cache failed: {tail[:300]}")
+    imported = (proc.stdout.strip().splitlines() or [""])[-1]
+    if expected is None or os.path.realpath(imported) != os.path.realpath(str(expected.origin)):
+        raise RuntimeError(f"filling the bytecode cache imported the harness from {imported!r}, not "
+                           f"{expected.origin if expected else 'this one'}")
+    try:
+        keys = json.loads((directory / "primed.json").read_text()).get("keys", [])
+    except (OSError, ValueError, AttributeError):
+        keys = []
+    record = {"keys": [*[k for k in keys if isinstance(k, str)][-(_KEPT_KEYS - 1):], _key()],
+              "filled_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    handle, partial = tempfile.mkstemp(dir=directory, prefix=".primed-", suffix=".json")
+    with os.fdopen(handle, "w") as out:
+        json.dump(record, out)
+    os.replace(partial, directory / "primed.json")
 
 
 _lock = threading.Lock()
@@ -162,17 +225,17 @@ def _choose(environ: dict[str, str]) -> Bytecode:
     if chosen == "auto" and installation_has_bytecode():
         return Bytecode(None, "installation")
     directory = cache_dir()
-    if _primed(directory):
+    if directory.exists() and not unsafe_reason(directory) and _primed(directory):
         return Bytecode(directory, "kforge-bot cache")
     try:
         seconds = prime(directory, environ)
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
-        print(f"kforge-bot: warning: workers compile torch at every start ({exc}); "
-              f"fix: make {directory} writable, or set KFORGE_BYTECODE_DIR", file=sys.stderr)
-        return Bytecode(None, f"compiled at every start ({str(exc)[:200]})")
-    if seconds:
-        print(f"kforge-bot: filled the workers' bytecode cache {directory} in {seconds:.1f} s (once per machine)",
+        print(f"kforge-bot: warning: workers compile torch at every start ({exc}); fix: set KFORGE_BYTECODE_DIR "
+              f"to an absolute path of a folder only this user can write (or its parent), or KFORGE_BYTECODE=off",
               file=sys.stderr)
+        return Bytecode(None, f"compiled at every start ({str(exc)[:200]})")
+    print(f"kforge-bot: the workers' bytecode cache {directory} is ready ({seconds:.1f} s, once per machine)",
+          file=sys.stderr)
     return Bytecode(directory, "kforge-bot cache", primed_s=seconds)
 
 

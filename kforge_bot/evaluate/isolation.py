@@ -200,8 +200,8 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
-    if view.bytecode is not None:
-        args += ["--ro-bind", str(Path(view.bytecode).resolve()), BYTECODE_MOUNT]
+    if view.bytecode is not None:  # "-try": a cache deleted under a running bot leaves workers slower, not broken
+        args += ["--ro-bind-try", str(Path(view.bytecode).resolve()), BYTECODE_MOUNT]
     for pattern in _DEVICES.get(view.devices, ()):
         for node in sorted(glob.glob(pattern)):
             args += ["--dev-bind", node, node]

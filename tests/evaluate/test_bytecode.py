@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import py_compile
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -135,3 +136,61 @@ def test_a_sandboxed_process_imports_from_the_cache_and_cannot_write_to_it(bytec
     assert run(isolation.View(scratch=scratch, readable=readable, bytecode=cache)).split() == ["2"]
     assert run(isolation.View(scratch=scratch, readable=readable)).split() == ["1"]  # no cache: the source
     assert not list(cache.rglob("planted.pyc"))
+
+
+@pytest.mark.parametrize("make", ["writable by others", "a link", "relative"])
+def test_a_folder_others_could_write_is_never_used_even_when_it_claims_to_be_filled(
+        make: str, bytecode_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "cache"
+    if make == "writable by others":
+        folder.mkdir()
+        shutil.copy(bytecode_cache / "primed.json", folder / "primed.json")  # the right key: a forger can compute it
+        folder.chmod(0o777)
+    elif make == "a link":
+        folder.symlink_to(bytecode_cache)
+    else:
+        monkeypatch.chdir(tmp_path)
+        folder = Path("cache")
+    monkeypatch.setenv("KFORGE_BYTECODE", "on")
+    monkeypatch.setenv("KFORGE_BYTECODE_DIR", str(folder))
+    chosen = bytecode.for_workers(scrubbed_environment())
+    assert chosen.directory is None and chosen.source.startswith("compiled at every start")
+    assert "not safe" in capsys.readouterr().err
+
+
+def test_the_lock_is_never_followed_out_of_the_cache(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("kept")
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    (folder / ".lock").symlink_to(victim)
+    with pytest.raises(OSError):
+        bytecode.prime(folder, scrubbed_environment())
+    assert victim.read_text() == "kept"
+
+
+def test_filling_imports_nothing_from_the_cache_or_the_current_folder(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = tmp_path / "planted-code-ran"
+    planted = f"open({str(marker)!r}, 'w').write('ran')\nraise ImportError('planted')\n"
+    folder = tmp_path / "cache"
+    for root in (folder, tmp_path / "cwd"):
+        (root / "kforge_bot").mkdir(parents=True)
+        (root / "kforge_bot" / "__init__.py").write_text(planted)
+        (root / "torch.py").write_text(planted)
+    folder.chmod(0o700)
+    monkeypatch.chdir(tmp_path / "cwd")
+    assert bytecode.prime(folder, scrubbed_environment()) > 0
+    assert not marker.exists()
+    assert bytecode._key() in json.loads((folder / "primed.json").read_text())["keys"]
+    assert "torch=" in bytecode._key() and "kforge-bot=" in bytecode._key()
+
+
+@needs_sandbox
+def test_a_cache_deleted_under_a_running_bot_leaves_workers_running(tmp_path: Path) -> None:
+    view = isolation.View(scratch=tmp_path, bytecode=tmp_path / "deleted")
+    argv = isolation.command([sys.executable, "-c", "import sys; print(sys.pycache_prefix)"], view)
+    proc = subprocess.run(argv, env=isolation.environment(scrubbed_environment(), view), capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.split() == [bytecode.MOUNT], proc.stderr
