@@ -116,8 +116,9 @@ def test_inputs_reach_scripts_only_through_env():
 def _shim(tmp_path: Path, torch: bool) -> Path:
     shim = tmp_path / "python-shim"
     shim.write_text(f"""#!/usr/bin/env bash
-# Stands in for the runner's Python: records what the action asks of it.
+# Stands in for the runner's Python: records what the action asks of it, and from where.
 echo "$*" >> "$SHIM_DIR/calls.log"
+echo "$PWD" >> "$SHIM_DIR/cwd.log"
 if [ "$1" = "-c" ] && [ "$2" = "import torch" ]; then exit {0 if torch else 1}; fi
 if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then
   for a in "$@"; do if [ -f "$a" ] && [ "${{a##*.}}" = "txt" ]; then cp "$a" "$SHIM_DIR/requirements.txt"; fi; done
@@ -140,9 +141,16 @@ exec {sys.executable} "$@"
     return shim
 
 
-def _run_action(tmp_path: Path, inputs: dict[str, str], torch: bool = True) -> tuple[list[int], Path, Path]:
+# A pull request's checkout that shadows what the action's Python imports, were it run from the workspace.
+SHADOWS = {name: "open('PWNED-SHADOW', 'w')\n" for name in ("json.py", "torch.py", "pip/__init__.py",
+                                                           "kforge_bot/__init__.py")}
+
+
+def _run_action(tmp_path: Path, inputs: dict[str, str], torch: bool = True,
+                workspace_files: dict[str, str] | None = None) -> tuple[list[int], Path, Path]:
     """Run the composite action's steps with bash as the runner would: expressions substituted
-    into env only, `bash --noprofile --norc -eo pipefail script`."""
+    into env only, `bash --noprofile --norc -eo pipefail script`; the workspace holds `workspace_files`
+    and the SHADOWS."""
     action = _load(ACTION)
     values = {name: spec.get("default", "") for name, spec in action["inputs"].items()}
     values["github-token"] = "ghs_default_token"
@@ -154,6 +162,9 @@ def _run_action(tmp_path: Path, inputs: dict[str, str], torch: bool = True) -> t
     output.touch()
     workdir = tmp_path / "workspace"
     workdir.mkdir()
+    for name, text in {**SHADOWS, **(workspace_files or {})}.items():
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / name).write_text(text)
 
     def expand(value: str) -> str:
         def one(m: re.Match) -> str:
@@ -194,7 +205,9 @@ def test_action_passes_inputs_as_data_not_code(tmp_path):
                             "--target", "arc-b580", "--model", evil, "--iterations", "3"]
     assert call["env"] == {"GITHUB_TOKEN": "ghs_test", "OPENAI_API_KEY": "sk-test-key",
                            "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
-    assert not list((tmp_path / "workspace").glob("PWNED*"))
+    assert not list(tmp_path.rglob("PWNED*"))
+    # No Python ran from the workspace, where the checkout's json.py, torch.py, pip/ and kforge_bot/ would win.
+    assert str(tmp_path / "workspace") not in (tmp_path / "cwd.log").read_text().split("\n")
     # No reports were written (the stand-in CLI measured nothing): the output is empty, so no empty artifact.
     assert output.read_text().splitlines() == ["pr-numbers=7,9", f"results-file={results}", "reports-dir="]
     # With torch present, the package is installed with its dependencies, torch left alone.
@@ -259,4 +272,16 @@ def test_example_gate_workflow_shape():
     assert wf["permissions"] == {} and wf["jobs"]["gate"]["permissions"] == {"contents": "read"}
     assert wf["jobs"]["gate"]["if"] == "github.event.pull_request.head.repo.full_name == github.repository"
     run = wf["jobs"]["gate"]["steps"][-1]
-    assert "gate --base \"$BASE_SHA\" --head \"$HEAD_SHA\"" in run["run"]
+    assert "gate --repo \"$GITHUB_WORKSPACE\" --base \"$BASE_SHA\" --head \"$HEAD_SHA\"" in run["run"]
+    # Every step that runs Python runs it outside the checkout (the current folder leads sys.path).
+    for step in wf["jobs"]["gate"]["steps"]:
+        if "python" in step.get("run", ""):
+            assert step["working-directory"] == "${{ runner.temp }}", step["name"]
+
+
+def test_a_policy_file_named_relative_to_the_workspace_is_still_found(tmp_path):
+    codes, _, _ = _run_action(tmp_path, {"policy": "ci/kforge-policy.yml"},
+                              workspace_files={"ci/kforge-policy.yml": "version: 1\n"})
+    assert codes == [0, 0, 0], (tmp_path / "stderr.txt").read_text()
+    argv = json.loads((tmp_path / "cli.json").read_text())["argv"]
+    assert argv[argv.index("--policy") + 1] == str((tmp_path / "workspace" / "ci" / "kforge-policy.yml").resolve())
