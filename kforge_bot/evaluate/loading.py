@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import inspect as _inspect  # the worker's own use; candidates may not import it
 import os
@@ -61,6 +62,7 @@ def import_implementation(impl: Implementation, workdir: Path, tag: str) -> Modu
     # implementation loaded are set aside during this import, and the ones this import loads are set aside
     # after it; every module keeps the objects it imported.
     root = Path(impl.root).resolve()
+    _read_source_only(root)
     aside = {name: mod for name, mod in sys.modules.items() if _local_to_other_root(mod, root)}
     for name in aside:
         del sys.modules[name]
@@ -103,6 +105,37 @@ def _extensions_dir(shared: Path, workdir: Path) -> str:
 
 
 _LOCAL_ROOTS: set[Path] = set()
+_SOURCE_ONLY: set[str] = set()
+
+
+class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Compiles the source every time: never a repository's own `__pycache__` (a committed `.pyc` that need
+    not match the source a reviewer read), and never writes one into the checkout."""
+
+    def get_code(self, fullname: str) -> Any:
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)
+
+
+def _source_only_finder(entry: str) -> importlib.machinery.FileFinder:
+    # An environment inside the repository (a checkout's .venv) keeps its installed bytecode: not local code.
+    if not any(entry == root or entry.startswith(root + os.sep) for root in _SOURCE_ONLY) \
+            or {"site-packages", "dist-packages"} & set(Path(entry).parts):
+        raise ImportError("not an implementation's folder")  # the next hook's
+    return importlib.machinery.FileFinder(entry, (_SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES),
+                                          (importlib.machinery.ExtensionFileLoader,
+                                           importlib.machinery.EXTENSION_SUFFIXES))
+
+
+def _read_source_only(root: Path) -> None:
+    """Modules under an implementation's root load from their `.py` source only: a sourceless `.pyc` is not a
+    module there, and a cached one beside its source is not read."""
+    if _source_only_finder not in sys.path_hooks:
+        sys.path_hooks.insert(0, _source_only_finder)
+    if str(root) not in _SOURCE_ONLY:
+        _SOURCE_ONLY.add(str(root))
+        for entry in [e for e in sys.path_importer_cache if e == str(root) or e.startswith(str(root) + os.sep)]:
+            del sys.path_importer_cache[entry]  # a finder made before: made again by the hook
 
 
 def _module_file(mod: object) -> Path | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import py_compile
 import sys
 from pathlib import Path
 
@@ -38,6 +39,24 @@ def test_base_and_head_checkouts_keep_their_own_helpers(tmp_path: Path) -> None:
     # Nothing local stays registered to shadow the next import.
     assert "helper" not in sys.modules and "pkg.deep" not in sys.modules
 
+
+
+def test_a_repositorys_own_bytecode_is_never_what_runs(tmp_path: Path) -> None:
+    # A pull request can commit bytecode a reviewer never reads: an unchecked .pyc of `VALUE = 2` beside a
+    # helper.py that says 1 (and one for pkg/deep.py), and a ghost.pyc with no source at all.
+    repo = _repo(tmp_path / "repo", 2)
+    for source in (repo / "helper.py", repo / "pkg" / "deep.py"):
+        py_compile.compile(str(source), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    py_compile.compile(str(repo / "helper.py"), cfile=str(repo / "ghost.pyc"), doraise=True)
+    _repo(tmp_path / "reviewed", 1)
+    for name in ("helper.py", "pkg/deep.py"):
+        (repo / name).write_text((tmp_path / "reviewed" / name).read_text())
+    module = import_implementation(Implementation(KERNEL, "entry", "k.py", str(repo)), tmp_path / "work", "candidate")
+    assert module.entry() == (1, 10)
+    ghost = Implementation("import ghost\n", "x", "g.py", str(repo))
+    with pytest.raises(ModuleNotFoundError):
+        import_implementation(ghost, tmp_path / "work", "candidate")
+    assert sorted(p.name for p in (repo / "__pycache__").iterdir()) == [f"helper.{sys.implementation.cache_tag}.pyc"]
 
 def test_equal_weights_are_shared_with_the_baseline_and_different_ones_are_not() -> None:
     import torch
