@@ -223,7 +223,9 @@ def test_action_aggregate_mode_installs_without_torch(tmp_path):
     assert any(r.lower().startswith("pygithub") for r in requirements)
     assert "--no-deps" in (tmp_path / "calls.log").read_text()
     argv = json.loads((tmp_path / "cli.json").read_text())["argv"]
-    assert argv[argv.index("--aggregate") + 1] == "kforge-results" and "--target" not in argv
+    # The artifacts' folder is named relative to the workspace; the CLI runs elsewhere (see SHADOWS).
+    assert argv[argv.index("--aggregate") + 1] == str((tmp_path / "workspace" / "kforge-results").resolve())
+    assert "--target" not in argv
     assert "--work-dir" not in argv  # aggregation measures nothing: no run reports
 
 
