@@ -3,7 +3,7 @@
 # Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [probe] [sandbox] [tests] [accept] [softmax] [agreement] [throughput] [aa-placement]
 #                    [output-probe] [eager-lead] [sweep]
 #                    [harness|harness-short] [tuner]
-#                    [gate|gate-slowdown|gate-spin] [scale]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
+#                    [gate|gate-slowdown|gate-spin] [scale] [parallel]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
 # The device returns at most 8 files from $OUT: keep one call's steps under that (the output tail of each step
 # is printed too, so a figure survives even when its file does not come back).
@@ -16,11 +16,15 @@ if ! command -v bwrap >/dev/null && [ -d .deb ]; then
   mkdir -p /tmp/bw && for f in .deb/*.deb; do dpkg -x "$f" /tmp/bw; done
   export KFORGE_BWRAP=/tmp/bw/usr/bin/bwrap
 fi
-# Wheels the image lacks (pydantic, for KernelBench's harness) travel in .whl/.
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+# Wheels the image lacks (pydantic, for KernelBench's harness) travel in .whl/; Ray for the scale step in .ray/:
+# its dependencies' wheels and the Ray wheel unpacked without its Java jars and rllib/serve/tune/train/llm
+# (ray-slim.tar.xz: 26 MB, where the whole wheel is over the 64 MiB a call may carry).
+wheels=$(ls .whl/*.whl .ray/*.whl 2>/dev/null)
+if [ -n "$wheels" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels \
     && export PYTHONPATH=/tmp/site:$PYTHONPATH
 fi
+[ -f .ray/ray-slim.tar.xz ] && mkdir -p /tmp/site && tar -xJf .ray/ray-slim.tar.xz -C /tmp/site
 steps=${*:-tests harness tuner gate}
 for step in $steps; do
   case $step in
@@ -48,6 +52,10 @@ for step in $steps; do
     gate)    [ -f benchmarks/gate_benchmark.py ] && { timeout 330 python3 benchmarks/gate_benchmark.py --target cuda --out "$out" > "$out/gate.log" 2>&1; tail -15 "$out/gate.log"; } ;;
     gate-spin) timeout ${GATE_TIMEOUT:-200} python3 benchmarks/gate_benchmark.py --target cuda --slowdown-kernel spin --decisions ${GATE_N:-20} --no-full-gate --max-seconds ${GATE_MAX_S:-170} --out "$out" > "$out/gate.log" 2>&1; tail -8 "$out/gate.log" ;;
     gate-slowdown) timeout 200 python3 benchmarks/gate_benchmark.py --target cuda --skip-aa --no-full-gate --max-seconds 170 --out "$out" > "$out/gate.log" 2>&1; tail -8 "$out/gate.log" ;;
-    scale)   timeout 320 python3 benchmarks/scale_benchmark.py --out "$out" > "$out/scale.log" 2>&1; tail -25 "$out/scale.log" ;;
+    scale)   timeout ${SCALE_TIMEOUT:-560} python3 benchmarks/scale_benchmark.py ${SCALE_SECTIONS:+--sections $SCALE_SECTIONS} \
+               --out "$out" > "$out/scale.log" 2>&1; tail -40 "$out/scale.log" ;;
+    parallel) timeout ${PARALLEL_TIMEOUT:-300} python3 benchmarks/optimize_throughput.py --target cuda \
+               --problem examples/kernelbench/softmax_problem.py --candidates 8 --parallel 4 --crash-at 2 \
+               --out "$out/parallel" 2>&1 | tail -6 ;;
   esac
 done
