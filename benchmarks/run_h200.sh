@@ -52,7 +52,7 @@ for step in $steps; do
     gate)    [ -f benchmarks/gate_benchmark.py ] && { timeout 330 python3 benchmarks/gate_benchmark.py --target cuda --out "$out" > "$out/gate.log" 2>&1; tail -15 "$out/gate.log"; } ;;
     gate-spin) timeout ${GATE_TIMEOUT:-200} python3 benchmarks/gate_benchmark.py --target cuda --slowdown-kernel spin --decisions ${GATE_N:-20} --no-full-gate --max-seconds ${GATE_MAX_S:-170} --out "$out" > "$out/gate.log" 2>&1; tail -8 "$out/gate.log" ;;
     gate-slowdown) timeout 200 python3 benchmarks/gate_benchmark.py --target cuda --skip-aa --no-full-gate --max-seconds 170 --out "$out" > "$out/gate.log" 2>&1; tail -8 "$out/gate.log" ;;
-    scale)   timeout ${SCALE_TIMEOUT:-560} python3 benchmarks/scale_benchmark.py ${SCALE_SECTIONS:+--sections $SCALE_SECTIONS} \
+    scale)   timeout ${SCALE_TIMEOUT:-560} python3 benchmarks/scale_benchmark.py ${SCALE_SECTIONS:+--sections $SCALE_SECTIONS} ${SCALE_ARGS:-} \
                --out "$out" > "$out/scale.log" 2>&1; tail -40 "$out/scale.log" ;;
     parallel) timeout ${PARALLEL_TIMEOUT:-300} python3 benchmarks/optimize_throughput.py --target cuda \
                --problem examples/kernelbench/softmax_problem.py --candidates 8 --parallel 4 --crash-at 2 \
