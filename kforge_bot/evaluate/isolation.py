@@ -41,6 +41,10 @@ _HOME_SECRETS = (".ssh", ".git-credentials", ".gitconfig", ".netrc", ".config", 
                  ".kube", ".gnupg", ".local/share", ".pypirc", ".npmrc")
 _ALWAYS_HIDDEN_NAMES = (".git", ".kforge-cache")
 _COMPILERS = ("nvcc", "gcc", "g++", "cc", "c++", "clang", "clang++", "icpx", "ninja", "ptxas")
+# Where a sandboxed process builds torch extensions it may not build in the shared compile-ahead folders
+# (kforge_bot.evaluate.loading): the same path in every sandbox, because ninja rebuilds a build found under any
+# other path (its commands name the build folder), so a build made ahead is reused only where it was made.
+EXTENSIONS_MOUNT = "/run/kforge-extensions"
 INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap), or set policy "
                 "isolation: off to run user code unsandboxed on a machine you trust")
 
@@ -202,6 +206,8 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
     if view.bytecode is not None:  # "-try": a cache deleted under a running bot leaves workers slower, not broken
         args += ["--ro-bind-try", str(Path(view.bytecode).resolve()), BYTECODE_MOUNT]
+    # "-try": `environment` makes it; without it the folder is the sandbox's own empty /run (same path still).
+    args += ["--bind-try", str(extensions_folder(Path(view.scratch).resolve())), EXTENSIONS_MOUNT]
     for pattern in _DEVICES.get(view.devices, ()):
         for node in sorted(glob.glob(pattern)):
             args += ["--dev-bind", node, node]
@@ -231,17 +237,23 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
     return args + list(argv)
 
 
+def extensions_folder(scratch: Path) -> Path:
+    """The host folder a sandbox on `scratch` sees at EXTENSIONS_MOUNT (its private torch-extension builds)."""
+    return scratch / ".home" / "extensions"
+
+
 def environment(base: dict[str, str], view: View) -> dict[str, str]:
     """`base` with HOME, TMPDIR and the compilers' caches pointed into the view's scratch directory, and Python's
     bytecode read from the view's cache where it has one."""
     home = view.scratch / ".home"
     for sub in ("", "tmp", "cache", "triton", "torch_extensions", "nv"):
         (home / sub).mkdir(parents=True, exist_ok=True)
+    extensions_folder(view.scratch).mkdir(exist_ok=True)
     env = dict(base)
     # Every cache in the scratch: the user's own cache folders are not visible, let alone writable, inside.
     env.update({"HOME": str(home), "TMPDIR": str(home / "tmp"), "XDG_CACHE_HOME": str(home / "cache"),
                 "TRITON_CACHE_DIR": str(home / "triton"), "CUDA_CACHE_PATH": str(home / "nv"),
-                "TORCH_EXTENSIONS_DIR": str(home / "torch_extensions")})
+                "TORCH_EXTENSIONS_DIR": str(home / "torch_extensions"), "KFORGE_EXTENSIONS_PRIVATE": EXTENSIONS_MOUNT})
     env.pop("PYTHONPYCACHEPREFIX", None)  # a host folder of the user's: not in the view
     if view.bytecode is not None:
         env["PYTHONPYCACHEPREFIX"] = BYTECODE_MOUNT

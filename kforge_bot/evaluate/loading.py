@@ -84,9 +84,11 @@ def import_implementation(impl: Implementation, workdir: Path, tag: str) -> Modu
 
 
 def _extensions_dir(shared: Path, workdir: Path) -> str:
-    """The shared build folder where this process may write it (the sandbox lets only the process that
-    prepares a source write that source's folder); elsewhere a private copy in the scratch directory, so
-    no process can plant a build that another source's import would load."""
+    """The shared build folder where this process may write it (unsandboxed); in the sandbox, where no process
+    writes the shared folders, a private copy at the same path in every sandbox (KFORGE_EXTENSIONS_PRIVATE,
+    see isolation.EXTENSIONS_MOUNT: ninja rebuilds a build moved to another path). A compile-ahead child
+    builds its own source there and the bot publishes it; no process can plant a build that another source's
+    import would load."""
     try:
         shared.mkdir(parents=True, exist_ok=True)
         if os.access(shared, os.W_OK):
@@ -96,7 +98,7 @@ def _extensions_dir(shared: Path, workdir: Path) -> str:
             return str(shared)
     except OSError:
         pass  # read-only in this sandbox
-    private = workdir / "extensions" / shared.name
+    private = Path(os.environ.get("KFORGE_EXTENSIONS_PRIVATE") or workdir / "extensions") / shared.name
     if not private.exists():
         if shared.is_dir():
             shutil.copytree(shared, private, symlinks=True)

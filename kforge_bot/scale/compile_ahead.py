@@ -3,8 +3,10 @@ cores, in a sandboxed child that sees no GPU, so its build is done before a slot
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -54,8 +56,10 @@ def prepare_build(spec: Any, candidate: Any, baseline: Any, env: dict[str, str],
     failure is only noted: the slot's evaluation then meets the compile error and reports it itself.
 
     With `candidate` None, the kernel as written, its reference and inputs are built instead. Inside the OS
-    sandbox a child may write only the folders of the sources it prepares (the candidate's, or those
-    three): no source's code can plant a build that another source's import would load."""
+    sandbox the child writes no shared folder: it builds in its own (isolation.EXTENSIONS_MOUNT, the path every
+    sandboxed worker builds and loads at, so ninja finds the build current there), and the bot publishes the
+    folders of the sources it prepares (the candidate's, or those three) once it has succeeded: no source's
+    code can plant a build that another source's import would load."""
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="kforge-prepare-"))
     payload = json.dumps({"spec": spec.to_dict(), "candidate": candidate.to_dict() if candidate else None,
@@ -63,14 +67,11 @@ def prepare_build(spec: Any, candidate: Any, baseline: Any, env: dict[str, str],
     child_env = scrubbed_environment({**os.environ, **env})
     argv = [sys.executable, "-c", _PREPARE, str(work)]
     try:
+        root = Path(env["KFORGE_EXTENSIONS_ROOT"])
+        own = [candidate] if candidate else [spec.inputs_source, baseline or spec.baseline, spec.reference]
         view = sandbox_view(spec, [candidate, baseline], "cpu", work, settings or EvalSettings())
         if view is not None:
-            root = Path(env["KFORGE_EXTENSIONS_ROOT"])
-            own = [candidate] if candidate else [spec.inputs_source, baseline or spec.baseline, spec.reference]
-            writable = tuple(root / impl.digest for impl in own)
-            for folder in writable:
-                folder.mkdir(parents=True, exist_ok=True)
-            view = replace(view, readable=view.readable + (root,), writable=writable)
+            view = replace(view, readable=view.readable + (root,))
             child_env = isolation.environment(child_env, view)
             argv = isolation.command(argv, view)
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -85,6 +86,9 @@ def prepare_build(spec: Any, candidate: Any, baseline: Any, env: dict[str, str],
             _killpg(proc)  # a compiler or stray thread left behind goes with its group
         text = out.decode("utf-8", errors="replace")
         if "KFORGE_PREPARED" in text:
+            if view is not None:
+                for digest in {impl.digest for impl in own}:
+                    publish(isolation.extensions_folder(work) / digest, root / digest)
             return "built", time.monotonic() - started
         tail = [ln for ln in text.strip().splitlines() if ln.strip()][-1:] or [f"exit status {proc.returncode}"]
         return f"failed: {tail[0][:300]}", time.monotonic() - started
@@ -92,6 +96,24 @@ def prepare_build(spec: Any, candidate: Any, baseline: Any, env: dict[str, str],
         return f"failed: {exc}", time.monotonic() - started
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def publish(built: Path, shared: Path) -> None:
+    """Move a sandboxed child's build folder into the shared place, unless a build is there already (an earlier
+    child's, which processes may be copying now). The child is gone: nothing writes `built` any more."""
+    if built.is_symlink() or not built.is_dir():
+        return
+    try:
+        os.rename(built, shared)  # atomic: readers see all of it or none; an empty folder is replaced, a build kept
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            return
+        staging = shared.with_name(f"{shared.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        shutil.copytree(built, staging, symlinks=True)
+        try:
+            os.rename(staging, shared)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _killpg(proc: subprocess.Popen[bytes]) -> None:

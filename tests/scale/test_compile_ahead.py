@@ -4,9 +4,12 @@ takes it; the slot then finds the build."""
 from __future__ import annotations
 
 import hashlib
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
-from fakes.pool_kernels import MANIFEST, SETTINGS
+import pytest
+from fakes.pool_kernels import MANIFEST, SETTINGS, spec_in
 
 from kforge_bot.scale.compile_ahead import needs_build
 from kforge_bot.scale.devices import Device
@@ -69,6 +72,47 @@ def test_compile_ahead_builds_on_the_cpu_and_the_slot_finds_the_build(tmp_path: 
     assert (scratch / "extensions" / base_digest / "builds.log").read_text().splitlines() == \
         ["built with CUDA_VISIBLE_DEVICES=''"]
 
+
+
+# A real torch C++ extension (load_inline: ninja and the C++ compiler), as a CUDA C++ candidate is built, that
+# refuses to run in the slot (CUDA_VISIBLE_DEVICES=4) if it had to build there: ninja rebuilds a build it finds
+# under another path than the one it was made in, so only a build made ahead at the slot's own path is reused.
+LOAD_INLINE = '''"""x * 2 through a C++ torch extension."""
+import os
+from pathlib import Path
+
+from torch.utils.cpp_extension import load_inline
+
+
+def _object_stamp():
+    built = Path(os.environ["TORCH_EXTENSIONS_DIR"]) / "kforge_twice" / "main.o"
+    return built.stat().st_mtime_ns if built.exists() else None
+
+
+_before = _object_stamp()
+_ext = load_inline(name="kforge_twice", cpp_sources="torch::Tensor twice(torch::Tensor x) { return x * 2; }",
+                   functions=["twice"], verbose=False)
+if os.environ.get("CUDA_VISIBLE_DEVICES") == "4" and _object_stamp() != _before:
+    raise ImportError("built in the slot: the build made ahead was not used")
+
+
+def double(x):
+    return _ext.twice(x)
+'''
+
+
+@pytest.mark.skipif(not (shutil.which("ninja") and shutil.which("c++")), reason="needs ninja and a C++ compiler")
+def test_a_real_load_inline_build_made_ahead_is_loaded_in_the_slot_without_rebuilding(tmp_path: Path) -> None:
+    spec = spec_in(tmp_path)
+    candidate = spec.candidate_from_source(LOAD_INLINE)
+    scratch = tmp_path / "scratch"
+    settings = replace(SETTINGS, timeout_s=300)  # a cold C++ build of torch/extension.h on a busy CI core
+    with EvalPool("cpu", devices=[Device("cuda", "4", "fake")], compile_ahead=True, scratch=scratch) as pool:
+        done = pool.submit(spec, candidate, settings, [3, 4]).result(timeout=900)
+    assert done.prepare == "built", done.prepare
+    assert done.result.verdict == "pass", done.result.reason
+    digest = hashlib.sha256(candidate.source.encode()).hexdigest()[:12]
+    assert (scratch / "extensions" / digest / "kforge_twice" / "kforge_twice.so").is_file()
 
 
 def test_only_sources_that_build_a_torch_extension_need_building() -> None:
