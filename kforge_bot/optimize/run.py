@@ -25,6 +25,7 @@ from kforge_bot.optimize.trajectory import SCHEMA, Trajectory, sha256
 from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.policy import Budgets
 from kforge_bot.scale import make_pool
+from kforge_bot.scale.compile_ahead import needs_build
 from kforge_bot.spec import Implementation, KernelSpec
 
 
@@ -152,7 +153,11 @@ class OptimizeRun:
         if config.cache_dir is not None:
             cache, fingerprint = ResultCache(config.cache_dir), probe_fingerprint(config.target)
         pool, own_pool = config.pool, False
-        if pool is None and (config.parallel > 1 or config.executor == "ray" or config.workers):
+        # A kernel that builds a torch extension gets a pool even when candidates come one at a time: the pool
+        # builds the kernel as written once (and each candidate ahead, in the sandbox), where a bare evaluation
+        # builds the kernel as written again in every candidate's worker (about 50 s of CUDA C++ on the H200).
+        if pool is None and (config.parallel > 1 or config.executor == "ray" or config.workers
+                             or needs_build(spec.baseline.source)):
             pool, own_pool = make_pool(config.target, executor=config.executor, workers=config.workers,
                                        ray_address=config.ray_address), True
         evaluator = Evaluator(spec, config.target, config.settings, pool=pool, cache=cache, fingerprint=fingerprint,

@@ -53,3 +53,21 @@ def test_a_resumed_run_must_be_the_same_kernel_target_and_mode(kernel_dir: Path,
     with pytest.raises(KforgeError, match="tiny_mm.py changed since this run started"):
         OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"), RunConfig(target="cpu", settings=SETTINGS),
                          tmp_path / "run", resume=True)
+
+
+def test_a_kernel_that_builds_an_extension_is_evaluated_through_a_pool_even_one_at_a_time(tmp_path: Path) -> None:
+    """The pool builds the kernel as written once; bare evaluations would rebuild it in every candidate's worker."""
+    from fakes.pool_kernels import KERNEL, spec_in
+
+    from kforge_bot.scale.pool import EvalPool
+
+    (tmp_path / "builds").mkdir()
+    (tmp_path / "plain").mkdir()
+    building = spec_in(tmp_path / "builds", "from torch.utils.cpp_extension import load_inline  # noqa: F401\n" + KERNEL)
+    plain = spec_in(tmp_path / "plain")
+    run = OptimizeRun.open(building, RunConfig(target="cpu", settings=SETTINGS), tmp_path / "a")
+    try:
+        assert isinstance(run.own_pool, EvalPool) and run.own_pool.size == 1
+    finally:
+        run.own_pool.close()
+    assert OptimizeRun.open(plain, RunConfig(target="cpu", settings=SETTINGS), tmp_path / "b").own_pool is None
