@@ -45,13 +45,18 @@ class _Actor:
     of a running evaluation when the pool is aborted."""
 
     def __init__(self, target: str, mark: str) -> None:
-        from kforge_bot.evaluate.references import ReferenceStore  # in the Ray worker, once Ray has pinned its GPU
+        # In the Ray worker, once Ray has pinned its GPU.
+        from kforge_bot.evaluate.references import ReferenceStore
+        from kforge_bot.evaluate.spares import SpareWorkers
 
         self.target = target
         self.mark = mark
         self.orphans_killed = kill_marked(mark)
         os.environ[SLOT_MARK] = mark
         self.store = ReferenceStore()
+        # The next job's worker starts while this one's ends, as in a local slot (about 1.5 s of interpreter
+        # and torch start a candidate on the H200, run 3 of benchmarks/results/scale_h200.md).
+        self.spares = SpareWorkers()
         self.busy = False
 
     def reap(self, limit_s: float = 20.0) -> int:
@@ -64,6 +69,10 @@ class _Actor:
             if not self.busy or time.monotonic() > deadline:
                 return killed
             time.sleep(0.1)
+
+    def close_spares(self) -> None:
+        """End the idle worker started for the next job (the pool is closing)."""
+        self.spares.close()
 
     def where(self) -> dict[str, Any]:
         import ray  # optional: see import_ray
@@ -84,7 +93,7 @@ class _Actor:
             result = evaluate(KernelSpec.from_dict(data["spec"]), Implementation.from_dict(data["candidate"]),
                               self.target, EvalSettings.from_dict(data["settings"]), seeds=data["seeds"],
                               baseline=Implementation.from_dict(data["baseline"]) if data["baseline"] else None,
-                              references=self.store)
+                              references=self.store, spares=self.spares)
         except KforgeError as exc:
             return "kforge_error", str(exc), time.monotonic() - started
         except Exception as exc:  # noqa: BLE001 - the job's error; the actor lives on
@@ -224,6 +233,10 @@ class RayPool:
             self._ready.put(STOP)
         for t in self._threads:
             t.join(timeout=30 if self._aborting else 600)
+        try:
+            self.ray.get([actor.close_spares.remote() for actor in self.actors], timeout=30)
+        except Exception:  # noqa: BLE001 - a dead actor's spare went with it (Ray reaps its children)
+            pass
         for actor in self.actors:
             try:
                 self.ray.kill(actor, no_restart=True)

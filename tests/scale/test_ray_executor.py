@@ -63,6 +63,9 @@ def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor_and_aborts_at_once
                        for n, src in jobs.items()}
             done = {n: f.result(timeout=180) for n, f in futures.items()}
             replaced = pool.replaced
+            # Each actor has started the next job's worker: idle, and ended here, so that what is left is the
+            # killed actor's candidate alone.
+            ray.get([actor.close_spares.remote() for actor in pool.actors], timeout=60)
             # The candidate that killed its actor sleeps on in its own session: nothing of it is left running
             # (Ray reaps a dead worker's children; a restarted actor also kills what carries its mark). On a
             # loaded machine that takes a moment: wait for it (marked_pids only looks), then check nothing is left.
@@ -98,3 +101,29 @@ def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor_and_aborts_at_once
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_RAY, reason="ray is not installed (optional extra: pip install 'kforge-bot[ray]')")
+def test_a_ray_actor_starts_the_next_jobs_worker_as_a_local_slot_does(tmp_path: Path) -> None:
+    import ray
+
+    from kforge_bot.scale.orphans import kill_marked
+    from kforge_bot.scale.ray_executor import RayPool
+    from kforge_bot.spec import load_spec
+
+    (tmp_path / "double.py").write_text(KERNEL)
+    (tmp_path / "kforge.yaml").write_text(MANIFEST)
+    spec = load_spec(tmp_path / "kforge.yaml")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        with RayPool("cpu", workers=1) as pool:
+            first, second = (pool.submit(spec, variant(spec, KERNEL, tag), SETTINGS, [5, 6]).result(timeout=180)
+                             for tag in ("first", "second"))
+            marks = pool.marks
+        assert first.result.verdict == second.result.verdict == "pass", (first.result.reason, second.result.reason)
+        assert first.result.details["phases"]["worker_started_early"] is False
+        assert second.result.details["phases"]["worker_started_early"] is True  # the spare the first left
+        assert all(kill_marked(mark) == 0 for mark in marks)  # closing the pool ended the idle spare
+    finally:
+        ray.shutdown()
