@@ -18,7 +18,10 @@ if ! command -v bwrap >/dev/null && [ -d .deb ]; then
 fi
 # Wheels the image lacks (pydantic, for KernelBench's harness) travel in .whl/; Ray for the scale step in .ray/:
 # its dependencies' wheels and the Ray wheel unpacked without its Java jars and rllib/serve/tune/train/llm
-# (ray-slim.tar.xz: 26 MB, where the whole wheel is over the 64 MiB a call may carry).
+# (ray-slim.tar.xz: 26 MB, where the whole wheel is over the 64 MiB a call may carry). To make .ray/:
+#   pip download ray==2.60.0 --python-version 3.12 --only-binary :all: --no-deps --platform manylinux2014_x86_64
+#   unzip it, rm -r ray/{jars,rllib,llm,serve,tune,train}, tar cJf .ray/ray-slim.tar.xz ray ray-*.dist-info, and
+#   pip download its dependencies (click filelock jsonschema msgpack packaging protobuf pyyaml requests) the same way.
 wheels=$(ls .whl/*.whl .ray/*.whl 2>/dev/null)
 if [ -n "$wheels" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels \
