@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakes.pool_kernels import HANG, KERNEL, KILL_SLOT, MANIFEST, SETTINGS, variant
+from fakes.pool_kernels import HANG, KERNEL, KILL_SLOT, SETTINGS, spec_in, variant
 
 from kforge_bot.errors import KforgeError
 
@@ -16,6 +16,7 @@ try:
     HAVE_RAY = True
 except ImportError:  # pragma: no cover - the optional extra is missing
     HAVE_RAY = False
+needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="ray is not installed (optional extra: pip install 'kforge-bot[ray]')")
 
 
 def test_without_ray_the_flag_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,7 +37,7 @@ def test_without_ray_the_flag_is_a_one_line_error(monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAVE_RAY, reason="ray is not installed (optional extra: pip install 'kforge-bot[ray]')")
+@needs_ray
 def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor_and_aborts_at_once(tmp_path: Path) -> None:
     import time
 
@@ -45,11 +46,8 @@ def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor_and_aborts_at_once
     from kforge_bot.errors import KforgeError
     from kforge_bot.scale.orphans import kill_marked, marked_pids
     from kforge_bot.scale.ray_executor import RayPool
-    from kforge_bot.spec import load_spec
 
-    (tmp_path / "double.py").write_text(KERNEL)
-    (tmp_path / "kforge.yaml").write_text(MANIFEST)
-    spec = load_spec(tmp_path / "kforge.yaml")
+    spec = spec_in(tmp_path)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
     try:
@@ -104,17 +102,14 @@ def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor_and_aborts_at_once
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAVE_RAY, reason="ray is not installed (optional extra: pip install 'kforge-bot[ray]')")
+@needs_ray
 def test_a_ray_actor_starts_the_next_jobs_worker_as_a_local_slot_does(tmp_path: Path) -> None:
     import ray
 
     from kforge_bot.scale.orphans import kill_marked
     from kforge_bot.scale.ray_executor import RayPool
-    from kforge_bot.spec import load_spec
 
-    (tmp_path / "double.py").write_text(KERNEL)
-    (tmp_path / "kforge.yaml").write_text(MANIFEST)
-    spec = load_spec(tmp_path / "kforge.yaml")
+    spec = spec_in(tmp_path)
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         with RayPool("cpu", workers=1) as pool:
