@@ -3,12 +3,11 @@ cores, in a sandboxed child that sees no GPU, so its build is done before a slot
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -32,44 +31,61 @@ def needs_build(source: str) -> bool:
 _PREPARE = r"""
 import json, sys
 from pathlib import Path
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.spec import Implementation
 from kforge_bot.evaluate import loading
-data = json.loads(sys.stdin.read())
-spec = KernelSpec.from_dict(data["spec"])
-baseline = Implementation.from_dict(data["baseline"]) if data["baseline"] else spec.baseline
 work = Path(sys.argv[1])
-# The candidate worker's own import order (kforge_bot.evaluate.candidate_role.CandidateRun): extension versions
-# (name, name_v1, ...) follow it, and a build is found again only under the same name.
-loading.import_implementation(spec.inputs_source, work, "inputs")
-loading.import_implementation(baseline, work, "baseline")
-loading.import_implementation(spec.reference, work, "reference")
-if data["candidate"]:
-    loading.import_implementation(Implementation.from_dict(data["candidate"]), work, "candidate")
+for tag, impl in json.loads(sys.stdin.read()):
+    loading.import_implementation(Implementation.from_dict(impl), work, tag)
 print("KFORGE_PREPARED", flush=True)
 """
 
 
-def prepare_build(spec: Any, candidate: Any, baseline: Any, env: dict[str, str], timeout_s: float,
-                  settings: Any = None) -> tuple[str, float]:
-    """Import the candidate (after the kernel as written, as the worker does) in a sandboxed child that sees
-    no GPU, so its extension builds land in the shared per-source folders. Returns (status, seconds); a
-    failure is only noted: the slot's evaluation then meets the compile error and reports it itself.
+def candidate_imports(spec: Any, candidate: Any, baseline: Any) -> list[tuple[str, Any]]:
+    """What a candidate's worker imports, in its order (kforge_bot.evaluate.candidate_role.CandidateRun.setup):
+    extension versions (name, name_v1, ...) follow the order, and a build is found again only under its name."""
+    base = baseline or spec.baseline
+    imports = [("inputs", spec.inputs_source), ("baseline", base)]
+    if base.to_dict() != spec.reference.to_dict():
+        imports.append(("reference", spec.reference))
+    return imports + [("candidate", candidate)]
 
-    With `candidate` None, the kernel as written, its reference and inputs are built instead. Inside the OS
-    sandbox the child writes no shared folder: it builds in its own (isolation.EXTENSIONS_MOUNT, the path every
-    sandboxed worker builds and loads at, so ninja finds the build current there), and the bot publishes the
-    folders of the sources it prepares (the candidate's, or those three) once it has succeeded: no source's
-    code can plant a build that another source's import would load."""
+
+def kernel_as_written_steps(spec: Any, baseline: Any) -> list[list[tuple[str, Any]]]:
+    """The children that build the kernel as written, its reference and inputs: one per source that builds,
+    each importing only what every worker that loads that source imports before it (the inputs, then the
+    source), so no source's code runs in the child whose build another source's worker loads."""
+    inputs, base, reference = spec.inputs_source, baseline or spec.baseline, spec.reference
+    steps: list[list[tuple[str, Any]]] = []
+    done: set[str] = set()
+    for imports in ([("inputs", inputs)], [("inputs", inputs), ("reference", reference)],
+                    [("inputs", inputs), ("baseline", base)]):
+        impl = imports[-1][1]
+        if impl.digest not in done and needs_build(impl.source):
+            steps.append(imports)
+        done.add(impl.digest)
+    return steps
+
+
+def prepare_build(spec: Any, imports: list[tuple[str, Any]], env: dict[str, str], timeout_s: float,
+                  settings: Any = None) -> tuple[str, float]:
+    """Import `imports` ((tag, Implementation) pairs, in a worker's order) in a sandboxed child that sees no
+    GPU, so the last one's extension builds are made before a worker needs them. Returns (status, seconds);
+    a failure is only noted: the slot's evaluation then meets the compile error and reports it itself.
+
+    Inside the OS sandbox the child writes no shared folder: it builds in its own (isolation.EXTENSIONS_MOUNT,
+    the path every sandboxed worker builds and loads at, so ninja finds the build current there), and once it
+    has succeeded the bot publishes the build of the last source alone, the one this child was for: no source's
+    code can plant a build that another source's import would load. Unsandboxed, the child writes the shared
+    folders itself (isolation off trusts the machine)."""
     started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix="kforge-prepare-"))
-    payload = json.dumps({"spec": spec.to_dict(), "candidate": candidate.to_dict() if candidate else None,
-                          "baseline": baseline.to_dict() if baseline is not None else None})
+    root = Path(env["KFORGE_EXTENSIONS_ROOT"])
+    # Beside the shared folders, on their filesystem: publishing is a rename, never a copy of what a child made.
+    work = Path(tempfile.mkdtemp(prefix="kforge-prepare-", dir=root.parent))
+    payload = json.dumps([[tag, impl.to_dict()] for tag, impl in imports])
     child_env = scrubbed_environment({**os.environ, **env})
     argv = [sys.executable, "-c", _PREPARE, str(work)]
     try:
-        root = Path(env["KFORGE_EXTENSIONS_ROOT"])
-        own = [candidate] if candidate else [spec.inputs_source, baseline or spec.baseline, spec.reference]
-        view = sandbox_view(spec, [candidate, baseline], "cpu", work, settings or EvalSettings())
+        view = sandbox_view(spec, [impl for _tag, impl in imports], "cpu", work, settings or EvalSettings())
         if view is not None:
             view = replace(view, readable=view.readable + (root,))
             child_env = isolation.environment(child_env, view)
@@ -87,8 +103,7 @@ def prepare_build(spec: Any, candidate: Any, baseline: Any, env: dict[str, str],
         text = out.decode("utf-8", errors="replace")
         if "KFORGE_PREPARED" in text:
             if view is not None:
-                for digest in {impl.digest for impl in own}:
-                    publish(isolation.extensions_folder(work) / digest, root / digest)
+                publish(work, imports[-1][1].digest, root)
             return "built", time.monotonic() - started
         tail = [ln for ln in text.strip().splitlines() if ln.strip()][-1:] or [f"exit status {proc.returncode}"]
         return f"failed: {tail[0][:300]}", time.monotonic() - started
@@ -98,22 +113,29 @@ def prepare_build(spec: Any, candidate: Any, baseline: Any, env: dict[str, str],
         shutil.rmtree(work, ignore_errors=True)
 
 
-def publish(built: Path, shared: Path) -> None:
-    """Move a sandboxed child's build folder into the shared place, unless a build is there already (an earlier
-    child's, which processes may be copying now). The child is gone: nothing writes `built` any more."""
-    if built.is_symlink() or not built.is_dir():
-        return
+def publish(work: Path, digest: str, root: Path) -> None:
+    """Move `digest`'s build folder from a finished child's extensions folder (isolation.extensions_folder) to
+    `root`, unless a build is there already (an earlier child's, which workers may be copying now). The child
+    could replace any folder of its scratch with a link: each step is opened without following links, so
+    nothing outside its folder is moved."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    relative = isolation.extensions_folder(Path(".")).parts
+    fd = -1
     try:
-        os.rename(built, shared)  # atomic: readers see all of it or none; an empty folder is replaced, a build kept
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:
+        fd = os.open(work, flags)
+        for part in relative:
+            inner = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        if not stat.S_ISDIR(os.stat(digest, dir_fd=fd, follow_symlinks=False).st_mode):
             return
-        staging = shared.with_name(f"{shared.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        shutil.copytree(built, staging, symlinks=True)
-        try:
-            os.rename(staging, shared)
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
+        # Atomic: workers see all of it or none; an empty folder is replaced, a build kept (ENOTEMPTY).
+        os.rename(digest, root / digest, src_dir_fd=fd)
+    except OSError:
+        return  # nothing built, a link in the way, or a build published already: workers build for themselves
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _killpg(proc: subprocess.Popen[bytes]) -> None:

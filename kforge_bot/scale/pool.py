@@ -37,7 +37,8 @@ from typing import Any
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.references import REFERENCE_TIMEOUT_S
-from kforge_bot.scale.compile_ahead import PREPARE_TIMEOUT_S, needs_build, prepare_build
+from kforge_bot.scale.compile_ahead import (PREPARE_TIMEOUT_S, candidate_imports, kernel_as_written_steps, needs_build,
+                                            prepare_build)
 from kforge_bot.scale.devices import VISIBILITY, Device, discover_devices
 from kforge_bot.scale.jobs import STOP, Job, Progress, drain
 from kforge_bot.scale.slots import Slot
@@ -126,7 +127,8 @@ class EvalPool:
             try:
                 timeout = min(PREPARE_TIMEOUT_S, float(settings.timeout_s))
                 self._prepare_kernel_as_written(spec, baseline, env, timeout, settings)
-                job.prepare, job.prepare_s = prepare_build(spec, candidate, baseline, env, timeout, settings)
+                job.prepare, job.prepare_s = prepare_build(spec, candidate_imports(spec, candidate, baseline), env,
+                                                           timeout, settings)
             except BaseException as exc:  # noqa: BLE001 - never lose the job over its preparation
                 job.prepare = f"failed: {exc}"
             finally:
@@ -137,8 +139,8 @@ class EvalPool:
 
     def _prepare_kernel_as_written(self, spec: Any, baseline: Any, env: dict[str, str], timeout_s: float,
                                    settings: Any) -> None:
-        """Build the baseline, reference and inputs once per pool, in a child of their own (the candidate's
-        child may not write their folders), so no slot rebuilds them for every candidate."""
+        """Build the baseline, reference and inputs once per pool, each in a child of its own
+        (compile_ahead.kernel_as_written_steps), so no slot rebuilds them for every candidate."""
         key = json.dumps([spec.to_dict(), baseline.to_dict() if baseline else None], sort_keys=True, default=str)
         with self._prepared_lock:
             done = self._prepared.get(key)
@@ -149,7 +151,8 @@ class EvalPool:
                 first = False
         if first:
             try:
-                prepare_build(spec, None, baseline, env, timeout_s, settings)
+                for imports in kernel_as_written_steps(spec, baseline):
+                    prepare_build(spec, imports, env, timeout_s, settings)
             finally:
                 done.set()
         done.wait()

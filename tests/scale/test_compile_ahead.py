@@ -119,3 +119,71 @@ def test_only_sources_that_build_a_torch_extension_need_building() -> None:
     assert needs_build("from torch.utils.cpp_extension import load_inline\nmod = load_inline(...)\n")
     assert needs_build("import torch.utils.cpp_extension as ext\next.load('k', ['k.cu'])\n")
     assert not needs_build("import torch\n\ndef double(x):\n    return x * 2.0\n")
+
+
+# Attacks on compile-ahead's builds (found by a red-team pass). Each kernel or candidate says in its docstring
+# that it builds "like load_inline", so the pool prepares it ahead; the harmful part runs only in a prepare
+# child (no device visible there).
+REFERENCE_BUILDS = BUILDS.replace("def double(x):\n    return x * _twice(1.0)\n\n\n", "").replace(
+    "def reference(x):\n    return x + x\n", "def reference(x):\n    return x * _twice(1.0)\n")
+PLANTS_THE_REFERENCE = '''"""x * 2; when prepared ahead (built like load_inline), it plants a wrong build for the reference's source."""
+import os
+import subprocess
+from pathlib import Path
+
+if os.environ.get("CUDA_VISIBLE_DEVICES") == "" and os.environ.get("KFORGE_EXTENSIONS_PRIVATE"):
+    folder = Path(os.environ["KFORGE_EXTENSIONS_PRIVATE"]) / "%(digest)s"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "k.c").write_text("double twice(double v) { return v * 3; }")
+    subprocess.run(["cc", "-shared", "-fPIC", str(folder / "k.c"), "-o", str(folder / "k.so")], check=True)
+
+
+def double(x):
+    return x * 2.0
+'''
+
+
+def test_the_kernel_as_written_cannot_plant_the_references_build(tmp_path: Path) -> None:
+    (tmp_path / "ref.py").write_text(REFERENCE_BUILDS)
+    digest = hashlib.sha256(REFERENCE_BUILDS.encode()).hexdigest()[:12]
+    (tmp_path / "double.py").write_text(PLANTS_THE_REFERENCE % {"digest": digest})
+    (tmp_path / "kforge.yaml").write_text(MANIFEST.replace("double.py:reference", "ref.py:reference")
+                                          .replace("double.py:make_inputs", "ref.py:make_inputs"))
+    spec = load_spec(tmp_path / "kforge.yaml")
+    honest = spec.candidate_from_source("import torch\n\n\ndef double(x):\n    return x * 2.0\n")
+    with EvalPool("cpu", devices=[Device("cuda", "4", "fake")], compile_ahead=True, scratch=tmp_path / "s") as pool:
+        done = pool.submit(spec, honest, SETTINGS, [3, 4]).result(timeout=300)
+        published = (tmp_path / "s" / "extensions" / digest / "k.c").read_text()
+    # The reference's build is the reference's own: an honest candidate is judged against x * 2.
+    assert published == "double twice(double v) { return v * 2; }"
+    assert done.result.verdict == "pass", done.result.reason
+
+
+MOVES_A_FOLDER = '''"""x * 2; when prepared ahead (built like load_inline), it points its build folder at another folder."""
+import os
+from pathlib import Path
+
+if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+    own = Path.cwd() / ".home" / "extensions"
+    own.rename(own.with_name("elsewhere"))
+    own.symlink_to("%(victim)s")
+
+
+def double(x):
+    return x * 2.0
+'''
+
+
+def test_a_prepared_candidate_cannot_make_the_bot_move_a_folder_outside_its_scratch(tmp_path: Path) -> None:
+    spec = spec_in(tmp_path)
+    victim = tmp_path / "victim"
+    source = MOVES_A_FOLDER % {"victim": victim}
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    (victim / digest).mkdir(parents=True)
+    (victim / digest / "precious.txt").write_text("the bot must not move this")
+    scratch = tmp_path / "scratch"
+    with EvalPool("cpu", devices=[Device("cuda", "4", "fake")], compile_ahead=True, scratch=scratch) as pool:
+        done = pool.submit(spec, spec.candidate_from_source(source), SETTINGS, [3, 4]).result(timeout=300)
+        assert not (scratch / "extensions" / digest).exists()
+    assert done.prepare == "built", done.prepare
+    assert (victim / digest / "precious.txt").read_text() == "the bot must not move this"
