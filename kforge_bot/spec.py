@@ -59,8 +59,9 @@ class Implementation:
 
     @property
     def digest(self) -> str:
-        """Names the source's own folders in a worker (its import, its extension builds)."""
-        return hashlib.sha256(self.source.encode()).hexdigest()[:12]
+        """Names the source's own folders in a worker (its import, its extension builds). 128 bits: a source
+        made to share another's digest would share its compile-ahead build folder."""
+        return hashlib.sha256(self.source.encode()).hexdigest()[:32]
 
     @classmethod
     def from_file(cls, path: str | Path, symbol: str, root: str | Path | None = None) -> Implementation:

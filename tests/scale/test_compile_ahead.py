@@ -3,13 +3,12 @@ takes it; the slot then finds the build."""
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakes.pool_kernels import MANIFEST, SETTINGS, spec_in
+from fakes.pool_kernels import KERNEL, MANIFEST, SETTINGS, spec_in
 
 from kforge_bot.scale.compile_ahead import needs_build
 from kforge_bot.scale.devices import Device
@@ -64,11 +63,11 @@ def test_compile_ahead_builds_on_the_cpu_and_the_slot_finds_the_build(tmp_path: 
         done = pool.submit(spec, candidate, SETTINGS, [3, 4]).result(timeout=120)
     assert done.result.verdict == "pass", done.result.reason
     assert done.prepare == "built" and done.prepare_s is not None
-    digest = hashlib.sha256(candidate.source.encode()).hexdigest()[:12]
+    digest = candidate.digest
     log = (scratch / "extensions" / digest / "builds.log").read_text().splitlines()
     # Built once, ahead, with no GPU visible; the evaluation on device 4 imported it without rebuilding.
     assert log == ["built with CUDA_VISIBLE_DEVICES=''"]
-    base_digest = hashlib.sha256(spec.baseline.source.encode()).hexdigest()[:12]
+    base_digest = spec.baseline.digest
     assert (scratch / "extensions" / base_digest / "builds.log").read_text().splitlines() == \
         ["built with CUDA_VISIBLE_DEVICES=''"]
 
@@ -111,7 +110,7 @@ def test_a_real_load_inline_build_made_ahead_is_loaded_in_the_slot_without_rebui
         done = pool.submit(spec, candidate, settings, [3, 4]).result(timeout=900)
     assert done.prepare == "built", done.prepare
     assert done.result.verdict == "pass", done.result.reason
-    digest = hashlib.sha256(candidate.source.encode()).hexdigest()[:12]
+    digest = candidate.digest
     assert (scratch / "extensions" / digest / "kforge_twice" / "kforge_twice.so").is_file()
 
 
@@ -145,10 +144,11 @@ def double(x):
 
 def test_the_kernel_as_written_cannot_plant_the_references_build(tmp_path: Path) -> None:
     (tmp_path / "ref.py").write_text(REFERENCE_BUILDS)
-    digest = hashlib.sha256(REFERENCE_BUILDS.encode()).hexdigest()[:12]
-    (tmp_path / "double.py").write_text(PLANTS_THE_REFERENCE % {"digest": digest})
     (tmp_path / "kforge.yaml").write_text(MANIFEST.replace("double.py:reference", "ref.py:reference")
                                           .replace("double.py:make_inputs", "ref.py:make_inputs"))
+    (tmp_path / "double.py").write_text(KERNEL)
+    digest = load_spec(tmp_path / "kforge.yaml").reference.digest
+    (tmp_path / "double.py").write_text(PLANTS_THE_REFERENCE % {"digest": digest})
     spec = load_spec(tmp_path / "kforge.yaml")
     honest = spec.candidate_from_source("import torch\n\n\ndef double(x):\n    return x * 2.0\n")
     with EvalPool("cpu", devices=[Device("cuda", "4", "fake")], compile_ahead=True, scratch=tmp_path / "s") as pool:
@@ -177,13 +177,13 @@ def double(x):
 def test_a_prepared_candidate_cannot_make_the_bot_move_a_folder_outside_its_scratch(tmp_path: Path) -> None:
     spec = spec_in(tmp_path)
     victim = tmp_path / "victim"
-    source = MOVES_A_FOLDER % {"victim": victim}
-    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    candidate = spec.candidate_from_source(MOVES_A_FOLDER % {"victim": victim})
+    digest = candidate.digest
     (victim / digest).mkdir(parents=True)
     (victim / digest / "precious.txt").write_text("the bot must not move this")
     scratch = tmp_path / "scratch"
     with EvalPool("cpu", devices=[Device("cuda", "4", "fake")], compile_ahead=True, scratch=scratch) as pool:
-        done = pool.submit(spec, spec.candidate_from_source(source), SETTINGS, [3, 4]).result(timeout=300)
+        done = pool.submit(spec, candidate, SETTINGS, [3, 4]).result(timeout=300)
         assert not (scratch / "extensions" / digest).exists()
     assert done.prepare == "built", done.prepare
     assert (victim / digest / "precious.txt").read_text() == "the bot must not move this"
