@@ -76,6 +76,22 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def _import_names(tree: ast.AST) -> dict[str, str]:
+    """Names that imports bind to modules or their members, with what they stand for (`import os as _o`:
+    "_o" -> "os"; `from torch import nn`: "nn" -> "torch.nn"), so a renamed module is still recognised."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if alias.name != "*":
+                    names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return names
+
+
 def static_findings(source: str) -> list[Finding]:
     """Constructs in a candidate's source that only a reward hack needs."""
     try:
@@ -83,6 +99,15 @@ def static_findings(source: str) -> list[Finding]:
     except SyntaxError:
         return []  # the import in the worker reports syntax errors as compile errors
     findings: list[Finding] = []
+    imported = _import_names(tree)
+
+    def resolved(node: ast.AST) -> str | None:
+        name = _dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        return f"{imported[head]}.{rest}".rstrip(".") if head in imported else name
+
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Import):
@@ -99,14 +124,14 @@ def static_findings(source: str) -> list[Finding]:
                     findings.append(Finding(line, f"from {root} import {alias.name}",
                                             FORBIDDEN_CALLS[(root, alias.name)]))
         elif isinstance(node, ast.Call):
-            name = _dotted(node.func)
+            name = resolved(node.func)
             if name:
                 parts = name.split(".")
                 key = (parts[-2], parts[-1]) if len(parts) >= 2 else ("builtins", parts[-1])
                 if key in FORBIDDEN_CALLS:
                     findings.append(Finding(line, f"call to {name}()", FORBIDDEN_CALLS[key]))
                 if parts[-1] in ("setattr", "delattr") and node.args:
-                    target = _dotted(node.args[0])
+                    target = resolved(node.args[0])
                     if target and target.split(".")[0] in PATCHABLE_ROOTS:
                         findings.append(Finding(line, f"{parts[-1]}({target}, ...)",
                                                 "patching the framework or the clock changes what is measured"))
@@ -122,7 +147,7 @@ def static_findings(source: str) -> list[Finding]:
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for target in targets:
-                dotted = _dotted(target) if isinstance(target, ast.Attribute) else None
+                dotted = resolved(target) if isinstance(target, ast.Attribute) else None
                 if dotted and dotted.split(".")[0] in PATCHABLE_ROOTS:
                     findings.append(Finding(line, f"assignment to {dotted}",
                                             "patching the framework or the clock changes what is measured"))

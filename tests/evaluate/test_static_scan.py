@@ -55,7 +55,12 @@ FLAGGED = [
     ("import torch\ntorch.cuda.Event.elapsed_time = lambda *a: 0.0", "assignment to torch.cuda.Event.elapsed_time"),
     ("import torch\ntorch.allclose = lambda *a, **k: True", "assignment to torch.allclose"),
     ("import torch\ndel torch.softmax", "assignment to torch.softmax"),
-    ("import torch\nimport torch.nn.functional as F\nF.softmax = None", "assignment to F.softmax"),
+    ("import torch\nimport torch.nn.functional as F\nF.softmax = None", "assignment to torch.nn.functional.softmax"),
+    # Renamed on import: the name still stands for the module (a red-team pass got `_o._exit` past the scan).
+    ("import os as _o\n_o._exit(0)", "call to os._exit()"),
+    ("import sys as _s\n_s.settrace(None)", "call to sys.settrace()"),
+    ("import time as clock\nclock.perf_counter = lambda: 0.0", "assignment to time.perf_counter"),
+    ("from torch import nn\nnn.functional.relu = None", "assignment to torch.nn.functional.relu"),
     ("import torch\nsetattr(torch, 'equal', None)", "setattr"),
     ("import builtins\nbuiltins.print = None", "assignment to builtins.print"),
 ]
