@@ -105,8 +105,8 @@ def static_findings(source: str) -> list[Finding]:
         name = _dotted(node)
         if name is None:
             return None
-        head, _, rest = name.partition(".")
-        return f"{imported[head]}.{rest}".rstrip(".") if head in imported else name
+        head = name.split(".")[0]
+        return imported[head] + name[len(head):] if head in imported else name
 
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)

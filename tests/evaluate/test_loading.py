@@ -40,7 +40,6 @@ def test_base_and_head_checkouts_keep_their_own_helpers(tmp_path: Path) -> None:
     assert "helper" not in sys.modules and "pkg.deep" not in sys.modules
 
 
-
 def test_a_repositorys_own_bytecode_is_never_what_runs(tmp_path: Path) -> None:
     # A pull request can commit bytecode a reviewer never reads: an unchecked .pyc of `VALUE = 2` beside a
     # helper.py that says 1 (and one for pkg/deep.py), and a ghost.pyc with no source at all.
@@ -57,6 +56,7 @@ def test_a_repositorys_own_bytecode_is_never_what_runs(tmp_path: Path) -> None:
     with pytest.raises(ModuleNotFoundError):
         import_implementation(ghost, tmp_path / "work", "candidate")
     assert sorted(p.name for p in (repo / "__pycache__").iterdir()) == [f"helper.{sys.implementation.cache_tag}.pyc"]
+
 
 def test_equal_weights_are_shared_with_the_baseline_and_different_ones_are_not() -> None:
     import torch
