@@ -496,3 +496,56 @@ def test_both_sides_of_an_eager_short_sample_get_the_same_lead(monkeypatch: pyte
     assert result.mode == "eager" and result.calls_per_sample >= 2
     timed_leads = LeadRecordingTarget.leads[-2 * len(result.baseline_ms):]
     assert len(set(timed_leads)) == 1 and timed_leads[0] > 0, timed_leads
+
+
+class HostBoundTarget(LeadRecordingTarget):
+    """A device whose calls take `launch_s` of the host unless the sample began behind a lead that covers them:
+    a whole model whose launches outlast the device's own work (KernelBench level 3's small networks)."""
+
+    launch_s, device_s = 0.020, 0.0005
+
+    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> None:
+        super().settle(lead_ms, mark)
+
+    @classmethod
+    def call(cls, inputs: list[Any]) -> list[Any]:
+        covered = LeadRecordingTarget.leads and LeadRecordingTarget.leads[-1] >= cls.launch_s * 1000
+        _busy(cls.device_s if covered else cls.launch_s)
+        return []
+
+
+def test_a_single_eager_call_a_sample_gets_a_lead_covering_its_launches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One call a sample used to get no lead beyond the settle: a model whose launches took longer left the device
+    waiting on the host, so the sample timed the host (and two instances of one model could read apart)."""
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)  # eager whatever the estimate
+    LeadRecordingTarget.leads = []
+
+    def launch_bound(inputs: list[Any]) -> list[Any]:
+        _busy(0.003)
+        return []
+
+    result = timing.measure_pair(LeadRecordingTarget(), launch_bound, launch_bound, [[1], [2], [3]],
+                                 time_budget_s=0.1, target_precision=0.5, min_pairs=4, max_pairs=4,
+                                 confidence=0.95, warmup_ms=5, after_baseline=lambda out, i: None,
+                                 after_candidate=lambda out, i: None)
+    assert result.mode == "eager" and result.calls_per_sample == 1
+    timed_leads = LeadRecordingTarget.leads[-2 * len(result.baseline_ms):]
+    assert all(lead >= 3.0 for lead in timed_leads), timed_leads
+
+
+def test_the_graph_decision_follows_the_devices_time_not_the_hosts_launches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decided on the warm-up's host-bound times, a model whose launches take about the threshold flipped between
+    eager and graph replay from run to run. The decision now uses calls queued behind a lead (the device's time),
+    and both per-call figures are kept: the eager one for the note a user calling it eagerly needs."""
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 5.0)  # device 0.5 ms < 5 ms < 20 ms of launches
+    monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 0.1)
+    monkeypatch.setattr(timing, "capture_graphs", lambda target, fns, sets: (fns, ""))
+    LeadRecordingTarget.leads = []
+    result = timing.measure_pair(HostBoundTarget(), HostBoundTarget.call, HostBoundTarget.call, [[1], [2], [3]],
+                                 time_budget_s=0.1, target_precision=0.5, min_pairs=4, max_pairs=4,
+                                 confidence=0.95, warmup_ms=5, after_baseline=lambda out, i: None,
+                                 after_candidate=lambda out, i: None)
+    assert result.mode == "cuda_graph"
+    for side in ("baseline", "candidate"):
+        figures = result.per_call_ms[side]
+        assert figures["eager"] >= 20.0 and figures["device"] < figures["eager"] / 4, result.per_call_ms
