@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
+import pytest
+import torch
 import yaml
 from click.testing import CliRunner
 
 from kforge_bot.cli import cli
-from kforge_bot.spec import load_manifest
+from kforge_bot.errors import KforgeError
+from kforge_bot.spec import load_manifest, load_manifest_entry
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -27,6 +31,7 @@ TRITON = textwrap.dedent('''
 
 
     def scale(x):
+        _scale_kernel[(1,)](x, x, x.numel(), BLOCK=128)
         return x
 
 
@@ -59,12 +64,12 @@ def test_init_proposes_entries_with_todos_and_names_what_it_found(tmp_path: Path
     assert result.exit_code == 0, result.output
     proposal = yaml.safe_load(result.output)
     kernels = proposal["kernels"]
-    assert set(kernels) == {"scale", "add_one"}  # not the plain file, the KernelBench problem or the venv
-    scale = kernels["scale"]
+    assert set(kernels) == {"kernels.scale", "kernels.add_one"}  # not the plain file, KernelBench or the venv
+    scale = kernels["kernels.scale"]
     assert (scale["file"], scale["entry"], scale["language"], scale["targets"]) == \
         ("kernels/scale.py", "scale", "triton", ["cuda", "xpu"])
     assert scale["inputs"] == "kernels/scale.py:make_inputs"
-    assert kernels["add_one"]["language"] == "cuda"
+    assert kernels["kernels.add_one"]["language"] == "cuda"
     assert "TODO: write reference(...), the same call in plain PyTorch" in result.output
     assert "TODO: make_inputs needs n: one mapping per size, e.g. {n: ...}" in result.output
     assert "# problems/softmax.py: a KernelBench problem (Model, get_inputs): found without an entry" in result.output
@@ -84,4 +89,88 @@ def test_init_proposes_entries_with_todos_and_names_what_it_found(tmp_path: Path
         raise AssertionError("a proposal with TODOs left must not load silently")
     # A second run proposes nothing new: the files are already in the manifest.
     rerun = CliRunner().invoke(cli, ["init", str(repo)])
-    assert "# kernels/scale.py: already in kforge.yaml" in rerun.output and "kernels:" not in rerun.output
+    assert "# kernels/scale.py:scale: already in kforge.yaml" in rerun.output and "kernels:" not in rerun.output
+
+
+def _copy_library(tmp_path: Path) -> Path:
+    import shutil
+
+    repo = tmp_path / "library"
+    shutil.copytree(DATA / "kernel_library", repo, ignore=shutil.ignore_patterns("conftest.py", "__pycache__"))
+    return repo
+
+
+def test_init_on_a_kernel_library_finds_its_launchers_and_the_references_its_tests_use(tmp_path: Path) -> None:
+    """tests/data/kernel_library: a vendor folder, `triton.jit(f)`, an autotuned kernel, a launcher in another module
+    than its kernels, helpers beside them, and tests that compare each launcher with PyTorch."""
+    repo = _copy_library(tmp_path)
+    result = CliRunner().invoke(cli, ["init", str(repo)])
+    assert result.exit_code == 0, result.output
+    kernels = yaml.safe_load(result.output)["kernels"]
+    # Names say where the kernel lives; Ascend's copy is left out, Intel's goes to its own target.
+    assert set(kernels) == {"ops.rms_norm", "ops.fused", "ops.scale", "ops.softmax", "ops.backends.xpu.softmax"}
+    assert not any(re.search(r"_\d+$", name) for name in kernels)
+    assert kernels["ops.backends.xpu.softmax"]["targets"] == ["xpu"]
+    assert all(k["targets"] == ["cuda", "xpu"] for n, k in kernels.items() if "xpu" not in n)
+    assert "skipped 1 launcher(s) in ascend's backend folders" in result.output
+    assert "_ascend" not in "".join(k["file"] for k in kernels.values())
+    # The public launcher, across modules and through private helpers; never a helper, never the backward.
+    assert {n: (k["file"], k["entry"]) for n, k in kernels.items()} == {
+        "ops.rms_norm": ("mylib/ops/rms_norm.py", "rms_norm_forward"),
+        "ops.fused": ("mylib/ops/fused.py", "fused_add_mul"),
+        "ops.scale": ("mylib/ops/scale.py", "scale"),
+        "ops.softmax": ("mylib/ops/softmax.py", "softmax"),
+        "ops.backends.xpu.softmax": ("mylib/ops/backends/xpu/softmax.py", "softmax"),
+    }
+    assert "the kernels live in mylib/kernels/fused_kernels.py" in result.output
+    assert "backward launcher(s) rms_norm_backward" in result.output
+    assert "autotuned: _softmax_kernel" in result.output
+    # References and sizes from the tests, marked for review.
+    assert kernels["ops.fused"]["reference"] == "tests/test_ops.py:torch_fused"
+    assert kernels["ops.rms_norm"]["reference"] == "kforge_references.py:ops_rms_norm_reference"
+    for name in ("ops.rms_norm", "ops.fused", "ops.scale", "ops.softmax"):
+        test = "test_fused_add_mul" if name == "ops.fused" else f"test_{name.split('.')[-1]}"
+        assert f"reference: {kernels[name]['reference']}  # from tests/test_ops.py::{test}; review" in result.output
+    assert kernels["ops.rms_norm"]["shapes"] == [{"rows": 2, "cols": 64, "dtype": "float32"},
+                                                 {"rows": 2, "cols": 64, "dtype": "bfloat16"},
+                                                 {"rows": 8, "cols": 4096, "dtype": "float32"},
+                                                 {"rows": 8, "cols": 4096, "dtype": "bfloat16"}]
+    assert kernels["ops.fused"]["shapes"] == [{"n": 1000}, {"n": 1 << 20}]
+    assert kernels["ops.softmax"]["shapes"] == [{"rows": 4, "cols": 128}, {"rows": 16, "cols": 1000}]
+    assert "from tests/test_ops.py::test_rms_norm (pytest.mark.parametrize); review" in result.output
+
+    written = CliRunner().invoke(cli, ["init", str(repo), "--write"])
+    assert written.exit_code == 0, written.output
+    manifest = repo / "kforge.yaml"
+    # kforge's own loader: every entry the tests completed loads; the one they did not names its TODO.
+    raw = yaml.safe_load(manifest.read_text())["kernels"]
+    for name, entry in raw.items():
+        if name == "ops.backends.xpu.softmax":
+            with pytest.raises(KforgeError, match="defines no top-level 'reference'"):
+                load_manifest_entry(manifest, name, entry)
+        else:
+            spec = load_manifest_entry(manifest, name, entry)
+            assert spec.language == "triton" and spec.reference != spec.baseline
+    # The generated references and inputs run (torch only), at the tests' sizes.
+    module = _import(repo / "kforge_references.py")
+    for shape in raw["ops.rms_norm"]["shapes"]:
+        x, w, eps = module.ops_rms_norm_inputs(**shape)
+        assert x.shape == (shape["rows"], shape["cols"]) and str(x.dtype) == f"torch.{shape['dtype']}"
+        expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+        torch.testing.assert_close(module.ops_rms_norm_reference(x, w, eps), expected)
+    x, alpha = module.ops_scale_inputs(n=17)
+    torch.testing.assert_close(module.ops_scale_reference(x, alpha), x * 3.0)
+    # Written once: a second --write finds every launcher managed, refuses, and loses nothing.
+    before = manifest.read_text()
+    again = CliRunner().invoke(cli, ["init", str(repo), "--write"])
+    assert again.exit_code != 0 and "no new kernel files" in str(again.exception) and manifest.read_text() == before
+
+
+def _import(path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"kforge_init_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
