@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import itertools
 import operator
 import re
@@ -21,6 +22,7 @@ from kforge_bot.libscan.launchers import Launcher, is_test_file
 from kforge_bot.libscan.modules import Library, Module
 
 _COMPARE = re.compile(r"allclose|assert\w*close|assert\w*equal|close\w*assert", re.I)
+_COPIES = {"clone", "detach", "requires_grad_", "contiguous", "detach_"}
 _DEVICE_WORDS = re.compile(r"device|cuda|xpu", re.I)
 _MAX_SHAPES = 4
 _BUILTINS = set(dir(builtins))
@@ -72,8 +74,6 @@ class _DropDevice(ast.NodeTransformer):
 
 
 def _drop_device(node: ast.AST) -> ast.AST:
-    import copy
-
     return ast.fix_missing_locations(_DropDevice().visit(copy.deepcopy(node)))
 
 
@@ -214,6 +214,41 @@ class _TestReader:
                 break
         return node
 
+    def _aliases(self, arguments: list[ast.expr]) -> dict[str, str]:
+        """Copies of one tensor: `x2 = x.clone().requires_grad_(True)` passed to the launcher makes `x` in the
+        expected value mean the launcher's `x2`."""
+        aliases: dict[str, str] = {}
+        for argument in arguments:
+            if not isinstance(argument, ast.Name) or argument.id not in self.once:
+                continue
+            value = self.assigns.get(argument.id)
+            while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _COPIES:
+                value = value.func.value
+            if isinstance(value, ast.Name) and value is not self.assigns.get(argument.id):
+                aliases.setdefault(value.id, argument.id)
+        return aliases
+
+    def _inline(self, node: ast.expr, keep: set[str], aliases: dict[str, str]) -> ast.expr:
+        """The expected value with the test's own single-assigned locals written out (a few levels), so that
+        it is an expression of the launcher's arguments alone."""
+        reader = self
+
+        class Inline(ast.NodeTransformer):
+            def __init__(self, depth: int) -> None:
+                self.depth = depth
+
+            def visit_Name(self, name: ast.Name) -> ast.AST:
+                if not isinstance(name.ctx, ast.Load) or name.id in keep:
+                    return name
+                if name.id in aliases:
+                    return ast.copy_location(ast.Name(aliases[name.id], ast.Load()), name)
+                value = reader.assigns.get(name.id)
+                if self.depth > 0 and name.id in reader.once and value is not None:
+                    return Inline(self.depth - 1).visit(copy.deepcopy(value))
+                return name
+
+        return ast.fix_missing_locations(Inline(3).visit(copy.deepcopy(node)))
+
     def known_outside(self, name: str) -> str | None:
         """An import line making `name` available to generated code, '' for a builtin, None when unknown."""
         if name in _BUILTINS:
@@ -251,11 +286,17 @@ class _TestReader:
                 and isinstance(self.module.defs.get(expected.func.id), ast.FunctionDef)):
             ev.reference_symbol = expected.func.id
             return
-        body = _drop_device(expected)
+        launcher_args = {a.id for a in arguments if isinstance(a, ast.Name)}
+        body = _drop_device(self._inline(expected, launcher_args, self._aliases(arguments)))
         imports = []
         for name in _free_names(body):
             if name in params:
                 continue
+            ref = self.library.resolve(self.module, name)
+            if ref is not None and ref.symbol is not None and not is_test_file(ref.module.rel):
+                ev.notes.append(f"the expected value {ast.unparse(expected)[:80]!r} calls the library's own "
+                                f"{name!r}, not an independent PyTorch expression")
+                return
             line = self.known_outside(name)
             if line is None:
                 ev.notes.append(f"the expected value {ast.unparse(expected)[:80]!r} uses {name!r}, which is built "

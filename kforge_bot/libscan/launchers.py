@@ -133,8 +133,8 @@ class CallGraph:
             for name, node in module.defs.items():
                 key = (module.rel, name)
                 if key in graph.kernels:
-                    continue
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    pass  # a kernel's uses are the device functions it calls
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     graph.kinds[key] = "function"
                 elif isinstance(node, ast.ClassDef):
                     graph.kinds[key] = _class_kind(node)
