@@ -47,7 +47,8 @@ class TunerProposer(Proposer):
         assert self.search is not None
         assignment = self.search.propose()
         if assignment is None:
-            raise SearchExhausted("the tuner tried every neighbouring value of every parameter without further gain")
+            raise SearchExhausted("the tuner tried every neighbouring value of every parameter, and joint moves of "
+                                  "several, without further gain")
         return self._proposal(assignment)
 
     def observe(self, it: IterationRecord, view: RunView) -> Steps[None]:
