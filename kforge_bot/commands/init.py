@@ -14,13 +14,15 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import click
 import yaml
 
-from kforge_bot.commands import examples
+from kforge_bot.commands import examples, target_kind, target_option
 from kforge_bot.errors import KforgeError
 from kforge_bot.libscan.from_tests import TestEvidence, read_tests
 from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
@@ -33,6 +35,7 @@ SKIP_DIRS = {".git", ".venv", "venv", "env", "node_modules", "build", "dist", "s
 REFERENCE_NAMES = ("reference", "ref", "torch_reference", "reference_impl")
 INPUT_NAMES = ("make_inputs", "get_inputs", "inputs")
 REFERENCES_MODULE = "kforge_references.py"  # where init writes the references and inputs it read from tests
+DRAFTS_FOLDER = "kforge_drafts"  # where `--draft` writes each checked draft, one module per kernel
 TRITON_TARGETS = ["cuda", "xpu"]
 
 
@@ -44,41 +47,75 @@ class Proposal:
     references: str | None
     entries: int
     counts: Counter[str] = field(default_factory=Counter)
+    drafts: dict[str, str] = field(default_factory=dict)  # repository-relative path -> drafted module (checked)
 
 
 @click.command("init", epilog=examples(
     "kforge-bot init                 # print a proposed kforge.yaml for this repository",
-    "kforge-bot init ../repo --write # write it as ../repo/kforge.yaml (never over an existing one)"))
+    "kforge-bot init ../repo --write # write it as ../repo/kforge.yaml (never over an existing one)",
+    "OPENAI_BASE_URL=http://localhost:8000/v1 kforge-bot init --draft --target cuda  # LLM drafts, checked"))
 @click.argument("repo", type=click.Path(path_type=Path, file_okay=False), default=".")
 @click.option("--write", "write_file", is_flag=True,
-              help=f"Write REPO/kforge.yaml (and REPO/{REFERENCES_MODULE} when tests gave references) instead of "
-                   "printing them.")
-def init(repo: Path, write_file: bool) -> None:
+              help=f"Write REPO/kforge.yaml (and REPO/{REFERENCES_MODULE} when tests gave references, REPO/"
+                   f"{DRAFTS_FOLDER}/ for checked drafts) instead of printing them.")
+@click.option("--draft", is_flag=True,
+              help="Ask the LLM endpoint (OPENAI_BASE_URL / OPENAI_API_KEY) for the reference and inputs no file or "
+                   "test gives, and propose each only after it ran against the kernel on --target.")
+@click.option("--draft-limit", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="Launchers to draft for, at most.")
+@target_option("Where --draft runs the drafts against the kernel:", default="auto")
+@click.option("--isolation", type=click.Choice(["required", "preferred", "off"]), default=None,
+              help="The OS sandbox for the drafts' runs (default: the policy's, as for `check`).")
+def init(repo: Path, write_file: bool, draft: bool, draft_limit: int, target: str, isolation: str | None) -> None:
     """Propose a kforge.yaml: an entry per public launcher of a Triton kernel or torch-extension file."""
     if not repo.is_dir():
         raise KforgeError("not a directory", path=repo, hint="give the repository's root")
-    proposal = propose_library(repo.resolve())
+    repo = repo.resolve()
+    drafter = _drafter(repo, target, isolation) if draft else None
+    proposal = propose_library(repo, drafter, draft_limit)
     if not write_file:
         click.echo(proposal.manifest, nl=False)
-        if proposal.references is not None:
-            click.echo(f"# --- {REFERENCES_MODULE}, written beside kforge.yaml by --write ---")
-            click.echo("".join(f"#   {line}\n" for line in proposal.references.splitlines()), nl=False)
+        extra = ([(REFERENCES_MODULE, proposal.references)] if proposal.references is not None else []) + \
+            sorted(proposal.drafts.items())
+        for name, text in extra:
+            click.echo(f"# --- {name}, written beside kforge.yaml by --write ---")
+            click.echo("".join(f"#   {line}\n" for line in text.splitlines()), nl=False)
         return
     if not proposal.entries:
         raise KforgeError("no new kernel files to propose an entry for", path=repo,
                           hint="run `kforge-bot init` without --write to see what was found")
-    target = repo / MANIFEST_NAME
-    references = repo / REFERENCES_MODULE
-    for path in (target, references) if proposal.references is not None else (target,):
-        if path.exists():
-            raise KforgeError("already exists; init never overwrites it", path=path,
-                              hint="run `kforge-bot init` without --write to see the proposal, and merge it by hand")
+    files = {MANIFEST_NAME: proposal.manifest, **proposal.drafts}
     if proposal.references is not None:
-        references.write_text(proposal.references, encoding="utf-8")
-    target.write_text(proposal.manifest, encoding="utf-8")
-    also = f" and {references}" if proposal.references is not None else ""
-    click.echo(f"wrote {target}{also}: review what came from tests, fill in the TODOs, then run `kforge-bot list` "
-               "and `kforge-bot check --all`")
+        files[REFERENCES_MODULE] = proposal.references
+    for rel in files:
+        if (repo / rel).exists():
+            raise KforgeError("already exists; init never overwrites it", path=repo / rel,
+                              hint="run `kforge-bot init` without --write to see the proposal, and merge it by hand")
+    for rel, text in sorted(files.items(), key=lambda item: item[0] == MANIFEST_NAME):  # the manifest last
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text, encoding="utf-8")
+    also = "".join(f" and {repo / rel}" for rel in sorted(files) if rel != MANIFEST_NAME)
+    click.echo(f"wrote {repo / MANIFEST_NAME}{also}: review what came from tests or drafts, fill in the TODOs, then "
+               "run `kforge-bot list` and `kforge-bot check --all`")
+
+
+def _drafter(repo: Path, target: str, isolation: str | None) -> Callable[..., Any]:
+    from kforge_bot.agents.llm import LLMClient, configured, endpoint_from_env
+    from kforge_bot.commands.init_draft import Drafter
+    from kforge_bot.evaluate.isolation import announcement
+    from kforge_bot.policy import load_policy
+
+    if not configured():
+        raise KforgeError("--draft needs an LLM endpoint", hint="set OPENAI_BASE_URL (and OPENAI_API_KEY if it "
+                                                                "needs one), or run init without --draft")
+    kind = target_kind(target)
+    if kind == "auto":
+        from kforge_bot.targets import resolve_target_name
+
+        kind = resolve_target_name("auto", ("cuda", "xpu", "cpu")).split(":")[0]
+    mode = isolation or load_policy(None).isolation_mode("check")
+    click.echo(announcement(mode), err=True)
+    return Drafter(repo, LLMClient(endpoint_from_env()), kind, mode, DRAFTS_FOLDER)
 
 
 def propose(repo: Path) -> tuple[str, int]:
@@ -87,7 +124,7 @@ def propose(repo: Path) -> tuple[str, int]:
     return proposal.manifest, proposal.entries
 
 
-def propose_library(repo: Path) -> Proposal:
+def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft_limit: int = 0) -> Proposal:
     files = sorted(_python_files(repo))
     library = Library.read(repo, files)
     managed = _already_managed(repo)
@@ -96,6 +133,7 @@ def propose_library(repo: Path) -> Proposal:
     notes: list[str] = []
     references: list[tuple[str, list[str]]] = []
     names = _Names()
+    drafts: dict[str, str] = {}
 
     graph = CallGraph.build(library)
     launchers, orphans = graph.launchers()
@@ -127,7 +165,14 @@ def propose_library(repo: Path) -> Proposal:
                 continue
             name = names.take(launcher.module, launcher.symbol, library, several=len(forward) > 1)
             found = evidence.get((rel, launcher.symbol))
-            text, generated = _launcher_entry(name, launcher, pairs.get(launcher.symbol, []), found, counts)
+            draft = None
+            if drafter is not None and counts["drafts_tried"] < draft_limit and _needs_draft(launcher, found):
+                counts["drafts_tried"] += 1
+                draft = drafter(name, re.sub(r"\W", "_", name), launcher, found)
+                if draft.accepted:
+                    counts["drafts_accepted"] += 1
+                    drafts[draft.file] = draft.source
+            text, generated = _launcher_entry(name, launcher, pairs.get(launcher.symbol, []), found, counts, draft)
             entries.append(text)
             references.extend(generated)
     counts["entries"] = len(entries)
@@ -178,7 +223,7 @@ def propose_library(repo: Path) -> Proposal:
     else:
         head.append("kernels:")
     module_text = _references_module(references) if references else None
-    return Proposal("\n".join(head + entries + notes) + "\n", module_text, counts["entries"], counts)
+    return Proposal("\n".join(head + entries + notes) + "\n", module_text, counts["entries"], counts, drafts)
 
 
 def _helpers(library: Library, graph: CallGraph, launchers: list[Launcher], kernel_files: set[str]) -> set[Node]:
@@ -236,8 +281,17 @@ class _Names:
         raise KforgeError(f"two entries would both be named {options[-1]!r}", path=module.rel)
 
 
+def _needs_draft(launcher: Launcher, found: TestEvidence | None) -> bool:
+    """Whether neither the launcher's file nor its tests give a reference and inputs."""
+    source = launcher.module.source
+    own = any(defines(source, n) for n in REFERENCE_NAMES) and any(defines(source, n) for n in INPUT_NAMES)
+    from_tests = found is not None and bool(found.reference_code or found.reference_symbol) \
+        and found.inputs_code is not None
+    return launcher.kind == "function" and not own and not from_tests
+
+
 def _launcher_entry(name: str, launcher: Launcher, backward: list[str], found: TestEvidence | None,
-                    counts: Counter[str]) -> tuple[str, list[tuple[str, list[str]]]]:
+                    counts: Counter[str], draft: Any = None) -> tuple[str, list[tuple[str, list[str]]]]:
     module = launcher.module
     rel = module.rel
     kernels = ", ".join(k.name if k.module is module else f"{k.name} ({k.module.rel})" for k in launcher.kernels)
@@ -255,8 +309,13 @@ def _launcher_entry(name: str, launcher: Launcher, backward: list[str], found: T
     generated: list[tuple[str, list[str]]] = []
     slug = re.sub(r"\W", "_", name)
     review = f"  # from {found.test}; review" if found is not None else ""
+    drafted = draft is not None and draft.accepted
+    if draft is not None:
+        lines.append(f"    # draft: {draft.note}; review")
     if own_reference:
         lines.append(f"    reference: {rel}:{own_reference}")
+    elif drafted:
+        lines.append(f"    reference: {draft.file}:reference  # drafted; review")
     elif found is not None and found.reference_symbol:
         lines.append(f"    reference: {found.test.split('::')[0]}:{found.reference_symbol}{review}")
         counts["references_from_tests"] += 1
@@ -272,6 +331,8 @@ def _launcher_entry(name: str, launcher: Launcher, backward: list[str], found: T
     if own_inputs:
         lines.append(f"    inputs: {rel}:{own_inputs}")
         required = _required_parameters(module.defs.get(own_inputs))
+    elif drafted:
+        lines.append(f"    inputs: {draft.file}:make_inputs  # drafted; review")
     elif found is not None and found.inputs_code is not None:
         symbol = f"{slug}_inputs"
         body = [f"if isinstance({p}, str):\n    {p} = getattr(torch, {p})" for p in found.dtype_params]
@@ -280,7 +341,10 @@ def _launcher_entry(name: str, launcher: Launcher, backward: list[str], found: T
         counts["inputs_from_tests"] += 1
     else:
         lines.append(f"    inputs: {rel}:make_inputs  # TODO: write make_inputs(**shape) returning the call's arguments")
-    if not own_inputs and found is not None and found.inputs_code is not None and found.shapes:
+    if drafted and not own_inputs:
+        lines.append("    shapes:  # drafted; review")
+        lines += [f"      - {_flow(shape)}" for shape in draft.shapes]
+    elif not own_inputs and found is not None and found.inputs_code is not None and found.shapes:
         more = f", the first {len(found.shapes)} of {found.shapes_total}" if found.shapes_total > len(found.shapes) else ""
         lines.append(f"    shapes:  # from {found.test} (pytest.mark.parametrize{more}); review")
         lines += [f"      - {_flow(shape)}" for shape in found.shapes]

@@ -15,7 +15,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from kforge_bot.libscan.modules import Library, Module, Ref
+from kforge_bot.libscan.modules import Library, Module, Ref, top_statements
 
 _TRITON_WRAPPERS = {"jit", "autotune", "heuristics"}
 _MAX_DEPTH = 6  # call-graph hops from a kernel to its launcher
@@ -30,6 +30,13 @@ class Kernel:
     name: str
     autotuned: bool
     wrapped: bool  # `name = triton.jit(f)`, not a decorator
+    wraps: str | None = None  # that `f`, when it is a name
+
+    def sources(self) -> list[str]:
+        """The kernel's source text: its definition, or the assignment and the function it wraps."""
+        names = [self.name] + ([self.wraps] if self.wraps else [])
+        return [ast.get_source_segment(self.module.source, self.module.defs[n]) or ""
+                for n in names if n in self.module.defs]
 
 
 @dataclass
@@ -76,17 +83,19 @@ def _triton_wrapper(module: Module, node: ast.expr) -> str | None:
 def find_kernels(module: Module) -> dict[str, Kernel]:
     """The Triton kernels a module defines at its top level."""
     found: dict[str, Kernel] = {}
-    for node in module.tree.body:
+    for node in top_statements(module.tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             kinds = {_triton_wrapper(module, d) for d in node.decorator_list} - {None}
             if kinds:
                 found[node.name] = Kernel(module, node.name, "autotune" in kinds, wrapped=False)
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            kinds = {_triton_wrapper(module, c) for c in ast.walk(node.value) if isinstance(c, ast.Call)} - {None}
+            calls = [c for c in ast.walk(node.value) if isinstance(c, ast.Call) and _triton_wrapper(module, c)]
+            kinds = {_triton_wrapper(module, c) for c in calls}
+            wrapped = next((a.id for c in calls for a in c.args if isinstance(a, ast.Name)), None)
             if kinds:
                 for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        found[target.id] = Kernel(module, target.id, "autotune" in kinds, wrapped=True)
+                    if isinstance(target, ast.Name) and target.id not in found:
+                        found[target.id] = Kernel(module, target.id, "autotune" in kinds, wrapped=True, wraps=wrapped)
     return found
 
 

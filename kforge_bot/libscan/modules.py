@@ -47,6 +47,21 @@ def dotted_name(rel: str) -> str:
     return ".".join(parts)
 
 
+def top_statements(tree: ast.Module) -> list[ast.stmt]:
+    """The module's top-level statements, with those inside top-level `if`/`try` blocks (an optional import of
+    triton, a kernel defined only where it is available)."""
+    out: list[ast.stmt] = []
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop(0)
+        out.append(node)
+        if isinstance(node, ast.If):
+            pending[:0] = [*node.body, *node.orelse]
+        elif isinstance(node, ast.Try):
+            pending[:0] = [*node.body, *(s for h in node.handlers for s in h.body), *node.orelse, *node.finalbody]
+    return out
+
+
 def parse_module(rel: str, source: str) -> Module | None:
     try:
         tree = ast.parse(source)
@@ -54,14 +69,14 @@ def parse_module(rel: str, source: str) -> Module | None:
         return None
     module = Module(rel, dotted_name(rel), source, tree, rel.endswith("__init__.py"))
     package = module.name if module.is_package else module.name.rpartition(".")[0]
-    for node in tree.body:
+    for node in top_statements(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            module.defs[node.name] = node
+            module.defs.setdefault(node.name, node)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 if isinstance(target, ast.Name):
-                    module.defs[target.id] = node
+                    module.defs.setdefault(target.id, node)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -174,3 +175,114 @@ def _import(path: Path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# ------------------------------------------------------------------------------------------ init --draft
+
+OPTIONAL_TRITON = textwrap.dedent('''
+    """alpha * x: a Triton kernel where triton is installed, the same arithmetic in torch elsewhere."""
+    import torch
+
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:  # no triton here: the launcher's torch path runs
+        triton = None
+
+
+    def _scale_impl(x_ptr, out_ptr, alpha, n, BLOCK: "tl.constexpr"):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * alpha, mask=offsets < n)
+
+
+    if triton is not None:
+        _scale_kernel = triton.jit(_scale_impl)
+
+
+    def scale(x, alpha):
+        if triton is None or not x.is_cuda:
+            return x * alpha
+        out = torch.empty_like(x)
+        _scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, alpha, x.numel(), BLOCK=1024)
+        return out
+''')
+
+
+def _draft(body: str) -> str:
+    return f"Here is the module.\n\n```python\n{textwrap.dedent(body).strip()}\n```\n"
+
+
+WRONG_DRAFT = _draft('''
+    import os
+    import torch
+
+    os.environ["KFORGE_DRAFT_RAN_IN"] = str(os.getpid())  # the bot must never run a reply in its own process
+
+    SHAPES = [{"n": 1000}, {"n": 4096, "dtype": "float64"}]
+
+
+    def reference(x, alpha):
+        return x * alpha + 1.0
+
+
+    def make_inputs(n, dtype="float32"):
+        return (torch.randn(n, dtype=getattr(torch, dtype)), 2.5)
+''')
+RIGHT_DRAFT = WRONG_DRAFT.replace("x * alpha + 1.0", "x * alpha")
+
+
+@pytest.fixture
+def llm_env(monkeypatch: pytest.MonkeyPatch):
+    from fakes.llm_server import ScriptedLLMServer
+
+    with ScriptedLLMServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        monkeypatch.setenv("KFORGE_MODEL", "kforge-test-model")
+        yield server
+
+
+def test_init_draft_proposes_only_what_ran_correctly_against_the_kernel(tmp_path: Path, llm_env) -> None:
+    from fakes.llm_server import reply
+
+    repo = tmp_path / "repo"
+    (repo / "kernels").mkdir(parents=True)
+    (repo / "kernels" / "scale.py").write_text(OPTIONAL_TRITON)
+    llm_env.push(reply(WRONG_DRAFT), reply(RIGHT_DRAFT))
+    result = CliRunner().invoke(cli, ["init", str(repo), "--draft", "--target", "cpu", "--write"])
+    assert result.exit_code == 0, result.output
+    assert "KFORGE_DRAFT_RAN_IN" not in os.environ  # parsed here, run only in a worker
+    prompts = llm_env.prompts()
+    assert len(prompts) == 2 and "def scale(x, alpha):" in prompts[0] and "def _scale_impl(" in prompts[0]
+    # The wrong draft went back with its verdict; the second one was proposed, and says what was run.
+    assert "Run against the kernel: incorrect" in prompts[1]
+    manifest = (repo / "kforge.yaml").read_text()
+    entry = yaml.safe_load(manifest)["kernels"]["kernels.scale"]
+    assert entry["reference"] == "kforge_drafts/kernels_scale.py:reference"
+    assert entry["inputs"] == "kforge_drafts/kernels_scale.py:make_inputs"
+    assert entry["shapes"] == [{"n": 1000}, {"n": 4096, "dtype": "float64"}]
+    assert "drafted by kforge-test-model; run against the kernel on cpu" in manifest and "review" in manifest
+    assert "x * alpha\n" in (repo / "kforge_drafts" / "kernels_scale.py").read_text()
+    spec = load_manifest(repo / "kforge.yaml")["kernels.scale"]
+    assert spec.inputs_symbol == "make_inputs" and spec.reference.symbol == "reference"
+
+
+def test_init_draft_leaves_a_draft_that_never_matched_as_a_todo(tmp_path: Path, llm_env) -> None:
+    from fakes.llm_server import reply
+
+    repo = tmp_path / "repo"
+    (repo / "kernels").mkdir(parents=True)
+    (repo / "kernels" / "scale.py").write_text(OPTIONAL_TRITON)
+    llm_env.push(reply("no code here"), reply(WRONG_DRAFT))
+    result = CliRunner().invoke(cli, ["init", str(repo), "--draft", "--target", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert "# draft: not proposed: the draft was run against the kernel on cpu: incorrect" in result.output
+    assert "TODO: write reference(...)" in result.output and "kforge_drafts" not in result.output
+    assert "KFORGE_DRAFT_RAN_IN" not in os.environ
+
+
+def test_init_draft_without_an_endpoint_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(cli, ["init", str(tmp_path), "--draft"])
+    assert result.exit_code != 0 and "--draft needs an LLM endpoint" in str(result.exception)
