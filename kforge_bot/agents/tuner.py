@@ -115,9 +115,9 @@ class TunerSearch:
 
     For each parameter (in an order set by the profile hint), step to the neighbouring candidate in the
     preferred direction while the score improves by more than `min_gain`; if the first step fails, try
-    the other direction. When a pass changes nothing, up to `max_joint` joint moves (`joint_moves`, shuffled
-    by `seed`) are tried from the best; the first that pays is taken and descent resumes. At most
-    `max_passes` passes. A score is
+    the other direction. After each parameter that does not move, and once a pass changes nothing, joint
+    moves (`joint_moves`, shuffled by `seed`; at most `max_joint` a pass) are tried from the best; one that
+    pays is taken and descent goes on from it. At most `max_passes` passes. A score is
     "higher is better" (the speedup over the baseline); None marks a failed candidate.
 
         search = TunerSearch(tunables, hint=profile_hint(digest))
@@ -153,8 +153,9 @@ class TunerSearch:
         self.min_gain = min_gain
         self.max_trials = max_trials
         self.max_passes = max_passes
-        self.max_joint = max_joint  # joint moves tried each time single-parameter moves stop paying
+        self.max_joint = max_joint  # joint moves tried per pass, at most
         self.seed = seed
+        self._joint_used = 0
         self.results: dict[tuple[tuple[str, int], ...], float | None] = {}
         self.history: list[tuple[dict[str, int], float | None]] = []
         self.proposed = 0
@@ -227,6 +228,7 @@ class TunerSearch:
         passes = 0
         while passes < self.max_passes:
             passes += 1
+            self._joint_used = 0
             best, best_score, improved = yield from self._descend(best, best_score)
             if improved:
                 continue
@@ -240,13 +242,17 @@ class TunerSearch:
 
     def _descend(self, best: dict[str, int], best_score: float | None
                  ) -> Generator[dict[str, int], None, tuple[dict[str, int], float | None, bool]]:
-        """One coordinate-descent pass: each parameter stepped while it pays, in the hint's order."""
+        """One coordinate-descent pass: each parameter stepped while it pays, in the hint's order. After each
+        parameter that did not move, the next joint move is tried: a loop that stops after a few losing
+        candidates in a row (its patience) must meet one before it gives up on a kernel where only joint moves
+        pay."""
         improved = False
+        joint = iter(self._joint_list(best))
         for t, first in self.order():
             if len(t.candidates) < 2:
                 continue
+            moved = False
             for direction in (first, -first):
-                moved = False
                 values = list(t.candidates)
                 idx = values.index(best[t.name]) if best[t.name] in values else _nearest(values, best[t.name])
                 while 0 <= idx + direction < len(values):
@@ -259,13 +265,30 @@ class TunerSearch:
                         break
                 if moved:
                     break  # the first direction paid off: the other side is not worth a look
+            if moved:
+                joint = iter(self._joint_list(best))
+                continue
+            trial = next(joint, None)
+            if trial is not None and self._joint_used < self.max_joint:
+                self._joint_used += 1
+                score = yield from self._ask(trial)
+                if self._better(score, best_score):
+                    best, best_score, improved = trial, score, True
+                    joint = iter(self._joint_list(best))
         return best, best_score, improved
+
+    def _joint_list(self, best: dict[str, int]) -> list[dict[str, int]]:
+        return joint_moves(self.tunables, best, hint=self.hint, seed=self.seed, limit=self.max_joint,
+                           tried=self.results)
 
     def _jump(self, best: dict[str, int], best_score: float | None
               ) -> Generator[dict[str, int], None, tuple[dict[str, int], float | None, bool]]:
-        """Joint moves from the best assignment, at most `max_joint` of them; the first that pays is taken."""
-        for trial in joint_moves(self.tunables, best, hint=self.hint, seed=self.seed, limit=self.max_joint,
-                                 tried=self.results):
+        """The rest of the joint moves from the best assignment, within `max_joint` a pass; the first that pays
+        is taken."""
+        for trial in self._joint_list(best):
+            if self._joint_used >= self.max_joint:
+                break
+            self._joint_used += 1
             score = yield from self._ask(trial)
             if self._better(score, best_score):
                 return trial, score, True
