@@ -53,7 +53,7 @@ class Proposal:
 @click.command("init", epilog=examples(
     "kforge-bot init                 # print a proposed kforge.yaml for this repository",
     "kforge-bot init ../repo --write # write it as ../repo/kforge.yaml (never over an existing one)",
-    "OPENAI_BASE_URL=http://localhost:8000/v1 kforge-bot init --draft --target cuda  # LLM drafts, checked"))
+    "kforge-bot init --draft --target cuda  # with OPENAI_BASE_URL set: LLM drafts, each run on cuda first"))
 @click.argument("repo", type=click.Path(path_type=Path, file_okay=False), default=".")
 @click.option("--write", "write_file", is_flag=True,
               help=f"Write REPO/kforge.yaml (and REPO/{REFERENCES_MODULE} when tests gave references, REPO/"
