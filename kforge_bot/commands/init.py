@@ -118,112 +118,131 @@ def _drafter(repo: Path, target: str, isolation: str | None) -> Callable[..., An
     return Drafter(repo, LLMClient(endpoint_from_env()), kind, mode, DRAFTS_FOLDER)
 
 
-def propose(repo: Path) -> tuple[str, int]:
-    """The proposed manifest's text (YAML with comments), and how many entries it proposes."""
-    proposal = propose_library(repo)
-    return proposal.manifest, proposal.entries
-
-
 def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft_limit: int = 0) -> Proposal:
+    """The proposed manifest for the repository at `repo`; `drafter` (init --draft) is asked for up to
+    `draft_limit` launchers that neither their file nor the tests give a reference and inputs."""
     files = sorted(_python_files(repo))
     library = Library.read(repo, files)
-    managed = _already_managed(repo)
-    counts: Counter[str] = Counter()
-    entries: list[str] = []
-    notes: list[str] = []
-    references: list[tuple[str, list[str]]] = []
-    names = _Names()
-    drafts: dict[str, str] = {}
-
     graph = CallGraph.build(library)
     launchers, orphans = graph.launchers()
-    evidence = read_tests(library, launchers)
-    counts["kernels"] = len(graph.kernels)
-    counts["kernels_launched"] = sum(1 for k in graph.kernels if graph.launched(k))
     kernel_files = {k[0] for k in graph.kernels} | {la.module.rel for la in launchers}
-    launcher_keys = {(la.module.rel, la.symbol) for la in launchers}
-    counts["helpers_avoided"] = len(_helpers(library, graph, launchers, kernel_files))
+    state = _State(library, _already_managed(repo), Counter())
+    state.counts["kernels"] = len(graph.kernels)
+    state.counts["kernels_launched"] = sum(1 for k in graph.kernels if graph.launched(k))
+    state.counts["helpers_avoided"] = len(_helpers(library, graph, launchers, kernel_files))
 
-    skipped: dict[str, list[str]] = {}
     by_module: dict[str, list[Launcher]] = {}
     for launcher in launchers:
         vendor = _vendor(launcher)
         if vendor is not None and vendor_target(vendor) is None:
-            skipped.setdefault(vendor, []).append(f"{launcher.module.rel}:{launcher.symbol}")
-            continue
-        by_module.setdefault(launcher.module.rel, []).append(launcher)
-    counts["vendor_entries_skipped"] = sum(len(v) for v in skipped.values())
-
-    for rel, group in by_module.items():
-        forward = [la for la in group if not la.is_backward] or group
-        backward = [la for la in group if la.is_backward and la not in forward]
-        counts["backward_launchers"] += len(backward)
-        pairs = _pair_backward(forward, backward)
-        for launcher in forward:
-            if managed.get(rel) is not None and launcher.symbol in managed[rel]:
-                notes.append(f"# {rel}:{launcher.symbol}: already in {managed[rel][launcher.symbol]}")
-                continue
-            name = names.take(launcher.module, launcher.symbol, library, several=len(forward) > 1)
-            found = evidence.get((rel, launcher.symbol))
-            draft = None
-            if drafter is not None and counts["drafts_tried"] < draft_limit and _needs_draft(launcher, found):
-                counts["drafts_tried"] += 1
-                draft = drafter(name, re.sub(r"\W", "_", name), launcher, found)
-                if draft.accepted:
-                    counts["drafts_accepted"] += 1
-                    drafts[draft.file] = draft.source
-            text, generated = _launcher_entry(name, launcher, pairs.get(launcher.symbol, []), found, counts, draft)
-            entries.append(text)
-            references.extend(generated)
-    counts["entries"] = len(entries)
-
-    for path in files:  # torch extensions and KernelBench files: one entry (or note) per file, as before
-        rel = path.relative_to(repo).as_posix()
-        module = library.by_rel.get(rel)
-        if module is None or rel in kernel_files:
-            continue
-        if is_kernelbench_source(module.source):
-            notes.append(f"# {rel}: a KernelBench problem (Model, get_inputs): found without an entry")
-            continue
-        language = _extension_language(module.source)
-        if language is None or is_test_file(rel) or is_benchmark_file(rel):
-            continue
-        if vendor_of(rel) is not None and vendor_target(vendor_of(rel) or "") is None:
-            skipped.setdefault(vendor_of(rel) or "", []).append(rel)
-            counts["vendor_entries_skipped"] += 1
-            continue
-        if rel in managed:
-            notes.append(f"# {rel}: already in {next(iter(managed[rel].values()))}")
-        elif defines(module.source, "ModelNew"):
-            notes.append(f"# {rel}: a KernelBench candidate (ModelNew): `kforge-bot check PROBLEM --candidate {rel}`")
+            state.skip(vendor, f"{launcher.module.rel}:{launcher.symbol}")
         else:
-            entries.append(_extension_entry(rel, names.take(module, None, library, several=False), module, language))
-            counts["entries"] += 1
-
-    for (rel, symbol), private in sorted(orphans.items()):
-        if vendor_of(rel) is None and not is_test_file(rel) and not is_benchmark_file(rel):
-            via = f" (reached from {', '.join(f'{r}:{s}' for r, s in private[:3])})" if private else ""
-            notes.append(f"# {rel}:{symbol}: a Triton kernel no public function launches{via}; no entry")
-            counts["kernels_without_public_launcher"] += 1
-    for key, kernel in sorted(graph.kernels.items()):
-        rel = key[0]
-        if not graph.users.get(key) and vendor_of(rel) is None and not is_test_file(rel) and not is_benchmark_file(rel):
-            notes.append(f"# {rel}:{kernel.name}: a Triton kernel nothing in the repository launches; no entry")
-            counts["kernels_never_launched"] += 1
-    for vendor, where in sorted(skipped.items()):
-        shown = ", ".join(where[:3]) + (f", ... ({len(where) - 3} more)" if len(where) > 3 else "")
-        notes.append(f"# skipped {len(where)} launcher(s) in {vendor}'s backend folders (no kforge target runs "
-                     f"them): {shown}")
+            by_module.setdefault(launcher.module.rel, []).append(launcher)
+    evidence = read_tests(library, launchers)
+    for rel, group in by_module.items():
+        _launcher_entries(state, rel, group, evidence, drafter, draft_limit)
+    for path in files:
+        _extension_or_kernelbench(state, path.relative_to(repo).as_posix(), kernel_files)
+    _kernel_notes(state, graph, orphans)
 
     head = ["# kforge.yaml proposed by `kforge-bot init`: fill in each TODO and review what is marked 'review',",
             "# then run `kforge-bot list` and `kforge-bot check --all`. Keys: README.md, 'Describing kernels'.",
             "version: 1"]
-    if not entries:
+    if not state.entries:
         head.append("# no new Triton or torch-extension kernel files to propose (KernelBench problems need no entry)")
     else:
         head.append("kernels:")
-    module_text = _references_module(references) if references else None
-    return Proposal("\n".join(head + entries + notes) + "\n", module_text, counts["entries"], counts, drafts)
+    notes = state.notes + [
+        f"# skipped {len(where)} launcher(s) in {vendor}'s backend folders (no kforge target runs them): "
+        + ", ".join(where[:3]) + (f", ... ({len(where) - 3} more)" if len(where) > 3 else "")
+        for vendor, where in sorted(state.skipped.items())]
+    state.counts["entries"] = len(state.entries)
+    module_text = _references_module(state.references) if state.references else None
+    return Proposal("\n".join(head + state.entries + notes) + "\n", module_text, len(state.entries), state.counts,
+                    state.drafts)
+
+
+@dataclass
+class _State:
+    """What one proposal collects as it goes."""
+
+    library: Library
+    managed: dict[str, dict[str, str]]
+    counts: Counter[str]
+    entries: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    references: list[tuple[str, list[str]]] = field(default_factory=list)
+    drafts: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, list[str]] = field(default_factory=dict)
+    names: _Names = field(default_factory=lambda: _Names())
+
+    def skip(self, vendor: str, where: str) -> None:
+        self.skipped.setdefault(vendor, []).append(where)
+        self.counts["vendor_entries_skipped"] += 1
+
+
+def _launcher_entries(state: _State, rel: str, group: list[Launcher], evidence: dict[tuple[str, str], TestEvidence],
+                      drafter: Callable[..., Any] | None, draft_limit: int) -> None:
+    """The entries of one module's launchers: forward ones, each with its backward launchers noted."""
+    forward = [la for la in group if not la.is_backward] or group
+    backward = [la for la in group if la.is_backward and la not in forward]
+    state.counts["backward_launchers"] += len(backward)
+    pairs = _pair_backward(forward, backward)
+    for launcher in forward:
+        if launcher.symbol in state.managed.get(rel, {}):
+            state.notes.append(f"# {rel}:{launcher.symbol}: already in {state.managed[rel][launcher.symbol]}")
+            continue
+        name = state.names.take(launcher.module, launcher.symbol, state.library, several=len(forward) > 1)
+        found = evidence.get((rel, launcher.symbol))
+        draft = None
+        if drafter is not None and state.counts["drafts_tried"] < draft_limit and _needs_draft(launcher, found):
+            state.counts["drafts_tried"] += 1
+            draft = drafter(name, re.sub(r"\W", "_", name), launcher, found)
+            if draft.accepted:
+                state.counts["drafts_accepted"] += 1
+                state.drafts[draft.file] = draft.source
+        text, generated = _launcher_entry(name, launcher, pairs.get(launcher.symbol, []), found, state.counts, draft)
+        state.entries.append(text)
+        state.references.extend(generated)
+
+
+def _extension_or_kernelbench(state: _State, rel: str, kernel_files: set[str]) -> None:
+    """Torch extensions get one entry per file; KernelBench files and candidates a note."""
+    module = state.library.by_rel.get(rel)
+    if module is None or rel in kernel_files:
+        return
+    if is_kernelbench_source(module.source):
+        state.notes.append(f"# {rel}: a KernelBench problem (Model, get_inputs): found without an entry")
+        return
+    language = _extension_language(module.source)
+    if language is None or is_test_file(rel) or is_benchmark_file(rel):
+        return
+    vendor = vendor_of(rel)
+    if vendor is not None and vendor_target(vendor) is None:
+        state.skip(vendor, rel)
+    elif rel in state.managed:
+        state.notes.append(f"# {rel}: already in {next(iter(state.managed[rel].values()))}")
+    elif defines(module.source, "ModelNew"):
+        state.notes.append(f"# {rel}: a KernelBench candidate (ModelNew): `kforge-bot check PROBLEM --candidate {rel}`")
+    else:
+        name = state.names.take(module, None, state.library, several=False)
+        state.entries.append(_extension_entry(rel, name, module, language))
+
+
+def _kernel_notes(state: _State, graph: CallGraph, orphans: dict[Node, list[Node]]) -> None:
+    """Kernels that got no entry: launched only from private code, or by nothing a static reading sees."""
+    def generic(rel: str) -> bool:
+        return vendor_of(rel) is None and not is_test_file(rel) and not is_benchmark_file(rel)
+
+    for (rel, symbol), private in sorted(orphans.items()):
+        if generic(rel):
+            via = f" (reached from {', '.join(f'{r}:{s}' for r, s in private[:3])})" if private else ""
+            state.notes.append(f"# {rel}:{symbol}: a Triton kernel no public function launches{via}; no entry")
+            state.counts["kernels_without_public_launcher"] += 1
+    for key, kernel in sorted(graph.kernels.items()):
+        if not graph.users.get(key) and generic(key[0]):
+            state.notes.append(f"# {key[0]}:{kernel.name}: a Triton kernel nothing in the repository launches; no entry")
+            state.counts["kernels_never_launched"] += 1
 
 
 def _helpers(library: Library, graph: CallGraph, launchers: list[Launcher], kernel_files: set[str]) -> set[Node]:
