@@ -376,8 +376,10 @@ def _launcher_entry(name: str, launcher: Launcher, backward: list[str], found: T
             "TODO: keyword arguments for the inputs callable, one mapping per size to check and time"
             if not own_inputs else f"{own_inputs}'s defaults; add a mapping per size to check and time"))
     if _returns_tuple(module.defs[launcher.symbol]):
-        lines.append("    # TODO: the launcher returns several values; select the output once the manifest has "
-                     "`outputs:` (until then, a wrapper that returns it)")
+        which = (f" ({found.test} compares output {found.output_index})"
+                 if found is not None and found.output_index is not None else "")
+        lines.append(f"    # TODO: the launcher returns several values{which}; select the output once the manifest "
+                     "has `outputs:` (until then, a wrapper that returns it)")
     if backward:
         lines.append(f"    # TODO: backward launcher(s) {', '.join(backward)}: declare once the manifest has `backward:`")
     if module.name.split(".")[0] != module.rel.split("/")[0]:

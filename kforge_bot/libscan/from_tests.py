@@ -45,6 +45,7 @@ class TestEvidence:
     dtype_params: list[str] = field(default_factory=list)  # params whose sizes are dtype names
     shapes: list[dict[str, object]] = field(default_factory=list)
     shapes_total: int = 0
+    output_index: int | None = None  # which of the launcher's outputs the test compares (None: its whole result)
     notes: list[str] = field(default_factory=list)
 
 
@@ -137,6 +138,13 @@ def _parametrize(function: ast.FunctionDef, module: Module) -> list[tuple[list[s
     return found
 
 
+def _constant_index(node: ast.expr) -> int | None:
+    """`f(...)[1]` -> 1."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
+        return node.slice.value
+    return None
+
+
 def _import_line(local: str, target: tuple[str, str | None]) -> str:
     module, symbol = target
     if symbol is None:
@@ -184,14 +192,18 @@ class _TestReader:
         assert isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef))  # call_arguments checked it
         return [a.arg for a in (*definition.args.posonlyargs, *definition.args.args)]
 
-    def result_names(self) -> set[str]:
-        names: set[str] = set()
+    def result_names(self) -> dict[str, int | None]:
+        """Names the test binds to the launcher's result -> the index of the output each holds (None: all)."""
+        names: dict[str, int | None] = {}
         for stmt in self.function.body:
-            if isinstance(stmt, ast.Assign) and any(n is self.call for n in ast.walk(stmt.value)):
-                for target in stmt.targets:
-                    first = target.elts[0] if isinstance(target, (ast.Tuple, ast.List)) and target.elts else target
-                    if isinstance(first, ast.Name):
-                        names.add(first.id)
+            if not (isinstance(stmt, ast.Assign) and any(n is self.call for n in ast.walk(stmt.value))):
+                continue
+            index = _constant_index(stmt.value) if stmt.value is not self.call else None
+            for target in stmt.targets:
+                if isinstance(target, (ast.Tuple, ast.List)) and stmt.value is self.call:
+                    names.update({e.id: i for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and e.id != "_"})
+                elif isinstance(target, ast.Name):
+                    names[target.id] = index
         return names
 
     def expected(self) -> ast.expr | None:
@@ -201,8 +213,10 @@ class _TestReader:
                 continue
             a, b = node.args[0], node.args[1]
             for actual, other in ((a, b), (b, a)):
-                mentions = any(n is self.call for n in ast.walk(actual)) or bool(set(_free_names(actual)) & results)
-                if mentions and not (set(_free_names(other)) & results):
+                inline = any(n is self.call for n in ast.walk(actual))
+                bound = [n for n in _free_names(actual) if n in results]
+                if (inline or bound) and not (set(_free_names(other)) & set(results)):
+                    self.evidence.output_index = _constant_index(actual) if inline else results[bound[0]]
                     return self._follow(other)
         return None
 

@@ -125,6 +125,7 @@ def test_init_on_a_kernel_library_finds_its_launchers_and_the_references_its_tes
     }
     assert "the kernels live in mylib/kernels/fused_kernels.py" in result.output
     assert "backward launcher(s) rms_norm_backward" in result.output
+    assert "returns several values (tests/test_ops.py::test_rms_norm compares output 0)" in result.output
     assert "autotuned: _softmax_kernel" in result.output
     # References and sizes from the tests, marked for review.
     assert kernels["ops.fused"]["reference"] == "tests/test_ops.py:torch_fused"

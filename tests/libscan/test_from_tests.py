@@ -32,7 +32,7 @@ def test_an_expected_expression_and_parametrize_sizes() -> None:
     assert ev.reference_params == ["x2", "w", "eps"] and ev.reference_code == "return x2 * w"
     assert ev.inputs_params == ["m", "n", "dtype"] and ev.dtype_params == ["dtype"]
     assert ev.shapes == [{"m": 2, "n": 1024, "dtype": "float16"}, {"m": 4, "n": 64, "dtype": "float16"}]
-    assert ev.inputs_code[-1] == "return (x2, w, 1e-05)"
+    assert ev.inputs_code[-1] == "return (x2, w, 1e-05)" and ev.output_index is None
     assert not any("cuda" in line for line in ev.inputs_code)  # inputs are made on the target device
 
 
@@ -53,3 +53,13 @@ def test_a_reference_function_of_the_test_module_is_named_as_it_is() -> None:
         "@pytest.mark.parametrize('n', [8])\n"
         "def test_op(n):\n    x = torch.randn(n)\n    w = torch.randn(n)\n    assert torch.allclose(op(x, w), torch_op(x, w))\n")
     assert ev is not None and ev.reference_symbol == "torch_op" and ev.shapes == [{"n": 8}]
+
+
+def test_which_output_a_test_compares() -> None:
+    for binding, compared, index in (("_, y = op(x, w)", "y", 1), ("y = op(x, w)[0]", "y", 0),
+                                     ("y = op(x, w)", "y", None), ("", "op(x, w)[1]", 1)):
+        ev = _evidence(
+            "import torch\nfrom lib.ops import op\n"
+            f"def test_op():\n    x = torch.randn(4)\n    w = torch.randn(4)\n    {binding or 'pass'}\n"
+            f"    torch.testing.assert_close({compared}, x * w)\n")
+        assert ev is not None and ev.reference_code == "return x * w" and ev.output_index == index, binding
