@@ -319,8 +319,8 @@ def _launcher_entry(name: str, launcher: Launcher, backward: list[str], found: T
     lines = [f"  {name}:  # {what}", f"    file: {rel}"]
     elsewhere = sorted({k.module.rel for k in launcher.kernels if k.module is not module})
     if elsewhere:
-        lines.append(f"    # TODO: the kernels live in {', '.join(elsewhere)}; optimize rewrites only `file:` (name "
-                     "the kernel's source there once the manifest lets the entry live in another file)")
+        lines.append(f"    # TODO: the kernels live in {', '.join(elsewhere)}; optimize rewrites only `file:`. Once the "
+                     f"manifest lets the entry live in another file: file: {elsewhere[0]}, entry: {rel}:{launcher.symbol}")
     lines.append(f"    entry: {launcher.symbol}" + ("  # an nn.Module: give its constructor's arguments in init:"
                                                     if launcher.kind == "module" else ""))
     own_reference = next((n for n in REFERENCE_NAMES if defines(module.source, n)), None)
@@ -378,13 +378,15 @@ def _launcher_entry(name: str, launcher: Launcher, backward: list[str], found: T
     if _returns_tuple(module.defs[launcher.symbol]):
         which = (f" ({found.test} compares output {found.output_index})"
                  if found is not None and found.output_index is not None else "")
-        lines.append(f"    # TODO: the launcher returns several values{which}; select the output once the manifest "
-                     "has `outputs:` (until then, a wrapper that returns it)")
+        select = found.output_index if found is not None and found.output_index is not None else "INDEX_OR_NAME"
+        lines.append(f"    # TODO: the launcher returns several values{which}; once the manifest has `outputs:`, "
+                     f"outputs: {select} (until then, a wrapper that returns it)")
     if backward:
         lines.append(f"    # TODO: backward launcher(s) {', '.join(backward)}: declare once the manifest has `backward:`")
-    if module.name.split(".")[0] != module.rel.split("/")[0]:
-        lines.append(f"    # TODO: {rel} imports as `{module.name}`: add its folder to the import roots once the "
-                     "manifest has `import_roots:`")
+    root = "/".join(rel.split("/")[:len(rel.split("/")) - len(module.name.split(".")) - (module.is_package)])
+    if root:
+        lines.append(f"    # TODO: {rel} imports as `{module.name}`; once the manifest has `import_roots:`, "
+                     f"import_roots: [{root}]")
     target = vendor_target(_vendor(launcher) or "") or None
     lines.append(f"    targets: [{target}]" if target else f"    targets: [{', '.join(TRITON_TARGETS)}]")
     lines.append("    language: triton")

@@ -287,3 +287,16 @@ def test_init_draft_without_an_endpoint_is_one_line(tmp_path: Path, monkeypatch:
         monkeypatch.delenv(name, raising=False)
     result = CliRunner().invoke(cli, ["init", str(tmp_path), "--draft"])
     assert result.exit_code != 0 and "--draft needs an LLM endpoint" in str(result.exception)
+
+
+def test_init_names_the_import_root_of_a_src_layout(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "src" / "pkg" / "ops").mkdir(parents=True)
+    (repo / "src" / "pkg" / "__init__.py").write_text("")
+    (repo / "src" / "pkg" / "ops" / "__init__.py").write_text("")
+    (repo / "src" / "pkg" / "ops" / "add.py").write_text(
+        "import triton\n\n\n@triton.jit\ndef _add(x, y):\n    pass\n\n\ndef add(x, y):\n    _add[(1,)](x, y)\n    return x\n")
+    result = CliRunner().invoke(cli, ["init", str(repo)])
+    assert result.exit_code == 0, result.output
+    assert list(yaml.safe_load(result.output)["kernels"]) == ["ops.add"]
+    assert "imports as `pkg.ops.add`; once the manifest has `import_roots:`, import_roots: [src]" in result.output
