@@ -43,10 +43,22 @@ def build_messages(entry: str, file: str, launcher_source: str, kernel_sources: 
     return [{"role": "user", "content": text}]
 
 
-def parse_reply(reply: str, *, truncated: bool = False) -> Draft:
-    """The drafted module, checked as text: it defines `reference`, `make_inputs` and a literal `SHAPES`."""
+def parse_reply(reply: str, *, truncated: bool = False, library_modules: frozenset[str] = frozenset()) -> Draft:
+    """The drafted module, checked as text: it defines `reference`, `make_inputs` and a literal `SHAPES`, and
+    imports nothing of the library (`library_modules`: its top-level module names), nor anything by a
+    computed name: a reference that called the kernel would agree with it whatever it computes."""
     source = extract_source(reply, "torch", REFERENCE, filename="draft.py", truncated=truncated)
     tree = ast.parse(source)
+    for node in ast.walk(tree):
+        imported = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else \
+            ["(relative)"] if isinstance(node, ast.ImportFrom) else []
+        own = [m for m in imported if m == "(relative)" or m.split(".")[0] in library_modules]
+        if own:
+            raise MalformedReply(f"the module imports the library itself ({own[0]}); write the reference in plain "
+                                 "PyTorch")
+        if isinstance(node, ast.Name) and node.id in ("__import__", "importlib", "exec", "eval"):
+            raise MalformedReply(f"the module uses {node.id}; import what it needs by name, and no library code")
     names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if INPUTS not in names:
         raise MalformedReply(f"the module does not define `{INPUTS}(**shape)`; define it at module level")

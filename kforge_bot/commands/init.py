@@ -26,7 +26,7 @@ from kforge_bot.commands import examples, target_kind, target_option
 from kforge_bot.errors import KforgeError
 from kforge_bot.libscan.from_tests import TestEvidence, read_tests
 from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
-from kforge_bot.libscan.modules import Library, Module
+from kforge_bot.libscan.modules import Library, Module, dotted_name
 from kforge_bot.libscan.vendors import vendor_of, vendor_target
 from kforge_bot.spec import MANIFEST_NAME, defines, is_kernelbench_source
 
@@ -115,7 +115,8 @@ def _drafter(repo: Path, target: str, isolation: str | None) -> Callable[..., An
         kind = resolve_target_name("auto", ("cuda", "xpu", "cpu")).split(":")[0]
     mode = isolation or load_policy(None).isolation_mode("check")
     click.echo(announcement(mode), err=True)
-    return Drafter(repo, LLMClient(endpoint_from_env()), kind, mode, DRAFTS_FOLDER)
+    modules = frozenset(dotted_name(p.relative_to(repo).as_posix()).split(".")[0] for p in _python_files(repo))
+    return Drafter(repo, LLMClient(endpoint_from_env()), kind, mode, DRAFTS_FOLDER, modules)
 
 
 def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft_limit: int = 0) -> Proposal:

@@ -30,8 +30,9 @@ class DraftOutcome:
 class Drafter:
     """Drafts and checks one launcher's reference and inputs at a time."""
 
-    def __init__(self, repo: Path, client: LLMClient, target: str, isolation: str, folder: str, attempts: int = 2,
-                 timeout_s: float = 300.0) -> None:
+    def __init__(self, repo: Path, client: LLMClient, target: str, isolation: str, folder: str,
+                 library_modules: frozenset[str], attempts: int = 2, timeout_s: float = 300.0) -> None:
+        self.library_modules = library_modules
         self.repo, self.client, self.target, self.attempts, self.folder = repo, client, target, attempts, folder
         self.settings = EvalSettings(seeds=1, measure=False, profile=False, isolation=isolation, timeout_s=timeout_s)
         self.model = client.resolve_model()
@@ -54,7 +55,7 @@ class Drafter:
             except LLMUnavailable as exc:
                 return DraftOutcome(False, f"not drafted: the LLM endpoint failed ({exc})")
             try:
-                draft = drafter.parse_reply(reply.text, truncated=reply.truncated)
+                draft = drafter.parse_reply(reply.text, truncated=reply.truncated, library_modules=self.library_modules)
             except MalformedReply as exc:
                 last = f"the reply was malformed ({exc})"
                 messages = [*messages, {"role": "assistant", "content": reply.text},

@@ -30,3 +30,15 @@ def test_a_reply_is_parsed_never_run() -> None:
             ("no code", "fenced")):
         with pytest.raises(MalformedReply, match=why):
             parse_reply(broken)
+
+
+def test_a_reference_that_imports_the_library_is_refused() -> None:
+    body = ("SHAPES = [{'n': 8}]\ndef make_inputs(n):\n    return (torch.randn(n),)\n")
+    for cheat in ("from kernels.scale import scale\ndef reference(x):\n    return scale(x)\n",
+                  "import kernels\ndef reference(x):\n    return kernels.scale.scale(x)\n",
+                  "from .scale import scale\ndef reference(x):\n    return scale(x)\n",
+                  "def reference(x):\n    return __import__('kernels').scale(x)\n"):
+        with pytest.raises(MalformedReply, match="library itself|__import__"):
+            parse_reply(f"```python\nimport torch\n{cheat}{body}```", library_modules=frozenset({"kernels"}))
+    assert parse_reply(f"```python\nimport torch\ndef reference(x):\n    return x\n{body}```",
+                       library_modules=frozenset({"kernels"})).shapes == [{"n": 8}]

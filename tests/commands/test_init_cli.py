@@ -274,10 +274,12 @@ def test_init_draft_leaves_a_draft_that_never_matched_as_a_todo(tmp_path: Path, 
     repo = tmp_path / "repo"
     (repo / "kernels").mkdir(parents=True)
     (repo / "kernels" / "scale.py").write_text(OPTIONAL_TRITON)
-    llm_env.push(reply("no code here"), reply(WRONG_DRAFT))
+    cheat = RIGHT_DRAFT.replace("import torch\n", "import torch\nfrom kernels.scale import scale\n", 1)
+    llm_env.push(reply(cheat), reply(WRONG_DRAFT))
     result = CliRunner().invoke(cli, ["init", str(repo), "--draft", "--target", "cpu"])
     assert result.exit_code == 0, result.output
     assert "# draft: not proposed: the draft was run against the kernel on cpu: incorrect" in result.output
+    assert "imports the library itself (kernels.scale)" in llm_env.prompts()[1]  # refused unrun, sent back
     assert "TODO: write reference(...)" in result.output and "kforge_drafts" not in result.output
     assert "KFORGE_DRAFT_RAN_IN" not in os.environ
 
