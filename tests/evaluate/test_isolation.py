@@ -385,3 +385,38 @@ def test_a_sandbox_that_cannot_start_is_the_bots_error_not_a_verdict(repo: Path,
     with pytest.raises(KforgeError, match="the sandbox could not start a worker: bwrap: Can't find source path "
                                           "/nonexistent/kforge-test"):
         _judge("", repo, SANDBOXED)
+
+
+READ_PLANTED = '''
+for path in {planted!r}:
+    try:
+        data = open(path).read()
+    except OSError:
+        continue
+    raise RuntimeError(f"ESCAPED: read {{path}}")
+'''
+
+
+@pytest.mark.parametrize("planted_in", ["cwd", "runner_temp"])
+def test_the_bots_working_folder_and_runner_temp_are_invisible(repo: Path, tmp_path: Path, planted_in: str) -> None:
+    """Attack (issue 28, class 6): `python -m` puts the working folder on sys.path, and every sys.path entry was
+    mounted; under Actions that folder can be $RUNNER_TEMP, where actions/checkout leaves credential files. The bot
+    here runs as `python -m`, from a folder holding a planted credential, with a fake $RUNNER_TEMP (on PATH too,
+    as a setup step may put it) holding another."""
+    cwd, runner_temp = tmp_path / "cwd", tmp_path / "runner_temp"
+    for folder in (cwd, runner_temp):
+        folder.mkdir()
+        (folder / "credentials").write_text("ghp_isolation_test_token\n")
+    attack = READ_PLANTED.format(planted=[str(tmp_path / planted_in / "credentials")])
+    (cwd / "attack.py").write_text(_candidate(attack, repo).source)
+    (cwd / "kforge_test_bot.py").write_text(BOT)
+    env = {**os.environ, "RUNNER_TEMP": str(runner_temp), "PATH": f"{runner_temp}{os.pathsep}{os.environ['PATH']}"}
+
+    def bot(mode: str) -> dict:
+        out = subprocess.run([sys.executable, "-m", "kforge_test_bot", str(repo / "problem.py"), "attack.py", str(repo),
+                              mode], cwd=cwd, capture_output=True, text=True, timeout=180, env=env, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    boxed = bot("required")
+    assert boxed["verdict"] == "pass" and boxed["details"]["isolation"].startswith("sandboxed"), boxed["reason"]
+    assert "ESCAPED" in bot("off")["reason"]
