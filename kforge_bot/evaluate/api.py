@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
 import tempfile
 import time
 from dataclasses import replace
@@ -22,8 +21,8 @@ from kforge_bot.evaluate.judge import judge
 from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.references import Progress, ReferenceStore, reference_fit
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerProcess, raise_on_sandbox_failure, sandbox_view,
-                                         scratch_root, scrubbed_environment, start_worker)
+from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerProcess, raise_on_sandbox_failure, remove_scratch,
+                                         sandbox_view, scratch_root, scrubbed_environment, start_worker)
 from kforge_bot.evaluate.spares import Spare, SpareWorkers
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.spec import Implementation, KernelSpec
@@ -74,7 +73,7 @@ def evaluate(
                     settings=settings, seeds=seeds, out_dir=work, await_fit=True)
         result = _run_and_judge(full, store, template, spare, progress)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_scratch(work)
         if references is None:
             store.cleanup()
     if spare_early:  # timing is over: the spare may make its device context now

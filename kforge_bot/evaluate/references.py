@@ -7,7 +7,6 @@ import hashlib
 import importlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -18,7 +17,8 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import devshare, outputs
 from kforge_bot.evaluate.plan import Fit, Plan
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import ChildOutcome, raise_on_sandbox_failure, run_worker, sandbox_view, scratch_root
+from kforge_bot.evaluate.sandbox import (ChildOutcome, raise_on_sandbox_failure, remove_scratch, run_worker,
+                                         sandbox_view, scratch_root)
 from kforge_bot.spec import KernelSpec
 
 Progress = Callable[[dict[str, Any]], None]
@@ -99,7 +99,7 @@ class ReferenceStore:
                                   hint="run `kforge-bot doctor`; KFORGE_OUTPUTS=files passes outputs through the "
                                        "host instead of sharing device memory") from None
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_scratch(folder)
             if outcome is not None and outcome.shared is not None:
                 outcome.shared.close()
         return loaded, result
@@ -108,7 +108,7 @@ class ReferenceStore:
         with self._lock:
             self._done.clear()  # outputs held as device memory are unmapped once their tensors are gone
         if self._own:
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove_scratch(self.root)
 
 
 def reference_fit(ref_result: dict[str, Any]) -> Fit:

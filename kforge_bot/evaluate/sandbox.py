@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -408,6 +409,31 @@ def scratch_root() -> Path:
     shm = Path("/dev/shm")
     base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
     return base
+
+
+def remove_scratch(folder: Path) -> None:
+    """Remove a worker's scratch folder whatever its code did inside it: folders it made unreadable or
+    unwritable (`chmod 000`) get their owner's permissions back first (the sandbox's user is this user, so they
+    are ours). Links are removed, never followed. A folder that cannot be removed is an error naming it: one
+    left behind in /dev/shm holds the machine's memory, evaluation after evaluation."""
+    if not os.path.lexists(folder):
+        return
+    todo = [str(folder)]
+    while todo:  # a loop, not recursion: a candidate may nest folders deeper than the interpreter's stack
+        current = todo.pop()
+        try:
+            if not os.path.islink(current):
+                os.chmod(current, 0o700)
+            with os.scandir(current) as entries:
+                todo.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue  # rmtree below reports what stays
+    try:
+        shutil.rmtree(folder)
+    except OSError as exc:
+        raise KforgeError(f"cannot remove a worker's scratch folder: {exc}", path=folder,
+                          hint="remove it by hand (it may hold a lot of memory under /dev/shm) and report this "
+                               "as a kforge-bot bug") from None
 
 
 def raise_on_sandbox_failure(outcome: ChildOutcome) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import stat
 import subprocess
@@ -18,7 +17,7 @@ from typing import Any
 
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import sandbox_view, scrubbed_environment
+from kforge_bot.evaluate.sandbox import remove_scratch, sandbox_view, scrubbed_environment
 
 PREPARE_TIMEOUT_S = 900.0
 
@@ -110,7 +109,7 @@ def prepare_build(spec: Any, imports: list[tuple[str, Any]], env: dict[str, str]
     except OSError as exc:
         return f"failed: {exc}", time.monotonic() - started
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_scratch(work)
 
 
 def publish(work: Path, digest: str, root: Path) -> None:

@@ -420,3 +420,28 @@ def test_the_bots_working_folder_and_runner_temp_are_invisible(repo: Path, tmp_p
     boxed = bot("required")
     assert boxed["verdict"] == "pass" and boxed["details"]["isolation"].startswith("sandboxed"), boxed["reason"]
     assert "ESCAPED" in bot("off")["reason"]
+
+
+LOCK_FOLDERS = '''
+for base in {os.getcwd(), *(os.environ[v] for v in ("HOME", "TMPDIR") if os.environ.get(v, "").startswith(os.getcwd()))}:
+    locked = os.path.join(base, "locked", "inner")
+    os.makedirs(locked)
+    open(os.path.join(locked, "f"), "w").write("x")
+    os.chmod(locked, 0)
+    os.chmod(os.path.dirname(locked), 0o500)
+'''
+
+
+@pytest.mark.parametrize("settings", [SANDBOXED, UNSANDBOXED], ids=["sandboxed", "unsandboxed"])
+def test_scratch_is_removed_even_when_the_candidate_locks_folders_in_it(repo: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        settings: EvalSettings) -> None:
+    """Attack (issue 28, class 7): a candidate that `chmod 000`s a folder in its scratch left it in /dev/shm after
+    every evaluation (`rmtree(ignore_errors=True)` hid it)."""
+    root = tmp_path / "scratch-root"
+    root.mkdir()
+    for module in (api, references):
+        monkeypatch.setattr(module, "scratch_root", lambda: root)
+    result = _judge(LOCK_FOLDERS, repo, settings)
+    assert result.verdict == "pass", result.reason
+    assert list(root.iterdir()) == []
