@@ -198,7 +198,7 @@ def main(argv: list[str]) -> int:
         else:
             run_candidate(plan, channel, workdir, STARTED, BOOT)
     except Stop as stop:
-        channel.send("result", status=stop.status, reason=stop.reason, detail=stop.detail)
+        channel.send("result", status=stop.status, reason=stop.reason, detail=stop.detail, side=stop.side)
     except Exception as exc:  # noqa: BLE001 - in the reference role this is the user's spec failing
         channel.send("result", status="error", reason=short_error(exc), detail=traceback.format_exc()[-4000:])
     sys.stdout.flush()
