@@ -76,6 +76,16 @@ class View:
     writable: tuple[Path, ...] = ()
     devices: str = "cpu"
     bytecode: Path | None = None
+    tmpfs_bytes: int | None = None  # the size of each private tmpfs (/tmp, /dev/shm, /run): evaluate.limits
+
+
+@functools.lru_cache(maxsize=4)
+def _sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bwrap takes `--size` for a tmpfs (0.7.0 and later)."""
+    try:
+        return "--size" in subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def _bwrap_path() -> str | None:
@@ -226,7 +236,10 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
+    sized = ["--size", str(view.tmpfs_bytes)] if view.tmpfs_bytes and _sizes_tmpfs(args[0]) else []
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for private in ("/tmp", "/dev/shm", "/run"):  # in memory: unsized, each could take half the machine's
+        args += [*sized, "--tmpfs", private]
     if view.bytecode is not None:  # "-try": a cache deleted under a running bot leaves workers slower, not broken
         args += ["--ro-bind-try", str(Path(view.bytecode).resolve()), BYTECODE_MOUNT]
     # "-try": `environment` makes it; without it the folder is the sandbox's own empty /run (same path still).

@@ -93,7 +93,7 @@ def _ended_without_result(base: EvalResult, outcome: ChildOutcome) -> bool:
 
 def _how_it_ended(base: EvalResult, outcome: ChildOutcome) -> bool:
     message = outcome.result
-    if outcome.flooded:
+    if outcome.flooded or outcome.overfilled is not None:
         base.verdict, base.reason = "rejected", f"the candidate {outcome.exit_description()}"
         return True
     if outcome.timed_out:

@@ -31,7 +31,7 @@ _BEGAN = time.monotonic()
 import torch  # noqa: E402
 
 _TORCH_AT = time.monotonic()
-from kforge_bot.evaluate import checks, loading  # noqa: E402
+from kforge_bot.evaluate import checks, limits, loading  # noqa: E402
 from kforge_bot.evaluate.candidate_role import run_candidate  # noqa: E402
 from kforge_bot.evaluate.outputs import make_sink  # noqa: E402
 from kforge_bot.evaluate.plan import DoesNotFit, Plan, fit_plan  # noqa: E402
@@ -184,6 +184,8 @@ def main(argv: list[str]) -> int:
     nonce = sys.stdin.readline().strip()
     channel = Channel(fd, nonce)
     plan = Plan.from_dict(json.loads(sys.stdin.readline()))
+    if plan.limits is not None:
+        limits.apply(plan.limits)  # before any user code: nothing it starts can raise them again
     if not plan.await_fit:
         sys.stdin.close()
     use_sink(make_sink(int(output_fd) if output_fd else None, nonce, plan.target, trusted=plan.role == "reference"))

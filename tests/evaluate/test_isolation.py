@@ -445,3 +445,59 @@ def test_scratch_is_removed_even_when_the_candidate_locks_folders_in_it(repo: Pa
     result = _judge(LOCK_FOLDERS, repo, settings)
     assert result.verdict == "pass", result.reason
     assert list(root.iterdir()) == []
+
+
+# Exhaustion (issue 28, class 7). Each bomb is bounded, so that without the limit it ends by itself and the
+# candidate passes (which is what the test then catches), and a failing run cannot take the machine down.
+FORK_BOMB = '''
+children = []
+for _ in range(400):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    children.append(pid)
+'''
+MEMORY_BOMB = '''
+hoard = [bytearray(128 << 20) for _ in range(32)]  # 4 GiB, untouched: address space, not pages
+'''
+DISK_FILLER = '''
+for folder in (os.getcwd(), "/tmp"):
+    for n in range(8):  # 8 x 96 MiB: each file under the 256 MiB limit, together over it
+        with open(os.path.join(folder, f"filler{{n}}"), "wb") as handle:
+            handle.write(b"x" * (96 << 20))
+    time.sleep(1.5)  # a worker keeps running after it wrote (the bot looks every half second)
+'''
+ONE_HUGE_FILE = '''
+with open("huge", "wb") as handle:
+    for _ in range(12):  # 384 MiB: one file over the 256 MiB limit
+        handle.write(b"x" * (32 << 20))
+'''
+CPU_HOG = '''
+deadline = time.process_time() + 20.0
+while time.process_time() < deadline:
+    pass
+'''
+BOMBS = {
+    "fork bomb": (FORK_BOMB, {"process_limit": 64}, ("compile_error",), ("Resource temporarily unavailable",)),
+    "memory bomb": (MEMORY_BOMB, {"memory_limit_bytes": 2 << 30}, ("compile_error",), ("MemoryError",)),
+    "disk filler": (DISK_FILLER, {"scratch_limit_bytes": 256 << 20}, ("rejected",), ("into its scratch folder",)),
+    # The file's own limit, or the folder's (looked at every half second) if it comes first.
+    "one huge file": (ONE_HUGE_FILE, {"scratch_limit_bytes": 256 << 20}, ("compile_error", "rejected"),
+                      ("File too large", "into its scratch folder")),
+    "cpu hog": (CPU_HOG, {"cpu_limit_s": 3.0}, ("crash",), ("SIGXCPU",)),
+}
+
+
+@pytest.mark.parametrize("bomb", sorted(BOMBS))
+def test_exhaustion_ends_in_a_verdict_and_the_next_evaluation_goes_on(repo: Path, bomb: str) -> None:
+    from dataclasses import replace
+
+    attack, limit, verdicts, reasons = BOMBS[bomb]
+    if bomb == "fork bomb" and os.geteuid() == 0:
+        pytest.skip("RLIMIT_NPROC does not bind root (run as an ordinary user, as CI does)")
+    result = _judge(attack.format(), repo, replace(SANDBOXED, **limit))
+    assert result.verdict != "pass", f"the {bomb} was not stopped"
+    assert result.verdict in verdicts and any(r in result.reason for r in reasons), (result.verdict, result.reason)
+    honest = _judge("", repo, SANDBOXED)
+    assert honest.verdict == "pass", honest.reason
