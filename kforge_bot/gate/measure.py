@@ -45,6 +45,7 @@ def gate_settings(policy: Policy, rule: GateRule, time_budget_s: float | None = 
         # The gate compares a repository's own kernels; calling framework ops is their business.
         allow_framework_fallback=True,
         profile=False,
+        **policy.evaluation.limit_settings(),
     )
 
 
