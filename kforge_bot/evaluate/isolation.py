@@ -6,15 +6,16 @@ them may be hostile. Inside the sandbox a process has
   `/proc/<pid>/mem`), trace or signal the bot or any other worker; it has no network; every process it
   starts dies with it (the namespace's init is killed when the worker ends, daemons included);
 - a read-only view of the system (`/usr`, `/etc`, the Python installation and its packages, the
-  compilers on PATH) and of the kernel's own source folders, with every `.git`, the result cache, the
-  home directory's credentials and the bot's scratch space hidden;
+  compilers on PATH, kforge-bot's package folder) and of the kernel's own source folders, with every `.git`, the
+  result cache, the home directory's credentials and the bot's scratch space hidden, and never the bot's working
+  folder, its script's folder or `$RUNNER_TEMP` (`never_shown`);
 - one writable directory, its own scratch (its HOME, TMPDIR and compiler caches live there too), and a
   private `/tmp` and `/dev/shm` that vanish with it;
 - only the device nodes its target needs (`/dev/nvidia*` for CUDA, `/dev/dri` for XPU);
 - where the installation has no compiled bytecode, the bot's own bytecode cache, read-only (evaluate.bytecode).
 
-What it does not do: limit CPU time, memory or scratch disk use (the parent's timeout and the device's
-own memory limit bound those), or separate two processes on one GPU beyond what the driver does.
+Memory, processes, CPU time and scratch space are limited by kforge_bot.evaluate.limits (the private tmpfs
+mounts are sized here). What it does not do: separate two processes on one GPU beyond what the driver does.
 """
 
 from __future__ import annotations
