@@ -36,7 +36,9 @@ _FILE_OBJECT_MODULES = {"json", "pickle", "yaml", "marshal", "tomllib", "csv"}
 # Keyword arguments that name files or folders a build reads.
 _BUILD_KEYWORDS = {"sources", "extra_include_paths", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
                    "file", "fname", "f", "path", "filename"}
-_SKIPPED_FOLDERS = {".git", ".kforge-cache", "__pycache__"}
+# Never a kernel's input: git's and the gate's own state, bytecode, and environments (the gate and the PR bot
+# read committed files only; a working tree's virtual environment would cost seconds to hash).
+_SKIPPED_FOLDERS = {".git", ".kforge-cache", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".nox"}
 _MAX_LITERAL = 300
 
 
