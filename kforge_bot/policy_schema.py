@@ -91,7 +91,7 @@ def json_schema() -> dict[str, Any]:
                     "seeds": {"type": "integer", "minimum": 1, "maximum": 100, "default": d.evaluation.seeds},
                     "time_budget_s": {**pos, "default": d.evaluation.time_budget_s},
                     "timeout_s": {**pos, "default": d.evaluation.timeout_s},
-                    "memory_limit_gb": {"type": ["number", "null"], "exclusiveMinimum": 0, "description": "each worker process's memory (RLIMIT_DATA); unset: "
+                    "memory_limit_gb": {"type": ["number", "null"], "exclusiveMinimum": 0, "description": "each worker process's address space (RLIMIT_AS); unset: "
                                                               "half the machine's on cpu and mps, none on GPUs"},
                     "process_limit": {"type": ["integer", "null"], "minimum": 16,
                                       "description": "processes and threads in one sandbox; unset: 4096"},

@@ -1,11 +1,10 @@
 """The resource limits on every worker (a process that runs user code), decided in this one place.
 
-- Memory: RLIMIT_DATA on each process (its heap and private writable mappings: what a `malloc`, a tensor or a
-  `bytearray` takes; mapped files and reserved, unwritable address space are not counted, so threads' stacks and
-  arenas cost nothing until used). By default on targets whose memory is the host's (cpu, mps) only: a CUDA or
-  XPU context reserves address space by the terabyte, so an address-space limit (RLIMIT_AS) breaks them, and
-  whether the drivers' own writable mappings stay under a data limit has not been measured here; the device's
-  own memory limit bounds those targets. `memory_limit_bytes` sets one on any target.
+- Memory: RLIMIT_AS on each process (its address space: every mapping, shared anonymous memory included, which
+  a data limit would not count). By default on targets whose memory is the host's (cpu, mps) only: a CUDA or
+  XPU context reserves address space by the terabyte, which an address-space limit refuses, so GPU targets rely
+  on the device's own limit and have no host-memory limit unless `memory_limit_bytes` sets one (which then
+  breaks their contexts: set it for cpu-only policies).
 - Processes: RLIMIT_NPROC. Counted per user namespace (Linux 5.14+), so inside the sandbox it counts the
   sandbox's own processes and threads alone; unsandboxed it would count every process of this user on the
   machine, so it is set in the sandbox only.
@@ -94,7 +93,7 @@ def apply(limits: Limits) -> None:
         resource.setrlimit(which, (value, cap))
 
     if limits.memory_bytes:
-        lower(resource.RLIMIT_DATA, limits.memory_bytes)
+        lower(resource.RLIMIT_AS, limits.memory_bytes)
     if limits.processes:
         lower(resource.RLIMIT_NPROC, limits.processes)
     if limits.cpu_s:

@@ -461,6 +461,10 @@ for _ in range(400):
 MEMORY_BOMB = '''
 hoard = [bytearray(128 << 20) for _ in range(32)]  # 4 GiB, untouched: address space, not pages
 '''
+SHARED_MEMORY_BOMB = '''
+import mmap
+hoard = [mmap.mmap(-1, 128 << 20) for _ in range(32)]  # 4 GiB of shared anonymous memory, untouched
+'''
 DISK_FILLER = '''
 for folder in (os.getcwd(), "/tmp"):
     for n in range(8):  # 8 x 96 MiB: each file under the 256 MiB limit, together over it
@@ -481,6 +485,8 @@ while time.process_time() < deadline:
 BOMBS = {
     "fork bomb": (FORK_BOMB, {"process_limit": 64}, ("compile_error",), ("Resource temporarily unavailable",)),
     "memory bomb": (MEMORY_BOMB, {"memory_limit_bytes": 2 << 30}, ("compile_error",), ("MemoryError",)),
+    "shared memory bomb": (SHARED_MEMORY_BOMB, {"memory_limit_bytes": 2 << 30}, ("compile_error",),
+                           ("Cannot allocate memory",)),
     "disk filler": (DISK_FILLER, {"scratch_limit_bytes": 256 << 20}, ("rejected",), ("into its scratch folder",)),
     # The file's own limit, or the folder's (looked at every half second) if it comes first.
     "one huge file": (ONE_HUGE_FILE, {"scratch_limit_bytes": 256 << 20}, ("compile_error", "rejected"),

@@ -42,7 +42,7 @@ import json, resource, sys
 from kforge_bot.evaluate.limits import Limits, apply
 apply(Limits.from_dict(json.loads(sys.argv[1])))
 print(json.dumps({n: resource.getrlimit(getattr(resource, n)) for n in
-                  ("RLIMIT_DATA", "RLIMIT_NPROC", "RLIMIT_CPU", "RLIMIT_FSIZE")}))
+                  ("RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_CPU", "RLIMIT_FSIZE")}))
 """
 
 
@@ -50,7 +50,7 @@ def test_limits_are_set_hard_so_user_code_cannot_raise_them() -> None:
     limits = Limits(memory_bytes=3 * GIB, processes=500, cpu_s=60, scratch_bytes=GIB)
     out = subprocess.run([sys.executable, "-c", PRINT_LIMITS, json.dumps(limits.to_dict())], check=True,
                          capture_output=True, text=True).stdout
-    assert json.loads(out) == {"RLIMIT_DATA": [3 * GIB] * 2, "RLIMIT_NPROC": [500] * 2, "RLIMIT_CPU": [60, 65],
+    assert json.loads(out) == {"RLIMIT_AS": [3 * GIB] * 2, "RLIMIT_NPROC": [500] * 2, "RLIMIT_CPU": [60, 65],
                                "RLIMIT_FSIZE": [GIB] * 2}
 
 
