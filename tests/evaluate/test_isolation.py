@@ -423,7 +423,8 @@ def test_the_bots_working_folder_and_runner_temp_are_invisible(repo: Path, tmp_p
 
 
 LOCK_FOLDERS = '''
-for base in {os.getcwd(), *(os.environ[v] for v in ("HOME", "TMPDIR") if os.environ.get(v, "").startswith(os.getcwd()))}:
+inside = [os.environ[v] for v in ("HOME", "TMPDIR") if os.environ.get(v, "").startswith(os.getcwd())]
+for base in {os.getcwd(), *inside}:
     locked = os.path.join(base, "locked", "inner")
     os.makedirs(locked)
     open(os.path.join(locked, "f"), "w").write("x")
