@@ -176,7 +176,11 @@ def _one_line(info: pytest.ExceptionInfo[KforgeError], *needles: str) -> None:
 
 
 def _write(root: Path, kernels: object, extra: str = "", raw: str | None = None) -> Path:
+    import json
+
     import yaml
+
+    kernels = json.loads(json.dumps(kernels))  # no shared objects: the dump would write them as YAML aliases
 
     (root / "k.py").write_text(KERNEL)
     (root / "ref.py").write_text(REFERENCE)
@@ -189,7 +193,7 @@ GOOD = {"file": "k.py", "entry": "double", "inputs": "make_inputs"}
 
 MALFORMED = [
     # (id, kernel settings or raw text, words the one-line error must contain)
-    ("bad-yaml", "kernels:\n  k: {file: k.py\n", ["invalid YAML", "line"]),
+    ("bad-yaml", "kernels:\n  k: {file: k.py\n", ["not valid YAML", "line"]),
     ("empty-file", "", ["kernels:"]),
     ("kernels-not-mapping", "kernels: [a, b]\n", ["kernels:"]),
     ("unknown-top-level", "version: 1\nkernal: {}\nkernels: {k: {file: k.py, entry: double, inputs: make_inputs}}\n",
