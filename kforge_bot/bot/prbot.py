@@ -118,16 +118,23 @@ def _label_run(event: events.PullRequestEvent, policy: Any, author_permission: s
     return not by_trust and policy.trust.trigger_label in event.labels
 
 
-def decide(env: ActionEnv, policy: Any, gh: Any, log: Log) -> tuple[Any, trust.Decision, bool]:
-    """(event, decision, let in by the label). An `Ignored` event comes back with allowed False."""
+# The policy, or how to read it for an event: the base's copy (kforge_bot.policy.load_policy_from_base).
+PolicySource = Callable[[Any], Any]
+
+
+def decide(env: ActionEnv, policy: Any, gh: Any, log: Log) -> tuple[Any, trust.Decision, bool, Any]:
+    """(event, decision, let in by the label, the policy). An `Ignored` event comes back with allowed False.
+    `policy` is a Policy, or a PolicySource called with the complete event (so the base's copy can be read)."""
     event = events.load_event(env.event_path, env.event_name)
     if isinstance(event, events.Ignored):
-        return event, trust.Decision(False, event.reason), False
+        return event, trust.Decision(False, event.reason), False, None
     if event.repository.lower() != env.repository.lower():
         raise KforgeError(f"the event is for {event.repository}, not GITHUB_REPOSITORY {env.repository}",
                           path=env.event_path)
     if not event.complete:
         event = event.with_pull(gh.get_pull(event.number))
+    if callable(policy):
+        policy = policy(event)
     trusted = {a.upper() for a in policy.trust.allowed_associations}
     # Permission matters only for an association that would be trusted (a read-only COLLABORATOR is not).
     author_permission = None
@@ -140,7 +147,7 @@ def decide(env: ActionEnv, policy: Any, gh: Any, log: Log) -> tuple[Any, trust.D
                             trusted_associations=policy.trust.allowed_associations,
                             allow_forks=policy.trust.allow_forks, author_permission=author_permission,
                             sender_permission=sender_permission)
-    return event, decision, decision.allowed and _label_run(event, policy, author_permission)
+    return event, decision, decision.allowed and _label_run(event, policy, author_permission), policy
 
 
 def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, optimize: OptimizeFn,
@@ -149,7 +156,7 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
     repo = Path(env.workspace)
     head_sha, base_sha = event.head_sha, event.base_sha
     for sha in (head_sha, base_sha):
-        gitops._ensure_commit(gitops.open_repo(repo), sha, "origin")
+        gitops.ensure_commit(repo, sha)
     merge_base = gitops.merge_base(repo, base_sha, head_sha)
     choices = [parse_target(t) for t in (options.targets or ("auto",))]
     with contextlib.ExitStack() as stack:
@@ -238,10 +245,10 @@ def publish(env: ActionEnv, event: Any, report: PrReport, gh: Any, log: Log) -> 
         report.notes.append(f"{len(failed)} kernel(s) produced no measurement")
 
 
-def run_pr(env: ActionEnv, policy: Any, options: Options, *, gh: Any, optimize: OptimizeFn | None = None,
+def run_pr(env: ActionEnv, policy: Any | PolicySource, options: Options, *, gh: Any, optimize: OptimizeFn | None = None,
            aggregate_dir: str | Path | None = None, log: Log = lambda _m: None) -> PrReport:
     """The whole command. Raises KforgeError for bad input; a skip returns a report with allowed False."""
-    event, decision, via_label = decide(env, policy, gh, log)
+    event, decision, via_label, policy = decide(env, policy, gh, log)
     number = getattr(event, "number", None)
     report = PrReport(repository=env.repository, pr=number, decision=decision.reason, allowed=decision.allowed,
                       head_sha=getattr(event, "head_sha", None), base_sha=getattr(event, "base_sha", None))

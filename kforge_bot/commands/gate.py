@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from kforge_bot import gitops
 from kforge_bot.bot.evidence import fmt_time
 from kforge_bot.bot.github import GitHub
 from kforge_bot.commands import examples, json_option, output_console, write_json
@@ -24,8 +25,8 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
 from kforge_bot.gate.report import GateReport, KernelReport
-from kforge_bot.gate.run import run_gate
-from kforge_bot.policy import load_policy
+from kforge_bot.gate.run import repo_root, run_gate
+from kforge_bot.policy import load_policy_from_base
 from kforge_bot.text import clip, markdown_cell
 
 # ------------------------------------------------------------------------- rendering (pure functions)
@@ -238,7 +239,8 @@ def _post_status(report: GateReport, target: str) -> None:
 @click.option("--target", default="auto", show_default=True,
               help="auto, a device kind (cpu, cuda, xpu, mps) or a runner class (h200, b200, arc-b580, ...).")
 @click.option("--policy", "policy_path", default=None,
-              help="Policy file (or a shipped one: default, strict). Default: the shipped default policy.")
+              help="Policy file (or a shipped one: default, strict), read as the base revision has it when it is in "
+                   "the repository. Default: the shipped default policy.")
 @json_option("The full report.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
               help="Result cache directory (default: $KFORGE_CACHE_DIR, else .kforge-cache in the repository, "
@@ -256,7 +258,9 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
          require_all_targets: bool | None) -> None:
     """Measure the kernels a change touches, base against head on this device, and fail on a
     regression, an incorrect kernel or one that no longer builds."""
-    policy = load_policy(policy_path)
+    root = repo_root(repo)
+    # The base's rules: a policy file in the repository is read as the base revision has it.
+    policy = load_policy_from_base(root, gitops.resolve(root, base), policy_path)
     quiet = json_path is not None and str(json_path) == "-"
     progress = output_console(stderr=True)
     announced: list[str] = []
