@@ -189,15 +189,16 @@ def kernel_implementation(spec: KernelSpec) -> Implementation:
     """The code a kernel is, as written: the manifest's entry, or a KernelBench file's ModelNew (Model when
     the file has no ModelNew). The one place that decides which class of a KernelBench file is the kernel."""
     if spec.format == "kernelbench":
-        symbol = "ModelNew" if defines(spec.reference.source, "ModelNew") else "Model"
-        return replace(spec.reference, symbol=symbol)
+        # The baseline, not the reference: a head kernel judged under the base's test keeps its own file there.
+        symbol = "ModelNew" if defines(spec.baseline.source, "ModelNew") else "Model"
+        return replace(spec.baseline, symbol=symbol)
     return spec.baseline
 
 
 def has_own_reference(spec: KernelSpec) -> bool:
     """Whether the spec names an oracle other than the kernel itself."""
     if spec.format == "kernelbench":
-        return defines(spec.reference.source, "ModelNew")
+        return defines(spec.baseline.source, "ModelNew")
     return spec.reference != spec.baseline
 
 

@@ -18,6 +18,7 @@ import click
 from rich.table import Table
 
 from kforge_bot import gitops
+from kforge_bot.bot import events
 from kforge_bot.bot.evidence import fmt_time
 from kforge_bot.bot.github import GitHub
 from kforge_bot.commands import examples, json_option, output_console, write_json
@@ -208,6 +209,19 @@ def render_console(report: GateReport) -> None:
         console.print(f"note: {note}")
 
 
+def spec_change_approved(label: str) -> bool:
+    """Whether the pull request this Actions run is for carries the maintainers' spec-change label. Labels are
+    read as the trust rules read them (kforge_bot.bot.events); only a maintainer can add one. Outside a
+    pull-request event nothing is approved."""
+    if not (os.environ.get("GITHUB_EVENT_PATH") and os.environ.get("GITHUB_EVENT_NAME")):
+        return False
+    try:
+        event = events.from_env()
+    except KforgeError:
+        return False
+    return not isinstance(event, events.Ignored) and label in event.labels
+
+
 def _post_status(report: GateReport, target: str) -> None:
     if not (os.environ.get("GITHUB_TOKEN") and os.environ.get("GITHUB_REPOSITORY")):
         click.echo("commit status: skipped (GITHUB_TOKEN and GITHUB_REPOSITORY are not both set)", err=True)
@@ -275,7 +289,8 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
 
     report = run_gate(repo, base, head, policy=policy, all_kernels=all_kernels, target=target,
                       cache_dir=cache_dir, use_cache=not no_cache, time_budget_s=time_budget, log=log,
-                      require_all_targets=True if require_all_targets else None, before_first_run=announce)
+                      require_all_targets=True if require_all_targets else None, before_first_run=announce,
+                      spec_change_approved=spec_change_approved(policy.trust.spec_change_label))
     data = report.to_dict()
     if quiet:
         click.echo(json.dumps(data, indent=2, default=str))
