@@ -28,7 +28,7 @@ from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
 from kforge_bot.gate.report import GateReport, KernelReport
 from kforge_bot.gate.run import repo_root, run_gate
 from kforge_bot.policy import load_policy_from_base
-from kforge_bot.text import clip, markdown_cell
+from kforge_bot.text import clip, markdown_cell, workflow_command
 
 # ------------------------------------------------------------------------- rendering (pure functions)
 
@@ -237,8 +237,10 @@ def _post_status(report: GateReport, target: str) -> None:
         GitHub.from_env().set_status(report.head_sha, state, description, context=context, target_url=url)
     except KforgeError as exc:
         # The verdict stands either way; a missing `statuses: write` must not hide it.
-        prefix = "::warning title=kforge gate::" if os.environ.get("GITHUB_ACTIONS") == "true" else "warning: "
-        click.echo(f"{prefix}commit status not set: {exc}", err=True)
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            workflow_command(f"::warning title=kforge gate::{_escape_data(f'commit status not set: {exc}')}", err=True)
+        else:
+            click.echo(f"warning: commit status not set: {exc}", err=True)
         return
     click.echo(f"commit status: {state} on {report.head_sha[:12]} ({context}: {description})", err=True)
 
@@ -303,6 +305,6 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
             handle.write("".join(f"{line}\n\n" for line in announced) + render_markdown(report) + "\n")
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in annotation_lines(report, os.environ.get("GITHUB_WORKSPACE")):
-            click.echo(line, err=quiet)  # stdout, unless stdout carries the JSON report
+            workflow_command(line, err=quiet)  # stdout, unless stdout carries the JSON report
     _post_status(report, target)
     sys.exit(report.exit_code)
