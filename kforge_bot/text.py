@@ -25,6 +25,29 @@ def markdown_cell(text: object) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
+def code_span(text: object) -> str:
+    """`text` as Markdown inline code, on one line, in a run of backticks longer than any inside it. The one way
+    text a pull request, a kernel or a model wrote reaches a PR body, a comment or a job summary: inside a code
+    span GitHub renders no link, image, mention, emphasis or HTML."""
+    flat = " ".join(str(text).split())
+    longest = max((len(m) for m in re.findall(r"`+", flat)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") or not flat else ""
+    return f"{ticks}{pad}{flat}{pad}{ticks}"
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9 .,:;=+\-()%/']*")
+
+
+def markdown_text(text: object) -> str:
+    """Text someone else wrote, for Markdown: as it is when it can render nothing but itself (letters, digits,
+    spaces and .,:;=+-()%/', no URL), else a `code_span`."""
+    flat = " ".join(str(text).split())
+    if _PLAIN.fullmatch(flat) and "://" not in flat and "www." not in flat.lower():
+        return flat
+    return code_span(flat)
+
+
 def clip(text: str, limit: int) -> str:
     """`text` cut to `limit` characters, the last of them '…' when cut (GitHub's limits on titles and statuses)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

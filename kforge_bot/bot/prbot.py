@@ -229,7 +229,8 @@ def publish(env: ActionEnv, event: Any, report: PrReport, gh: Any, log: Log) -> 
                     pr = gh.open_or_update_follow_up(
                         branch=branch, base=event.head_ref, base_repo=event.head_repo or "",
                         title=evidence.render_title(outcome),
-                        body=evidence.render_pr_body(outcome, pr_number=event.number, head_branch=event.head_ref))
+                        body=evidence.render_pr_body(outcome, pr_number=event.number, head_branch=event.head_ref,
+                                                     run_url=env.run_url))
                     log(f"{outcome.kernel}: follow-up PR #{pr.number} {pr.action}")
                     outcome = replace(outcome, pr_url=pr.url, pr_number=pr.number)
         runs.append(replace(run, outcome=outcome))

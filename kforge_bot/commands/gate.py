@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -28,7 +29,7 @@ from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
 from kforge_bot.gate.report import GateReport, KernelReport
 from kforge_bot.gate.run import repo_root, run_gate
 from kforge_bot.policy import load_policy_from_base
-from kforge_bot.text import clip, markdown_cell, workflow_command
+from kforge_bot.text import clip, markdown_cell, markdown_text, workflow_command
 
 # ------------------------------------------------------------------------- rendering (pure functions)
 
@@ -84,10 +85,11 @@ def headline(report: GateReport) -> str:
             + (f", {devices}" if devices else "") + ")")
 
 
-def table_rows(report: GateReport) -> list[list[str]]:
+def table_rows(report: GateReport, quote: Callable[[str], str] = str) -> list[list[str]]:
+    """One row per kernel; `quote` renders the reason, which can hold what the change wrote (code_span in Markdown)."""
     rows = []
     for k in report.kernels:
-        notes = (_notes(k), k.reason, _required_note(k, report.require_all_targets))
+        notes = (_notes(k), quote(k.reason) if k.reason else "", _required_note(k, report.require_all_targets))
         rows.append([k.name if k.name == k.id else f"{k.name} ({k.id})", _ms(k.base_ms), _ms(k.head_ms), k.change,
                      fmt_threshold(k.threshold, k.target), k.verdict, "; ".join(b for b in notes if b)])
     return rows
@@ -104,7 +106,7 @@ def render_markdown(report: GateReport) -> str:
     if report.kernels:
         lines.append("| " + " | ".join(TABLE_HEADER) + " |")
         lines.append("|" + "---|" * len(TABLE_HEADER))
-        for row in table_rows(report):
+        for row in table_rows(report, markdown_text):
             verdict = row[VERDICT_COLUMN]
             row[VERDICT_COLUMN] = f"**{verdict}**" if verdict in FAILING else verdict
             lines.append("| " + " | ".join(markdown_cell(c) for c in row) + " |")
@@ -117,7 +119,7 @@ def render_markdown(report: GateReport) -> str:
     if report.removed:
         lines.append(f"Removed in head: {', '.join(report.removed)}.")
     for note in report.notes:
-        lines.append(f"Note: {note}")
+        lines.append(f"Note: {markdown_text(note)}")
     return "\n".join(lines) + "\n"
 
 
