@@ -110,7 +110,7 @@ class WorkflowCommandGuard:
         if self._pending or self._open:
             self.stream.write(self._safe(self._pending) + "\n")
             self._pending, self._open = "", False
-        self.stream.write(line.replace("\r", "").replace("\n", "") + "\n")
+        self.stream.write(own_command(line) + "\n")
         self.stream.flush()
 
     @property
@@ -121,10 +121,15 @@ class WorkflowCommandGuard:
         return getattr(self.stream, name)
 
 
+def own_command(line: str) -> str:
+    """One of the bot's own workflow commands, on one line, carrying no second (`##[`) command in its message."""
+    return line.replace("\r", "").replace("\n", "").replace("##[", f"#{_BREAK}#[")
+
+
 def workflow_command(line: str, err: bool = False) -> None:
     """Print one of the bot's own workflow commands (an annotation) past the guard, on stdout or stderr."""
     stream = sys.stderr if err else sys.stdout
     if isinstance(stream, WorkflowCommandGuard):
         stream.command(line)
     else:
-        print(line, file=stream, flush=True)
+        print(own_command(line), file=stream, flush=True)

@@ -72,7 +72,10 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
         say(f"checking out {merge_base[:12]} (base) and {head_sha[:12]} (head)")
         base_root = stack.enter_context(gitops.worktree(root, merge_base)).resolve()
         head_root = stack.enter_context(gitops.worktree(root, head_sha)).resolve()
-        head_kernels = discover(head_root, policy, strict=True, notes=report.notes)
+        try:
+            head_kernels = discover(head_root, policy, strict=True, notes=report.notes)
+        except KforgeError as exc:  # named as a repository path, not the temporary checkout's
+            raise KforgeError(str(exc).replace(f"{head_root}{os.sep}", "")) from None
         base_notes: list[str] = []
         base_kernels = discover(base_root, policy, strict=False, notes=base_notes)
         report.notes.extend(f"base: {n}" for n in base_notes)
