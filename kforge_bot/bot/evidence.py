@@ -66,6 +66,10 @@ class KernelOutcome:
     skip_reason: str | None = None  # why no follow-up PR: no improvement, not trusted, skipped by policy, ...
     branch: str | None = None
     candidate_path: str | None = None  # where the candidate lives on `branch` (default: `file`)
+    # How the kernel was judged when not simply by the base's test: new in the PR (its own), or a change to its test
+    # (spec-changed: `spec_blocked` until a maintainer's label approves it).
+    spec_note: str | None = None
+    spec_blocked: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -337,6 +341,8 @@ def render_pr_body(outcome: KernelOutcome, *, pr_number: int, head_branch: str, 
     found = "a faster" if any(r.faster for r in outcome.targets) else "a candidate"
     intro = (f"kforge-bot found {found} {_code(outcome.kernel)} for #{int(pr_number)} ({_code(outcome.file)}). "
              f"{_claim(outcome)} Merge this PR into {_code(head_branch)} to take it.")
+    if outcome.spec_note:
+        intro += f" Note: {markdown_text(outcome.spec_note)}."
     table = render_table(outcome.targets) if outcome.targets else "No timings were recorded (n/a)."
     commands = ("Commands: comment `/kforge retry` to run again, `/kforge stop` to close this PR and stop "
                 "suggesting for this kernel. A push to this branch by anyone but kforge-bot stops its updates.")
@@ -378,10 +384,12 @@ def render_comment_line(outcome: KernelOutcome) -> str:
     speeds = _speeds(outcome)
     if outcome.pr_url:
         ref = f"#{outcome.pr_number}" if outcome.pr_number else "follow-up PR"
-        return f"{head}: {speeds or 'no timings (n/a)'} -> [{ref}]({outcome.pr_url})"
+        said = f" ({markdown_text(outcome.spec_note)})" if outcome.spec_note else ""
+        return f"{head}: {speeds or 'no timings (n/a)'} -> [{ref}]({outcome.pr_url}){said}"
     reason = markdown_text(outcome.skip_reason or "reason not recorded")
     best = f" (measured: {speeds})" if speeds else ""
-    return f"{head}: no follow-up PR: {reason}{best}"
+    said = f"; {markdown_text(outcome.spec_note)}" if outcome.spec_note and not outcome.spec_blocked else ""
+    return f"{head}: no follow-up PR: {reason}{best}{said}"
 
 
 def render_comment(outcomes: Sequence[KernelOutcome], *, pr_number: int, note: str | None = None) -> str:

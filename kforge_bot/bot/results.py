@@ -64,6 +64,11 @@ def aggregate(documents: Sequence[Mapping[str, Any]], required: Sequence[str], m
                 if best is None or score > best[0]:
                     best = (score, h)
         all_rows = tuple(row for r in runs for row in r.outcome.targets)
+        blocked = next((r.outcome for r in runs if r.outcome.spec_blocked), None)
+        if blocked is not None:  # the PR changed the kernel's test and no maintainer approved it: nothing counts
+            outcome = replace(blocked, targets=all_rows, pr_url=None, pr_number=None)
+            merged.append(replace(first, outcome=outcome, qualifies=False, candidate=None))
+            continue
         if best is None:
             why = "; ".join(reasons) or "; ".join(sorted({r.outcome.skip_reason or "" for r in runs} - {""})) \
                 or "no candidate from any target"
