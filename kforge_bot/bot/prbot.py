@@ -218,10 +218,17 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
                 labels = tuple(get_runner(choice.runner).labels)
             spec, spec_note, blocked = judged(kernel, old, policy, event.labels)
             log(f"{kernel.name}: optimizing on {target}" + (f" ({spec_note})" if spec_note else ""))
-            source, result, how = optimize(spec, kind, policy, iterations=options.iterations,
-                                           model=options.model, models=options.models,
-                                           time_budget_s=options.time_budget_s,
-                                           work_dir=options.work_dir, log=log)
+            try:
+                source, result, how = optimize(spec, kind, policy, iterations=options.iterations,
+                                               model=options.model, models=options.models,
+                                               time_budget_s=options.time_budget_s,
+                                               work_dir=options.work_dir, log=log)
+            except KforgeError as exc:  # this kernel cannot be optimized (it fails its test): the others go on
+                why = str(exc).replace(f"{head_root}{os.sep}", "").replace(f"{base_root}{os.sep}", "")
+                failed = skipped(kernel.id, kernel.name, kernel.file, f"not optimized: {why}", target=target)
+                report.kernels.append(with_spec_note(failed, spec_note, blocked))
+                log(f"{kernel.name}: not optimized: {why}")
+                continue
             # The kernel's text as the spec loader read it (inside the checkout), not the file again.
             baseline_source = kernel_implementation(kernel.spec).source
             run = outcome_for(kernel.id, kernel.name, kernel.file, kernel.format, target=target, kind=kind,
