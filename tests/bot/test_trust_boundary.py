@@ -53,20 +53,20 @@ def fake():
 
 
 @pytest.mark.slow
-def test_the_heads_policy_file_is_not_read(tmp_path, fake):
-    """Class 1: the PR edits the policy file the workflow names (isolation off, and kernel paths that hide its
-    kernel) and its kernel writes outside its sandbox when it can. The base's policy decides: the kernel is found
-    and runs sandboxed."""
+@pytest.mark.parametrize("edit", ['isolation: "off"\n', 'kernel_paths: ["elsewhere/**"]\n'])
+def test_the_heads_policy_file_is_not_read(tmp_path, fake, edit):
+    """Class 1: the PR edits the policy file the workflow names (isolation off; kernel paths that hide its kernel)
+    and its kernel writes outside its sandbox when it can. The base's policy decides: the kernel is found and runs
+    sandboxed."""
     marker = tmp_path / "outside" / "pwned"
     marker.parent.mkdir()
     marker.parent.chmod(0o777)
     kernel = f"try:\n    open({str(marker)!r}, 'w').write('unsandboxed')\nexcept OSError:\n    pass\n" + PLAIN
-    pr = PullRequest(tmp_path, fake, BASE, {"k.py": kernel,
-                                            POLICY_PATH: POLICY + 'isolation: "off"\nkernel_paths: ["elsewhere/**"]\n'})
+    pr = PullRequest(tmp_path, fake, BASE, {"k.py": kernel, POLICY_PATH: POLICY + edit})
     proc = pr.run("--no-publish")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert not marker.exists(), "the PR's kernel ran unsandboxed"
     assert "k" in pr.kernels(), proc.stderr
+    assert not marker.exists(), "the PR's kernel ran unsandboxed"
     assert "isolation: OFF" not in proc.stderr and "isolation: sandboxed" in proc.stderr
 
 
@@ -146,7 +146,7 @@ def test_a_kernel_name_cannot_write_a_workflow_command(tmp_path, fake):
     """Class 9: a kforge.yaml key with a newline and `::error`: refused where the manifest is loaded, in one line
     that shows it escaped; no line of the bot's output is a workflow command."""
     bad = entry("k").replace("  k:\n", '  "k\\n::error title=pwned::injected by a kernel name":\n', 1)
-    pr = PullRequest(tmp_path, fake, BASE, {"kforge.yaml": manifest(entry("k"), bad), "k.py": OFF_BY_HALF})
+    pr = PullRequest(tmp_path, fake, BASE, {"kforge.yaml": manifest(entry("k"), bad)})
     proc = pr.run()
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "kernel name 'k\\n::error" in proc.stderr.strip().splitlines()[-1]
