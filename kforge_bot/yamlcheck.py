@@ -29,8 +29,8 @@ class _StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            what = "alias" if isinstance(event, yaml.AliasEvent) else "anchor"
-            raise yaml.composer.ComposerError(None, None, f"YAML {what}s (&name, *name) are not allowed here",
+            what = "aliases" if isinstance(event, yaml.AliasEvent) else "anchors"
+            raise yaml.composer.ComposerError(None, None, f"YAML {what} (&name, *name) are not allowed here",
                                               event.start_mark)
         return super().compose_node(parent, index)
 
