@@ -462,8 +462,8 @@ def load_policy_from_base(repo: str | Path, rev: str, path: str | Path | None) -
         return load_policy(path)
     text = gitops.read_file_at(top, rev, rel)
     if text is None:
-        if Path(str(path)).suffix == "" and str(path) in shipped_policies():
-            return load_policy(path)
+        if "/" not in rel and Path(rel).suffix == "" and rel in shipped_policies():  # `strict`, named as the action does
+            return load_policy(rel)
         raise KforgeError(f"policy file {rel} is not in the base commit {rev[:12]}", path=top,
                           hint="commit the policy to the base branch first: a pull request cannot bring its own")
     label = f"{rel} (base {rev[:12]})"
