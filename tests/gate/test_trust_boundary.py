@@ -123,6 +123,30 @@ def test_a_change_cannot_loosen_its_own_test(loosened, kernel, part):
     assert loosened["proc"].returncode == 1
 
 
+@pytest.mark.slow
+def test_a_maintainers_label_lets_the_heads_test_count_and_both_are_reported(tmp_path):
+    """Class 2, approved: with the policy's spec-change label on the pull request the head's test decides, and the
+    report shows the verdict under each spec."""
+    root = tmp_path / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "tol.py", PLAIN)
+    write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("tol"))
+    write(root, "policy.yml", POLICY)
+    commit_all(root, "base")
+    write(root, "tol.py", OFF_BY_HALF)
+    write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("tol", extra="    tolerance: {atol: 1.0, rtol: 1.0}\n"))
+    commit_all(root, "a looser tolerance, on purpose")
+    report_path = tmp_path / "report.json"
+    proc = cli("gate", "--base", "HEAD~1", "--policy", "policy.yml", "--json", str(report_path), "--no-cache",
+               cwd=root, env=actions_env(tmp_path, labels=("kforge:spec-change",)))
+    got = by_id(json.loads(report_path.read_text()))["tol"]
+    assert got["under_spec"] == {"base": "incorrect", "head": got["verdict"]}, got
+    assert got["verdict"] in ("pass", "improved", "regression") and proc.returncode in (0, 1), proc.stderr
+    assert "approved with the 'kforge:spec-change' label" in got["reason"] and "under the base's spec: incorrect" in got[
+        "reason"]
+
+
 # ------------------------------------------------------------------------------ 5 and 9, a gate run each
 
 
