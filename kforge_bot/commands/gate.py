@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from kforge_bot import gitops
@@ -196,19 +197,20 @@ def render_console(report: GateReport) -> None:
             color = "red" if verdict in FAILING else "green" if verdict in ("pass", "improved") else "yellow"
             row[VERDICT_COLUMN] = f"[{color}]{verdict}[/{color}]"
             notes = row[NOTES_COLUMN]
-            row[NOTES_COLUMN] = clip(notes, 200)  # the full reason is in the JSON
-            table.add_row(*row)
+            row[NOTES_COLUMN] = escape(clip(notes, 200))  # the full reason is in the JSON; a reason is not markup
+            table.add_row(*[c if i == VERDICT_COLUMN else escape(c) if i != NOTES_COLUMN else c
+                            for i, c in enumerate(row)])
         console.print(table)
         console.print("change = head time / base time - 1 (positive: slower), with the policy's confidence interval; "
                       "threshold = the slowdown that counts as a regression on that target")
     for line in required_lines(report):
-        console.print(line)
+        console.print(line, markup=False)
     if report.unchanged:
         console.print(f"{len(report.unchanged)} managed kernel(s) unchanged by this change: not measured")
     if report.removed:
         console.print(f"removed in head: {', '.join(report.removed)}")
     for note in report.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", markup=False)
 
 
 def spec_change_approved(label: str) -> bool:
@@ -289,7 +291,7 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
 
     def log(message: str) -> None:
         if not quiet:
-            progress.print(f"[dim]kforge gate:[/dim] {message}")
+            progress.print(f"[dim]kforge gate:[/dim] {escape(message)}")  # the message may quote what a change wrote
 
     report = run_gate(repo, base, head, policy=policy, all_kernels=all_kernels, target=target,
                       cache_dir=cache_dir, use_cache=not no_cache, time_budget_s=time_budget, log=log,

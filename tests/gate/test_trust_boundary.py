@@ -184,7 +184,7 @@ def hostile_text(tmp_path_factory):
     """Class 9: a kernel whose import raises with workflow commands in its message; an entry that quotes Markdown."""
     tmp = tmp_path_factory.mktemp("hostile")
     root = one_kernel_repo(tmp)
-    write(root, "boom.py", 'raise RuntimeError("boom\\n::error title=pwned::from a kernel\\n##[error]pwned v1")\n'
+    write(root, "boom.py", 'raise RuntimeError("boom [/dim] [bold]\\n::error title=pwned::from a kernel\\n##[error]pwned v1")\n'
                            + PLAIN)
     write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("plain") + entry("boom")
           + "  md:\n    file: plain.py\n    entry: '![x](https://evil.example/t.png)'\n    inputs: ref.py:make_inputs\n")
