@@ -18,6 +18,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.policy import Policy
 from kforge_bot.spec import (
     MANIFEST_NAME,
+    MAX_SOURCE_BYTES,
     KernelSpec,
     is_kernelbench_source,
     load_kernelbench,
@@ -127,6 +128,8 @@ def discover(checkout: str | Path, policy: Policy, *, strict: bool = True,
             notes.append(f"skipped {ascii(rel)[:60]}: a kernel file's path may use letters, digits and ._-/ only")
             continue
         try:
+            if path.stat().st_size > MAX_SOURCE_BYTES:
+                continue  # not read whole to find out whether it is a KernelBench problem
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
