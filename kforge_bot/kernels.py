@@ -95,7 +95,7 @@ def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[
 
 
 def _within(checkout: Path, rel: str) -> bool:
-    if rel.startswith(("/", "~")):
+    if rel.startswith(("/", "~")) or not rel.isprintable():
         return False
     return (checkout / rel).resolve().is_relative_to(checkout)
 

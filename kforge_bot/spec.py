@@ -274,6 +274,9 @@ def inside(rel: Any, root: Path, boundary: Path, key: str, manifest: Path) -> Pa
     """`rel` (a path a manifest names, relative to `root`) resolved, symlinks included, and checked to lie inside
     `boundary` (the checkout): the bot reads these files on the host, outside any sandbox."""
     text = str(rel)
+    if not text.isprintable():  # a NUL or a newline is no file name a manifest should hold
+        raise KforgeError(f"{key}: {ascii(text)} is not a file name in the checkout", path=manifest,
+                          hint="write the path out plainly")
     if not text or text.startswith(("/", "~", "\\")) or Path(text).is_absolute():
         raise KforgeError(f"{key}: {ascii(text)} must be a path relative to the manifest, inside the checkout",
                           path=manifest, hint="remove the leading '/' or '~'")

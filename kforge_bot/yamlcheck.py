@@ -57,6 +57,8 @@ def load_yaml_text(text: str, path: str | Path) -> Any:
                           path=path, hint="split it, or remove what is not configuration")
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:  # PyYAML composes nested collections recursively: `[[[[...` is no configuration
+        raise KforgeError("not valid YAML (nested too deeply)", path=path, hint="flatten it") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""

@@ -341,7 +341,7 @@ def test_a_typo_d_key_gets_a_did_you_mean_and_a_missing_file_names_the_file_key(
 
 @pytest.mark.parametrize("key,value", [
     ("file", "/tmp/k.py"), ("file", "~/k.py"), ("reference", "../outside.py:reference"),
-    ("inputs", "/tmp/x.py:make_inputs")])
+    ("inputs", "/tmp/x.py:make_inputs"), ("file", "k\0.py")])
 def test_a_path_outside_the_checkout_is_one_line_naming_the_key(tmp_path: Path, key: str, value: str) -> None:
     """Class 5: an absolute path, `~` or `..`: never read, one line naming the key."""
     repo = tmp_path / "repo"

@@ -64,3 +64,8 @@ def test_anchors_aliases_and_size_are_bounded(tmp_path: Path) -> None:
     big.write_text("a: " + "x" * (MAX_YAML_BYTES + 1) + "\n")
     with pytest.raises(KforgeError, match="too large for a configuration file"):
         load_yaml_file(big)
+
+
+def test_deep_nesting_is_one_line_not_a_crash() -> None:
+    with pytest.raises(KforgeError, match="nested too deeply"):
+        load_yaml_text("kernels: " + "[" * 5000, "kforge.yaml")
