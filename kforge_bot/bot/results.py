@@ -13,6 +13,7 @@ from kforge_bot.bot import evidence
 from kforge_bot.bot.evidence import TargetRow
 from kforge_bot.bot.outcomes import KernelRun
 from kforge_bot.errors import KforgeError
+from kforge_bot.text import markdown_text
 
 SCHEMA = "kforge-bot/pr-results/1"
 
@@ -135,9 +136,9 @@ def summary_markdown(report: PrReport) -> str:
     note = None if report.allowed else f"not run: {report.decision}"
     text = evidence.render_summary(outcomes, title=f"kforge-bot pr #{report.pr}" if report.pr else "kforge-bot pr",
                                    note=note)
-    extra = [f"- {n}" for n in report.notes]
+    extra = [f"- {markdown_text(n)}" for n in report.notes]  # notes can quote file names and logins
     if report.allowed:
-        extra.insert(0, f"- trust: {report.decision}")
+        extra.insert(0, f"- trust: {markdown_text(report.decision)}")
     return text + ("\n" + "\n".join(extra) + "\n" if extra else "")
 
 
