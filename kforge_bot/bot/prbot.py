@@ -193,14 +193,15 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
                 report.kernels.append(skipped(kernel.id, kernel.name, kernel.file,
                                               f"does not load: {kernel.error}".replace(f"{head_root}{os.sep}", "")))
                 continue
-            rule = policy.rule_for(kernel.name, kernel.file)
+            spec, spec_note, blocked = judged(kernel, old, policy, event.labels)
+            rule = policy.rule_for(kernel.name, old.file if old is not None else kernel.file)  # the base's path
             if rule.skip:
                 report.kernels.append(skipped(kernel.id, kernel.name, kernel.file,
                                               f"skipped by the policy ({rule.matched})"))
                 continue
             kind, choice, why = None, None, ""
             for c in choices:
-                kind, why = kernel_target(c, kernel.spec)
+                kind, why = kernel_target(c, spec)  # the base's targets
                 if kind is not None:
                     choice = c
                     break
@@ -216,7 +217,6 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
             labels: tuple[str, ...] = ()
             if choice.runner:
                 labels = tuple(get_runner(choice.runner).labels)
-            spec, spec_note, blocked = judged(kernel, old, policy, event.labels)
             log(f"{kernel.name}: optimizing on {target}" + (f" ({spec_note})" if spec_note else ""))
             try:
                 source, result, how = optimize(spec, kind, policy, iterations=options.iterations,

@@ -1,5 +1,5 @@
 """A changed kernel is judged by the base's test: the head's code, the base's reference, inputs, init, shapes,
-tolerance and seeds. A kernel cannot vouch for itself by editing its own test in the same pull request.
+tolerance, seeds and targets. A kernel cannot vouch for itself by editing its own test in the same pull request.
 
 `judged_spec` builds the spec a head kernel is measured under; `spec_changes` names what of its test the head
 changed (the gate's and the PR bot's `spec-changed`). Which test is used never depends on `spec_changes` being
@@ -13,13 +13,14 @@ from dataclasses import replace
 from kforge_bot.spec import Implementation, KernelSpec, has_own_reference, kernel_implementation
 
 # What a kernel's test is made of, as `spec_changes` names it.
-TEST_PARTS = ("reference", "inputs", "init", "shapes", "tolerance", "seeds")
+TEST_PARTS = ("reference", "inputs", "init", "shapes", "tolerance", "seeds", "targets")
 
 
 def judged_spec(head: KernelSpec, base: KernelSpec) -> KernelSpec:
-    """The head's kernel (its file, entry, code, root, targets and language) under the base's test. Each
-    Implementation keeps its own root, so the base's reference imports the base's helpers."""
-    return replace(head, reference=base.reference,
+    """The head's kernel (its file, entry, code, root and language) under the base's test, on the base's targets (a
+    change cannot drop the device the gate runs on). Each Implementation keeps its own root, so the base's reference
+    imports the base's helpers."""
+    return replace(head, reference=base.reference, targets=base.targets,
                    inputs_symbol=base.inputs_symbol, inputs_source=base.inputs_source, init_symbol=base.init_symbol,
                    init_kwargs=base.init_kwargs, shape_sets=base.shape_sets, tolerance=base.tolerance,
                    seeds=base.seeds)
@@ -46,6 +47,8 @@ def spec_changes(base: KernelSpec, head: KernelSpec) -> list[str]:
         changed.append("tolerance")
     if base.seeds != head.seeds:
         changed.append("seeds")
+    if tuple(base.targets) != tuple(head.targets):
+        changed.append("targets")
     return changed
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from kforge_bot.cache import ResultCache, TargetFingerprint, cache_key, file_digests, local_closure, portable
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.gate.base_spec import spec_changes
+from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.measure import gate_settings
 from kforge_bot.gate.report import KernelReport
 from kforge_bot.gate.target_choice import RequiredTarget, TargetChoice, kernel_target, required_status
@@ -108,24 +108,28 @@ class Planner:
         if kernel.spec is None:
             return self.clean(KernelReport(kid, kernel.name, kernel.file, kernel.format, "error",
                                            f"does not load: {kernel.error}", touched_by=touched, new=old is None))
-        rule = self.policy.rule_for(kernel.name, kernel.file)  # skip does not depend on the target
+        usable_base = old if old is not None and old.spec is not None else None
+        changes = spec_changes(usable_base.spec, kernel.spec) if usable_base is not None and usable_base.spec else []
+        approved = bool(changes) and self.spec_change_approved
+        # The base's rules decide where a kernel is measured and which policy rule applies: its targets (unless a
+        # maintainer approved the change to its test) and its path (a change cannot move a kernel under a skip rule).
+        ruled = judged_spec(kernel.spec, usable_base.spec) if usable_base is not None and not approved else kernel.spec
+        path = old.file if old is not None else kernel.file
+        rule = self.policy.rule_for(kernel.name, path)  # skip does not depend on the target
         if rule.skip:
             return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
                                 f"skipped by the policy ({rule.matched}" + (f": {rule.reason})" if rule.reason else ")"),
                                 rule=rule.matched, touched_by=touched)
-        kind, why = kernel_target(self.choice, kernel.spec)
+        kind, why = kernel_target(self.choice, ruled)
         if kind is None:
-            needs = required_status(self.required, kernel.spec, None, "", self.choice)
+            needs = required_status(self.required, ruled, None, "", self.choice)
             return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped", why, touched_by=touched,
-                                required=needs)
+                                required=needs, spec_changes=changes)
         fp = self.fingerprint(kind)
         self.targets[kind] = fp.to_dict()
-        rule = self.policy.rule_for(kernel.name, kernel.file, kind)  # the threshold for this target kind
-        needs = required_status(self.required, kernel.spec, kind, fp.device_name, self.choice)
+        rule = self.policy.rule_for(kernel.name, path, kind)  # the threshold for this target kind
+        needs = required_status(self.required, ruled, kind, fp.device_name, self.choice)
         settings = gate_settings(self.policy, rule, self.time_budget_s)
-        usable_base = old if old is not None and old.spec is not None else None
-        changes = spec_changes(usable_base.spec, kernel.spec) if usable_base is not None and usable_base.spec else []
-        approved = bool(changes) and self.spec_change_approved
         key_material = {"kernel": kid, "head": head_mat, "base": base_mat if usable_base else None,
                         "rule": {"threshold": rule.threshold, "confidence": rule.confidence},
                         "settings": settings.key_material(), "target": fp.to_dict(),

@@ -49,6 +49,8 @@ def test_tolerance_seeds_and_init_are_parts_of_the_test(tmp_path: Path) -> None:
     base, head = _specs(tmp_path, FILES, FILES)
     assert spec_changes(base, replace(head, tolerance={"atol": 1.0, "rtol": 1.0}, seeds=1, init_kwargs={"a": 1})) == [
         "init", "tolerance", "seeds"]
+    dodging = replace(head, targets=("cuda",))  # a change cannot leave the device the gate runs on
+    assert spec_changes(base, dodging) == ["targets"] and judged_spec(dodging, base).targets == ("cpu",)
 
 
 def test_a_kernel_that_is_its_own_reference_is_held_to_its_base_version(tmp_path: Path) -> None:

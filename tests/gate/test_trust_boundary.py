@@ -82,19 +82,22 @@ def gate_run(tmp: Path, root: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def loosened(tmp_path_factory):
-    """Four correct kernels; the change makes each wrong and loosens the part of its test that would show it."""
+    """Six correct kernels; the change makes each wrong and loosens the part of its test (or the policy rule) that
+    would show it."""
     tmp = tmp_path_factory.mktemp("loosened")
     root = tmp / "repo"
     init_repo(root)
     write(root, "ref.py", REF)
     write(root, "own_ref.py", REF_OWN)
     write(root, "own_inputs.py", INPUTS)
-    for name in ("tol", "refedit", "inputs", "shapes"):
+    for name in ("tol", "refedit", "inputs", "shapes", "dodge", "moved"):
         write(root, f"{name}.py", PLAIN)
     write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("tol") + entry("refedit", reference="own_ref.py:reference")
-          + entry("inputs", inputs="own_inputs.py:make_inputs") + entry("shapes"))
-    write(root, "policy.yml", POLICY)
-    commit_all(root, "four correct kernels")
+          + entry("inputs", inputs="own_inputs.py:make_inputs") + entry("shapes") + entry("dodge") + entry("moved"))
+    write(root, "policy.yml", POLICY.replace("gate: {threshold: 0.25, confidence: 0.95}",
+                                             "gate: {threshold: 0.25, confidence: 0.95, "
+                                             "rules: [{path: 'experimental/**', skip: true}]}"))
+    commit_all(root, "six correct kernels")
     git(root, "checkout", "-q", "-b", "feature")
     write(root, "tol.py", OFF_BY_HALF)
     write(root, "refedit.py", MINUS)
@@ -102,16 +105,20 @@ def loosened(tmp_path_factory):
     write(root, "inputs.py", CLAMPED)
     write(root, "own_inputs.py", INPUTS.replace("torch.randn(n, n), torch", "torch.randn(n, n).clamp(-2, 2), torch"))
     write(root, "shapes.py", SMALL_ONLY)
+    write(root, "dodge.py", MINUS)  # wrong, and declared for a device the CPU gate does not have
+    write(root, "experimental/moved.py", MINUS)  # wrong, and moved under the policy's skip rule
     write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("tol", extra="    tolerance: {atol: 1.0, rtol: 1.0}\n")
           + entry("refedit", reference="own_ref.py:reference")
-          + entry("inputs", inputs="own_inputs.py:make_inputs") + entry("shapes", n=32))
+          + entry("inputs", inputs="own_inputs.py:make_inputs") + entry("shapes", n=32)
+          + entry("dodge").replace("targets: [cpu]", "targets: [cuda]")
+          + entry("moved", file="experimental/moved.py"))
     commit_all(root, "faster kernels")
     return gate_run(tmp, root)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel,part", [("tol", "tolerance"), ("refedit", "reference"), ("inputs", "inputs"),
-                                         ("shapes", "shapes")])
+                                         ("shapes", "shapes"), ("dodge", "targets")])
 def test_a_change_cannot_loosen_its_own_test(loosened, kernel, part):
     """Class 2: each kernel is wrong under the base's test and right under the one its change wrote."""
     report = loosened["report"]
@@ -121,6 +128,14 @@ def test_a_change_cannot_loosen_its_own_test(loosened, kernel, part):
     assert got["spec_changes"] == [part] and got["under_spec"] == {"base": "incorrect"}, got
     assert f"edits this kernel's {part}" in got["reason"] and "kforge:spec-change" in got["reason"]
     assert loosened["proc"].returncode == 1
+
+
+@pytest.mark.slow
+def test_a_change_cannot_move_its_kernel_under_a_skip_rule(loosened):
+    """Class 1: the base's policy skips `experimental/**`; the change moves its wrong kernel there. The rule that
+    applies is the one for the kernel's path in the base."""
+    got = by_id(loosened["report"])["moved"]
+    assert got["verdict"] == "incorrect" and got["spec_changes"] == [], got
 
 
 @pytest.mark.slow
