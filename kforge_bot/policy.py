@@ -24,7 +24,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
 from kforge_bot.spec import LANGUAGES as SPEC_LANGUAGES
-from kforge_bot.yamlcheck import Checker, join, load_yaml_file
+from kforge_bot.yamlcheck import Checker, join, load_yaml_file, load_yaml_text
 
 # GitHub's author_association values (REST API: issues and pull requests).
 ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR",
@@ -110,6 +110,9 @@ class Trust:
     allowed_associations: tuple[str, ...] = ("OWNER", "MEMBER", "COLLABORATOR")
     trigger_label: str = "kforge:run"
     allow_forks: bool = False
+    # A pull request that changes a kernel's test (reference, inputs, shapes, tolerance, seeds) is judged under
+    # the base's test; under its own only once a maintainer adds this label.
+    spec_change_label: str = "kforge:spec-change"
 
 
 @dataclass(frozen=True)
@@ -146,13 +149,13 @@ class Policy:
     source: str = field(default="<built-in defaults>", compare=False)
 
     def isolation_mode(self, command: str, environ: Mapping[str, str] | None = None) -> str:
-        """How strictly `command` sandboxes user code: the policy's `isolation`, else `required` for the gate
-        and the PR bot inside GitHub Actions (pull-request code on a runner that holds tokens), else
-        `preferred` (sandboxed where the machine can, said plainly where it cannot)."""
-        if self.isolation is not None:
-            return self.isolation
+        """How strictly `command` sandboxes user code: `required` for the gate and the PR bot inside GitHub Actions
+        whatever the policy says (pull-request code on a runner that holds tokens), else the policy's
+        `isolation`, else `preferred` (sandboxed where the machine can, said plainly where it cannot)."""
         env = os.environ if environ is None else environ
-        return "required" if command in ("gate", "pr") and env.get("GITHUB_ACTIONS") == "true" else "preferred"
+        if command in ("gate", "pr") and env.get("GITHUB_ACTIONS") == "true":
+            return "required"  # a floor no file can lower: the runner holds tokens and the checkout's credentials
+        return self.isolation if self.isolation is not None else "preferred"
 
     def rule_for(self, kernel_name: str, path: str, target: str | None = None) -> GateRule:
         """Gate settings for a kernel measured on `target` (a kind: cpu, cuda, xpu, mps): the first
@@ -393,16 +396,17 @@ def _parse_budgets(ck: Checker, raw: Any, base: Budgets) -> Budgets:
 
 
 def _parse_trust(ck: Checker, raw: Any, base: Trust) -> Trust:
-    t = ck.mapping(raw, "trust", allowed=("allowed_associations", "trigger_label", "allow_forks"))
+    t = ck.mapping(raw, "trust", allowed=("allowed_associations", "trigger_label", "allow_forks", "spec_change_label"))
     tkw: dict[str, Any] = {}
     if "allowed_associations" in t:
         tkw["allowed_associations"] = tuple(
             ck.string_list(t["allowed_associations"], "trust.allowed_associations", choices=ASSOCIATIONS))
-    if "trigger_label" in t:
-        label = ck.string(t["trigger_label"], "trust.trigger_label")
-        if len(label) > 50:
-            ck.fail("trust.trigger_label", "GitHub labels are at most 50 characters")
-        tkw["trigger_label"] = label
+    for key in ("trigger_label", "spec_change_label"):
+        if key in t:
+            label = ck.string(t[key], f"trust.{key}")
+            if len(label) > 50:
+                ck.fail(f"trust.{key}", "GitHub labels are at most 50 characters")
+            tkw[key] = label
     if "allow_forks" in t:
         tkw["allow_forks"] = ck.boolean(t["allow_forks"], "trust.allow_forks")
     return Trust(**{**asdict_shallow(base), **tkw})
@@ -454,3 +458,31 @@ def load_policy(path: str | Path | None = None) -> Policy:
         raise KforgeError("policy file not found", path=p,
                           hint="pass a YAML file, or one of the shipped policies: " + ", ".join(shipped_policies()))
     return parse_policy(load_yaml_file(p), p)
+
+
+def load_policy_from_base(repo: str | Path, rev: str, path: str | Path | None) -> Policy:
+    """The policy as the trusted commit `rev` (the base) has it. A policy file inside the checkout `repo` is read
+    from `rev` with git, never from the working tree, which holds the pull request being judged: a pull request
+    cannot bring its own thresholds, trust or isolation. A file outside the checkout (the runner's own) and the
+    shipped policies are read as they are."""
+    from kforge_bot import gitops  # not at the top: `check` and the workers never read a policy through git
+
+    if path is None:
+        return load_policy(None)
+    top = Path(repo).resolve()
+    given = Path(os.path.abspath(path))  # not resolved: a symbolic link in the working tree is the head's
+    rel: str | None = None
+    for candidate in (given, given.parent.resolve() / given.name):
+        if candidate.is_relative_to(top):
+            rel = candidate.relative_to(top).as_posix()
+            break
+    if rel is None:
+        return load_policy(path)
+    text = gitops.read_file_at(top, rev, rel)
+    if text is None:
+        if "/" not in rel and Path(rel).suffix == "" and rel in shipped_policies():  # `strict`, named as the action does
+            return load_policy(rel)
+        raise KforgeError(f"policy file {rel} is not in the base commit {rev[:12]}", path=top,
+                          hint="commit the policy to the base branch first: a pull request cannot bring its own")
+    label = f"{rel} (base {rev[:12]})"
+    return parse_policy(load_yaml_text(text, label), label)

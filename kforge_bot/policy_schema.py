@@ -79,13 +79,15 @@ def json_schema() -> dict[str, Any]:
                                              "default": list(d.trust.allowed_associations)},
                     "trigger_label": {"type": "string", "minLength": 1, "maxLength": 50, "default": d.trust.trigger_label},
                     "allow_forks": {"type": "boolean", "default": d.trust.allow_forks},
+                    "spec_change_label": {"type": "string", "minLength": 1, "maxLength": 50,
+                                          "default": d.trust.spec_change_label},
                 }},
             "languages": {"type": "array", "minItems": 1, "items": {"enum": [*LANGUAGES, *LANGUAGE_ALIASES]},
                           "default": list(d.languages)},
             "allow_framework_fallback": {"type": "boolean", "default": d.allow_framework_fallback},
             "isolation": {"enum": list(ISOLATION_MODES),
-                          "description": "the OS sandbox for user code; unset: required for gate and pr in "
-                                         "GitHub Actions, else preferred"},
+                          "description": "the OS sandbox for user code; gate and pr in GitHub Actions: always "
+                                         "required; elsewhere unset means preferred"},
             "evaluation": {
                 "type": "object", "additionalProperties": False,
                 "properties": {

@@ -27,18 +27,25 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.yamlcheck import did_you_mean
+from kforge_bot.yamlcheck import did_you_mean, load_yaml_file
 
 MANIFEST_NAME = "kforge.yaml"
 LANGUAGES = ("triton", "cuda", "cpp", "c", "torch", "sycl")  # the one vocabulary: manifests and policies
 LANGUAGE_ALIASES = {"pytorch": "torch"}  # old spellings, still accepted
 TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")  # the device kinds: the one list every module uses
 DEFAULT_SEEDS = 3
+# A kernel's name reaches branch names, log lines, annotations and PR text: letters, digits and ._- only, so
+# that no name can carry a newline, a workflow command (`::error`) or Markdown.
+KERNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MAX_MANIFEST_KERNELS = 256
+MAX_SHAPE_SETS = 64
+MAX_SOURCE_BYTES = 8 << 20  # a kernel, reference or inputs file
 
 
 @dataclass(frozen=True)
@@ -128,6 +135,8 @@ class KernelSpec:
 
 def _read(path: Path) -> str:
     try:
+        if path.stat().st_size > MAX_SOURCE_BYTES:
+            raise KforgeError(f"larger than {MAX_SOURCE_BYTES >> 20} MiB: not read as a kernel source", path=path)
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise KforgeError("file not found", path=path) from None
@@ -180,15 +189,16 @@ def kernel_implementation(spec: KernelSpec) -> Implementation:
     """The code a kernel is, as written: the manifest's entry, or a KernelBench file's ModelNew (Model when
     the file has no ModelNew). The one place that decides which class of a KernelBench file is the kernel."""
     if spec.format == "kernelbench":
-        symbol = "ModelNew" if defines(spec.reference.source, "ModelNew") else "Model"
-        return replace(spec.reference, symbol=symbol)
+        # The baseline, not the reference: a head kernel judged under the base's test keeps its own file there.
+        symbol = "ModelNew" if defines(spec.baseline.source, "ModelNew") else "Model"
+        return replace(spec.baseline, symbol=symbol)
     return spec.baseline
 
 
 def has_own_reference(spec: KernelSpec) -> bool:
     """Whether the spec names an oracle other than the kernel itself."""
     if spec.format == "kernelbench":
-        return defines(spec.reference.source, "ModelNew")
+        return defines(spec.baseline.source, "ModelNew")
     return spec.reference != spec.baseline
 
 
@@ -251,15 +261,30 @@ def find_manifest(start: str | Path) -> Path | None:
     return None
 
 
-def _load_yaml(path: Path) -> Any:
-    import yaml  # not at the top: workers import this module (through targets) and never read YAML
+def check_kernel_name(name: Any, manifest: Path) -> str:
+    """A manifest's kernel name, or a one-line error that quotes it escaped (it may hold a newline)."""
+    if not isinstance(name, str) or not KERNEL_NAME_RE.fullmatch(name):
+        shown = ascii(name) if len(ascii(name)) <= 40 else ascii(name)[:37] + "..."
+        raise KforgeError(f"kernels: kernel name {shown} is not allowed", path=manifest,
+                          hint="use letters, digits, '.', '_' and '-' (at most 64, starting with a letter or digit)")
+    return name
 
-    try:
-        return yaml.safe_load(_read(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise KforgeError(f"{where}invalid YAML: {getattr(exc, 'problem', exc)}", path=path) from None
+
+def inside(rel: Any, root: Path, boundary: Path, key: str, manifest: Path) -> Path:
+    """`rel` (a path a manifest names, relative to `root`) resolved, symlinks included, and checked to lie inside
+    `boundary` (the checkout): the bot reads these files on the host, outside any sandbox."""
+    text = str(rel)
+    if not text.isprintable():  # a NUL or a newline is no file name a manifest should hold
+        raise KforgeError(f"{key}: {ascii(text)} is not a file name in the checkout", path=manifest,
+                          hint="write the path out plainly")
+    if not text or text.startswith(("/", "~", "\\")) or Path(text).is_absolute():
+        raise KforgeError(f"{key}: {ascii(text)} must be a path relative to the manifest, inside the checkout",
+                          path=manifest, hint="remove the leading '/' or '~'")
+    resolved = (root / text).resolve()
+    if not resolved.is_relative_to(boundary.resolve()):
+        raise KforgeError(f"{key}: {ascii(text)} resolves outside the checkout (a '..' or a symbolic link)",
+                          path=manifest, hint="keep kernels, references and inputs inside the repository")
+    return resolved
 
 
 def _ref(value: Any, key: str, path: Path, default_file: str) -> tuple[str, str]:
@@ -274,9 +299,9 @@ def _ref(value: Any, key: str, path: Path, default_file: str) -> tuple[str, str]
     return file_part, symbol
 
 
-def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path,
+def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path, boundary: Path,
                     file_key: str | None = None) -> Implementation:
-    file_path = (root / rel).resolve()
+    file_path = inside(rel, root, boundary, file_key or key, manifest)
     if not file_path.is_file():
         raise KforgeError(f"{file_key or key}: file {rel!r} does not exist", path=manifest,
                           hint="paths are relative to the manifest's directory")
@@ -290,7 +315,9 @@ def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path,
 _KERNEL_KEYS = {"file", "entry", "reference", "inputs", "shapes", "init", "tolerance", "targets", "language", "seeds"}
 
 
-def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> KernelSpec:
+def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary: Path | None = None) -> KernelSpec:
+    check_kernel_name(name, manifest)
+    boundary = root if boundary is None else boundary
     where = f"kernels.{name}"
     if not isinstance(entry, dict):
         raise KforgeError(f"{where}: expected a mapping of settings, got {type(entry).__name__}", path=manifest)
@@ -308,20 +335,22 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
     symbol = entry["entry"]
     if not isinstance(symbol, str) or not symbol.isidentifier():
         raise KforgeError(f"{where}.entry: expected a Python identifier, got {symbol!r}", path=manifest)
-    kernel = _implementation(root, kernel_file, symbol, f"{where}.entry", manifest, file_key=f"{where}.file")
+    kernel = _implementation(root, kernel_file, symbol, f"{where}.entry", manifest, boundary, file_key=f"{where}.file")
 
     if "reference" in entry:
         ref_file, ref_symbol = _ref(entry["reference"], f"{where}.reference", manifest, kernel_file)
-        reference = _implementation(root, ref_file, ref_symbol, f"{where}.reference", manifest)
+        reference = _implementation(root, ref_file, ref_symbol, f"{where}.reference", manifest, boundary)
     else:
         reference = kernel
     inputs_file, inputs_symbol = _ref(entry["inputs"], f"{where}.inputs", manifest, kernel_file)
-    inputs_source = _implementation(root, inputs_file, inputs_symbol, f"{where}.inputs", manifest)
+    inputs_source = _implementation(root, inputs_file, inputs_symbol, f"{where}.inputs", manifest, boundary)
 
     shapes = entry.get("shapes", [{}])
     if not isinstance(shapes, list) or not shapes or not all(isinstance(s, dict) for s in shapes):
         raise KforgeError(f"{where}.shapes: expected a non-empty list of mappings (keyword arguments for "
                           f"the inputs callable)", path=manifest)
+    if len(shapes) > MAX_SHAPE_SETS:
+        raise KforgeError(f"{where}.shapes: {len(shapes)} shape sets, at most {MAX_SHAPE_SETS}", path=manifest)
     init = entry.get("init")
     init = {} if init is None else init  # `init:` with no value means none; `init: []` is a mistake
     if not isinstance(init, dict):
@@ -364,18 +393,20 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
     )
 
 
-def load_manifest_entry(manifest: str | Path, name: str, entry: Any) -> KernelSpec:
+def load_manifest_entry(manifest: str | Path, name: str, entry: Any, boundary: Path | None = None) -> KernelSpec:
     """One kernel of a manifest from its raw `kernels.<name>` entry, validated on its own: a caller
     that must keep a manifest's good kernels when another one is broken (the regression gate) loads
-    each entry with this, where `load_manifest` stops at the first error."""
+    each entry with this, where `load_manifest` stops at the first error. Its files must lie inside
+    `boundary` (default: the manifest's folder)."""
     path = Path(manifest).resolve()
-    return _manifest_kernel(str(name), entry, path.parent, path)
+    return _manifest_kernel(name, entry, path.parent, path, boundary)
 
 
-def load_manifest(path: str | Path) -> dict[str, KernelSpec]:
-    """All kernels of one kforge.yaml, by name."""
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """A kforge.yaml's parsed data, its shape checked (the `kernels:` mapping, its size, its names); its entries
+    are checked one by one by `load_manifest_entry`."""
     path = Path(path).resolve()
-    data = _load_yaml(path)
+    data = load_yaml_file(path)
     if not isinstance(data, dict) or not isinstance(data.get("kernels"), dict) or not data["kernels"]:
         raise KforgeError("expected a top-level 'kernels:' mapping of kernel names to settings", path=path,
                           hint="see the README's kforge.yaml section")
@@ -386,7 +417,19 @@ def load_manifest(path: str | Path) -> dict[str, KernelSpec]:
     if data.get("version", 1) != 1:
         raise KforgeError(f"version: unsupported manifest version {data['version']!r}", path=path,
                           hint="this kforge-bot reads version 1")
-    return {str(name): _manifest_kernel(str(name), entry, path.parent, path) for name, entry in data["kernels"].items()}
+    if len(data["kernels"]) > MAX_MANIFEST_KERNELS:
+        raise KforgeError(f"kernels: {len(data['kernels'])} kernels, at most {MAX_MANIFEST_KERNELS} in one manifest",
+                          path=path, hint="split them over manifests in subfolders")
+    for name in data["kernels"]:
+        check_kernel_name(name, path)
+    return data
+
+
+def load_manifest(path: str | Path, boundary: Path | None = None) -> dict[str, KernelSpec]:
+    """All kernels of one kforge.yaml, by name; their files must lie inside `boundary` (default: its folder)."""
+    path = Path(path).resolve()
+    data = read_manifest(path)
+    return {name: _manifest_kernel(name, entry, path.parent, path, boundary) for name, entry in data["kernels"].items()}
 
 
 # ------------------------------------------------------------------------------------------ entry points

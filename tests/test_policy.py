@@ -272,3 +272,45 @@ def test_patience_is_a_count_and_reaches_the_run_rules(tmp_path):
     with pytest.raises(KforgeError) as bad:
         pol.load_policy(path)
     assert "budgets.patience" in str(bad.value) and "\n" not in str(bad.value)
+
+
+# ------------------------------------------------------------------------ the base's policy (issue 28)
+
+
+def test_under_actions_gate_and_pr_are_sandboxed_whatever_the_policy_says():
+    """Class 1: `isolation: required` is a floor under GitHub Actions that no file can lower."""
+    actions = {"GITHUB_ACTIONS": "true"}
+    for mode in ("off", "preferred", None):
+        policy = pol.Policy(isolation=mode)
+        assert policy.isolation_mode("gate", actions) == policy.isolation_mode("pr", actions) == "required"
+    assert pol.Policy(isolation="off").isolation_mode("gate", {}) == "off"  # elsewhere the file decides
+    assert pol.Policy(isolation="off").isolation_mode("check", actions) == "off"  # `check` is a person's command
+    assert pol.Policy().isolation_mode("pr", {}) == "preferred"
+
+
+def test_a_policy_in_the_checkout_is_read_from_the_base_commit(tmp_path):
+    """Class 1: the working tree holds the pull request; the policy the gate and the bot use is the base's."""
+    from fakes.gitrepos import commit_all, git
+
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "policy.yml").write_text("min_speedup: 1.5\n")
+    base = commit_all(tmp_path, "base")
+    (tmp_path / "policy.yml").write_text('min_speedup: 1.0\nisolation: "off"\n')  # the head's, not committed even
+    got = pol.load_policy_from_base(tmp_path, base, tmp_path / "policy.yml")
+    assert got.min_speedup == 1.5 and got.isolation is None and got.source == f"policy.yml (base {base[:12]})"
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "new.yml").write_text("min_speedup: 1.0\n")
+    with pytest.raises(KforgeError, match=r"policy file sub/new.yml is not in the base commit"):
+        pol.load_policy_from_base(tmp_path, base, tmp_path / "sub" / "new.yml")
+    outside = tmp_path.parent / f"{tmp_path.name}-runner.yml"  # the runner's own file, outside the checkout
+    outside.write_text("min_speedup: 2.0\n")
+    assert pol.load_policy_from_base(tmp_path, base, outside).min_speedup == 2.0
+    assert pol.load_policy_from_base(tmp_path, base, "strict").isolation == "required"  # a shipped policy
+    assert pol.load_policy_from_base(tmp_path, base, None) == pol.load_policy(None)
+
+
+def test_yaml_anchors_in_a_policy_are_refused(tmp_path):
+    path = tmp_path / "p.yml"
+    path.write_text("gate: &g {confidence: 0.9}\nevaluation: {seeds: 2}\n")
+    with pytest.raises(KforgeError, match=r"p.yml: not valid YAML \(line 1, column 7: YAML anchors"):
+        pol.load_policy(path)

@@ -141,3 +141,15 @@ def skipped(kernel_id: str, name: str, file: str, reason: str, target: str = "n/
     return KernelRun(id=kernel_id, outcome=KernelOutcome(kernel=name, file=file, skip_reason=reason),
                      target=target, kind=None)
 
+
+
+def with_spec_note(run: KernelRun, note: str | None, blocked: bool) -> KernelRun:
+    """The run with how its kernel was judged (base's spec, its own, approved) said; `blocked`: the PR changed the
+    kernel's test without a maintainer's label, so no candidate earns a follow-up PR (kforge_bot/gate/base_spec.py)."""
+    if note is None:
+        return run
+    outcome = replace(run.outcome, spec_note=note, spec_blocked=blocked)
+    if blocked:
+        measured = run.outcome.skip_reason or "a candidate qualified under the base's spec"
+        outcome = replace(outcome, skip_reason=f"{note} ({measured})")
+    return replace(run, outcome=outcome, qualifies=run.qualifies and not blocked)

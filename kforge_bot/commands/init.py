@@ -29,6 +29,7 @@ from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark
 from kforge_bot.libscan.modules import Library, Module, dotted_name
 from kforge_bot.libscan.vendors import vendor_of, vendor_target
 from kforge_bot.spec import MANIFEST_NAME, defines, is_kernelbench_source
+from kforge_bot.yamlcheck import load_yaml_file
 
 SKIP_DIRS = {".git", ".venv", "venv", "env", "node_modules", "build", "dist", "site-packages", "__pycache__",
              ".tox", ".mypy_cache", ".pytest_cache", ".kforge-cache"}
@@ -423,8 +424,8 @@ def _already_managed(repo: Path) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {}
     for manifest in repo.rglob(MANIFEST_NAME):
         try:
-            kernels = (yaml.safe_load(manifest.read_text(encoding="utf-8")) or {}).get("kernels") or {}
-        except (OSError, yaml.YAMLError, AttributeError):
+            kernels = (load_yaml_file(manifest) or {}).get("kernels") or {}
+        except (KforgeError, AttributeError):
             continue
         for entry in kernels.values() if isinstance(kernels, dict) else ():
             if isinstance(entry, dict) and isinstance(entry.get("file"), str):

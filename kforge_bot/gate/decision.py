@@ -7,11 +7,13 @@ from collections.abc import Sequence
 
 from kforge_bot.evaluate.result import EvalResult
 
-VERDICTS = ("pass", "improved", "regression", "incorrect", "error", "skipped")
-FAILING = ("regression", "incorrect", "error")
+VERDICTS = ("pass", "improved", "regression", "incorrect", "error", "spec-changed", "skipped")
+# spec-changed: the change edits the kernel's own test (kforge_bot/gate/base_spec.py) and no maintainer has
+# approved that with the policy's trust.spec_change_label.
+FAILING = ("regression", "incorrect", "error", "spec-changed")
 # Decisions that depend only on content and settings: safe to reuse. Errors are not cached, since
 # a timeout or a missing package can come from the machine rather than the code.
-CACHEABLE = ("pass", "improved", "regression", "incorrect")
+CACHEABLE = ("pass", "improved", "regression", "incorrect", "spec-changed")
 
 
 def regression_bound(threshold: float) -> float:

@@ -40,6 +40,10 @@ class KernelReport:
     confirmed: bool = False
     first_run: dict[str, Any] | None = None
     touched_by: list[str] = field(default_factory=list)
+    # What the change edits of the kernel's test (reference, inputs, shapes, ...), and the verdict under each
+    # spec measured ("base", and "head" once a maintainer approved the change).
+    spec_changes: list[str] = field(default_factory=list)
+    under_spec: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
     key: str | None = None
     evaluation: dict[str, Any] | None = None

@@ -757,7 +757,7 @@ def test_no_improvement_comments_and_opens_nothing(world):
     assert world.fake.branch_sha(REPO, f"kforge/pr-{world.number}/rmsnorm") is None
     body = world.fake.comments_on(REPO, world.number)[0].body
     # Either the loop found nothing faster, or what it found is below the policy's 50x: no PR both ways.
-    assert "no follow-up PR: no improvement" in body
+    assert "no follow-up PR: `no improvement" in body  # the reason, as text in a code span
     assert "no follow-up PR" in proc.stdout
 
 

@@ -180,7 +180,7 @@ def test_malformed_manifest_in_head_is_a_config_error(tmp_path):
     write(root, "kforge.yaml", "version: 1\nkernels: [oops\n")
     commit_all(root, "broken manifest")
     proc = cli("gate", "--base", "HEAD~1", cwd=root)
-    assert proc.returncode == 2 and "kforge.yaml" in proc.stderr and "invalid YAML" in proc.stderr
+    assert proc.returncode == 2 and "kforge.yaml" in proc.stderr and "not valid YAML" in proc.stderr
 
 
 def test_nothing_changed_passes_without_measuring(small_repo):
