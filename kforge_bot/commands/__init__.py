@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.hardware import all_runners
-from kforge_bot.spec import TARGET_KINDS
+from kforge_bot.spec import TARGET_KINDS, KernelSpec
 
 
 def examples(*lines: str) -> str:
@@ -77,3 +80,14 @@ def target_kind(value: str) -> str:
     if value == "auto" or value in TARGET_KINDS:
         return value
     return all_runners()[value].target
+
+
+def judged_by_policy(settings: EvalSettings, policy: Any, spec: KernelSpec, target: str) -> EvalSettings:
+    """`settings` with the policy's rule for which shape set counts as a regression (gate.threshold for the target
+    kind, gate.rules' per-shape thresholds and informational sets): the same rule the gate and optimize apply."""
+    kind = target.split(":")[0]
+    if kind == "auto":
+        from kforge_bot.targets import resolve_target_name  # probes devices: only when asked for auto
+
+        kind = resolve_target_name(kind, spec.targets).split(":")[0]
+    return replace(settings, **policy.rule_for(spec.name, spec.kernel_file, kind).shape_settings())

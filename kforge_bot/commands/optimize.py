@@ -20,6 +20,7 @@ from kforge_bot.agents.llm import configured, endpoint_from_env
 from kforge_bot.cache import user_cache_dir
 from kforge_bot.commands import (
     examples,
+    judged_by_policy,
     json_option,
     output_console,
     target_kind,
@@ -119,6 +120,9 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     target_name = resolve_target_name(recorded_target if (target == "auto" and recorded_target) else target,
                                       spec.targets)
     config = build_config(target_name, policy_path, iterations, budget_tokens, time_limit, patience)
+    # Which shape set counts as a regression (a candidate with one is never accepted): the policy's rule, as in
+    # check and the gate.
+    config.settings = judged_by_policy(config.settings, load_policy(policy_path), spec, target_name)
     # The same evaluation flags as `check`, over the policy's (or the quick) settings.
     config.settings.seeds = seeds or config.settings.seeds
     config.settings.timeout_s = timeout or config.settings.timeout_s

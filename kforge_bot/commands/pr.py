@@ -21,7 +21,7 @@ import click
 from kforge_bot.agents.llm import configured, endpoint_from_env
 from kforge_bot.bot import prbot, results
 from kforge_bot.bot.github import GitHub
-from kforge_bot.commands import examples, json_option, write_json
+from kforge_bot.commands import examples, json_option, judged_by_policy, write_json
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.optimize.counters import section, tool_title
@@ -54,6 +54,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
                             time_budget_s=time_budget_s or policy.evaluation.time_budget_s,
                             timeout_s=policy.evaluation.timeout_s,
                             allow_framework_fallback=policy.allow_framework_fallback)
+    settings = judged_by_policy(settings, policy, spec, target)  # which shape set is a regression (as check, gate)
     budgets = replace(policy.budgets, iterations=iterations or policy.budgets.iterations,
                       tokens=policy.budgets.tokens if endpoint is not None else None)
     config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint,

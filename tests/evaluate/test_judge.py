@@ -70,7 +70,7 @@ def test_the_speedup_and_its_interval_come_from_the_raw_pairs() -> None:
     baseline = [2.0 + 0.01 * (i % 7) for i in range(60)]
     candidate = [1.0 + 0.005 * (i % 5) for i in range(60)]
     _attach_timing(result, [{"shape": 0, "baseline_ms": baseline, "candidate_ms": candidate, "calls_per_sample": 1,
-                             "stop_reason": "reached 60 pairs", "wall_s": 0.5}], confidence=0.95)
+                             "stop_reason": "reached 60 pairs", "wall_s": 0.5}], EvalSettings())
     assert result.speedup == pytest.approx(2.0, rel=0.02)
     low, high = result.speedup_ci
     assert low < result.speedup < high and high / low < 1.2
@@ -82,7 +82,7 @@ def test_the_speedup_and_its_interval_come_from_the_raw_pairs() -> None:
 
 def test_a_handful_of_pairs_gives_no_interval_and_says_why() -> None:
     result = EvalResult(verdict="pass", reason="", target="cpu")
-    _attach_timing(result, [{"shape": 0, "baseline_ms": [2.0, 2.1], "candidate_ms": [1.0, 1.1]}], confidence=0.95)
+    _attach_timing(result, [{"shape": 0, "baseline_ms": [2.0, 2.1], "candidate_ms": [1.0, 1.1]}], EvalSettings())
     assert result.speedup is not None and result.speedup_ci is None
     assert result.details["speedup_ci_note"].startswith("too few pairs (2) for a 95.0% confidence interval")
 
