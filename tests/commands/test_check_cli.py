@@ -175,3 +175,29 @@ def test_the_console_says_what_each_number_is_and_keeps_lines_whole_in_a_pipe() 
     counts = [int(re.match(r"(\d+)", p.strip()).group(1)) for p in parts.split(",")]
     assert sum(counts) == int(total) and "2 seed(s) x 1 shape set(s)" in parts
     assert "(median)" in proc.stdout  # the timing columns say they are medians
+
+
+def test_the_reason_names_a_shape_set_far_slower_and_the_table_shows_each(tmp_path: Path) -> None:
+    """A candidate far faster on its large shape set and far slower on its small one: the headline (the geometric
+    mean) may read faster, but the reason names the slow set, and every set is printed and in the JSON."""
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from fakes.gate_repos import REF, SLOW_ON_LARGE, SLOW_ON_SMALL, shaped_manifest
+
+    (tmp_path / "ref.py").write_text(REF)
+    (tmp_path / "mm.py").write_text(SLOW_ON_LARGE)
+    (tmp_path / "kforge.yaml").write_text(shaped_manifest("mm", [16, 128]))
+    (tmp_path / "fast_on_large.py").write_text(SLOW_ON_SMALL)
+    proc = _check(tmp_path / "kforge.yaml", "--candidate", tmp_path / "fast_on_large.py", "--seeds", "2",
+                  "--time-budget", "2", "--allow-fallback", "--json", tmp_path / "report.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # correct: check's exit status is about correctness
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert "but a regression on shape set 0 (n=16)" in report["reason"], report["reason"]
+    assert "shape set 1" not in report["reason"].split("but a regression on")[1]
+    assert [(p["shape_set"], p["regression"]) for p in report["per_shape"]] == [(0, True), (1, False)]
+    assert report["details"]["speedup_definition"].startswith("speedup = the geometric mean over the shape sets")
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("  shape set 0 (n=16): ") and line.endswith("regression (over 5.0% slower)")
+               for line in lines), proc.stdout
+    assert any(line.startswith("  shape set 1 (n=128): ") for line in lines)
+    assert "(median, geomean)" in proc.stdout
+    assert any(line.startswith("speedup = the geometric mean") for line in lines)
