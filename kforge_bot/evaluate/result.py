@@ -150,11 +150,11 @@ class EvalResult:
             target_info=data.get("target_info", {}),
             details=data.get("details", {}),
             cached=data.get("cached", False),
-            per_shape=_per_shape(data),
+            per_shape=per_shape_of(data),
         )
 
 
-def _per_shape(data: dict[str, Any]) -> list[ShapeSpeedup]:
+def per_shape_of(data: dict[str, Any]) -> list[ShapeSpeedup]:
     """A result's shape sets; one written before results carried them is read from its timing details."""
     if "per_shape" in data:
         return [ShapeSpeedup.from_dict(p) for p in data.get("per_shape") or []]

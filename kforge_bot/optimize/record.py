@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kforge_bot.evaluate.result import per_shape_of
+from kforge_bot.evaluate.shapes import ShapeSpeedup
 from kforge_bot.optimize.roofline import roofline_position
 from kforge_bot.text import one_line
 
@@ -40,6 +42,11 @@ class IterationRecord:
     @property
     def completed(self) -> bool:
         return self.verdict != "pending"
+
+    @property
+    def per_shape(self) -> list[ShapeSpeedup]:
+        """Each shape set's speedup and verdict (evaluate.shapes); the headline `speedup` is their geometric mean."""
+        return per_shape_of(self.result) if self.result else []
 
     @property
     def overhead_s(self) -> float:

@@ -376,3 +376,10 @@ def test_a_candidate_far_slower_on_one_shape_set_is_not_accepted_however_fast_on
     assert [(p["shape_set"], p["regression"]) for p in per_shape] == [(0, True), (1, False), (2, False)]
     assert "but a regression on shape set 0 (n=16)" in it.reason
     assert not (trajectory.root / "best.py").exists()
+    # report.md shows the per-shape table beside the headline, and why the candidate was not taken.
+    from kforge_bot.optimize.report import write_report
+
+    markdown = write_report(trajectory.root, loop.record).markdown.read_text()
+    assert "## Per shape set" in markdown and "| shape set 0 (n=16) |" in markdown
+    assert "Not accepted: a regression on shape set 0 (n=16)" in markdown
+    assert "| regression (over 5.0% slower) |" in markdown
