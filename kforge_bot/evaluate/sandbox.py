@@ -219,8 +219,9 @@ class WorkerProcess:
             stall_s: float | None = None) -> ChildOutcome:
         """Send `request` (None: sent already, with `send`), collect the messages until the worker exits or
         `timeout_s` passes (counted from now), then kill its process group. Once the worker says it is built,
-        `stall_s` without a message also ends it (a hang costs that, not the whole timeout). Never raises for
-        the child's failures; runs once."""
+        `stall_s` without a message also ends it (a hang costs that, not the whole timeout), except inside a first
+        call on a shape set, which may compile (candidate_role.CandidateRun.first_call). Never raises for the
+        child's failures; runs once."""
         assert not self._done, "a worker process runs one request"
         if request is not None:
             self.send(request)
@@ -236,6 +237,7 @@ class WorkerProcess:
         selector.register(read_fd, selectors.EVENT_READ)
         eof = False
         last_message = started
+        building = False  # inside a side's first call on a shape set: build time, bounded by timeout_s alone
         try:
             while not eof:
                 now = time.monotonic()
@@ -243,7 +245,7 @@ class WorkerProcess:
                 if remaining <= 0:
                     outcome.timed_out = True
                     break
-                if stall_s is not None and outcome.built and now - last_message > stall_s:
+                if stall_s is not None and outcome.built and not building and now - last_message > stall_s:
                     outcome.timed_out, outcome.stalled_s = True, stall_s
                     break
                 for _key, _ in selector.select(timeout=min(remaining, 1.0)):
@@ -262,6 +264,7 @@ class WorkerProcess:
                         outcome.messages.append(message)
                         last_message = time.monotonic()
                         outcome.built = outcome.built or message.get("phase") == "imported"
+                        building = message.get("phase") == "first_call"
                         if on_message is not None:
                             on_message(message)
                     if received > MAX_CHANNEL_BYTES or len(buffer) > MAX_LINE_BYTES:
