@@ -21,7 +21,7 @@ import click
 from kforge_bot.agents.llm import configured, endpoint_from_env
 from kforge_bot.bot import prbot, results
 from kforge_bot.bot.github import GitHub
-from kforge_bot.commands import examples, json_option, judged_by_policy, write_json
+from kforge_bot.commands import examples, json_option, json_refusal, judged_by_policy, write_json
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.optimize.counters import section, tool_title
@@ -117,6 +117,9 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
     if results_path is not None:
         click.echo("kforge-bot pr: note: --results is deprecated; use --json PATH (the same file)", err=True)
         json_path = json_path or str(results_path)
+        refusal = json_refusal(json_path)  # before any work, as --json's own check
+        if refusal is not None:
+            raise refusal
     env = prbot.ActionEnv.from_env()
     _ANNOUNCED.clear()
     policy = load_policy(policy_path or os.environ.get("KFORGE_POLICY") or None)

@@ -201,3 +201,18 @@ def test_the_reason_names_a_shape_set_far_slower_and_the_table_shows_each(tmp_pa
     assert any(line.startswith("  shape set 1 (n=128): ") for line in lines)
     assert "(median, geomean)" in proc.stdout
     assert any(line.startswith("speedup = the geometric mean") for line in lines)
+
+
+def test_a_json_path_that_will_be_refused_is_refused_before_the_evaluation(tmp_path: Path) -> None:
+    """A folder, a file that is not .json (the next word taken as the path), a path under a file: each refused at
+    once with one line and exit 2, before any worker starts (the sandbox announcement comes first when one does)."""
+    not_json = tmp_path / "kernel.py"
+    not_json.write_text("print('mine')\n")
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x\n")
+    for target in (tmp_path, not_json, a_file / "report.json"):
+        proc = _check(SOFTMAX, "--candidate", ADV / "honest.py", "--time-budget", "0.3", "--json", target)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.startswith("kforge-bot: error: ") and len(proc.stderr.strip().splitlines()) == 1
+        assert "isolation:" not in proc.stderr and proc.stdout == ""  # nothing ran
+    assert not_json.read_text() == "print('mine')\n"
