@@ -15,7 +15,7 @@ from typing import Any
 from kforge_bot.evaluate import bound, isolation, outputs
 from kforge_bot.evaluate.plan import Case, Plan
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
-from kforge_bot.evaluate.shapes import DEFINITION, ShapeSpeedup, combine, headline, regression_text
+from kforge_bot.evaluate.shapes import DEFINITION, ShapeSpeedup, combine, regression_text
 from kforge_bot.evaluate.sandbox import ChildOutcome
 from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
 
@@ -299,8 +299,10 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], settings: E
             ci=(ci[0], ci[1]) if ci else None, baseline_ms=entry["baseline"]["median_ms"],
             candidate_ms=entry["candidate"]["median_ms"], pairs=entry["pairs"], threshold=rule.threshold,
             informational=rule.informational))
-    result.speedup, result.speedup_ci = headline(result.per_shape)
-    _, within_ci = combine([p.speedup for p in result.per_shape], within)
+    # The sets' within-run intervals combine (independent pairs); the systematic floor is an error the sets share
+    # (the process, the clocks), so it widens the combined interval once rather than being averaged away.
+    result.speedup, within_ci = combine([p.speedup for p in result.per_shape], within)
+    result.speedup_ci = widen(within_ci, max(floors)) if within_ci else None
     result.details["speedup_ci_within_run"] = list(within_ci) if within_ci else None
     result.details["systematic_floor"] = max(floors)
     result.details["speedup_definition"] = DEFINITION

@@ -11,9 +11,11 @@ The headline is the geometric mean of the sets' speedups (every set weighs the s
 a 2x loss on another cancel, as they should). Its interval combines the sets' on the log scale (`combine`): each
 set's interval gives a lower and an upper half-width of its log speedup; the headline's half-widths are the root of
 the sum of their squares over the number of sets (the delta method for a mean of independent estimates, each side
-apart since the order-statistic intervals are not symmetric). Chosen over a bootstrap of the pairs because it is
-deterministic (the same samples give the same verdict), costs nothing, and carries each set's systematic floor,
-which a resampling of the pairs would not see. It is approximate where a set's interval is very lopsided.
+apart since the order-statistic intervals are not symmetric). The judge combines the sets' within-run intervals
+so, then widens the result once by the systematic floor (an error the sets share, not to be averaged away).
+Chosen over a bootstrap of the pairs because it is deterministic (the same samples give the same verdict), costs
+nothing, and works from the distribution-free intervals the sets already have. It is approximate where a set's
+interval is very lopsided, and it assumes the sets' errors independent (they are timed one after another).
 """
 
 from __future__ import annotations
@@ -151,10 +153,6 @@ def combine(speedups: Sequence[float], intervals: Sequence[tuple[float, float] |
     low = math.sqrt(sum((math.log(m) - math.log(ci[0])) ** 2 for m, ci in zip(speedups, intervals))) / n  # type: ignore[index]
     high = math.sqrt(sum((math.log(ci[1]) - math.log(m)) ** 2 for m, ci in zip(speedups, intervals))) / n  # type: ignore[index]
     return center, (math.exp(math.log(center) - low), math.exp(math.log(center) + high))
-
-
-def headline(per_shape: Sequence[ShapeSpeedup]) -> tuple[float, tuple[float, float] | None]:
-    return combine([p.speedup for p in per_shape], [p.ci for p in per_shape])
 
 
 def geomean_times(per_shape: Sequence[ShapeSpeedup]) -> tuple[float | None, float | None]:

@@ -95,7 +95,8 @@ def _result(record: RunRecord) -> str:
     written = next((e.get("written_to") for e in reversed(ends) if e.get("written_to")), None)
     if best is None or best.speedup is None:
         text = ("## Result\n**No candidate beat the kernel as written** (accepted only when correct and faster with "
-                "the whole 95% interval above 1x): the original file was left untouched.")
+                "the whole 95% interval above 1x, and a regression on no shape set): the original file was left "
+                "untouched.")
         correct = [it for it in record.completed if it.verdict == "pass"]
         if correct:
             top = max(correct, key=lambda it: it.speedup or 0.0)
