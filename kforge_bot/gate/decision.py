@@ -6,16 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kforge_bot.evaluate.result import EvalResult
-from kforge_bot.evaluate.shapes import regression_bound, shape_status
+from kforge_bot.evaluate.shapes import regression_bound as regression_bound  # the rule's bound, re-exported
+from kforge_bot.evaluate.shapes import shape_status
 
 VERDICTS = ("pass", "improved", "regression", "incorrect", "error", "skipped")
 FAILING = ("regression", "incorrect", "error")
 # Decisions that depend only on content and settings: safe to reuse. Errors are not cached, since
 # a timeout or a missing package can come from the machine rather than the code.
 CACHEABLE = ("pass", "improved", "regression", "incorrect")
-
-
-__all__ = ["regression_bound"]  # the bound lives with the rule (evaluate.shapes); the gate's tests read it here
 
 
 def timing_decision(speedup_ci: Sequence[float] | None, threshold: float) -> str:

@@ -168,6 +168,8 @@ def report_from(kernel: Kernel, m: Measurement, rule: GateRule, target: str, tou
         report.first_run = {"speedup": m.first.speedup,
                             "speedup_ci": list(m.first.speedup_ci) if m.first.speedup_ci else None,
                             "change": fmt_change(m.first.speedup, m.first.speedup_ci),
-                            "pairs": [t.get("pairs") for t in m.first.details.get("timing", [])]}
+                            "pairs": [t.get("pairs") for t in m.first.details.get("timing", [])],
+                            "shapes": [{**p.to_dict(), "change": fmt_change(p.speedup, p.ci)}
+                                       for p in m.first.per_shape]}
     return report
 
