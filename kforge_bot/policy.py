@@ -41,6 +41,17 @@ TARGET_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
+class ShapeSetSpec:
+    """One entry of a gate rule's `shape_sets`: how one shape set (by its index in the kernel's shapes) is judged.
+    Every command applies it (kforge_bot.evaluate.shapes): the gate, optimize's acceptance and check's reason."""
+
+    index: int
+    threshold: dict[str, float] | None = None  # by target kind; kinds left out take the rule's threshold
+    informational: bool = False  # reported, never a regression
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class RuleSpec:
     """One entry of `gate.rules`: applies when `path` and/or `kernel` match (first match wins)."""
 
@@ -50,6 +61,7 @@ class RuleSpec:
     confidence: float | None = None
     skip: bool | None = None
     reason: str | None = None
+    shape_sets: tuple[ShapeSetSpec, ...] = ()
 
     def matches(self, kernel_name: str, path: str) -> bool:
         if self.path is not None and not path_matches(self.path, path):
@@ -74,6 +86,14 @@ class GateRule:
     matched: str = "gate defaults"  # which rule applied, for the gate's report
     target: str | None = None  # the target kind the threshold is for (None: the strictest of all)
     threshold_from: str = "gate.threshold"  # the policy key the threshold came from, for the report
+    shape_thresholds: dict[int, float] = field(default_factory=dict)  # per shape set, over `threshold`
+    informational_shapes: tuple[int, ...] = ()  # shape sets reported, never a regression
+
+    def shape_settings(self) -> dict[str, Any]:
+        """The rule as EvalSettings fields, so every command judges shape sets by it (kforge_bot.evaluate.shapes):
+        `dataclasses.replace(settings, **rule.shape_settings())`."""
+        return {"regression_threshold": self.threshold, "shape_thresholds": dict(self.shape_thresholds),
+                "informational_shapes": tuple(self.informational_shapes)}
 
 
 @dataclass(frozen=True)
@@ -166,6 +186,8 @@ class Policy:
         for i, rule in enumerate(self.gate.rules):
             if rule.matches(kernel_name, norm):
                 threshold, source = self._threshold(target, rule.threshold, f"gate.rules[{i}].threshold")
+                shapes = {s.index: self._threshold(target, {**(rule.threshold or {}), **s.threshold}, "")[0]
+                          for s in rule.shape_sets if s.threshold}
                 return GateRule(
                     threshold=threshold,
                     confidence=self.gate.confidence if rule.confidence is None else rule.confidence,
@@ -174,6 +196,8 @@ class Policy:
                     matched=f"gate.rules[{i}] ({rule.describe()})",
                     target=target,
                     threshold_from=source,
+                    shape_thresholds=shapes,
+                    informational_shapes=tuple(s.index for s in rule.shape_sets if s.informational),
                 )
         threshold, source = self._threshold(target, None, "")
         return GateRule(threshold, self.gate.confidence, target=target, threshold_from=source)
@@ -202,7 +226,13 @@ class Policy:
         """Plain data in the file's own layout (loading it back gives an equal Policy)."""
         d = asdict(self)
         d.pop("source")
-        d["gate"]["rules"] = [{k: v for k, v in r.items() if v is not None} for r in d["gate"]["rules"]]
+        d["gate"]["rules"] = [{k: v for k, v in r.items() if v is not None and k != "shape_sets"}
+                              for r in d["gate"]["rules"]]
+        for written, rule in zip(d["gate"]["rules"], self.gate.rules):
+            if rule.shape_sets:  # the file's layout: index -> what is set for that shape set
+                written["shape_sets"] = {s.index: {k: v for k, v in asdict(s).items()
+                                                   if k != "index" and v not in (None, False)}
+                                         for s in rule.shape_sets}
         if d["budgets"]["patience"] is None:  # unset: the mode's own, which a file says by leaving it out
             del d["budgets"]["patience"]
         return _lists(d)
@@ -272,7 +302,8 @@ def path_matches(pattern: str, path: str) -> bool:
 
 _TOP = ("version", "kernel_paths", "required_targets", "min_speedup", "gate", "budgets", "trust",
         "languages", "allow_framework_fallback", "evaluation", "isolation")
-_RULE_KEYS = ("path", "kernel", "threshold", "confidence", "skip", "reason")
+_RULE_KEYS = ("path", "kernel", "threshold", "confidence", "skip", "reason", "shape_sets")
+_SHAPE_SET_KEYS = ("threshold", "informational", "reason")
 
 
 def _glob(ck: Checker, value: Any, key: str) -> str:
@@ -364,8 +395,8 @@ def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
             rm = ck.mapping(r, key, allowed=_RULE_KEYS)
             if "path" not in rm and "kernel" not in rm:
                 ck.fail(key, "a rule needs `path` (a glob) or `kernel` (a name pattern) to say what it applies to")
-            if not any(k in rm for k in ("threshold", "confidence", "skip")):
-                ck.fail(key, "a rule must set at least one of threshold, confidence, skip")
+            if not any(k in rm for k in ("threshold", "confidence", "skip", "shape_sets")):
+                ck.fail(key, "a rule must set at least one of threshold, confidence, skip, shape_sets")
             rules.append(RuleSpec(
                 path=_glob(ck, rm["path"], f"{key}.path") if "path" in rm else None,
                 kernel=ck.string(rm["kernel"], f"{key}.kernel") if "kernel" in rm else None,
@@ -373,9 +404,32 @@ def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
                 confidence=_confidence(ck, rm["confidence"], f"{key}.confidence") if "confidence" in rm else None,
                 skip=ck.boolean(rm["skip"], f"{key}.skip") if "skip" in rm else None,
                 reason=ck.string(rm["reason"], f"{key}.reason") if "reason" in rm else None,
+                shape_sets=_shape_sets(ck, rm["shape_sets"], f"{key}.shape_sets") if "shape_sets" in rm else (),
             ))
         gkw["rules"] = tuple(rules)
     return Gate(**{**asdict_shallow(base), **gkw})
+
+
+def _shape_sets(ck: Checker, raw: Any, key: str) -> tuple[ShapeSetSpec, ...]:
+    """`{1: {informational: true}, 2: {threshold: 0.10}}`: shape sets by their index in the kernel's `shapes`."""
+    if not isinstance(raw, dict) or not raw:
+        ck.expected(key, "a mapping of shape set indices (0, 1, ...) to {threshold, informational, reason}", raw)
+    out = []
+    for index, value in raw.items():
+        if isinstance(index, bool) or not (isinstance(index, int) or (isinstance(index, str) and index.isdigit())):
+            ck.fail(join(key, str(index)), f"expected a shape set's index (0, 1, ...), got {index!r}",
+                    hint="shape sets are numbered from 0 in the order the kernel's `shapes` lists them")
+        where = join(key, str(index))
+        entry = ck.mapping(value, where, allowed=_SHAPE_SET_KEYS)
+        if "threshold" not in entry and not entry.get("informational"):
+            ck.fail(where, "a shape set entry sets a threshold or informational: true")
+        out.append(ShapeSetSpec(
+            index=int(index),
+            threshold=_threshold(ck, entry["threshold"], join(where, "threshold")) if "threshold" in entry else None,
+            informational=ck.boolean(entry["informational"], join(where, "informational"))
+            if "informational" in entry else False,
+            reason=ck.string(entry["reason"], join(where, "reason")) if "reason" in entry else None))
+    return tuple(sorted(out, key=lambda s: s.index))
 
 
 def _parse_budgets(ck: Checker, raw: Any, base: Budgets) -> Budgets:

@@ -53,11 +53,22 @@ def json_schema() -> dict[str, Any]:
                         "type": "object", "additionalProperties": False,
                         "anyOf": [{"required": ["path"]}, {"required": ["kernel"]}],
                         "allOf": [{"anyOf": [{"required": ["threshold"]}, {"required": ["confidence"]},
-                                             {"required": ["skip"]}]}],
+                                             {"required": ["skip"]}, {"required": ["shape_sets"]}]}],
                         "properties": {
                             "path": glob, "kernel": {"type": "string", "minLength": 1},
                             "threshold": threshold, "confidence": confidence,
                             "skip": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1},
+                            "shape_sets": {
+                                "type": "object", "minProperties": 1, "propertyNames": {"pattern": "^[0-9]+$"},
+                                "description": "Per shape set (its index in the kernel's shapes, from 0): its own "
+                                               "threshold, or informational (reported, never a regression).",
+                                "additionalProperties": {
+                                    "type": "object", "additionalProperties": False,
+                                    "anyOf": [{"required": ["threshold"]},
+                                              {"required": ["informational"],
+                                               "properties": {"informational": {"const": True}}}],
+                                    "properties": {"threshold": threshold, "informational": {"type": "boolean"},
+                                                   "reason": {"type": "string", "minLength": 1}}}},
                         }}},
                 }},
             "budgets": {

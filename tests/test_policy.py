@@ -64,6 +64,12 @@ def _load(tmp_path: Path, text: str) -> pol.Policy:
     ("gate:\n  rules:\n    - path: a\n      thresold: 0.1\n", "gate.rules[0].thresold: unknown key"),
     ("gate:\n  rules:\n    - threshold: 0.1\n", "gate.rules[0]: a rule needs `path`"),
     ("gate:\n  rules:\n    - kernel: x\n", "gate.rules[0]: a rule must set at least one of threshold, confidence, skip"),
+    ("gate:\n  rules:\n    - {kernel: x, shape_sets: {one: {informational: true}}}\n",
+     "gate.rules[0].shape_sets.one: expected a shape set's index (0, 1, ...), got 'one'"),
+    ("gate:\n  rules:\n    - {kernel: x, shape_sets: {0: {reason: why}}}\n",
+     "gate.rules[0].shape_sets.0: a shape set entry sets a threshold or informational: true"),
+    ("gate:\n  rules:\n    - {kernel: x, shape_sets: {0: {treshold: 0.1}}}\n", "gate.rules[0].shape_sets.0.treshold: unknown key"),
+    ("gate:\n  rules:\n    - {kernel: x, shape_sets: [0]}\n", "gate.rules[0].shape_sets: expected a mapping of shape set"),
     ("gate:\n  rules:\n    - {kernel: x, skip: maybe}\n", "gate.rules[0].skip: expected true or false, got 'maybe'"),
     ("gate:\n  rules: {path: x}\n", "gate.rules: expected a list of rules, got a mapping"),
     ("gate: 0.02\n", "gate: expected a mapping, got 0.02"),
@@ -177,6 +183,29 @@ def test_to_dict_round_trips():
     for name in ("default", "strict"):
         p = pol.load_policy(name)
         assert pol.parse_policy(yaml.safe_load(yaml.safe_dump(p.to_dict())), "roundtrip") == p
+
+
+def test_shape_sets_of_a_rule_set_their_own_threshold_or_are_informational(tmp_path):
+    p = _load(tmp_path, """
+gate:
+  threshold: {cpu: 0.05}
+  rules:
+    - kernel: mm
+      threshold: 0.10
+      shape_sets:
+        0: {informational: true, reason: "a warm-up size"}
+        2: {threshold: {cpu: 0.30}}
+        3: {threshold: {cuda: 0.01}}
+""")
+    r = p.rule_for("mm", "mm.py", "cpu")
+    assert (r.threshold, r.informational_shapes, r.shape_thresholds) == (0.10, (0,), {2: 0.30, 3: 0.10})
+    assert r.shape_settings() == {"regression_threshold": 0.10, "shape_thresholds": {2: 0.30, 3: 0.10},
+                                  "informational_shapes": (0,)}
+    assert p.rule_for("mm", "mm.py", "cuda").shape_thresholds == {2: 0.10, 3: 0.01}
+    assert p.rule_for("other", "o.py", "cpu").shape_settings() == {"regression_threshold": 0.05,
+                                                                   "shape_thresholds": {}, "informational_shapes": ()}
+    assert pol.parse_policy(yaml.safe_load(yaml.safe_dump(p.to_dict())), "roundtrip") == p
+    assert pol.parse_policy(json.loads(json.dumps(p.to_dict())), "roundtrip") == p  # keys as strings too
 
 
 # --- CLI -------------------------------------------------------------------------------------

@@ -41,6 +41,8 @@ class TargetRow:
     correct: bool | None = None
     target_kind: str | None = None  # cuda | xpu | cpu | mps, for the reproduce command
     device_name: str | None = None
+    # Each shape set (kforge_bot.evaluate.shapes.ShapeSpeedup.to_dict): the speedup is their geometric mean.
+    shapes: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def faster(self) -> bool:
@@ -73,7 +75,8 @@ class KernelOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["targets"] = [{**asdict(t), "runner_labels": list(t.runner_labels)} for t in self.targets]
+        data["targets"] = [{**asdict(t), "runner_labels": list(t.runner_labels), "shapes": [dict(x) for x in t.shapes]}
+                           for t in self.targets]
         data["correctness"] = dict(self.correctness)
         data["how_found"] = dict(self.how_found)
         return data
@@ -85,7 +88,8 @@ class KernelOutcome:
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["targets"] = tuple(
             TargetRow(**{**{k: v for k, v in row.items() if k in row_known},
-                         "runner_labels": tuple(row.get("runner_labels") or ())})
+                         "runner_labels": tuple(row.get("runner_labels") or ()),
+                         "shapes": tuple(row.get("shapes") or ())})
             for row in data.get("targets") or ())
         return cls(**kwargs)
 
@@ -212,6 +216,26 @@ def render_table(rows: Sequence[TargetRow], extra: Mapping[str, str] | None = No
         if extra is not None:
             line += f" {markdown_cell(extra.get(r.target, NA))} |"
         lines.append(line)
+    return "\n".join(lines)
+
+
+def render_shapes(rows: Sequence[TargetRow]) -> str:
+    """Beside the table: each target's speedup on each shape set (the headline is their geometric mean), judged by
+    the one rule (a set slower than its threshold is a regression). Empty with one shape set everywhere."""
+    if not any(len(r.shapes) > 1 for r in rows):
+        return ""
+    lines = ["Per shape set (the speedup above is the geometric mean of these):", "",
+             "| target | shape set | before | after | speedup (95% interval) | verdict |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        for shape in r.shapes:
+            params = ", ".join(f"{k}={v}" for k, v in (shape.get("shape") or {}).items())
+            ci = shape.get("speedup_ci")
+            speed = (f"{shape['speedup']:.2f}x ({ci[0]:.2f}-{ci[1]:.2f})" if ci else f"{shape['speedup']:.2f}x "
+                     "(interval n/a)") if shape.get("speedup") is not None else NA
+            verdict = "informational" if shape.get("informational") else str(shape.get("status", NA))
+            label = f"{shape.get('shape_set')}" + (f" ({params})" if params else "")
+            lines.append(f"| {_target_cell(r)} | {markdown_cell(markdown_text(label))} | {fmt_time(shape.get('baseline_ms'))} | "
+                         f"{fmt_time(shape.get('candidate_ms'))} | {speed} | {verdict} |")
     return "\n".join(lines)
 
 
@@ -344,6 +368,9 @@ def render_pr_body(outcome: KernelOutcome, *, pr_number: int, head_branch: str, 
     if outcome.spec_note:
         intro += f" Note: {markdown_text(outcome.spec_note)}."
     table = render_table(outcome.targets) if outcome.targets else "No timings were recorded (n/a)."
+    shapes = render_shapes(outcome.targets)
+    if shapes:
+        table += "\n\n" + shapes
     commands = ("Commands: comment `/kforge retry` to run again, `/kforge stop` to close this PR and stop "
                 "suggesting for this kernel. A push to this branch by anyone but kforge-bot stops its updates.")
     marker = pr_marker(pr_number, outcome.kernel, [r.target for r in outcome.targets], harness)
@@ -422,6 +449,8 @@ def render_summary(outcomes: Sequence[KernelOutcome], *, title: str = "kforge-bo
             lines.append(f"| {markdown_cell(_code(o.kernel))} | {_target_cell(r)} | {fmt_time(r.baseline_ms)} | "
                          f"{fmt_time(r.candidate_ms)} | {fmt_speedup(r)} | {markdown_cell(fmt_roofline(r))} | "
                          f"{markdown_cell(result)} |")
+    shapes = [render_shapes(o.targets) for o in outcomes]
+    lines += [f"\n{_code(o.kernel)}: {text}" for o, text in zip(outcomes, shapes) if text]
     return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from kforge_bot.agents.analyst import render_digest
 from kforge_bot.bot.evidence import KernelOutcome, TargetRow
+from kforge_bot.evaluate.shapes import regression_text
 
 
 def qualifies(result: Any, min_speedup: float) -> tuple[bool, str]:
@@ -25,6 +26,9 @@ def qualifies(result: Any, min_speedup: float) -> tuple[bool, str]:
     if ci[0] < min_speedup:
         return False, (f"no improvement above the policy's min_speedup {min_speedup:g} "
                        f"(best {result.speedup:.2f}x, interval {ci[0]:.2f}-{ci[1]:.2f})")
+    slow = regression_text(getattr(result, "per_shape", ()))
+    if slow:  # optimize never accepts such a candidate; a result from elsewhere is held to the same rule
+        return False, f"no improvement: {slow}"
     return True, ""
 
 
@@ -38,7 +42,8 @@ def target_row(result: Any, target: str, *, kind: str, labels: Sequence[str] = (
                      speedup=result.speedup, ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
                      roofline_before=roofline.get("before"), roofline_after=roofline.get("after"),
                      roofline_bound=roofline.get("bound"), correct=result.correct, target_kind=kind,
-                     device_name=result.device_name or None)
+                     device_name=result.device_name or None,
+                     shapes=tuple(p.to_dict() for p in getattr(result, "per_shape", ())))
 
 
 def unified_diff(before: str, after: str, path: str) -> str:

@@ -87,16 +87,39 @@ def headline(report: GateReport) -> str:
 
 
 def table_rows(report: GateReport, quote: Callable[[str], str] = str) -> list[list[str]]:
-    """One row per kernel; `quote` renders the reason, which can hold what the change wrote (code_span in Markdown)."""
+    """A row per kernel, and under a kernel of several shape sets a row per set (each judged on its own); `quote`
+    renders the reason, which can hold what the change wrote (code_span in Markdown)."""
     rows = []
     for k in report.kernels:
         notes = (_notes(k), quote(k.reason) if k.reason else "", _required_note(k, report.require_all_targets))
-        rows.append([k.name if k.name == k.id else f"{k.name} ({k.id})", _ms(k.base_ms), _ms(k.head_ms), k.change,
+        name = k.name if k.name == k.id else f"{k.name} ({k.id})"
+        several = len(k.shapes) > 1
+        rows.append([name, _ms(k.base_ms), _ms(k.head_ms), k.change + (" (geometric mean)" if several else ""),
                      fmt_threshold(k.threshold, k.target), k.verdict, "; ".join(b for b in notes if b)])
+        for shape in k.shapes if several else ():
+            rows.append([f"{name}, {shape_label(shape)}", _ms(shape.get("baseline_ms")), _ms(shape.get("candidate_ms")),
+                         str(shape.get("change", "n/a")), fmt_threshold(shape.get("threshold"), k.target),
+                         shape_verdict(shape), f"{shape.get('pairs', 0)} pairs"])
     return rows
 
 
+def shape_label(shape: dict) -> str:
+    """'shape set 1 (n=16)' from a KernelReport's shape entry."""
+    params = ", ".join(f"{key}={value}" for key, value in (shape.get("shape") or {}).items())
+    return f"shape set {shape.get('shape_set')}" + (f" ({params})" if params else "")
+
+
+def shape_verdict(shape: dict) -> str:
+    """The one rule's word on a shape set, in the gate's verdicts: regression, improved, pass, uncertain."""
+    if shape.get("informational"):
+        return "informational"
+    return str(shape.get("status", "n/a"))
+
+
 TABLE_HEADER = ["kernel", "base", "head", "change (interval)", "threshold", "verdict", "notes"]
+SHAPES_NOTE = ("With several shape sets each set is judged on its own (a set slower than its threshold fails the "
+               "kernel); the kernel's base and head are the geometric means of the sets' medians, its change the "
+               "geometric mean of the sets' changes.")
 VERDICT_COLUMN = TABLE_HEADER.index("verdict")
 NOTES_COLUMN = TABLE_HEADER.index("notes")
 
@@ -112,8 +135,9 @@ def render_markdown(report: GateReport) -> str:
             row[VERDICT_COLUMN] = f"**{verdict}**" if verdict in FAILING else verdict
             lines.append("| " + " | ".join(markdown_cell(c) for c in row) + " |")
         lines.append("")
-    lines.append("Change = head time / base time - 1 (positive: slower), with the policy's confidence interval. "
-                 "Threshold = the slowdown that counts as a regression on that target (policy `gate.threshold`).")
+    lines.append(f"Change = head time / base time - 1 (positive: slower), with the policy's confidence interval. "
+                 f"Threshold = the slowdown that counts as a regression on that target (policy `gate.threshold`). "
+                 f"{SHAPES_NOTE}")
     lines.extend(required_lines(report))
     if report.unchanged:
         lines.append(f"{len(report.unchanged)} managed kernel(s) unchanged by this change: not measured.")
@@ -149,8 +173,14 @@ def annotation_lines(report: GateReport, workspace: str | None = None) -> list[s
             title = f"kforge gate: {k.name} {k.verdict}"
             message = f"{k.name}: {k.verdict}: {k.reason}"
             if k.base_ms is not None and k.head_ms is not None:
-                message += (f" (base {_ms(k.base_ms)}, head {_ms(k.head_ms)}, "
+                mean = "geometric means over the shape sets: " if len(k.shapes) > 1 else ""
+                message += (f" ({mean}base {_ms(k.base_ms)}, head {_ms(k.head_ms)}, "
                             f"threshold {fmt_threshold(k.threshold, k.target)})")
+            if len(k.shapes) > 1:
+                message += "\nPer shape set:" + "".join(
+                    f"\n- {shape_label(s)}: {shape_verdict(s)}: change {s.get('change', 'n/a')}, base "
+                    f"{_ms(s.get('baseline_ms'))}, head {_ms(s.get('candidate_ms'))}, threshold "
+                    f"{fmt_threshold(s.get('threshold'), k.target)}" for s in k.shapes)
             out.append(f"::error file={path},title={_escape_property(title)}::{_escape_data(message)}")
         if k.unmeasured_required:
             # An error only when it fails the run; otherwise a warning, so that nobody mistakes a
@@ -187,7 +217,8 @@ def render_console(report: GateReport) -> None:
                           f"{cells['threshold']}, base {cells['base']}, head {cells['head']}"
                           + (f"; {cells['notes']}" if cells["notes"] else ""), markup=False, soft_wrap=True)
         console.print("change = head time / base time - 1 (positive: slower), with the policy's confidence interval; "
-                      "threshold = the slowdown that counts as a regression on that target", soft_wrap=True)
+                      "threshold = the slowdown that counts as a regression on that target. " + SHAPES_NOTE,
+                      soft_wrap=True)
     elif report.kernels:
         table = Table(show_header=True, header_style="bold")
         for col in TABLE_HEADER:
@@ -202,7 +233,7 @@ def render_console(report: GateReport) -> None:
                             for i, c in enumerate(row)])
         console.print(table)
         console.print("change = head time / base time - 1 (positive: slower), with the policy's confidence interval; "
-                      "threshold = the slowdown that counts as a regression on that target")
+                      "threshold = the slowdown that counts as a regression on that target. " + SHAPES_NOTE)
     for line in required_lines(report):
         console.print(line, markup=False)
     if report.unchanged:

@@ -22,7 +22,7 @@ from kforge_bot import gitops
 from kforge_bot.agents.llm import configured, endpoint_from_env
 from kforge_bot.bot import prbot, results
 from kforge_bot.bot.github import GitHub
-from kforge_bot.commands import examples, json_option, write_json
+from kforge_bot.commands import examples, json_option, json_refusal, judged_by_policy, write_json
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.optimize.counters import section, tool_title
@@ -56,6 +56,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
                             timeout_s=policy.evaluation.timeout_s,
                             allow_framework_fallback=policy.allow_framework_fallback,
                             **policy.evaluation.limit_settings())
+    settings = judged_by_policy(settings, policy, spec, target)  # which shape set is a regression (as check, gate)
     budgets = replace(policy.budgets, iterations=iterations or policy.budgets.iterations,
                       tokens=policy.budgets.tokens if endpoint is not None else None)
     config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint,
@@ -118,6 +119,9 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
     if results_path is not None:
         click.echo("kforge-bot pr: note: --results is deprecated; use --json PATH (the same file)", err=True)
         json_path = json_path or str(results_path)
+        refusal = json_refusal(json_path)  # before any work, as --json's own check
+        if refusal is not None:
+            raise refusal
     env = prbot.ActionEnv.from_env()
     _ANNOUNCED.clear()
     policy_file = policy_path or os.environ.get("KFORGE_POLICY") or None

@@ -13,7 +13,7 @@ import json
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import torch
 
@@ -30,6 +30,7 @@ from kforge_bot.evaluate.worker_io import (Channel, Stop, as_list, close_stdin, 
 from kforge_bot.targets import make_target
 
 _clock = time.monotonic  # bound before user code exists
+T = TypeVar("T")
 
 
 def run_candidate(plan: Plan, channel: Channel, workdir: Path, started: float, boot: dict[str, float]) -> None:
@@ -63,6 +64,7 @@ class CandidateRun:
         self.spec = plan.spec
         self.restored: list[str] = []
         self.phases: dict[str, Any] = {}
+        self.first_calls: dict[str, float] = {}  # "candidate, shape set 0" -> seconds: build time (first_call)
         self.shared: list[tuple[str, torch.Tensor]] = []
         # Every output saved, by file name: its digest, or None where it was handed over as device memory. The
         # files lie in this worker's scratch, which the candidate's code can write: the bot compares a file only
@@ -124,6 +126,22 @@ class CandidateRun:
 
     def save(self, outputs: list[Any], name: str) -> None:
         self.saved[name] = save(outputs, self.plan.out_dir / name)
+
+    def first_call(self, side: str, shape: int, call: Callable[[], T]) -> T:
+        """`call`, a side's call on a shape set. The first one may build (torch.compile, a lazy load_inline, a
+        Triton JIT, an autotune sweep): the worker says so before and after, and the parent bounds it by the
+        whole timeout, not by its no-progress limit (sandbox.WorkerProcess.run); `phases.first_call_s` keeps it."""
+        key = f"{side}, shape set {shape}"
+        if key in self.first_calls:
+            return call()
+        self.channel.send("progress", phase="first_call", side=side, shape=shape)
+        began = _clock()
+        try:
+            return call()
+        finally:
+            self.first_calls[key] = round(_clock() - began, 3)
+            self.phases["first_call_s"] = dict(self.first_calls)
+            self.channel.send("progress", phase="first_call_done", side=side, shape=shape)
 
     def lap(self, name: str) -> None:
         now = _clock()
@@ -245,7 +263,8 @@ class CandidateRun:
         spec, device_type = self.spec, self.device.type
         inputs = loading.make_inputs(spec, self.inputs_module, spec.shape_sets[case.shape], case.seed, self.device)
         before = checks.snapshot_inputs(inputs)
-        outputs = self.call(self.candidate, inputs, f"running {case.label}")
+        outputs = self.first_call("candidate", case.shape,
+                                  lambda: self.call(self.candidate, inputs, f"running {case.label}"))
         try:
             checks.check_plain_outputs(outputs, device_type)
             checks.check_no_alias(outputs, inputs)
@@ -288,7 +307,8 @@ class CandidateRun:
             profile["candidate"] = profile_call(lambda: loading.call(candidate, inputs), device, target.synchronize)
             self.guard("while profiling")
             self.restore_state()
-            profile["baseline"] = profile_call(lambda: loading.call(baseline, inputs), device, target.synchronize)
+            profile["baseline"] = self.first_call("baseline", 0, lambda: profile_call(
+                lambda: loading.call(baseline, inputs), device, target.synchronize))
             reference = baseline if reference_for_profile is None else reference_for_profile
             profile["reference"] = profile["baseline"] if reference_for_profile is None else \
                 profile_call(lambda: loading.call(reference, inputs), device, target.synchronize)
@@ -411,6 +431,7 @@ class ShapeTiming:
     def measure(self) -> PairedTimes:
         settings, shape_sets = self.plan.settings, self.plan.spec.shape_sets
         try:
+            self.first_baseline_call()
             times = measure_pair(
                 self.run.target, self.call_baseline, self.call_candidate, self.sets,
                 time_budget_s=settings.time_budget_s / len(shape_sets),
@@ -439,6 +460,22 @@ class ShapeTiming:
             # "1.5 s" beside a 3 s --time-budget reads as a mistake unless it says it is this shape set's share.
             times.stop_reason += f" (this shape set's share of {settings.time_budget_s:g} s)"
         return times
+
+    def first_baseline_call(self) -> None:
+        """The baseline's first call on this shape set, untimed, before the warm-up: where it builds (the base
+        version of a lazily built kernel, in the gate) that is build time (CandidateRun.first_call), and the warm-up
+        then times calls of a built kernel. Only where it has not run on this shape set yet (the profile calls it on
+        the first): the candidate's first call was a correctness case's."""
+        if f"baseline, shape set {self.shape}" in self.run.first_calls:
+            return
+        inputs = self.sets[0]
+
+        def call() -> Any:
+            out = loading.call(self.baseline, inputs)
+            self.run.target.synchronize()
+            return out
+
+        self.after_baseline(self.run.first_call("baseline", self.shape, call), 0)
 
     # ----------------------------------------------------------------------------------- after timing
 

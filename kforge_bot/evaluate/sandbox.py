@@ -226,9 +226,10 @@ class WorkerProcess:
             stall_s: float | None = None, scratch_limit: int | None = None) -> ChildOutcome:
         """Send `request` (None: sent already, with `send`), collect the messages until the worker exits or
         `timeout_s` passes (counted from now), then kill its process group. Once the worker says it is built,
-        `stall_s` without a message also ends it (a hang costs that, not the whole timeout); a scratch folder
-        over `scratch_limit` bytes (looked at every SCRATCH_CHECK_S, and once more at the end) ends it too.
-        Never raises for the child's failures; runs once."""
+        `stall_s` without a message also ends it (a hang costs that, not the whole timeout), except inside a first
+        call on a shape set, which may compile (candidate_role.CandidateRun.first_call); a scratch folder over
+        `scratch_limit` bytes (looked at every SCRATCH_CHECK_S, and once more at the end) ends it too. Never raises
+        for the child's failures; runs once."""
         assert not self._done, "a worker process runs one request"
         if request is not None:
             self.send(request)
@@ -245,6 +246,7 @@ class WorkerProcess:
         eof = False
         last_message = started
         next_scratch_check = started + SCRATCH_CHECK_S
+        building = False  # inside a side's first call on a shape set: build time, bounded by timeout_s alone
         try:
             while not eof:
                 now = time.monotonic()
@@ -257,7 +259,7 @@ class WorkerProcess:
                     if self._overfilled(scratch_limit):
                         outcome.overfilled = scratch_limit
                         break
-                if stall_s is not None and outcome.built and now - last_message > stall_s:
+                if stall_s is not None and outcome.built and not building and now - last_message > stall_s:
                     outcome.timed_out, outcome.stalled_s = True, stall_s
                     break
                 for _key, _ in selector.select(timeout=min(remaining, SCRATCH_CHECK_S)):
@@ -276,6 +278,7 @@ class WorkerProcess:
                         outcome.messages.append(message)
                         last_message = time.monotonic()
                         outcome.built = outcome.built or message.get("phase") == "imported"
+                        building = message.get("phase") == "first_call"
                         if on_message is not None:
                             on_message(message)
                     if received > MAX_CHANNEL_BYTES or len(buffer) > MAX_LINE_BYTES:

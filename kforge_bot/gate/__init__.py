@@ -14,13 +14,18 @@ base time / head time, so a slower head has a speedup below 1) and judged agains
 - `incorrect`: the head's outputs do not match the oracle (or the harness rejected them);
 - `error`: the head does not load, build or run; or the base failed beside it (a crash is charged to the side
   whose code crashed, and the head is then not judged: it shares the base's process and may have broken it);
-- `regression`: slower than the policy's threshold t with the policy's confidence c: the whole
-  c-level interval of the speedup lies below 1/(1+t), i.e. head time / base time > 1 + t with
-  one-sided confidence at least (1+c)/2. An interval that straddles 1/(1+t) gets ONE confirmation
-  run with three times the time budget, and the confirmation alone decides (a second straddle is
-  `pass`, reported as unresolved). Since each run calls a regression with probability at most
-  (1-c)/2 when the true slowdown is within t, a false alarm happens with probability at most 1-c;
-- `improved`: the whole interval lies above 1+t; `pass`: anything else;
+- `regression`: slower than the policy's threshold t with the policy's confidence c on some shape set:
+  the whole c-level interval of that set's speedup lies below 1/(1+t), i.e. head time / base time > 1 + t
+  with one-sided confidence at least (1+c)/2 (each set is judged on its own, by the rule every command
+  applies, kforge_bot.evaluate.shapes: a set far faster cannot hide one far slower; a gate rule's
+  `shape_sets` sets t per set or names a set informational, never a regression). A set whose interval
+  straddles 1/(1+t) gets ONE confirmation run with three times the time budget, and the confirmation alone
+  decides (a second straddle is `pass`, reported as unresolved). Since each run calls a regression on a set
+  with probability at most (1-c)/2 when that set's true slowdown is within t, a false alarm happens with
+  probability at most 1-c for one shape set, and at most S(1-c) for S (a union bound: many shape sets ask
+  for a higher confidence or threshold);
+- `improved`: the whole interval of the headline (the geometric mean over the shape sets) lies above 1+t
+  and no set regressed or straddles; `pass`: anything else;
 - a run too short for any interval (too few pairs in the budget) is confirmed the same way; if the
   confirmation has none either, the kernel is an `error` (it could not be judged, so it does not pass);
 - `skipped`: the policy skips the kernel, or this machine has none of its targets;

@@ -12,7 +12,8 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.gate.decision import fmt_change, harness_verdict, timing_decision
+from kforge_bot.evaluate.shapes import regressions
+from kforge_bot.gate.decision import fmt_change, harness_verdict, result_decision
 from kforge_bot.policy import GateRule, Policy
 from kforge_bot.spec import Implementation, KernelSpec, has_own_reference
 
@@ -46,6 +47,7 @@ def gate_settings(policy: Policy, rule: GateRule, time_budget_s: float | None = 
         allow_framework_fallback=True,
         profile=False,
         **policy.evaluation.limit_settings(),
+        **rule.shape_settings(),
     )
 
 
@@ -110,7 +112,7 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
         bad = harness_verdict(result)
         if bad:
             return done(Measurement(*bad, result=result))
-        decision = timing_decision(result.speedup_ci, threshold)
+        decision = result_decision(result, threshold)
         if decision not in ("uncertain", "unmeasured"):
             return done(Measurement(decision, _timing_reason(decision, result, threshold), result=result))
 
@@ -124,7 +126,7 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
         bad = harness_verdict(confirm)
         if bad:
             return done(Measurement(bad[0], f"confirmation run: {bad[1]}", result=confirm, first=result))
-        decision = timing_decision(confirm.speedup_ci, threshold)
+        decision = result_decision(confirm, threshold)
         if decision == "unmeasured":
             # Passing what could not be timed would let any slowdown through; failing says what to fix.
             note = confirm.details.get("speedup_ci_note") or "no timing came back"
@@ -135,7 +137,10 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
         final = "pass" if decision == "uncertain" else decision
         reason = _timing_reason(final, confirm, threshold)
         if decision == "uncertain":
-            reason = (f"not resolved at the {threshold:.1%} threshold after a confirmation run "
+            open_sets = [p for p in confirm.per_shape if not p.informational and p.status == "uncertain"]
+            which = (" on " + ", ".join(f"{p.label} ({fmt_change(p.speedup, p.ci)})" for p in open_sets)
+                     if len(confirm.per_shape) > 1 and open_sets else "")
+            reason = (f"not resolved at the {threshold:.1%} threshold after a confirmation run{which} "
                       f"({fmt_change(confirm.speedup, confirm.speedup_ci)}); not counted as a regression")
         return done(Measurement(final, f"confirmed: {reason}", result=confirm, first=result))
     finally:
@@ -167,6 +172,11 @@ def _safe(call: Callable[[], EvalResult]) -> EvalResult | str:
 def _timing_reason(decision: str, result: EvalResult, threshold: float) -> str:
     change = fmt_change(result.speedup, result.speedup_ci)
     confidence = result.details.get("confidence", 0.95)
+    slow = regressions(result.per_shape)
+    if decision == "regression" and slow and len(result.per_shape) > 1:
+        sets = "; ".join(f"{p.label} {fmt_change(p.speedup, p.ci)}, threshold {p.threshold:.1%}" for p in slow)
+        return (f"slower than the base on {len(slow)} of {len(result.per_shape)} shape sets ({sets}; "
+                f"{confidence:.0%} intervals); geometric mean over the shape sets {change}")
     if decision == "regression":
         return f"slower than the base by more than {threshold:.1%} ({change}, {confidence:.0%} interval)"
     if decision == "improved":

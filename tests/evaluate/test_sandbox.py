@@ -212,6 +212,44 @@ def test_a_hang_after_a_fast_warm_up_costs_the_no_progress_limit_not_the_timeout
     assert phases["no_progress_limit_s"] == 3 and phases["parent"]["candidate_worker_s"] < 60
 
 
+BUILDS_ON_FIRST_CALL = '''
+import time
+
+import torch
+import torch.nn as nn
+
+built = set()
+
+
+class {name}(nn.Module):
+    def forward(self, x):
+        if x.shape not in built:  # a lazy build on the first call per shape (load_inline, torch.compile, autotune)
+            time.sleep(6)
+            built.add(x.shape)
+        return torch.softmax(x, dim=1)
+'''
+
+
+def test_a_first_call_that_builds_is_build_time_not_a_hang(tmp_path: Path) -> None:
+    """A first call per shape set that takes longer than the no-progress floor (here 2 s: a lazy load_inline, a
+    torch.compile, an autotune sweep) is build time, bounded by the timeout: the candidate passes, and so does a
+    comparison against a baseline that builds on its first call (the base version, in the gate). phases say so."""
+    spec = load_spec(ADV / "problem.py")
+    lazy = Implementation(BUILDS_ON_FIRST_CALL.format(name="ModelNew"), "ModelNew", "lazy.py", str(tmp_path))
+    settings = EvalSettings(seeds=2, time_budget_s=0.5, profile=False, timeout_s=120, stall_floor_s=2,
+                            allow_framework_fallback=True)
+    result = evaluate(spec, lazy, "cpu", settings)
+    assert result.verdict == "pass", result.reason
+    phases = result.details["phases"]
+    assert phases["no_progress_limit_s"] == 2
+    assert phases["candidate_worker"]["first_call_s"]["candidate, shape set 0"] >= 6
+    lazy_base = Implementation(BUILDS_ON_FIRST_CALL.format(name="Model"), "Model", "lazy_base.py", str(tmp_path))
+    honest = Implementation((ADV / "honest.py").read_text(), "ModelNew", "honest.py", str(tmp_path))
+    against = evaluate(spec, honest, "cpu", settings, baseline=lazy_base)
+    assert against.verdict == "pass", against.reason
+    assert against.details["phases"]["candidate_worker"]["first_call_s"]["baseline, shape set 0"] >= 6
+
+
 def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:
     spec = load_spec(ADV / "problem.py")
     result = evaluate(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu",

@@ -11,11 +11,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
-from fakes.gate_repos import KB, PACKAGE_ROOT, PLAIN, POLICY, REF, VIA_HELPER, cli, init_repo, manifest
+from fakes.gate_repos import (
+    KB,
+    PACKAGE_ROOT,
+    PLAIN,
+    POLICY,
+    REF,
+    SLOW_ON_LARGE,
+    SLOW_ON_SMALL,
+    VIA_HELPER,
+    cli,
+    init_repo,
+    manifest,
+    shaped_manifest,
+)
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, write
 
@@ -139,6 +153,82 @@ def test_second_run_plans_cache_hits_for_everything_but_errors(scenario):
     other = {"cpu": TargetFingerprint("cpu", "Some Other CPU", here["cpu"].torch_version)}
     plan = run_gate(root, "main", policy=policy, cache_dir=scenario["cache"], fingerprints=other, measure=False)
     assert not any(k.cached for k in plan.kernels)
+
+
+# ------------------------------------------------------------------------------ per shape set
+
+
+@pytest.fixture(scope="module")
+def shaped(tmp_path_factory):
+    """A head far faster than the base on its large shape set and far slower on its small one, gated as in CI."""
+    root = tmp_path_factory.mktemp("gate-shapes") / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "mm.py", SLOW_ON_LARGE)
+    write(root, "kforge.yaml", shaped_manifest("mm", [16, 128]))
+    policy = POLICY.replace("time_budget_s: 1.0", "time_budget_s: 2.0")  # two shape sets share it
+    write(root, "policy.yml", policy)
+    write(root, "informational.yml", policy.replace(
+        "gate: {threshold: 0.25, confidence: 0.95}",
+        "gate:\n  threshold: 0.25\n  rules:\n    - kernel: mm\n      shape_sets: {0: {informational: true, "
+        "reason: a warm-up size}}"))
+    commit_all(root, "mm")
+    git(root, "checkout", "-q", "-b", "feature")
+    write(root, "mm.py", SLOW_ON_SMALL)
+    commit_all(root, "fast on large inputs")
+    summary = root.parent / "summary.md"
+    report_path = root.parent / "report.json"
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    proc = cli("gate", "--base", "main", "--policy", "policy.yml", "--json", str(report_path), "--no-cache",
+               cwd=root, env=env)
+    return {"root": root, "proc": proc, "summary": summary.read_text() if summary.exists() else "",
+            "report": json.loads(report_path.read_text()) if report_path.exists() else None}
+
+
+@pytest.mark.slow
+def test_a_shape_set_far_slower_fails_the_gate_however_fast_the_others(shaped):
+    # Pooled into one median, a head 30x faster on one set and 30x+ slower on the other read as a small change
+    # with a wide interval, and passed after its confirmation run.
+    proc, report = shaped["proc"], shaped["report"]
+    assert report is not None, proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    mm = by_id(report)["mm"]
+    assert mm["verdict"] == "regression", mm["reason"]
+    assert [(s["shape_set"], s["regression"]) for s in mm["shapes"]] == [(0, True), (1, False)]
+    assert mm["shapes"][1]["status"] != "regression"  # far faster there (improved, unless the load left no interval)
+    assert "shape set 0 (n=16)" in mm["reason"] and "1 of 2 shape sets" in mm["reason"]
+    assert mm["evaluation"]["per_shape"][0]["regression"] is True
+    # One definition of change: the medians printed beside the change are geometric means over the shape sets, as
+    # the change is, so their ratio lies within its interval (a sum of medians is ruled by the slowest set: 5.4x
+    # apart beside a "3.1x slower" before). Within the interval, not equal: a median of per-pair ratios is not
+    # quite a ratio of medians, and the machine is shared.
+    low, high = mm["speedup_ci"]
+    assert low / 1.1 <= mm["base_ms"] / mm["head_ms"] <= high * 1.1
+    assert "(geometric mean)" in proc.stdout
+
+
+@pytest.mark.slow
+def test_every_gate_output_shows_the_shape_sets(shaped):
+    proc, summary = shaped["proc"], shaped["summary"]
+    assert "| mm, shape set 0 (n=16) |" in summary and "| mm, shape set 1 (n=128) |" in summary
+    assert re.search(r"\| mm, shape set 0 \(n=16\) \|.*\| \*\*regression\*\* \| \d+ pairs \|", summary)
+    assert "each set is judged on its own" in summary
+    log = [line for line in proc.stdout.splitlines() if line.startswith("mm, shape set 0 (n=16): regression: change ")]
+    assert log, proc.stdout
+    error = next(line for line in proc.stdout.splitlines() if line.startswith("::error file=mm.py"))
+    assert "Per shape set:%0A- shape set 0 (n=16): regression: change " in error
+    assert "%0A- shape set 1 (n=128): " in error
+
+
+@pytest.mark.slow
+def test_a_shape_set_the_policy_names_informational_does_not_fail_the_gate(shaped):
+    policy = load_policy(shaped["root"] / "informational.yml")
+    assert policy.rule_for("mm", "mm.py", "cpu").informational_shapes == (0,)
+    report = run_gate(shaped["root"], "main", policy=policy, use_cache=False)
+    mm = next(k for k in report.kernels if k.id == "mm")
+    assert mm.verdict in ("pass", "improved"), mm.reason
+    assert [(s["shape_set"], s["informational"]) for s in mm.shapes] == [(0, True), (1, False)]
+    assert report.exit_code == 0
 
 
 # ------------------------------------------------------------------------------ usage and config errors
