@@ -102,7 +102,9 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
               help="Loop iterations per kernel (default: the policy's budgets.iterations).")
 @click.option("--time-budget", type=click.FloatRange(0.1, 3600), default=None,
               help="Seconds of interleaved timing per evaluation (default: the policy's evaluation.time_budget_s).")
-@click.option("--policy", "policy_path", default=None, help="Policy file, or a shipped one (default, strict).")
+@click.option("--policy", "policy_path", default=None,
+              help="Policy file, or a shipped one (default, strict); a file in the checkout is read as the PR's base "
+                   "commit has it.")
 @json_option("The results: evidence, candidates, follow-up PR numbers (the per-target jobs' files --aggregate reads).")
 @click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path), default=None, hidden=True,
               help="Deprecated spelling of --json PATH.")
