@@ -916,4 +916,4 @@ def test_a_kernel_whose_header_alone_changed_is_a_changed_kernel(tmp_path: Path)
         write(root, "include/scale.h", f"#define FACTOR {factor}\n")
         write(root, "kforge.yaml", manifest(["built"]))
     found = changed_kernels(tmp_path, "base", "head", load_policy(None), roots["head"], roots["base"], [])
-    assert [k.name for k in found] == ["built"]
+    assert [k.name for k, _old in found] == ["built"]
