@@ -57,6 +57,13 @@ def _file_part(value: Any, default: str) -> str:
     return default
 
 
+def _with_entry_file(sources: tuple[str, ...], spec: KernelSpec, prefix: str) -> tuple[str, ...]:
+    """The launcher the entry lives in, where that is not the kernel's file: a change to it changes the kernel."""
+    if not spec.entry_file:
+        return sources
+    return tuple(dict.fromkeys((*sources, os.path.normpath(prefix + spec.entry_file))))
+
+
 def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[str]) -> list[Kernel]:
     rel_dir = manifest.parent.relative_to(checkout).as_posix()
     prefix = "" if rel_dir == "." else f"{rel_dir}/"
@@ -92,14 +99,16 @@ def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[
         rel_file = os.path.normpath(prefix + kernel_file)
         manifest_rel = prefix + MANIFEST_NAME
         if specs is not None:
-            kernels.append(Kernel(ident(name), name, "manifest", rel_file, specs[name], None, sources, manifest_rel))
+            kernels.append(Kernel(ident(name), name, "manifest", rel_file, specs[name], None,
+                                  _with_entry_file(sources, specs[name], prefix), manifest_rel))
             continue
         try:
             spec = load_manifest_entry(manifest, name, entry)
         except KforgeError as exc:
             kernels.append(Kernel(ident(name), name, "manifest", rel_file, None, str(exc), sources, manifest_rel))
         else:
-            kernels.append(Kernel(ident(name), name, "manifest", rel_file, spec, None, sources, manifest_rel))
+            kernels.append(Kernel(ident(name), name, "manifest", rel_file, spec, None,
+                                  _with_entry_file(sources, spec, prefix), manifest_rel))
     if all(k.error is None for k in kernels) and whole is not None:
         if strict:
             raise whole  # the problem is the manifest as a whole, not one kernel

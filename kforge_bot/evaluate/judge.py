@@ -65,6 +65,7 @@ def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
     timing = message.get("timing") or []
     if timing:
         _attach_timing(base, timing, plan.settings.confidence)
+        _attach_directions(base, timing, plan.settings.confidence)
         broken = _physical_bound(base, plan, ref_outputs, ref_result)
         if broken:
             base.verdict, base.reason = "rejected", broken
@@ -181,7 +182,8 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
         del cand
         records.append({"case": label, "shape_set": case.shape, "seed": case.seed, "outputs": per_output})
         bad = next((o for o in per_output if not o["ok"]), None)
-        return f"incorrect|{label}: output {bad['index']}: {bad['problem']}" if bad else None
+        return f"incorrect|{label}: {_output_name(plan, bad['index'], len(per_output))}: {bad['problem']}" \
+            if bad else None
 
     failure = None
     for case in plan.correctness_cases():
@@ -211,6 +213,15 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
             if failure and failure.startswith("incorrect|"):
                 failure = "rejected|" + failure.split("|", 1)[1] + f" (result cached by {keyed_by}?)"
     return _correctness_summary(plan, records, via, failure)
+
+
+def _output_name(plan: Plan, index: int, count: int) -> str:
+    """'output 0', or for a kernel with a backward (its gradients come last) 'the gradient of input x'."""
+    grads = plan.spec.grad_inputs
+    first = count - len(grads)
+    if grads and index >= first:
+        return f"the gradient of input {grads[index - first]} (output {index})"
+    return f"output {index}"
 
 
 def _correctness_summary(plan: Plan, records: list[dict[str, Any]], via: set[str],
@@ -297,6 +308,42 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence:
     result.candidate = _sum_stats(c_stats)
     result.details["timing"] = per_shape
     result.details["confidence"] = confidence
+
+
+DIRECTIONS = ("forward", "backward", "forward+backward")
+
+
+def _attach_directions(result: EvalResult, timing: list[dict[str, Any]], confidence: float) -> None:
+    """A kernel with a backward: each direction's figures in `details.directions` (forward alone, backward alone,
+    and forward+backward, the measurement every output check and the headline figure come from), pooled over the
+    shape sets as the headline is."""
+    with_directions = [t for t in timing if t.get("directions")]
+    if not with_directions:
+        return
+    figures: dict[str, Any] = {}
+    for name in DIRECTIONS:
+        rows = [t if name == "forward+backward" else t["directions"].get(name) or {} for t in with_directions]
+        rows = [r for r in rows if r.get("baseline_ms") and r.get("candidate_ms")]
+        if not rows:
+            continue
+        n_min = min(len(r["baseline_ms"]) for r in rows)
+        pooled_b: list[float] = []
+        pooled_c: list[float] = []
+        for r in rows:  # each shape set weighs the same, as in _attach_timing
+            idx = [int(i * len(r["baseline_ms"]) / n_min) for i in range(n_min)]
+            pooled_b.extend(r["baseline_ms"][i] for i in idx)
+            pooled_c.extend(r["candidate_ms"][i] for i in idx)
+        speedup, ci = speedup_from_pairs(pooled_b, pooled_c, confidence)
+        floor = max(systematic_floor(r.get("calls_per_sample", 1)) for r in rows)
+        figures[name] = {
+            "speedup": speedup,
+            "speedup_ci": list(widen(ci, floor)) if math.isfinite(ci[0]) else None,
+            "baseline": _sum_stats([summarize(r["baseline_ms"]) for r in rows]).to_dict(),
+            "candidate": _sum_stats([summarize(r["candidate_ms"]) for r in rows]).to_dict(),
+            "pairs": [len(r["baseline_ms"]) for r in rows],
+            "mode": sorted({r.get("mode", "eager") for r in rows}),
+        }
+    result.details["directions"] = figures
 
 
 def _sum_stats(stats: list[TimingStats]) -> TimingStats:

@@ -25,7 +25,7 @@ from kforge_bot.spec import kernel_implementation
 def dependencies(kernel: Kernel, checkout: Path) -> list[Path]:
     """The kernel's, reference's and inputs' files and every local file they import."""
     checkout = checkout.resolve()
-    roots = [Path(kernel.spec.root)] if kernel.spec is not None else [checkout]
+    roots = kernel.spec.source_roots if kernel.spec is not None else [checkout]
     return local_closure([checkout / s for s in kernel.sources], roots, checkout)
 
 
