@@ -213,7 +213,9 @@ class CandidateRun:
         self.shared = loading.share_matching_state(self.candidate, self.baseline)
         # Both sides as the harness calls them: the manifest's selected outputs, in-place inputs and gradients.
         try:
-            self.base_fn = calls.wrap(self.base_obj, self.baseline, self.spec, own_oracle=False)
+            # A baseline that is the reference's own oracle (`check` times the kernel against it) returns its results.
+            oracle = self.plan.baseline == self.spec.reference and self.spec.reference_returns == "outputs"
+            self.base_fn = calls.wrap(self.base_obj, self.baseline, self.spec, own_oracle=oracle)
             self.cand_fn = calls.wrap(cand_obj, self.candidate, self.spec, own_oracle=False)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, str(failure)) from None
@@ -359,7 +361,7 @@ class ShapeTiming:
         for r, inputs in enumerate(self.sets):
             for entry in self.entries:
                 entry.bind(inputs, plan.timing_seed(shape_index, r))
-        self.inplace = self.entries[0].inplace if self.entries else []
+        self.inplace = self.candidate.inplace if isinstance(self.candidate, calls.EntryCall) else []
         self.backward = bool(self.entries and self.entries[0].grads)
         self.kept: dict[int, list[torch.Tensor]] = {}
         self.last_beat = _clock()
