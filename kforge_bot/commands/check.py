@@ -274,5 +274,18 @@ def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, jso
     failed = [r for r in rows if r["verdict"] not in ("pass", "skipped")]
     click.echo(f"{len(rows)} kernel(s): {sum(r['verdict'] == 'pass' for r in rows)} correct, {len(failed)} not, "
                f"{sum(r['verdict'] == 'skipped' for r in rows)} skipped (no {target} target)")
-    write_json({"repo": str(repo.resolve()), "kernels": rows, "notes": notes}, json_path)
-    sys.exit(1 if failed else 0)
+    checked = [r for r in rows if r["verdict"] != "skipped"]
+    nothing = "" if checked else nothing_checked(rows, target)
+    if nothing:  # a CI job that checks nothing must not be green forever
+        click.echo(nothing)
+    write_json({"repo": str(repo.resolve()), "kernels": rows, "notes": notes, "nothing_checked": nothing or None},
+               json_path)
+    sys.exit(1 if failed or nothing else 0)
+
+
+def nothing_checked(rows: list[dict[str, Any]], target: str) -> str:
+    """The one line for a run in which every kernel was skipped: nothing checked, and why."""
+    reasons = sorted({str(r.get("reason", "")) for r in rows})
+    why = reasons[0] if len(reasons) == 1 else f"{reasons[0]} (and {len(reasons) - 1} other reason(s))"
+    return (f"error: nothing was checked: all {len(rows)} kernel(s) were skipped on target {target} ({why}); "
+            "run on a machine with their device, or pass --target")
