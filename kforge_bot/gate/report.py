@@ -83,6 +83,14 @@ class GateReport:
     wall_s: float = 0.0
     required_targets: list[str] = field(default_factory=list)  # the policy's, as written
     require_all_targets: bool = False
+    all_skipped: str = "fail"  # the policy's gate.all_skipped
+
+    def nothing_measured(self) -> str:
+        """The one line for a run whose every changed kernel was skipped, where the policy makes that fail."""
+        if self.all_skipped != "fail" or not self.kernels or any(k.verdict != "skipped" for k in self.kernels):
+            return ""
+        return (f"nothing was checked: all {len(self.kernels)} changed kernel(s) were skipped here "
+                f"({self.kernels[0].reason}); run the gate where they run, or set gate.all_skipped: pass")
 
     def unmeasured_required(self) -> dict[str, list[str]]:
         """Required target -> the ids of the kernels this run could not measure on it."""
@@ -95,7 +103,8 @@ class GateReport:
     @property
     def exit_code(self) -> int:
         missing = sum(len(v) for v in self.unmeasured_required().values())
-        return exit_code([k.verdict for k in self.kernels], missing, self.require_all_targets)
+        return exit_code([k.verdict for k in self.kernels], missing, self.require_all_targets) \
+            or (1 if self.nothing_measured() else 0)
 
     def counts(self) -> dict[str, int]:
         out = {v: 0 for v in VERDICTS}
@@ -122,6 +131,7 @@ class GateReport:
                 "unmeasured": self.unmeasured_required(),
                 "fails": self.require_all_targets and bool(self.unmeasured_required()),
             },
+            "nothing_measured": self.nothing_measured() or None,
             "kernels": [k.to_dict() for k in self.kernels],
             "unchanged": self.unchanged,
             "removed": self.removed,
