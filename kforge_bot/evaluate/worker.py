@@ -113,6 +113,15 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
                  slowest_case_s=slowest, phases=phases)
 
 
+def run_imports(plan: Plan, channel: Channel, workdir: Path) -> None:
+    """`list --import`: the kernel's inputs, reference and entry imported and looked up, nothing called."""
+    spec = plan.spec
+    for tag, impl in (("inputs", spec.inputs_source), ("reference", spec.reference), ("kernel", plan.baseline)):
+        module = loading.import_implementation(impl, workdir, tag)
+        loading.lookup(module, impl.symbol, impl.filename)
+    channel.send("result", status="ok")
+
+
 def _tensor_bytes(values: list[Any]) -> int:
     return sum(t.numel() * t.element_size() for t in values if isinstance(t, torch.Tensor))
 
@@ -199,6 +208,8 @@ def main(argv: list[str]) -> int:
     try:
         if plan.role == "reference":
             run_reference(plan, channel, workdir)
+        elif plan.role == "imports":
+            run_imports(plan, channel, workdir)
         else:
             run_candidate(plan, channel, workdir, STARTED, BOOT)
     except Stop as stop:
