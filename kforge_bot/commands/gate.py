@@ -45,6 +45,9 @@ def _notes(k: KernelReport) -> str:
         bits.append("new")
     if k.confirmed:
         bits.append("confirmed")
+    if k.directions:  # a kernel with a backward: each direction's change (the table's is forward+backward)
+        bits.append(", ".join(f"{name} {k.directions[name]['change']}" for name in ("forward", "backward")
+                              if name in k.directions))
     return ", ".join(bits)
 
 

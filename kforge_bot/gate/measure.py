@@ -12,7 +12,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.gate.decision import fmt_change, harness_verdict, timing_decision
+from kforge_bot.gate.decision import direction_regressions, fmt_change, harness_verdict, timing_decision
 from kforge_bot.policy import GateRule, Policy
 from kforge_bot.spec import Implementation, KernelSpec, has_own_reference
 
@@ -114,7 +114,7 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
         bad = harness_verdict(result)
         if bad:
             return done(Measurement(*bad, result=result))
-        decision = timing_decision(result.speedup_ci, threshold)
+        decision = _decision(result, threshold)
         if decision not in ("uncertain", "unmeasured"):
             return done(Measurement(decision, _timing_reason(decision, result, threshold), result=result))
 
@@ -124,7 +124,7 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
         bad = harness_verdict(confirm)
         if bad:
             return done(Measurement(bad[0], f"confirmation run: {bad[1]}", result=confirm, first=result))
-        decision = timing_decision(confirm.speedup_ci, threshold)
+        decision = _decision(confirm, threshold)
         if decision == "unmeasured":
             # Passing what could not be timed would let any slowdown through; failing says what to fix.
             note = confirm.details.get("speedup_ci_note") or "no timing came back"
@@ -151,9 +151,21 @@ def _safe(call: Callable[[], EvalResult]) -> EvalResult | str:
         return str(exc)
 
 
+def _decision(result: EvalResult, threshold: float) -> str:
+    """The headline's decision, or a regression where one direction of a backward kernel alone is one."""
+    decision = timing_decision(result.speedup_ci, threshold)
+    return "regression" if decision != "regression" and direction_regressions(result, threshold) else decision
+
+
 def _timing_reason(decision: str, result: EvalResult, threshold: float) -> str:
     change = fmt_change(result.speedup, result.speedup_ci)
     confidence = result.details.get("confidence", 0.95)
+    slower = direction_regressions(result, threshold)
+    if decision == "regression" and slower and timing_decision(result.speedup_ci, threshold) != "regression":
+        figures = result.details["directions"]
+        which = ", ".join(f"the {d} ({fmt_change(figures[d]['speedup'], figures[d]['speedup_ci'])})" for d in slower)
+        return (f"{which} slower than the base by more than {threshold:.1%} ({confidence:.0%} interval); "
+                f"forward+backward {change}")
     if decision == "regression":
         return f"slower than the base by more than {threshold:.1%} ({change}, {confidence:.0%} interval)"
     if decision == "improved":

@@ -43,6 +43,9 @@ class KernelReport:
     wall_s: float = 0.0
     key: str | None = None
     evaluation: dict[str, Any] | None = None
+    # A kernel with a backward: per direction (forward, backward, forward+backward) its speedup, interval and
+    # change, as the headline's are (the headline is forward+backward).
+    directions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def change(self) -> str:
@@ -166,6 +169,10 @@ def report_from(kernel: Kernel, m: Measurement, rule: GateRule, target: str, tou
         report.speedup = r.speedup if not new else None
         report.speedup_ci = list(r.speedup_ci) if r.speedup_ci and not new else None
         report.evaluation = _trim(r)
+        if not new:
+            report.directions = {name: {"speedup": f["speedup"], "speedup_ci": f["speedup_ci"],
+                                        "change": fmt_change(f["speedup"], f["speedup_ci"])}
+                                 for name, f in (r.details.get("directions") or {}).items()}
     if m.first is not None:
         report.first_run = {"speedup": m.first.speedup,
                             "speedup_ci": list(m.first.speedup_ci) if m.first.speedup_ci else None,
