@@ -38,7 +38,9 @@ def target_row(result: Any, target: str, *, kind: str, labels: Sequence[str] = (
                      speedup=result.speedup, ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
                      roofline_before=roofline.get("before"), roofline_after=roofline.get("after"),
                      roofline_bound=roofline.get("bound"), correct=result.correct, target_kind=kind,
-                     device_name=result.device_name or None)
+                     device_name=result.device_name or None,
+                     directions={name: {"speedup": f.get("speedup"), "speedup_ci": f.get("speedup_ci")}
+                                 for name, f in (result.details.get("directions") or {}).items()})
 
 
 def unified_diff(before: str, after: str, path: str) -> str:

@@ -27,7 +27,7 @@ from kforge_bot.commands import (
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.result import EvalResult, EvalSettings, directions_text
 from kforge_bot.kernels import discover
 from kforge_bot.policy import load_policy
 from kforge_bot.spec import (
@@ -140,6 +140,8 @@ def render(result: EvalResult, title: str) -> None:
             ci = row.get("speedup_ci")
             interval = f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "no interval"
             console.print(f"  shape set {row['shape_set']}: {row['speedup']:.3f}x ({interval}), {row['pairs']} pairs")
+    if result.details.get("directions"):
+        console.print(f"directions (the speedup above is forward+backward): {directions_text(result.details['directions'])}")
     if result.speedup_ci and result.correct:
         lo, hi = result.speedup_ci
         verdict = "faster" if lo > 1 else "slower" if hi < 1 else "no difference resolved"

@@ -13,7 +13,7 @@ from typing import Any
 
 from kforge_bot.evaluate import bound, isolation, outputs
 from kforge_bot.evaluate.plan import Case, Plan
-from kforge_bot.evaluate.result import EvalResult, TimingStats
+from kforge_bot.evaluate.result import DIRECTIONS, EvalResult, TimingStats, directions_text
 from kforge_bot.evaluate.sandbox import ChildOutcome
 from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
 
@@ -76,6 +76,8 @@ def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
                            f"(CI {base.speedup_ci[0]:.3f}-{base.speedup_ci[1]:.3f})")
         elif base.speedup is not None:
             base.reason = f"correct on every case; {base.speedup:.3f}x ({base.details['speedup_ci_note']})"
+        if base.details.get("directions"):  # a backward: the headline is forward+backward; each direction said
+            base.reason += "; " + directions_text(base.details["directions"])
     return base
 
 
@@ -308,9 +310,6 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence:
     result.candidate = _sum_stats(c_stats)
     result.details["timing"] = per_shape
     result.details["confidence"] = confidence
-
-
-DIRECTIONS = ("forward", "backward", "forward+backward")
 
 
 def _attach_directions(result: EvalResult, timing: list[dict[str, Any]], confidence: float) -> None:

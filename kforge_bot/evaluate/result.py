@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 VERDICTS = ("pass", "incorrect", "rejected", "compile_error", "crash", "timeout")
+# A kernel with a backward is timed by direction (details.directions); the headline is forward+backward.
+DIRECTIONS = ("forward", "backward", "forward+backward")
 
 
 @dataclass
@@ -126,3 +128,14 @@ class EvalResult:
             details=data.get("details", {}),
             cached=data.get("cached", False),
         )
+
+
+def directions_text(directions: dict[str, Any]) -> str:
+    """'forward 1.020x (0.990-1.050), backward 0.870x (0.850-0.890), forward+backward ...' (the headline's)."""
+    parts = []
+    for name in DIRECTIONS:
+        figures = directions.get(name)
+        if figures and figures.get("speedup") is not None:
+            ci = figures.get("speedup_ci")
+            parts.append(f"{name} {figures['speedup']:.3f}x" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else ""))
+    return ", ".join(parts)
