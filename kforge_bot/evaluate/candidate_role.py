@@ -62,6 +62,17 @@ class CandidateRun:
         # files lie in this worker's scratch, which the candidate's code can write: the bot compares a file only
         # if it is still what was saved, and a file saved here must still be there.
         self.saved: dict[str, str | None] = {}
+        # Both sides as the harness calls them where the manifest says more than "call it" (calls.EntryCall).
+        self._base_call: calls.EntryCall | None = None
+        self._cand_call: calls.EntryCall | None = None
+
+    @property
+    def base_fn(self) -> Any:
+        return self._base_call if self._base_call is not None else self.baseline
+
+    @property
+    def cand_fn(self) -> Any:
+        return self._cand_call if self._cand_call is not None else self.candidate
 
     # ------------------------------------------------------------------------------------------ guards
 
@@ -215,8 +226,9 @@ class CandidateRun:
         try:
             # A baseline that is the reference's own oracle (`check` times the kernel against it) returns its results.
             oracle = self.plan.baseline == self.spec.reference and self.spec.reference_returns == "outputs"
-            self.base_fn = calls.wrap(self.base_obj, self.baseline, self.spec, own_oracle=oracle)
-            self.cand_fn = calls.wrap(cand_obj, self.candidate, self.spec, own_oracle=False)
+            if calls.uses_conventions(self.spec):
+                self._base_call = calls.EntryCall(self.base_obj, self.baseline, self.spec, own_oracle=oracle)
+                self._cand_call = calls.EntryCall(cand_obj, self.candidate, self.spec, own_oracle=False)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, str(failure)) from None
         self.shared_before = [(name, t.detach().clone()) for name, t in self.shared]
