@@ -104,8 +104,8 @@ class EntryCall:
         self.inplace = [] if own_oracle else positions(spec.inplace, names, "inplace")
         self.grads = positions(spec.grad_inputs, names, "backward.inputs") if spec.grad_inputs else []
         self.copy_inplace = True  # in-place results copied (the buffers are refilled later); timing says False
-        self._seeds: dict[int, int] = {}
-        self._upstream: dict[tuple[int, int], torch.Tensor] = {}
+        self._seeds: dict[tuple[int, ...], int] = {}
+        self._upstream: dict[tuple[tuple[int, ...], int], torch.Tensor] = {}
         self.prepared: dict[int, tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]] = {}
 
     def fresh(self, results: list[Any]) -> list[Any]:
@@ -114,22 +114,30 @@ class EntryCall:
 
     # ------------------------------------------------------------------------------- the upstream gradients
 
-    def bind(self, inputs: list[Any], seed: int) -> None:
-        self._seeds[id(inputs)] = seed
-        for key in [k for k in self._upstream if k[0] == id(inputs)]:
-            del self._upstream[key]
+    @staticmethod
+    def _key(inputs: Any) -> tuple[int, ...]:
+        """An input set by its tensors (the same objects whoever passes them: a list, or unpacked arguments)."""
+        return tuple(id(t) for t in inputs if isinstance(t, torch.Tensor))
 
-    def upstream(self, inputs: list[Any], outs: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Random upstream gradients for `outs`, drawn from the input set's seed (the same on every side)."""
-        seed = self._seeds.get(id(inputs), 0)
+    def bind(self, inputs: list[Any], seed: int) -> None:
+        key = self._key(inputs)
+        self._seeds[key] = seed
+        for cached in [k for k in self._upstream if k[0] == key]:
+            del self._upstream[cached]
+
+    def upstream(self, inputs: Any, outs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Random upstream gradients for `outs`, drawn from the input set's seed (the same on every side); kept for
+        a bound set, drawn afresh (seed 0) for one never bound (a profiled call)."""
+        key = self._key(inputs)
+        seed = self._seeds.get(key, 0)
         ups = []
         for i, out in enumerate(outs):
-            key = (id(inputs), i)
-            cached = self._upstream.get(key)
+            cached = self._upstream.get((key, i)) if key in self._seeds else None
             if cached is None or cached.shape != out.shape or cached.dtype != out.dtype:
                 generator = _Generator(device=out.device).manual_seed((seed + 7919 * (i + 1)) % (1 << 63))
                 cached = _randn(out.shape, dtype=out.dtype, device=out.device, generator=generator)
-                self._upstream[key] = cached
+                if key in self._seeds:
+                    self._upstream[(key, i)] = cached
             ups.append(cached)
         return ups
 

@@ -112,3 +112,15 @@ def test_a_wrong_gradient_is_incorrect_and_named(library: dict[str, KernelSpec])
     assert "the gradient of input weight" in result.reason
     # The forward is the same text: it alone would pass.
     assert _check(spec, _kernel_text(spec)).verdict == "pass"
+
+
+def test_a_backward_kernel_timed_against_itself_passes_every_check_after_timing(
+        library: dict[str, KernelSpec]) -> None:
+    """The gate's comparison: the kernel against another version of itself, both wrapped alike. Each timed input
+    set keeps its own upstream gradients (a set's are not another's, whatever list holds its tensors)."""
+    spec = library["rms_norm_autograd"]
+    settings = EvalSettings(seeds=2, profile=False, time_budget_s=0.3, min_pairs=3, allow_framework_fallback=True,
+                            isolation=_isolation())
+    result = evaluate(spec, spec.baseline, "cpu", settings, baseline=spec.baseline)
+    assert result.verdict == "pass", result.reason
+    assert result.correctness["timed_outputs_checked"] > 0 and "directions" in result.details
