@@ -124,3 +124,25 @@ def test_a_backward_kernel_timed_against_itself_passes_every_check_after_timing(
     result = evaluate(spec, spec.baseline, "cpu", settings, baseline=spec.baseline)
     assert result.verdict == "pass", result.reason
     assert result.correctness["timed_outputs_checked"] > 0 and "directions" in result.details
+
+
+def test_upstream_gradients_follow_the_seed_bound_to_the_input_set() -> None:
+    """Each input set's upstream gradients come from its seed, however the set reaches the call (the harness
+    unpacks it into arguments): the reference's worker and the candidate's draw the same ones."""
+    import torch
+
+    from kforge_bot.evaluate.calls import EntryCall
+
+    spec = load_manifest(LIBRARY / "kforge.yaml")["rms_norm_autograd"]
+
+    def scale(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return x * weight
+
+    inputs = [torch.randn(4, 8), torch.rand(8) + 0.5]
+    grads = {}
+    for seed in (1, 2, 1):
+        entry = EntryCall(scale, scale, spec, own_oracle=True)
+        entry.bind(inputs, seed)
+        grads.setdefault(seed, []).append(entry(*inputs)[1])
+    assert torch.equal(grads[1][0], grads[1][1])  # the same seed, the same upstream gradient
+    assert not torch.equal(grads[1][0], grads[2][0])  # another seed, another one
