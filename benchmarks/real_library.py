@@ -80,12 +80,14 @@ def build_repo(args: argparse.Namespace, work: Path) -> tuple[Path, dict[str, st
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     library = Path(args.library).resolve()
-    revs = bool(args.base and args.head) and is_git(library)
-    base = place_tree(library, args.base if revs else None, args.paths, repo)
+    # A git repository (a clone, or a bare mirror: `git archive` needs no work tree) gives revisions; a plain
+    # folder is taken as it is on disk.
+    history = is_git(library)
+    base = place_tree(library, (args.base or "HEAD") if history else None, args.paths, repo)
     place_manifest(Path(args.manifest).resolve(), repo)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "base")
-    if revs:
+    if history and args.head:
         for child in repo.iterdir():
             if child.name != ".git":
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
@@ -190,8 +192,9 @@ def main() -> int:
     parser.add_argument("--library", default=str(ROOT / ".libs" / "Liger-Kernel"), help="a checkout of the library")
     parser.add_argument("--manifest", default=str(DEFAULT_MANIFEST), help="copied to the root as kforge.yaml")
     parser.add_argument("--paths", nargs="+", default=["src"], help="the library's paths the commits hold")
-    parser.add_argument("--base", default=None, help="the base revision (with --head; else an A/A gate)")
-    parser.add_argument("--head", default=None)
+    parser.add_argument("--base", default=None, help="the base revision (default HEAD, in a git checkout)")
+    parser.add_argument("--head", default=None, help="the head revision (default: the base again, each kernel "
+                                                           "file with a comment added: an A/A gate)")
     parser.add_argument("--target", default="cuda")
     parser.add_argument("--time-budget", type=float, default=1.5)
     parser.add_argument("--steps", default="list,check,gate", help="which of list, check, gate to run")
