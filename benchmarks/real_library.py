@@ -165,13 +165,13 @@ def summary(args: argparse.Namespace, revs: dict[str, str], steps: list[dict[str
     gate = _load(out / "gate.json")
     if gate:
         lines += ["", f"## gate --all, base {revs['base']} -> head {revs['head']} (exit {gate.get('exit_code')})", "",
-                  "| kernel | verdict | change (head/base - 1) | forward | backward | reason |", "|---|---|---|---|---|---|"]
+                  "| kernel | verdict | change (head/base - 1) | forward | backward | reason |",
+                  "|---|---|---|---|---|---|"]
         for k in gate.get("kernels", []):
             d = k.get("directions") or {}
             reason = str(k.get("reason", "")).replace("|", "/")[:300]
-            lines.append(f"| {k['id']} | {k['verdict']} | {k.get('change', '-')} | "
-                         f"{(d.get('forward') or {}).get('change', '-')} | {(d.get('backward') or {}).get('change', '-')}"
-                         f" | {reason} |")
+            forward, backward = ((d.get(name) or {}).get("change", "-") for name in ("forward", "backward"))
+            lines.append(f"| {k['id']} | {k['verdict']} | {k.get('change', '-')} | {forward} | {backward} | {reason} |")
     return "\n".join(lines) + "\n"
 
 

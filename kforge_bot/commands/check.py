@@ -141,7 +141,8 @@ def render(result: EvalResult, title: str) -> None:
             interval = f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "no interval"
             console.print(f"  shape set {row['shape_set']}: {row['speedup']:.3f}x ({interval}), {row['pairs']} pairs")
     if result.details.get("directions"):
-        console.print(f"directions (the speedup above is forward+backward): {directions_text(result.details['directions'])}")
+        console.print("directions (the speedup above is forward+backward): "
+                      + directions_text(result.details["directions"]))
     if result.speedup_ci and result.correct:
         lo, hi = result.speedup_ci
         verdict = "faster" if lo > 1 else "slower" if hi < 1 else "no difference resolved"
