@@ -200,8 +200,21 @@ def test_check_runs_a_src_layout_library_kernel_in_the_sandbox() -> None:
 
     if not sandboxing.probe().available:
         pytest.skip(f"no sandbox on this machine: {sandboxing.probe().describe()}")
-    proc = _check(DATA / "library_repo" / "kforge.yaml", "--kernel", "swiglu", "--no-timing", "--seeds", "2", "--allow-fallback",
-                  "--isolation", "required")
+    proc = _check(DATA / "library_repo" / "kforge.yaml", "--kernel", "swiglu", "--no-timing", "--seeds", "2",
+                  "--allow-fallback", "--isolation", "required")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "src/minilib/ops/act.py:swiglu vs reference references.py:swiglu" in proc.stdout
     assert "isolation: sandboxed" in proc.stderr
+
+
+def test_a_figure_that_leaves_out_launches_is_printed_beside_the_eager_one() -> None:
+    from kforge_bot.commands.check import launch_bound_notes
+    launch_bound = {"shape_set": 0, "mode": "cuda_graph",
+                    "per_call_ms": {"baseline": {"eager": 2.0, "device": 0.5, "host_issue": 1.9},
+                                    "candidate": {"eager": 1.0, "device": 0.25, "host_issue": 0.9}}}
+    device_bound = {"shape_set": 1, "mode": "eager",
+                    "per_call_ms": {"baseline": {"eager": 5.01, "device": 5.0, "host_issue": 0.1},
+                                    "candidate": {"eager": 2.5, "device": 2.49, "host_issue": 0.1}}}
+    notes = launch_bound_notes([launch_bound, device_bound, {"shape_set": 2}])
+    assert len(notes) == 1 and "shape set 0" in notes[0]
+    assert "replayed from CUDA graphs" in notes[0] and "2.000x" in notes[0]
