@@ -60,8 +60,9 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
             return impl, spec.baseline, f"{spec.kernel_file}: ModelNew vs Model"
         return spec.baseline, spec.baseline, f"{spec.kernel_file}: Model vs itself (A/A: no candidate given)"
     if candidate_path is not None:
-        impl = Implementation.from_file(candidate_path, spec.entry, root=spec.root)
-        if _parses(impl.source) and not defines(impl.source, spec.entry):
+        impl = spec.candidate_from_source(Implementation.from_file(candidate_path, spec.entry).source,
+                                          candidate_path.name)
+        if _parses(impl.source) and not spec.entry_file and not defines(impl.source, spec.entry):
             raise KforgeError(f"defines no top-level {spec.entry!r}", path=candidate_path,
                               hint=f"a candidate for kernel {spec.name!r} defines the same entry as {spec.kernel_file}")
         return impl, spec.baseline, f"{candidate_path.name}:{spec.entry} vs {spec.kernel_file}:{spec.entry}"

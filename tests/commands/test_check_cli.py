@@ -193,7 +193,7 @@ def test_check_all_that_skipped_every_kernel_exits_1_saying_nothing_was_checked(
     assert json.loads((tmp_path / "all.json").read_text())["nothing_checked"] == lines[-1]
 
 
-def test_check_runs_a_src_layout_library_kernel_in_the_sandbox() -> None:
+def test_check_runs_a_src_layout_library_kernel_in_the_sandbox(tmp_path: Path) -> None:
     """Only the manifest's folder was on the workers' path: a package under src/ gave ModuleNotFoundError there.
     With `import_roots: [src]` the kernel, its launcher in another file and its package import in the worker."""
     from kforge_bot.evaluate import isolation as sandboxing
@@ -205,6 +205,13 @@ def test_check_runs_a_src_layout_library_kernel_in_the_sandbox() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "src/minilib/ops/act.py:swiglu vs reference references.py:swiglu" in proc.stdout
     assert "isolation: sandboxed" in proc.stderr
+    # A candidate for the kernel's file (which does not define the entry: its launcher does) is what runs.
+    wrong = tmp_path / "act.py"
+    wrong.write_text((DATA / "library_repo" / "src" / "minilib" / "ops" / "act.py").read_text()
+                     .replace("silu(a) * b", "silu(b) * a"))
+    proc = _check(DATA / "library_repo" / "kforge.yaml", "--kernel", "swiglu", "--candidate", wrong, "--no-timing",
+                  "--seeds", "2", "--allow-fallback", "--isolation", "required")
+    assert proc.returncode == 1 and "incorrect" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_a_figure_that_leaves_out_launches_is_printed_beside_the_eager_one() -> None:
