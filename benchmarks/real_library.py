@@ -136,7 +136,9 @@ def fmt_speed(speedup: Any, ci: Any) -> str:
 
 
 def summary(args: argparse.Namespace, revs: dict[str, str], steps: list[dict[str, Any]], out: Path) -> str:
-    lines = [f"# A real kernel library through kforge-bot ({Path(args.library).name})", "",
+    name = Path(args.library).resolve()
+    name = name.parent if name.name in ("repo", ".git") else name  # a bare mirror's folder says little
+    lines = [f"# A real kernel library through kforge-bot ({name.name})", "",
              f"- Machine: {machine()}; target {args.target}",
              f"- Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
              f"- Library: base {revs['base']}; head {revs['head']}",
