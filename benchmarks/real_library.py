@@ -40,7 +40,16 @@ def git(cwd: Path, *args: str) -> str:
 
 
 def is_git(path: Path) -> bool:
-    return subprocess.run(["git", "-C", str(path), "rev-parse", "--git-dir"], capture_output=True).returncode == 0
+    """Whether `path` is a repository of its own (a clone's top, or a bare mirror), not a folder inside another
+    repository (a plain copy carried inside this one)."""
+    def ask(*args: str) -> str:
+        proc = subprocess.run(["git", "-C", str(path), "rev-parse", *args], capture_output=True, text=True)
+        return proc.stdout.strip() if proc.returncode == 0 else ""
+
+    if ask("--is-bare-repository") == "true":
+        return (path / ask("--git-dir")).resolve() == path.resolve()
+    top = ask("--show-toplevel")
+    return bool(top) and Path(top).resolve() == path.resolve()
 
 
 def place_tree(library: Path, rev: str | None, paths: list[str], dest: Path) -> str:
