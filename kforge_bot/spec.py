@@ -119,6 +119,9 @@ class KernelSpec:
     outputs: tuple[int | str, ...] | None = None
     inplace: tuple[int | str, ...] = ()
     grad_inputs: tuple[int | str, ...] = ()
+    # A backward launcher called with the forward's saved values ({"launcher", "args", "returns"}); empty: the
+    # gradients come from autograd through the entry (an autograd.Function).
+    backward_launcher: dict[str, Any] = field(default_factory=dict)
     reference_returns: str = "entry"
     import_roots: tuple[str, ...] = ()  # relative to root, as the manifest says them
     entry_file: str = ""  # relative to root: where the entry lives, when not in kernel_file
@@ -404,13 +407,64 @@ def _selection(value: Any, key: str, where: str, manifest: Path, allow_empty: bo
     return tuple(items)
 
 
-def _backward(value: Any, where: str, manifest: Path) -> tuple[int | str, ...]:
+_BACKWARD_KEYS = {"inputs", "launcher", "args", "returns"}
+BACKWARD_ARG_KINDS = ("grad", "input", "output")  # backward.args: grad.N, input.NAME|N, output.N (else a literal)
+
+
+def entry_parameters(source: str, symbol: str) -> list[str] | None:
+    """The entry's parameters in call order, read from its source: a function's, or a class's forward without its
+    first (self, or an autograd.Function's ctx); None where the file does not define it (an import)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == symbol:
+            return [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+        if isinstance(node, ast.ClassDef) and node.name == symbol:
+            forward = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+            if forward is not None:
+                return [a.arg for a in (*forward.args.posonlyargs, *forward.args.args)][1:]
+    return None
+
+
+def _positions(items: tuple[int | str, ...], names: list[str] | None, key: str, where: str,
+               manifest: Path) -> tuple[int | str, ...]:
+    """Names of the entry's parameters as positions (an oracle of its own may name its parameters otherwise);
+    left as names where the entry's parameters cannot be read here (its worker resolves them)."""
+    if names is None:
+        return items
+    unknown = [i for i in items if isinstance(i, str) and i not in names]
+    if unknown:
+        raise KforgeError(f"{where}.{key}: the entry has no parameter {unknown[0]!r} (has: {', '.join(names)})",
+                          path=manifest)
+    return tuple(names.index(i) if isinstance(i, str) else i for i in items)
+
+
+def _backward(value: Any, where: str, manifest: Path) -> tuple[tuple[int | str, ...], dict[str, Any]]:
+    """(the inputs whose gradients are checked, the backward launcher: {} for autograd through the entry)."""
     if value is None:
-        return ()
-    if not isinstance(value, dict) or set(value) != {"inputs"}:
-        raise KforgeError(f"{where}.backward: expected {{inputs: [...]}}: the inputs whose gradients are checked",
-                          path=manifest, hint="e.g. backward: {inputs: [x, weight]} (names or positions)")
-    return _selection(value["inputs"], "backward.inputs", where, manifest, allow_empty=False)
+        return (), {}
+    if not isinstance(value, dict) or "inputs" not in value or set(value) - _BACKWARD_KEYS:
+        raise KforgeError(f"{where}.backward: expected {{inputs: [...]}} (autograd through the entry), with "
+                          "launcher, args and returns for a backward launcher", path=manifest,
+                          hint="e.g. backward: {inputs: [x, weight]}, or add launcher: rms_norm_backward, "
+                               "args: [grad.0, input.x, input.weight, output.2]")
+    inputs = _selection(value["inputs"], "backward.inputs", where, manifest, allow_empty=False)
+    if set(value) == {"inputs"}:
+        return inputs, {}
+    launcher, args = value.get("launcher"), value.get("args")
+    if not isinstance(launcher, str) or not launcher.isidentifier() or not isinstance(args, list):
+        raise KforgeError(f"{where}.backward: a backward launcher needs launcher (a name in the entry's module) and "
+                          "args (a list: grad.N, input.NAME, output.N or literals)", path=manifest)
+    for arg in args:
+        kind, dot, rest = arg.partition(".") if isinstance(arg, str) else ("", "", "")
+        if dot and kind in BACKWARD_ARG_KINDS and not (rest.isdigit() or (kind == "input" and rest.isidentifier())):
+            raise KforgeError(f"{where}.backward.args: {arg!r} is not grad.N, input.NAME|N or output.N",
+                              path=manifest)
+    returns = None if value.get("returns") is None else \
+        _selection(value["returns"], "backward.returns", where, manifest, allow_empty=False)
+    return inputs, {"launcher": launcher, "args": list(args), "returns": None if returns is None else list(returns)}
 
 
 def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> KernelSpec:
@@ -463,7 +517,10 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
         _selection(entry["outputs"], "outputs", where, manifest, allow_empty=bool(entry.get("inplace")))
     inplace = () if entry.get("inplace") is None else \
         _selection(entry["inplace"], "inplace", where, manifest, allow_empty=True)
-    grad_inputs = _backward(entry.get("backward"), where, manifest)
+    grad_inputs, backward_launcher = _backward(entry.get("backward"), where, manifest)
+    names = entry_parameters(launcher.source, symbol)
+    grad_inputs = _positions(grad_inputs, names, "backward.inputs", where, manifest)
+    inplace = _positions(inplace, names, "inplace", where, manifest)
     if grad_inputs and inplace:
         raise KforgeError(f"{where}: backward and inplace together are not supported", path=manifest,
                           hint="check the in-place forward and the backward as two kernels")
@@ -514,6 +571,7 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
         outputs=outputs,
         inplace=inplace,
         grad_inputs=grad_inputs,
+        backward_launcher=backward_launcher,
         reference_returns="outputs" if "reference" in entry else "entry",
         import_roots=import_roots,
         entry_file=str(Path(entry_file)) if elsewhere else "",

@@ -244,6 +244,12 @@ MALFORMED = [
     ("backward-no-inputs", {"k": {**GOOD, "backward": {"inputs": []}}}, ["kernels.k.backward.inputs"]),
     ("backward-and-inplace", {"k": {**GOOD, "backward": {"inputs": [0]}, "inplace": [0]}},
      ["kernels.k", "backward and inplace"]),
+    ("inplace-unknown-parameter", {"k": {**GOOD, "inplace": ["y"]}}, ["kernels.k.inplace", "'y'", "has: x"]),
+    ("backward-launcher-without-args", {"k": {**GOOD, "backward": {"inputs": [0], "launcher": "back"}}},
+     ["kernels.k.backward", "args"]),
+    ("backward-arg-malformed", {"k": {**GOOD, "backward": {"inputs": [0], "launcher": "back",
+                                                           "args": ["grad.first"]}}},
+     ["kernels.k.backward.args", "'grad.first'"]),
 ]
 
 
@@ -360,6 +366,8 @@ def test_a_src_layout_kernel_with_its_launcher_elsewhere_loads_with_module_names
     assert swiglu.baseline.source == swiglu.kernel_path.read_text()  # the kernel's text, not the launcher's
     candidate = swiglu.candidate_from_source("def silu_mul(a, b):\n    return a\n")
     assert (candidate.module, candidate.entry_module, candidate.symbol) == ("minilib.ops.act", "launch.swiglu", "swiglu")
-    assert rope.outputs == () and rope.inplace == ("q", "k")
-    assert specs["rms_norm_autograd"].grad_inputs == ("x", "weight")
+    assert rope.outputs == () and rope.inplace == (0, 1)  # parameter names as positions: an oracle's may differ
+    assert specs["rms_norm_autograd"].grad_inputs == (0, 1)
+    assert specs["rms_norm_launchers"].backward_launcher == {
+        "launcher": "rms_norm_backward", "args": ["grad.0", "input.X", "input.W", "output.2"], "returns": None}
     assert KernelSpec.from_dict(json.loads(json.dumps(swiglu.to_dict()))) == swiglu

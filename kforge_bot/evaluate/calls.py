@@ -25,9 +25,11 @@ _enable_grad = torch.enable_grad
 _no_grad = torch.no_grad
 
 
-def wrap(obj: Any, built: Callable[..., Any], spec: KernelSpec, own_oracle: bool) -> Callable[..., Any]:
-    """`built` (loading.build_callable's) as the harness calls it: wrapped where the spec needs it, else as is."""
-    return EntryCall(obj, built, spec, own_oracle) if uses_conventions(spec) else built
+def wrap(obj: Any, built: Callable[..., Any], spec: KernelSpec, own_oracle: bool,
+         module: Any = None) -> Callable[..., Any]:
+    """`built` (loading.build_callable's) as the harness calls it: wrapped where the spec needs it, else as is.
+    `module`: the one the entry was found in (where a backward launcher is looked up)."""
+    return EntryCall(obj, built, spec, own_oracle, module) if uses_conventions(spec) else built
 
 
 def uses_conventions(spec: KernelSpec) -> bool:
@@ -97,13 +99,35 @@ class EntryCall:
     returns, then the in-place inputs, then the gradients); `bind(inputs, seed)` says which seed an input set's
     upstream gradients come from (the reference's worker draws the same ones from the same seed)."""
 
-    def __init__(self, obj: Any, fn: Callable[..., Any], spec: KernelSpec, own_oracle: bool) -> None:
+    def __init__(self, obj: Any, fn: Callable[..., Any], spec: KernelSpec, own_oracle: bool,
+                 module: Any = None) -> None:
         self.fn = fn
         self.own_oracle = own_oracle  # a reference of its own: its returns are the results
         names = parameter_names(obj)
         self.outputs = None if own_oracle else spec.outputs
         self.inplace = [] if own_oracle else positions(spec.inplace, names, "inplace")
         self.grads = positions(spec.grad_inputs, names, "backward.inputs") if spec.grad_inputs else []
+        # A backward launcher (the kernel's, never an oracle's: the reference's gradients are autograd's), with its
+        # arguments as (kind, where): the upstream gradient of a selected output, an input, a raw return, a literal.
+        self.launcher: Callable[..., Any] | None = None
+        self.launch_args: list[tuple[str, Any]] = []
+        self.launch_returns: tuple[int | str, ...] | None = None
+        if spec.backward_launcher and not own_oracle:
+            name = spec.backward_launcher["launcher"]
+            if module is None or not callable(getattr(module, name, None)):
+                raise CheckFailure("crash", f"backward.launcher: the entry's module defines no callable {name!r}")
+            self.launcher = getattr(module, name)
+            for arg in spec.backward_launcher["args"]:
+                kind, dot, rest = arg.partition(".") if isinstance(arg, str) else ("", "", "")
+                if dot and kind == "input":
+                    self.launch_args.append(("input", positions((int(rest) if rest.isdigit() else rest,), names,
+                                                                "backward.args")[0]))
+                elif dot and kind in ("grad", "output"):
+                    self.launch_args.append((kind, int(rest)))
+                else:
+                    self.launch_args.append(("literal", arg))
+            returns = spec.backward_launcher.get("returns")
+            self.launch_returns = None if returns is None else tuple(returns)
         self.copy_inplace = True  # in-place results copied (the buffers are refilled later); timing says False
         self._seeds: dict[tuple[int, ...], int] = {}
         self._upstream: dict[tuple[tuple[int, ...], int], torch.Tensor] = {}
@@ -160,7 +184,15 @@ class EntryCall:
     def build_graph(self, inputs: list[Any]) -> tuple[list[Any], tuple[list[torch.Tensor], list[torch.Tensor],
                                                                        list[torch.Tensor]]]:
         """The forward with autograd: (its results, (the differentiable ones, the leaves, their upstream
-        gradients))."""
+        gradients)); with a backward launcher, the forward alone: (its results, (its raw returns, the inputs, the
+        upstream gradients of its floating-point results))."""
+        if self.launcher is not None:
+            with _no_grad():
+                value = self.fn(*inputs)
+            outs = self._results(value, inputs, copy=False)
+            floats = [o for o in outs if isinstance(o, torch.Tensor) and o.is_floating_point()]
+            ups = [u.clone() for u in self.upstream(inputs, floats)]
+            return outs, (value, list(inputs), ups)
         leaves = list(inputs)
         for i in self.grads:
             if i >= len(leaves) or not isinstance(leaves[i], torch.Tensor) or not leaves[i].is_floating_point():
@@ -178,11 +210,33 @@ class EntryCall:
         ups = [u.clone() for u in self.upstream(inputs, differentiable)]
         return outs, (differentiable, [leaves[i] for i in self.grads], ups)
 
-    def backward(self, outs: list[torch.Tensor], leaves: list[torch.Tensor], ups: list[torch.Tensor]) -> list[Any]:
+    def backward(self, outs: Any, leaves: list[Any], ups: list[torch.Tensor]) -> list[Any]:
         """The gradients, on a graph built beforehand (alone, it is timed as the backward direction)."""
+        if self.launcher is not None:
+            return self._launch(outs, leaves, ups)
         grads = _grad(outs, leaves, ups, allow_unused=True)
         # An input the outputs do not depend on has gradient zero: where the reference's is not, that shows.
         return [torch.zeros_like(leaf) if g is None else g for g, leaf in zip(grads, leaves)]
+
+    def _launch(self, value: Any, inputs: list[Any], ups: list[torch.Tensor]) -> list[Any]:
+        """The backward launcher on the forward's saved values; its returns (or those `returns` selects) are the
+        gradients, in the order `backward.inputs` lists the inputs."""
+        kind = type(value)
+        raw = list(tuple.__iter__(value) if issubclass(kind, tuple) else list.__iter__(value)) \
+            if issubclass(kind, (tuple, list)) else [value]
+        args = []
+        for source, where in self.launch_args:
+            pool = {"grad": ups, "input": inputs, "output": raw}.get(source)
+            if pool is not None and where >= len(pool):
+                raise CheckFailure("crash", f"backward.args: {source}.{where} is not there ({len(pool)} of them)")
+            args.append(where if pool is None else pool[where])
+        with _no_grad():
+            returned = self.launcher(*args)
+        grads = select(returned, self.launch_returns)
+        if len(grads) != len(self.grads):
+            raise CheckFailure("incorrect", f"the backward launcher gave {len(grads)} gradients for "
+                                            f"{len(self.grads)} inputs (backward.returns selects them)")
+        return grads
 
     def _results(self, value: Any, inputs: Any, copy: bool | None = None) -> list[Any]:
         chosen = select(value, self.outputs)

@@ -170,7 +170,7 @@ class CandidateRun:
         device = self.device = self.target.device
         torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
         inputs_module = self.inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs")
-        base_module = loading.import_implementation(plan.baseline, workdir, "baseline")
+        base_module = self.base_module = loading.import_implementation(plan.baseline, workdir, "baseline")
         base_obj = self.base_obj = loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename)
         # The reference's weights are the ones every side gets. Where the baseline is the reference (KernelBench,
         # most manifests), the baseline built from the same seed is that instance: one model build, not two.
@@ -182,9 +182,11 @@ class CandidateRun:
             ref_module = loading.import_implementation(spec.reference, workdir, "reference")
             ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
             reference_instance = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
-            del ref_module
         ref_call = reference_instance if baseline_is_reference else \
-            calls.wrap(ref_obj, reference_instance, spec, own_oracle=spec.reference_returns == "outputs")
+            calls.wrap(ref_obj, reference_instance, spec, own_oracle=spec.reference_returns == "outputs",
+                       module=ref_module)
+        if not baseline_is_reference:
+            del ref_module
         self.state_source = reference_instance if isinstance(reference_instance, torch.nn.Module) else None
         if not baseline_is_reference:
             self.baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed,
@@ -227,8 +229,10 @@ class CandidateRun:
             # A baseline that is the reference's own oracle (`check` times the kernel against it) returns its results.
             oracle = self.plan.baseline == self.spec.reference and self.spec.reference_returns == "outputs"
             if calls.uses_conventions(self.spec):
-                self._base_call = calls.EntryCall(self.base_obj, self.baseline, self.spec, own_oracle=oracle)
-                self._cand_call = calls.EntryCall(cand_obj, self.candidate, self.spec, own_oracle=False)
+                self._base_call = calls.EntryCall(self.base_obj, self.baseline, self.spec, own_oracle=oracle,
+                                                  module=self.base_module)
+                self._cand_call = calls.EntryCall(cand_obj, self.candidate, self.spec, own_oracle=False,
+                                                  module=cand_module)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, str(failure)) from None
         self.shared_before = [(name, t.detach().clone()) for name, t in self.shared]

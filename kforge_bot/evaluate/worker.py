@@ -64,7 +64,7 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
     ref_module = loading.import_implementation(spec.reference, workdir, "reference")
     ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
     reference = calls.wrap(ref_obj, loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed),
-                           spec, own_oracle=spec.reference_returns == "outputs")
+                           spec, own_oracle=spec.reference_returns == "outputs", module=ref_module)
     input_bytes: list[int] = [0] * len(spec.shape_sets)
     output_bytes: list[int] = [0] * len(spec.shape_sets)
     phases: dict[str, Any] = {"setup_s": _clock() - STARTED, "boot": dict(BOOT)}

@@ -91,9 +91,13 @@ def test_an_in_place_kernel_that_writes_wrong_values_is_incorrect(library: dict[
     assert result.verdict == "incorrect", result.reason
 
 
+BACKWARDS = ["rms_norm_autograd", "rms_norm_launchers"]  # an autograd.Function; a backward launcher
+
+
+@pytest.mark.parametrize("name", BACKWARDS)
 def test_a_backward_is_checked_against_the_references_autograd_and_timed_by_direction(
-        library: dict[str, KernelSpec]) -> None:
-    spec = library["rms_norm_autograd"]
+        library: dict[str, KernelSpec], name: str) -> None:
+    spec = library[name]
     result = _check(spec, measure=True)
     assert result.verdict == "pass", result.reason
     outputs = result.correctness["records"][0]["outputs"]
@@ -104,12 +108,13 @@ def test_a_backward_is_checked_against_the_references_autograd_and_timed_by_dire
         assert figures["speedup"] > 0 and figures["baseline"]["median_ms"] > 0 and figures["candidate"]["samples"] > 0
 
 
-def test_a_wrong_gradient_is_incorrect_and_named(library: dict[str, KernelSpec]) -> None:
-    spec = library["rms_norm_autograd"]
+@pytest.mark.parametrize("name", BACKWARDS)
+def test_a_wrong_gradient_is_incorrect_and_named(library: dict[str, KernelSpec], name: str) -> None:
+    spec = library[name]
     wrong = _kernel_text(spec).replace("dW = (dY * xhat).sum(0)", "dW = (dY * xhat).sum(0) * 1.01")
     result = _check(spec, wrong)
     assert result.verdict == "incorrect", result.reason
-    assert "the gradient of input weight" in result.reason
+    assert f"the gradient of input {spec.grad_inputs[1]}" in result.reason
     # The forward is the same text: it alone would pass.
     assert _check(spec, _kernel_text(spec)).verdict == "pass"
 
