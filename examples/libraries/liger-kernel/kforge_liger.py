@@ -21,8 +21,9 @@ def rms_norm(X, W, eps=1e-6, offset=0.0, casting_mode="llama", row_mode=None):
     return normed * (offset + W)
 
 
-def rms_norm_with_grad(X, W, eps=1e-6, offset=0.0, casting_mode="llama", in_place=True, row_mode=None):
-    """The same, for the autograd.Function's arguments; computed in fp32 so its gradients are the accurate ones."""
+def rms_norm_with_grad(X, W, eps=1e-6, offset=0.0, *_settings):
+    """The same in fp32 throughout, so its gradients are the accurate ones (the rest of the launcher's or the
+    autograd.Function's arguments say how Liger computes it, which this does not need)."""
     x, w = X.float(), W.float()
     normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return (normed * (offset + w)).to(X.dtype)
