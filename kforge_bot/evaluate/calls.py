@@ -131,7 +131,6 @@ class EntryCall:
         self.copy_inplace = True  # in-place results copied (the buffers are refilled later); timing says False
         self._seeds: dict[tuple[int, ...], int] = {}
         self._upstream: dict[tuple[tuple[int, ...], int], torch.Tensor] = {}
-        self.prepared: dict[int, tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]] = {}
 
     def fresh(self, results: list[Any]) -> list[Any]:
         """The results that must be memory of their own (all but the in-place inputs, which are the last ones)."""
@@ -181,8 +180,7 @@ class EntryCall:
         results, graph = self.build_graph(list(inputs))
         return [o.detach() if isinstance(o, torch.Tensor) else o for o in results] + self.backward(*graph)
 
-    def build_graph(self, inputs: list[Any]) -> tuple[list[Any], tuple[list[torch.Tensor], list[torch.Tensor],
-                                                                       list[torch.Tensor]]]:
+    def build_graph(self, inputs: list[Any]) -> tuple[list[Any], tuple[Any, list[Any], list[torch.Tensor]]]:
         """The forward with autograd: (its results, (the differentiable ones, the leaves, their upstream
         gradients)); with a backward launcher, the forward alone: (its results, (its raw returns, the inputs, the
         upstream gradients of its floating-point results))."""
