@@ -160,12 +160,13 @@ def text_digest(text: str) -> str:
 
 
 def portable(data: Any) -> Any:
-    """Spec/implementation data with machine-specific parts removed: `root` directories are dropped
-    and `source` texts become their digests, so a checkout's location never changes a key."""
+    """Spec/implementation data with machine-specific parts removed: `root` directories (and the absolute import
+    roots, `paths`: the spec keeps them relative) are dropped and `source` texts become their digests, so a
+    checkout's location never changes a key."""
     if isinstance(data, Mapping):
         out: dict[str, Any] = {}
         for key, value in data.items():
-            if key == "root":
+            if key in ("root", "paths"):
                 continue
             out[key] = text_digest(value) if key == "source" and isinstance(value, str) else portable(value)
         return out
