@@ -30,6 +30,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MANIFEST = ROOT / "examples" / "libraries" / "liger-kernel" / "kforge.liger.yaml"
+# The library is read only (rev-parse, archive), and may be a carried copy owned by another user.
+LIBRARY_GIT = ["git", "-c", "safe.directory=*"]
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -43,7 +45,7 @@ def is_git(path: Path) -> bool:
     """Whether `path` is a repository of its own (a clone's top, or a bare mirror), not a folder inside another
     repository (a plain copy carried inside this one)."""
     def ask(*args: str) -> str:
-        proc = subprocess.run(["git", "-C", str(path), "rev-parse", *args], capture_output=True, text=True)
+        proc = subprocess.run([*LIBRARY_GIT, "-C", str(path), "rev-parse", *args], capture_output=True, text=True)
         return proc.stdout.strip() if proc.returncode == 0 else ""
 
     if ask("--is-bare-repository") == "true":
@@ -55,10 +57,12 @@ def is_git(path: Path) -> bool:
 def place_tree(library: Path, rev: str | None, paths: list[str], dest: Path) -> str:
     """The library's `paths` at `rev` (or as they are on disk) into `dest`; returns what was placed."""
     if rev:
-        archive = subprocess.run(["git", "-C", str(library), "archive", rev, *paths], check=True,
+        archive = subprocess.run([*LIBRARY_GIT, "-C", str(library), "archive", rev, *paths], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-        return f"{rev} ({git(library, 'rev-parse', '--short', rev)})"
+        short = subprocess.run([*LIBRARY_GIT, "-C", str(library), "rev-parse", "--short", rev], check=True,
+                               capture_output=True, text=True).stdout.strip()
+        return f"{rev} ({short})"
     for rel in paths:
         source = library / rel
         if source.is_dir():
