@@ -15,6 +15,7 @@ import click
 
 from kforge_bot import __version__
 from kforge_bot.errors import KforgeError
+from kforge_bot.text import WorkflowCommandGuard
 
 # name -> (module, attribute, one-line help shown in `kforge-bot --help`)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -54,6 +55,21 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    guarded = os.environ.get("GITHUB_ACTIONS") == "true"
+    originals = sys.stdout, sys.stderr
+    if guarded:  # under Actions no line the bot prints can be a workflow command but its own (kforge_bot/text.py)
+        sys.stdout, sys.stderr = WorkflowCommandGuard(sys.stdout), WorkflowCommandGuard(sys.stderr)
+    try:
+        _main(argv)
+    finally:
+        if guarded:
+            for stream in (sys.stdout, sys.stderr):
+                if isinstance(stream, WorkflowCommandGuard):
+                    stream.finish()
+            sys.stdout, sys.stderr = originals
+
+
+def _main(argv: list[str] | None) -> None:
     try:
         cli.main(args=argv, prog_name="kforge-bot", standalone_mode=False)
     except KforgeError as exc:

@@ -313,6 +313,11 @@ def _ensure_commit(repo: git.Repo, sha: str, remote: str) -> None:
          hint="use actions/checkout with fetch-depth: 0")
 
 
+def ensure_commit(repo_path: str | Path, sha: str, remote: str = "origin") -> None:
+    """`_ensure_commit` for a checkout's path."""
+    _ensure_commit(open_repo(repo_path), sha, remote)
+
+
 def commit_files(repo_path: str | Path, parent: str, files: Mapping[str, str | bytes | None], message: str,
                  identity: Identity = BOT_IDENTITY) -> str:
     """A new commit on `parent` with `files` replaced (None deletes), made without touching the

@@ -7,25 +7,28 @@ The gate, the PR bot, `check --all`, `list` and the pre-commit hook all find ker
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from kforge_bot.cache import DEFAULT_DIR
 from kforge_bot.errors import KforgeError
 from kforge_bot.policy import Policy
 from kforge_bot.spec import (
     MANIFEST_NAME,
+    MAX_SOURCE_BYTES,
     KernelSpec,
     is_kernelbench_source,
     load_kernelbench,
-    load_manifest,
     load_manifest_entry,
+    read_manifest,
 )
 
+# A KernelBench file's path is its kernel's id and name: it reaches logs, annotations and PR text, so it is
+# held to the characters a kernel name may use (and '/').
+SAFE_PATH_RE = re.compile(r"[A-Za-z0-9._/-]{1,255}")
 SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", DEFAULT_DIR, "build", "dist",
                        ".tox", ".mypy_cache", ".pytest_cache"})
 
@@ -72,49 +75,37 @@ def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[
         return f"{prefix}{name}"
 
     try:
-        specs: dict[str, KernelSpec] | None = load_manifest(manifest)
-        whole: KforgeError | None = None
+        entries = read_manifest(manifest)["kernels"]
     except KforgeError as exc:
-        specs, whole = None, exc
-    try:
-        raw = yaml.safe_load(manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        raw = None
-    entries = raw.get("kernels") if isinstance(raw, dict) else None
-    if not isinstance(entries, dict):
-        if strict and whole is not None:
-            raise whole
-        if whole is not None:
-            notes.append(f"{prefix}{MANIFEST_NAME} does not load at this revision ({whole}); its kernels count as absent")
+        if strict:
+            raise  # the problem is the manifest as a whole, not one kernel
+        notes.append(f"{prefix}{MANIFEST_NAME} does not load at this revision ({exc}); its kernels count as absent")
         return []
     kernels: list[Kernel] = []
     for name, entry in entries.items():
-        name = str(name)
         entry_map = entry if isinstance(entry, dict) else {}
         declared = entry_map.get("file")
         kernel_file: str = declared if isinstance(declared, str) else MANIFEST_NAME
-        sources = tuple(dict.fromkeys(
-            os.path.normpath(prefix + f) for f in (kernel_file, _file_part(entry_map.get("reference"), kernel_file),
-                                                   _file_part(entry_map.get("inputs"), kernel_file))))
+        named = (kernel_file, _file_part(entry_map.get("reference"), kernel_file),
+                 _file_part(entry_map.get("inputs"), kernel_file))
+        # Only files inside the checkout count as its sources (a path that leaves it is the entry's error).
+        sources = tuple(dict.fromkeys(os.path.normpath(prefix + f) for f in named if _within(checkout, prefix + f)))
         rel_file = os.path.normpath(prefix + kernel_file)
         manifest_rel = prefix + MANIFEST_NAME
-        if specs is not None:
-            kernels.append(Kernel(ident(name), name, "manifest", rel_file, specs[name], None,
-                                  _with_entry_file(sources, specs[name], prefix), manifest_rel))
-            continue
         try:
-            spec = load_manifest_entry(manifest, name, entry)
+            spec = load_manifest_entry(manifest, name, entry, boundary=checkout)
         except KforgeError as exc:
             kernels.append(Kernel(ident(name), name, "manifest", rel_file, None, str(exc), sources, manifest_rel))
         else:
             kernels.append(Kernel(ident(name), name, "manifest", rel_file, spec, None,
                                   _with_entry_file(sources, spec, prefix), manifest_rel))
-    if all(k.error is None for k in kernels) and whole is not None:
-        if strict:
-            raise whole  # the problem is the manifest as a whole, not one kernel
-        notes.append(f"{prefix}{MANIFEST_NAME} does not load at this revision ({whole}); its kernels count as absent")
-        return []
     return kernels
+
+
+def _within(checkout: Path, rel: str) -> bool:
+    if rel.startswith(("/", "~")) or not rel.isprintable():
+        return False
+    return (checkout / rel).resolve().is_relative_to(checkout)
 
 
 def discover(checkout: str | Path, policy: Policy, *, strict: bool = True,
@@ -128,16 +119,30 @@ def discover(checkout: str | Path, policy: Policy, *, strict: bool = True,
     found: dict[str, Kernel] = {}
     files = list(_walk(checkout))
     for manifest in (f for f in files if f.name == MANIFEST_NAME):
+        rel = manifest.relative_to(checkout).as_posix()
+        if not manifest.resolve().is_relative_to(checkout) or not SAFE_PATH_RE.fullmatch(rel):
+            message = f"{ascii(rel)[:60]}: a manifest must be a file inside the checkout, its path letters, digits and ._-/"
+            if strict:
+                raise KforgeError(message, hint="move or rename it")
+            notes.append(message)
+            continue
         for kernel in _manifest_kernels(manifest, checkout, strict, notes):
             found[kernel.id] = kernel
     for path in (f for f in files if f.suffix == ".py"):
+        rel = path.relative_to(checkout).as_posix()
+        if not path.resolve().is_relative_to(checkout):
+            continue  # a symbolic link out of the checkout: never read on the host
+        if not SAFE_PATH_RE.fullmatch(rel):
+            notes.append(f"skipped {ascii(rel)[:60]}: a kernel file's path may use letters, digits and ._-/ only")
+            continue
         try:
+            if path.stat().st_size > MAX_SOURCE_BYTES:
+                continue  # not read whole to find out whether it is a KernelBench problem
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
         if not is_kernelbench_source(source):
             continue
-        rel = path.relative_to(checkout).as_posix()
         try:
             spec = load_kernelbench(path)
         except KforgeError as exc:

@@ -24,7 +24,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
 from kforge_bot.spec import LANGUAGES as SPEC_LANGUAGES
-from kforge_bot.yamlcheck import Checker, join, load_yaml_file
+from kforge_bot.yamlcheck import Checker, join, load_yaml_file, load_yaml_text
 
 # GitHub's author_association values (REST API: issues and pull requests).
 ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR",
@@ -41,6 +41,17 @@ TARGET_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
+class ShapeSetSpec:
+    """One entry of a gate rule's `shape_sets`: how one shape set (by its index in the kernel's shapes) is judged.
+    Every command applies it (kforge_bot.evaluate.shapes): the gate, optimize's acceptance and check's reason."""
+
+    index: int
+    threshold: dict[str, float] | None = None  # by target kind; kinds left out take the rule's threshold
+    informational: bool = False  # reported, never a regression
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class RuleSpec:
     """One entry of `gate.rules`: applies when `path` and/or `kernel` match (first match wins)."""
 
@@ -50,6 +61,7 @@ class RuleSpec:
     confidence: float | None = None
     skip: bool | None = None
     reason: str | None = None
+    shape_sets: tuple[ShapeSetSpec, ...] = ()
 
     def matches(self, kernel_name: str, path: str) -> bool:
         if self.path is not None and not path_matches(self.path, path):
@@ -74,6 +86,14 @@ class GateRule:
     matched: str = "gate defaults"  # which rule applied, for the gate's report
     target: str | None = None  # the target kind the threshold is for (None: the strictest of all)
     threshold_from: str = "gate.threshold"  # the policy key the threshold came from, for the report
+    shape_thresholds: dict[int, float] = field(default_factory=dict)  # per shape set, over `threshold`
+    informational_shapes: tuple[int, ...] = ()  # shape sets reported, never a regression
+
+    def shape_settings(self) -> dict[str, Any]:
+        """The rule as EvalSettings fields, so every command judges shape sets by it (kforge_bot.evaluate.shapes):
+        `dataclasses.replace(settings, **rule.shape_settings())`."""
+        return {"regression_threshold": self.threshold, "shape_thresholds": dict(self.shape_thresholds),
+                "informational_shapes": tuple(self.informational_shapes)}
 
 
 @dataclass(frozen=True)
@@ -113,6 +133,9 @@ class Trust:
     allowed_associations: tuple[str, ...] = ("OWNER", "MEMBER", "COLLABORATOR")
     trigger_label: str = "kforge:run"
     allow_forks: bool = False
+    # A pull request that changes a kernel's test (reference, inputs, shapes, tolerance, seeds) is judged under
+    # the base's test; under its own only once a maintainer adds this label.
+    spec_change_label: str = "kforge:spec-change"
 
 
 @dataclass(frozen=True)
@@ -120,6 +143,18 @@ class Evaluation:
     seeds: int = 3
     time_budget_s: float = 10.0
     timeout_s: float = 300.0
+    # Each worker's limits (kforge_bot.evaluate.limits has the defaults, used where these are None).
+    memory_limit_gb: float | None = None
+    process_limit: int | None = None
+    cpu_limit_s: float | None = None
+    scratch_limit_gb: float | None = None
+
+    def limit_settings(self) -> dict[str, Any]:
+        """These limits as EvalSettings' keyword arguments."""
+        gib = 1 << 30
+        return {"memory_limit_bytes": None if self.memory_limit_gb is None else int(self.memory_limit_gb * gib),
+                "process_limit": self.process_limit, "cpu_limit_s": self.cpu_limit_s,
+                "scratch_limit_bytes": None if self.scratch_limit_gb is None else int(self.scratch_limit_gb * gib)}
 
 
 @dataclass(frozen=True)
@@ -137,13 +172,13 @@ class Policy:
     source: str = field(default="<built-in defaults>", compare=False)
 
     def isolation_mode(self, command: str, environ: Mapping[str, str] | None = None) -> str:
-        """How strictly `command` sandboxes user code: the policy's `isolation`, else `required` for the gate
-        and the PR bot inside GitHub Actions (pull-request code on a runner that holds tokens), else
-        `preferred` (sandboxed where the machine can, said plainly where it cannot)."""
-        if self.isolation is not None:
-            return self.isolation
+        """How strictly `command` sandboxes user code: `required` for the gate and the PR bot inside GitHub Actions
+        whatever the policy says (pull-request code on a runner that holds tokens), else the policy's
+        `isolation`, else `preferred` (sandboxed where the machine can, said plainly where it cannot)."""
         env = os.environ if environ is None else environ
-        return "required" if command in ("gate", "pr") and env.get("GITHUB_ACTIONS") == "true" else "preferred"
+        if command in ("gate", "pr") and env.get("GITHUB_ACTIONS") == "true":
+            return "required"  # a floor no file can lower: the runner holds tokens and the checkout's credentials
+        return self.isolation if self.isolation is not None else "preferred"
 
     def rule_for(self, kernel_name: str, path: str, target: str | None = None) -> GateRule:
         """Gate settings for a kernel measured on `target` (a kind: cpu, cuda, xpu, mps): the first
@@ -154,6 +189,8 @@ class Policy:
         for i, rule in enumerate(self.gate.rules):
             if rule.matches(kernel_name, norm):
                 threshold, source = self._threshold(target, rule.threshold, f"gate.rules[{i}].threshold")
+                shapes = {s.index: self._threshold(target, {**(rule.threshold or {}), **s.threshold}, "")[0]
+                          for s in rule.shape_sets if s.threshold}
                 return GateRule(
                     threshold=threshold,
                     confidence=self.gate.confidence if rule.confidence is None else rule.confidence,
@@ -162,6 +199,8 @@ class Policy:
                     matched=f"gate.rules[{i}] ({rule.describe()})",
                     target=target,
                     threshold_from=source,
+                    shape_thresholds=shapes,
+                    informational_shapes=tuple(s.index for s in rule.shape_sets if s.informational),
                 )
         threshold, source = self._threshold(target, None, "")
         return GateRule(threshold, self.gate.confidence, target=target, threshold_from=source)
@@ -190,7 +229,13 @@ class Policy:
         """Plain data in the file's own layout (loading it back gives an equal Policy)."""
         d = asdict(self)
         d.pop("source")
-        d["gate"]["rules"] = [{k: v for k, v in r.items() if v is not None} for r in d["gate"]["rules"]]
+        d["gate"]["rules"] = [{k: v for k, v in r.items() if v is not None and k != "shape_sets"}
+                              for r in d["gate"]["rules"]]
+        for written, rule in zip(d["gate"]["rules"], self.gate.rules):
+            if rule.shape_sets:  # the file's layout: index -> what is set for that shape set
+                written["shape_sets"] = {s.index: {k: v for k, v in asdict(s).items()
+                                                   if k != "index" and v not in (None, False)}
+                                         for s in rule.shape_sets}
         if d["budgets"]["patience"] is None:  # unset: the mode's own, which a file says by leaving it out
             del d["budgets"]["patience"]
         return _lists(d)
@@ -260,7 +305,8 @@ def path_matches(pattern: str, path: str) -> bool:
 
 _TOP = ("version", "kernel_paths", "required_targets", "min_speedup", "gate", "budgets", "trust",
         "languages", "allow_framework_fallback", "evaluation", "isolation")
-_RULE_KEYS = ("path", "kernel", "threshold", "confidence", "skip", "reason")
+_RULE_KEYS = ("path", "kernel", "threshold", "confidence", "skip", "reason", "shape_sets")
+_SHAPE_SET_KEYS = ("threshold", "informational", "reason")
 
 
 def _glob(ck: Checker, value: Any, key: str) -> str:
@@ -357,8 +403,8 @@ def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
             rm = ck.mapping(r, key, allowed=_RULE_KEYS)
             if "path" not in rm and "kernel" not in rm:
                 ck.fail(key, "a rule needs `path` (a glob) or `kernel` (a name pattern) to say what it applies to")
-            if not any(k in rm for k in ("threshold", "confidence", "skip")):
-                ck.fail(key, "a rule must set at least one of threshold, confidence, skip")
+            if not any(k in rm for k in ("threshold", "confidence", "skip", "shape_sets")):
+                ck.fail(key, "a rule must set at least one of threshold, confidence, skip, shape_sets")
             rules.append(RuleSpec(
                 path=_glob(ck, rm["path"], f"{key}.path") if "path" in rm else None,
                 kernel=ck.string(rm["kernel"], f"{key}.kernel") if "kernel" in rm else None,
@@ -366,9 +412,32 @@ def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
                 confidence=_confidence(ck, rm["confidence"], f"{key}.confidence") if "confidence" in rm else None,
                 skip=ck.boolean(rm["skip"], f"{key}.skip") if "skip" in rm else None,
                 reason=ck.string(rm["reason"], f"{key}.reason") if "reason" in rm else None,
+                shape_sets=_shape_sets(ck, rm["shape_sets"], f"{key}.shape_sets") if "shape_sets" in rm else (),
             ))
         gkw["rules"] = tuple(rules)
     return Gate(**{**asdict_shallow(base), **gkw})
+
+
+def _shape_sets(ck: Checker, raw: Any, key: str) -> tuple[ShapeSetSpec, ...]:
+    """`{1: {informational: true}, 2: {threshold: 0.10}}`: shape sets by their index in the kernel's `shapes`."""
+    if not isinstance(raw, dict) or not raw:
+        ck.expected(key, "a mapping of shape set indices (0, 1, ...) to {threshold, informational, reason}", raw)
+    out = []
+    for index, value in raw.items():
+        if isinstance(index, bool) or not (isinstance(index, int) or (isinstance(index, str) and index.isdigit())):
+            ck.fail(join(key, str(index)), f"expected a shape set's index (0, 1, ...), got {index!r}",
+                    hint="shape sets are numbered from 0 in the order the kernel's `shapes` lists them")
+        where = join(key, str(index))
+        entry = ck.mapping(value, where, allowed=_SHAPE_SET_KEYS)
+        if "threshold" not in entry and not entry.get("informational"):
+            ck.fail(where, "a shape set entry sets a threshold or informational: true")
+        out.append(ShapeSetSpec(
+            index=int(index),
+            threshold=_threshold(ck, entry["threshold"], join(where, "threshold")) if "threshold" in entry else None,
+            informational=ck.boolean(entry["informational"], join(where, "informational"))
+            if "informational" in entry else False,
+            reason=ck.string(entry["reason"], join(where, "reason")) if "reason" in entry else None))
+    return tuple(sorted(out, key=lambda s: s.index))
 
 
 def _parse_budgets(ck: Checker, raw: Any, base: Budgets) -> Budgets:
@@ -389,23 +458,25 @@ def _parse_budgets(ck: Checker, raw: Any, base: Budgets) -> Budgets:
 
 
 def _parse_trust(ck: Checker, raw: Any, base: Trust) -> Trust:
-    t = ck.mapping(raw, "trust", allowed=("allowed_associations", "trigger_label", "allow_forks"))
+    t = ck.mapping(raw, "trust", allowed=("allowed_associations", "trigger_label", "allow_forks", "spec_change_label"))
     tkw: dict[str, Any] = {}
     if "allowed_associations" in t:
         tkw["allowed_associations"] = tuple(
             ck.string_list(t["allowed_associations"], "trust.allowed_associations", choices=ASSOCIATIONS))
-    if "trigger_label" in t:
-        label = ck.string(t["trigger_label"], "trust.trigger_label")
-        if len(label) > 50:
-            ck.fail("trust.trigger_label", "GitHub labels are at most 50 characters")
-        tkw["trigger_label"] = label
+    for key in ("trigger_label", "spec_change_label"):
+        if key in t:
+            label = ck.string(t[key], f"trust.{key}")
+            if len(label) > 50:
+                ck.fail(f"trust.{key}", "GitHub labels are at most 50 characters")
+            tkw[key] = label
     if "allow_forks" in t:
         tkw["allow_forks"] = ck.boolean(t["allow_forks"], "trust.allow_forks")
     return Trust(**{**asdict_shallow(base), **tkw})
 
 
 def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
-    e = ck.mapping(raw, "evaluation", allowed=("seeds", "time_budget_s", "timeout_s"))
+    e = ck.mapping(raw, "evaluation", allowed=("seeds", "time_budget_s", "timeout_s", "memory_limit_gb",
+                                               "process_limit", "cpu_limit_s", "scratch_limit_gb"))
     ekw: dict[str, Any] = {}
     if "seeds" in e:
         ekw["seeds"] = ck.integer(e["seeds"], "evaluation.seeds", minimum=1, maximum=100)
@@ -413,6 +484,11 @@ def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
         ekw["time_budget_s"] = ck.number(e["time_budget_s"], "evaluation.time_budget_s", minimum=0, exclusive_minimum=True)
     if "timeout_s" in e:
         ekw["timeout_s"] = ck.number(e["timeout_s"], "evaluation.timeout_s", minimum=0, exclusive_minimum=True)
+    for key in ("memory_limit_gb", "cpu_limit_s", "scratch_limit_gb"):  # null: the default (evaluate.limits)
+        if e.get(key) is not None:
+            ekw[key] = ck.number(e[key], f"evaluation.{key}", minimum=0, exclusive_minimum=True)
+    if e.get("process_limit") is not None:
+        ekw["process_limit"] = ck.integer(e["process_limit"], "evaluation.process_limit", minimum=16)
     ev = Evaluation(**{**asdict_shallow(base), **ekw})
     if ev.timeout_s < ev.time_budget_s:
         ck.fail("evaluation.timeout_s", f"must be at least evaluation.time_budget_s ({ev.time_budget_s:g}), got {ev.timeout_s:g}")
@@ -444,3 +520,31 @@ def load_policy(path: str | Path | None = None) -> Policy:
         raise KforgeError("policy file not found", path=p,
                           hint="pass a YAML file, or one of the shipped policies: " + ", ".join(shipped_policies()))
     return parse_policy(load_yaml_file(p), p)
+
+
+def load_policy_from_base(repo: str | Path, rev: str, path: str | Path | None) -> Policy:
+    """The policy as the trusted commit `rev` (the base) has it. A policy file inside the checkout `repo` is read
+    from `rev` with git, never from the working tree, which holds the pull request being judged: a pull request
+    cannot bring its own thresholds, trust or isolation. A file outside the checkout (the runner's own) and the
+    shipped policies are read as they are."""
+    from kforge_bot import gitops  # not at the top: `check` and the workers never read a policy through git
+
+    if path is None:
+        return load_policy(None)
+    top = Path(repo).resolve()
+    given = Path(os.path.abspath(path))  # not resolved: a symbolic link in the working tree is the head's
+    rel: str | None = None
+    for candidate in (given, given.parent.resolve() / given.name):
+        if candidate.is_relative_to(top):
+            rel = candidate.relative_to(top).as_posix()
+            break
+    if rel is None:
+        return load_policy(path)
+    text = gitops.read_file_at(top, rev, rel)
+    if text is None:
+        if "/" not in rel and Path(rel).suffix == "" and rel in shipped_policies():  # `strict`, named as the action does
+            return load_policy(rel)
+        raise KforgeError(f"policy file {rel} is not in the base commit {rev[:12]}", path=top,
+                          hint="commit the policy to the base branch first: a pull request cannot bring its own")
+    label = f"{rel} (base {rev[:12]})"
+    return parse_policy(load_yaml_text(text, label), label)

@@ -17,6 +17,7 @@ def json_schema() -> dict[str, Any]:
     split up, it would no longer read as the file it describes."""
     d = Policy()
     pos = {"type": "number", "exclusiveMinimum": 0}
+    optional_pos = {"type": ["number", "null"], "exclusiveMinimum": 0}  # null: the default
     glob = {"type": "string", "minLength": 1, "not": {"pattern": r"^/|(^|/)\.\.(/|$)"}}
     number01 = {"type": "number", "minimum": 0, "maximum": 1}
     threshold = {"oneOf": [number01, {"type": "object", "additionalProperties": False, "minProperties": 1,
@@ -55,11 +56,22 @@ def json_schema() -> dict[str, Any]:
                         "type": "object", "additionalProperties": False,
                         "anyOf": [{"required": ["path"]}, {"required": ["kernel"]}],
                         "allOf": [{"anyOf": [{"required": ["threshold"]}, {"required": ["confidence"]},
-                                             {"required": ["skip"]}]}],
+                                             {"required": ["skip"]}, {"required": ["shape_sets"]}]}],
                         "properties": {
                             "path": glob, "kernel": {"type": "string", "minLength": 1},
                             "threshold": threshold, "confidence": confidence,
                             "skip": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1},
+                            "shape_sets": {
+                                "type": "object", "minProperties": 1, "propertyNames": {"pattern": "^[0-9]+$"},
+                                "description": "Per shape set (its index in the kernel's shapes, from 0): its own "
+                                               "threshold, or informational (reported, never a regression).",
+                                "additionalProperties": {
+                                    "type": "object", "additionalProperties": False,
+                                    "anyOf": [{"required": ["threshold"]},
+                                              {"required": ["informational"],
+                                               "properties": {"informational": {"const": True}}}],
+                                    "properties": {"threshold": threshold, "informational": {"type": "boolean"},
+                                                   "reason": {"type": "string", "minLength": 1}}}},
                         }}},
                 }},
             "budgets": {
@@ -81,19 +93,29 @@ def json_schema() -> dict[str, Any]:
                                              "default": list(d.trust.allowed_associations)},
                     "trigger_label": {"type": "string", "minLength": 1, "maxLength": 50, "default": d.trust.trigger_label},
                     "allow_forks": {"type": "boolean", "default": d.trust.allow_forks},
+                    "spec_change_label": {"type": "string", "minLength": 1, "maxLength": 50,
+                                          "default": d.trust.spec_change_label},
                 }},
             "languages": {"type": "array", "minItems": 1, "items": {"enum": [*LANGUAGES, *LANGUAGE_ALIASES]},
                           "default": list(d.languages)},
             "allow_framework_fallback": {"type": "boolean", "default": d.allow_framework_fallback},
             "isolation": {"enum": list(ISOLATION_MODES),
-                          "description": "the OS sandbox for user code; unset: required for gate and pr in "
-                                         "GitHub Actions, else preferred"},
+                          "description": "the OS sandbox for user code; gate and pr in GitHub Actions: always "
+                                         "required; elsewhere unset means preferred"},
             "evaluation": {
                 "type": "object", "additionalProperties": False,
                 "properties": {
                     "seeds": {"type": "integer", "minimum": 1, "maximum": 100, "default": d.evaluation.seeds},
                     "time_budget_s": {**pos, "default": d.evaluation.time_budget_s},
                     "timeout_s": {**pos, "default": d.evaluation.timeout_s},
+                    "memory_limit_gb": {**optional_pos, "description": "each worker process's address space "
+                                        "(RLIMIT_AS); unset: half the machine's on cpu and mps, none on GPUs"},
+                    "process_limit": {"type": ["integer", "null"], "minimum": 16,
+                                      "description": "processes and threads in one sandbox; unset: 4096"},
+                    "cpu_limit_s": {**optional_pos, "description": "CPU seconds per worker process; unset: "
+                                                                   "timeout_s x cores"},
+                    "scratch_limit_gb": {**optional_pos, "description": "a worker's scratch folder, any one file, "
+                                         "each private tmpfs; unset: half the scratch file system, at most 64"},
                 }},
         },
     }

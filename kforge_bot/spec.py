@@ -36,18 +36,25 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.yamlcheck import did_you_mean
+from kforge_bot.yamlcheck import did_you_mean, load_yaml_file
 
 MANIFEST_NAME = "kforge.yaml"
 LANGUAGES = ("triton", "cuda", "cpp", "c", "torch", "sycl")  # the one vocabulary: manifests and policies
 LANGUAGE_ALIASES = {"pytorch": "torch"}  # old spellings, still accepted
 TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")  # the device kinds: the one list every module uses
 DEFAULT_SEEDS = 3
+# A kernel's name reaches branch names, log lines, annotations and PR text: letters, digits and ._- only, so
+# that no name can carry a newline, a workflow command (`::error`) or Markdown.
+KERNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MAX_MANIFEST_KERNELS = 256
+MAX_SHAPE_SETS = 64
+MAX_SOURCE_BYTES = 8 << 20  # a kernel, reference or inputs file
 
 
 @dataclass(frozen=True)
@@ -170,6 +177,8 @@ class KernelSpec:
 
 def _read(path: Path) -> str:
     try:
+        if path.stat().st_size > MAX_SOURCE_BYTES:
+            raise KforgeError(f"larger than {MAX_SOURCE_BYTES >> 20} MiB: not read as a kernel source", path=path)
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise KforgeError("file not found", path=path) from None
@@ -222,15 +231,16 @@ def kernel_implementation(spec: KernelSpec) -> Implementation:
     """The code a kernel is, as written: the manifest's entry, or a KernelBench file's ModelNew (Model when
     the file has no ModelNew). The one place that decides which class of a KernelBench file is the kernel."""
     if spec.format == "kernelbench":
-        symbol = "ModelNew" if defines(spec.reference.source, "ModelNew") else "Model"
-        return replace(spec.reference, symbol=symbol)
+        # The baseline, not the reference: a head kernel judged under the base's test keeps its own file there.
+        symbol = "ModelNew" if defines(spec.baseline.source, "ModelNew") else "Model"
+        return replace(spec.baseline, symbol=symbol)
     return spec.baseline
 
 
 def has_own_reference(spec: KernelSpec) -> bool:
     """Whether the spec names an oracle other than the kernel itself."""
     if spec.format == "kernelbench":
-        return defines(spec.reference.source, "ModelNew")
+        return defines(spec.baseline.source, "ModelNew")
     return spec.reference != spec.baseline
 
 
@@ -293,15 +303,30 @@ def find_manifest(start: str | Path) -> Path | None:
     return None
 
 
-def _load_yaml(path: Path) -> Any:
-    import yaml  # not at the top: workers import this module (through targets) and never read YAML
+def check_kernel_name(name: Any, manifest: Path) -> str:
+    """A manifest's kernel name, or a one-line error that quotes it escaped (it may hold a newline)."""
+    if not isinstance(name, str) or not KERNEL_NAME_RE.fullmatch(name):
+        shown = ascii(name) if len(ascii(name)) <= 40 else ascii(name)[:37] + "..."
+        raise KforgeError(f"kernels: kernel name {shown} is not allowed", path=manifest,
+                          hint="use letters, digits, '.', '_' and '-' (at most 64, starting with a letter or digit)")
+    return name
 
-    try:
-        return yaml.safe_load(_read(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise KforgeError(f"{where}invalid YAML: {getattr(exc, 'problem', exc)}", path=path) from None
+
+def inside(rel: Any, root: Path, boundary: Path, key: str, manifest: Path) -> Path:
+    """`rel` (a path a manifest names, relative to `root`) resolved, symlinks included, and checked to lie inside
+    `boundary` (the checkout): the bot reads these files on the host, outside any sandbox."""
+    text = str(rel)
+    if not text.isprintable():  # a NUL or a newline is no file name a manifest should hold
+        raise KforgeError(f"{key}: {ascii(text)} is not a file name in the checkout", path=manifest,
+                          hint="write the path out plainly")
+    if not text or text.startswith(("/", "~", "\\")) or Path(text).is_absolute():
+        raise KforgeError(f"{key}: {ascii(text)} must be a path relative to the manifest, inside the checkout",
+                          path=manifest, hint="remove the leading '/' or '~'")
+    resolved = (root / text).resolve()
+    if not resolved.is_relative_to(boundary.resolve()):
+        raise KforgeError(f"{key}: {ascii(text)} resolves outside the checkout (a '..' or a symbolic link)",
+                          path=manifest, hint="keep kernels, references and inputs inside the repository")
+    return resolved
 
 
 def _ref(value: Any, key: str, path: Path, default_file: str) -> tuple[str, str]:
@@ -316,9 +341,9 @@ def _ref(value: Any, key: str, path: Path, default_file: str) -> tuple[str, str]
     return file_part, symbol
 
 
-def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path,
+def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path, boundary: Path,
                     file_key: str | None = None, paths: tuple[str, ...] = ()) -> Implementation:
-    file_path = (root / rel).resolve()
+    file_path = inside(rel, root, boundary, file_key or key, manifest)
     if not file_path.is_file():
         raise KforgeError(f"{file_key or key}: file {rel!r} does not exist", path=manifest,
                           hint="paths are relative to the manifest's directory")
@@ -333,7 +358,7 @@ _KERNEL_KEYS = {"file", "entry", "reference", "inputs", "shapes", "init", "toler
                 "import_roots", "outputs", "inplace", "backward"}
 
 
-def _import_roots(value: Any, where: str, root: Path, manifest: Path) -> tuple[str, ...]:
+def _import_roots(value: Any, where: str, root: Path, manifest: Path, boundary: Path) -> tuple[str, ...]:
     """`import_roots:` folders (relative to the manifest's) that go on sys.path: a src/ layout's `src`."""
     if value is None:
         return ()
@@ -341,7 +366,7 @@ def _import_roots(value: Any, where: str, root: Path, manifest: Path) -> tuple[s
         raise KforgeError(f"{where}.import_roots: expected a list of folders, got {value!r}", path=manifest,
                           hint="e.g. import_roots: [src], relative to the manifest's directory")
     for folder in value:
-        if Path(folder).is_absolute() or not (root / folder).is_dir():
+        if Path(folder).is_absolute() or not inside(folder, root, boundary, f"{where}.import_roots", manifest).is_dir():
             raise KforgeError(f"{where}.import_roots: {folder!r} is not a folder below the manifest's directory",
                               path=manifest, hint="give folders relative to the manifest's directory, e.g. [src]")
     return tuple(str(Path(v)) for v in value)
@@ -362,18 +387,18 @@ def module_name(rel: str, roots: list[Path], root: Path) -> str | None:
     return None
 
 
-def _module_file(module: str, roots: list[Path], root: Path) -> str | None:
+def _module_file(module: str, roots: list[Path], root: Path, boundary: Path) -> str | None:
     """The file (relative to the manifest's folder) a dotted module name resolves to under the import roots."""
     for folder in roots:
         base = folder.resolve().joinpath(*module.split("."))
         for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            if candidate.is_file() and candidate.resolve().is_relative_to(root.resolve()):
+            if candidate.is_file() and candidate.resolve().is_relative_to(boundary.resolve()):
                 return os.path.relpath(candidate.resolve(), root.resolve())
     return None
 
 
 def _entry(value: Any, where: str, kernel_file: str, roots: list[Path], root: Path,
-           manifest: Path) -> tuple[str, str]:
+           manifest: Path, boundary: Path) -> tuple[str, str]:
     """(file relative to the manifest's folder, symbol) the entry names: a bare name in `file`, a
     `path/to/launcher.py:fn`, or a module's callable (`pkg.mod:fn` or `pkg.mod.fn`)."""
     if not isinstance(value, str) or not value.strip():
@@ -388,7 +413,7 @@ def _entry(value: Any, where: str, kernel_file: str, roots: list[Path], root: Pa
     if not module or not symbol.isidentifier() or not all(p.isidentifier() for p in module.split(".")):
         raise KforgeError(f"{where}.entry: expected a name in `file`, 'path/to/launcher.py:fn' or 'pkg.module:fn', "
                           f"got {value!r}", path=manifest)
-    found = _module_file(module, roots, root)
+    found = _module_file(module, roots, root, boundary)
     if found is None:
         raise KforgeError(f"{where}.entry: module {module!r} is no file below the manifest's folder or its "
                           "import_roots", path=manifest,
@@ -467,7 +492,9 @@ def _backward(value: Any, where: str, manifest: Path) -> tuple[tuple[int | str, 
     return inputs, {"launcher": launcher, "args": list(args), "returns": None if returns is None else list(returns)}
 
 
-def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> KernelSpec:
+def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary: Path | None = None) -> KernelSpec:
+    check_kernel_name(name, manifest)
+    boundary = root if boundary is None else boundary
     where = f"kernels.{name}"
     if not isinstance(entry, dict):
         raise KforgeError(f"{where}: expected a mapping of settings, got {type(entry).__name__}", path=manifest)
@@ -482,16 +509,17 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
     kernel_file = entry["file"]
     if not isinstance(kernel_file, str) or not kernel_file.endswith(".py"):
         raise KforgeError(f"{where}.file: expected a path to a .py file, got {kernel_file!r}", path=manifest)
-    import_roots = _import_roots(entry.get("import_roots"), where, root, manifest)
+    import_roots = _import_roots(entry.get("import_roots"), where, root, manifest, boundary)
     roots = [root / r for r in import_roots] + [root]
     paths = tuple(str((root / r).resolve()) for r in import_roots)
-    entry_file, symbol = _entry(entry["entry"], where, kernel_file, roots, root, manifest)
-    if not (root / kernel_file).is_file():
+    entry_file, symbol = _entry(entry["entry"], where, kernel_file, roots, root, manifest, boundary)
+    kernel_path = inside(kernel_file, root, boundary, f"{where}.file", manifest)
+    if not kernel_path.is_file():
         raise KforgeError(f"{where}.file: file {kernel_file!r} does not exist", path=manifest,
                           hint="paths are relative to the manifest's directory")
     elsewhere = os.path.normpath(entry_file) != os.path.normpath(kernel_file)
-    launcher = _implementation(root, entry_file, symbol, f"{where}.entry", manifest, file_key=f"{where}.file",
-                               paths=paths)
+    launcher = _implementation(root, entry_file, symbol, f"{where}.entry", manifest, boundary,
+                               file_key=f"{where}.file", paths=paths)
     kernel = launcher
     if elsewhere or import_roots:
         # The kernel is imported as a module of its package (a launcher, or the package itself, imports it by name).
@@ -501,18 +529,20 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
             raise KforgeError(f"{where}: {kernel_file if module is None else entry_file} has no module name below "
                               "the manifest's folder or its import_roots", path=manifest,
                               hint="every folder on the way must be a Python identifier")
-        source = _read((root / kernel_file).resolve())
+        source = _read(kernel_path)
         kernel = Implementation(source=source, symbol=symbol, filename=Path(kernel_file).name, root=str(root),
                                 module=module, entry_module="" if entry_module == module else entry_module,
                                 paths=paths)
 
     if "reference" in entry:
         ref_file, ref_symbol = _ref(entry["reference"], f"{where}.reference", manifest, kernel_file)
-        reference = _implementation(root, ref_file, ref_symbol, f"{where}.reference", manifest, paths=paths)
+        reference = _implementation(root, ref_file, ref_symbol, f"{where}.reference", manifest, boundary,
+                                    paths=paths)
     else:
         reference = kernel
     inputs_file, inputs_symbol = _ref(entry["inputs"], f"{where}.inputs", manifest, kernel_file)
-    inputs_source = _implementation(root, inputs_file, inputs_symbol, f"{where}.inputs", manifest, paths=paths)
+    inputs_source = _implementation(root, inputs_file, inputs_symbol, f"{where}.inputs", manifest, boundary,
+                                    paths=paths)
     outputs = None if entry.get("outputs") is None else \
         _selection(entry["outputs"], "outputs", where, manifest, allow_empty=bool(entry.get("inplace")))
     inplace = () if entry.get("inplace") is None else \
@@ -529,6 +559,8 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
     if not isinstance(shapes, list) or not shapes or not all(isinstance(s, dict) for s in shapes):
         raise KforgeError(f"{where}.shapes: expected a non-empty list of mappings (keyword arguments for "
                           f"the inputs callable)", path=manifest)
+    if len(shapes) > MAX_SHAPE_SETS:
+        raise KforgeError(f"{where}.shapes: {len(shapes)} shape sets, at most {MAX_SHAPE_SETS}", path=manifest)
     init = entry.get("init")
     init = {} if init is None else init  # `init:` with no value means none; `init: []` is a mistake
     if not isinstance(init, dict):
@@ -578,18 +610,20 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path) -> Kerne
     )
 
 
-def load_manifest_entry(manifest: str | Path, name: str, entry: Any) -> KernelSpec:
+def load_manifest_entry(manifest: str | Path, name: str, entry: Any, boundary: Path | None = None) -> KernelSpec:
     """One kernel of a manifest from its raw `kernels.<name>` entry, validated on its own: a caller
     that must keep a manifest's good kernels when another one is broken (the regression gate) loads
-    each entry with this, where `load_manifest` stops at the first error."""
+    each entry with this, where `load_manifest` stops at the first error. Its files must lie inside
+    `boundary` (default: the manifest's folder)."""
     path = Path(manifest).resolve()
-    return _manifest_kernel(str(name), entry, path.parent, path)
+    return _manifest_kernel(name, entry, path.parent, path, boundary)
 
 
-def load_manifest(path: str | Path) -> dict[str, KernelSpec]:
-    """All kernels of one kforge.yaml, by name."""
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """A kforge.yaml's parsed data, its shape checked (the `kernels:` mapping, its size, its names); its entries
+    are checked one by one by `load_manifest_entry`."""
     path = Path(path).resolve()
-    data = _load_yaml(path)
+    data = load_yaml_file(path)
     if not isinstance(data, dict) or not isinstance(data.get("kernels"), dict) or not data["kernels"]:
         raise KforgeError("expected a top-level 'kernels:' mapping of kernel names to settings", path=path,
                           hint="see the README's kforge.yaml section")
@@ -600,7 +634,19 @@ def load_manifest(path: str | Path) -> dict[str, KernelSpec]:
     if data.get("version", 1) != 1:
         raise KforgeError(f"version: unsupported manifest version {data['version']!r}", path=path,
                           hint="this kforge-bot reads version 1")
-    return {str(name): _manifest_kernel(str(name), entry, path.parent, path) for name, entry in data["kernels"].items()}
+    if len(data["kernels"]) > MAX_MANIFEST_KERNELS:
+        raise KforgeError(f"kernels: {len(data['kernels'])} kernels, at most {MAX_MANIFEST_KERNELS} in one manifest",
+                          path=path, hint="split them over manifests in subfolders")
+    for name in data["kernels"]:
+        check_kernel_name(name, path)
+    return data
+
+
+def load_manifest(path: str | Path, boundary: Path | None = None) -> dict[str, KernelSpec]:
+    """All kernels of one kforge.yaml, by name; their files must lie inside `boundary` (default: its folder)."""
+    path = Path(path).resolve()
+    data = read_manifest(path)
+    return {name: _manifest_kernel(name, entry, path.parent, path, boundary) for name, entry in data["kernels"].items()}
 
 
 # ------------------------------------------------------------------------------------------ entry points

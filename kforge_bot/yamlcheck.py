@@ -3,7 +3,10 @@
 Runner facts and policies are read through here so that every mistake in them becomes one
 `KforgeError` line naming the file and the key path (`gate.rules[1].threshold: expected ...`).
 YAML's own leniency is narrowed: duplicate keys are an error (PyYAML silently keeps the last),
-and a boolean never passes for a number (bool is an int in Python).
+a boolean never passes for a number (bool is an int in Python), and anchors and aliases are refused:
+files a pull request can edit (kforge.yaml, policies) must not expand into more than they hold (a
+739-byte file of nested aliases grew past 1.5 GB once the gate walked it). A file over MAX_YAML_BYTES
+is refused before it is parsed.
 """
 
 from __future__ import annotations
@@ -17,8 +20,19 @@ import yaml
 from kforge_bot.errors import KforgeError
 
 
+MAX_YAML_BYTES = 1 << 20  # far above any real manifest or policy; bounds what parsing one can cost
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate mapping keys."""
+    """SafeLoader that rejects duplicate mapping keys, anchors and aliases."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            what = "aliases" if isinstance(event, yaml.AliasEvent) else "anchors"
+            raise yaml.composer.ComposerError(None, None, f"YAML {what} (&name, *name) are not allowed here",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -38,18 +52,27 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 
 
 def load_yaml_text(text: str, path: str | Path) -> Any:
+    if len(text) > MAX_YAML_BYTES:
+        raise KforgeError(f"too large for a configuration file ({len(text)} characters, at most {MAX_YAML_BYTES})",
+                          path=path, hint="split it, or remove what is not configuration")
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:  # PyYAML composes nested collections recursively: `[[[[...` is no configuration
+        raise KforgeError("not valid YAML (nested too deeply)", path=path, hint="flatten it") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise KforgeError(f"not valid YAML ({where}{problem})", path=path, hint="fix the YAML syntax") from None
+        hint = "write the values out" if "are not allowed" in str(problem) else "fix the YAML syntax"
+        raise KforgeError(f"not valid YAML ({where}{problem})", path=path, hint=hint) from None
 
 
 def load_yaml_file(path: str | Path) -> Any:
     p = Path(path)
     try:
+        if p.stat().st_size > MAX_YAML_BYTES:
+            raise KforgeError(f"too large for a configuration file ({p.stat().st_size} bytes, at most "
+                              f"{MAX_YAML_BYTES})", path=p, hint="split it, or remove what is not configuration")
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise KforgeError("file not found", path=p) from None

@@ -201,13 +201,17 @@ def test_action_passes_inputs_as_data_not_code(tmp_path):
     call = json.loads((tmp_path / "cli.json").read_text())
     results = str(runner_temp / "kforge-results" / "results.json")
     reports = str(runner_temp / "kforge-results" / "reports")  # the run reports, for the job's artifact
-    assert call["argv"] == ["pr", "--json", results, "--work-dir", reports, "--policy", "policies/strict.yml", "--target", "b200",
+    policy = os.path.join(tmp_path, "workspace", "policies", "strict.yml")  # named absolutely, read from the base
+    assert call["argv"] == ["pr", "--json", results, "--work-dir", reports, "--policy", policy, "--target", "b200",
                             "--target", "arc-b580", "--model", evil, "--iterations", "3"]
     assert call["env"] == {"GITHUB_TOKEN": "ghs_test", "OPENAI_API_KEY": "sk-test-key",
                            "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
     assert not list(tmp_path.rglob("PWNED*"))
-    # No Python ran from the workspace, where the checkout's json.py, torch.py, pip/ and kforge_bot/ would win.
-    assert str(tmp_path / "workspace") not in (tmp_path / "cwd.log").read_text().split("\n")
+    # No Python ran from the workspace, where the checkout's json.py, torch.py, pip/ and kforge_bot/ would win, nor
+    # from the runner's temp folder, where actions/checkout leaves credentials (issue 28): each from an empty folder.
+    folders = [Path(line) for line in (tmp_path / "cwd.log").read_text().split("\n") if line]
+    assert folders and all(not f.is_relative_to(tmp_path / "workspace") and not f.is_relative_to(runner_temp)
+                           and not any(f.iterdir()) for f in folders), folders
     # No reports were written (the stand-in CLI measured nothing): the output is empty, so no empty artifact.
     assert output.read_text().splitlines() == ["pr-numbers=7,9", f"results-file={results}", "reports-dir="]
     # With torch present, the package is installed with its dependencies, torch left alone.
@@ -276,9 +280,11 @@ def test_example_gate_workflow_shape():
     run = wf["jobs"]["gate"]["steps"][-1]
     assert "gate --repo \"$GITHUB_WORKSPACE\" --base \"$BASE_SHA\" --head \"$HEAD_SHA\"" in run["run"]
     # Every step that runs Python runs it outside the checkout (the current folder leads sys.path).
+    # Nor in the runner's temp folder, where actions/checkout leaves credentials: in a new empty folder.
     for step in wf["jobs"]["gate"]["steps"]:
         if "python" in step.get("run", ""):
-            assert step["working-directory"] == "${{ runner.temp }}", step["name"]
+            assert step["run"].startswith('cd "$(mktemp -d)" && python3 '), step["name"]
+            assert "working-directory" not in step, step["name"]
 
 
 def test_a_policy_file_named_relative_to_the_workspace_is_still_found(tmp_path):

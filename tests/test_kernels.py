@@ -61,3 +61,24 @@ def test_a_manifest_that_does_not_load_raises_when_strict_and_is_noted_otherwise
     found = discover(root, DEFAULT, strict=False, notes=notes)
     assert "a" not in found and "sub/b" in found
     assert notes and "kforge.yaml does not load at this revision" in notes[0]
+
+
+def test_discovery_reads_nothing_outside_the_checkout_and_no_unsafe_name(tmp_path: Path) -> None:
+    """Issue 28, classes 5 and 9: a KernelBench file or a kforge.yaml that is a symbolic link out of the checkout is
+    never read; a file whose path could carry a workflow command or Markdown is skipped with a note."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "problem.py").write_text(KB)
+    repo = tmp_path / "repo"
+    (repo / "kb").mkdir(parents=True)
+    (repo / "kb" / "linked.py").symlink_to(outside / "problem.py")
+    (repo / "kb" / "ok.py").write_text(KB)
+    (repo / "kb" / "x\n::error::y.py").write_text(KB)
+    notes: list[str] = []
+    found = discover(repo, DEFAULT, notes=notes)
+    assert sorted(found) == ["kb/ok.py"]
+    assert notes == ["skipped 'kb/x\\n::error::y.py': a kernel file's path may use letters, digits and ._-/ only"]
+    (outside / "kforge.yaml").write_text("version: 1\nkernels: {}\n")
+    (repo / "kforge.yaml").symlink_to(outside / "kforge.yaml")
+    with pytest.raises(KforgeError, match="a manifest must be a file inside the checkout"):
+        discover(repo, DEFAULT)

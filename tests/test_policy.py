@@ -64,6 +64,12 @@ def _load(tmp_path: Path, text: str) -> pol.Policy:
     ("gate:\n  rules:\n    - path: a\n      thresold: 0.1\n", "gate.rules[0].thresold: unknown key"),
     ("gate:\n  rules:\n    - threshold: 0.1\n", "gate.rules[0]: a rule needs `path`"),
     ("gate:\n  rules:\n    - kernel: x\n", "gate.rules[0]: a rule must set at least one of threshold, confidence, skip"),
+    ("gate:\n  rules:\n    - {kernel: x, shape_sets: {one: {informational: true}}}\n",
+     "gate.rules[0].shape_sets.one: expected a shape set's index (0, 1, ...), got 'one'"),
+    ("gate:\n  rules:\n    - {kernel: x, shape_sets: {0: {reason: why}}}\n",
+     "gate.rules[0].shape_sets.0: a shape set entry sets a threshold or informational: true"),
+    ("gate:\n  rules:\n    - {kernel: x, shape_sets: {0: {treshold: 0.1}}}\n", "gate.rules[0].shape_sets.0.treshold: unknown key"),
+    ("gate:\n  rules:\n    - {kernel: x, shape_sets: [0]}\n", "gate.rules[0].shape_sets: expected a mapping of shape set"),
     ("gate:\n  rules:\n    - {kernel: x, skip: maybe}\n", "gate.rules[0].skip: expected true or false, got 'maybe'"),
     ("gate:\n  rules: {path: x}\n", "gate.rules: expected a list of rules, got a mapping"),
     ("gate: 0.02\n", "gate: expected a mapping, got 0.02"),
@@ -179,6 +185,29 @@ def test_to_dict_round_trips():
         assert pol.parse_policy(yaml.safe_load(yaml.safe_dump(p.to_dict())), "roundtrip") == p
 
 
+def test_shape_sets_of_a_rule_set_their_own_threshold_or_are_informational(tmp_path):
+    p = _load(tmp_path, """
+gate:
+  threshold: {cpu: 0.05}
+  rules:
+    - kernel: mm
+      threshold: 0.10
+      shape_sets:
+        0: {informational: true, reason: "a warm-up size"}
+        2: {threshold: {cpu: 0.30}}
+        3: {threshold: {cuda: 0.01}}
+""")
+    r = p.rule_for("mm", "mm.py", "cpu")
+    assert (r.threshold, r.informational_shapes, r.shape_thresholds) == (0.10, (0,), {2: 0.30, 3: 0.10})
+    assert r.shape_settings() == {"regression_threshold": 0.10, "shape_thresholds": {2: 0.30, 3: 0.10},
+                                  "informational_shapes": (0,)}
+    assert p.rule_for("mm", "mm.py", "cuda").shape_thresholds == {2: 0.10, 3: 0.01}
+    assert p.rule_for("other", "o.py", "cpu").shape_settings() == {"regression_threshold": 0.05,
+                                                                   "shape_thresholds": {}, "informational_shapes": ()}
+    assert pol.parse_policy(yaml.safe_load(yaml.safe_dump(p.to_dict())), "roundtrip") == p
+    assert pol.parse_policy(json.loads(json.dumps(p.to_dict())), "roundtrip") == p  # keys as strings too
+
+
 # --- CLI -------------------------------------------------------------------------------------
 
 
@@ -272,3 +301,45 @@ def test_patience_is_a_count_and_reaches_the_run_rules(tmp_path):
     with pytest.raises(KforgeError) as bad:
         pol.load_policy(path)
     assert "budgets.patience" in str(bad.value) and "\n" not in str(bad.value)
+
+
+# ------------------------------------------------------------------------ the base's policy (issue 28)
+
+
+def test_under_actions_gate_and_pr_are_sandboxed_whatever_the_policy_says():
+    """Class 1: `isolation: required` is a floor under GitHub Actions that no file can lower."""
+    actions = {"GITHUB_ACTIONS": "true"}
+    for mode in ("off", "preferred", None):
+        policy = pol.Policy(isolation=mode)
+        assert policy.isolation_mode("gate", actions) == policy.isolation_mode("pr", actions) == "required"
+    assert pol.Policy(isolation="off").isolation_mode("gate", {}) == "off"  # elsewhere the file decides
+    assert pol.Policy(isolation="off").isolation_mode("check", actions) == "off"  # `check` is a person's command
+    assert pol.Policy().isolation_mode("pr", {}) == "preferred"
+
+
+def test_a_policy_in_the_checkout_is_read_from_the_base_commit(tmp_path):
+    """Class 1: the working tree holds the pull request; the policy the gate and the bot use is the base's."""
+    from fakes.gitrepos import commit_all, git
+
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "policy.yml").write_text("min_speedup: 1.5\n")
+    base = commit_all(tmp_path, "base")
+    (tmp_path / "policy.yml").write_text('min_speedup: 1.0\nisolation: "off"\n')  # the head's, not committed even
+    got = pol.load_policy_from_base(tmp_path, base, tmp_path / "policy.yml")
+    assert got.min_speedup == 1.5 and got.isolation is None and got.source == f"policy.yml (base {base[:12]})"
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "new.yml").write_text("min_speedup: 1.0\n")
+    with pytest.raises(KforgeError, match=r"policy file sub/new.yml is not in the base commit"):
+        pol.load_policy_from_base(tmp_path, base, tmp_path / "sub" / "new.yml")
+    outside = tmp_path.parent / f"{tmp_path.name}-runner.yml"  # the runner's own file, outside the checkout
+    outside.write_text("min_speedup: 2.0\n")
+    assert pol.load_policy_from_base(tmp_path, base, outside).min_speedup == 2.0
+    assert pol.load_policy_from_base(tmp_path, base, "strict").isolation == "required"  # a shipped policy
+    assert pol.load_policy_from_base(tmp_path, base, None) == pol.load_policy(None)
+
+
+def test_yaml_anchors_in_a_policy_are_refused(tmp_path):
+    path = tmp_path / "p.yml"
+    path.write_text("gate: &g {confidence: 0.9}\nevaluation: {seeds: 2}\n")
+    with pytest.raises(KforgeError, match=r"p.yml: not valid YAML \(line 1, column 7: YAML anchors"):
+        pol.load_policy(path)

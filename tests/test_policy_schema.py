@@ -28,6 +28,8 @@ VALID_DOCS = [
     {"gate": {"threshold": {"cpu": 0.1}, "require_all_targets": True,
               "rules": [{"kernel": "x", "threshold": {"cuda": 0.05, "mps": 0.1}}]}},
     {"trust": {"allowed_associations": ["OWNER"], "allow_forks": True}, "languages": ["sycl"]},
+    {"gate": {"rules": [{"kernel": "mm", "shape_sets": {"0": {"informational": True, "reason": "warm-up"},
+                                                        "2": {"threshold": {"cpu": 0.2}}}}]}},
 ]
 INVALID_DOCS = [
     {"gate": {"threshold": "fast"}},
@@ -46,6 +48,11 @@ INVALID_DOCS = [
     {"unknown": 1},
     {"kernel_paths": ["/abs"]},
     {"allow_framework_fallback": "no"},
+    {"gate": {"rules": [{"kernel": "mm", "shape_sets": {"first": {"informational": True}}}]}},
+    {"gate": {"rules": [{"kernel": "mm", "shape_sets": {"0": {"reason": "says nothing"}}}]}},
+    {"gate": {"rules": [{"kernel": "mm", "shape_sets": {"0": {"informational": False}}}]}},
+    {"gate": {"rules": [{"kernel": "mm", "shape_sets": {"0": {"threshold": 2}}}]}},
+    {"gate": {"rules": [{"kernel": "mm", "shape_sets": {}}]}},
 ]
 
 

@@ -176,7 +176,11 @@ def _one_line(info: pytest.ExceptionInfo[KforgeError], *needles: str) -> None:
 
 
 def _write(root: Path, kernels: object, extra: str = "", raw: str | None = None) -> Path:
+    import json
+
     import yaml
+
+    kernels = json.loads(json.dumps(kernels))  # no shared objects: the dump would write them as YAML aliases
 
     (root / "k.py").write_text(KERNEL)
     (root / "ref.py").write_text(REFERENCE)
@@ -189,7 +193,7 @@ GOOD = {"file": "k.py", "entry": "double", "inputs": "make_inputs"}
 
 MALFORMED = [
     # (id, kernel settings or raw text, words the one-line error must contain)
-    ("bad-yaml", "kernels:\n  k: {file: k.py\n", ["invalid YAML", "line"]),
+    ("bad-yaml", "kernels:\n  k: {file: k.py\n", ["not valid YAML", "line"]),
     ("empty-file", "", ["kernels:"]),
     ("kernels-not-mapping", "kernels: [a, b]\n", ["kernels:"]),
     ("unknown-top-level", "version: 1\nkernal: {}\nkernels: {k: {file: k.py, entry: double, inputs: make_inputs}}\n",
@@ -371,3 +375,60 @@ def test_a_src_layout_kernel_with_its_launcher_elsewhere_loads_with_module_names
     assert specs["rms_norm_launchers"].backward_launcher == {
         "launcher": "rms_norm_backward", "args": ["grad.0", "input.X", "input.W", "output.2"], "returns": None}
     assert KernelSpec.from_dict(json.loads(json.dumps(swiglu.to_dict()))) == swiglu
+
+
+# ------------------------------------------------------------------- paths, names and sizes (issue 28)
+
+
+@pytest.mark.parametrize("key,value", [
+    ("file", "/tmp/k.py"), ("file", "~/k.py"), ("reference", "../outside.py:reference"),
+    ("inputs", "/tmp/x.py:make_inputs"), ("file", "k\0.py")])
+def test_a_path_outside_the_checkout_is_one_line_naming_the_key(tmp_path: Path, key: str, value: str) -> None:
+    """Class 5: an absolute path, `~` or `..`: never read, one line naming the key."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (tmp_path / "outside.py").write_text(REFERENCE)
+    manifest = _write(repo, {"k": {**GOOD, key: value}})
+    with pytest.raises(KforgeError) as info:
+        load_manifest(manifest)
+    _one_line(info, "kforge.yaml", f"kernels.k.{key}: ", "the checkout")
+
+
+def test_a_symbolic_link_out_of_the_checkout_is_refused_and_one_inside_is_read(tmp_path: Path) -> None:
+    """Class 5: symbolic links are resolved before the check: a committed `.py` link to a file outside is refused."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    secret = tmp_path / "secret.py"
+    secret.write_text(KERNEL.replace("def ", "TOKEN = 'canary'\n\n\ndef ", 1))
+    manifest = _write(repo, {"k": {**GOOD, "file": "link.py"}})
+    (repo / "link.py").symlink_to(secret)
+    with pytest.raises(KforgeError) as info:
+        load_manifest(manifest)
+    _one_line(info, "kernels.k.file: 'link.py' resolves outside the checkout")
+    assert "canary" not in str(info.value)
+    (repo / "link.py").unlink()
+    (repo / "link.py").symlink_to(repo / "k.py")  # inside: fine
+    assert load_manifest(manifest)["k"].baseline.source == KERNEL
+    sub = repo / "sub"
+    sub.mkdir()
+    (sub / "kforge.yaml").write_text("kernels:\n  k: {file: ../k.py, entry: double, inputs: make_inputs}\n")
+    with pytest.raises(KforgeError):
+        load_manifest(sub / "kforge.yaml")  # alone, a manifest's boundary is its folder
+    assert load_manifest(sub / "kforge.yaml", boundary=repo)["k"].name == "k"  # the checkout's, as the gate reads it
+
+
+@pytest.mark.parametrize("name", ["k\n::error::pwned", "a b", "-dash", "x" * 65, "k`", "k]("])
+def test_kernel_names_are_held_to_a_safe_charset(tmp_path: Path, name: str) -> None:
+    """Class 9: a kernel's name reaches logs, annotations, branch names and PR text."""
+    with pytest.raises(KforgeError) as info:
+        load_manifest(_write(tmp_path, {name: GOOD}))
+    _one_line(info, "kernels: kernel name", "not allowed", "letters, digits")
+    assert "\n" not in str(info.value) and "::error" not in str(info.value).replace("\\n::error", "")
+
+
+def test_counts_are_capped(tmp_path: Path) -> None:
+    """Class 8: sizes and counts of what a manifest asks for are bounded."""
+    with pytest.raises(KforgeError, match=r"kernels: 257 kernels, at most 256"):
+        load_manifest(_write(tmp_path, {f"k{i}": GOOD for i in range(257)}))
+    with pytest.raises(KforgeError, match=r"kernels.k.shapes: 65 shape sets, at most 64"):
+        load_manifest(_write(tmp_path, {"k": {**GOOD, "shapes": [{}] * 65}}))

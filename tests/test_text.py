@@ -24,3 +24,47 @@ def test_clip_cuts_to_the_limit_with_one_ellipsis_character() -> None:
 def test_markdown_cell_escapes_what_would_break_a_table_row() -> None:
     assert markdown_cell("a|b\\c\nd") == "a\\|b\\\\c d"
     assert markdown_cell(1.5) == "1.5"
+
+
+# ---------------------------------------------------------------- what a pull request wrote (issue 28, class 9)
+
+
+def test_no_line_becomes_a_workflow_command() -> None:
+    import io
+
+    from kforge_bot.text import WorkflowCommandGuard, no_workflow_commands, workflow_command
+
+    hostile = "ok\n::error::a\n  ::add-mask::b\r::stop-commands::c\nmid ::fine\nx ##[error]v1\n"
+    safe = no_workflow_commands(hostile)
+    lines = safe.replace("\r", "\n").split("\n")
+    assert not any(line.lstrip().startswith("::") for line in lines) and "##[" not in safe
+    assert safe.replace("\u200b", "") == hostile  # the text reads the same
+    out = io.StringIO()
+    guard = WorkflowCommandGuard(out)
+    for piece in ("a\n", ":", ":error", "::x\n", "b ##", "[error]\n", "progress "):  # split anywhere, flushed anywhere
+        guard.write(piece)
+        guard.flush()
+    guard.write("::fine\n")  # mid-line: no command
+    guard.command("::error file=k.py::the bot's own ##[annotation]")
+    guard.write("  ::x")
+    guard.finish()
+    lines = out.getvalue().split("\n")
+    assert lines[-2] == "::error file=k.py::the bot's own #\u200b#[annotation]"
+    assert [l for l in lines if l.lstrip().startswith("::")] == [lines[-2]] and "##[" not in out.getvalue()
+    assert out.getvalue().replace("\u200b", "").startswith("a\n::error::x\nb ##[error]\nprogress ::fine\n")
+    try:
+        guard.write(b"bytes")  # type: ignore[arg-type]
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("the guard took bytes")
+    assert not hasattr(guard, "buffer")  # no way around it through the binary stream
+
+
+def test_code_span_and_markdown_text_render_nothing_live() -> None:
+    from kforge_bot.text import code_span, markdown_text
+
+    assert code_span("a `b` c") == "``a `b` c``" and code_span("`x") == "`` `x ``"
+    assert markdown_text("0.01, 3 seeds (by dtype)") == "0.01, 3 seeds (by dtype)"  # plain text stays plain
+    for hostile in ("![x](https://e.example/t.png)", "@team", "<img src=x>", "see https://e.example", "*bold*"):
+        assert markdown_text(hostile) == code_span(hostile)

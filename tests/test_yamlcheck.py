@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.yamlcheck import Checker, did_you_mean, load_yaml_file, load_yaml_text
+from kforge_bot.yamlcheck import MAX_YAML_BYTES, Checker, did_you_mean, load_yaml_file, load_yaml_text
 
 
 def test_a_duplicate_key_is_an_error_naming_the_file_and_line() -> None:
@@ -45,3 +45,27 @@ def test_the_checker_names_the_key_path_and_what_it_expected() -> None:
         check.number(True, "threshold", minimum=0, exclusive_minimum=True)
     with pytest.raises(KforgeError, match=r"targets\[1\]: expected one of cpu, cuda, got 'tpu'"):
         check.string_list(["cpu", "tpu"], "targets", choices=["cpu", "cuda"])
+
+
+def test_anchors_aliases_and_size_are_bounded(tmp_path: Path) -> None:
+    """Class 8 (issue 28): a 739-byte file of nested aliases drove the gate past 1.5 GB once it was walked. Anchors
+    and aliases are refused as they are parsed, before anything is built from them; so is a file over the cap."""
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    bomb = tmp_path / "kforge.yaml"
+    bomb.write_text("\n".join(levels) + "\n")
+    assert len(bomb.read_bytes()) < 800  # expands to 9**9 (387 million) strings when walked
+    with pytest.raises(KforgeError) as caught:
+        load_yaml_file(bomb)
+    assert "YAML anchors (&name, *name) are not allowed" in str(caught.value) and "line 1" in str(caught.value)
+    with pytest.raises(KforgeError, match="YAML aliases"):
+        load_yaml_text("a: [1]\nb: *a\n", "x.yml")  # an alias whose anchor is missing is refused the same way
+    big = tmp_path / "big.yml"
+    big.write_text("a: " + "x" * (MAX_YAML_BYTES + 1) + "\n")
+    with pytest.raises(KforgeError, match="too large for a configuration file"):
+        load_yaml_file(big)
+
+
+def test_deep_nesting_is_one_line_not_a_crash() -> None:
+    with pytest.raises(KforgeError, match="nested too deeply"):
+        load_yaml_text("kernels: " + "[" * 5000, "kforge.yaml")

@@ -3,8 +3,10 @@
 Pure functions of plain data (`KernelOutcome`, JSON-friendly), following EVIDENCE.md: short at the
 top (one claim sentence and a table), complete below (<details> sections for correctness, profile,
 how it was found, reproduce), a hidden marker at the end. Every claim is derived from the data;
-missing data is shown as "n/a", never filled in. Text that came from a model is kept from pinging
-people (@mentions are broken) and code goes in fences longer than any backtick run inside it.
+missing data is shown as "n/a", never filled in. Text that a pull request, a kernel or a model wrote (names,
+reasons, values, a model's notes) goes in code spans (`kforge_bot.text.code_span`), so it renders no link,
+image, mention or HTML; code goes in fences longer than any backtick run inside it. Nothing here names the
+runner: no endpoint URL, no runner path (the run's reports are linked as the workflow run's artifacts).
 GitHub caps a PR body or comment at 65536 characters: long sections are cut, saying so.
 """
 
@@ -15,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kforge_bot.text import clip, markdown_cell
+from kforge_bot.text import clip, code_span, markdown_cell, markdown_text
 
 NA = "n/a"
 MAX_BODY = 65536
@@ -39,6 +41,8 @@ class TargetRow:
     correct: bool | None = None
     target_kind: str | None = None  # cuda | xpu | cpu | mps, for the reproduce command
     device_name: str | None = None
+    # Each shape set (kforge_bot.evaluate.shapes.ShapeSpeedup.to_dict): the speedup is their geometric mean.
+    shapes: tuple[Mapping[str, Any], ...] = ()
     # A kernel with a backward: {direction: {"speedup", "speedup_ci"}} for forward, backward and forward+backward
     # (the row's speedup is forward+backward's).
     directions: Mapping[str, Any] = field(default_factory=dict)
@@ -67,10 +71,15 @@ class KernelOutcome:
     skip_reason: str | None = None  # why no follow-up PR: no improvement, not trusted, skipped by policy, ...
     branch: str | None = None
     candidate_path: str | None = None  # where the candidate lives on `branch` (default: `file`)
+    # How the kernel was judged when not simply by the base's test: new in the PR (its own), or a change to its test
+    # (spec-changed: `spec_blocked` until a maintainer's label approves it).
+    spec_note: str | None = None
+    spec_blocked: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["targets"] = [{**asdict(t), "runner_labels": list(t.runner_labels)} for t in self.targets]
+        data["targets"] = [{**asdict(t), "runner_labels": list(t.runner_labels), "shapes": [dict(x) for x in t.shapes]}
+                           for t in self.targets]
         data["correctness"] = dict(self.correctness)
         data["how_found"] = dict(self.how_found)
         return data
@@ -82,7 +91,8 @@ class KernelOutcome:
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["targets"] = tuple(
             TargetRow(**{**{k: v for k, v in row.items() if k in row_known},
-                         "runner_labels": tuple(row.get("runner_labels") or ())})
+                         "runner_labels": tuple(row.get("runner_labels") or ()),
+                         "shapes": tuple(row.get("shapes") or ())})
             for row in data.get("targets") or ())
         return cls(**kwargs)
 
@@ -122,25 +132,13 @@ def fmt_roofline(row: TargetRow) -> str:
     return f"{pct(row.roofline_before)} -> {pct(row.roofline_after)}{tail}"
 
 
-def _code(text: str) -> str:
-    """Inline code that survives backticks in the text."""
-    text = str(text).replace("\n", " ")
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    ticks = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
+_code = code_span
 
 
 def _fence(text: str, lang: str = "") -> str:
     longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=0)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
-
-
-def _quiet(text: str) -> str:
-    """Break @mentions in free text (model output) so it pings nobody, and hide no HTML comments."""
-    text = re.sub(r"@(?=[A-Za-z0-9_-])", "@\u200b", str(text))
-    return text.replace("<!--", "&lt;!--")
 
 
 def _marker_safe(text: str) -> str:
@@ -235,6 +233,26 @@ def render_table(rows: Sequence[TargetRow], extra: Mapping[str, str] | None = No
     return "\n".join(lines)
 
 
+def render_shapes(rows: Sequence[TargetRow]) -> str:
+    """Beside the table: each target's speedup on each shape set (the headline is their geometric mean), judged by
+    the one rule (a set slower than its threshold is a regression). Empty with one shape set everywhere."""
+    if not any(len(r.shapes) > 1 for r in rows):
+        return ""
+    lines = ["Per shape set (the speedup above is the geometric mean of these):", "",
+             "| target | shape set | before | after | speedup (95% interval) | verdict |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        for shape in r.shapes:
+            params = ", ".join(f"{k}={v}" for k, v in (shape.get("shape") or {}).items())
+            ci = shape.get("speedup_ci")
+            speed = (f"{shape['speedup']:.2f}x ({ci[0]:.2f}-{ci[1]:.2f})" if ci else f"{shape['speedup']:.2f}x "
+                     "(interval n/a)") if shape.get("speedup") is not None else NA
+            verdict = "informational" if shape.get("informational") else str(shape.get("status", NA))
+            label = f"{shape.get('shape_set')}" + (f" ({params})" if params else "")
+            lines.append(f"| {_target_cell(r)} | {markdown_cell(markdown_text(label))} | {fmt_time(shape.get('baseline_ms'))} | "
+                         f"{fmt_time(shape.get('candidate_ms'))} | {speed} | {verdict} |")
+    return "\n".join(lines)
+
+
 _CORRECTNESS_KEYS = [
     ("seeds", "Seeds"), ("shape_sets", "Shape sets"), ("dtypes", "Dtypes"), ("cases_checked", "Cases checked"),
     ("timed_outputs_checked", "Timed outputs re-verified"), ("tolerance", "Tolerance"),
@@ -267,13 +285,13 @@ def render_correctness(correctness: Mapping[str, Any], rows: Sequence[TargetRow]
     lines = []
     if "ok" in correctness:
         verdict = "passed" if correctness["ok"] else f"FAILED: {correctness.get('reason', NA)}"
-        lines.append(f"- Result: {_quiet(verdict)}")
+        lines.append(f"- Result: {markdown_text(verdict)}")
     for key, label in _CORRECTNESS_KEYS:
         if key in correctness:
-            lines.append(f"- {label}: {_quiet(_value(correctness[key]))}")
+            lines.append(f"- {label}: {markdown_text(_value(correctness[key]))}")
     for key, value in correctness.items():
         if key not in dict(_CORRECTNESS_KEYS) and key not in _CORRECTNESS_SKIP:
-            lines.append(f"- {_quiet(key)}: {_quiet(_value(value))}")
+            lines.append(f"- {markdown_text(key)}: {markdown_text(_value(value))}")
     per_target = [f"{r.target}: {'correct' if r.correct else 'INCORRECT' if r.correct is False else NA}"
                   for r in rows]
     if per_target:
@@ -293,46 +311,48 @@ def render_profile(outcome: KernelOutcome, limit: int | None = None) -> str:
             text = _truncate(text, limit, "profile")
         parts.append(f"**{title}**\n\n{_fence(text) if text else NA}")
     if outcome.analyst_note:
-        parts.append(f"**The analyst's reading:** {_quiet(outcome.analyst_note)}")
+        parts.append(f"**The analyst's reading:** {markdown_text(outcome.analyst_note)}")
     return "\n\n".join(parts)
 
 
-_HOW_KEYS = [("generator", "Generator"), ("model", "Model"), ("endpoint", "Endpoint"), ("iterations", "Iterations"),
+_HOW_KEYS = [("generator", "Generator"), ("model", "Model"), ("iterations", "Iterations"),
              ("tokens", "Tokens"), ("prompt_tokens", "Prompt tokens"), ("completion_tokens", "Completion tokens"),
              ("wall_s", "Wall time (s)"), ("stop_reason", "Stopped because")]
+# What the results file keeps for the runner's own use and a PR never shows: the LLM endpoint (an internal host
+# would go public) and where the reports lie on the runner (linked instead as the workflow run's artifacts).
+_RUNNER_KEYS = {"endpoint", "trajectory"}
 
 
-def _strip_userinfo(url: str) -> str:
-    return re.sub(r"(?<=://)[^/@\s]*@", "", url)
-
-
-def render_how_found(how: Mapping[str, Any]) -> str:
+def render_how_found(how: Mapping[str, Any], run_url: str | None = None) -> str:
     if not how:
         return "No record of the search was attached (n/a)."
     lines = []
     for key, label in _HOW_KEYS:
         if key in how:
             value = how[key]
-            if key == "endpoint" and isinstance(value, str):
-                value = _strip_userinfo(value)
             if key == "wall_s" and isinstance(value, (int, float)):
                 value = f"{value:.0f}"
-            lines.append(f"- {label}: {_quiet(_value(value))}")
+            lines.append(f"- {label}: {markdown_text(_value(value))}")
     steps = how.get("steps") or []
     if steps:
         lines.append("- Accepted steps:")
-        lines += [f"  {i}. {_quiet(str(s))}" for i, s in enumerate(steps, 1)]
+        lines += [f"  {i}. {markdown_text(s)}" for i, s in enumerate(steps, 1)]
     rejected = how.get("rejected")
     if rejected:
         if isinstance(rejected, Mapping):
-            lines.append("- Rejected candidates: " + ", ".join(f"{_quiet(k)}: {_value(v)}" for k, v in rejected.items()))
+            lines.append("- Rejected candidates: " + ", ".join(f"{markdown_text(k)}: {markdown_text(_value(v))}"
+                                                                for k, v in rejected.items()))
         else:
             lines.append("- Rejected candidates:")
-            lines += [f"  - {_quiet(str(r))}" for r in rejected]
-    known = {k for k, _ in _HOW_KEYS} | {"steps", "rejected"}
+            lines += [f"  - {markdown_text(r)}" for r in rejected]
+    known = {k for k, _ in _HOW_KEYS} | {"steps", "rejected"} | _RUNNER_KEYS
     for key, value in how.items():
         if key not in known:
-            lines.append(f"- {_quiet(key)}: {_quiet(_value(value))}")
+            lines.append(f"- {markdown_text(key)}: {markdown_text(_value(value))}")
+    if "trajectory" in how:
+        where = f"[this workflow run]({run_url})" if run_url else "the workflow run"
+        lines.append(f"- Reports (`report.md`, `trajectory.jsonl`, the candidates): the `kforge-reports-*` artifacts "
+                     f"of {where}")
     return "\n".join(lines)
 
 
@@ -354,17 +374,22 @@ def _details(summary: str, body: str) -> str:
 
 
 def render_pr_body(outcome: KernelOutcome, *, pr_number: int, head_branch: str, harness: str | None = None,
-                   limit: int = _BUDGET) -> str:
+                   limit: int = _BUDGET, run_url: str | None = None) -> str:
     """The follow-up PR's body: claim, table, details, commands, marker; at most `limit` characters."""
     found = "a faster" if any(r.faster for r in outcome.targets) else "a candidate"
     intro = (f"kforge-bot found {found} {_code(outcome.kernel)} for #{int(pr_number)} ({_code(outcome.file)}). "
              f"{_claim(outcome)} Merge this PR into {_code(head_branch)} to take it.")
+    if outcome.spec_note:
+        intro += f" Note: {markdown_text(outcome.spec_note)}."
     table = render_table(outcome.targets) if outcome.targets else "No timings were recorded (n/a)."
+    shapes = render_shapes(outcome.targets)
+    if shapes:
+        table += "\n\n" + shapes
     commands = ("Commands: comment `/kforge retry` to run again, `/kforge stop` to close this PR and stop "
                 "suggesting for this kernel. A push to this branch by anyone but kforge-bot stops its updates.")
     marker = pr_marker(pr_number, outcome.kernel, [r.target for r in outcome.targets], harness)
     correctness = _details("Correctness", render_correctness(outcome.correctness, outcome.targets))
-    how = _details("How it was found", render_how_found(outcome.how_found))
+    how = _details("How it was found", render_how_found(outcome.how_found, run_url))
     reproduce = _details("Reproduce", render_reproduce(outcome))
     # What is left after the fixed parts goes to the profile, then the diff.
     room = limit - sum(len(p) + 2 for p in (intro, table, correctness, how, reproduce, commands, marker)) - 200
@@ -400,15 +425,17 @@ def render_comment_line(outcome: KernelOutcome) -> str:
     speeds = _speeds(outcome)
     if outcome.pr_url:
         ref = f"#{outcome.pr_number}" if outcome.pr_number else "follow-up PR"
-        return f"{head}: {speeds or 'no timings (n/a)'} -> [{ref}]({outcome.pr_url})"
-    reason = _quiet(outcome.skip_reason or "reason not recorded")
+        said = f" ({markdown_text(outcome.spec_note)})" if outcome.spec_note else ""
+        return f"{head}: {speeds or 'no timings (n/a)'} -> [{ref}]({outcome.pr_url}){said}"
+    reason = markdown_text(outcome.skip_reason or "reason not recorded")
     best = f" (measured: {speeds})" if speeds else ""
-    return f"{head}: no follow-up PR: {reason}{best}"
+    said = f"; {markdown_text(outcome.spec_note)}" if outcome.spec_note and not outcome.spec_blocked else ""
+    return f"{head}: no follow-up PR: {reason}{best}{said}"
 
 
 def render_comment(outcomes: Sequence[KernelOutcome], *, pr_number: int, note: str | None = None) -> str:
     """The one comment on the original PR: one line per kernel, updated in place (marker at the end)."""
-    lines = ["**kforge-bot**" + (f": {_quiet(note)}" if note else "")]
+    lines = ["**kforge-bot**" + (f": {markdown_text(note)}" if note else "")]
     if outcomes:
         lines.append("")
         lines += [render_comment_line(o) for o in outcomes]
@@ -423,7 +450,7 @@ def render_summary(outcomes: Sequence[KernelOutcome], *, title: str = "kforge-bo
     """The job summary (GITHUB_STEP_SUMMARY): the table of every kernel and target, with the result."""
     lines = [f"### {markdown_cell(title)}", ""]
     if note:
-        lines += [_quiet(note), ""]
+        lines += [markdown_text(note), ""]
     if not outcomes:
         lines.append("No kernels were evaluated.")
         return "\n".join(lines) + "\n"
@@ -431,11 +458,13 @@ def render_summary(outcomes: Sequence[KernelOutcome], *, title: str = "kforge-bo
               "|---|---|---|---|---|---|---|"]
     for o in outcomes:
         result = (f"[#{o.pr_number}]({o.pr_url})" if o.pr_url and o.pr_number else o.pr_url
-                  or f"no PR: {o.skip_reason or 'reason not recorded'}")
+                  or "no PR: " + markdown_text(o.skip_reason or "reason not recorded"))
         for r in o.targets or (TargetRow(target=NA),):
             lines.append(f"| {markdown_cell(_code(o.kernel))} | {_target_cell(r)} | {fmt_time(r.baseline_ms)} | "
                          f"{fmt_time(r.candidate_ms)} | {fmt_speedup(r)} | {markdown_cell(fmt_roofline(r))} | "
-                         f"{markdown_cell(_quiet(result))} |")
+                         f"{markdown_cell(result)} |")
+    shapes = [render_shapes(o.targets) for o in outcomes]
+    lines += [f"\n{_code(o.kernel)}: {text}" for o, text in zip(outcomes, shapes) if text]
     return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from kforge_bot.agents.analyst import render_digest
 from kforge_bot.bot.evidence import KernelOutcome, TargetRow
+from kforge_bot.evaluate.shapes import regression_text
 
 
 def qualifies(result: Any, min_speedup: float) -> tuple[bool, str]:
@@ -25,6 +26,9 @@ def qualifies(result: Any, min_speedup: float) -> tuple[bool, str]:
     if ci[0] < min_speedup:
         return False, (f"no improvement above the policy's min_speedup {min_speedup:g} "
                        f"(best {result.speedup:.2f}x, interval {ci[0]:.2f}-{ci[1]:.2f})")
+    slow = regression_text(getattr(result, "per_shape", ()))
+    if slow:  # optimize never accepts such a candidate; a result from elsewhere is held to the same rule
+        return False, f"no improvement: {slow}"
     return True, ""
 
 
@@ -39,6 +43,7 @@ def target_row(result: Any, target: str, *, kind: str, labels: Sequence[str] = (
                      roofline_before=roofline.get("before"), roofline_after=roofline.get("after"),
                      roofline_bound=roofline.get("bound"), correct=result.correct, target_kind=kind,
                      device_name=result.device_name or None,
+                     shapes=tuple(p.to_dict() for p in getattr(result, "per_shape", ())),
                      directions={name: {"speedup": f.get("speedup"), "speedup_ci": f.get("speedup_ci")}
                                  for name, f in (result.details.get("directions") or {}).items()})
 
@@ -143,3 +148,15 @@ def skipped(kernel_id: str, name: str, file: str, reason: str, target: str = "n/
     return KernelRun(id=kernel_id, outcome=KernelOutcome(kernel=name, file=file, skip_reason=reason),
                      target=target, kind=None)
 
+
+
+def with_spec_note(run: KernelRun, note: str | None, blocked: bool) -> KernelRun:
+    """The run with how its kernel was judged (base's spec, its own, approved) said; `blocked`: the PR changed the
+    kernel's test without a maintainer's label, so no candidate earns a follow-up PR (kforge_bot/gate/base_spec.py)."""
+    if note is None:
+        return run
+    outcome = replace(run.outcome, spec_note=note, spec_blocked=blocked)
+    if blocked:
+        measured = run.outcome.skip_reason or "a candidate qualified under the base's spec"
+        outcome = replace(outcome, skip_reason=f"{note} ({measured})")
+    return replace(run, outcome=outcome, qualifies=run.qualifies and not blocked)

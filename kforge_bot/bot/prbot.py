@@ -23,12 +23,14 @@ from typing import Any
 
 from kforge_bot import gitops, kernels
 from kforge_bot.bot import events, evidence, trust
-from kforge_bot.bot.outcomes import outcome_for, skipped
+from kforge_bot.bot.outcomes import outcome_for, skipped, with_spec_note
 from kforge_bot.bot.results import PrReport, aggregate, load_results_dir
 from kforge_bot.errors import KforgeError
+from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.plan import material
 from kforge_bot.gate.target_choice import kernel_target, parse_target
 from kforge_bot.hardware import get_runner
+from kforge_bot.spec import kernel_implementation
 
 Log = Callable[[str], None]
 # (spec, device kind, policy) -> (best candidate source or None, its EvalResult or None, how it was found)
@@ -80,10 +82,13 @@ class ActionEnv:
 
 
 def changed_kernels(repo: str | Path, base_sha: str, head_sha: str, policy: Any, head_root: Path,
-                    base_root: Path, notes: list[str]) -> list[Any]:
+                    base_root: Path, notes: list[str]) -> list[tuple[Any, Any]]:
     """The managed kernels (kforge.yaml entries and KernelBench files, as the gate finds them) whose
-    files or spec differ between the merge base and the head; `kernels.Kernel` objects of the head."""
-    head = kernels.discover(head_root, policy, strict=True, notes=notes)
+    files or spec differ between the merge base and the head: (`kernels.Kernel` of the head, of the base or None)."""
+    try:
+        head = kernels.discover(head_root, policy, strict=True, notes=notes)
+    except KforgeError as exc:  # named as a repository path, not the runner's temporary checkout
+        raise KforgeError(str(exc).replace(f"{head_root}{os.sep}", "")) from None
     base_notes: list[str] = []
     base = kernels.discover(base_root, policy, strict=False, notes=base_notes)
     found = []
@@ -92,8 +97,27 @@ def changed_kernels(repo: str | Path, base_sha: str, head_sha: str, policy: Any,
         old = base.get(kid)
         if old is not None and material(old, base_root) == material(kernel, head_root):
             continue
-        found.append(kernel)
+        found.append((kernel, old))
     return found
+
+
+def judged(kernel: Any, old: Any, policy: Any, labels: Sequence[str]) -> tuple[Any, str | None, bool]:
+    """(the spec the bot optimizes under, what to say about it, whether the PR's own test is waiting for a
+    maintainer). The head's code under the base's test (kforge_bot.gate.base_spec); under its own when it is new, or
+    when a maintainer's label approves the PR's change to its test."""
+    if old is None or old.spec is None:
+        why = "new in this PR" if old is None else "its base version does not load"
+        return kernel.spec, f"{why}: judged under its own spec, with no base version to hold it to", False
+    changes = spec_changes(old.spec, kernel.spec)
+    if not changes:
+        return judged_spec(kernel.spec, old.spec), None, False
+    label, parts = policy.trust.spec_change_label, ", ".join(changes)
+    if label in labels:
+        return kernel.spec, f"the PR edits this kernel's {parts}; judged under the PR's spec, approved with the " \
+                            f"'{label}' label (the base's spec was not measured)", False
+    return judged_spec(kernel.spec, old.spec), (f"spec-changed: the PR edits this kernel's {parts}; judged under the "
+                                                f"base's spec, and no follow-up PR until a maintainer adds the "
+                                                f"'{label}' label"), True
 
 
 # ------------------------------------------------------------------------------ the driver
@@ -118,16 +142,23 @@ def _label_run(event: events.PullRequestEvent, policy: Any, author_permission: s
     return not by_trust and policy.trust.trigger_label in event.labels
 
 
-def decide(env: ActionEnv, policy: Any, gh: Any, log: Log) -> tuple[Any, trust.Decision, bool]:
-    """(event, decision, let in by the label). An `Ignored` event comes back with allowed False."""
+# The policy, or how to read it for an event: the base's copy (kforge_bot.policy.load_policy_from_base).
+PolicySource = Callable[[Any], Any]
+
+
+def decide(env: ActionEnv, policy: Any, gh: Any, log: Log) -> tuple[Any, trust.Decision, bool, Any]:
+    """(event, decision, let in by the label, the policy). An `Ignored` event comes back with allowed False.
+    `policy` is a Policy, or a PolicySource called with the complete event (so the base's copy can be read)."""
     event = events.load_event(env.event_path, env.event_name)
     if isinstance(event, events.Ignored):
-        return event, trust.Decision(False, event.reason), False
+        return event, trust.Decision(False, event.reason), False, None
     if event.repository.lower() != env.repository.lower():
         raise KforgeError(f"the event is for {event.repository}, not GITHUB_REPOSITORY {env.repository}",
                           path=env.event_path)
     if not event.complete:
         event = event.with_pull(gh.get_pull(event.number))
+    if callable(policy):
+        policy = policy(event)
     trusted = {a.upper() for a in policy.trust.allowed_associations}
     # Permission matters only for an association that would be trusted (a read-only COLLABORATOR is not).
     author_permission = None
@@ -140,7 +171,7 @@ def decide(env: ActionEnv, policy: Any, gh: Any, log: Log) -> tuple[Any, trust.D
                             trusted_associations=policy.trust.allowed_associations,
                             allow_forks=policy.trust.allow_forks, author_permission=author_permission,
                             sender_permission=sender_permission)
-    return event, decision, decision.allowed and _label_run(event, policy, author_permission)
+    return event, decision, decision.allowed and _label_run(event, policy, author_permission), policy
 
 
 def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, optimize: OptimizeFn,
@@ -149,27 +180,28 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
     repo = Path(env.workspace)
     head_sha, base_sha = event.head_sha, event.base_sha
     for sha in (head_sha, base_sha):
-        gitops._ensure_commit(gitops.open_repo(repo), sha, "origin")
+        gitops.ensure_commit(repo, sha)
     merge_base = gitops.merge_base(repo, base_sha, head_sha)
     choices = [parse_target(t) for t in (options.targets or ("auto",))]
     with contextlib.ExitStack() as stack:
         base_root = stack.enter_context(gitops.worktree(repo, merge_base)).resolve()
         head_root = stack.enter_context(gitops.worktree(repo, head_sha)).resolve()
         kernels = changed_kernels(repo, merge_base, head_sha, policy, head_root, base_root, report.notes)
-        log(f"{len(kernels)} changed kernel(s): {', '.join(k.id for k in kernels) or 'none'}")
-        for kernel in kernels:
+        log(f"{len(kernels)} changed kernel(s): {', '.join(k.id for k, _ in kernels) or 'none'}")
+        for kernel, old in kernels:
             if kernel.spec is None:
                 report.kernels.append(skipped(kernel.id, kernel.name, kernel.file,
                                               f"does not load: {kernel.error}".replace(f"{head_root}{os.sep}", "")))
                 continue
-            rule = policy.rule_for(kernel.name, kernel.file)
+            spec, spec_note, blocked = judged(kernel, old, policy, event.labels)
+            rule = policy.rule_for(kernel.name, old.file if old is not None else kernel.file)  # the base's path
             if rule.skip:
                 report.kernels.append(skipped(kernel.id, kernel.name, kernel.file,
                                               f"skipped by the policy ({rule.matched})"))
                 continue
             kind, choice, why = None, None, ""
             for c in choices:
-                kind, why = kernel_target(c, kernel.spec)
+                kind, why = kernel_target(c, spec)  # the base's targets
                 if kind is not None:
                     choice = c
                     break
@@ -185,15 +217,24 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
             labels: tuple[str, ...] = ()
             if choice.runner:
                 labels = tuple(get_runner(choice.runner).labels)
-            log(f"{kernel.name}: optimizing on {target}")
-            source, result, how = optimize(kernel.spec, kind, policy, iterations=options.iterations,
-                                           model=options.model, models=options.models,
-                                           time_budget_s=options.time_budget_s,
-                                           work_dir=options.work_dir, log=log)
-            baseline_source = (head_root / kernel.file).read_text(encoding="utf-8")
+            log(f"{kernel.name}: optimizing on {target}" + (f" ({spec_note})" if spec_note else ""))
+            try:
+                source, result, how = optimize(spec, kind, policy, iterations=options.iterations,
+                                               model=options.model, models=options.models,
+                                               time_budget_s=options.time_budget_s,
+                                               work_dir=options.work_dir, log=log)
+            except KforgeError as exc:  # this kernel cannot be optimized (it fails its test): the others go on
+                why = str(exc).replace(f"{head_root}{os.sep}", "").replace(f"{base_root}{os.sep}", "")
+                failed = skipped(kernel.id, kernel.name, kernel.file, f"not optimized: {why}", target=target)
+                report.kernels.append(with_spec_note(failed, spec_note, blocked))
+                log(f"{kernel.name}: not optimized: {why}")
+                continue
+            # The kernel's text as the spec loader read it (inside the checkout), not the file again.
+            baseline_source = kernel_implementation(kernel.spec).source
             run = outcome_for(kernel.id, kernel.name, kernel.file, kernel.format, target=target, kind=kind,
                               labels=labels, baseline_source=baseline_source, candidate=source, result=result,
-                              how=how, min_speedup=policy.min_speedup, spec=kernel.spec)
+                              how=how, min_speedup=policy.min_speedup, spec=spec)
+            run = with_spec_note(run, spec_note, blocked)
             log(f"{kernel.name}: {'improvement' if run.qualifies else run.outcome.skip_reason}")
             report.kernels.append(run)
 
@@ -222,7 +263,8 @@ def publish(env: ActionEnv, event: Any, report: PrReport, gh: Any, log: Log) -> 
                     pr = gh.open_or_update_follow_up(
                         branch=branch, base=event.head_ref, base_repo=event.head_repo or "",
                         title=evidence.render_title(outcome),
-                        body=evidence.render_pr_body(outcome, pr_number=event.number, head_branch=event.head_ref))
+                        body=evidence.render_pr_body(outcome, pr_number=event.number, head_branch=event.head_ref,
+                                                     run_url=env.run_url))
                     log(f"{outcome.kernel}: follow-up PR #{pr.number} {pr.action}")
                     outcome = replace(outcome, pr_url=pr.url, pr_number=pr.number)
         runs.append(replace(run, outcome=outcome))
@@ -238,10 +280,10 @@ def publish(env: ActionEnv, event: Any, report: PrReport, gh: Any, log: Log) -> 
         report.notes.append(f"{len(failed)} kernel(s) produced no measurement")
 
 
-def run_pr(env: ActionEnv, policy: Any, options: Options, *, gh: Any, optimize: OptimizeFn | None = None,
+def run_pr(env: ActionEnv, policy: Any | PolicySource, options: Options, *, gh: Any, optimize: OptimizeFn | None = None,
            aggregate_dir: str | Path | None = None, log: Log = lambda _m: None) -> PrReport:
     """The whole command. Raises KforgeError for bad input; a skip returns a report with allowed False."""
-    event, decision, via_label = decide(env, policy, gh, log)
+    event, decision, via_label, policy = decide(env, policy, gh, log)
     number = getattr(event, "number", None)
     report = PrReport(repository=env.repository, pr=number, decision=decision.reason, allowed=decision.allowed,
                       head_sha=getattr(event, "head_sha", None), base_sha=getattr(event, "base_sha", None))

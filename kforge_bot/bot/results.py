@@ -13,6 +13,7 @@ from kforge_bot.bot import evidence
 from kforge_bot.bot.evidence import TargetRow
 from kforge_bot.bot.outcomes import KernelRun
 from kforge_bot.errors import KforgeError
+from kforge_bot.text import markdown_text
 
 SCHEMA = "kforge-bot/pr-results/1"
 
@@ -64,6 +65,11 @@ def aggregate(documents: Sequence[Mapping[str, Any]], required: Sequence[str], m
                 if best is None or score > best[0]:
                     best = (score, h)
         all_rows = tuple(row for r in runs for row in r.outcome.targets)
+        blocked = next((r.outcome for r in runs if r.outcome.spec_blocked), None)
+        if blocked is not None:  # the PR changed the kernel's test and no maintainer approved it: nothing counts
+            outcome = replace(blocked, targets=all_rows, pr_url=None, pr_number=None)
+            merged.append(replace(first, outcome=outcome, qualifies=False, candidate=None))
+            continue
         if best is None:
             why = "; ".join(reasons) or "; ".join(sorted({r.outcome.skip_reason or "" for r in runs} - {""})) \
                 or "no candidate from any target"
@@ -130,9 +136,9 @@ def summary_markdown(report: PrReport) -> str:
     note = None if report.allowed else f"not run: {report.decision}"
     text = evidence.render_summary(outcomes, title=f"kforge-bot pr #{report.pr}" if report.pr else "kforge-bot pr",
                                    note=note)
-    extra = [f"- {n}" for n in report.notes]
+    extra = [f"- {markdown_text(n)}" for n in report.notes]  # notes can quote file names and logins
     if report.allowed:
-        extra.insert(0, f"- trust: {report.decision}")
+        extra.insert(0, f"- trust: {markdown_text(report.decision)}")
     return text + ("\n" + "\n".join(extra) + "\n" if extra else "")
 
 

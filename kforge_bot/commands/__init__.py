@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.hardware import all_runners
-from kforge_bot.spec import TARGET_KINDS
+from kforge_bot.spec import TARGET_KINDS, KernelSpec
 
 
 def examples(*lines: str) -> str:
@@ -28,9 +32,38 @@ def output_console(stderr: bool = False):  # -> rich.console.Console
 
 def json_option(help_text: str):  # -> a click decorator
     """`--json PATH` on every command that reports: the report as JSON at PATH, or on stdout for `-` or a bare
-    `--json` (the same spelling everywhere)."""
+    `--json` (the same spelling everywhere). A PATH that would be refused is refused as the options are read,
+    before any evaluation: an hour of measurements must not end in "cannot write here"."""
+    def refuse_early(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        refusal = json_refusal(value)
+        if refusal is not None:
+            raise refusal
+        return value
+
     return click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="[PATH|-]",
+                        callback=refuse_early,
                         help=f"{help_text} Write it as JSON to PATH, or to stdout ('-', or --json alone).")
+
+
+def json_refusal(json_path: str | Path | None) -> KforgeError | None:
+    """Why the JSON report could not be written at `json_path` (None: it can, or it goes to stdout)."""
+    if json_path is None or str(json_path) == "-":
+        return None
+    path = Path(json_path)
+    # `--json` takes the next word as its path: `list --json .` or `check --json kernel.py` must not clobber it.
+    if path.is_dir() or (path.exists() and path.suffix.lower() != ".json"):
+        return KforgeError("refusing to write the JSON report over this existing file or folder", path=path,
+                           hint="give a new path or a .json file, or put --json last (or --json -) for stdout")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return KforgeError(f"cannot write the JSON report: {folder} is not a folder", path=path,
+                           hint="give a path in a folder (or --json - for stdout)")
+    if not os.access(path if path.exists() else folder, os.W_OK) or not os.access(folder, os.X_OK):
+        return KforgeError("cannot write the JSON report here: no permission", path=path,
+                           hint="give a path in a folder you can write (or --json - for stdout)")
+    return None
 
 
 def write_json(data: object, json_path: str | None) -> None:
@@ -42,10 +75,9 @@ def write_json(data: object, json_path: str | None) -> None:
         click.echo(text)
         return
     path = Path(json_path)
-    # `--json` takes the next word as its path: `list --json .` or `check --json kernel.py` must not clobber it.
-    if path.is_dir() or (path.exists() and path.suffix.lower() != ".json"):
-        raise KforgeError("refusing to write the JSON report over this existing file or folder", path=path,
-                          hint="give a new path or a .json file, or put --json last (or --json -) for stdout")
+    refusal = json_refusal(path)  # checked when the option was read; the folder may have changed since
+    if refusal is not None:
+        raise refusal
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text + "\n", encoding="utf-8")
 
@@ -77,3 +109,14 @@ def target_kind(value: str) -> str:
     if value == "auto" or value in TARGET_KINDS:
         return value
     return all_runners()[value].target
+
+
+def judged_by_policy(settings: EvalSettings, policy: Any, spec: KernelSpec, target: str) -> EvalSettings:
+    """`settings` with the policy's rule for which shape set counts as a regression (gate.threshold for the target
+    kind, gate.rules' per-shape thresholds and informational sets): the same rule the gate and optimize apply."""
+    kind = target.split(":")[0]
+    if kind == "auto":
+        from kforge_bot.targets import resolve_target_name  # probes devices: only when asked for auto
+
+        kind = resolve_target_name(kind, spec.targets).split(":")[0]
+    return replace(settings, **policy.rule_for(spec.name, spec.kernel_file, kind).shape_settings())

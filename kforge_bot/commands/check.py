@@ -18,6 +18,7 @@ from rich.table import Table
 
 from kforge_bot.commands import (
     examples,
+    judged_by_policy,
     json_option,
     output_console,
     target_kind,
@@ -28,6 +29,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, directions_text
+from kforge_bot.evaluate.shapes import DEFINITION, geomean_times, text_lines
 from kforge_bot.kernels import discover
 from kforge_bot.policy import load_policy
 from kforge_bot.spec import (
@@ -134,24 +136,31 @@ def render(result: EvalResult, title: str) -> None:
     console = output_console()
     color = "green" if result.correct else "red"
     console.print(f"[bold]{title}[/bold]")
+    several = len(result.per_shape) > 1
+    # With several shape sets the medians shown are geometric means over them: their ratio is what the headline
+    # speedup says (a sum would be ruled by the largest set).
+    mean = " (median, geomean)" if several else " (median)"
     table = Table(show_header=True, header_style="bold")
-    for col in ("target", "verdict", "baseline (median)", "candidate (median)", "speedup (95% CI)"):
+    for col in ("target", "verdict", f"baseline{mean}", f"candidate{mean}", "speedup (95% CI)"):
         table.add_column(col)
     speed = "-"
     if result.speedup is not None and result.speedup_ci:
         speed = f"{result.speedup:.3f}x ({result.speedup_ci[0]:.3f}-{result.speedup_ci[1]:.3f})"
     elif result.speedup is not None:
         speed = f"{result.speedup:.3f}x (no interval)"
+    base_ms, cand_ms = geomean_times(result.per_shape) if several else (
+        result.baseline.median_ms if result.baseline else None, result.candidate.median_ms if result.candidate else None)
     table.add_row(f"{result.target} ({result.device_name})", f"[{color}]{result.verdict}[/{color}]",
-                  _fmt_ms(result.baseline.median_ms if result.baseline else None),
-                  _fmt_ms(result.candidate.median_ms if result.candidate else None), speed)
+                  _fmt_ms(base_ms), _fmt_ms(cand_ms), speed)
     console.print(table)
     if result.speedup is not None:
         # Not the ratio of the two medians: each pair is timed back to back, so drift cancels within a pair.
-        console.print("speedup: the median of per-pair ratios (baseline / candidate, each pair timed back to back)"
-                      + ("; pooled over the shape sets, each weighing the same; the medians are sums over them"
-                         if len(result.details.get("timing", [])) > 1 else ""))
-    console.print(f"reason: {result.reason}")
+        console.print(DEFINITION if several else
+                      "speedup: the median of per-pair ratios (baseline / candidate, each pair timed back to back)",
+                      soft_wrap=True)
+        for line in text_lines(result.per_shape) if several else ():
+            console.print(f"  {line}", markup=False, soft_wrap=True)
+    console.print(f"reason: {result.reason}", markup=False, soft_wrap=True)
     corr = result.correctness
     if corr.get("cases_checked"):
         console.print(f"correctness: {corr['cases_checked']} outputs compared ({_case_breakdown(corr)}), "
@@ -159,11 +168,6 @@ def render(result: EvalResult, title: str) -> None:
     fit = result.details.get("memory_fit")
     if fit:
         console.print(f"memory: {fit['note']}")
-    for row in result.details.get("timing", []):
-        if len(result.details["timing"]) > 1:
-            ci = row.get("speedup_ci")
-            interval = f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "no interval"
-            console.print(f"  shape set {row['shape_set']}: {row['speedup']:.3f}x ({interval}), {row['pairs']} pairs")
     if result.details.get("directions"):
         console.print("directions (the speedup above is forward+backward): "
                       + directions_text(result.details["directions"]))
@@ -172,7 +176,10 @@ def render(result: EvalResult, title: str) -> None:
     if result.speedup_ci and result.correct:
         lo, hi = result.speedup_ci
         verdict = "faster" if lo > 1 else "slower" if hi < 1 else "no difference resolved"
-        console.print(f"speed: {verdict} ({result.details['timing'][0]['stop_reason']})")
+        slow = result.regressions
+        if slow:
+            verdict += f", but a regression on {', '.join(p.label for p in slow)}"
+        console.print(f"speed: {verdict} ({result.details['timing'][0]['stop_reason']})", markup=False)
     elif result.speedup is not None and result.correct:
         console.print(f"speed: not resolved: {result.details.get('speedup_ci_note', 'no confidence interval')}")
 
@@ -253,6 +260,7 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
                           hint="kforge-bot check FILE, or kforge-bot check --all [REPO] for every managed kernel")
     spec = load_spec(reference, kernel)
     candidate, baseline, title = resolve_candidate(spec, candidate_path)
+    settings = judged_by_policy(settings, policy, spec, target)
     click.echo(announcement(isolation), err=True)
     quiet_json = json_path is not None and str(json_path) == "-"
     with _Progress(enabled=sys.stderr.isatty() and not quiet_json) as progress:
@@ -290,7 +298,8 @@ def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, jso
             else:
                 candidate, baseline, title = resolve_candidate(spec, None)
                 try:
-                    result = evaluate(spec, candidate, kind, settings, baseline=baseline)
+                    result = evaluate(spec, candidate, kind, judged_by_policy(settings, policy, spec, kind),
+                                      baseline=baseline)
                 except KforgeError as exc:  # this kernel's reference or inputs fail: the others still run
                     row.update(verdict="error", reason=str(exc), target=kind)
                 else:

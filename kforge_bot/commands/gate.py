@@ -14,11 +14,15 @@ from dataclasses import replace
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
+from kforge_bot import gitops
+from kforge_bot.bot import events
 from kforge_bot.bot.evidence import fmt_time
 from kforge_bot.bot.github import GitHub
 from kforge_bot.commands import examples, json_option, output_console, write_json
@@ -26,9 +30,9 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
 from kforge_bot.gate.report import GateReport, KernelReport
-from kforge_bot.gate.run import run_gate
-from kforge_bot.policy import load_policy
-from kforge_bot.text import clip, markdown_cell
+from kforge_bot.gate.run import repo_root, run_gate
+from kforge_bot.policy import load_policy_from_base
+from kforge_bot.text import clip, markdown_cell, markdown_text, workflow_command
 
 # ------------------------------------------------------------------------- rendering (pure functions)
 
@@ -91,16 +95,40 @@ def headline(report: GateReport) -> str:
             + (f", {devices}" if devices else "") + ")")
 
 
-def table_rows(report: GateReport) -> list[list[str]]:
+def table_rows(report: GateReport, quote: Callable[[str], str] = str) -> list[list[str]]:
+    """A row per kernel, and under a kernel of several shape sets a row per set (each judged on its own); `quote`
+    renders the reason, which can hold what the change wrote (code_span in Markdown)."""
     rows = []
     for k in report.kernels:
-        notes = (_notes(k), k.reason, _required_note(k, report.require_all_targets))
-        rows.append([k.name if k.name == k.id else f"{k.name} ({k.id})", _ms(k.base_ms), _ms(k.head_ms), k.change,
+        notes = (_notes(k), quote(k.reason) if k.reason else "", _required_note(k, report.require_all_targets))
+        name = k.name if k.name == k.id else f"{k.name} ({k.id})"
+        several = len(k.shapes) > 1
+        rows.append([name, _ms(k.base_ms), _ms(k.head_ms), k.change + (" (geometric mean)" if several else ""),
                      fmt_threshold(k.threshold, k.target), k.verdict, "; ".join(b for b in notes if b)])
+        for shape in k.shapes if several else ():
+            rows.append([f"{name}, {shape_label(shape)}", _ms(shape.get("baseline_ms")), _ms(shape.get("candidate_ms")),
+                         str(shape.get("change", "n/a")), fmt_threshold(shape.get("threshold"), k.target),
+                         shape_verdict(shape), f"{shape.get('pairs', 0)} pairs"])
     return rows
 
 
+def shape_label(shape: dict) -> str:
+    """'shape set 1 (n=16)' from a KernelReport's shape entry."""
+    params = ", ".join(f"{key}={value}" for key, value in (shape.get("shape") or {}).items())
+    return f"shape set {shape.get('shape_set')}" + (f" ({params})" if params else "")
+
+
+def shape_verdict(shape: dict) -> str:
+    """The one rule's word on a shape set, in the gate's verdicts: regression, improved, pass, uncertain."""
+    if shape.get("informational"):
+        return "informational"
+    return str(shape.get("status", "n/a"))
+
+
 TABLE_HEADER = ["kernel", "base", "head", "change (interval)", "threshold", "verdict", "notes"]
+SHAPES_NOTE = ("With several shape sets each set is judged on its own (a set slower than its threshold fails the "
+               "kernel); the kernel's base and head are the geometric means of the sets' medians, its change the "
+               "geometric mean of the sets' changes.")
 VERDICT_COLUMN = TABLE_HEADER.index("verdict")
 NOTES_COLUMN = TABLE_HEADER.index("notes")
 
@@ -111,20 +139,21 @@ def render_markdown(report: GateReport) -> str:
     if report.kernels:
         lines.append("| " + " | ".join(TABLE_HEADER) + " |")
         lines.append("|" + "---|" * len(TABLE_HEADER))
-        for row in table_rows(report):
+        for row in table_rows(report, markdown_text):
             verdict = row[VERDICT_COLUMN]
             row[VERDICT_COLUMN] = f"**{verdict}**" if verdict in FAILING else verdict
             lines.append("| " + " | ".join(markdown_cell(c) for c in row) + " |")
         lines.append("")
-    lines.append("Change = head time / base time - 1 (positive: slower), with the policy's confidence interval. "
-                 "Threshold = the slowdown that counts as a regression on that target (policy `gate.threshold`).")
+    lines.append(f"Change = head time / base time - 1 (positive: slower), with the policy's confidence interval. "
+                 f"Threshold = the slowdown that counts as a regression on that target (policy `gate.threshold`). "
+                 f"{SHAPES_NOTE}")
     lines.extend(required_lines(report))
     if report.unchanged:
         lines.append(f"{len(report.unchanged)} managed kernel(s) unchanged by this change: not measured.")
     if report.removed:
         lines.append(f"Removed in head: {', '.join(report.removed)}.")
     for note in report.notes:
-        lines.append(f"Note: {note}")
+        lines.append(f"Note: {markdown_text(note)}")
     return "\n".join(lines) + "\n"
 
 
@@ -153,8 +182,14 @@ def annotation_lines(report: GateReport, workspace: str | None = None) -> list[s
             title = f"kforge gate: {k.name} {k.verdict}"
             message = f"{k.name}: {k.verdict}: {k.reason}"
             if k.base_ms is not None and k.head_ms is not None:
-                message += (f" (base {_ms(k.base_ms)}, head {_ms(k.head_ms)}, "
+                mean = "geometric means over the shape sets: " if len(k.shapes) > 1 else ""
+                message += (f" ({mean}base {_ms(k.base_ms)}, head {_ms(k.head_ms)}, "
                             f"threshold {fmt_threshold(k.threshold, k.target)})")
+            if len(k.shapes) > 1:
+                message += "\nPer shape set:" + "".join(
+                    f"\n- {shape_label(s)}: {shape_verdict(s)}: change {s.get('change', 'n/a')}, base "
+                    f"{_ms(s.get('baseline_ms'))}, head {_ms(s.get('candidate_ms'))}, threshold "
+                    f"{fmt_threshold(s.get('threshold'), k.target)}" for s in k.shapes)
             out.append(f"::error file={path},title={_escape_property(title)}::{_escape_data(message)}")
         if k.unmeasured_required:
             # An error only when it fails the run; otherwise a warning, so that nobody mistakes a
@@ -191,7 +226,8 @@ def render_console(report: GateReport) -> None:
                           f"{cells['threshold']}, base {cells['base']}, head {cells['head']}"
                           + (f"; {cells['notes']}" if cells["notes"] else ""), markup=False, soft_wrap=True)
         console.print("change = head time / base time - 1 (positive: slower), with the policy's confidence interval; "
-                      "threshold = the slowdown that counts as a regression on that target", soft_wrap=True)
+                      "threshold = the slowdown that counts as a regression on that target. " + SHAPES_NOTE,
+                      soft_wrap=True)
     elif report.kernels:
         table = Table(show_header=True, header_style="bold")
         for col in TABLE_HEADER:
@@ -201,19 +237,33 @@ def render_console(report: GateReport) -> None:
             color = "red" if verdict in FAILING else "green" if verdict in ("pass", "improved") else "yellow"
             row[VERDICT_COLUMN] = f"[{color}]{verdict}[/{color}]"
             notes = row[NOTES_COLUMN]
-            row[NOTES_COLUMN] = clip(notes, 200)  # the full reason is in the JSON
-            table.add_row(*row)
+            row[NOTES_COLUMN] = escape(clip(notes, 200))  # the full reason is in the JSON; a reason is not markup
+            table.add_row(*[c if i == VERDICT_COLUMN else escape(c) if i != NOTES_COLUMN else c
+                            for i, c in enumerate(row)])
         console.print(table)
         console.print("change = head time / base time - 1 (positive: slower), with the policy's confidence interval; "
-                      "threshold = the slowdown that counts as a regression on that target")
+                      "threshold = the slowdown that counts as a regression on that target. " + SHAPES_NOTE)
     for line in required_lines(report):
-        console.print(line)
+        console.print(line, markup=False)
     if report.unchanged:
         console.print(f"{len(report.unchanged)} managed kernel(s) unchanged by this change: not measured")
     if report.removed:
         console.print(f"removed in head: {', '.join(report.removed)}")
     for note in report.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", markup=False)
+
+
+def spec_change_approved(label: str) -> bool:
+    """Whether the pull request this Actions run is for carries the maintainers' spec-change label. Labels are
+    read as the trust rules read them (kforge_bot.bot.events); only a maintainer can add one. Outside a
+    pull-request event nothing is approved."""
+    if not (os.environ.get("GITHUB_EVENT_PATH") and os.environ.get("GITHUB_EVENT_NAME")):
+        return False
+    try:
+        event = events.from_env()
+    except KforgeError:
+        return False
+    return not isinstance(event, events.Ignored) and label in event.labels
 
 
 def _post_status(report: GateReport, target: str) -> None:
@@ -231,8 +281,10 @@ def _post_status(report: GateReport, target: str) -> None:
         GitHub.from_env().set_status(report.head_sha, state, description, context=context, target_url=url)
     except KforgeError as exc:
         # The verdict stands either way; a missing `statuses: write` must not hide it.
-        prefix = "::warning title=kforge gate::" if os.environ.get("GITHUB_ACTIONS") == "true" else "warning: "
-        click.echo(f"{prefix}commit status not set: {exc}", err=True)
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            workflow_command(f"::warning title=kforge gate::{_escape_data(f'commit status not set: {exc}')}", err=True)
+        else:
+            click.echo(f"warning: commit status not set: {exc}", err=True)
         return
     click.echo(f"commit status: {state} on {report.head_sha[:12]} ({context}: {description})", err=True)
 
@@ -247,7 +299,8 @@ def _post_status(report: GateReport, target: str) -> None:
 @click.option("--target", default="auto", show_default=True,
               help="auto, a device kind (cpu, cuda, xpu, mps) or a runner class (h200, b200, arc-b580, ...).")
 @click.option("--policy", "policy_path", default=None,
-              help="Policy file (or a shipped one: default, strict). Default: the shipped default policy.")
+              help="Policy file (or a shipped one: default, strict), read as the base revision has it when it is in "
+                   "the repository. Default: the shipped default policy.")
 @json_option("The full report.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
               help="Result cache directory (default: $KFORGE_CACHE_DIR, else .kforge-cache in the repository, "
@@ -265,7 +318,9 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
          require_all_targets: bool | None) -> None:
     """Measure the kernels a change touches, base against head on this device, and fail on a
     regression, an incorrect kernel or one that no longer builds."""
-    policy = load_policy(policy_path)
+    root = repo_root(repo)
+    # The base's rules: a policy file in the repository is read as the base revision has it.
+    policy = load_policy_from_base(root, gitops.resolve(root, base), policy_path)
     quiet = json_path is not None and str(json_path) == "-"
     progress = output_console(stderr=True)
     announced: list[str] = []
@@ -276,11 +331,12 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
 
     def log(message: str) -> None:
         if not quiet:
-            progress.print(f"[dim]kforge gate:[/dim] {message}")
+            progress.print(f"[dim]kforge gate:[/dim] {escape(message)}")  # the message may quote what a change wrote
 
     report = run_gate(repo, base, head, policy=policy, all_kernels=all_kernels, target=target,
                       cache_dir=cache_dir, use_cache=not no_cache, time_budget_s=time_budget, log=log,
-                      require_all_targets=True if require_all_targets else None, before_first_run=announce)
+                      require_all_targets=True if require_all_targets else None, before_first_run=announce,
+                      spec_change_approved=spec_change_approved(policy.trust.spec_change_label))
     data = report.to_dict()
     if quiet:
         click.echo(json.dumps(data, indent=2, default=str))
@@ -293,6 +349,6 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
             handle.write("".join(f"{line}\n\n" for line in announced) + render_markdown(report) + "\n")
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in annotation_lines(report, os.environ.get("GITHUB_WORKSPACE")):
-            click.echo(line, err=quiet)  # stdout, unless stdout carries the JSON report
+            workflow_command(line, err=quiet)  # stdout, unless stdout carries the JSON report
     _post_status(report, target)
     sys.exit(report.exit_code)

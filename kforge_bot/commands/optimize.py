@@ -20,6 +20,7 @@ from kforge_bot.agents.llm import configured, endpoint_from_env
 from kforge_bot.cache import user_cache_dir
 from kforge_bot.commands import (
     examples,
+    judged_by_policy,
     json_option,
     output_console,
     target_kind,
@@ -29,6 +30,7 @@ from kforge_bot.commands import (
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.shapes import DEFINITION, text_lines
 from kforge_bot.optimize.proposer import LLM, TUNER
 from kforge_bot.optimize.report import ReportFiles
 from kforge_bot.optimize.run import LoopOutcome, OptimizeRun, RunConfig, default_cpu_count, quick_settings
@@ -119,6 +121,9 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     target_name = resolve_target_name(recorded_target if (target == "auto" and recorded_target) else target,
                                       spec.targets)
     config = build_config(target_name, policy_path, iterations, budget_tokens, time_limit, patience)
+    # Which shape set counts as a regression (a candidate with one is never accepted): the policy's rule, as in
+    # check and the gate.
+    config.settings = judged_by_policy(config.settings, load_policy(policy_path), spec, target_name)
     # The same evaluation flags as `check`, over the policy's (or the quick) settings.
     config.settings.seeds = seeds or config.settings.seeds
     config.settings.timeout_s = timeout or config.settings.timeout_s
@@ -163,7 +168,8 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     best = record.best if outcome.improved else None
     write_json({"kernel": spec.name, "target": target_name, "mode": run.mode, "improved": outcome.improved,
                 "best": None if best is None else {"iteration": best.iteration, "speedup": best.speedup,
-                                                   "speedup_ci": best.speedup_ci, "change": best.change},
+                                                   "speedup_ci": best.speedup_ci, "change": best.change,
+                                                   "per_shape": [p.to_dict() for p in best.per_shape]},
                 "written_to": written, "iterations": record.iterations_used, "stop": outcome.stop_kind,
                 "stop_reason": outcome.stop_reason, "report_dir": str(folder), "report": str(files.markdown)},
                json_path)
@@ -216,6 +222,10 @@ def _print_outcome(console: Any, run: OptimizeRun, outcome: LoopOutcome, files: 
         ci = f" (95% CI {best.speedup_ci[0]:.3f}-{best.speedup_ci[1]:.3f})" if best.speedup_ci else ""
         console.print(f"[bold green]best: {best.speedup:.3f}x{ci}[/bold green] faster than the kernel as written, "
                       f"correct; iteration {best.iteration}" + escape(f" ({best.change})" if best.change else ""))
+        if len(best.per_shape) > 1:
+            console.print(DEFINITION, markup=False, soft_wrap=True)
+            for line in text_lines(best.per_shape):
+                console.print(f"  {line}", markup=False, soft_wrap=True)
         console.print(f"written to {written}" if written else
                       f"not written anywhere (pass --out or --write); the best is in {run.trajectory.root}",
                       markup=False)
@@ -233,7 +243,7 @@ def build_config(target: str, policy_path: str | None, iterations: int | None, b
     if policy_path is not None:
         ev = policy.evaluation
         settings = EvalSettings(seeds=ev.seeds, time_budget_s=ev.time_budget_s, timeout_s=ev.timeout_s,
-                                allow_framework_fallback=policy.allow_framework_fallback)
+                                allow_framework_fallback=policy.allow_framework_fallback, **ev.limit_settings())
     else:
         settings = quick_settings(policy.allow_framework_fallback)
     settings.isolation = policy.isolation_mode("optimize")

@@ -18,15 +18,16 @@ from typing import Any
 
 import click
 
+from kforge_bot import gitops
 from kforge_bot.agents.llm import configured, endpoint_from_env
 from kforge_bot.bot import prbot, results
 from kforge_bot.bot.github import GitHub
-from kforge_bot.commands import examples, json_option, write_json
+from kforge_bot.commands import examples, json_option, json_refusal, judged_by_policy, write_json
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.optimize.counters import section, tool_title
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
-from kforge_bot.policy import load_policy
+from kforge_bot.policy import load_policy, load_policy_from_base
 
 _ANNOUNCED: list[str] = []
 
@@ -53,7 +54,9 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     settings = EvalSettings(seeds=policy.evaluation.seeds, isolation=policy.isolation_mode("pr"),
                             time_budget_s=time_budget_s or policy.evaluation.time_budget_s,
                             timeout_s=policy.evaluation.timeout_s,
-                            allow_framework_fallback=policy.allow_framework_fallback)
+                            allow_framework_fallback=policy.allow_framework_fallback,
+                            **policy.evaluation.limit_settings())
+    settings = judged_by_policy(settings, policy, spec, target)  # which shape set is a regression (as check, gate)
     budgets = replace(policy.budgets, iterations=iterations or policy.budgets.iterations,
                       tokens=policy.budgets.tokens if endpoint is not None else None)
     config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint,
@@ -116,9 +119,22 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
     if results_path is not None:
         click.echo("kforge-bot pr: note: --results is deprecated; use --json PATH (the same file)", err=True)
         json_path = json_path or str(results_path)
+        refusal = json_refusal(json_path)  # before any work, as --json's own check
+        if refusal is not None:
+            raise refusal
     env = prbot.ActionEnv.from_env()
     _ANNOUNCED.clear()
-    policy = load_policy(policy_path or os.environ.get("KFORGE_POLICY") or None)
+    policy_file = policy_path or os.environ.get("KFORGE_POLICY") or None
+
+    def base_policy(event: Any) -> Any:
+        """The policy as the PR's base commit has it: the workspace holds the PR head, which must not set its own
+        trust, thresholds or isolation."""
+        if policy_file is None:
+            return load_policy(None)
+        repo = Path(env.workspace)
+        gitops.ensure_commit(repo, event.base_sha)
+        return load_policy_from_base(repo, event.base_sha, policy_file)
+
     # Token and repository come from the environment; the token never goes to the evaluated code:
     # evaluate() runs candidates in a child whose environment is scrubbed of credentials.
     gh = GitHub.from_env()
@@ -129,7 +145,7 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
     options = prbot.Options(targets=targets, iterations=iterations, model=models[0] if models else None,
                             models=models if len(models) > 1 else (), publish=not no_publish,
                             time_budget_s=time_budget, work_dir=str(work_dir) if work_dir else None)
-    report = prbot.run_pr(env, policy, options, gh=gh, optimize=_optimize_kernel, aggregate_dir=aggregate_dir,
+    report = prbot.run_pr(env, base_policy, options, gh=gh, optimize=_optimize_kernel, aggregate_dir=aggregate_dir,
                           log=log)
     write_json(report.to_dict(), json_path)
     results.write_summary(env.step_summary, (f"{_ANNOUNCED[0]}\n\n" if _ANNOUNCED else "")

@@ -22,7 +22,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import click
-import yaml
 
 from kforge_bot import gitops
 from kforge_bot.commands import examples, target_kind, target_option
@@ -36,6 +35,7 @@ from kforge_bot.gate.target_choice import TargetChoice, kernel_target, parse_tar
 from kforge_bot.kernels import Kernel, discover
 from kforge_bot.policy import Policy, load_policy
 from kforge_bot.spec import MANIFEST_NAME, has_own_reference, kernel_implementation, load_manifest
+from kforge_bot.yamlcheck import load_yaml_file, load_yaml_text
 
 _POLICY_SUFFIXES = (".yml", ".yaml")
 _SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cl", ".metal", ".ptx",
@@ -75,15 +75,15 @@ def _head_manifest_entry(root: Path, manifest_rel: str, name: str) -> object:
     if text is None:
         return None
     try:
-        return _kernel_entry(yaml.safe_load(text), name)
-    except yaml.YAMLError:
+        return _kernel_entry(load_yaml_text(text, manifest_rel), name)
+    except KforgeError:
         return None
 
 
 def _working_manifest_entry(path: Path, name: str) -> object:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        data = load_yaml_file(path)
+    except KforgeError:
         return None
     return _kernel_entry(data, name)
 
@@ -223,7 +223,8 @@ def _check(kernel: Kernel, policy: Policy, choice: TargetChoice, committed: _Com
     judged = replace(spec, reference=oracle) if oracle is not None else spec
     settings = EvalSettings(seeds=policy.evaluation.seeds, measure=False, profile=False,
                             isolation=policy.isolation_mode("precommit"),
-                            allow_framework_fallback=True, timeout_s=policy.evaluation.timeout_s)
+                            allow_framework_fallback=True, timeout_s=policy.evaluation.timeout_s,
+                            **policy.evaluation.limit_settings())
     say(f"{kernel.name}: checking {kernel.file} against {against} on {kind} ...")
     try:
         result = evaluate(judged, kernel_implementation(spec), kind, settings, baseline=judged.reference)

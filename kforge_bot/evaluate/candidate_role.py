@@ -13,7 +13,7 @@ import json
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import torch
 
@@ -30,12 +30,19 @@ from kforge_bot.evaluate.worker_io import (Channel, Stop, as_list, close_stdin, 
 from kforge_bot.targets import make_target
 
 _clock = time.monotonic  # bound before user code exists
+T = TypeVar("T")
 
 
 def run_candidate(plan: Plan, channel: Channel, workdir: Path, started: float, boot: dict[str, float]) -> None:
     """The candidate role, phase by phase; a Stop from any of them ends it with a verdict."""
     run = CandidateRun(plan, channel, workdir, started, boot)
-    run.setup()
+    try:
+        run.setup()
+    except Stop:
+        raise
+    except Exception as exc:  # noqa: BLE001 - before the candidate exists, a failure is the baseline's
+        raise Stop("crash", f"the baseline failed before the candidate was imported: {short_error(exc)}",
+                   traceback.format_exc()[-4000:], side="baseline") from None
     run.build()
     run.correctness()
     profile = run.profile()
@@ -57,6 +64,7 @@ class CandidateRun:
         self.spec = plan.spec
         self.restored: list[str] = []
         self.phases: dict[str, Any] = {}
+        self.first_calls: dict[str, float] = {}  # "candidate, shape set 0" -> seconds: build time (first_call)
         self.shared: list[tuple[str, torch.Tensor]] = []
         # Every output saved, by file name: its digest, or None where it was handed over as device memory. The
         # files lie in this worker's scratch, which the candidate's code can write: the bot compares a file only
@@ -129,6 +137,22 @@ class CandidateRun:
 
     def save(self, outputs: list[Any], name: str) -> None:
         self.saved[name] = save(outputs, self.plan.out_dir / name)
+
+    def first_call(self, side: str, shape: int, call: Callable[[], T]) -> T:
+        """`call`, a side's call on a shape set. The first one may build (torch.compile, a lazy load_inline, a
+        Triton JIT, an autotune sweep): the worker says so before and after, and the parent bounds it by the
+        whole timeout, not by its no-progress limit (sandbox.WorkerProcess.run); `phases.first_call_s` keeps it."""
+        key = f"{side}, shape set {shape}"
+        if key in self.first_calls:
+            return call()
+        self.channel.send("progress", phase="first_call", side=side, shape=shape)
+        began = _clock()
+        try:
+            return call()
+        finally:
+            self.first_calls[key] = round(_clock() - began, 3)
+            self.phases["first_call_s"] = dict(self.first_calls)
+            self.channel.send("progress", phase="first_call_done", side=side, shape=shape)
 
     def lap(self, name: str) -> None:
         now = _clock()
@@ -204,6 +228,7 @@ class CandidateRun:
         self.audit.install()  # for good: an audit hook cannot be removed
         hide_harness()
         self.phases = {"setup_s": _clock() - self.started, "boot": dict(self.boot)}
+        self.channel.send("progress", phase="baseline built")  # a death before this is the baseline's (judge)
 
     def build(self) -> None:
         """Import and build the candidate (failures here are compile errors), then wait for the reference's Fit."""
@@ -270,7 +295,8 @@ class CandidateRun:
         entry = self.cand_fn if isinstance(self.cand_fn, calls.EntryCall) else None
         if entry is not None:
             entry.bind(inputs, case.seed)  # the upstream gradients the reference's worker drew for this seed
-        outputs = self.call(self.cand_fn, inputs, f"running {case.label}")
+        outputs = self.first_call("candidate", case.shape,
+                                  lambda: self.call(self.cand_fn, inputs, f"running {case.label}"))
         try:
             checks.check_plain_outputs(outputs, device_type)
             checks.check_no_alias(outputs if entry is None else entry.fresh(outputs), inputs)
@@ -315,7 +341,8 @@ class CandidateRun:
             profile["candidate"] = profile_call(lambda: loading.call(candidate, inputs), device, target.synchronize)
             self.guard("while profiling")
             self.restore_state()
-            profile["baseline"] = profile_call(lambda: loading.call(baseline, inputs), device, target.synchronize)
+            profile["baseline"] = self.first_call("baseline", 0, lambda: profile_call(
+                lambda: loading.call(baseline, inputs), device, target.synchronize))
             reference = baseline if reference_for_profile is None else reference_for_profile
             profile["reference"] = profile["baseline"] if reference_for_profile is None else \
                 profile_call(lambda: loading.call(reference, inputs), device, target.synchronize)
@@ -383,6 +410,7 @@ class ShapeTiming:
         self.last_beat = _clock()
         self.replays: GraphReplays | None = None  # the candidate's graphs, where timing replayed them
         self.calls_per_sample = 1
+        self.baseline_failure: BaseException | None = None
 
     def time_and_check(self) -> dict[str, Any]:
         times = self.measure()
@@ -404,7 +432,11 @@ class ShapeTiming:
     # ------------------------------------------------- measure_pair's callbacks (between timed calls: CRITICAL)
 
     def call_baseline(self, inputs: list[Any]) -> Any:
-        return loading.call(self.baseline, inputs)
+        try:
+            return loading.call(self.baseline, inputs)
+        except Exception as exc:
+            self.baseline_failure = exc  # the baseline's own call failed: charged to the baseline (`measure`)
+            raise
 
     def call_candidate(self, inputs: list[Any]) -> Any:
         return loading.call(self.candidate, inputs)
@@ -458,6 +490,7 @@ class ShapeTiming:
         for entry in self.entries:
             entry.copy_inplace = False  # the in-place results are the buffers (kept or checked, then put back)
         try:
+            self.first_baseline_call()
             times = measure_pair(
                 self.run.target, baseline or self.call_baseline, candidate or self.call_candidate, self.sets,
                 time_budget_s=settings.time_budget_s / len(shape_sets),
@@ -480,8 +513,10 @@ class ShapeTiming:
         except Stop:
             raise  # a guard's verdict (a patch, a thread left running), not a crash
         except Exception as exc:  # noqa: BLE001
-            raise Stop("crash", f"timed run, shape set {self.shape}: {short_error(exc)}",
-                       traceback.format_exc()[-4000:]) from None
+            side = "baseline" if exc is self.baseline_failure else "candidate"
+            who = "the baseline's call: " if side == "baseline" else ""
+            raise Stop("crash", f"timed run, shape set {self.shape}: {who}{short_error(exc)}",
+                       traceback.format_exc()[-4000:], side=side) from None
         finally:
             for entry in self.entries:
                 entry.copy_inplace = True
@@ -520,6 +555,22 @@ class ShapeTiming:
         backward = self.measure(backward_of("b"), backward_of("c"), refresh=build, direction="backward")
         graphs.clear()
         return {"forward": forward.to_dict(), "backward": backward.to_dict()}
+
+    def first_baseline_call(self) -> None:
+        """The baseline's first call on this shape set, untimed, before the warm-up: where it builds (the base
+        version of a lazily built kernel, in the gate) that is build time (CandidateRun.first_call), and the warm-up
+        then times calls of a built kernel. Only where it has not run on this shape set yet (the profile calls it on
+        the first): the candidate's first call was a correctness case's."""
+        if f"baseline, shape set {self.shape}" in self.run.first_calls:
+            return
+        inputs = self.sets[0]
+
+        def call() -> Any:
+            out = loading.call(self.baseline, inputs)
+            self.run.target.synchronize()
+            return out
+
+        self.after_baseline(self.run.first_call("baseline", self.shape, call), 0)
 
     # ----------------------------------------------------------------------------------- after timing
 

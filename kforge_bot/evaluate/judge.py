@@ -9,11 +9,13 @@ the reference's worker runs.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from kforge_bot.evaluate import bound, isolation, outputs
 from kforge_bot.evaluate.plan import Case, Plan
-from kforge_bot.evaluate.result import DIRECTIONS, EvalResult, TimingStats, directions_text
+from kforge_bot.evaluate.result import DIRECTIONS, EvalResult, EvalSettings, TimingStats, directions_text
+from kforge_bot.evaluate.shapes import DEFINITION, ShapeSpeedup, combine, regression_text
 from kforge_bot.evaluate.sandbox import ChildOutcome
 from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
 
@@ -64,18 +66,23 @@ def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
     base.reason = "correct on every case"
     timing = message.get("timing") or []
     if timing:
-        _attach_timing(base, timing, plan.settings.confidence)
+        _attach_timing(base, timing, plan.settings, plan.spec.shape_sets)
         _attach_directions(base, timing, plan.settings.confidence)
         broken = _physical_bound(base, plan, ref_outputs, ref_result)
         if broken:
             base.verdict, base.reason = "rejected", broken
             base.speedup = base.speedup_ci = None
+            base.per_shape = []
             return base
+        several = " (geometric mean over the shape sets)" if len(base.per_shape) > 1 else ""
         if base.speedup_ci is not None:
-            base.reason = (f"correct on every case; {base.speedup:.3f}x "
+            base.reason = (f"correct on every case; {base.speedup:.3f}x{several} "
                            f"(CI {base.speedup_ci[0]:.3f}-{base.speedup_ci[1]:.3f})")
         elif base.speedup is not None:
-            base.reason = f"correct on every case; {base.speedup:.3f}x ({base.details['speedup_ci_note']})"
+            base.reason = f"correct on every case; {base.speedup:.3f}x{several} ({base.details['speedup_ci_note']})"
+        slow = regression_text(base.per_shape)
+        if slow:
+            base.reason += f"; but {slow}"
         if base.details.get("directions"):  # a backward: the headline is forward+backward; each direction said
             base.reason += "; " + directions_text(base.details["directions"])
     return base
@@ -83,9 +90,20 @@ def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
 
 def _ended_without_result(base: EvalResult, outcome: ChildOutcome) -> bool:
     """Where the worker ended without an ok result (flooded, timed out, exited early, stopped with a verdict):
-    the verdict and reason set on `base`, and True."""
+    the verdict and reason set on `base`, and True. A crash or a timeout also says whose code it was in
+    (`details["failed_side"]`: the baseline's while the worker built it or in its own call, else the
+    candidate's), so the gate charges it to that side and never to the other."""
+    ended = _how_it_ended(base, outcome)
+    if ended and base.verdict in ("crash", "timeout"):
+        message = outcome.result or {}
+        built = any(m.get("phase") == "baseline built" for m in outcome.messages)
+        base.details["failed_side"] = "baseline" if message.get("side") == "baseline" or not built else "candidate"
+    return ended
+
+
+def _how_it_ended(base: EvalResult, outcome: ChildOutcome) -> bool:
     message = outcome.result
-    if outcome.flooded:
+    if outcome.flooded or outcome.overfilled is not None:
         base.verdict, base.reason = "rejected", f"the candidate {outcome.exit_description()}"
         return True
     if outcome.timed_out:
@@ -266,24 +284,29 @@ def _profile_rejection(plan: Plan, profile: dict[str, Any]) -> str | None:
     return None
 
 
-def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence: float) -> None:
-    per_shape = []
-    pooled_b: list[float] = []
-    pooled_c: list[float] = []
+def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], settings: EvalSettings,
+                   shapes: Sequence[dict[str, Any]] = ()) -> None:
+    """Each shape set's speedup and interval from its own pairs, judged by its rule (evaluate.shapes); the headline is
+    their geometric mean, its interval theirs combined. Pooling every set's pairs into one median hid a set 7x
+    slower behind another set 6x faster."""
+    confidence = settings.confidence
     usable = [t for t in timing if t.get("baseline_ms") and t.get("candidate_ms")]
     if not usable:
         return
-    n_min = min(len(t["baseline_ms"]) for t in usable)
+    per_shape: list[dict[str, Any]] = []
     floors: list[float] = []
+    within: list[tuple[float, float] | None] = []
     for t in usable:
         b, c = t["baseline_ms"], t["candidate_ms"]
         speedup, ci = speedup_from_pairs(b, c, confidence)
         floor = systematic_floor(t.get("calls_per_sample", 1))
         floors.append(floor)
+        finite = math.isfinite(ci[0])
+        within.append(ci if finite else None)
         per_shape.append({"shape_set": t["shape"], "baseline": summarize(b).to_dict(),
                           "candidate": summarize(c).to_dict(), "speedup": speedup,
-                          "speedup_ci": list(widen(ci, floor)) if math.isfinite(ci[0]) else None,
-                          "speedup_ci_within_run": list(ci) if math.isfinite(ci[0]) else None,
+                          "speedup_ci": list(widen(ci, floor)) if finite else None,
+                          "speedup_ci_within_run": list(ci) if finite else None,
                           "systematic_floor": floor,
                           "pairs": len(b), "calls_per_sample": t.get("calls_per_sample", 1),
                           "stop_reason": t.get("stop_reason", ""), "wall_s": t.get("wall_s"),
@@ -291,19 +314,27 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence:
                           "busy_after_ms": t.get("busy_after_ms", {}),
                           "busy_before_ms": t.get("busy_before_ms", {}),
                           "per_call_ms": t.get("per_call_ms", {})})
-        # Each shape set weighs the same in the pooled figure, however many pairs it took.
-        step = len(b) / n_min
-        idx = [int(i * step) for i in range(n_min)]
-        pooled_b.extend(b[i] for i in idx)
-        pooled_c.extend(c[i] for i in idx)
-    speedup, ci = speedup_from_pairs(pooled_b, pooled_c, confidence)
-    result.speedup, result.speedup_ci = speedup, widen(ci, max(floors))
-    result.details["speedup_ci_within_run"] = list(ci) if math.isfinite(ci[0]) else None
+    result.per_shape = []
+    for entry in per_shape:
+        s = entry["shape_set"]
+        rule = settings.shape_rule(s)
+        ci = entry["speedup_ci"]
+        result.per_shape.append(ShapeSpeedup(
+            shape_set=s, shape=dict(shapes[s]) if s < len(shapes) else {}, speedup=entry["speedup"],
+            ci=(ci[0], ci[1]) if ci else None, baseline_ms=entry["baseline"]["median_ms"],
+            candidate_ms=entry["candidate"]["median_ms"], pairs=entry["pairs"], threshold=rule.threshold,
+            informational=rule.informational))
+    # The sets' within-run intervals combine (independent pairs); the systematic floor is an error the sets share
+    # (the process, the clocks), so it widens the combined interval once rather than being averaged away.
+    result.speedup, within_ci = combine([p.speedup for p in result.per_shape], within)
+    result.speedup_ci = widen(within_ci, max(floors)) if within_ci else None
+    result.details["speedup_ci_within_run"] = list(within_ci) if within_ci else None
     result.details["systematic_floor"] = max(floors)
-    if not math.isfinite(ci[0]):
+    result.details["speedup_definition"] = DEFINITION
+    if result.speedup_ci is None:
         # The range of a handful of pairs is no 95% interval: report none rather than an overconfident one.
-        result.speedup_ci = None
-        result.details["speedup_ci_note"] = (f"too few pairs ({len(pooled_b)}) for a {confidence:.1%} confidence "
+        few = min(p.pairs for p in result.per_shape)
+        result.details["speedup_ci_note"] = (f"too few pairs ({few}) for a {confidence:.1%} confidence "
                                              "interval; give it more time")
     b_stats = [summarize(t["baseline_ms"]) for t in usable]
     c_stats = [summarize(t["candidate_ms"]) for t in usable]
@@ -315,8 +346,8 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence:
 
 def _attach_directions(result: EvalResult, timing: list[dict[str, Any]], confidence: float) -> None:
     """A kernel with a backward: each direction's figures in `details.directions` (forward alone, backward alone,
-    and forward+backward, the measurement every output check and the headline figure come from), pooled over the
-    shape sets as the headline is."""
+    and forward+backward, the measurement every output check and the headline come from), its shape sets combined
+    as the headline's are (evaluate.shapes.combine)."""
     with_directions = [t for t in timing if t.get("directions")]
     if not with_directions:
         return
@@ -326,18 +357,17 @@ def _attach_directions(result: EvalResult, timing: list[dict[str, Any]], confide
         rows = [r for r in rows if r.get("baseline_ms") and r.get("candidate_ms")]
         if not rows:
             continue
-        n_min = min(len(r["baseline_ms"]) for r in rows)
-        pooled_b: list[float] = []
-        pooled_c: list[float] = []
-        for r in rows:  # each shape set weighs the same, as in _attach_timing
-            idx = [int(i * len(r["baseline_ms"]) / n_min) for i in range(n_min)]
-            pooled_b.extend(r["baseline_ms"][i] for i in idx)
-            pooled_c.extend(r["candidate_ms"][i] for i in idx)
-        speedup, ci = speedup_from_pairs(pooled_b, pooled_c, confidence)
+        speedups: list[float] = []
+        within: list[tuple[float, float] | None] = []
+        for r in rows:
+            speedup, ci = speedup_from_pairs(r["baseline_ms"], r["candidate_ms"], confidence)
+            speedups.append(speedup)
+            within.append(ci if math.isfinite(ci[0]) else None)
+        center, ci = combine(speedups, within)
         floor = max(systematic_floor(r.get("calls_per_sample", 1)) for r in rows)
         figures[name] = {
-            "speedup": speedup,
-            "speedup_ci": list(widen(ci, floor)) if math.isfinite(ci[0]) else None,
+            "speedup": center,
+            "speedup_ci": list(widen(ci, floor)) if ci else None,
             "baseline": _sum_stats([summarize(r["baseline_ms"]) for r in rows]).to_dict(),
             "candidate": _sum_stats([summarize(r["candidate_ms"]) for r in rows]).to_dict(),
             "pairs": [len(r["baseline_ms"]) for r in rows],

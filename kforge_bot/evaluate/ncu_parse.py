@@ -18,6 +18,7 @@ import io
 from typing import Any
 
 from kforge_bot.evaluate.ncu_metrics import METRICS, STALL_REASONS, stall_metric
+from kforge_bot.text import markdown_cell, markdown_text
 
 SOL_FLOOR = 0.6  # a unit at >= 60% of its peak is the bottleneck (ncu's own SOL rule of thumb)
 UNDER_OCCUPIED_PCT = 25.0  # under a quarter of the warp slots resident, latency cannot be hidden
@@ -208,8 +209,10 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 
 def _kernel_cell(name: str) -> str:
-    name = " ".join(name.split()).replace("|", "\\|")  # one line, and no stray column separators
-    return name if len(name) <= KERNEL_CHARS else name[: KERNEL_CHARS - 1] + "…"
+    # One line, cut, and as text: a candidate names its own kernels (`foo<float>` would render as HTML).
+    name = " ".join(name.split())
+    name = name if len(name) <= KERNEL_CHARS else name[: KERNEL_CHARS - 1] + "…"
+    return markdown_cell(markdown_text(name))
 
 
 def _table_row(row: dict[str, Any]) -> list[str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kforge_bot.evaluate.shapes import ShapeRule, ShapeSpeedup, from_timing, regressions
+
 VERDICTS = ("pass", "incorrect", "rejected", "compile_error", "crash", "timeout")
 # A kernel with a backward is timed by direction (details.directions); the headline is forward+backward.
 DIRECTIONS = ("forward", "backward", "forward+backward")
@@ -54,6 +56,25 @@ class EvalSettings:
     allow_framework_fallback: bool = False
     profile: bool = True
     isolation: str = "preferred"  # required | preferred | off: the OS sandbox for every worker (evaluate.isolation)
+    # Each worker's limits (evaluate.limits, where the defaults are): None takes the default.
+    memory_limit_bytes: int | None = None  # per process; by default on cpu and mps only
+    process_limit: int | None = None  # processes and threads in one sandbox
+    cpu_limit_s: float | None = None  # per process
+    scratch_limit_bytes: int | None = None  # the scratch folder in all, any one file, each private tmpfs
+    # The one rule for every command (evaluate.shapes): a shape set whose whole interval lies below
+    # 1/(1+threshold) is a regression. The commands set these from the policy (gate.threshold, gate.rules).
+    regression_threshold: float = 0.0
+    shape_thresholds: dict[int, float] = field(default_factory=dict)  # per shape set (index), over the above
+    informational_shapes: tuple[int, ...] = ()  # shape sets reported but never a regression
+
+    def __post_init__(self) -> None:
+        # Through JSON (the pool, the cache, the worker's plan) the keys come back as strings and tuples as lists.
+        self.shape_thresholds = {int(k): float(v) for k, v in (self.shape_thresholds or {}).items()}
+        self.informational_shapes = tuple(sorted({int(i) for i in self.informational_shapes or ()}))
+
+    def shape_rule(self, index: int) -> ShapeRule:
+        return ShapeRule(self.shape_thresholds.get(index, self.regression_threshold),
+                         index in self.informational_shapes)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,15 +104,23 @@ class EvalResult:
     target_info: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)  # logs tail, phases, wall times
     cached: bool = False
+    # Each shape set's speedup, interval and verdict (evaluate.shapes); `speedup` is their geometric mean.
+    per_shape: list[ShapeSpeedup] = field(default_factory=list)
 
     @property
     def correct(self) -> bool:
         return self.verdict == "pass"
 
     @property
+    def regressions(self) -> list[ShapeSpeedup]:
+        """The shape sets on which the candidate is slower by more than their threshold, with confidence."""
+        return regressions(self.per_shape)
+
+    @property
     def faster(self) -> bool:
-        """Faster with confidence: the whole interval lies above 1."""
-        return self.correct and self.speedup_ci is not None and self.speedup_ci[0] > 1.0
+        """Faster with confidence: the whole headline interval lies above 1, and no shape set regressed."""
+        return (self.correct and self.speedup_ci is not None and self.speedup_ci[0] > 1.0
+                and not self.regressions)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +136,7 @@ class EvalResult:
             "correctness": self.correctness,
             "profile": self.profile,
             "target_info": self.target_info,
+            "per_shape": [p.to_dict() for p in self.per_shape],
             "details": self.details,
             "cached": self.cached,
         }
@@ -127,7 +157,16 @@ class EvalResult:
             target_info=data.get("target_info", {}),
             details=data.get("details", {}),
             cached=data.get("cached", False),
+            per_shape=per_shape_of(data),
         )
+
+
+def per_shape_of(data: dict[str, Any]) -> list[ShapeSpeedup]:
+    """A result's shape sets; one written before results carried them is read from its timing details."""
+    if "per_shape" in data:
+        return [ShapeSpeedup.from_dict(p) for p in data.get("per_shape") or []]
+    shapes = (data.get("correctness") or {}).get("shape_sets") or []
+    return from_timing((data.get("details") or {}).get("timing") or [], shapes)
 
 
 def directions_text(directions: dict[str, Any]) -> str:

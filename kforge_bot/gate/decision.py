@@ -6,33 +6,36 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kforge_bot.evaluate.result import EvalResult
+from kforge_bot.evaluate.shapes import regression_bound as regression_bound  # the rule's bound, re-exported
+from kforge_bot.evaluate.shapes import shape_status
 
-VERDICTS = ("pass", "improved", "regression", "incorrect", "error", "skipped")
-FAILING = ("regression", "incorrect", "error")
+VERDICTS = ("pass", "improved", "regression", "incorrect", "error", "spec-changed", "skipped")
+# spec-changed: the change edits the kernel's own test (kforge_bot/gate/base_spec.py) and no maintainer has
+# approved that with the policy's trust.spec_change_label.
+FAILING = ("regression", "incorrect", "error", "spec-changed")
 # Decisions that depend only on content and settings: safe to reuse. Errors are not cached, since
 # a timeout or a missing package can come from the machine rather than the code.
-CACHEABLE = ("pass", "improved", "regression", "incorrect")
-
-
-def regression_bound(threshold: float) -> float:
-    """Speedup below which the head is slower than the base by more than `threshold`."""
-    return 1.0 / (1.0 + threshold)
+CACHEABLE = ("pass", "improved", "regression", "incorrect", "spec-changed")
 
 
 def timing_decision(speedup_ci: Sequence[float] | None, threshold: float) -> str:
-    """'regression' | 'uncertain' (straddles the bound: confirm) | 'improved' | 'pass', or
-    'unmeasured' when the run produced no interval (too few pairs in the budget: confirm too)."""
-    if not speedup_ci:
-        return "unmeasured"
-    low, high = float(speedup_ci[0]), float(speedup_ci[1])
-    bound = regression_bound(threshold)
-    if high < bound:
-        return "regression"
-    if low < bound:
-        return "uncertain"
-    if low > 1.0 + threshold:
-        return "improved"
-    return "pass"
+    """One interval against a threshold: 'regression' | 'uncertain' (straddles the bound: confirm) | 'improved' |
+    'pass', or 'unmeasured' when the run produced no interval (too few pairs in the budget: confirm too)."""
+    return shape_status(speedup_ci, threshold)
+
+
+def result_decision(result: EvalResult, threshold: float) -> str:
+    """The gate's decision on a timed result, shape set by shape set (evaluate.shapes): a regression when any
+    shape set the policy counts regressed (each at its own threshold), a confirmation when any straddles or went
+    unmeasured, improved when the headline (the geometric mean) is faster than the threshold, else pass. A shape
+    set the policy names informational never decides; where every set is, the headline can only pass or improve."""
+    if not result.per_shape:  # a result with no shape sets (written before they were kept): its headline alone
+        return timing_decision(result.speedup_ci, threshold)
+    counted = {p.status for p in result.per_shape if not p.informational}
+    for decision in ("regression", "unmeasured", "uncertain"):
+        if decision in counted:
+            return decision
+    return "improved" if timing_decision(result.speedup_ci, threshold) == "improved" else "pass"
 
 
 def direction_regressions(result: EvalResult, threshold: float) -> list[str]:
@@ -75,7 +78,10 @@ def fmt_threshold(threshold: float | None, target: str = "") -> str:
 
 
 def fmt_change(speedup: float | None, ci: Sequence[float] | None) -> str:
-    """Head time relative to base: '+3.1% (+2.8% to +3.4%)', '19.8x slower (19.1x-20.6x)'."""
+    """Head time relative to base, the one way the gate writes a change (the headline's and each shape set's):
+    1/speedup - 1, so for the headline the geometric mean of the shape sets' head/base, which is also the ratio
+    of the geometric means of their medians that the report prints beside it (up to the pairing).
+    '+3.1% (+2.8% to +3.4%)', '19.8x slower (19.1x-20.6x)'."""
     if speedup is None or speedup <= 0:
         return "n/a"
     ratio = 1.0 / speedup
@@ -83,6 +89,9 @@ def fmt_change(speedup: float | None, ci: Sequence[float] | None) -> str:
     if ratio >= 2.0:
         interval = f" ({lo_r:.1f}x-{hi_r:.1f}x)" if lo_r is not None else ""
         return f"{ratio:.1f}x slower{interval}"
+    if ratio <= 0.5:
+        interval = f" ({1 / hi_r:.1f}x-{1 / lo_r:.1f}x)" if lo_r is not None and hi_r is not None else ""
+        return f"{1 / ratio:.1f}x faster{interval}"
 
     def pct(r: float) -> str:
         return f"{(r - 1.0) * 100:+.1f}%"

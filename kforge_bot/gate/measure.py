@@ -12,7 +12,8 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.gate.decision import direction_regressions, fmt_change, harness_verdict, timing_decision
+from kforge_bot.evaluate.shapes import regressions
+from kforge_bot.gate.decision import direction_regressions, fmt_change, harness_verdict, result_decision
 from kforge_bot.policy import GateRule, Policy
 from kforge_bot.spec import Implementation, KernelSpec, has_own_reference
 
@@ -45,6 +46,8 @@ def gate_settings(policy: Policy, rule: GateRule, time_budget_s: float | None = 
         # The gate compares a repository's own kernels; calling framework ops is their business.
         allow_framework_fallback=True,
         profile=False,
+        **policy.evaluation.limit_settings(),
+        **rule.shape_settings(),
     )
 
 
@@ -97,20 +100,15 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
                                     result=result))
 
         result = _safe(lambda: run(judged, head, base, settings))
-        if isinstance(result, str) and oracle is None:
-            return done(Measurement("error", f"the head's reference or inputs fail: {result}"))
-        if isinstance(result, str) or result.verdict in ("crash", "timeout"):
-            # Whose failure? Run the head alone (its own reference, timed against itself): if that
-            # passes, the base is what failed, and the head is not to blame.
-            why = result if isinstance(result, str) else result.reason
-            alone = _safe(lambda: run(spec, head, head, replace(settings, time_budget_s=min(settings.time_budget_s, 1.0))))
-            if isinstance(alone, str):
-                return done(Measurement("error", alone))
-            bad = harness_verdict(alone)
-            if bad:
-                return done(Measurement(*bad, result=alone))
-            return done(Measurement("pass", f"the base version failed ({why}); the head alone is correct against "
-                                            "its reference; speed not compared", result=alone, cacheable=False))
+        if isinstance(result, str):
+            # The reference worker runs no head code: the head's reference or inputs, or the base as the oracle
+            # of a kernel that is its own reference, failed on their own. Nothing judges the head then.
+            whose = ("the base version (this kernel's oracle)" if oracle is not None
+                     else "the head's reference or inputs")
+            return done(Measurement("error", f"{whose} fail: {result}", cacheable=oracle is None))
+        base_failed = _base_failure(result)
+        if base_failed:
+            return done(Measurement("error", base_failed, result=result, cacheable=False))
         bad = harness_verdict(result)
         if bad:
             return done(Measurement(*bad, result=result))
@@ -121,6 +119,10 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
         confirm = _safe(lambda: run(judged, head, base, confirmation_settings(settings)))
         if isinstance(confirm, str):
             return done(Measurement("error", f"confirmation run: {confirm}", result=result))
+        base_failed = _base_failure(confirm)
+        if base_failed:
+            return done(Measurement("error", f"confirmation run: {base_failed}", result=confirm, first=result,
+                                    cacheable=False))
         bad = harness_verdict(confirm)
         if bad:
             return done(Measurement(bad[0], f"confirmation run: {bad[1]}", result=confirm, first=result))
@@ -135,12 +137,28 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
         final = "pass" if decision == "uncertain" else decision
         reason = _timing_reason(final, confirm, threshold)
         if decision == "uncertain":
-            reason = (f"not resolved at the {threshold:.1%} threshold after a confirmation run "
+            open_sets = [p for p in confirm.per_shape if not p.informational and p.status == "uncertain"]
+            which = (" on " + ", ".join(f"{p.label} ({fmt_change(p.speedup, p.ci)})" for p in open_sets)
+                     if len(confirm.per_shape) > 1 and open_sets else "")
+            reason = (f"not resolved at the {threshold:.1%} threshold after a confirmation run{which} "
                       f"({fmt_change(confirm.speedup, confirm.speedup_ci)}); not counted as a regression")
         return done(Measurement(final, f"confirmed: {reason}", result=confirm, first=result))
     finally:
         if references is None:
             store.cleanup()
+
+
+def _base_failure(result: EvalResult) -> str | None:
+    """The reason, where the comparison crashed or hung in the base's code (building it, or a call of it).
+
+    Charged to the base, never to the head, and never resolved by running the head alone: a head that could tell
+    the comparison from a run of its own would fail only in the comparison and pass alone. The head is not
+    judged (the base and the head share one process, so the head may be what broke the base): an `error` a
+    maintainer looks at, not a pass."""
+    if result.verdict not in ("crash", "timeout") or result.details.get("failed_side") != "baseline":
+        return None
+    return (f"the base version failed beside the head ({result.reason}); the head could not be compared against "
+            "it, and is not judged (a base that fails here needs a maintainer: re-run, or fix the base first)")
 
 
 def _safe(call: Callable[[], EvalResult]) -> EvalResult | str:
@@ -152,8 +170,9 @@ def _safe(call: Callable[[], EvalResult]) -> EvalResult | str:
 
 
 def _decision(result: EvalResult, threshold: float) -> str:
-    """The headline's decision, or a regression where one direction of a backward kernel alone is one."""
-    decision = timing_decision(result.speedup_ci, threshold)
+    """The decision on the shape sets (decision.result_decision), or a regression where one direction of a backward
+    kernel alone is one."""
+    decision = result_decision(result, threshold)
     return "regression" if decision != "regression" and direction_regressions(result, threshold) else decision
 
 
@@ -161,11 +180,16 @@ def _timing_reason(decision: str, result: EvalResult, threshold: float) -> str:
     change = fmt_change(result.speedup, result.speedup_ci)
     confidence = result.details.get("confidence", 0.95)
     slower = direction_regressions(result, threshold)
-    if decision == "regression" and slower and timing_decision(result.speedup_ci, threshold) != "regression":
+    if decision == "regression" and slower and result_decision(result, threshold) != "regression":
         figures = result.details["directions"]
         which = ", ".join(f"the {d} ({fmt_change(figures[d]['speedup'], figures[d]['speedup_ci'])})" for d in slower)
         return (f"{which} slower than the base by more than {threshold:.1%} ({confidence:.0%} interval); "
                 f"forward+backward {change}")
+    slow = regressions(result.per_shape)
+    if decision == "regression" and slow and len(result.per_shape) > 1:
+        sets = "; ".join(f"{p.label} {fmt_change(p.speedup, p.ci)}, threshold {p.threshold:.1%}" for p in slow)
+        return (f"slower than the base on {len(slow)} of {len(result.per_shape)} shape sets ({sets}; "
+                f"{confidence:.0%} intervals); geometric mean over the shape sets {change}")
     if decision == "regression":
         return f"slower than the base by more than {threshold:.1%} ({change}, {confidence:.0%} interval)"
     if decision == "improved":

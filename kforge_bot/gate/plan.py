@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.cache import ResultCache, TargetFingerprint, cache_key, file_digests, local_closure, portable
+from kforge_bot.cache import ResultCache, TargetFingerprint, cache_key, file_digests, portable
+from kforge_bot.dependencies import local_closure
 from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.measure import gate_settings
 from kforge_bot.gate.report import KernelReport
 from kforge_bot.gate.target_choice import RequiredTarget, TargetChoice, kernel_target, required_status
@@ -23,7 +25,8 @@ from kforge_bot.spec import kernel_implementation
 
 
 def dependencies(kernel: Kernel, checkout: Path) -> list[Path]:
-    """The kernel's, reference's and inputs' files and every local file they import."""
+    """The kernel's, reference's and inputs' files and every file in the checkout they can read
+    (kforge_bot.dependencies)."""
     checkout = checkout.resolve()
     roots = kernel.spec.source_roots if kernel.spec is not None else [checkout]
     return local_closure([checkout / s for s in kernel.sources], roots, checkout)
@@ -57,6 +60,8 @@ class ToMeasure:
     required: dict[str, str]
     key: str
     key_material: dict[str, Any]
+    spec_changes: list[str]  # what the head changed of the kernel's test (empty: judged by the base's alone)
+    approved: bool  # a maintainer's label lets the head's test count
 
     @property
     def usable_base(self) -> Kernel | None:
@@ -80,12 +85,17 @@ class Planner:
     fingerprint: Callable[[str], TargetFingerprint]
     measure: bool
     targets: dict[str, dict[str, str]]  # the report's: each device kind's fingerprint, as it is probed
+    spec_change_approved: bool = False  # the pull request carries the policy's trust.spec_change_label
 
     def clean(self, entry: KernelReport) -> KernelReport:
+        entry.reason = self.clean_text(entry.reason)
+        return entry
+
+    def clean_text(self, text: str) -> str:
         # Reasons name files inside the temporary checkouts: show them as repository paths.
         for checkout in (self.head_root, self.base_root):
-            entry.reason = entry.reason.replace(f"{checkout}{os.sep}", "")
-        return entry
+            text = text.replace(f"{checkout}{os.sep}", "")
+        return text
 
     def plan(self, kid: str, kernel: Kernel, old: Kernel | None) -> KernelReport | ToMeasure | None:
         """None for an unchanged kernel, a KernelReport when no measurement is needed, else what to measure."""
@@ -100,25 +110,32 @@ class Planner:
         if kernel.spec is None:
             return self.clean(KernelReport(kid, kernel.name, kernel.file, kernel.format, "error",
                                            f"does not load: {kernel.error}", touched_by=touched, new=old is None))
-        rule = self.policy.rule_for(kernel.name, kernel.file)  # skip does not depend on the target
+        usable_base = old if old is not None and old.spec is not None else None
+        changes = spec_changes(usable_base.spec, kernel.spec) if usable_base is not None and usable_base.spec else []
+        approved = bool(changes) and self.spec_change_approved
+        # The base's rules decide where a kernel is measured and which policy rule applies: its targets (unless a
+        # maintainer approved the change to its test) and its path (a change cannot move a kernel under a skip rule).
+        ruled = judged_spec(kernel.spec, usable_base.spec) if usable_base is not None and not approved else kernel.spec
+        path = old.file if old is not None else kernel.file
+        rule = self.policy.rule_for(kernel.name, path)  # skip does not depend on the target
         if rule.skip:
             return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
                                 f"skipped by the policy ({rule.matched}" + (f": {rule.reason})" if rule.reason else ")"),
                                 rule=rule.matched, touched_by=touched)
-        kind, why = kernel_target(self.choice, kernel.spec)
+        kind, why = kernel_target(self.choice, ruled)
         if kind is None:
-            needs = required_status(self.required, kernel.spec, None, "", self.choice)
+            needs = required_status(self.required, ruled, None, "", self.choice)
             return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped", why, touched_by=touched,
-                                required=needs)
+                                required=needs, spec_changes=changes)
         fp = self.fingerprint(kind)
         self.targets[kind] = fp.to_dict()
-        rule = self.policy.rule_for(kernel.name, kernel.file, kind)  # the threshold for this target kind
-        needs = required_status(self.required, kernel.spec, kind, fp.device_name, self.choice)
+        rule = self.policy.rule_for(kernel.name, path, kind)  # the threshold for this target kind
+        needs = required_status(self.required, ruled, kind, fp.device_name, self.choice)
         settings = gate_settings(self.policy, rule, self.time_budget_s)
-        usable_base = old if old is not None and old.spec is not None else None
         key_material = {"kernel": kid, "head": head_mat, "base": base_mat if usable_base else None,
                         "rule": {"threshold": rule.threshold, "confidence": rule.confidence},
-                        "settings": settings.key_material(), "target": fp.to_dict()}
+                        "settings": settings.key_material(), "target": fp.to_dict(),
+                        "spec_changes": changes, "approved": approved}
         key = cache_key(key_material)
         hit = self.cache.get(key) if self.cache is not None else None
         if hit is not None:
@@ -130,5 +147,7 @@ class Planner:
             return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
                                 "plan only: not in the cache, would be measured", target=kind, key=key,
                                 touched_by=touched, new=usable_base is None, threshold=rule.threshold,
-                                confidence=rule.confidence, threshold_from=rule.threshold_from, required=needs)
-        return ToMeasure(kernel, old, kind, fp.device_name, rule, settings, touched, needs, key, key_material)
+                                confidence=rule.confidence, threshold_from=rule.threshold_from, required=needs,
+                                spec_changes=changes)
+        return ToMeasure(kernel, old, kind, fp.device_name, rule, settings, touched, needs, key, key_material, changes,
+                         approved)

@@ -8,6 +8,7 @@ from typing import Any
 
 from kforge_bot import HARNESS_VERSION, __version__
 from kforge_bot.evaluate.result import EvalResult
+from kforge_bot.evaluate.shapes import geomean_times
 from kforge_bot.gate.decision import VERDICTS, exit_code, fmt_change, fmt_threshold
 from kforge_bot.gate.measure import Measurement
 from kforge_bot.kernels import Kernel
@@ -24,6 +25,8 @@ class KernelReport:
     reason: str
     target: str = ""
     device_name: str = ""
+    # With several shape sets: the geometric means of the sets' medians, whose ratio is what `change` says
+    # (a sum would be ruled by the largest set). Each set's own figures are in `shapes`.
     base_ms: float | None = None
     head_ms: float | None = None
     speedup: float | None = None
@@ -40,9 +43,15 @@ class KernelReport:
     confirmed: bool = False
     first_run: dict[str, Any] | None = None
     touched_by: list[str] = field(default_factory=list)
+    # What the change edits of the kernel's test (reference, inputs, shapes, ...), and the verdict under each
+    # spec measured ("base", and "head" once a maintainer approved the change).
+    spec_changes: list[str] = field(default_factory=list)
+    under_spec: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
     key: str | None = None
     evaluation: dict[str, Any] | None = None
+    # Each shape set (evaluate.shapes.ShapeSpeedup.to_dict, with its `change`), judged by the one rule.
+    shapes: list[dict[str, Any]] = field(default_factory=list)
     # A kernel with a backward: per direction (forward, backward, forward+backward) its speedup, interval and
     # change, as the headline's are (the headline is forward+backward).
     directions: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -164,8 +173,11 @@ def report_from(kernel: Kernel, m: Measurement, rule: GateRule, target: str, tou
                           confirmed=m.first is not None, touched_by=touched, wall_s=round(m.wall_s, 3))
     if r is not None:
         report.device_name = r.device_name
-        report.base_ms = r.baseline.median_ms if r.baseline and not new else None
-        report.head_ms = r.candidate.median_ms if r.candidate and not new else None
+        base_ms, head_ms = geomean_times(r.per_shape) if r.per_shape else (
+            r.baseline.median_ms if r.baseline else None, r.candidate.median_ms if r.candidate else None)
+        report.base_ms = base_ms if not new else None
+        report.head_ms = head_ms if not new else None
+        report.shapes = [] if new else [{**p.to_dict(), "change": fmt_change(p.speedup, p.ci)} for p in r.per_shape]
         report.speedup = r.speedup if not new else None
         report.speedup_ci = list(r.speedup_ci) if r.speedup_ci and not new else None
         report.evaluation = _trim(r)
@@ -177,6 +189,8 @@ def report_from(kernel: Kernel, m: Measurement, rule: GateRule, target: str, tou
         report.first_run = {"speedup": m.first.speedup,
                             "speedup_ci": list(m.first.speedup_ci) if m.first.speedup_ci else None,
                             "change": fmt_change(m.first.speedup, m.first.speedup_ci),
-                            "pairs": [t.get("pairs") for t in m.first.details.get("timing", [])]}
+                            "pairs": [t.get("pairs") for t in m.first.details.get("timing", [])],
+                            "shapes": [{**p.to_dict(), "change": fmt_change(p.speedup, p.ci)}
+                                       for p in m.first.per_shape]}
     return report
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from kforge_bot import gitops
 from kforge_bot.cache import DEFAULT_DIR, ENV_CACHE_DIR, ResultCache, TargetFingerprint, probe_fingerprint
 from kforge_bot.errors import KforgeError
+from kforge_bot.gate.base_spec import judged_spec
 from kforge_bot.gate.decision import CACHEABLE, fmt_threshold
 from kforge_bot.gate.measure import Evaluator, compare
 from kforge_bot.gate.plan import Planner, ToMeasure
@@ -39,10 +40,13 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
              time_budget_s: float | None = None, fingerprints: Mapping[str, TargetFingerprint] | None = None,
              log: Log | None = None, evaluator: Evaluator | None = None, measure: bool = True,
              before_first_run: Callable[[], None] | None = None,
-             require_all_targets: bool | None = None) -> GateReport:
+             require_all_targets: bool | None = None, spec_change_approved: bool = False) -> GateReport:
     """Run the gate. `fingerprints` pins the target fingerprint per kind (otherwise probed);
     `measure=False` plans only: it reports cache hits and what would be measured, measuring nothing.
-    `require_all_targets` (default: the policy's) makes an unmeasured required target fail the run."""
+    `require_all_targets` (default: the policy's) makes an unmeasured required target fail the run.
+    `spec_change_approved`: a maintainer's label lets a change to a kernel's own test count (otherwise
+    such a kernel is `spec-changed`, judged under the base's test only). Pass the base's policy
+    (kforge_bot.policy.load_policy_from_base)."""
 
     started = time.monotonic()
     say = log or (lambda _msg: None)
@@ -69,13 +73,16 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
         say(f"checking out {merge_base[:12]} (base) and {head_sha[:12]} (head)")
         base_root = stack.enter_context(gitops.worktree(root, merge_base)).resolve()
         head_root = stack.enter_context(gitops.worktree(root, head_sha)).resolve()
-        head_kernels = discover(head_root, policy, strict=True, notes=report.notes)
+        try:
+            head_kernels = discover(head_root, policy, strict=True, notes=report.notes)
+        except KforgeError as exc:  # named as a repository path, not the temporary checkout's
+            raise KforgeError(str(exc).replace(f"{head_root}{os.sep}", "")) from None
         base_notes: list[str] = []
         base_kernels = discover(base_root, policy, strict=False, notes=base_notes)
         report.notes.extend(f"base: {n}" for n in base_notes)
         report.removed.extend(_gone(base_kernels, head_kernels, head_root))
         planner = Planner(policy, choice, required, head_root, base_root, changed, all_kernels, time_budget_s, cache,
-                          fingerprint, measure, report.targets)
+                          fingerprint, measure, report.targets, spec_change_approved)
         for kid in sorted(head_kernels):
             kernel = head_kernels[kid]
             planned = planner.plan(kid, kernel, base_kernels.get(kid))
@@ -148,27 +155,51 @@ def _gone(base_kernels: dict[str, Kernel], head_kernels: dict[str, Kernel], head
 
 def _measure(plan: ToMeasure, planner: Planner, cache: ResultCache | None, evaluator: Evaluator | None,
              say: Log) -> KernelReport:
-    """Measure one planned kernel, report it, and keep a verdict that depends on the code alone in the cache."""
+    """Measure one planned kernel, report it, and keep a verdict that depends on the code alone in the cache.
+    The head's code is judged by the base's test (kforge_bot/gate/base_spec.py); by its own only when it has no
+    base, or when a maintainer approved a change to its test."""
     kernel, old, kind, rule = plan.kernel, plan.old, plan.kind, plan.rule
     assert kernel.spec is not None
     head_impl = kernel_implementation(kernel.spec)
-    base_impl = oracle = None
+    base_impl = None
+    spec = kernel.spec
     if plan.usable_base is not None:
         assert old is not None and old.spec is not None
         # Its `root` is the base checkout: the worker imports each implementation with its own
         # repository's local modules, so base and head may both `import helper` and mean two files.
         base_impl = kernel_implementation(old.spec)
-        if not has_own_reference(kernel.spec):
-            oracle = base_impl
+        spec = judged_spec(kernel.spec, old.spec)  # the base's reference (its kernel, when it names none)
     say(f"{kernel.name}: measuring {'head against base' if base_impl else 'new kernel against its reference'}"
         f" on {kind} ({plan.device_name}), threshold {fmt_threshold(rule.threshold)}")
-    m = compare(kernel.spec, head_impl, base_impl, kind, plan.settings, rule.threshold, oracle=oracle,
-                evaluator=evaluator)
+    m = compare(spec, head_impl, base_impl, kind, plan.settings, rule.threshold, evaluator=evaluator)
+    under_base = m
+    if plan.spec_changes and plan.approved:
+        say(f"{kernel.name}: its test changed ({', '.join(plan.spec_changes)}), approved: measuring under the head's")
+        oracle = None if has_own_reference(kernel.spec) else base_impl
+        m = compare(kernel.spec, head_impl, base_impl, kind, plan.settings, rule.threshold, oracle=oracle,
+                    evaluator=evaluator)
     entry = planner.clean(report_from(kernel, m, rule, kind, plan.touched, new=old is None))
-    if old is not None and plan.usable_base is None:
-        entry.reason = f"the base version does not load, so only correctness was checked; {entry.reason}"
+    entry.spec_changes = list(plan.spec_changes)
+    label = planner.policy.trust.spec_change_label
+    if plan.spec_changes:
+        parts = ", ".join(plan.spec_changes)
+        entry.under_spec = {"base": under_base.verdict}
+        base_said = planner.clean_text(f"{under_base.verdict}: {under_base.reason}")
+        if plan.approved:
+            entry.under_spec["head"] = m.verdict
+            entry.reason = (f"the change edits this kernel's {parts}, approved with the '{label}' label; under the "
+                            f"head's spec: {entry.reason}; under the base's spec: {base_said}")
+        else:
+            entry.verdict = "spec-changed"
+            entry.reason = (f"the change edits this kernel's {parts}: judged under the base's spec it is "
+                            f"{base_said}; the head's spec counts once a maintainer adds the '{label}' label")
+    elif old is None:
+        entry.reason = f"judged under its own spec (new in head: no base to take one from); {entry.reason}"
+    elif plan.usable_base is None:
+        entry.reason = (f"the base version does not load, so it was judged under its own spec and only correctness "
+                        f"was checked; {entry.reason}")
     entry.key, entry.required = plan.key, plan.required
     say(f"{kernel.name}: {entry.verdict} ({entry.reason})")
-    if cache is not None and entry.verdict in CACHEABLE and m.cacheable:
+    if cache is not None and entry.verdict in CACHEABLE and m.cacheable and under_base.cacheable:
         cache.put(plan.key, plan.key_material, entry.to_dict())
     return entry

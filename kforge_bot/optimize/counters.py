@@ -16,6 +16,7 @@ from kforge_bot.evaluate import counter_tools, ncu, ncu_parse
 from kforge_bot.evaluate.counter_tools import tool_for
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.text import code_span
 
 KEEP_KERNELS = 20  # per profiled call in the trajectory: the longest ones (a call can launch hundreds)
 DETAILS_FILE = "ncu-details.csv"  # the name GPU MODE's tooling and the issue use, whichever tool wrote it
@@ -79,7 +80,7 @@ def reading(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
                  f"{top['spills']:.0f} spill instructions" if top.get("spills") else "",
                  f"mostly stalled on {top['stalls'][0]['reason']}" if top.get("stalls") else ""]
         light = summary.get("speed_of_light")
-        sentences.append(f"{who} spends {share:.0%} of its device time in `{str(top.get('kernel'))[:60]}`, "
+        sentences.append(f"{who} spends {share:.0%} of its device time in {code_span(str(top.get('kernel'))[:60])}, "
                          f"{summary.get('class', 'unclassified')}" + (f" at {light:.0%} of its speed of light"
                                                                      if light is not None else "")
                          + ": " + ", ".join(f for f in facts if f) + ".")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kforge_bot.evaluate.result import per_shape_of
+from kforge_bot.evaluate.shapes import ShapeSpeedup, regressions
 from kforge_bot.optimize.roofline import roofline_position
 from kforge_bot.text import one_line
 
@@ -40,6 +42,11 @@ class IterationRecord:
     @property
     def completed(self) -> bool:
         return self.verdict != "pending"
+
+    @property
+    def per_shape(self) -> list[ShapeSpeedup]:
+        """Each shape set's speedup and verdict (evaluate.shapes); the headline `speedup` is their geometric mean."""
+        return per_shape_of(self.result) if self.result else []
 
     @property
     def overhead_s(self) -> float:
@@ -239,7 +246,7 @@ class RunRecord:
     def beam(self, width: int) -> list[IterationRecord]:
         """The best `width` correct candidates by speedup (the best first): the parents of the next round."""
         correct = [it for it in self.completed if it.verdict == "pass" and it.speedup is not None
-                   and it.duplicate_of is None and it.file]
+                   and it.duplicate_of is None and it.file and not regressions(it.per_shape)]
         correct.sort(key=lambda it: (-(it.speedup or 0.0), it.iteration))
         return correct[:max(0, width)]
 
@@ -303,8 +310,9 @@ class RunRecord:
 
 
 def tuner_score(result: dict[str, Any]) -> float | None:
-    """The tuner's score of an evaluated candidate: its speedup when correct, else None (a failure)."""
-    if result.get("verdict") == "pass" and result.get("speedup") is not None:
+    """The tuner's score of an evaluated candidate: its speedup when correct, else None (a failure). A candidate
+    with a shape set's regression is a failure too: it can never be accepted, so the search must not climb from it."""
+    if result.get("verdict") == "pass" and result.get("speedup") is not None and not regressions(per_shape_of(result)):
         return float(result["speedup"])
     return None
 

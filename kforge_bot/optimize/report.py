@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.evaluate.result import directions_text
+from kforge_bot.evaluate.shapes import DEFINITION, geomean_times, markdown_table, regression_text
 from kforge_bot.optimize.counters import section, tool_title
 from kforge_bot.optimize.record import IterationRecord, RunRecord
 from kforge_bot.text import one_line
@@ -34,7 +35,8 @@ def write_report(report_dir: str | Path, record: RunRecord) -> ReportFiles:
     plot_path = report_dir / PLOT_FILE
     skipped = render_plot(record, plot_path)
     plot = None if skipped else plot_path
-    note = skipped or "speedup per iteration; roofline position of the kernel as written and the best"
+    note = skipped or ("speedup per iteration; the best's speedup per shape set; roofline position of the kernel as "
+                       "written and the best")
     markdown = report_dir / REPORT_FILE
     markdown.write_text(render_markdown(record, plot_file=PLOT_FILE if plot else None, plot_note=note),
                         encoding="utf-8")
@@ -47,7 +49,7 @@ def write_report(report_dir: str | Path, record: RunRecord) -> ReportFiles:
 def render_markdown(record: RunRecord, *, plot_file: str | None = None, plot_note: str = "") -> str:
     start = record.start
     parts = [f"# kforge-bot optimize: `{start.get('kernel', '?')}`", _overview(record), _result(record),
-             _comparison(record), _counters(record), _iterations(record), _advice(record), _plot(plot_file, plot_note),
+             _shapes(record), _comparison(record), _counters(record), _iterations(record), _advice(record), _plot(plot_file, plot_note),
              _overhead(record), _files(record)]
     return "\n\n".join(p for p in parts if p) + "\n"
 
@@ -94,7 +96,8 @@ def _result(record: RunRecord) -> str:
     written = next((e.get("written_to") for e in reversed(ends) if e.get("written_to")), None)
     if best is None or best.speedup is None:
         text = ("## Result\n**No candidate beat the kernel as written** (accepted only when correct and faster with "
-                "the whole 95% interval above 1x): the original file was left untouched.")
+                "the whole 95% interval above 1x, and a regression on no shape set): the original file was left "
+                "untouched.")
         correct = [it for it in record.completed if it.verdict == "pass"]
         if correct:
             top = max(correct, key=lambda it: it.speedup or 0.0)
@@ -118,6 +121,29 @@ def _result(record: RunRecord) -> str:
             f"## Result\n**{best.speedup:.2f}x faster** than the kernel as written.{where}{by_direction}")
 
 
+def _shown(record: RunRecord) -> IterationRecord | None:
+    """Whose shape sets the report shows: the best's, or with no best the fastest correct candidate's (a candidate
+    fast overall but slow on one set is the one a reader asks about)."""
+    if record.best is not None:
+        return record.best
+    correct = [it for it in record.completed if it.verdict == "pass" and it.per_shape]
+    return max(correct, key=lambda it: it.speedup or 0.0) if correct else None
+
+
+def _shapes(record: RunRecord) -> str:
+    """The per-shape table beside the headline: the best's sets (or, with no best, the fastest correct candidate's),
+    each judged by the rule that decided acceptance."""
+    shown = _shown(record)
+    if shown is None or not shown.per_shape:
+        return ""
+    which = "the best" if shown is record.best else f"iteration {shown.iteration} (the fastest correct, not accepted)"
+    text = (f"## Per shape set\nEach shape set of {which} against the kernel as written. {DEFINITION[:1].upper()}"
+            f"{DEFINITION[1:]}; a candidate with such a set is never accepted.\n\n"
+            + markdown_table(shown.per_shape, before="kernel as written", after="candidate"))
+    slow = regression_text(shown.per_shape)
+    return text + (f"\n\nNot accepted: {slow}." if slow and shown is not record.best else "")
+
+
 def _comparison(record: RunRecord) -> str:
     base_result = record.baseline
     if not base_result:
@@ -127,6 +153,11 @@ def _comparison(record: RunRecord) -> str:
     best_pos = record.position("best")
     base_ms, best_ms = record.times_ms()
     rows = [("median time per call (sum over shape sets)", _ms(base_ms), _ms(best_ms) if best else "-")]
+    shapes = best.per_shape if best else []
+    if len(shapes) > 1:
+        # The figures whose ratio the headline speedup is: the sum above is ruled by the largest shape set.
+        mean_base, mean_best = geomean_times(shapes)
+        rows.append(("median time per call (geometric mean over shape sets)", _ms(mean_base), _ms(mean_best)))
 
     def fig(pos: dict[str, Any] | None, key: str, fmt: str) -> str:
         if not pos or pos.get(key) is None:
@@ -170,6 +201,9 @@ def _iterations(record: RunRecord) -> str:
              "accepted | evaluate s | note |", "|---|" + ("---|" if rounds else "") + "---|---|---|---|---|---|"]
     for it in done:
         note = _cell(one_line(it.reason, 140)) if it.verdict != "pass" else ""
+        slow = regression_text(it.per_shape) if it.verdict == "pass" else ""
+        if slow:
+            note = _cell(one_line(f"not accepted: {slow}", 200))
         if it.duplicate_of:
             note = f"same source as iteration {it.duplicate_of}; its result reused"
         if it.cached:
@@ -255,9 +289,10 @@ def render_plot(record: RunRecord, path: str | Path) -> str | None:
     matplotlib.use("Agg")  # files only: no display needed
     import matplotlib.pyplot as plt  # after choosing the backend
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(17, 4.5))
     try:
         _speedup_panel(left, record)
+        _shapes_panel(middle, record)
         _roofline_panel(right, record)
         fig.suptitle(f"kforge-bot optimize: {record.start.get('kernel', '?')} on {record.start.get('target', '?')}")
         fig.tight_layout()
@@ -299,6 +334,29 @@ def _speedup_panel(ax: Any, record: RunRecord) -> None:
     ax.set_title("speedup per iteration")
     ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
+
+
+def _shapes_panel(ax: Any, record: RunRecord) -> None:
+    """The best's speedup on each shape set (the table of report.md's "Per shape set"), regressions in red."""
+    shown = _shown(record)
+    ax.set_title("speedup per shape set" + ("" if shown is None or shown is record.best else
+                                             f" (iteration {shown.iteration}, not accepted)"))
+    if shown is None or not shown.per_shape:
+        ax.text(0.5, 0.5, "no correct, timed candidate", ha="center", va="center")
+        ax.set_axis_off()
+        return
+    sets = shown.per_shape
+    xs = list(range(len(sets)))
+    ys = [p.speedup for p in sets]
+    lo = [p.speedup - p.ci[0] if p.ci else 0.0 for p in sets]
+    hi = [p.ci[1] - p.speedup if p.ci else 0.0 for p in sets]
+    colors = ["tab:red" if p.regressed else "tab:grey" if p.informational else "tab:green" for p in sets]
+    ax.bar(xs, ys, color=colors, yerr=[lo, hi], capsize=3)
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="kernel as written")
+    ax.set_xticks(xs, [p.label.replace(" (", "\n(") for p in sets], fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("speedup (95% CI; red: regression)")
+    ax.legend(fontsize=8, loc="best")
 
 
 def _roofline_panel(ax: Any, record: RunRecord) -> None:

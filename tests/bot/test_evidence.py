@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+from fakes.markdown import assert_nothing_live
+
 from kforge_bot.bot import evidence
 from kforge_bot.bot.evidence import KernelOutcome, TargetRow
 
@@ -78,8 +80,32 @@ def test_pr_body_layout():
 
 def test_model_text_cannot_ping_or_leak():
     body = evidence.render_pr_body(_outcome(), pr_number=1, head_branch="f")
-    assert "@alice" not in body and "@\u200balice" in body
-    assert "sk-secret" not in body and "https://llm.example/v1" in body
+    assert_nothing_live(body, "@alice")  # a model's text is shown in a code span: it pings nobody
+    assert "@alice suggested wider loads" in body
+    assert "sk-secret" not in body
+
+
+def test_the_follow_up_names_nothing_of_the_runner():
+    """Attack (issue 28, class 9): the follow-up PR printed the LLM endpoint's URL (an internal host would go public)
+    and the runner's temp path of the trajectory. It links the workflow run's artifacts instead."""
+    how = {**_outcome().how_found, "endpoint": "http://10.0.0.7:8000/v1", "trajectory": "/runner/_temp/kforge/rmsnorm-x"}
+    run = "https://github.example/o/r/actions/runs/77"
+    body = evidence.render_pr_body(_outcome(how_found=how), pr_number=1, head_branch="f", run_url=run)
+    assert "10.0.0.7" not in body and "llm.example" not in body and "/runner/_temp" not in body
+    assert f"artifacts of [this workflow run]({run})" in body
+
+
+def test_text_a_pull_request_wrote_renders_no_markdown():
+    """Attack (issue 28, class 9): a reason quoting what a PR wrote (an `entry:` value in an error) rendered as live
+    Markdown (an image, a link, a mention, HTML) in the comment, the summary and the follow-up PR."""
+    hostile = "kernels.k.entry: expected a Python identifier, got '![x](https://evil.example/t.png) @maintainers <img src=x>'"
+    outcome = _outcome(pr_url=None, pr_number=None, skip_reason=hostile,
+                       correctness={"ok": False, "reason": hostile}, analyst_note=hostile,
+                       how_found={"steps": [hostile], "rejected": [hostile], hostile: hostile})
+    for text in (evidence.render_comment([outcome], pr_number=1, note=hostile), evidence.render_summary([outcome]),
+                 evidence.render_pr_body(outcome, pr_number=1, head_branch="f")):
+        assert "![x](https://evil.example/t.png)" in text  # shown, as text
+        assert_nothing_live(text, "![x]", "](https://evil", "@maintainers", "<img")
 
 
 def test_claims_follow_the_data():
@@ -172,7 +198,8 @@ def test_summary_and_status():
     summary = evidence.render_summary([_outcome(), no_gain], note="trusted: same-repository PR by @ada")
     assert "| `rmsnorm` | b200 (`[self-hosted, b200]`) | 412 us | 229 us | 1.80x (1.78-1.82) |" in summary
     assert "| `softmax` | n/a | n/a | n/a | n/a | n/a | no PR: no improvement |" in summary
-    assert "@\u200bada" in summary
+    assert_nothing_live(summary, "@ada")
+    assert "@ada" in summary
     assert evidence.status_description([_outcome(), no_gain]) == "2 kernels: 1 follow-up PR (#456), 1 without"
     assert evidence.status_description([], note="x" * 300).endswith("…")
     assert len(evidence.status_description([], note="x" * 300)) == 140

@@ -46,3 +46,21 @@ def test_load_results_dir_errors(tmp_path):
     (tmp_path / "x.json").write_text('{"schema": "other"}')
     with pytest.raises(KforgeError, match="not a kforge-bot pr results file"):
         results.load_results_dir(tmp_path)
+
+
+def test_a_pr_that_changed_the_kernels_test_qualifies_on_no_target():
+    """Issue 28, class 2: a per-target job that found the PR's change to the kernel's test unapproved (spec-changed)
+    blocks the follow-up PR even where another job's candidate would qualify."""
+    from kforge_bot.bot.outcomes import with_spec_note
+
+    good = _doc("b200", "A", 1.8, 1.7, 1.9)
+    blocked = KernelRun.from_dict(_doc("arc-b580", "A", 1.5, 1.4, 1.6)["kernels"][0])
+    blocked = with_spec_note(blocked, "spec-changed: the PR edits this kernel's tolerance", True)
+    assert not blocked.qualifies and blocked.outcome.skip_reason.startswith("spec-changed: ")
+    [run] = results.aggregate([good, {"schema": results.SCHEMA, "pr": 1, "kernels": [blocked.to_dict()]}], (), 1.05)
+    assert not run.qualifies and run.candidate is None
+    assert run.outcome.skip_reason.startswith("spec-changed: the PR edits this kernel's tolerance")
+    fresh = KernelRun.from_dict(_doc("arc-b580", "A", 1.5, 1.4, 1.6)["kernels"][0])
+    approved = with_spec_note(fresh, "approved with the label", False)
+    assert approved.qualifies and approved.outcome.skip_reason is None and approved.outcome.spec_note
+

@@ -225,3 +225,44 @@ def test_a_figure_that_leaves_out_launches_is_printed_beside_the_eager_one() -> 
     notes = launch_bound_notes([launch_bound, device_bound, {"shape_set": 2}])
     assert len(notes) == 1 and "shape set 0" in notes[0]
     assert "replayed from CUDA graphs" in notes[0] and "2.000x" in notes[0]
+
+
+def test_the_reason_names_a_shape_set_far_slower_and_the_table_shows_each(tmp_path: Path) -> None:
+    """A candidate far faster on its large shape set and far slower on its small one: the headline (the geometric
+    mean) may read faster, but the reason names the slow set, and every set is printed and in the JSON."""
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from fakes.gate_repos import REF, SLOW_ON_LARGE, SLOW_ON_SMALL, shaped_manifest
+
+    (tmp_path / "ref.py").write_text(REF)
+    (tmp_path / "mm.py").write_text(SLOW_ON_LARGE)
+    (tmp_path / "kforge.yaml").write_text(shaped_manifest("mm", [16, 128]))
+    (tmp_path / "fast_on_large.py").write_text(SLOW_ON_SMALL)
+    proc = _check(tmp_path / "kforge.yaml", "--candidate", tmp_path / "fast_on_large.py", "--seeds", "2",
+                  "--time-budget", "2", "--allow-fallback", "--json", tmp_path / "report.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # correct: check's exit status is about correctness
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert "but a regression on shape set 0 (n=16)" in report["reason"], report["reason"]
+    assert "shape set 1" not in report["reason"].split("but a regression on")[1]
+    assert [(p["shape_set"], p["regression"]) for p in report["per_shape"]] == [(0, True), (1, False)]
+    assert report["details"]["speedup_definition"].startswith("speedup = the geometric mean over the shape sets")
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("  shape set 0 (n=16): ") and line.endswith("regression (over 5.0% slower)")
+               for line in lines), proc.stdout
+    assert any(line.startswith("  shape set 1 (n=128): ") for line in lines)
+    assert "(median, geomean)" in proc.stdout
+    assert any(line.startswith("speedup = the geometric mean") for line in lines)
+
+
+def test_a_json_path_that_will_be_refused_is_refused_before_the_evaluation(tmp_path: Path) -> None:
+    """A folder, a file that is not .json (the next word taken as the path), a path under a file: each refused at
+    once with one line and exit 2, before any worker starts (the sandbox announcement comes first when one does)."""
+    not_json = tmp_path / "kernel.py"
+    not_json.write_text("print('mine')\n")
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x\n")
+    for target in (tmp_path, not_json, a_file / "report.json"):
+        proc = _check(SOFTMAX, "--candidate", ADV / "honest.py", "--time-budget", "0.3", "--json", target)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.startswith("kforge-bot: error: ") and len(proc.stderr.strip().splitlines()) == 1
+        assert "isolation:" not in proc.stderr and proc.stdout == ""  # nothing ran
+    assert not_json.read_text() == "print('mine')\n"

@@ -70,7 +70,7 @@ def test_the_speedup_and_its_interval_come_from_the_raw_pairs() -> None:
     baseline = [2.0 + 0.01 * (i % 7) for i in range(60)]
     candidate = [1.0 + 0.005 * (i % 5) for i in range(60)]
     _attach_timing(result, [{"shape": 0, "baseline_ms": baseline, "candidate_ms": candidate, "calls_per_sample": 1,
-                             "stop_reason": "reached 60 pairs", "wall_s": 0.5}], confidence=0.95)
+                             "stop_reason": "reached 60 pairs", "wall_s": 0.5}], EvalSettings())
     assert result.speedup == pytest.approx(2.0, rel=0.02)
     low, high = result.speedup_ci
     assert low < result.speedup < high and high / low < 1.2
@@ -82,7 +82,7 @@ def test_the_speedup_and_its_interval_come_from_the_raw_pairs() -> None:
 
 def test_a_handful_of_pairs_gives_no_interval_and_says_why() -> None:
     result = EvalResult(verdict="pass", reason="", target="cpu")
-    _attach_timing(result, [{"shape": 0, "baseline_ms": [2.0, 2.1], "candidate_ms": [1.0, 1.1]}], confidence=0.95)
+    _attach_timing(result, [{"shape": 0, "baseline_ms": [2.0, 2.1], "candidate_ms": [1.0, 1.1]}], EvalSettings())
     assert result.speedup is not None and result.speedup_ci is None
     assert result.details["speedup_ci_note"].startswith("too few pairs (2) for a 95.0% confidence interval")
 
@@ -124,3 +124,21 @@ def test_output_files_must_be_the_ones_the_worker_saved(tmp_path: Path) -> None:
     for n in names:
         tensorfile.write([ref["ref_0_0.out"][0] * 1.0000001], tmp_path / n)
     assert "the output file was changed after the harness saved it" in run(dict(digests))
+
+
+def test_each_shape_set_has_its_own_speedup_and_the_headline_is_their_geometric_mean() -> None:
+    # One set 4x faster, the other 4x slower: pooled into one median the pairs could read anything between; per
+    # set, one is a regression (at the policy's threshold) and the headline, their geometric mean, is 1.
+    result = EvalResult(verdict="pass", reason="", target="cpu")
+    fast = {"shape": 0, "baseline_ms": [4.0 + 0.01 * (i % 7) for i in range(60)],
+            "candidate_ms": [1.0 + 0.005 * (i % 5) for i in range(60)]}
+    slow = {"shape": 1, "baseline_ms": [1.0 + 0.005 * (i % 5) for i in range(60)],
+            "candidate_ms": [4.0 + 0.01 * (i % 7) for i in range(60)]}
+    _attach_timing(result, [fast, slow], EvalSettings(regression_threshold=0.05), [{"n": 256}, {"n": 16}])
+    assert [(p.shape_set, p.shape, p.status) for p in result.per_shape] == [(0, {"n": 256}, "improved"),
+                                                                          (1, {"n": 16}, "regression")]
+    assert result.speedup == pytest.approx(1.0, rel=0.02)
+    low, high = result.speedup_ci
+    assert low < 1.0 < high and high / low < 1.1  # the sets' intervals combined, then the floor once
+    assert result.details["speedup_definition"].startswith("speedup = the geometric mean")
+    assert not result.faster and [p.shape_set for p in result.regressions] == [1]

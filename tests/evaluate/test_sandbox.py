@@ -212,6 +212,44 @@ def test_a_hang_after_a_fast_warm_up_costs_the_no_progress_limit_not_the_timeout
     assert phases["no_progress_limit_s"] == 3 and phases["parent"]["candidate_worker_s"] < 60
 
 
+BUILDS_ON_FIRST_CALL = '''
+import time
+
+import torch
+import torch.nn as nn
+
+built = set()
+
+
+class {name}(nn.Module):
+    def forward(self, x):
+        if x.shape not in built:  # a lazy build on the first call per shape (load_inline, torch.compile, autotune)
+            time.sleep(6)
+            built.add(x.shape)
+        return torch.softmax(x, dim=1)
+'''
+
+
+def test_a_first_call_that_builds_is_build_time_not_a_hang(tmp_path: Path) -> None:
+    """A first call per shape set that takes longer than the no-progress floor (here 2 s: a lazy load_inline, a
+    torch.compile, an autotune sweep) is build time, bounded by the timeout: the candidate passes, and so does a
+    comparison against a baseline that builds on its first call (the base version, in the gate). phases say so."""
+    spec = load_spec(ADV / "problem.py")
+    lazy = Implementation(BUILDS_ON_FIRST_CALL.format(name="ModelNew"), "ModelNew", "lazy.py", str(tmp_path))
+    settings = EvalSettings(seeds=2, time_budget_s=0.5, profile=False, timeout_s=120, stall_floor_s=2,
+                            allow_framework_fallback=True)
+    result = evaluate(spec, lazy, "cpu", settings)
+    assert result.verdict == "pass", result.reason
+    phases = result.details["phases"]
+    assert phases["no_progress_limit_s"] == 2
+    assert phases["candidate_worker"]["first_call_s"]["candidate, shape set 0"] >= 6
+    lazy_base = Implementation(BUILDS_ON_FIRST_CALL.format(name="Model"), "Model", "lazy_base.py", str(tmp_path))
+    honest = Implementation((ADV / "honest.py").read_text(), "ModelNew", "honest.py", str(tmp_path))
+    against = evaluate(spec, honest, "cpu", settings, baseline=lazy_base)
+    assert against.verdict == "pass", against.reason
+    assert against.details["phases"]["candidate_worker"]["first_call_s"]["baseline, shape set 0"] >= 6
+
+
 def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:
     spec = load_spec(ADV / "problem.py")
     result = evaluate(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu",
@@ -255,3 +293,27 @@ def test_a_package_on_the_bots_pythonpath_imports_in_the_sandboxed_worker(tmp_pa
     result = evaluate(spec, spec.baseline, "cpu", EvalSettings(seeds=1, measure=False, profile=False,
                                                                 isolation="required"))
     assert result.verdict == "pass", result.reason
+
+
+def test_a_scratch_folder_that_cannot_be_removed_is_an_error_naming_it(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from kforge_bot.errors import KforgeError
+    from kforge_bot.evaluate.sandbox import remove_scratch
+
+    scratch = tmp_path / "kforge-eval-x"
+    (scratch / "deep" / "er").mkdir(parents=True)
+    (scratch / "deep" / "er").chmod(0)
+    (scratch / "deep").chmod(0)
+
+    def refuse(path: object, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(shutil, "rmtree", refuse)
+    with pytest.raises(KforgeError, match="cannot remove a worker's scratch folder") as caught:
+        remove_scratch(scratch)
+    assert str(scratch) in str(caught.value)
+    monkeypatch.undo()
+    remove_scratch(scratch)  # permissions given back, then removed
+    assert not scratch.exists()

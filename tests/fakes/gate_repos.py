@@ -90,3 +90,34 @@ def tiny_spec_in(folder: Path) -> KernelSpec:
     write(folder, "k.py", PLAIN)
     write(folder, "kforge.yaml", manifest(["k"]))
     return load_spec(folder / "kforge.yaml")
+
+
+def slow_where(condition: str, reps: int) -> str:
+    """REF's kernel doing `reps` times the work only on the shape sets where `condition` (on n, the first input's
+    rows) holds: a kernel whose speed genuinely differs per shape set. The slowdowns the per-shape tests use are
+    30x and more, so their verdicts hold on a busy 2-core machine."""
+    return f"""\
+import torch
+
+
+def kernel(x, y):
+    n = x.shape[0]
+    if {condition}:  # redundant work on these shape sets only
+        out = x * 2.0 + y
+        for _ in range({reps}):
+            out = x * 2.0 + y
+        return out
+    return x * 2.0 + y
+"""
+
+
+# Slow on the large shape sets (the base) / slow on the small one (the head): faster on one, far slower on the other.
+SLOW_ON_LARGE = slow_where("n > 64", 30)
+SLOW_ON_SMALL = slow_where("n <= 64", 300)
+
+
+def shaped_manifest(name: str, sizes: list[int]) -> str:
+    """One kernel `name` (its file `<name>.py`) against REF on a shape set per size."""
+    shapes = ", ".join(f"{{n: {n}}}" for n in sizes)
+    return (f"version: 1\nkernels:\n  {name}:\n    file: {name}.py\n    entry: kernel\n    reference: ref.py:reference\n"
+            f"    inputs: ref.py:make_inputs\n    shapes: [{shapes}]\n    targets: [cpu]\n")

@@ -78,3 +78,23 @@ def test_a_backward_slower_than_the_threshold_is_a_regression_though_forward_plu
     assert direction_regressions(unresolved, 0.05) == [] and _decision(unresolved, 0.05) == "pass"
     plain = EvalResult(verdict="pass", reason="", target="cpu", speedup=1.0, speedup_ci=(0.99, 1.01))
     assert _decision(plain, 0.05) == "pass"
+
+
+def test_the_decision_on_a_result_goes_shape_set_by_shape_set():
+    from kforge_bot.evaluate.result import EvalResult
+    from kforge_bot.evaluate.shapes import ShapeSpeedup
+    from kforge_bot.gate.decision import result_decision
+
+    def result(*sets: tuple[float, tuple[float, float] | None, bool], headline=(1.3, 1.6)) -> EvalResult:
+        per_shape = [ShapeSpeedup(i, {}, s, ci, 1.0, 1.0 / s, 30, threshold=0.05, informational=info)
+                     for i, (s, ci, info) in enumerate(sets)]
+        return EvalResult("pass", "", "cpu", speedup=1.4, speedup_ci=headline, per_shape=per_shape)
+
+    fast, slow, close = (6.0, (5.0, 7.0), False), (0.14, (0.12, 0.16), False), (0.95, (0.9, 1.0), False)
+    assert result_decision(result(fast, slow), 0.05) == "regression"  # however fast the other set
+    assert result_decision(result(fast, close), 0.05) == "uncertain"  # straddles its bound: confirm
+    assert result_decision(result(fast, (1.0, None, False)), 0.05) == "unmeasured"
+    assert result_decision(result(fast, fast), 0.05) == "improved"
+    assert result_decision(result(fast, (0.14, (0.12, 0.16), True)), 0.05) == "improved"  # informational
+    assert result_decision(result(fast, fast, headline=(0.99, 1.01)), 0.05) == "pass"
+    assert result_decision(EvalResult("pass", "", "cpu", speedup=0.5, speedup_ci=(0.4, 0.6)), 0.05) == "regression"

@@ -11,11 +11,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
-from fakes.gate_repos import KB, PACKAGE_ROOT, PLAIN, POLICY, REF, VIA_HELPER, cli, init_repo, manifest
+from fakes.gate_repos import (
+    KB,
+    PACKAGE_ROOT,
+    PLAIN,
+    POLICY,
+    REF,
+    SLOW_ON_LARGE,
+    SLOW_ON_SMALL,
+    VIA_HELPER,
+    cli,
+    init_repo,
+    manifest,
+    shaped_manifest,
+)
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, write
 
@@ -141,6 +155,82 @@ def test_second_run_plans_cache_hits_for_everything_but_errors(scenario):
     assert not any(k.cached for k in plan.kernels)
 
 
+# ------------------------------------------------------------------------------ per shape set
+
+
+@pytest.fixture(scope="module")
+def shaped(tmp_path_factory):
+    """A head far faster than the base on its large shape set and far slower on its small one, gated as in CI."""
+    root = tmp_path_factory.mktemp("gate-shapes") / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "mm.py", SLOW_ON_LARGE)
+    write(root, "kforge.yaml", shaped_manifest("mm", [16, 128]))
+    policy = POLICY.replace("time_budget_s: 1.0", "time_budget_s: 2.0")  # two shape sets share it
+    write(root, "policy.yml", policy)
+    write(root, "informational.yml", policy.replace(
+        "gate: {threshold: 0.25, confidence: 0.95}",
+        "gate:\n  threshold: 0.25\n  rules:\n    - kernel: mm\n      shape_sets: {0: {informational: true, "
+        "reason: a warm-up size}}"))
+    commit_all(root, "mm")
+    git(root, "checkout", "-q", "-b", "feature")
+    write(root, "mm.py", SLOW_ON_SMALL)
+    commit_all(root, "fast on large inputs")
+    summary = root.parent / "summary.md"
+    report_path = root.parent / "report.json"
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    proc = cli("gate", "--base", "main", "--policy", "policy.yml", "--json", str(report_path), "--no-cache",
+               cwd=root, env=env)
+    return {"root": root, "proc": proc, "summary": summary.read_text() if summary.exists() else "",
+            "report": json.loads(report_path.read_text()) if report_path.exists() else None}
+
+
+@pytest.mark.slow
+def test_a_shape_set_far_slower_fails_the_gate_however_fast_the_others(shaped):
+    # Pooled into one median, a head 30x faster on one set and 30x+ slower on the other read as a small change
+    # with a wide interval, and passed after its confirmation run.
+    proc, report = shaped["proc"], shaped["report"]
+    assert report is not None, proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    mm = by_id(report)["mm"]
+    assert mm["verdict"] == "regression", mm["reason"]
+    assert [(s["shape_set"], s["regression"]) for s in mm["shapes"]] == [(0, True), (1, False)]
+    assert mm["shapes"][1]["status"] != "regression"  # far faster there (improved, unless the load left no interval)
+    assert "shape set 0 (n=16)" in mm["reason"] and "1 of 2 shape sets" in mm["reason"]
+    assert mm["evaluation"]["per_shape"][0]["regression"] is True
+    # One definition of change: the medians printed beside the change are geometric means over the shape sets, as
+    # the change is, so their ratio lies within its interval (a sum of medians is ruled by the slowest set: 5.4x
+    # apart beside a "3.1x slower" before). Within the interval, not equal: a median of per-pair ratios is not
+    # quite a ratio of medians, and the machine is shared.
+    low, high = mm["speedup_ci"]
+    assert low / 1.1 <= mm["base_ms"] / mm["head_ms"] <= high * 1.1
+    assert "(geometric mean)" in proc.stdout
+
+
+@pytest.mark.slow
+def test_every_gate_output_shows_the_shape_sets(shaped):
+    proc, summary = shaped["proc"], shaped["summary"]
+    assert "| mm, shape set 0 (n=16) |" in summary and "| mm, shape set 1 (n=128) |" in summary
+    assert re.search(r"\| mm, shape set 0 \(n=16\) \|.*\| \*\*regression\*\* \| \d+ pairs \|", summary)
+    assert "each set is judged on its own" in summary
+    log = [line for line in proc.stdout.splitlines() if line.startswith("mm, shape set 0 (n=16): regression: change ")]
+    assert log, proc.stdout
+    error = next(line for line in proc.stdout.splitlines() if line.startswith("::error file=mm.py"))
+    assert "Per shape set:%0A- shape set 0 (n=16): regression: change " in error
+    assert "%0A- shape set 1 (n=128): " in error
+
+
+@pytest.mark.slow
+def test_a_shape_set_the_policy_names_informational_does_not_fail_the_gate(shaped):
+    policy = load_policy(shaped["root"] / "informational.yml")
+    assert policy.rule_for("mm", "mm.py", "cpu").informational_shapes == (0,)
+    report = run_gate(shaped["root"], "main", policy=policy, use_cache=False)
+    mm = next(k for k in report.kernels if k.id == "mm")
+    assert mm.verdict in ("pass", "improved"), mm.reason
+    assert [(s["shape_set"], s["informational"]) for s in mm.shapes] == [(0, True), (1, False)]
+    assert report.exit_code == 0
+
+
 # ------------------------------------------------------------------------------ usage and config errors
 
 
@@ -180,7 +270,7 @@ def test_malformed_manifest_in_head_is_a_config_error(tmp_path):
     write(root, "kforge.yaml", "version: 1\nkernels: [oops\n")
     commit_all(root, "broken manifest")
     proc = cli("gate", "--base", "HEAD~1", cwd=root)
-    assert proc.returncode == 2 and "kforge.yaml" in proc.stderr and "invalid YAML" in proc.stderr
+    assert proc.returncode == 2 and "kforge.yaml" in proc.stderr and "not valid YAML" in proc.stderr
 
 
 def test_nothing_changed_passes_without_measuring(small_repo):
@@ -448,3 +538,62 @@ def _git_identity() -> dict[str, str]:
     from fakes.gitrepos import HUMAN
 
     return dict(HUMAN)
+
+
+def test_a_pull_request_that_changes_only_a_data_file_the_kernel_reads_is_measured(tmp_path):
+    """Attack (issue 28, class 3): the kernel's file is untouched; the data file it reads by literal path makes
+    it wrong. Reported `unchanged`, it would pass."""
+    root = tmp_path / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "weights.py", "import os\n\nwith open(os.path.join(os.path.dirname(__file__), 'data', 'scale.txt')) "
+                              "as handle:\n    SCALE = float(handle.read())\n")
+    write(root, "data/scale.txt", "2.0\n")
+    write(root, "scaled.py", "from weights import SCALE\n\n\ndef kernel(x, y):\n    return x * SCALE + y\n")
+    write(root, "kforge.yaml", manifest(["scaled"], n=32))
+    write(root, "policy.yml", POLICY)
+    commit_all(root, "base")
+    write(root, "data/scale.txt", "2.5\n")
+    commit_all(root, "head: only the data changes")
+    report = run_gate(root, "HEAD~1", policy=load_policy(root / "policy.yml"), use_cache=False)
+    assert report.unchanged == []
+    (entry,) = report.kernels
+    assert entry.touched_by == ["data/scale.txt"] and entry.verdict == "incorrect", entry.reason
+    assert report.exit_code == 1
+
+
+# A head that tells the comparison from a run of its own (before issue 28 the baseline's module name carried the
+# base's digest, its own the head's) and fails there with a fake device error; anywhere else it is 20x slower.
+BLAME_THE_BASE = """\
+import sys
+
+
+def _in_the_comparison():
+    mine = __name__.rsplit("_", 1)[-1]
+    return any(n.startswith("_kforge_baseline_") and not n.endswith(mine) for n in sys.modules)
+
+
+def kernel(x, y):
+    if _in_the_comparison():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    for _ in range(20):
+        out = x * 2.0 + y
+    return out
+"""
+
+
+def test_a_head_that_crashes_only_in_the_comparison_fails_the_gate(tmp_path):
+    """Attack (issue 28, class 4): the gate ran the head alone after a crash in the comparison and passed it."""
+    root = tmp_path / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "k.py", PLAIN)
+    write(root, "kforge.yaml", manifest(["k"]))
+    write(root, "policy.yml", POLICY)
+    commit_all(root, "base")
+    write(root, "k.py", BLAME_THE_BASE)
+    commit_all(root, "head")
+    report = run_gate(root, "HEAD~1", policy=load_policy(root / "policy.yml"), use_cache=False)
+    (entry,) = report.kernels
+    assert entry.verdict in ("error", "regression"), entry.reason
+    assert "base version failed" not in entry.reason and report.exit_code == 1

@@ -339,3 +339,47 @@ def test_a_round_writes_its_candidates_first_and_a_twin_is_measured_once(tmp_pat
     candidate = next(e for e in loop.trajectory.events if e["event"] == "candidate")
     assert (candidate["round"], candidate["parent"], candidate["model"]) == (1, 0, "m")
     assert measured == [loop.spec.baseline.source, "fast\n"] and proposer.observed == [[1, 2]]
+
+
+def test_a_candidate_far_slower_on_one_shape_set_is_not_accepted_however_fast_on_the_others(tmp_path: Path) -> None:
+    """Real evaluations: the candidate is far faster than the kernel as written on two shape sets and far slower on
+    the third. Pooled into one median its interval lay above 1 and it was accepted; shape set by shape set, the
+    slow one is a regression (the policy's rule, as in the gate) and the candidate is not accepted."""
+    from dataclasses import replace
+
+    from fakes.gate_repos import REF, SLOW_ON_LARGE, SLOW_ON_SMALL, shaped_manifest
+
+    from kforge_bot.optimize.evaluator import Evaluator
+    from kforge_bot.policy import load_policy
+
+    folder = tmp_path / "kernel"
+    folder.mkdir()
+    (folder / "ref.py").write_text(REF)
+    (folder / "mm.py").write_text(SLOW_ON_LARGE)
+    (folder / "kforge.yaml").write_text(shaped_manifest("mm", [16, 96, 128]))
+    spec = load_spec(folder / "kforge.yaml")
+    settings = EvalSettings(seeds=2, time_budget_s=3.0, timeout_s=120, allow_framework_fallback=True)
+    settings = replace(settings, **load_policy().rule_for(spec.name, spec.kernel_file, "cpu").shape_settings())
+    trajectory = Trajectory.create(tmp_path / "run")
+    trajectory.append("start", schema=1, kernel=spec.name, kernel_file=spec.kernel_file, mode="llm", target="cpu")
+    evaluator = Evaluator(spec, "cpu", settings)
+    try:
+        loop = Loop(spec, "cpu", Scripted([SLOW_ON_SMALL]), trajectory, evaluator, budgets=Budgets(iterations=1),
+                    rules=StopRules(patience=9))
+        loop.run()
+    finally:
+        evaluator.close()
+    it = loop.record.iterations[1]
+    assert it.verdict == "pass" and not it.accepted, it.reason
+    assert loop.record.best is None
+    per_shape = it.result["per_shape"]
+    assert [(p["shape_set"], p["regression"]) for p in per_shape] == [(0, True), (1, False), (2, False)]
+    assert "but a regression on shape set 0 (n=16)" in it.reason
+    assert not (trajectory.root / "best.py").exists()
+    # report.md shows the per-shape table beside the headline, and why the candidate was not taken.
+    from kforge_bot.optimize.report import write_report
+
+    markdown = write_report(trajectory.root, loop.record).markdown.read_text()
+    assert "## Per shape set" in markdown and "| shape set 0 (n=16) |" in markdown
+    assert "Not accepted: a regression on shape set 0 (n=16)" in markdown
+    assert "| regression (over 5.0% slower) |" in markdown

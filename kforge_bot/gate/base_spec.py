@@ -1,0 +1,73 @@
+"""A changed kernel is judged by the base's test: the head's code, the base's reference, inputs, init, shapes,
+tolerance, seeds and targets. A kernel cannot vouch for itself by editing its own test in the same pull request.
+
+`judged_spec` builds the spec a head kernel is measured under; `spec_changes` names what of its test the head
+changed (the gate's and the PR bot's `spec-changed`). Which test is used never depends on `spec_changes` being
+complete: the base's is always the one that decides unless a maintainer's label lets the head's count."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+
+from kforge_bot.spec import Implementation, KernelSpec, has_own_reference, kernel_implementation
+
+# What a kernel's test is made of, as `spec_changes` names it.
+TEST_PARTS = ("reference", "inputs", "init", "shapes", "tolerance", "seeds", "targets")
+
+
+def judged_spec(head: KernelSpec, base: KernelSpec) -> KernelSpec:
+    """The head's kernel (its file, entry, code, root and language) under the base's test, on the base's targets (a
+    change cannot drop the device the gate runs on). Each Implementation keeps its own root, so the base's reference
+    imports the base's helpers."""
+    return replace(head, reference=base.reference, targets=base.targets,
+                   inputs_symbol=base.inputs_symbol, inputs_source=base.inputs_source, init_symbol=base.init_symbol,
+                   init_kwargs=base.init_kwargs, shape_sets=base.shape_sets, tolerance=base.tolerance,
+                   seeds=base.seeds)
+
+
+def spec_changes(base: KernelSpec, head: KernelSpec) -> list[str]:
+    """The parts of the kernel's test (TEST_PARTS) that differ between base and head. Code that shares the kernel's
+    file is compared by its own definition, so editing the kernel next to its reference changes no test."""
+    base_kernel, head_kernel = kernel_implementation(base), kernel_implementation(head)
+    changed = []
+    if has_own_reference(base) != has_own_reference(head) or (
+            has_own_reference(head) and _code(base.reference, base_kernel) != _code(head.reference, head_kernel)):
+        changed.append("reference")
+    if _code(replace(base.inputs_source, symbol=base.inputs_symbol), base_kernel) != \
+            _code(replace(head.inputs_source, symbol=head.inputs_symbol), head_kernel):
+        changed.append("inputs")
+    base_init = _code(replace(base.inputs_source, symbol=base.init_symbol), base_kernel) if base.init_symbol else None
+    head_init = _code(replace(head.inputs_source, symbol=head.init_symbol), head_kernel) if head.init_symbol else None
+    if (base_init, base.init_kwargs) != (head_init, head.init_kwargs):
+        changed.append("init")
+    if list(base.shape_sets) != list(head.shape_sets):
+        changed.append("shapes")
+    if base.tolerance != head.tolerance:
+        changed.append("tolerance")
+    if base.seeds != head.seeds:
+        changed.append("seeds")
+    if tuple(base.targets) != tuple(head.targets):
+        changed.append("targets")
+    return changed
+
+
+def _code(impl: Implementation, kernel: Implementation) -> tuple[str, str, str]:
+    """What a part of the test is: its symbol and file, and its whole file's text, or only its own definition when
+    it lives in the kernel's file."""
+    if impl.filename == kernel.filename and impl.source == kernel.source:
+        return impl.symbol, impl.filename, _definition(impl.source, impl.symbol)
+    return impl.symbol, impl.filename, impl.source
+
+
+def _definition(source: str, symbol: str) -> str:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    for node in tree.body:
+        names = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else [
+            t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+        if symbol in names:
+            return ast.get_source_segment(source, node) or source
+    return source
