@@ -236,6 +236,7 @@ MALFORMED = [
     ("seeds-float", {"k": {**GOOD, "seeds": 2.5}}, ["kernels.k.seeds"]),
     ("import-roots-string", {"k": {**GOOD, "import_roots": "src"}}, ["kernels.k.import_roots", "[src]"]),
     ("import-roots-missing", {"k": {**GOOD, "import_roots": ["nowhere"]}}, ["kernels.k.import_roots", "'nowhere'"]),
+    ("import-roots-outside", {"k": {**GOOD, "import_roots": [".."]}}, ["kernels.k.import_roots", "outside the checkout"]),
     ("entry-module-missing", {"k": {**GOOD, "entry": "pkg.gone:double"}}, ["kernels.k.entry", "'pkg.gone'",
                                                                           "import_roots"]),
     ("entry-launcher-missing", {"k": {**GOOD, "entry": "launch.py:double"}}, ["kernels.k.file", "'launch.py'"]),
