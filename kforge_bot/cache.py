@@ -64,12 +64,13 @@ def text_digest(text: str) -> str:
 
 
 def portable(data: Any) -> Any:
-    """Spec/implementation data with machine-specific parts removed: `root` directories are dropped
-    and `source` texts become their digests, so a checkout's location never changes a key."""
+    """Spec/implementation data with machine-specific parts removed: `root` directories (and the absolute import
+    roots, `paths`: the spec keeps them relative) are dropped and `source` texts become their digests, so a
+    checkout's location never changes a key."""
     if isinstance(data, Mapping):
         out: dict[str, Any] = {}
         for key, value in data.items():
-            if key == "root":
+            if key in ("root", "paths"):
                 continue
             out[key] = text_digest(value) if key == "source" and isinstance(value, str) else portable(value)
         return out
@@ -262,7 +263,8 @@ def evaluation_material(spec: Any, candidate: Any, settings: Any, fingerprint: T
     and every local file the kernel imports, the candidate's source, the baseline it is timed against, the
     evaluation settings and the target. Seeds are left out: fresh seeds each time are the point."""
     root = Path(spec.root)
-    local = file_digests(local_closure([spec.kernel_path], [root], root), root)
+    entry = [root / spec.entry_file] if getattr(spec, "entry_file", "") else []
+    local = file_digests(local_closure([spec.kernel_path, *entry], spec.source_roots, root), root)
     return {"kind": "evaluation", "spec": portable(spec.to_dict()), "local_files": local,
             "candidate": portable(candidate.to_dict()),
             "baseline": portable(baseline.to_dict()) if baseline is not None else "spec baseline",

@@ -60,6 +60,13 @@ def _file_part(value: Any, default: str) -> str:
     return default
 
 
+def _with_entry_file(sources: tuple[str, ...], spec: KernelSpec, prefix: str) -> tuple[str, ...]:
+    """The launcher the entry lives in, where that is not the kernel's file: a change to it changes the kernel."""
+    if not spec.entry_file:
+        return sources
+    return tuple(dict.fromkeys((*sources, os.path.normpath(prefix + spec.entry_file))))
+
+
 def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[str]) -> list[Kernel]:
     rel_dir = manifest.parent.relative_to(checkout).as_posix()
     prefix = "" if rel_dir == "." else f"{rel_dir}/"
@@ -90,7 +97,8 @@ def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[
         except KforgeError as exc:
             kernels.append(Kernel(ident(name), name, "manifest", rel_file, None, str(exc), sources, manifest_rel))
         else:
-            kernels.append(Kernel(ident(name), name, "manifest", rel_file, spec, None, sources, manifest_rel))
+            kernels.append(Kernel(ident(name), name, "manifest", rel_file, spec, None,
+                                  _with_entry_file(sources, spec, prefix), manifest_rel))
     return kernels
 
 

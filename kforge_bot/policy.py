@@ -104,6 +104,9 @@ class Gate:
     # A required target this run cannot measure (e.g. cuda on a CPU-only runner) fails the gate
     # instead of being reported as skipped.
     require_all_targets: bool = False
+    # A run in which every changed kernel was skipped (none could be measured here) checked nothing: "fail" (a CI
+    # job set up on the wrong machine must not stay green) or "pass".
+    all_skipped: str = "fail"
 
 
 @dataclass(frozen=True)
@@ -376,13 +379,18 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
 
 
 def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
-    g = ck.mapping(raw, "gate", allowed=("threshold", "confidence", "rules", "require_all_targets"))
+    g = ck.mapping(raw, "gate", allowed=("threshold", "confidence", "rules", "require_all_targets", "all_skipped"))
     gkw: dict[str, Any] = {}
     if "threshold" in g:
         # A mapping sets the kinds it names; the others keep their defaults (DEFAULT_THRESHOLDS).
         gkw["threshold"] = {**DEFAULT_THRESHOLDS, **_threshold(ck, g["threshold"], "gate.threshold")}
     if "require_all_targets" in g:
         gkw["require_all_targets"] = ck.boolean(g["require_all_targets"], "gate.require_all_targets")
+    if "all_skipped" in g:
+        gkw["all_skipped"] = ck.string(g["all_skipped"], "gate.all_skipped")
+        if gkw["all_skipped"] not in ("fail", "pass"):
+            ck.fail("gate.all_skipped", f"expected fail or pass, got {gkw['all_skipped']!r}",
+                    hint="fail: a gate run that measured no changed kernel fails; pass: it passes")
     if "confidence" in g:
         gkw["confidence"] = _confidence(ck, g["confidence"], "gate.confidence")
     if "rules" in g:

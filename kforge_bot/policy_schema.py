@@ -49,6 +49,9 @@ def json_schema() -> dict[str, Any]:
                     "require_all_targets": {"type": "boolean", "default": d.gate.require_all_targets,
                                             "description": "Fail when a required target cannot be measured "
                                                            "on this runner, instead of reporting it skipped."},
+                    "all_skipped": {"enum": ["fail", "pass"], "default": d.gate.all_skipped,
+                                    "description": "A run in which every changed kernel was skipped (none "
+                                                   "measured here) fails, or passes."},
                     "rules": {"type": "array", "items": {
                         "type": "object", "additionalProperties": False,
                         "anyOf": [{"required": ["path"]}, {"required": ["kernel"]}],

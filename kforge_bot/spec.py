@@ -18,6 +18,14 @@ Two formats:
            tolerance: {atol: 1.0e-3, rtol: 1.0e-3}
            targets: [cuda]
            language: triton
+           import_roots: [src]               # folders on sys.path (a src/ layout), in the bot's resolving and workers
+           outputs: 0                        # which of the entry's returns are results (index, name, or a list)
+           inplace: [q, k]                   # inputs the call writes: compared after the call
+           backward: {inputs: [x, w]}        # gradients checked against the reference's autograd, and timed
+
+   `entry` may also name a callable in another file (`launch/rope.py:rope`) or module
+   (`pkg.ops.rope:rope`, or `pkg.ops.rope.rope`): `file` stays what the bot may rewrite, and the launcher imports
+   it by its module name (its path below the manifest's folder or an import root).
 
 Files are read as text and inspected with `ast`; nothing here imports user code (the worker does that,
 in a child process). Everything a spec holds is plain data, so it crosses process boundaries as JSON.
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -56,12 +65,20 @@ class Implementation:
     symbol: str
     filename: str  # a label (and the file name the worker writes the source to)
     root: str | None = None
+    # A kernel in a package: the dotted name the source is imported as (its launcher and its package import it so),
+    # the module `symbol` lives in where that is another one (a launcher), and the import roots (absolute folders
+    # put on sys.path: a src/ layout). Empty: the source is imported on its own, `symbol` in it.
+    module: str = ""
+    entry_module: str = ""
+    paths: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Implementation:
+        data = dict(data)
+        data["paths"] = tuple(data.get("paths") or ())
         return cls(**data)
 
     @property
@@ -101,15 +118,34 @@ class KernelSpec:
     targets: tuple[str, ...] = ()
     language: str = "torch"
     seeds: int = DEFAULT_SEEDS
+    # What a call of the kernel's entry gives back (evaluate.calls): the returns selected (None: all of them), the
+    # inputs it writes (positions, in the entry's call), and the inputs whose gradients are checked (empty: forward
+    # only). `reference_returns`: "entry" where the reference is the kernel itself (the same selection and in-place
+    # inputs apply to it), "outputs" where it is an oracle of its own, which returns the results, then the in-place
+    # inputs' values, in the manifest's order.
+    outputs: tuple[int | str, ...] | None = None
+    inplace: tuple[int | str, ...] = ()
+    grad_inputs: tuple[int | str, ...] = ()
+    # A backward launcher called with the forward's saved values ({"launcher", "args", "returns"}); empty: the
+    # gradients come from autograd through the entry (an autograd.Function).
+    backward_launcher: dict[str, Any] = field(default_factory=dict)
+    reference_returns: str = "entry"
+    import_roots: tuple[str, ...] = ()  # relative to root, as the manifest says them
+    entry_file: str = ""  # relative to root: where the entry lives, when not in kernel_file
 
     @property
     def kernel_path(self) -> Path:
         return Path(self.root) / self.kernel_file
 
+    @property
+    def source_roots(self) -> list[Path]:
+        """Where the kernel's local imports resolve: its folder, then its import roots."""
+        return [Path(self.root), *(Path(self.root) / r for r in self.import_roots)]
+
     def candidate_from_source(self, source: str, filename: str | None = None) -> Implementation:
-        """A candidate for this kernel: new text for `kernel_file`, defining `entry`."""
-        return Implementation(source=source, symbol=self.entry, filename=filename or Path(self.kernel_file).name,
-                              root=self.root)
+        """A candidate for this kernel: new text for `kernel_file`, defining `entry` (or, where the entry lives in
+        another file, imported under the kernel file's module name by that file)."""
+        return replace(self.baseline, source=source, filename=filename or Path(self.kernel_file).name)
 
     def with_baseline(self, baseline: Implementation) -> KernelSpec:
         return replace(self, baseline=baseline)
@@ -118,6 +154,9 @@ class KernelSpec:
         data = asdict(self)
         data["shape_sets"] = list(self.shape_sets)
         data["targets"] = list(self.targets)
+        for key in ("inplace", "grad_inputs", "import_roots"):
+            data[key] = list(data[key])
+        data["outputs"] = None if self.outputs is None else list(self.outputs)
         return data
 
     @classmethod
@@ -127,6 +166,9 @@ class KernelSpec:
             data[key] = Implementation.from_dict(data[key])
         data["shape_sets"] = tuple(data["shape_sets"])
         data["targets"] = tuple(data["targets"])
+        for key in ("inplace", "grad_inputs", "import_roots"):
+            data[key] = tuple(data.get(key) or ())
+        data["outputs"] = None if data.get("outputs") is None else tuple(data["outputs"])
         return cls(**data)
 
 
@@ -300,7 +342,7 @@ def _ref(value: Any, key: str, path: Path, default_file: str) -> tuple[str, str]
 
 
 def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path, boundary: Path,
-                    file_key: str | None = None) -> Implementation:
+                    file_key: str | None = None, paths: tuple[str, ...] = ()) -> Implementation:
     file_path = inside(rel, root, boundary, file_key or key, manifest)
     if not file_path.is_file():
         raise KforgeError(f"{file_key or key}: file {rel!r} does not exist", path=manifest,
@@ -309,10 +351,145 @@ def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path,
     if not defines(source, symbol):
         _parse(file_path, source)  # a syntax error is the better message
         raise KforgeError(f"{key}: {rel} defines no top-level {symbol!r}", path=manifest)
-    return Implementation(source=source, symbol=symbol, filename=file_path.name, root=str(root))
+    return Implementation(source=source, symbol=symbol, filename=file_path.name, root=str(root), paths=paths)
 
 
-_KERNEL_KEYS = {"file", "entry", "reference", "inputs", "shapes", "init", "tolerance", "targets", "language", "seeds"}
+_KERNEL_KEYS = {"file", "entry", "reference", "inputs", "shapes", "init", "tolerance", "targets", "language", "seeds",
+                "import_roots", "outputs", "inplace", "backward"}
+
+
+def _import_roots(value: Any, where: str, root: Path, manifest: Path, boundary: Path) -> tuple[str, ...]:
+    """`import_roots:` folders (relative to the manifest's) that go on sys.path: a src/ layout's `src`."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise KforgeError(f"{where}.import_roots: expected a list of folders, got {value!r}", path=manifest,
+                          hint="e.g. import_roots: [src], relative to the manifest's directory")
+    for folder in value:
+        if Path(folder).is_absolute() or not inside(folder, root, boundary, f"{where}.import_roots", manifest).is_dir():
+            raise KforgeError(f"{where}.import_roots: {folder!r} is not a folder below the manifest's directory",
+                              path=manifest, hint="give folders relative to the manifest's directory, e.g. [src]")
+    return tuple(str(Path(v)) for v in value)
+
+
+def module_name(rel: str, roots: list[Path], root: Path) -> str | None:
+    """The dotted name a file is imported as: its path below the first of `roots` (the import roots, then the
+    manifest's folder) that holds it; None where none does, or where a part is not an identifier."""
+    path = (root / rel).resolve()
+    for folder in roots:
+        folder = folder.resolve()
+        if path.is_relative_to(folder):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts and parts[-1] == "__init__":
+                parts.pop()
+            if parts and all(p.isidentifier() for p in parts):
+                return ".".join(parts)
+    return None
+
+
+def _module_file(module: str, roots: list[Path], root: Path, boundary: Path) -> str | None:
+    """The file (relative to the manifest's folder) a dotted module name resolves to under the import roots."""
+    for folder in roots:
+        base = folder.resolve().joinpath(*module.split("."))
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file() and candidate.resolve().is_relative_to(boundary.resolve()):
+                return os.path.relpath(candidate.resolve(), root.resolve())
+    return None
+
+
+def _entry(value: Any, where: str, kernel_file: str, roots: list[Path], root: Path,
+           manifest: Path, boundary: Path) -> tuple[str, str]:
+    """(file relative to the manifest's folder, symbol) the entry names: a bare name in `file`, a
+    `path/to/launcher.py:fn`, or a module's callable (`pkg.mod:fn` or `pkg.mod.fn`)."""
+    if not isinstance(value, str) or not value.strip():
+        raise KforgeError(f"{where}.entry: expected a callable's name, got {value!r}", path=manifest)
+    value = value.strip()
+    if value.isidentifier():
+        return kernel_file, value
+    file_part, sep, symbol = value.rpartition(":")
+    if sep and file_part.endswith(".py") and symbol.isidentifier():
+        return file_part, symbol
+    module, symbol = (file_part, symbol) if sep else value.rpartition(".")[::2]
+    if not module or not symbol.isidentifier() or not all(p.isidentifier() for p in module.split(".")):
+        raise KforgeError(f"{where}.entry: expected a name in `file`, 'path/to/launcher.py:fn' or 'pkg.module:fn', "
+                          f"got {value!r}", path=manifest)
+    found = _module_file(module, roots, root, boundary)
+    if found is None:
+        raise KforgeError(f"{where}.entry: module {module!r} is no file below the manifest's folder or its "
+                          "import_roots", path=manifest,
+                          hint="add the folder that holds the package to import_roots (e.g. [src])")
+    return found, symbol
+
+
+def _selection(value: Any, key: str, where: str, manifest: Path, allow_empty: bool) -> tuple[int | str, ...]:
+    """An index, a name, or a list of them (`outputs:`, `inplace:`, `backward.inputs:`)."""
+    items = value if isinstance(value, list) else [value]
+    ok = all((isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (isinstance(v, str) and v.isidentifier())
+             for v in items)
+    if not ok or (not items and not allow_empty) or len(set(items)) != len(items):
+        raise KforgeError(f"{where}.{key}: expected an index (0, 1, ...), a name, or a list of distinct ones, got "
+                          f"{value!r}", path=manifest)
+    return tuple(items)
+
+
+_BACKWARD_KEYS = {"inputs", "launcher", "args", "returns"}
+BACKWARD_ARG_KINDS = ("grad", "input", "output")  # backward.args: grad.N, input.NAME|N, output.N (else a literal)
+
+
+def entry_parameters(source: str, symbol: str) -> list[str] | None:
+    """The entry's parameters in call order, read from its source: a function's, or a class's forward without its
+    first (self, or an autograd.Function's ctx); None where the file does not define it (an import)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == symbol:
+            return [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+        if isinstance(node, ast.ClassDef) and node.name == symbol:
+            forward = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+            if forward is not None:
+                return [a.arg for a in (*forward.args.posonlyargs, *forward.args.args)][1:]
+    return None
+
+
+def _positions(items: tuple[int | str, ...], names: list[str] | None, key: str, where: str,
+               manifest: Path) -> tuple[int | str, ...]:
+    """Names of the entry's parameters as positions (an oracle of its own may name its parameters otherwise);
+    left as names where the entry's parameters cannot be read here (its worker resolves them)."""
+    if names is None:
+        return items
+    unknown = [i for i in items if isinstance(i, str) and i not in names]
+    if unknown:
+        raise KforgeError(f"{where}.{key}: the entry has no parameter {unknown[0]!r} (has: {', '.join(names)})",
+                          path=manifest)
+    return tuple(names.index(i) if isinstance(i, str) else i for i in items)
+
+
+def _backward(value: Any, where: str, manifest: Path) -> tuple[tuple[int | str, ...], dict[str, Any]]:
+    """(the inputs whose gradients are checked, the backward launcher: {} for autograd through the entry)."""
+    if value is None:
+        return (), {}
+    if not isinstance(value, dict) or "inputs" not in value or set(value) - _BACKWARD_KEYS:
+        raise KforgeError(f"{where}.backward: expected {{inputs: [...]}} (autograd through the entry), with "
+                          "launcher, args and returns for a backward launcher", path=manifest,
+                          hint="e.g. backward: {inputs: [x, weight]}, or add launcher: rms_norm_backward, "
+                               "args: [grad.0, input.x, input.weight, output.2]")
+    inputs = _selection(value["inputs"], "backward.inputs", where, manifest, allow_empty=False)
+    if set(value) == {"inputs"}:
+        return inputs, {}
+    launcher, args = value.get("launcher"), value.get("args")
+    if not isinstance(launcher, str) or not launcher.isidentifier() or not isinstance(args, list):
+        raise KforgeError(f"{where}.backward: a backward launcher needs launcher (a name in the entry's module) and "
+                          "args (a list: grad.N, input.NAME, output.N or literals)", path=manifest)
+    for arg in args:
+        kind, dot, rest = arg.partition(".") if isinstance(arg, str) else ("", "", "")
+        if dot and kind in BACKWARD_ARG_KINDS and not (rest.isdigit() or (kind == "input" and rest.isidentifier())):
+            raise KforgeError(f"{where}.backward.args: {arg!r} is not grad.N, input.NAME|N or output.N",
+                              path=manifest)
+    returns = None if value.get("returns") is None else \
+        _selection(value["returns"], "backward.returns", where, manifest, allow_empty=False)
+    return inputs, {"launcher": launcher, "args": list(args), "returns": None if returns is None else list(returns)}
 
 
 def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary: Path | None = None) -> KernelSpec:
@@ -332,18 +509,51 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
     kernel_file = entry["file"]
     if not isinstance(kernel_file, str) or not kernel_file.endswith(".py"):
         raise KforgeError(f"{where}.file: expected a path to a .py file, got {kernel_file!r}", path=manifest)
-    symbol = entry["entry"]
-    if not isinstance(symbol, str) or not symbol.isidentifier():
-        raise KforgeError(f"{where}.entry: expected a Python identifier, got {symbol!r}", path=manifest)
-    kernel = _implementation(root, kernel_file, symbol, f"{where}.entry", manifest, boundary, file_key=f"{where}.file")
+    import_roots = _import_roots(entry.get("import_roots"), where, root, manifest, boundary)
+    roots = [root / r for r in import_roots] + [root]
+    paths = tuple(str((root / r).resolve()) for r in import_roots)
+    entry_file, symbol = _entry(entry["entry"], where, kernel_file, roots, root, manifest, boundary)
+    kernel_path = inside(kernel_file, root, boundary, f"{where}.file", manifest)
+    if not kernel_path.is_file():
+        raise KforgeError(f"{where}.file: file {kernel_file!r} does not exist", path=manifest,
+                          hint="paths are relative to the manifest's directory")
+    elsewhere = os.path.normpath(entry_file) != os.path.normpath(kernel_file)
+    launcher = _implementation(root, entry_file, symbol, f"{where}.entry", manifest, boundary,
+                               file_key=f"{where}.file", paths=paths)
+    kernel = launcher
+    if elsewhere or import_roots:
+        # The kernel is imported as a module of its package (a launcher, or the package itself, imports it by name).
+        module = module_name(kernel_file, roots, root)
+        entry_module = module_name(entry_file, roots, root)
+        if module is None or entry_module is None:
+            raise KforgeError(f"{where}: {kernel_file if module is None else entry_file} has no module name below "
+                              "the manifest's folder or its import_roots", path=manifest,
+                              hint="every folder on the way must be a Python identifier")
+        source = _read(kernel_path)
+        kernel = Implementation(source=source, symbol=symbol, filename=Path(kernel_file).name, root=str(root),
+                                module=module, entry_module="" if entry_module == module else entry_module,
+                                paths=paths)
 
     if "reference" in entry:
         ref_file, ref_symbol = _ref(entry["reference"], f"{where}.reference", manifest, kernel_file)
-        reference = _implementation(root, ref_file, ref_symbol, f"{where}.reference", manifest, boundary)
+        reference = _implementation(root, ref_file, ref_symbol, f"{where}.reference", manifest, boundary,
+                                    paths=paths)
     else:
         reference = kernel
     inputs_file, inputs_symbol = _ref(entry["inputs"], f"{where}.inputs", manifest, kernel_file)
-    inputs_source = _implementation(root, inputs_file, inputs_symbol, f"{where}.inputs", manifest, boundary)
+    inputs_source = _implementation(root, inputs_file, inputs_symbol, f"{where}.inputs", manifest, boundary,
+                                    paths=paths)
+    outputs = None if entry.get("outputs") is None else \
+        _selection(entry["outputs"], "outputs", where, manifest, allow_empty=bool(entry.get("inplace")))
+    inplace = () if entry.get("inplace") is None else \
+        _selection(entry["inplace"], "inplace", where, manifest, allow_empty=True)
+    grad_inputs, backward_launcher = _backward(entry.get("backward"), where, manifest)
+    names = entry_parameters(launcher.source, symbol)
+    grad_inputs = _positions(grad_inputs, names, "backward.inputs", where, manifest)
+    inplace = _positions(inplace, names, "inplace", where, manifest)
+    if grad_inputs and inplace:
+        raise KforgeError(f"{where}: backward and inplace together are not supported", path=manifest,
+                          hint="check the in-place forward and the backward as two kernels")
 
     shapes = entry.get("shapes", [{}])
     if not isinstance(shapes, list) or not shapes or not all(isinstance(s, dict) for s in shapes):
@@ -390,6 +600,13 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
         targets=tuple(targets),
         language=language,
         seeds=seeds,
+        outputs=outputs,
+        inplace=inplace,
+        grad_inputs=grad_inputs,
+        backward_launcher=backward_launcher,
+        reference_returns="outputs" if "reference" in entry else "entry",
+        import_roots=import_roots,
+        entry_file=str(Path(entry_file)) if elsewhere else "",
     )
 
 

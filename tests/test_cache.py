@@ -319,3 +319,18 @@ def test_evaluator_cache_is_separated_by_hardware_and_never_stores_a_cached_resu
     assert crash.verdict == "crash" and "SIGSEGV" in crash.reason and not crash.cached
     assert len(calls) == 3 and len(store) == 2 and first.misses == 2
     made[0].close()
+
+
+def test_a_src_layout_kernels_key_does_not_depend_on_where_the_checkout_is(tmp_path: Path) -> None:
+    """Import roots are absolute paths in the worker's view: the key keeps the manifest's relative ones only."""
+    import shutil
+
+    from kforge_bot.spec import load_manifest
+
+    library = Path(__file__).parent / "data" / "library_repo"
+    keys = []
+    for where in ("a", "b"):
+        shutil.copytree(library, tmp_path / where)
+        spec = load_manifest(tmp_path / where / "kforge.yaml")["swiglu"]
+        keys.append(json.dumps(portable(spec.to_dict()), sort_keys=True))
+    assert keys[0] == keys[1] and '"import_roots": ["src"]' in keys[0]

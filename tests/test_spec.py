@@ -234,6 +234,27 @@ MALFORMED = [
     ("seeds-zero", {"k": {**GOOD, "seeds": 0}}, ["kernels.k.seeds"]),
     ("seeds-bool", {"k": {**GOOD, "seeds": True}}, ["kernels.k.seeds"]),
     ("seeds-float", {"k": {**GOOD, "seeds": 2.5}}, ["kernels.k.seeds"]),
+    ("import-roots-string", {"k": {**GOOD, "import_roots": "src"}}, ["kernels.k.import_roots", "[src]"]),
+    ("import-roots-missing", {"k": {**GOOD, "import_roots": ["nowhere"]}}, ["kernels.k.import_roots", "'nowhere'"]),
+    ("import-roots-outside", {"k": {**GOOD, "import_roots": [".."]}}, ["kernels.k.import_roots", "outside the checkout"]),
+    ("entry-module-missing", {"k": {**GOOD, "entry": "pkg.gone:double"}}, ["kernels.k.entry", "'pkg.gone'",
+                                                                          "import_roots"]),
+    ("entry-launcher-missing", {"k": {**GOOD, "entry": "launch.py:double"}}, ["kernels.k.file", "'launch.py'"]),
+    ("outputs-negative", {"k": {**GOOD, "outputs": -1}}, ["kernels.k.outputs", "index"]),
+    ("outputs-float", {"k": {**GOOD, "outputs": [0, 1.5]}}, ["kernels.k.outputs"]),
+    ("outputs-repeated", {"k": {**GOOD, "outputs": [0, 0]}}, ["kernels.k.outputs", "distinct"]),
+    ("outputs-none-selected", {"k": {**GOOD, "outputs": []}}, ["kernels.k.outputs"]),
+    ("inplace-bad-name", {"k": {**GOOD, "inplace": ["x-y"]}}, ["kernels.k.inplace"]),
+    ("backward-not-mapping", {"k": {**GOOD, "backward": ["x"]}}, ["kernels.k.backward", "inputs"]),
+    ("backward-no-inputs", {"k": {**GOOD, "backward": {"inputs": []}}}, ["kernels.k.backward.inputs"]),
+    ("backward-and-inplace", {"k": {**GOOD, "backward": {"inputs": [0]}, "inplace": [0]}},
+     ["kernels.k", "backward and inplace"]),
+    ("inplace-unknown-parameter", {"k": {**GOOD, "inplace": ["y"]}}, ["kernels.k.inplace", "'y'", "has: x"]),
+    ("backward-launcher-without-args", {"k": {**GOOD, "backward": {"inputs": [0], "launcher": "back"}}},
+     ["kernels.k.backward", "args"]),
+    ("backward-arg-malformed", {"k": {**GOOD, "backward": {"inputs": [0], "launcher": "back",
+                                                           "args": ["grad.first"]}}},
+     ["kernels.k.backward.args", "'grad.first'"]),
 ]
 
 
@@ -334,6 +355,27 @@ def test_a_typo_d_key_gets_a_did_you_mean_and_a_missing_file_names_the_file_key(
     with pytest.raises(KforgeError) as caught:
         load_manifest(manifest)
     assert "kernels.k.file: file 'missing.py' does not exist" in str(caught.value)
+
+
+def test_a_src_layout_kernel_with_its_launcher_elsewhere_loads_with_module_names() -> None:
+    """import_roots put a src/ package on the path; `entry` may name a module's callable or a launcher file, and
+    `file` stays the file the bot rewrites (its candidates keep the module name the launcher imports)."""
+    specs = load_manifest(Path(__file__).parent / "data" / "library_repo" / "kforge.yaml")
+    norm, swiglu, rope = specs["rms_norm"], specs["swiglu"], specs["rope"]
+    assert (norm.kernel_file, norm.entry, norm.baseline.module, norm.baseline.entry_module) == \
+        ("src/minilib/ops/norm.py", "rms_norm_forward", "minilib.ops.norm", "")
+    assert norm.outputs == (0,) and norm.reference_returns == "outputs" and norm.import_roots == ("src",)
+    assert norm.baseline.paths == (str((Path(norm.root) / "src").resolve()),)
+    assert (swiglu.baseline.module, swiglu.baseline.entry_module, swiglu.entry_file) == \
+        ("minilib.ops.act", "launch.swiglu", "launch/swiglu.py")
+    assert swiglu.baseline.source == swiglu.kernel_path.read_text()  # the kernel's text, not the launcher's
+    candidate = swiglu.candidate_from_source("def silu_mul(a, b):\n    return a\n")
+    assert (candidate.module, candidate.entry_module, candidate.symbol) == ("minilib.ops.act", "launch.swiglu", "swiglu")
+    assert rope.outputs == () and rope.inplace == (0, 1)  # parameter names as positions: an oracle's may differ
+    assert specs["rms_norm_autograd"].grad_inputs == (0, 1)
+    assert specs["rms_norm_launchers"].backward_launcher == {
+        "launcher": "rms_norm_backward", "args": ["grad.0", "input.X", "input.W", "output.2"], "returns": None}
+    assert KernelSpec.from_dict(json.loads(json.dumps(swiglu.to_dict()))) == swiglu
 
 
 # ------------------------------------------------------------------- paths, names and sizes (issue 28)

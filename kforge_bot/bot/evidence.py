@@ -43,6 +43,9 @@ class TargetRow:
     device_name: str | None = None
     # Each shape set (kforge_bot.evaluate.shapes.ShapeSpeedup.to_dict): the speedup is their geometric mean.
     shapes: tuple[Mapping[str, Any], ...] = ()
+    # A kernel with a backward: {direction: {"speedup", "speedup_ci"}} for forward, backward and forward+backward
+    # (the row's speedup is forward+backward's).
+    directions: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def faster(self) -> bool:
@@ -216,6 +219,17 @@ def render_table(rows: Sequence[TargetRow], extra: Mapping[str, str] | None = No
         if extra is not None:
             line += f" {markdown_cell(extra.get(r.target, NA))} |"
         lines.append(line)
+    if any(r.directions for r in rows):
+        lines += ["", "By direction (the speedup above is forward+backward):", "",
+                  "| target | forward | backward | forward+backward |", "|---|---|---|---|"]
+        for r in rows:
+            cells = []
+            for name in ("forward", "backward", "forward+backward"):
+                f = r.directions.get(name) or {}
+                ci = f.get("speedup_ci")
+                cells.append(NA if f.get("speedup") is None else
+                             f"{f['speedup']:.2f}x" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else ""))
+            lines.append(f"| {_target_cell(r)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -43,7 +43,9 @@ def target_row(result: Any, target: str, *, kind: str, labels: Sequence[str] = (
                      roofline_before=roofline.get("before"), roofline_after=roofline.get("after"),
                      roofline_bound=roofline.get("bound"), correct=result.correct, target_kind=kind,
                      device_name=result.device_name or None,
-                     shapes=tuple(p.to_dict() for p in getattr(result, "per_shape", ())))
+                     shapes=tuple(p.to_dict() for p in getattr(result, "per_shape", ())),
+                     directions={name: {"speedup": f.get("speedup"), "speedup_ci": f.get("speedup_ci")}
+                                 for name, f in (result.details.get("directions") or {}).items()})
 
 
 def unified_diff(before: str, after: str, path: str) -> str:

@@ -28,7 +28,7 @@ from kforge_bot.commands import (
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.result import EvalResult, EvalSettings, directions_text
 from kforge_bot.evaluate.shapes import DEFINITION, geomean_times, text_lines
 from kforge_bot.kernels import discover
 from kforge_bot.policy import load_policy
@@ -62,8 +62,9 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
             return impl, spec.baseline, f"{spec.kernel_file}: ModelNew vs Model"
         return spec.baseline, spec.baseline, f"{spec.kernel_file}: Model vs itself (A/A: no candidate given)"
     if candidate_path is not None:
-        impl = Implementation.from_file(candidate_path, spec.entry, root=spec.root)
-        if _parses(impl.source) and not defines(impl.source, spec.entry):
+        impl = spec.candidate_from_source(Implementation.from_file(candidate_path, spec.entry).source,
+                                          candidate_path.name)
+        if _parses(impl.source) and not spec.entry_file and not defines(impl.source, spec.entry):
             raise KforgeError(f"defines no top-level {spec.entry!r}", path=candidate_path,
                               hint=f"a candidate for kernel {spec.name!r} defines the same entry as {spec.kernel_file}")
         return impl, spec.baseline, f"{candidate_path.name}:{spec.entry} vs {spec.kernel_file}:{spec.entry}"
@@ -167,6 +168,9 @@ def render(result: EvalResult, title: str) -> None:
     fit = result.details.get("memory_fit")
     if fit:
         console.print(f"memory: {fit['note']}")
+    if result.details.get("directions"):
+        console.print("directions (the speedup above is forward+backward): "
+                      + directions_text(result.details["directions"]))
     for line in launch_bound_notes(result.details.get("timing", [])):
         console.print(line)
     if result.speedup_ci and result.correct:
@@ -308,5 +312,18 @@ def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, jso
     failed = [r for r in rows if r["verdict"] not in ("pass", "skipped")]
     click.echo(f"{len(rows)} kernel(s): {sum(r['verdict'] == 'pass' for r in rows)} correct, {len(failed)} not, "
                f"{sum(r['verdict'] == 'skipped' for r in rows)} skipped (no {target} target)")
-    write_json({"repo": str(repo.resolve()), "kernels": rows, "notes": notes}, json_path)
-    sys.exit(1 if failed else 0)
+    checked = [r for r in rows if r["verdict"] != "skipped"]
+    nothing = "" if checked else nothing_checked(rows, target)
+    if nothing:  # a CI job that checks nothing must not be green forever
+        click.echo(nothing)
+    write_json({"repo": str(repo.resolve()), "kernels": rows, "notes": notes, "nothing_checked": nothing or None},
+               json_path)
+    sys.exit(1 if failed or nothing else 0)
+
+
+def nothing_checked(rows: list[dict[str, Any]], target: str) -> str:
+    """The one line for a run in which every kernel was skipped: nothing checked, and why."""
+    reasons = sorted({str(r.get("reason", "")) for r in rows})
+    why = reasons[0] if len(reasons) == 1 else f"{reasons[0]} (and {len(reasons) - 1} other reason(s))"
+    return (f"error: nothing was checked: all {len(rows)} kernel(s) were skipped on target {target} ({why}); "
+            "run on a machine with their device, or pass --target")

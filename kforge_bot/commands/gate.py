@@ -9,6 +9,8 @@ documented in `kforge_bot/gate/__init__.py`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 import os
 import sys
@@ -47,6 +49,9 @@ def _notes(k: KernelReport) -> str:
         bits.append("new")
     if k.confirmed:
         bits.append("confirmed")
+    if k.directions:  # a kernel with a backward: each direction's change (the table's is forward+backward)
+        bits.append(", ".join(f"{name} {k.directions[name]['change']}" for name in ("forward", "backward")
+                              if name in k.directions))
     return ", ".join(bits)
 
 
@@ -57,9 +62,13 @@ def _required_note(k: KernelReport, strict: bool) -> str:
 
 
 def required_lines(report: GateReport) -> list[str]:
-    """What happened to the policy's required targets, in one or two sentences."""
+    """What happened to the policy's required targets, in one or two sentences (and first, where every changed
+    kernel was skipped and the policy makes that fail, the one line saying so)."""
+    nothing = report.nothing_measured()
     if not report.required_targets:
-        return []
+        return [f"Error: {nothing}"] if nothing else []
+    if nothing:
+        return [f"Error: {nothing}", *required_lines(replace(report, all_skipped="pass"))]
     missing = report.unmeasured_required()
     head = f"Required targets (policy): {', '.join(report.required_targets)}."
     if not missing:

@@ -8,6 +8,9 @@ import click
 
 from kforge_bot.commands import examples, json_option, write_json
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.api import import_problem
+from kforge_bot.evaluate.isolation import announcement
+from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.kernels import discover
 from kforge_bot.policy import load_policy
 
@@ -19,21 +22,34 @@ from kforge_bot.policy import load_policy
 @click.option("--policy", "policy_path", default=None,
               help="Policy file or built-in name (default: the default policy).")
 @json_option("The list.")
-def list_kernels(repo: Path, policy_path: str | None, json_path: str | None) -> None:
+@click.option("--import", "try_imports", is_flag=True,
+              help="Import each kernel's entry, reference and inputs in a worker (sandboxed, as `check` runs them), "
+                   "calling nothing; without it, only the manifest and the files are read.")
+def list_kernels(repo: Path, policy_path: str | None, json_path: str | None, try_imports: bool) -> None:
     """List the managed kernels under REPO: every kforge.yaml entry and KernelBench file within the policy's
     kernel_paths, with its format, file, targets and language; a kernel that does not load says why.
-    Exit status 0, or 1 when any kernel does not load."""
+    Exit status 0, or 1 when any kernel does not load (or, with --import, does not import)."""
     if not repo.is_dir():
         raise KforgeError("not a directory", path=repo, hint="give the repository's root")
     notes: list[str] = []
-    kernels = discover(repo, load_policy(policy_path), strict=False, notes=notes)
+    policy = load_policy(policy_path)
+    kernels = discover(repo, policy, strict=False, notes=notes)
+    settings = EvalSettings(isolation=policy.isolation_mode("check"))
+    if try_imports and kernels and json_path != "-":
+        click.echo(announcement(settings.isolation), err=True)
     rows = []
     for kernel in sorted(kernels.values(), key=lambda k: k.id):
         spec = kernel.spec
+        error = kernel.error
+        imports = "not tried"
+        if try_imports and spec is not None:
+            problem = import_problem(spec, settings)
+            imports = "ok" if problem is None else problem
+            error = error or (None if problem is None else f"does not import in its worker: {problem}")
         rows.append({"id": kernel.id, "format": kernel.format, "file": kernel.file,
                      "targets": list(spec.targets) if spec and spec.targets else "any",
                      "language": spec.language if spec else None, "shape_sets": len(spec.shape_sets) if spec else 0,
-                     "error": kernel.error})
+                     "error": error, "imports": imports})
     write_json({"repo": str(repo.resolve()), "kernels": rows, "notes": notes}, json_path)
     if json_path != "-":
         if not rows:
@@ -43,6 +59,10 @@ def list_kernels(repo: Path, policy_path: str | None, json_path: str | None) -> 
             state = f"DOES NOT LOAD: {row['error']}" if row["error"] else \
                 f"{row['language']}, {row['shape_sets']} shape set(s), targets {targets}"
             click.echo(f"{row['id']}  [{row['format']}]  {row['file']}  {state}")
+        if rows and not try_imports:
+            # Read, not run: a kernel listed here can still fail to import where check runs it.
+            click.echo("note: files and manifests read, nothing imported; `kforge-bot list --import` imports each "
+                       "kernel in a worker, as check does", err=True)
         for note in notes:
             click.echo(f"note: {note}", err=True)
     raise SystemExit(1 if any(r["error"] for r in rows) else 0)

@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.judge import judge
 from kforge_bot.evaluate.limits import limits_for
@@ -23,7 +24,7 @@ from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.references import Progress, ReferenceStore, reference_fit
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerProcess, raise_on_sandbox_failure, remove_scratch,
-                                         sandbox_view, scratch_root, scrubbed_environment, start_worker)
+                                         run_worker, sandbox_view, scratch_root, scrubbed_environment, start_worker)
 from kforge_bot.evaluate.spares import Spare, SpareWorkers
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.spec import Implementation, KernelSpec
@@ -83,6 +84,29 @@ def evaluate(
     elif spares is not None:  # the CPU: the next candidate's worker starts only now, while the caller moves on
         spares.prepare(key, lambda: _start_spare(template, target_name, spares.root))
     return result
+
+
+def import_problem(spec: KernelSpec, settings: EvalSettings, timeout_s: float = 120.0) -> str | None:
+    """Import the kernel's entry, reference and inputs in a worker (sandboxed as every worker is), calling nothing;
+    None where they import, else why not in one line. The target is the first of the kernel's own this machine has,
+    else the CPU (an import needs no device)."""
+    try:
+        target = resolve_target_name("auto", spec.targets)
+    except KforgeError:
+        target = "cpu"
+    work = Path(tempfile.mkdtemp(prefix="kforge-import-", dir=scratch_root()))
+    try:
+        plan = Plan(role="imports", target=target, spec=spec, baseline=spec.baseline, candidate=None,
+                    settings=settings, seeds=[0], out_dir=work)
+        outcome = run_worker(plan.to_dict(), work, timeout_s, view=sandbox_view(spec, [spec.baseline], target, work,
+                                                                                settings))
+        raise_on_sandbox_failure(outcome)
+    finally:
+        remove_scratch(work)
+    message = outcome.result or {}
+    if message.get("status") == "ok":
+        return None
+    return str(message.get("reason") or f"its worker {outcome.exit_description()}")
 
 
 def _static_rejection(candidate: Implementation, target: str) -> EvalResult | None:

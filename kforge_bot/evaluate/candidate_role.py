@@ -17,7 +17,7 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
-from kforge_bot.evaluate import checks, loading
+from kforge_bot.evaluate import calls, checks, loading
 from kforge_bot.evaluate.guards import AuditGuard, ThreadWatch, hooks_and_modes_left
 from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.profile import count_flops, profile_call
@@ -70,6 +70,17 @@ class CandidateRun:
         # files lie in this worker's scratch, which the candidate's code can write: the bot compares a file only
         # if it is still what was saved, and a file saved here must still be there.
         self.saved: dict[str, str | None] = {}
+        # Both sides as the harness calls them where the manifest says more than "call it" (calls.EntryCall).
+        self._base_call: calls.EntryCall | None = None
+        self._cand_call: calls.EntryCall | None = None
+
+    @property
+    def base_fn(self) -> Any:
+        return self._base_call if self._base_call is not None else self.baseline
+
+    @property
+    def cand_fn(self) -> Any:
+        return self._cand_call if self._cand_call is not None else self.candidate
 
     # ------------------------------------------------------------------------------------------ guards
 
@@ -152,6 +163,9 @@ class CandidateRun:
         try:
             out = as_list(loading.call(fn, inputs))
             self.target.synchronize()
+        except checks.CheckFailure as failure:  # the manifest's outputs or gradients not there (calls.EntryCall)
+            self.no_reaching_in(what)
+            raise Stop(failure.kind, f"{what}: {failure}") from None
         except Exception as exc:  # noqa: BLE001
             self.no_reaching_in(what)
             status = "compile_error" if is_compile_error(exc) else "crash"
@@ -180,8 +194,8 @@ class CandidateRun:
         device = self.device = self.target.device
         torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
         inputs_module = self.inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs")
-        base_module = loading.import_implementation(plan.baseline, workdir, "baseline")
-        base_obj = loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename)
+        base_module = self.base_module = loading.import_implementation(plan.baseline, workdir, "baseline")
+        base_obj = self.base_obj = loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename)
         # The reference's weights are the ones every side gets. Where the baseline is the reference (KernelBench,
         # most manifests), the baseline built from the same seed is that instance: one model build, not two.
         baseline_is_reference = plan.baseline.to_dict() == spec.reference.to_dict()
@@ -192,6 +206,10 @@ class CandidateRun:
             ref_module = loading.import_implementation(spec.reference, workdir, "reference")
             ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
             reference_instance = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
+        ref_call = reference_instance if baseline_is_reference else \
+            calls.wrap(ref_obj, reference_instance, spec, own_oracle=spec.reference_returns == "outputs",
+                       module=ref_module)
+        if not baseline_is_reference:
             del ref_module
         self.state_source = reference_instance if isinstance(reference_instance, torch.nn.Module) else None
         if not baseline_is_reference:
@@ -200,8 +218,8 @@ class CandidateRun:
         # The reference is profiled here (its ops tell a fallback apart); where the baseline is the reference, the
         # baseline's profile is the reference's.
         profiled = plan.settings.profile and not baseline_is_reference
-        self.reference_for_profile = reference_instance if profiled else None
-        del reference_instance
+        self.reference_for_profile = ref_call if profiled else None
+        del reference_instance, ref_call
         self.snapshot = FunctionSnapshot(extra=self._baseline_extra())
         self.state = framework_state()
         self.threads = ThreadWatch(str(workdir / "candidate_"))
@@ -231,6 +249,17 @@ class CandidateRun:
                                    "own)")
         # One placement for the weights both sides hold, so where they sit in memory cannot tilt the comparison.
         self.shared = loading.share_matching_state(self.candidate, self.baseline)
+        # Both sides as the harness calls them: the manifest's selected outputs, in-place inputs and gradients.
+        try:
+            # A baseline that is the reference's own oracle (`check` times the kernel against it) returns its results.
+            oracle = self.plan.baseline == self.spec.reference and self.spec.reference_returns == "outputs"
+            if calls.uses_conventions(self.spec):
+                self._base_call = calls.EntryCall(self.base_obj, self.baseline, self.spec, own_oracle=oracle,
+                                                  module=self.base_module)
+                self._cand_call = calls.EntryCall(cand_obj, self.candidate, self.spec, own_oracle=False,
+                                                  module=cand_module)
+        except checks.CheckFailure as failure:
+            raise Stop(failure.kind, str(failure)) from None
         self.shared_before = [(name, t.detach().clone()) for name, t in self.shared]
         self.phases["import_s"] = _clock() - self.started - self.phases["setup_s"]
         self.channel.send("progress", phase="imported")  # from here on, the parent's no-progress limit applies
@@ -263,12 +292,15 @@ class CandidateRun:
         spec, device_type = self.spec, self.device.type
         inputs = loading.make_inputs(spec, self.inputs_module, spec.shape_sets[case.shape], case.seed, self.device)
         before = checks.snapshot_inputs(inputs)
+        entry = self.cand_fn if isinstance(self.cand_fn, calls.EntryCall) else None
+        if entry is not None:
+            entry.bind(inputs, case.seed)  # the upstream gradients the reference's worker drew for this seed
         outputs = self.first_call("candidate", case.shape,
-                                  lambda: self.call(self.candidate, inputs, f"running {case.label}"))
+                                  lambda: self.call(self.cand_fn, inputs, f"running {case.label}"))
         try:
             checks.check_plain_outputs(outputs, device_type)
-            checks.check_no_alias(outputs, inputs)
-            checks.check_inputs_unchanged(inputs, before)
+            checks.check_no_alias(outputs if entry is None else entry.fresh(outputs), inputs)
+            checks.check_inputs_unchanged(inputs, before, () if entry is None else entry.inplace)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, f"{case.label}: {failure}") from None
         self.save(outputs, case.cand_file)
@@ -283,7 +315,9 @@ class CandidateRun:
         kept = [o.clone() for o in outputs]
         fresh = loading.make_inputs(spec, self.inputs_module, spec.shape_sets[case.shape], case.reuse_seed, self.device)
         _fill(inputs, fresh)
-        again = self.call(self.candidate, inputs, f"running {case.label} again with new values in the same buffers")
+        if isinstance(self.cand_fn, calls.EntryCall):
+            self.cand_fn.bind(inputs, case.reuse_seed or 0)
+        again = self.call(self.cand_fn, inputs, f"running {case.label} again with new values in the same buffers")
         try:
             checks.check_plain_outputs(again, self.device.type)
         except checks.CheckFailure as failure:
@@ -301,7 +335,7 @@ class CandidateRun:
         if not self.plan.settings.profile:
             return profile
         plan, spec, device, target = self.plan, self.spec, self.device, self.target
-        candidate, baseline, reference_for_profile = self.candidate, self.baseline, self.reference_for_profile
+        candidate, baseline, reference_for_profile = self.cand_fn, self.base_fn, self.reference_for_profile
         inputs = loading.make_inputs(spec, self.inputs_module, spec.shape_sets[0], plan.timing_seed(0, 0), device)
         try:
             profile["candidate"] = profile_call(lambda: loading.call(candidate, inputs), device, target.synchronize)
@@ -357,13 +391,21 @@ class ShapeTiming:
         self.run = run
         self.plan = plan
         self.shape = shape_index
-        self.baseline = run.baseline
-        self.candidate = run.candidate
+        self.baseline = run.base_fn
+        self.candidate = run.cand_fn
         self.device_type = run.device.type
         self.sets = [loading.make_inputs(spec, run.inputs_module, spec.shape_sets[shape_index],
                                          plan.timing_seed(shape_index, r), run.device)
                      for r in range(plan.settings.rotate_sets)]
         self.snapshots = [checks.snapshot_inputs(s) for s in self.sets]
+        # The manifest's conventions (calls.EntryCall): each set's upstream gradients come from its seed, in-place
+        # inputs are put back between samples, and a backward is timed by direction too.
+        self.entries = [f for f in (self.baseline, self.candidate) if isinstance(f, calls.EntryCall)]
+        for r, inputs in enumerate(self.sets):
+            for entry in self.entries:
+                entry.bind(inputs, plan.timing_seed(shape_index, r))
+        self.inplace = self.candidate.inplace if isinstance(self.candidate, calls.EntryCall) else []
+        self.backward = bool(self.entries and self.entries[0].grads)
         self.kept: dict[int, list[torch.Tensor]] = {}
         self.last_beat = _clock()
         self.replays: GraphReplays | None = None  # the candidate's graphs, where timing replayed them
@@ -382,7 +424,10 @@ class ShapeTiming:
         self.change_one_element()
         self.move_values()
         self.replays = None  # the graphs' memory goes with them
-        return {"shape": self.shape, **times.to_dict()}
+        timed = {"shape": self.shape, **times.to_dict()}
+        if self.backward:  # the one above is forward+backward: every output check was made on it
+            timed["directions"] = self.directions()
+        return timed
 
     # ------------------------------------------------- measure_pair's callbacks (between timed calls: CRITICAL)
 
@@ -417,6 +462,12 @@ class ShapeTiming:
         # Replayed graphs write the same static outputs every time: poisoned, an unwritten one shows as NaN.
         checks.poison_outputs(outputs)
 
+    def restore_inplace(self, side: str) -> None:
+        """Between samples, outside the timed region: in-place inputs back as they were made."""
+        for inputs, before in zip(self.sets, self.snapshots):
+            for i in self.inplace:
+                inputs[i].copy_(before[i])
+
     def progress(self, pairs: int, speedup: float | None, ci: tuple[float, float] | None) -> None:
         self.run.channel.send("progress", phase="timing", shape=self.shape, pairs=pairs, speedup=speedup,
                               ci=list(ci) if ci else None)
@@ -428,12 +479,20 @@ class ShapeTiming:
 
     # ------------------------------------------------------------------------------------------ timing
 
-    def measure(self) -> PairedTimes:
+    def measure(self, baseline: Callable[[list[Any]], Any] | None = None,
+                candidate: Callable[[list[Any]], Any] | None = None,
+                refresh: Callable[[str], None] | None = None, direction: str = "") -> PairedTimes:
+        """Baseline and candidate interleaved on this shape set's timed sets: their whole calls, or (a backward's
+        `directions`) one direction of them, whose outputs are checked but not kept."""
         settings, shape_sets = self.plan.settings, self.plan.spec.shape_sets
+        if refresh is None and self.inplace:
+            refresh = self.restore_inplace
+        for entry in self.entries:
+            entry.copy_inplace = False  # the in-place results are the buffers (kept or checked, then put back)
         try:
             self.first_baseline_call()
             times = measure_pair(
-                self.run.target, self.call_baseline, self.call_candidate, self.sets,
+                self.run.target, baseline or self.call_baseline, candidate or self.call_candidate, self.sets,
                 time_budget_s=settings.time_budget_s / len(shape_sets),
                 target_precision=settings.target_precision,
                 min_pairs=settings.min_pairs,
@@ -441,14 +500,16 @@ class ShapeTiming:
                 confidence=settings.confidence,
                 warmup_ms=settings.warmup_ms,
                 after_baseline=self.after_baseline,
-                after_candidate=self.after_candidate,
+                after_candidate=self.after_direction if direction else self.after_candidate,
                 progress=self.progress,
                 heartbeat=self.heartbeat,
                 tolerance=self.plan.spec.tolerance,
                 after_candidate_sample=self.after_candidate_sample,
+                refresh=refresh,
             )
         except checks.CheckFailure as failure:
-            raise Stop(failure.kind, f"timed run, shape set {self.shape}: {failure}") from None
+            what = f", {direction}" if direction else ""
+            raise Stop(failure.kind, f"timed run, shape set {self.shape}{what}: {failure}") from None
         except Stop:
             raise  # a guard's verdict (a patch, a thread left running), not a crash
         except Exception as exc:  # noqa: BLE001
@@ -456,10 +517,44 @@ class ShapeTiming:
             who = "the baseline's call: " if side == "baseline" else ""
             raise Stop("crash", f"timed run, shape set {self.shape}: {who}{short_error(exc)}",
                        traceback.format_exc()[-4000:], side=side) from None
+        finally:
+            for entry in self.entries:
+                entry.copy_inplace = True
         if len(shape_sets) > 1 and times.stop_reason.startswith("time budget"):
             # "1.5 s" beside a 3 s --time-budget reads as a mistake unless it says it is this shape set's share.
             times.stop_reason += f" (this shape set's share of {settings.time_budget_s:g} s)"
         return times
+
+    def after_direction(self, out: Any, index: int) -> None:
+        outputs = as_list(out)
+        checks.check_plain_outputs(outputs, self.device_type)
+        checks.poison_outputs(outputs)
+
+    def directions(self) -> dict[str, Any]:
+        """A backward's directions timed on their own: the forward (no autograd), and the backward on graphs built
+        by each side's own forward before every sample, outside the timed region (not forward+backward minus
+        forward: a difference of two medians has no paired interval)."""
+        base, cand = self.baseline, self.candidate
+        forward = self.measure(lambda inputs: base.forward(*inputs), lambda inputs: cand.forward(*inputs),
+                               direction="forward")
+        sides = {"b": base, "c": cand}
+        graphs: dict[str, dict[int, Any]] = {"b": {}, "c": {}}
+        set_of = {id(inputs): r for r, inputs in enumerate(self.sets)}
+
+        def build(side: str) -> None:
+            for r, inputs in enumerate(self.sets):
+                if r not in graphs[side]:
+                    graphs[side][r] = sides[side].build_graph(inputs)[1]
+            self.run.target.synchronize()  # the forward's work done before the next timed region
+
+        def backward_of(side: str) -> Callable[[list[Any]], Any]:
+            return lambda inputs: sides[side].backward(*graphs[side].pop(set_of[id(inputs)]))
+
+        build("b")
+        build("c")
+        backward = self.measure(backward_of("b"), backward_of("c"), refresh=build, direction="backward")
+        graphs.clear()
+        return {"forward": forward.to_dict(), "backward": backward.to_dict()}
 
     def first_baseline_call(self) -> None:
         """The baseline's first call on this shape set, untimed, before the warm-up: where it builds (the base
@@ -510,6 +605,8 @@ class ShapeTiming:
             values = [[v.clone() if isinstance(v, torch.Tensor) else v for v in s] for s in sets]
             for r, buffers in enumerate(sets):
                 _fill(buffers, values[(r + 1) % len(sets)])
+                for entry in self.entries:  # the upstream gradients go with the values
+                    entry.bind(buffers, self.plan.timing_seed(self.shape, (r + 1) % len(sets)))
             del values  # device memory: large inputs leave little room for more copies
             for r in range(len(sets)):
                 self._call_and_save(r, f"input set {(r + 1) % len(sets)}'s values in input set {r}'s buffers",
@@ -532,7 +629,10 @@ class ShapeTiming:
                 for j in order:
                     replays(self.sets[j])
                 return replays.output(buffers)
+        before = [buffers[i].clone() for i in self.inplace]  # an in-place call's inputs, put back after it
         outputs = self.run.call(fn, buffers, f"timed run, shape set {self.shape}: {what}")
+        for i, value in zip(self.inplace, before):
+            buffers[i].copy_(value)
         try:
             checks.check_plain_outputs(outputs, self.device_type)
         except checks.CheckFailure as failure:

@@ -127,10 +127,12 @@ def snapshot_inputs(inputs: list[Any]) -> list[Any]:
     return [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in inputs]
 
 
-def check_inputs_unchanged(inputs: list[Any], snapshot: list[Any]) -> None:
+def check_inputs_unchanged(inputs: list[Any], snapshot: list[Any], written: Any = ()) -> None:
+    """Every input as it was, but those the manifest declares the call writes (`inplace:`: compared as outputs)."""
     for i, (now, before) in enumerate(zip(inputs, snapshot)):
-        if isinstance(before, torch.Tensor) and not torch.equal(now, before):
-            raise CheckFailure("rejected", f"input {i} was modified in place (inputs must stay unchanged)")
+        if i not in written and isinstance(before, torch.Tensor) and not torch.equal(now, before):
+            declared = f" (declared in place: {', '.join(map(str, written))})" if written else ""
+            raise CheckFailure("rejected", f"input {i} was modified in place (inputs must stay unchanged){declared}")
 
 
 # ----------------------------------------------------------------------------------- numeric comparison

@@ -14,7 +14,7 @@ from typing import Any
 
 from kforge_bot.evaluate import bound, isolation, outputs
 from kforge_bot.evaluate.plan import Case, Plan
-from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
+from kforge_bot.evaluate.result import DIRECTIONS, EvalResult, EvalSettings, TimingStats, directions_text
 from kforge_bot.evaluate.shapes import DEFINITION, ShapeSpeedup, combine, regression_text
 from kforge_bot.evaluate.sandbox import ChildOutcome
 from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
@@ -67,6 +67,7 @@ def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
     timing = message.get("timing") or []
     if timing:
         _attach_timing(base, timing, plan.settings, plan.spec.shape_sets)
+        _attach_directions(base, timing, plan.settings.confidence)
         broken = _physical_bound(base, plan, ref_outputs, ref_result)
         if broken:
             base.verdict, base.reason = "rejected", broken
@@ -82,6 +83,8 @@ def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
         slow = regression_text(base.per_shape)
         if slow:
             base.reason += f"; but {slow}"
+        if base.details.get("directions"):  # a backward: the headline is forward+backward; each direction said
+            base.reason += "; " + directions_text(base.details["directions"])
     return base
 
 
@@ -199,7 +202,8 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
         del cand
         records.append({"case": label, "shape_set": case.shape, "seed": case.seed, "outputs": per_output})
         bad = next((o for o in per_output if not o["ok"]), None)
-        return f"incorrect|{label}: output {bad['index']}: {bad['problem']}" if bad else None
+        return f"incorrect|{label}: {_output_name(plan, bad['index'], len(per_output))}: {bad['problem']}" \
+            if bad else None
 
     failure = None
     for case in plan.correctness_cases():
@@ -229,6 +233,15 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
             if failure and failure.startswith("incorrect|"):
                 failure = "rejected|" + failure.split("|", 1)[1] + f" (result cached by {keyed_by}?)"
     return _correctness_summary(plan, records, via, failure)
+
+
+def _output_name(plan: Plan, index: int, count: int) -> str:
+    """'output 0', or for a kernel with a backward (its gradients come last) 'the gradient of input x'."""
+    grads = plan.spec.grad_inputs
+    first = count - len(grads)
+    if grads and index >= first:
+        return f"the gradient of input {grads[index - first]} (output {index})"
+    return f"output {index}"
 
 
 def _correctness_summary(plan: Plan, records: list[dict[str, Any]], via: set[str],
@@ -329,6 +342,38 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], settings: E
     result.candidate = _sum_stats(c_stats)
     result.details["timing"] = per_shape
     result.details["confidence"] = confidence
+
+
+def _attach_directions(result: EvalResult, timing: list[dict[str, Any]], confidence: float) -> None:
+    """A kernel with a backward: each direction's figures in `details.directions` (forward alone, backward alone,
+    and forward+backward, the measurement every output check and the headline come from), its shape sets combined
+    as the headline's are (evaluate.shapes.combine)."""
+    with_directions = [t for t in timing if t.get("directions")]
+    if not with_directions:
+        return
+    figures: dict[str, Any] = {}
+    for name in DIRECTIONS:
+        rows = [t if name == "forward+backward" else t["directions"].get(name) or {} for t in with_directions]
+        rows = [r for r in rows if r.get("baseline_ms") and r.get("candidate_ms")]
+        if not rows:
+            continue
+        speedups: list[float] = []
+        within: list[tuple[float, float] | None] = []
+        for r in rows:
+            speedup, ci = speedup_from_pairs(r["baseline_ms"], r["candidate_ms"], confidence)
+            speedups.append(speedup)
+            within.append(ci if math.isfinite(ci[0]) else None)
+        center, ci = combine(speedups, within)
+        floor = max(systematic_floor(r.get("calls_per_sample", 1)) for r in rows)
+        figures[name] = {
+            "speedup": center,
+            "speedup_ci": list(widen(ci, floor)) if ci else None,
+            "baseline": _sum_stats([summarize(r["baseline_ms"]) for r in rows]).to_dict(),
+            "candidate": _sum_stats([summarize(r["candidate_ms"]) for r in rows]).to_dict(),
+            "pairs": [len(r["baseline_ms"]) for r in rows],
+            "mode": sorted({r.get("mode", "eager") for r in rows}),
+        }
+    result.details["directions"] = figures
 
 
 def _sum_stats(stats: list[TimingStats]) -> TimingStats:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import inspect as _inspect  # the worker's own use; candidates may not import it
@@ -51,6 +52,8 @@ def import_implementation(impl: Implementation, workdir: Path, tag: str) -> Modu
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / impl.filename
     path.write_text(impl.source, encoding="utf-8")
+    if impl.module:
+        return _import_in_package(impl, path)
     module_name = f"_kforge_{tag}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -80,6 +83,54 @@ def import_implementation(impl: Implementation, workdir: Path, tag: str) -> Modu
         for name in set(sys.modules) - before:
             if _local_to(sys.modules[name], root):
                 _LOCAL_ROOTS.add(root)
+                del sys.modules[name]
+        for name, mod in aside.items():
+            sys.modules.setdefault(name, mod)
+    return module
+
+
+class _SourceAs(importlib.abc.MetaPathFinder):
+    """Serves one module name from a given file: the implementation's text stands where its package has the
+    kernel's file, for every importer (the launcher, the package's own __init__)."""
+
+    def __init__(self, name: str, path: Path) -> None:
+        self.name, self.path = name, path
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        return importlib.util.spec_from_file_location(fullname, self.path,
+                                                      loader=_SourceOnlyLoader(fullname, str(self.path)))
+
+
+def _import_in_package(impl: Implementation, path: Path) -> ModuleType:
+    """Import `impl` as module `impl.module` of its package, with its import roots and its folder on sys.path, and
+    return the module its entry lives in (`impl.entry_module`, a launcher, or the kernel's own). Each
+    implementation gets its own copies of the package's modules: they are taken out of sys.modules afterwards
+    (every module keeps the objects it imported), so the next implementation imports them afresh with its text."""
+    roots = [Path(p).resolve() for p in impl.paths] + ([Path(impl.root).resolve()] if impl.root else [])
+    for root in roots:
+        _read_source_only(root)
+    finder = _SourceAs(impl.module, path)
+    packaged = [impl.module, *([impl.entry_module] if impl.entry_module else [])]
+    # Whatever an earlier implementation left (a package's parents, the kernel's module) is imported afresh.
+    aside = {name: mod for name, mod in sys.modules.items()
+             if any(name == m or name.startswith(m.split(".")[0] + ".") or name == m.split(".")[0] for m in packaged)
+             or any(_local_to(mod, r) for r in roots) or _local_to_other_root(mod, roots[0] if roots else path)}
+    for name in aside:
+        del sys.modules[name]
+    before = set(sys.modules)
+    added = [str(r) for r in roots if str(r) not in sys.path]
+    sys.path[:0] = added
+    sys.meta_path.insert(0, finder)
+    try:
+        module = importlib.import_module(impl.entry_module or impl.module)
+    finally:
+        sys.meta_path.remove(finder)
+        for name in set(sys.modules) - before:
+            mod = sys.modules[name]
+            if name in packaged or any(_local_to(mod, r) for r in roots) or _local_to(mod, path.parent):
+                _LOCAL_ROOTS.update(roots)
                 del sys.modules[name]
         for name, mod in aside.items():
             sys.modules.setdefault(name, mod)
@@ -210,6 +261,8 @@ def build_callable(obj: Any, spec: KernelSpec, inputs_module: ModuleType, device
         if state_from is not None:
             _copy_matching_state(state_from, module)
         return module.to(device).eval()
+    if isinstance(obj, type) and issubclass(obj, torch.autograd.Function):
+        return obj.apply  # an autograd.Function is called through apply (its forward's arguments, without ctx)
     if callable(obj):
         return obj
     raise TypeError(f"{type(obj).__name__} object is not callable")

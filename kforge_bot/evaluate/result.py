@@ -8,6 +8,8 @@ from typing import Any
 from kforge_bot.evaluate.shapes import ShapeRule, ShapeSpeedup, from_timing, regressions
 
 VERDICTS = ("pass", "incorrect", "rejected", "compile_error", "crash", "timeout")
+# A kernel with a backward is timed by direction (details.directions); the headline is forward+backward.
+DIRECTIONS = ("forward", "backward", "forward+backward")
 
 
 @dataclass
@@ -165,3 +167,14 @@ def per_shape_of(data: dict[str, Any]) -> list[ShapeSpeedup]:
         return [ShapeSpeedup.from_dict(p) for p in data.get("per_shape") or []]
     shapes = (data.get("correctness") or {}).get("shape_sets") or []
     return from_timing((data.get("details") or {}).get("timing") or [], shapes)
+
+
+def directions_text(directions: dict[str, Any]) -> str:
+    """'forward 1.020x (0.990-1.050), backward 0.870x (0.850-0.890), forward+backward ...' (the headline's)."""
+    parts = []
+    for name in DIRECTIONS:
+        figures = directions.get(name)
+        if figures and figures.get("speedup") is not None:
+            ci = figures.get("speedup_ci")
+            parts.append(f"{name} {figures['speedup']:.3f}x" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else ""))
+    return ", ".join(parts)

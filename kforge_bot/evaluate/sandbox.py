@@ -422,13 +422,22 @@ def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None],
     when the machine cannot sandbox). Readable: the kernel's source folders; writable: its scratch alone."""
     if not isolation.resolve_mode(settings.isolation):
         return None
-    roots = {Path(spec.root)} | {Path(i.root) for i in (spec.reference, spec.inputs_source, *implementations)
-                                 if i is not None and i.root}
+    implementations = [spec.reference, spec.inputs_source, *implementations]
+    roots = {Path(spec.root)} | {Path(i.root) for i in implementations if i is not None and i.root} \
+        | {Path(p) for i in implementations if i is not None for p in i.paths}
     extensions = os.environ.get("KFORGE_EXTENSIONS_ROOT")  # compile-ahead builds: read-only, copied when used
-    readable = roots | ({Path(extensions)} if extensions else set())
+    readable = roots | ({Path(extensions)} if extensions else set()) | python_path_folders()
     tmpfs_bytes = limits.limits_for(settings, target, True, str(scratch_root())).scratch_bytes
     return isolation.View(scratch=scratch, readable=tuple(sorted(readable)), devices=target.split(":")[0],
                           bytecode=bytecode.for_workers(scrubbed_environment()).directory, tmpfs_bytes=tmpfs_bytes)
+
+
+def python_path_folders(environ: dict[str, str] | None = None) -> set[Path]:
+    """The bot's own PYTHONPATH folders (a package installed there), shown read-only to workers as the Python
+    installation's packages are: a kernel that imports in the bot imports in its worker too. Only the bot's
+    environment decides them, never a manifest."""
+    value = (os.environ if environ is None else environ).get("PYTHONPATH", "")
+    return {Path(p).resolve() for p in value.split(os.pathsep) if p and os.path.isabs(p) and os.path.isdir(p)}
 
 
 def scratch_root() -> Path:

@@ -197,7 +197,8 @@ def a_sample_holding(r: int, k: int, n: int) -> list[int]:
 def _warm_up(target: Target, baseline: Callable[[list[Any]], Any], candidate: Callable[[list[Any]], Any],
              input_sets: list[list[Any]], warmup_ms: float, after_baseline: Callable[[Any, int], None],
              after_candidate: Callable[[Any, int], None],
-             heartbeat: Callable[[int], None] | None) -> tuple[dict[str, float], dict[str, float]]:
+             heartbeat: Callable[[int], None] | None,
+             refresh: Callable[[str], None] | None = None) -> tuple[dict[str, float], dict[str, float]]:
     """Warm-up: compilation, caches, allocator pools. Returns, per side, the median time per call and the median
     host time to issue one call, both after the first two calls."""
     estimate: dict[str, float] = {}
@@ -211,6 +212,8 @@ def _warm_up(target: Target, baseline: Callable[[list[Any]], Any], candidate: Ca
             sample = _timed(target, fn, input_sets, sample_sets(calls, 1, len(input_sets)))
             # By side, not by function: an A/A run may pass one function for both.
             (after_baseline if side == "b" else after_candidate)(sample.out, sample.index)
+            if refresh is not None:
+                refresh(side)
             if heartbeat is not None:
                 heartbeat(0)
             if calls >= 2:
@@ -312,6 +315,7 @@ def measure_pair(
     heartbeat: Callable[[int], None] | None = None,
     tolerance: dict[str, float] | None = None,
     after_candidate_sample: Callable[[], None] | None = None,
+    refresh: Callable[[str], None] | None = None,
 ) -> PairedTimes:
     """Interleaved A/B timing until the CI is tight, the budget is spent, or `max_pairs` is reached.
 
@@ -323,6 +327,9 @@ def measure_pair(
     outputs for the correctness check. `tolerance`: the spec's, for RepeatCheck. `after_candidate_sample()` runs
     once after each of the candidate's samples, before its outputs' callbacks (the caller's per-sample checks: a
     patched clock or harness function found before the next sample could use it).
+    `refresh(side)` ("b" or "c"), where given, runs after each sample and its callbacks, outside the timed region:
+    it puts back what the calls consumed (in-place inputs restored, a backward's graphs built again). Each input set
+    is then called at most once a sample, eagerly (a replayed graph would not see the refreshed state).
     """
     started = _monotonic()
     sample_done = after_candidate_sample or (lambda: None)
@@ -332,17 +339,23 @@ def measure_pair(
         after_candidate(out, index)
 
     warm, host_per_call = _warm_up(target, baseline, candidate, input_sets, warmup_ms, after_baseline,
-                                   after_single_call, heartbeat)
+                                   after_single_call, heartbeat, refresh)
     # One lead for both sides (the longer host): each sample's settle is then the same work, so a settle stretched by
     # work the candidate ran beside it shows (check_no_hidden_work), and no side sets its own window.
     longest = max(host_per_call.values(), default=0.0)
-    device = _device_estimate(target, (baseline, candidate), input_sets, (after_baseline, after_single_call),
-                              LEAD_FACTOR * longest, warm, heartbeat)
+    # With a refresh, every call consumes what the refresh puts back: no extra estimate calls, the warm-up's figures.
+    device = [warm["b"], warm["c"]] if refresh is not None else \
+        _device_estimate(target, (baseline, candidate), input_sets, (after_baseline, after_single_call),
+                         LEAD_FACTOR * longest, warm, heartbeat)
     result = PairedTimes(calls_per_sample=_calls_per_sample(max(device)))
     result.per_call_ms = {name: {"eager": warm[side], "device": dev, "host_issue": host_per_call[side]}
                           for name, side, dev in (("baseline", "b", device[0]), ("candidate", "c", device[1]))}
-    baseline, candidate = _replay_if_short(result, target, max(device), (baseline, candidate), input_sets,
-                                           (after_baseline, after_single_call))
+    if refresh is None:
+        baseline, candidate = _replay_if_short(result, target, max(device), (baseline, candidate), input_sets,
+                                               (after_baseline, after_single_call))
+    else:
+        result.calls_per_sample = min(result.calls_per_sample, len(input_sets))
+        result.mode_note = "eager: each call's inputs or graph are put back between samples, outside the timed region"
     k = result.calls_per_sample
     # Calls timed eagerly: each sample's device lead covers the host's time to issue its k calls (measured in the
     # warm-up, per side), so the device runs them back to back and the interval times them, not the host's
@@ -390,6 +403,8 @@ def measure_pair(
             elif side == "b":
                 poison_outputs(outs[:-1])  # the candidate's were poisoned by its callback, one by one
             del outs, sample
+            if refresh is not None:
+                refresh(side)
         pair += 1
         if heartbeat is not None:
             heartbeat(pair)  # the parent's no-progress limit counts from the last message

@@ -31,7 +31,7 @@ _BEGAN = time.monotonic()
 import torch  # noqa: E402
 
 _TORCH_AT = time.monotonic()
-from kforge_bot.evaluate import checks, limits, loading  # noqa: E402
+from kforge_bot.evaluate import calls, checks, limits, loading  # noqa: E402
 from kforge_bot.evaluate.candidate_role import run_candidate  # noqa: E402
 from kforge_bot.evaluate.outputs import make_sink  # noqa: E402
 from kforge_bot.evaluate.plan import DoesNotFit, Plan, fit_plan  # noqa: E402
@@ -63,7 +63,8 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
     inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs")
     ref_module = loading.import_implementation(spec.reference, workdir, "reference")
     ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
-    reference = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
+    reference = calls.wrap(ref_obj, loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed),
+                           spec, own_oracle=spec.reference_returns == "outputs", module=ref_module)
     input_bytes: list[int] = [0] * len(spec.shape_sets)
     output_bytes: list[int] = [0] * len(spec.shape_sets)
     phases: dict[str, Any] = {"setup_s": _clock() - STARTED, "boot": dict(BOOT)}
@@ -78,6 +79,9 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
         input_bytes[case.shape] = max(input_bytes[case.shape], _tensor_bytes(inputs))
         if case.perturbed:
             checks.perturb_one(inputs, case.seed)
+        if isinstance(reference, calls.EntryCall):
+            reference.bind(inputs, case.seed)  # its upstream gradients: the candidate's worker draws the same
+            reference.copy_inplace = True
         outputs = as_list(loading.call(reference, inputs))
         checks.check_plain_outputs(outputs, device.type)
         output_bytes[case.shape] = max(output_bytes[case.shape], _tensor_bytes(outputs))
@@ -107,6 +111,15 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
     channel.send("result", status="ok", device_name=target.device_name(), fit=fit.to_dict(),
                  target_info=target.describe(), input_bytes=input_bytes, output_bytes=output_bytes,
                  slowest_case_s=slowest, phases=phases)
+
+
+def run_imports(plan: Plan, channel: Channel, workdir: Path) -> None:
+    """`list --import`: the kernel's inputs, reference and entry imported and looked up, nothing called."""
+    spec = plan.spec
+    for tag, impl in (("inputs", spec.inputs_source), ("reference", spec.reference), ("kernel", plan.baseline)):
+        module = loading.import_implementation(impl, workdir, tag)
+        loading.lookup(module, impl.symbol, impl.filename)
+    channel.send("result", status="ok")
 
 
 def _tensor_bytes(values: list[Any]) -> int:
@@ -197,6 +210,8 @@ def main(argv: list[str]) -> int:
     try:
         if plan.role == "reference":
             run_reference(plan, channel, workdir)
+        elif plan.role == "imports":
+            run_imports(plan, channel, workdir)
         else:
             run_candidate(plan, channel, workdir, STARTED, BOOT)
     except Stop as stop:

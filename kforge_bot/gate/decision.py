@@ -38,6 +38,14 @@ def result_decision(result: EvalResult, threshold: float) -> str:
     return "improved" if timing_decision(result.speedup_ci, threshold) == "improved" else "pass"
 
 
+def direction_regressions(result: EvalResult, threshold: float) -> list[str]:
+    """A kernel with a backward: the directions (forward, backward) that alone are a regression at `threshold`,
+    where the headline (forward+backward) may not be: a slower backward must not hide in the sum."""
+    directions = result.details.get("directions") or {}
+    return [name for name in ("forward", "backward")
+            if timing_decision((directions.get(name) or {}).get("speedup_ci"), threshold) == "regression"]
+
+
 def harness_verdict(result: EvalResult) -> tuple[str, str] | None:
     """The gate's verdict for a harness result that is not a clean pass, else None."""
     if result.verdict == "pass":

@@ -13,7 +13,7 @@ from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.shapes import regressions
-from kforge_bot.gate.decision import fmt_change, harness_verdict, result_decision
+from kforge_bot.gate.decision import direction_regressions, fmt_change, harness_verdict, result_decision
 from kforge_bot.policy import GateRule, Policy
 from kforge_bot.spec import Implementation, KernelSpec, has_own_reference
 
@@ -112,7 +112,7 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
         bad = harness_verdict(result)
         if bad:
             return done(Measurement(*bad, result=result))
-        decision = result_decision(result, threshold)
+        decision = _decision(result, threshold)
         if decision not in ("uncertain", "unmeasured"):
             return done(Measurement(decision, _timing_reason(decision, result, threshold), result=result))
 
@@ -126,7 +126,7 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
         bad = harness_verdict(confirm)
         if bad:
             return done(Measurement(bad[0], f"confirmation run: {bad[1]}", result=confirm, first=result))
-        decision = result_decision(confirm, threshold)
+        decision = _decision(confirm, threshold)
         if decision == "unmeasured":
             # Passing what could not be timed would let any slowdown through; failing says what to fix.
             note = confirm.details.get("speedup_ci_note") or "no timing came back"
@@ -169,9 +169,22 @@ def _safe(call: Callable[[], EvalResult]) -> EvalResult | str:
         return str(exc)
 
 
+def _decision(result: EvalResult, threshold: float) -> str:
+    """The decision on the shape sets (decision.result_decision), or a regression where one direction of a backward
+    kernel alone is one."""
+    decision = result_decision(result, threshold)
+    return "regression" if decision != "regression" and direction_regressions(result, threshold) else decision
+
+
 def _timing_reason(decision: str, result: EvalResult, threshold: float) -> str:
     change = fmt_change(result.speedup, result.speedup_ci)
     confidence = result.details.get("confidence", 0.95)
+    slower = direction_regressions(result, threshold)
+    if decision == "regression" and slower and result_decision(result, threshold) != "regression":
+        figures = result.details["directions"]
+        which = ", ".join(f"the {d} ({fmt_change(figures[d]['speedup'], figures[d]['speedup_ci'])})" for d in slower)
+        return (f"{which} slower than the base by more than {threshold:.1%} ({confidence:.0%} interval); "
+                f"forward+backward {change}")
     slow = regressions(result.per_shape)
     if decision == "regression" and slow and len(result.per_shape) > 1:
         sets = "; ".join(f"{p.label} {fmt_change(p.speedup, p.ci)}, threshold {p.threshold:.1%}" for p in slow)

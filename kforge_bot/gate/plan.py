@@ -28,7 +28,7 @@ def dependencies(kernel: Kernel, checkout: Path) -> list[Path]:
     """The kernel's, reference's and inputs' files and every file in the checkout they can read
     (kforge_bot.dependencies)."""
     checkout = checkout.resolve()
-    roots = [Path(kernel.spec.root)] if kernel.spec is not None else [checkout]
+    roots = kernel.spec.source_roots if kernel.spec is not None else [checkout]
     return local_closure([checkout / s for s in kernel.sources], roots, checkout)
 
 

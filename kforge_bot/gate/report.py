@@ -52,6 +52,9 @@ class KernelReport:
     evaluation: dict[str, Any] | None = None
     # Each shape set (evaluate.shapes.ShapeSpeedup.to_dict, with its `change`), judged by the one rule.
     shapes: list[dict[str, Any]] = field(default_factory=list)
+    # A kernel with a backward: per direction (forward, backward, forward+backward) its speedup, interval and
+    # change, as the headline's are (the headline is forward+backward).
+    directions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def change(self) -> str:
@@ -92,6 +95,14 @@ class GateReport:
     wall_s: float = 0.0
     required_targets: list[str] = field(default_factory=list)  # the policy's, as written
     require_all_targets: bool = False
+    all_skipped: str = "fail"  # the policy's gate.all_skipped
+
+    def nothing_measured(self) -> str:
+        """The one line for a run whose every changed kernel was skipped, where the policy makes that fail."""
+        if self.all_skipped != "fail" or not self.kernels or any(k.verdict != "skipped" for k in self.kernels):
+            return ""
+        return (f"nothing was checked: all {len(self.kernels)} changed kernel(s) were skipped here "
+                f"({self.kernels[0].reason}); run the gate where they run, or set gate.all_skipped: pass")
 
     def unmeasured_required(self) -> dict[str, list[str]]:
         """Required target -> the ids of the kernels this run could not measure on it."""
@@ -104,7 +115,8 @@ class GateReport:
     @property
     def exit_code(self) -> int:
         missing = sum(len(v) for v in self.unmeasured_required().values())
-        return exit_code([k.verdict for k in self.kernels], missing, self.require_all_targets)
+        return exit_code([k.verdict for k in self.kernels], missing, self.require_all_targets) \
+            or (1 if self.nothing_measured() else 0)
 
     def counts(self) -> dict[str, int]:
         out = {v: 0 for v in VERDICTS}
@@ -131,6 +143,7 @@ class GateReport:
                 "unmeasured": self.unmeasured_required(),
                 "fails": self.require_all_targets and bool(self.unmeasured_required()),
             },
+            "nothing_measured": self.nothing_measured() or None,
             "kernels": [k.to_dict() for k in self.kernels],
             "unchanged": self.unchanged,
             "removed": self.removed,
@@ -168,6 +181,10 @@ def report_from(kernel: Kernel, m: Measurement, rule: GateRule, target: str, tou
         report.speedup = r.speedup if not new else None
         report.speedup_ci = list(r.speedup_ci) if r.speedup_ci and not new else None
         report.evaluation = _trim(r)
+        if not new:
+            report.directions = {name: {"speedup": f["speedup"], "speedup_ci": f["speedup_ci"],
+                                        "change": fmt_change(f["speedup"], f["speedup_ci"])}
+                                 for name, f in (r.details.get("directions") or {}).items()}
     if m.first is not None:
         report.first_run = {"speedup": m.first.speedup,
                             "speedup_ci": list(m.first.speedup_ci) if m.first.speedup_ci else None,

@@ -65,7 +65,8 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
     report = GateReport(repo=str(root), base_ref=base, head_ref=head, base_sha=base_sha, head_sha=head_sha,
                         merge_base=merge_base, kernels=[], policy=policy.source, all_kernels=all_kernels,
                         cache_dir=str(cache.directory) if cache else None,
-                        required_targets=list(policy.required_targets), require_all_targets=strict_targets)
+                        required_targets=list(policy.required_targets), require_all_targets=strict_targets,
+                        all_skipped=policy.gate.all_skipped)
     fingerprint = _fingerprints(choice, fingerprints)
 
     with contextlib.ExitStack() as stack:

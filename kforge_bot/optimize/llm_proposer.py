@@ -98,8 +98,10 @@ class LLMProposer(Proposer):
             recommendations=record.recommendations, references=self.references, best_speedup=best_speedup)
         reply = yield from self._chat("generator", iteration, messages, model=model)
         try:
-            source = extract_source(reply.text, self.spec.language, self.spec.entry,
-                                    filename=self.spec.kernel_file, truncated=reply.truncated)
+            # An entry in a launcher elsewhere is not this file's to define (spec.entry_file).
+            entry = None if self.spec.entry_file else self.spec.entry
+            source = extract_source(reply.text, self.spec.language, entry, filename=self.spec.kernel_file,
+                                    truncated=reply.truncated)
         except MalformedReply as exc:
             exc.reply = reply.text  # type: ignore[attr-defined]  # for the history entry's excerpt
             raise

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.evaluate.result import directions_text
 from kforge_bot.evaluate.shapes import DEFINITION, geomean_times, markdown_table, regression_text
 from kforge_bot.optimize.counters import section, tool_title
 from kforge_bot.optimize.record import IterationRecord, RunRecord
@@ -111,10 +112,13 @@ def _result(record: RunRecord) -> str:
                f"max abs error {_num(corr.get('max_abs_error'))})") if cases else ""
     change = f" ({best.change})" if best.change else ""
     where = f" Written to `{written}`." if written else " Not written anywhere (no --out or --write)."
+    directions = (result.get("details") or {}).get("directions")
+    # A kernel with a backward: the headline is forward+backward; each direction said beside it.
+    by_direction = f" By direction: {directions_text(directions)}." if directions else ""
     return (f"## Result\n**{best.speedup:.2f}x faster** than the kernel as written (95% interval "
             f"{best.speedup_ci[0]:.3f}-{best.speedup_ci[1]:.3f}){checked}. Best: iteration {best.iteration}{change}, "
-            f"saved as `{_best_name(record)}`.{where}" if best.speedup_ci else
-            f"## Result\n**{best.speedup:.2f}x faster** than the kernel as written.{where}")
+            f"saved as `{_best_name(record)}`.{where}{by_direction}" if best.speedup_ci else
+            f"## Result\n**{best.speedup:.2f}x faster** than the kernel as written.{where}{by_direction}")
 
 
 def _shown(record: RunRecord) -> IterationRecord | None:

@@ -235,3 +235,23 @@ def test_the_pr_body_shows_the_counters_before_and_after_table_and_its_reading()
     missing = KernelOutcome(kernel="softmax", file="softmax.py",
                             counters=section(None, None, "ncu (Nsight Compute) is not on PATH"))
     assert "Hardware counters were not collected: ncu (Nsight Compute) is not on PATH." in render_profile(missing)
+
+
+def test_a_backward_kernels_evidence_gives_each_direction_and_round_trips() -> None:
+    from kforge_bot.bot.outcomes import target_row
+    from kforge_bot.evaluate.result import EvalResult
+
+    result = EvalResult(verdict="pass", reason="", target="cuda", speedup=1.3, speedup_ci=(1.2, 1.4), details={
+        "directions": {"forward": {"speedup": 1.1, "speedup_ci": [1.05, 1.15]},
+                       "backward": {"speedup": 1.5, "speedup_ci": [1.4, 1.6]},
+                       "forward+backward": {"speedup": 1.3, "speedup_ci": [1.2, 1.4]}}})
+    row = target_row(result, "h200", kind="cuda")
+    table = evidence.render_table([row])
+    assert "By direction (the speedup above is forward+backward):" in table
+    assert "| 1.10x (1.05-1.15) | 1.50x (1.40-1.60) | 1.30x (1.20-1.40) |" in table
+    outcome = KernelOutcome(kernel="rms_norm", file="ops/rms_norm.py", targets=(row,))
+    again = KernelOutcome.from_dict(json.loads(json.dumps(outcome.to_dict())))
+    assert again.targets[0].directions == row.directions
+    plain = evidence.render_table([target_row(EvalResult(verdict="pass", reason="", target="cuda", speedup=1.3,
+                                                         speedup_ci=(1.2, 1.4)), "h200", kind="cuda")])
+    assert "By direction" not in plain

@@ -177,6 +177,43 @@ def test_the_console_says_what_each_number_is_and_keeps_lines_whole_in_a_pipe() 
     assert "(median)" in proc.stdout  # the timing columns say they are medians
 
 
+def test_check_all_that_skipped_every_kernel_exits_1_saying_nothing_was_checked(tmp_path: Path) -> None:
+    """A CI job on a machine without the kernels' device must not be green forever."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "kernel.py").write_text("import torch\n\n\ndef double(x):\n    return x * 2\n\n\n"
+                                    "def make_inputs():\n    return [torch.randn(8)]\n")
+    (repo / "kforge.yaml").write_text("kernels:\n  gpu_only:\n    file: kernel.py\n    entry: double\n"
+                                      "    inputs: make_inputs\n    targets: [cuda]\n")
+    proc = _check("--all", repo, "--target", "cpu", "--no-timing", "--json", tmp_path / "all.json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == ("error: nothing was checked: all 1 kernel(s) were skipped on target cpu (runs on cuda, not "
+                         "cpu); run on a machine with their device, or pass --target")
+    assert json.loads((tmp_path / "all.json").read_text())["nothing_checked"] == lines[-1]
+
+
+def test_check_runs_a_src_layout_library_kernel_in_the_sandbox(tmp_path: Path) -> None:
+    """Only the manifest's folder was on the workers' path: a package under src/ gave ModuleNotFoundError there.
+    With `import_roots: [src]` the kernel, its launcher in another file and its package import in the worker."""
+    from kforge_bot.evaluate import isolation as sandboxing
+
+    if not sandboxing.probe().available:
+        pytest.skip(f"no sandbox on this machine: {sandboxing.probe().describe()}")
+    proc = _check(DATA / "library_repo" / "kforge.yaml", "--kernel", "swiglu", "--no-timing", "--seeds", "2",
+                  "--allow-fallback", "--isolation", "required")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "src/minilib/ops/act.py:swiglu vs reference references.py:swiglu" in proc.stdout
+    assert "isolation: sandboxed" in proc.stderr
+    # A candidate for the kernel's file (which does not define the entry: its launcher does) is what runs.
+    wrong = tmp_path / "act.py"
+    wrong.write_text((DATA / "library_repo" / "src" / "minilib" / "ops" / "act.py").read_text()
+                     .replace("silu(a) * b", "silu(b) * a"))
+    proc = _check(DATA / "library_repo" / "kforge.yaml", "--kernel", "swiglu", "--candidate", wrong, "--no-timing",
+                  "--seeds", "2", "--allow-fallback", "--isolation", "required")
+    assert proc.returncode == 1 and "incorrect" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_a_figure_that_leaves_out_launches_is_printed_beside_the_eager_one() -> None:
     from kforge_bot.commands.check import launch_bound_notes
     launch_bound = {"shape_set": 0, "mode": "cuda_graph",

@@ -271,6 +271,30 @@ def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:
         assert abs(parts - boot["boot_s"]) < 0.01 and boot["torch_import_s"] > 0, boot
 
 
+def test_a_package_on_the_bots_pythonpath_imports_in_the_sandboxed_worker(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library installed on PYTHONPATH imported in the bot and not in the workers (ModuleNotFoundError):
+    the bot's PYTHONPATH folders are shown to workers read-only, as the Python installation's packages are."""
+    from kforge_bot.evaluate import isolation
+    from kforge_bot.spec import load_manifest
+
+    if not isolation.probe().available:
+        pytest.skip(f"no sandbox on this machine: {isolation.probe().describe()}")
+    site = tmp_path / "site"
+    (site / "extlib").mkdir(parents=True)
+    (site / "extlib" / "__init__.py").write_text("def triple(x):\n    return x * 3\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "kernel.py").write_text("import torch\nfrom extlib import triple\n\n\ndef kernel(x):\n    return triple(x)\n\n\n"
+                                    "def make_inputs():\n    return [torch.randn(16)]\n")
+    (repo / "kforge.yaml").write_text("kernels:\n  k: {file: kernel.py, entry: kernel, inputs: make_inputs}\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p))
+    spec = load_manifest(repo / "kforge.yaml")["k"]
+    result = evaluate(spec, spec.baseline, "cpu", EvalSettings(seeds=1, measure=False, profile=False,
+                                                                isolation="required"))
+    assert result.verdict == "pass", result.reason
+
+
 def test_a_scratch_folder_that_cannot_be_removed_is_an_error_naming_it(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil

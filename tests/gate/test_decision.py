@@ -60,6 +60,26 @@ def test_change_formatting():
 
 
 
+def test_a_backward_slower_than_the_threshold_is_a_regression_though_forward_plus_backward_is_not() -> None:
+    from kforge_bot.gate.decision import direction_regressions
+    from kforge_bot.gate.measure import _decision, _timing_reason
+
+    def result(backward_ci: list[float]) -> EvalResult:
+        return EvalResult(verdict="pass", reason="", target="cpu", speedup=0.99, speedup_ci=(0.97, 1.01), details={
+            "directions": {"forward": {"speedup": 1.0, "speedup_ci": [0.99, 1.01]},
+                           "backward": {"speedup": 0.9, "speedup_ci": backward_ci},
+                           "forward+backward": {"speedup": 0.99, "speedup_ci": [0.97, 1.01]}}})
+
+    slower = result([0.88, 0.92])
+    assert direction_regressions(slower, 0.05) == ["backward"]
+    assert _decision(slower, 0.05) == "regression"
+    assert _timing_reason("regression", slower, 0.05).startswith("the backward (")
+    unresolved = result([0.90, 1.02])
+    assert direction_regressions(unresolved, 0.05) == [] and _decision(unresolved, 0.05) == "pass"
+    plain = EvalResult(verdict="pass", reason="", target="cpu", speedup=1.0, speedup_ci=(0.99, 1.01))
+    assert _decision(plain, 0.05) == "pass"
+
+
 def test_the_decision_on_a_result_goes_shape_set_by_shape_set():
     from kforge_bot.evaluate.result import EvalResult
     from kforge_bot.evaluate.shapes import ShapeSpeedup

@@ -415,6 +415,34 @@ def test_unmeasured_required_target_is_reported_and_does_not_fail_by_default(gpu
     assert "required cuda: skipped (needs cuda) - fails the gate (require_all_targets)" in text
 
 
+def test_a_run_whose_every_changed_kernel_was_skipped_fails_unless_the_policy_says_pass(tmp_path):
+    """A gate job on a runner without the kernels' device checked nothing: green forever, before. Now one line
+    says so and the run fails (policy gate.all_skipped: fail, the default); `pass` keeps it green."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the kernel would be measured, not skipped")
+    root = tmp_path / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "gpuonly.py", PLAIN)
+    write(root, "kforge.yaml", manifest(["gpuonly"], n=64).replace("targets: [cpu]", "targets: [cuda]"))
+    write(root, "policy.yml", POLICY)
+    write(root, "lenient.yml", POLICY.replace("gate: {threshold: 0.25, confidence: 0.95}",
+                                              "gate: {threshold: 0.25, confidence: 0.95, all_skipped: pass}"))
+    commit_all(root, "base")
+    write(root, "gpuonly.py", "def kernel(x, y):\n    return y + x * 2.0\n")
+    commit_all(root, "head")
+    proc = cli("gate", "--base", "HEAD~1", "--policy", "policy.yml", "--json", str(tmp_path / "r.json"), cwd=root)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = ("nothing was checked: all 1 changed kernel(s) were skipped here (none of the kernel's targets (cuda) is "
+            "on this machine); run the gate where they run, or set gate.all_skipped: pass")
+    assert json.loads((tmp_path / "r.json").read_text())["nothing_measured"] == line
+    assert f"Error: {line}" in proc.stdout.replace("\n", " ") or f"Error: {line}" in proc.stdout, proc.stdout
+    lenient = cli("gate", "--base", "HEAD~1", "--policy", "lenient.yml", cwd=root)
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr
+
+
 # ---------------------------------------------------------- the issue's "done when", as a new user would
 
 
