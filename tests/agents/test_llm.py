@@ -271,11 +271,12 @@ def test_no_choices_is_a_malformed_reply():
             return
 
         def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            body = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m", "choices": [],
-                               "usage": {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5}}).encode()
+            assert json.loads(self.rfile.read(int(self.headers["Content-Length"])))["stream"] is True
+            chunk = json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                                "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5}})
+            body = f"data: {chunk}\n\ndata: [DONE]\n\n".encode()
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/event-stream")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

@@ -37,7 +37,7 @@ class Client:
     def resolve_model(self) -> str:
         return "model-a"
 
-    def chat(self, messages: list[dict[str, str]], model: str | None = None) -> Reply:
+    def chat(self, messages: list[dict[str, str]], model: str | None = None, max_tokens: int | None = None) -> Reply:
         self.asked.append((messages, model))
         answer = self.script.pop(0)
         if isinstance(answer, Exception):
