@@ -330,6 +330,10 @@ class LLMClient:
             raise _StreamBroken("Timeout" in type(exc).__name__, str(exc) or type(exc).__name__) from exc
         finally:
             stream.close()
+        if got.had_choice and got.finish_reason is None:
+            # Every server ends a reply with a finish reason; a stream closed before it is a server that went away
+            # (where the connection's end is the stream's end, that is all that shows).
+            raise _StreamBroken(False, "the stream ended before the reply did")
         return got
 
     def _with_retries(self, call: Callable[[], T], model: str | None = None) -> tuple[T, int]:

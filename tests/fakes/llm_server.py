@@ -291,8 +291,11 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 return
             if body.get("stream"):
                 self._stream(body, scripted)
-            else:
-                self._send(200, _completion(body, scripted))
+                return
+            # Not streamed: the whole reply arrives once it is all written, as from a real server.
+            if scripted.piece_delay and server._stop.wait(scripted.piece_delay * (len(_pieces(scripted)) - 1)):
+                return
+            self._send(200, _completion(body, scripted))
 
         def _start_stream(self) -> None:
             self.send_response(200)
@@ -337,8 +340,14 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-            assert server._httpd is not None
-            threading.Thread(target=server._httpd.shutdown, daemon=True).start()  # no new connections
+            httpd = server._httpd
+            assert httpd is not None
+
+            def go_away() -> None:  # stop serving, then stop listening: later connections are refused
+                httpd.shutdown()
+                httpd.server_close()
+
+            threading.Thread(target=go_away, daemon=True).start()
 
     return Handler
 
@@ -358,6 +367,11 @@ def _server_refusal(server: ScriptedLLMServer, request: dict[str, Any]) -> HTTPE
     return None
 
 
+def _pieces(scripted: Text) -> list[str]:
+    size = max(1, scripted.piece_chars)
+    return [scripted.content[i:i + size] for i in range(0, len(scripted.content), size)]
+
+
 def _chunks(request: dict[str, Any], scripted: Text) -> list[dict[str, Any]]:
     """The reply as `chat.completion.chunk` events (and `{"_pause": s}` markers between pieces)."""
     base = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion.chunk", "created": int(time.time()),
@@ -371,11 +385,10 @@ def _chunks(request: dict[str, Any], scripted: Text) -> list[dict[str, Any]]:
         return out
 
     out = [chunk({"role": "assistant", "content": "", "refusal": None}, None)]
-    text, size = scripted.content, max(1, scripted.piece_chars)
-    for i in range(0, len(text), size):
+    for i, piece in enumerate(_pieces(scripted)):
         if i and scripted.piece_delay:
             out.append({"_pause": scripted.piece_delay})
-        out.append(chunk({"content": text[i:i + size]}, None))
+        out.append(chunk({"content": piece}, None))
     out.append(chunk({}, scripted.finish_reason))
     if with_usage:
         prompt = scripted.prompt_tokens if scripted.prompt_tokens is not None else prompt_tokens_of(request)
