@@ -39,9 +39,13 @@ ENV_BASE_URL = "OPENAI_BASE_URL"
 ENV_API_KEY = "OPENAI_API_KEY"
 ENV_MODEL = "KFORGE_MODEL"
 ENV_MAX_TOKENS = "KFORGE_MAX_TOKENS"
+ENV_TIMEOUT = "KFORGE_LLM_TIMEOUT"
 
 DEFAULT_MAX_TOKENS = 4096  # a whole kernel file and some prose; the analyst asks for less (ANALYST_MAX_TOKENS)
 MIN_MAX_TOKENS = 256  # below this a lowered max_tokens leaves no room for a kernel: the prompt must shrink
+# Seconds of silence before a request counts as timed out. The first token waits for the whole prompt to be read:
+# llama.cpp on 2 busy CPU cores read 27 tokens/s, 80 s for the analyst's first prompt.
+DEFAULT_TIMEOUT_S = 300.0
 
 # Local servers (vLLM, Ollama) accept any key, but the client insists on one.
 _PLACEHOLDER_KEY = "unused"
@@ -58,6 +62,7 @@ class Endpoint:
     api_key: str | None = None
     model: str | None = None
     max_tokens: int = DEFAULT_MAX_TOKENS  # the most tokens one reply may have (sent with every request)
+    timeout_s: float = DEFAULT_TIMEOUT_S  # the longest silence from the server, before the first token or between two
 
     def describe(self) -> str:
         """For logs and reports; never shows the key."""
@@ -87,21 +92,22 @@ def endpoint_from_env(
         base_url=(base_url or env.get(ENV_BASE_URL) or None),
         api_key=(api_key or env.get(ENV_API_KEY) or None),
         model=(model or env.get(ENV_MODEL) or None),
-        max_tokens=max_tokens or _max_tokens_from_env(env),
+        max_tokens=max_tokens or int(_positive_from_env(env, ENV_MAX_TOKENS, DEFAULT_MAX_TOKENS, whole=True)),
+        timeout_s=_positive_from_env(env, ENV_TIMEOUT, DEFAULT_TIMEOUT_S),
     )
 
 
-def _max_tokens_from_env(env: Mapping[str, str]) -> int:
-    raw = (env.get(ENV_MAX_TOKENS) or "").strip()
+def _positive_from_env(env: Mapping[str, str], name: str, default: float, whole: bool = False) -> float:
+    raw = (env.get(name) or "").strip()
     if not raw:
-        return DEFAULT_MAX_TOKENS
+        return default
     try:
-        value = int(raw)
+        value = float(int(raw)) if whole else float(raw)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise KforgeError(f"{ENV_MAX_TOKENS}={raw!r} is not a positive whole number",
-                          hint=f"set it to the most tokens one reply may have, e.g. {DEFAULT_MAX_TOKENS}, or unset it")
+        value = 0.0
+    if not value > 0:
+        kind = "whole number" if whole else "number"
+        raise KforgeError(f"{name}={raw!r} is not a positive {kind}", hint=f"set it (default {default:g}) or unset it")
     return value
 
 

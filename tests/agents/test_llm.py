@@ -313,6 +313,14 @@ def test_every_request_carries_max_tokens_and_the_setting_changes_it(server):
         endpoint_from_env(env={"KFORGE_MAX_TOKENS": "lots"})
 
 
+def test_the_silence_timeout_is_a_setting_for_slow_prompt_reading():
+    """llama.cpp on 2 busy cores read a prompt at 27 tokens/s: an 8,000-token prompt's first token takes 5 minutes."""
+    assert endpoint_from_env(env={}).timeout_s == 300.0
+    assert endpoint_from_env(env={"KFORGE_LLM_TIMEOUT": "900"}).timeout_s == 900.0
+    with pytest.raises(KforgeError, match="KFORGE_LLM_TIMEOUT='-1' is not a positive number"):
+        endpoint_from_env(env={"KFORGE_LLM_TIMEOUT": "-1"})
+
+
 def test_a_slow_model_that_keeps_writing_is_not_cut_off_by_the_timeout(server):
     """A CPU model writes for minutes: the timeout is the longest silence, not the whole reply's time."""
     text = "```python\n" + "x = 1\n" * 12 + "```"
