@@ -176,7 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=int, default=900, help="seconds per run (kforge-bot --time-limit)")
     parser.add_argument("--max-tokens", type=int, default=4096)
     parser.add_argument("--ctx", type=int, default=32768)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="llama-server's threads: on 2 cores shared with other work, 2 threads wrote 0.4 tokens/s "
+                             "(each waits for the other at every step), 1 thread 5-8")
+    parser.add_argument("--server-args", default="--chat-template gemma",
+                        help="more llama-server arguments (default: Gemma's chat template, which this GGUF lacks: "
+                             "without it llama.cpp falls back to ChatML and the model answers <|im_end|> 1,024 times)")
     parser.add_argument("--build-only", action="store_true", help="build (or find) the wheel and stop")
     parser.add_argument("--results", type=Path, default=None, help="Markdown results file to append the table to")
     parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None,
@@ -199,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(model_origin)
     out = args.out or work
     out.mkdir(parents=True, exist_ok=True)
-    server = LlamaServer(binary, gguf, ctx=args.ctx, threads=args.threads, log=out / "llama-server.log")
+    server = LlamaServer(binary, gguf, ctx=args.ctx, threads=args.threads, log=out / "llama-server.log",
+                         extra=args.server_args.split())
     rows = []
     with server:
         models = server.models()
@@ -215,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                f"(load average {os.getloadavg()[0]:.1f} at the end), Python {platform.python_version()}")
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = (f"\n## {when}, target {args.target}\n\nMachine: {machine}. Server: llama-server from {origin}, -c {args.ctx} "
-            f"-np 1 -t {args.threads}; model {gguf.name}; /v1/models id: {models}. Per run: --iterations "
+            f"-np 1 -t {args.threads} {args.server_args}; model {gguf.name}; /v1/models id: {models}. Per run: --iterations "
             f"{args.iterations} --time-limit {args.time_limit}, KFORGE_MAX_TOKENS={args.max_tokens}.\n\n"
             + table(rows) + "\n\n" + "\n".join(f"- {r['name']}: {r['note']}; verdicts {r['verdicts']}; exit {r['exit']}, "
                                                f"{r['wall_s']} s; models {r['models']}" for r in rows) + "\n")
