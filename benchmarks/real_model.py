@@ -179,9 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1,
                         help="llama-server's threads: on 2 cores shared with other work, 2 threads wrote 0.4 tokens/s "
                              "(each waits for the other at every step), 1 thread 5-8")
-    parser.add_argument("--server-args", default="--chat-template gemma",
-                        help="more llama-server arguments (default: Gemma's chat template, which this GGUF lacks: "
-                             "without it llama.cpp falls back to ChatML and the model answers <|im_end|> 1,024 times)")
+    parser.add_argument("--server-args", default="--no-jinja --chat-template gemma",
+                        help="more llama-server arguments. Default: Gemma's built-in chat template, which this GGUF "
+                             "lacks (without it llama.cpp falls back to ChatML and the model answered <|im_end|> "
+                             "1,024 times; with jinja on, `--chat-template gemma` is taken as a template whose text is "
+                             "the word gemma, and the prompt sent is that word)")
     parser.add_argument("--build-only", action="store_true", help="build (or find) the wheel and stop")
     parser.add_argument("--results", type=Path, default=None, help="Markdown results file to append the table to")
     parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None,
