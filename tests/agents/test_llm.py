@@ -333,12 +333,12 @@ def test_a_slow_model_that_keeps_writing_is_not_cut_off_by_the_timeout(server):
 
 
 def test_a_stream_that_falls_silent_times_out_and_is_retried(server):
-    server.push(reply("first part, then nothing", piece_chars=5, piece_delay=3.0), reply("whole"))
+    server.push(reply("first part, then nothing", piece_chars=5, piece_delay=30.0), reply("whole"))
     client, sleeps = make_client(server, timeout=0.4)
     t0 = time.monotonic()
     out = client.chat(MESSAGES)
     assert out.text == "whole" and out.attempts == 2 and len(sleeps) == 1
-    assert time.monotonic() - t0 < 2.5
+    assert time.monotonic() - t0 < 20  # the client gave up on the silence (30 s) long before it ended
 
 
 def test_a_slow_first_token_within_the_timeout_is_waited_for(server):
