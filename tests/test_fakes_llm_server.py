@@ -82,3 +82,35 @@ def test_rejects_malformed_requests_and_wrong_keys():
         assert post(s.base_url + "/chat/completions", {"model": "m", "messages": [{"role": "robot", "content": "x"}]}, auth)[0] == 400
         assert post(s.base_url + "/completions", REQUEST, auth)[0] == 404
         assert s.remaining == 1  # none of those consumed the scripted reply
+
+
+def test_a_streamed_reply_is_server_sent_chunks_then_usage_then_done():
+    request = {**REQUEST, "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 50}
+    with ScriptedLLMServer([reply("abcdefghij", prompt_tokens=7, completion_tokens=3, piece_chars=4)]) as s:
+        req = urllib.request.Request(s.base_url + "/chat/completions", data=json.dumps(request).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.headers["Content-Type"] == "text/event-stream"
+            lines = [line for line in resp.read().decode().split("\n\n") if line]
+    assert all(line.startswith("data: ") for line in lines) and lines[-1] == "data: [DONE]"
+    chunks = [json.loads(line[6:]) for line in lines[:-1]]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]) == "abcdefghij"
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "stop"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == {"prompt_tokens": 7, "completion_tokens": 3,
+                                                                   "total_tokens": 10}
+
+
+def test_llama_cpp_and_vllm_refusals_in_their_own_words():
+    long = {**REQUEST, "messages": [{"role": "user", "content": "x" * 4000}], "max_tokens": 100}
+    with ScriptedLLMServer([], n_ctx=512) as s:
+        status, _, body = post(s.base_url + "/chat/completions", long)
+    assert status == 400 and body["error"]["type"] == "exceed_context_size_error"
+    assert body["error"]["n_ctx"] == 512 and body["error"]["n_prompt_tokens"] == 1004
+    assert body["error"]["message"] == ("request (1004 tokens) exceeds the available context size (512 tokens), "
+                                        "try increasing it")
+    with ScriptedLLMServer([], max_model_len=1050) as s:
+        status, _, body = post(s.base_url + "/chat/completions", long)
+    assert status == 400 and body["object"] == "error" and body["type"] == "BadRequestError"
+    assert body["message"].startswith("This model's maximum context length is 1050 tokens. However, you requested "
+                                      "1104 tokens (1004 in the messages, 100 in the completion).")

@@ -27,6 +27,7 @@ from kforge_bot.evaluate import ncu_parse
 
 MAX_ITEMS = 5
 MAX_ITEM_CHARS = 500
+MAX_REPLY_TOKENS = 1024  # five items of MAX_ITEM_CHARS and a line of reasoning; the endpoint's max_tokens caps it
 _TABLE_ROWS = 12
 
 

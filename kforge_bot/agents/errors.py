@@ -39,6 +39,17 @@ class LLMUnavailable(Terminating):
         super().__init__(message)
 
 
+class ContextLengthExceeded(LLMUnavailable):
+    """The prompt does not fit the model's context window (sizes in tokens when the server said them). The
+    agents answer it with a shorter prompt; only when the shortest does not fit either does it end the run."""
+
+    def __init__(self, message: str, *, prompt_tokens: int | None = None, context_tokens: int | None = None,
+                 attempts: int = 0):
+        self.prompt_tokens = prompt_tokens
+        self.context_tokens = context_tokens
+        super().__init__(message, status=400, attempts=attempts)
+
+
 class BudgetExhausted(Terminating):
     """A budget (tokens, iterations, wall time) is spent. `budget` names which one."""
 

@@ -131,6 +131,7 @@ def build_messages(
     references: Sequence[Mapping[str, Any]] = (),
     best_speedup: float | None = None,
     max_history: int = MAX_HISTORY,
+    max_message_chars: int = MAX_MESSAGE_CHARS,
 ) -> list[dict[str, str]]:
     """The generator's chat messages: [system, user].
 
@@ -163,7 +164,7 @@ def build_messages(
         _current_section(current_source, fence, best_speedup),
         _references_section(references),
         _recommendations_section(recommendations),
-        _history_section(history, fence, max_history),
+        _history_section(history, fence, max_history, max_message_chars),
         _instructions(history, recommendations, fence, filename),
     ]
     user = "\n\n".join(s for s in sections if s)
@@ -258,13 +259,16 @@ def _recommendations_section(recommendations: Sequence[str]) -> str:
     return f"## Performance analyst's recommendations (ranked, from the latest profile)\n{items}"
 
 
-def _history_section(history: Sequence[Mapping[str, Any]], fence: str, max_history: int) -> str:
+def _history_section(history: Sequence[Mapping[str, Any]], fence: str, max_history: int,
+                     max_message_chars: int = MAX_MESSAGE_CHARS) -> str:
     if not history:
         return ""
-    shown = list(history)[-max_history:]
+    shown = list(history)[-max_history:] if max_history > 0 else []
     older = len(history) - len(shown)
     parts = [f"({older} earlier attempts not shown.)"] if older else []
-    parts += [_render_failure(h) for h in shown]
+    parts += [_render_failure(h, max_message_chars) for h in shown]
+    if not shown:
+        return "## Attempts so far\n" + parts[0]
     last = shown[-1]
     if last.get("source") and last.get("verdict") not in ("pass",):
         parts.append("### Your last attempt (the one that failed)\n" + _fenced(str(last["source"]), fence))
@@ -282,7 +286,7 @@ _VERDICT_TITLES = {
 }
 
 
-def _render_failure(h: Mapping[str, Any]) -> str:
+def _render_failure(h: Mapping[str, Any], max_message_chars: int = MAX_MESSAGE_CHARS) -> str:
     verdict = str(h.get("verdict", "unknown"))
     it = h.get("iteration")
     head = f"### Attempt {it}: {_VERDICT_TITLES.get(verdict, verdict)}" if it is not None else f"### {_VERDICT_TITLES.get(verdict, verdict)}"
@@ -293,7 +297,7 @@ def _render_failure(h: Mapping[str, Any]) -> str:
         lines.append(f"Correct, speedup {float(h['speedup']):.3f}x{ci_text}: not better than the current best.")
     reason = str(h.get("reason") or "").strip()
     if reason:
-        lines.append(_fenced(_head_and_tail(reason, MAX_MESSAGE_CHARS), "text"))
+        lines.append(_fenced(_head_and_tail(reason, max_message_chars), "text"))
     outputs = h.get("outputs") or []
     if outputs:
         lines.append(_outputs_table(outputs))

@@ -1,10 +1,22 @@
 """A thin client for any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, ...).
 
-The endpoint comes from OPENAI_BASE_URL, OPENAI_API_KEY and KFORGE_MODEL (flags override). Transient
-failures (429, 408/409, 5xx, timeouts, dropped connections) are retried with exponential backoff and
+The endpoint comes from OPENAI_BASE_URL, OPENAI_API_KEY, KFORGE_MODEL and KFORGE_MAX_TOKENS (flags override).
+Transient failures (429, 408/409, 5xx, timeouts, dropped connections) are retried with exponential backoff and
 jitter, honouring Retry-After; the `openai` package's own retries are switched off so that one policy,
 with an injectable `sleep`, governs every wait. A failure that retrying cannot fix raises
 `LLMUnavailable`, which ends the loop with the best candidate so far. Tokens are counted across calls.
+
+What local servers (llama.cpp, Ollama, vLLM) taught this client:
+- Every request carries `max_tokens` (default 4096): without it a small model can write until its context is
+  full (13,900 tokens in 300 s on a CPU, then the timeout and a retry of the same work).
+- Replies are streamed, so the timeout is the longest silence between two pieces of the reply (the first
+  one included), not the whole reply's time: a slow CPU model that keeps writing is never cut off, a server
+  that stopped answering is found after `timeout` seconds.
+- A `max_tokens` the server refuses (vLLM: prompt + max_tokens over the window; OpenAI: over the model's
+  completion limit) is lowered to what the server says it allows, once, and the request is sent again.
+- A prompt longer than the context window raises `ContextLengthExceeded` with the sizes when the server says
+  them (llama.cpp's `exceed_context_size_error`, vLLM's and OpenAI's messages): the agents then send a
+  shorter prompt (kforge_bot.optimize.llm_proposer says by which rule).
 
 `openai` is imported lazily: GPU machines that only run `check`/`gate` need not have it.
 """
@@ -14,20 +26,32 @@ from __future__ import annotations
 import email.utils
 import os
 import random
+import re
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-from kforge_bot.agents.errors import BudgetExhausted, LLMUnavailable, MalformedReply
+from kforge_bot.agents.errors import BudgetExhausted, ContextLengthExceeded, LLMUnavailable, MalformedReply
 from kforge_bot.errors import KforgeError
+from kforge_bot.text import one_line
 
 ENV_BASE_URL = "OPENAI_BASE_URL"
 ENV_API_KEY = "OPENAI_API_KEY"
 ENV_MODEL = "KFORGE_MODEL"
+ENV_MAX_TOKENS = "KFORGE_MAX_TOKENS"
+ENV_TIMEOUT = "KFORGE_LLM_TIMEOUT"
+
+DEFAULT_MAX_TOKENS = 4096  # a whole kernel file and some prose; the analyst asks for less (ANALYST_MAX_TOKENS)
+MIN_MAX_TOKENS = 256  # below this a lowered max_tokens leaves no room for a kernel: the prompt must shrink
+# Seconds of silence before a request counts as timed out. The first token waits for the whole prompt to be read:
+# llama.cpp on 2 busy CPU cores read 27 tokens/s, 80 s for the analyst's first prompt.
+DEFAULT_TIMEOUT_S = 300.0
 
 # Local servers (vLLM, Ollama) accept any key, but the client insists on one.
 _PLACEHOLDER_KEY = "unused"
 _RETRYABLE_STATUS = {408, 409, 429}
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -37,11 +61,21 @@ class Endpoint:
     base_url: str | None = None
     api_key: str | None = None
     model: str | None = None
+    max_tokens: int = DEFAULT_MAX_TOKENS  # the most tokens one reply may have (sent with every request)
+    timeout_s: float = DEFAULT_TIMEOUT_S  # the longest silence from the server, before the first token or between two
 
     def describe(self) -> str:
         """For logs and reports; never shows the key."""
         where = self.base_url or "https://api.openai.com/v1"
-        return f"{self.model or '(model not set)'} at {where}"
+        return f"{display_model(self.model) if self.model else '(model not set)'} at {where}"
+
+
+def display_model(model: str) -> str:
+    """A model's name for people: llama.cpp names its model by the GGUF file's path, which says where the
+    file lies on the serving machine; reports and PR comments show the file's name."""
+    if "/" in model and model.lower().endswith(".gguf"):
+        return model.rstrip("/").rsplit("/", 1)[-1]
+    return model
 
 
 def endpoint_from_env(
@@ -49,6 +83,7 @@ def endpoint_from_env(
     base_url: str | None = None,
     api_key: str | None = None,
     model: str | None = None,
+    max_tokens: int | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Endpoint:
     """The endpoint from flags, falling back to the environment. Empty strings count as unset."""
@@ -57,7 +92,23 @@ def endpoint_from_env(
         base_url=(base_url or env.get(ENV_BASE_URL) or None),
         api_key=(api_key or env.get(ENV_API_KEY) or None),
         model=(model or env.get(ENV_MODEL) or None),
+        max_tokens=max_tokens or int(_positive_from_env(env, ENV_MAX_TOKENS, DEFAULT_MAX_TOKENS, whole=True)),
+        timeout_s=_positive_from_env(env, ENV_TIMEOUT, DEFAULT_TIMEOUT_S),
     )
+
+
+def _positive_from_env(env: Mapping[str, str], name: str, default: float, whole: bool = False) -> float:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(int(raw)) if whole else float(raw)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        kind = "whole number" if whole else "number"
+        raise KforgeError(f"{name}={raw!r} is not a positive {kind}", hint=f"set it (default {default:g}) or unset it")
+    return value
 
 
 def configured(
@@ -169,13 +220,15 @@ class LLMClient:
     """Chat with one endpoint. `sleep` and `rand` are injectable so tests never really wait."""
 
     endpoint: Endpoint
-    timeout: float = 300.0  # seconds per HTTP request
+    timeout: float = 300.0  # seconds of silence from the server (before the first token, or between two)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     token_budget: int | None = None  # refuse new calls once this many tokens are spent
     sleep: Callable[[float], None] = time.sleep
     rand: Callable[[], float] = random.random
     usage: Usage = field(default_factory=Usage)
     _client: Any = field(default=None, repr=False)
+    _limit_key: str = field(default="max_tokens", repr=False)  # "max_completion_tokens" once a server asks for it
+    _completion_cap: int | None = field(default=None, repr=False)  # the model's own limit, once a server said it
 
     def _openai(self) -> Any:
         if self._client is None:
@@ -195,12 +248,13 @@ class LLMClient:
         return [m.id for m in page.data]
 
     def resolve_model(self) -> str:
-        """The configured model, or the only model the server offers (typical of vLLM and Ollama)."""
+        """The configured model, or the only model the server offers (typical of llama.cpp, vLLM and Ollama;
+        llama.cpp names it by its GGUF file's path, which is sent back as is)."""
         if self.endpoint.model:
             return self.endpoint.model
         models = self.list_models()
         if len(models) == 1:
-            self.endpoint = Endpoint(self.endpoint.base_url, self.endpoint.api_key, models[0])
+            self.endpoint = replace(self.endpoint, model=models[0])
             return models[0]
         offered = ", ".join(models[:10]) or "none"
         raise KforgeError(
@@ -217,49 +271,78 @@ class LLMClient:
         model: str | None = None,
     ) -> Reply:
         """One completion, from `model` when given (one of several a run takes turns with), else the
-        endpoint's. Raises BudgetExhausted, LLMUnavailable or MalformedReply (no choices)."""
+        endpoint's; at most `max_tokens` (never more than the endpoint's). Raises BudgetExhausted,
+        LLMUnavailable (ContextLengthExceeded when the prompt does not fit) or MalformedReply (no choices)."""
         if self.token_budget is not None and self.usage.total_tokens >= self.token_budget:
             raise BudgetExhausted(
                 f"token budget spent: {self.usage.total_tokens} of {self.token_budget}", budget="tokens"
             )
         model = model or self.resolve_model()
-        kwargs: dict[str, Any] = {"model": model, "messages": [dict(m) for m in messages]}
+        limit = min(max_tokens, self.endpoint.max_tokens) if max_tokens else self.endpoint.max_tokens
+        if self._completion_cap is not None:
+            limit = min(limit, self._completion_cap)
+        kwargs: dict[str, Any] = {"model": model, "messages": [dict(m) for m in messages], "stream": True,
+                                  "stream_options": {"include_usage": True}, self._limit_key: limit}
         if temperature is not None:
             kwargs["temperature"] = temperature
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
-        completion, attempts = self._with_retries(lambda: self._openai().chat.completions.create(**kwargs))
-        reply = self._to_reply(completion, messages, attempts, model)
+        attempts = 0
+        while True:
+            try:
+                streamed, tries = self._with_retries(lambda: self._stream(kwargs), model=model)
+            except _LimitRefused as refused:
+                attempts += refused.attempts
+                self._adjust_limit(kwargs, refused)
+                continue
+            attempts += tries
+            break
+        reply = streamed.to_reply(messages, attempts, model)
         self.usage.add(reply)
-        if not completion.choices:
+        if not streamed.had_choice:
             raise MalformedReply("the endpoint returned no choices; reply with the complete answer")
         return reply
 
-    @staticmethod
-    def _to_reply(completion: Any, messages: Sequence[Mapping[str, str]], attempts: int, model: str) -> Reply:
-        choice = completion.choices[0] if completion.choices else None
-        message = choice.message if choice is not None else None
-        text = (message.content if message is not None else None) or ""
-        refusal = getattr(message, "refusal", None) if message is not None else None
-        if not text and refusal:
-            text = str(refusal)
-        usage = getattr(completion, "usage", None)
-        if usage is not None and usage.prompt_tokens is not None:
-            prompt, done, estimated = int(usage.prompt_tokens), int(usage.completion_tokens or 0), False
-        else:
-            prompt = sum(_estimate_tokens(str(m.get("content", ""))) for m in messages)
-            done, estimated = _estimate_tokens(text), True
-        return Reply(
-            text=text,
-            prompt_tokens=prompt,
-            completion_tokens=done,
-            model=getattr(completion, "model", None) or model,
-            finish_reason=getattr(choice, "finish_reason", None),
-            attempts=attempts,
-            usage_estimated=estimated,
-        )
+    def _adjust_limit(self, kwargs: dict[str, Any], refused: _LimitRefused) -> None:
+        """The request again, with the limit the server said it accepts (once per kind of refusal)."""
+        if refused.rename and self._limit_key == "max_tokens":
+            self._limit_key = "max_completion_tokens"  # newer OpenAI models take only this name
+            kwargs["max_completion_tokens"] = kwargs.pop("max_tokens")
+            return
+        old = kwargs[self._limit_key]
+        if refused.allowed is None or refused.allowed >= old:
+            raise LLMUnavailable(f"the endpoint refused max_tokens {old}: {one_line(refused.message, 300)} (set "
+                                 f"{ENV_MAX_TOKENS} or --max-tokens lower)", status=400, attempts=refused.attempts)
+        if refused.allowed < MIN_MAX_TOKENS:
+            raise ContextLengthExceeded(
+                f"the prompt ({refused.prompt_tokens} tokens) leaves {refused.allowed} tokens of the model's "
+                f"{refused.context_tokens}-token context window for the reply",
+                prompt_tokens=refused.prompt_tokens, context_tokens=refused.context_tokens, attempts=refused.attempts)
+        if refused.completion_cap:
+            self._completion_cap = refused.allowed  # the model's own limit: every later request obeys it
+        kwargs[self._limit_key] = refused.allowed
 
-    def _with_retries(self, call: Callable[[], Any]) -> tuple[Any, int]:
+    def _stream(self, kwargs: dict[str, Any]) -> _Streamed:
+        """Send the request and read the streamed reply to its end (inside the retry policy: a connection
+        that drops mid-reply is retried like one that never answered)."""
+        stream = self._openai().chat.completions.create(**kwargs)
+        got = _Streamed()
+        try:
+            for chunk in stream:
+                got.add(chunk)
+        except Exception as exc:
+            # Older openai releases let the transport's own errors out of a stream unwrapped (httpx's, by name
+            # so that this module imports no transport): a dropped connection or a silence, retried as such.
+            if type(exc).__module__.split(".")[0] not in ("httpx", "httpx2", "httpcore"):
+                raise
+            raise _StreamBroken("Timeout" in type(exc).__name__, str(exc) or type(exc).__name__) from exc
+        finally:
+            stream.close()
+        if got.had_choice and got.finish_reason is None:
+            # Every server ends a reply with a finish reason; a stream closed before it is a server that went away
+            # (where the connection's end is the stream's end, that is all that shows).
+            raise _StreamBroken(False, "the stream ended before the reply did")
+        return got
+
+    def _with_retries(self, call: Callable[[], T], model: str | None = None) -> tuple[T, int]:
         import openai  # lazy, as above
 
         where = self.endpoint.base_url or "https://api.openai.com/v1"
@@ -270,19 +353,27 @@ class LLMClient:
             try:
                 return call(), attempt
             except openai.APITimeoutError:
-                last, status = f"timed out after {self.timeout:g} s", None
+                last, status = f"timed out after {self.timeout:g} s without a word from the server", None
             except openai.APIConnectionError as exc:
                 last, status = f"connection failed ({exc.__cause__ or exc})", None
+            except _StreamBroken as exc:
+                last = (f"timed out after {self.timeout:g} s without a word from the server" if exc.timeout
+                        else f"the connection dropped mid-reply ({exc})")
+                status = None
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 last = f"HTTP {status}: {_server_message(exc)}"
                 if status not in _RETRYABLE_STATUS and status < 500:
+                    _raise_refusal(exc.body, last, attempt)
                     raise LLMUnavailable(
-                        f"LLM endpoint {where} refused the request: {last}{_status_hint(status)}",
+                        f"LLM endpoint {where} refused the request: {last}{self._status_hint(status, model)}",
                         status=status,
                         attempts=attempt,
                     ) from exc
                 retry_after = parse_retry_after(dict(exc.response.headers))
+            except openai.APIError as exc:  # an error event in the middle of a stream
+                last = f"the server reported an error mid-reply: {_server_message(exc)}"
+                _raise_refusal(exc.body, last, attempt)
             except openai.OpenAIError as exc:  # unparseable response and the like: retrying will not help
                 raise LLMUnavailable(f"LLM endpoint {where} failed: {exc}", attempts=attempt) from exc
             if retry_after is not None and retry_after > self.retry.max_retry_after:
@@ -299,6 +390,131 @@ class LLMClient:
             attempts=self.retry.max_attempts,
         )
 
+    def _status_hint(self, status: int, model: str | None) -> str:
+        if status in (401, 403):
+            return f" (check {ENV_API_KEY})"
+        if status == 404:
+            offered = ""
+            try:  # a model name the server spells differently (Ollama's "gemma3:270m", llama.cpp's file path)
+                models = self.list_models()
+                if model is not None and model not in models:
+                    offered = f"; the endpoint offers: {', '.join(models[:10]) or 'none'}"
+            except (LLMUnavailable, KforgeError):
+                pass
+            return f" (check {ENV_BASE_URL} and the model name, {ENV_MODEL} or --model{offered})"
+        return ""
+
+
+
+@dataclass
+class _Streamed:
+    """A streamed reply, put together chunk by chunk."""
+
+    parts: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    finish_reason: str | None = None
+    model: str | None = None
+    usage: Any = None
+    had_choice: bool = False
+
+    def add(self, chunk: Any) -> None:
+        self.model = self.model or getattr(chunk, "model", None)
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = chunk.usage
+        for choice in getattr(chunk, "choices", None) or []:
+            if getattr(choice, "index", 0) not in (0, None):
+                continue
+            self.had_choice = True
+            delta = getattr(choice, "delta", None)
+            if delta is not None and getattr(delta, "content", None):
+                self.parts.append(delta.content)
+            if delta is not None and getattr(delta, "refusal", None):
+                self.refusal.append(str(delta.refusal))
+            if getattr(choice, "finish_reason", None):
+                self.finish_reason = choice.finish_reason
+
+    def to_reply(self, messages: Sequence[Mapping[str, str]], attempts: int, model: str) -> Reply:
+        text = "".join(self.parts) or "".join(self.refusal)
+        usage = self.usage
+        if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
+            prompt, done, estimated = int(usage.prompt_tokens), int(usage.completion_tokens or 0), False
+        else:
+            prompt = sum(_estimate_tokens(str(m.get("content", ""))) for m in messages)
+            done, estimated = _estimate_tokens(text), True
+        return Reply(text=text, prompt_tokens=prompt, completion_tokens=done, model=self.model or model,
+                     finish_reason=self.finish_reason, attempts=attempts, usage_estimated=estimated)
+
+
+class _StreamBroken(Exception):
+    """The transport failed while a reply streamed in: a silence longer than the timeout, or a dropped line."""
+
+    def __init__(self, timeout: bool, message: str):
+        super().__init__(message)
+        self.timeout = timeout
+
+
+class _LimitRefused(Exception):
+    """The server refused the request's max_tokens; `allowed` is what it says it takes (None: not said)."""
+
+    def __init__(self, message: str, attempts: int, *, allowed: int | None = None, rename: bool = False,
+                 completion_cap: bool = False, prompt_tokens: int | None = None, context_tokens: int | None = None):
+        super().__init__(message)
+        self.message, self.attempts, self.allowed, self.rename = message, attempts, allowed, rename
+        self.completion_cap, self.prompt_tokens, self.context_tokens = completion_cap, prompt_tokens, context_tokens
+
+
+# The servers' own words (llama.cpp's tools/server, vLLM's serving layer, OpenAI's API), read for the sizes.
+_WINDOW_ASKED = re.compile(r"maximum context length is (\d+) tokens\. However, you requested \d+ tokens "
+                           r"\((\d+) in the messages, (\d+) in the completion\)")
+_WINDOW_INPUT = re.compile(r"maximum context length is (\d+) tokens and your request has (\d+) input tokens")
+_WINDOW_MESSAGES = re.compile(r"maximum context length is (\d+) tokens\. However, your messages resulted in (\d+)")
+_LLAMA_CPP_SIZES = re.compile(r"\((\d+) tokens\) (?:exceeds the available context size|is larger than the max "
+                              r"context size) \((\d+) tokens\)")
+_COMPLETION_CAP = re.compile(r"supports at most (\d+) completion tokens")
+_RENAME = re.compile(r"max_tokens.{0,40}not supported.{0,80}max_completion_tokens", re.S)
+
+
+def _raise_refusal(body: Any, last: str, attempts: int) -> None:
+    """Raise ContextLengthExceeded or _LimitRefused when a refusal is about sizes; return otherwise."""
+    inner = body.get("error", body) if isinstance(body, dict) else {}
+    inner = inner if isinstance(inner, dict) else {}
+    message = str(inner.get("message") or last)
+    kind = str(inner.get("type") or "") + " " + str(inner.get("code") or "")
+    if "exceed_context_size_error" in kind:  # llama.cpp: the prompt alone is over the window
+        sizes = _LLAMA_CPP_SIZES.search(message)
+        prompt = inner.get("n_prompt_tokens") or (int(sizes.group(1)) if sizes else None)
+        window = inner.get("n_ctx") or (int(sizes.group(2)) if sizes else None)
+        raise ContextLengthExceeded(last, prompt_tokens=_int(prompt), context_tokens=_int(window), attempts=attempts)
+    if _RENAME.search(message):
+        raise _LimitRefused(message, attempts, rename=True)
+    if m := _WINDOW_ASKED.search(message):
+        window, prompt = int(m.group(1)), int(m.group(2))
+        if prompt >= window:
+            raise ContextLengthExceeded(last, prompt_tokens=prompt, context_tokens=window, attempts=attempts)
+        raise _LimitRefused(message, attempts, allowed=window - prompt, prompt_tokens=prompt, context_tokens=window)
+    if m := _WINDOW_INPUT.search(message):
+        window, prompt = int(m.group(1)), int(m.group(2))
+        if prompt >= window:
+            raise ContextLengthExceeded(last, prompt_tokens=prompt, context_tokens=window, attempts=attempts)
+        raise _LimitRefused(message, attempts, allowed=window - prompt, prompt_tokens=prompt, context_tokens=window)
+    if m := _WINDOW_MESSAGES.search(message):
+        raise ContextLengthExceeded(last, prompt_tokens=int(m.group(2)), context_tokens=int(m.group(1)),
+                                    attempts=attempts)
+    if "context_length_exceeded" in kind:
+        raise ContextLengthExceeded(last, attempts=attempts)
+    if m := _COMPLETION_CAP.search(message):
+        raise _LimitRefused(message, attempts, allowed=int(m.group(1)), completion_cap=True)
+    if "max_tokens" in message or "max_completion_tokens" in message or inner.get("param") in ("max_tokens",
+                                                                                                 "max_completion_tokens"):
+        raise _LimitRefused(message, attempts)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
 
 def _server_message(exc: Any) -> str:
     body = getattr(exc, "body", None)
@@ -309,11 +525,3 @@ def _server_message(exc: Any) -> str:
         if isinstance(inner, str):
             return inner[:500]
     return str(getattr(exc, "message", exc))[:500]
-
-
-def _status_hint(status: int) -> str:
-    if status in (401, 403):
-        return f" (check {ENV_API_KEY})"
-    if status == 404:
-        return f" (check {ENV_BASE_URL} and the model name, {ENV_MODEL} or --model)"
-    return ""

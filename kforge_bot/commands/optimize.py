@@ -95,6 +95,9 @@ from kforge_bot.text import one_line
 @click.option("--timeout", type=click.FloatRange(1, 7200), default=None,
               help="Seconds before a candidate's process is killed, compilation included (default: the policy's).")
 @click.option("--allow-fallback", is_flag=True, help="Accept candidates that call the framework op they replace.")
+@click.option("--max-tokens", type=click.IntRange(1), default=None,
+              help="The most tokens one model reply may have, sent with every request (default: $KFORGE_MAX_TOKENS, "
+                   "else 4096; the analyst asks for at most 1024).")
 @click.option("--counters", type=click.Choice(["auto", "off", "full"]), default="auto", show_default=True,
               help="Hardware counters (Nsight Compute) of the kernel as written and each accepted candidate, on "
                    "CUDA targets: auto (where ncu is found), off, full (also keep the .ncu-rep files).")
@@ -104,7 +107,8 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
              report_dir: Path | None, resume_dir: Path | None, base_url: str | None, api_key: str | None,
              policy_path: str | None, parallel: int, beam: int, workers: int | None, executor: str,
              ray_address: str | None, cache_dir: Path | None, no_cache: bool, seeds: int | None,
-             timeout: float | None, allow_fallback: bool, counters: str, json_path: str | None) -> None:
+             timeout: float | None, allow_fallback: bool, max_tokens: int | None, counters: str,
+             json_path: str | None) -> None:
     """Optimize one kernel: an LLM generator and analyst when an endpoint is configured
     (OPENAI_BASE_URL / OPENAI_API_KEY), else the built-in tuner. Every candidate is checked and timed
     against the kernel as written; the best one that is faster with confidence is kept."""
@@ -135,7 +139,8 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     if not no_cache:
         config.cache_dir = cache_dir or user_cache_dir()
     if configured(base_url=base_url, api_key=api_key):
-        config.endpoint = endpoint_from_env(base_url=base_url, api_key=api_key, model=models[0] if models else None)
+        config.endpoint = endpoint_from_env(base_url=base_url, api_key=api_key, model=models[0] if models else None,
+                                            max_tokens=max_tokens)
         config.references = sibling_references(spec, file, target_name)
     config.cpu_count = default_cpu_count()
 
@@ -161,9 +166,13 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     note = None if outcome.improved else "no candidate beat the kernel as written; the original was left untouched"
     files = run.finish(written_to=written, note=note)
     _print_outcome(console, run, outcome, files, written, spec.kernel_file, out_path is not None)
+    again = f"kforge-bot optimize {file} " + (f"--kernel {kernel} " if kernel else "") + f"--resume {folder}"
     if outcome.stop_kind == "BudgetExhausted":
-        console.print(f"to continue with a larger budget: kforge-bot optimize {file} "
-                      + (f"--kernel {kernel} " if kernel else "") + f"--resume {folder} --iterations N", markup=False)
+        console.print(f"to continue with a larger budget: {again} --iterations N", markup=False)
+    elif outcome.stop_kind in ("LLMUnavailable", "ContextLengthExceeded"):
+        # Nothing is lost: every candidate and reply so far is in the trajectory, and a resume asks again.
+        console.print(f"the run so far is kept in {folder}; once the endpoint answers again, continue it: {again}",
+                      markup=False)
     record = outcome.record
     best = record.best if outcome.improved else None
     write_json({"kernel": spec.name, "target": target_name, "mode": run.mode, "improved": outcome.improved,
@@ -173,7 +182,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
                 "written_to": written, "iterations": record.iterations_used, "stop": outcome.stop_kind,
                 "stop_reason": outcome.stop_reason, "report_dir": str(folder), "report": str(files.markdown)},
                json_path)
-    if outcome.stop_kind == "LLMUnavailable" and record.iterations_used == 0:
+    if outcome.stop_kind in ("LLMUnavailable", "ContextLengthExceeded") and record.iterations_used == 0:
         sys.exit(1)
 
 
@@ -388,6 +397,11 @@ class Display:
                 tail += escape(f" [round {e['round']}]")
             out(escape(f"[{e['iteration']}/{self.budgets.iterations}] ") + f"{change}{verdict}{speed}{tail} · best "
                 f"{self._best()}{self._tokens()}", markup=True)
+        elif kind == "prompt_trimmed":
+            tokens = f" ({e['prompt_tokens']:,} tokens, the window holds {e['context_tokens']:,})" if (
+                e.get("prompt_tokens") and e.get("context_tokens")) else ""
+            out(f"the {e.get('agent')}'s prompt does not fit the model's context window{tokens}: sent again shorter "
+                f"(step {e.get('step')} of the trim rule)")
         elif kind == "llm_error":
             out("[red]LLM endpoint[/red]: " + escape(str(e.get("message"))), markup=True)
         self._update()

@@ -1,21 +1,41 @@
 """The KForge generator and analyst as the loop's proposer, talking to an OpenAI-compatible endpoint.
 
 Every exchange with the model is reported to the loop as it happens (kforge_bot.optimize.proposer): the prompt
-before the request, then the reply (or the endpoint's failure), then what came of it (the analyst's advice)."""
+before the request, then the reply (or the endpoint's failure), then what came of it (the analyst's advice).
+
+A prompt longer than the model's context window (the server says so: kforge_bot.agents.llm raises
+ContextLengthExceeded) is sent again shorter, step by step, until one fits (TRIM_RULE, also in the README):
+  generator  1: the last 2 attempts, their messages cut to 1,000 characters, no other targets' code;
+             2: the last attempt, cut to 300 characters, only the analyst's top recommendation;
+             3: no attempts, no recommendations: the task, the contract and the current best alone.
+  analyst    1: the last 4 results of what was tried, no source;  2: the profile alone.
+Each step is a `prompt_trimmed` event. When the last step does not fit either, the run stops with one line that
+names the sizes and how to give the model a larger window."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kforge_bot.agents import analyst, generator
-from kforge_bot.agents.errors import MalformedReply, Terminating
+from kforge_bot.agents.errors import ContextLengthExceeded, MalformedReply, Terminating
 from kforge_bot.agents.llm import LLMClient, Reply, Usage
 from kforge_bot.agents.reply_parser import extract_source
 from kforge_bot.optimize.proposer import LLM, Event, Proposal, Proposer, RunView, Steps
 from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.spec import KernelSpec
+
+# What each step of the rule keeps (see the module docstring); step 0 is the whole prompt.
+GENERATOR_TRIMS: tuple[dict[str, Any], ...] = (
+    {},
+    {"max_history": 2, "max_message_chars": 1000, "references": 0},
+    {"max_history": 1, "max_message_chars": 300, "references": 0, "recommendations": 1},
+    {"max_history": 0, "references": 0, "recommendations": 0},
+)
+ANALYST_TRIMS: tuple[dict[str, Any], ...] = ({}, {"tried": 4, "source": False}, {"tried": 0, "source": False})
+TRIM_RULE = ("less history (2 attempts, then 1, then none), no other targets' code, fewer recommendations; the "
+             "analyst: fewer results of what was tried, no source")
 
 
 class LLMProposer(Proposer):
@@ -92,11 +112,19 @@ class LLMProposer(Proposer):
                model: str | None = None) -> Steps[tuple[str, Reply]]:
         """Ask the generator for a new version of `current_source`: (the kernel it wrote, its reply)."""
         record = view.record
-        messages = generator.build_messages(
-            language=self.spec.language, target_kind=self.target_kind, hardware=view.hardware_text,
-            contract=self.contract, current_source=current_source, history=record.history,
-            recommendations=record.recommendations, references=self.references, best_speedup=best_speedup)
-        reply = yield from self._chat("generator", iteration, messages, model=model)
+
+        def messages(step: int) -> list[dict[str, str]]:
+            trim = GENERATOR_TRIMS[step]
+            history = record.history if trim.get("max_history", 1) else []
+            recommendations = record.recommendations[:trim.get("recommendations", len(record.recommendations))]
+            return generator.build_messages(
+                language=self.spec.language, target_kind=self.target_kind, hardware=view.hardware_text,
+                contract=self.contract, current_source=current_source, history=history,
+                recommendations=recommendations, references=self.references if trim.get("references", 1) else (),
+                best_speedup=best_speedup, max_history=trim.get("max_history", generator.MAX_HISTORY),
+                max_message_chars=trim.get("max_message_chars", generator.MAX_MESSAGE_CHARS))
+
+        reply = yield from self._chat("generator", iteration, messages, len(GENERATOR_TRIMS), model=model)
         try:
             # An entry in a launcher elsewhere is not this file's to define (spec.entry_file).
             entry = None if self.spec.entry_file else self.spec.entry
@@ -111,12 +139,18 @@ class LLMProposer(Proposer):
         """Ask the analyst about the profile of `iteration` (0: the kernel as written)."""
         record = view.record
         speedup = record.best.speedup if (record.best and iteration) else None
-        messages = analyst.build_messages(
-            digest=view.digest(iteration), hardware=view.hardware_text, contract=self.contract,
-            source=view.source_of(iteration), language=self.spec.language,
-            tried=record.tried(max(12, 2 * view.parallel)),
-            speedup=speedup)
-        reply = yield from self._chat("analyst", iteration, messages)
+        tried = record.tried(max(12, 2 * view.parallel))
+
+        def messages(step: int) -> list[dict[str, str]]:
+            trim = ANALYST_TRIMS[step]
+            keep = trim.get("tried", len(tried))
+            return analyst.build_messages(
+                digest=view.digest(iteration), hardware=view.hardware_text, contract=self.contract,
+                source=view.source_of(iteration) if trim.get("source", True) else None, language=self.spec.language,
+                tried=tried[len(tried) - keep:] if keep else [], speedup=speedup)
+
+        reply = yield from self._chat("analyst", iteration, messages, len(ANALYST_TRIMS),
+                                      max_tokens=analyst.MAX_REPLY_TOKENS)
         try:
             items = analyst.parse_recommendations(reply.text)
         except MalformedReply as exc:
@@ -125,24 +159,52 @@ class LLMProposer(Proposer):
             return
         yield Event("recommendations", {"for_iteration": iteration, "items": items})
 
-    def _chat(self, agent: str, iteration: int, messages: list[dict[str, str]],
-              model: str | None = None) -> Steps[Reply]:
-        yield Event("prompt", {"iteration": iteration, "agent": agent, "messages": messages})
-        started = time.monotonic()
-        try:
-            reply = self.client.chat(messages, model=model)
-        except Terminating as exc:
-            yield Event("llm_error", {"iteration": iteration, "agent": agent, "kind": type(exc).__name__,
-                                      "message": str(exc)})
-            raise
-        except MalformedReply:
-            yield Event("reply", {"iteration": iteration, "agent": agent, "text": "", "prompt_tokens": 0,
-                                  "completion_tokens": 0, "usage": self.client.usage.to_dict(),
+    def _chat(self, agent: str, iteration: int, messages: Callable[[int], list[dict[str, str]]], steps: int,
+              model: str | None = None, max_tokens: int | None = None) -> Steps[Reply]:
+        """One exchange: the whole prompt first, then shorter ones while the server says it does not fit."""
+        for step in range(steps):
+            prompt = messages(step)
+            yield Event("prompt", {"iteration": iteration, "agent": agent, "messages": prompt,
+                                   **({"trim_step": step} if step else {})})
+            started = time.monotonic()
+            try:
+                reply = self.client.chat(prompt, model=model, max_tokens=max_tokens)
+            except ContextLengthExceeded as exc:
+                if step + 1 < steps:
+                    yield Event("prompt_trimmed", {"iteration": iteration, "agent": agent, "step": step + 1,
+                                                   "prompt_tokens": exc.prompt_tokens,
+                                                   "context_tokens": exc.context_tokens})
+                    continue
+                stop = ContextLengthExceeded(_too_long(agent, exc), prompt_tokens=exc.prompt_tokens,
+                                             context_tokens=exc.context_tokens, attempts=exc.attempts)
+                yield Event("llm_error", {"iteration": iteration, "agent": agent, "kind": type(stop).__name__,
+                                          "message": str(stop)})
+                raise stop from exc
+            except Terminating as exc:
+                yield Event("llm_error", {"iteration": iteration, "agent": agent, "kind": type(exc).__name__,
+                                          "message": str(exc)})
+                raise
+            except MalformedReply:
+                yield Event("reply", {"iteration": iteration, "agent": agent, "text": "", "prompt_tokens": 0,
+                                      "completion_tokens": 0, "usage": self.client.usage.to_dict(),
+                                      "llm_s": round(time.monotonic() - started, 3)})
+                raise
+            yield Event("reply", {"iteration": iteration, "agent": agent, "text": reply.text, "model": reply.model,
+                                  "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                                  "attempts": reply.attempts, "finish_reason": reply.finish_reason,
+                                  "usage_estimated": reply.usage_estimated, "usage": self.client.usage.to_dict(),
                                   "llm_s": round(time.monotonic() - started, 3)})
-            raise
-        yield Event("reply", {"iteration": iteration, "agent": agent, "text": reply.text, "model": reply.model,
-                              "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                              "attempts": reply.attempts, "finish_reason": reply.finish_reason,
-                              "usage_estimated": reply.usage_estimated, "usage": self.client.usage.to_dict(),
-                              "llm_s": round(time.monotonic() - started, 3)})
-        return reply
+            return reply
+        raise AssertionError("unreachable: the last step returns or raises")
+
+
+def _too_long(agent: str, exc: ContextLengthExceeded) -> str:
+    """The one line a user reads when even the shortest prompt does not fit."""
+    sizes = ""
+    if exc.prompt_tokens and exc.context_tokens:
+        sizes = f" ({exc.prompt_tokens:,} tokens; the window holds {exc.context_tokens:,})"
+    elif exc.context_tokens:
+        sizes = f" (the window holds {exc.context_tokens:,} tokens)"
+    return (f"the {agent}'s shortest prompt does not fit the model's context window{sizes}: serve the model with a "
+            "larger window (llama.cpp: llama-server -c 32768; vLLM: --max-model-len; Ollama: num_ctx) or use a model "
+            "with a longer one")

@@ -21,6 +21,8 @@ Events (each line also carries "event", "time" (Unix seconds) and "session"):
     ceilings         the roofline's ceilings for this device, and where they come from
     tunables         (tuner) the parameters found in the kernel
     prompt, reply    one LLM exchange (agent: generator | analyst), with token counts
+    prompt_trimmed   the server said the prompt does not fit its context window: the next prompt is shorter
+                     (step of kforge_bot.optimize.llm_proposer's trim rule, and the sizes when the server said them)
     malformed        a reply that could not be used (it costs its iteration)
     candidate        a candidate's file, hash and, for the tuner, the assignment it tries; with --parallel
                      also its round, the model that wrote it and the parent it started from

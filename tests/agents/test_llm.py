@@ -6,15 +6,17 @@ import email.utils
 import time
 
 import pytest
-from fakes.llm_server import HTTPError, ScriptedLLMServer, rate_limited, reply, server_error, stall
+from fakes.llm_server import Die, HTTPError, ScriptedLLMServer, rate_limited, reply, server_error, stall
 
-from kforge_bot.agents.errors import BudgetExhausted, LLMUnavailable, MalformedReply
+from kforge_bot.agents.errors import BudgetExhausted, ContextLengthExceeded, LLMUnavailable, MalformedReply
 from kforge_bot.agents.llm import (
+    DEFAULT_MAX_TOKENS,
     Endpoint,
     LLMClient,
     RetryPolicy,
     Usage,
     configured,
+    display_model,
     endpoint_from_env,
     parse_retry_after,
 )
@@ -271,11 +273,12 @@ def test_no_choices_is_a_malformed_reply():
             return
 
         def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            body = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m", "choices": [],
-                               "usage": {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5}}).encode()
+            assert json.loads(self.rfile.read(int(self.headers["Content-Length"])))["stream"] is True
+            chunk = json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                                "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5}})
+            body = f"data: {chunk}\n\ndata: [DONE]\n\n".encode()
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/event-stream")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -290,3 +293,132 @@ def test_no_choices_is_a_malformed_reply():
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+# --- what a real local server (llama.cpp, vLLM, Ollama) does to the client -----------------------------
+
+
+def test_every_request_carries_max_tokens_and_the_setting_changes_it(server):
+    """llama.cpp with no max_tokens writes until its context is full: 13,900 tokens in 300 s on a CPU."""
+    server.push(reply("a"), reply("b"), reply("c"))
+    client, _ = make_client(server)
+    client.chat(MESSAGES)
+    client.chat(MESSAGES, max_tokens=100_000)  # an agent may ask for less, never for more than the setting
+    client.chat(MESSAGES, max_tokens=1024)
+    assert [b["max_tokens"] for b in server.chat_requests] == [DEFAULT_MAX_TOKENS, DEFAULT_MAX_TOKENS, 1024]
+    assert DEFAULT_MAX_TOKENS == 4096
+    assert endpoint_from_env(env={"KFORGE_MAX_TOKENS": "512"}).max_tokens == 512
+    assert endpoint_from_env(max_tokens=300, env={"KFORGE_MAX_TOKENS": "512"}).max_tokens == 300
+    with pytest.raises(KforgeError, match="KFORGE_MAX_TOKENS='lots' is not a positive whole number"):
+        endpoint_from_env(env={"KFORGE_MAX_TOKENS": "lots"})
+
+
+def test_the_silence_timeout_is_a_setting_for_slow_prompt_reading():
+    """llama.cpp on 2 busy cores read a prompt at 27 tokens/s: an 8,000-token prompt's first token takes 5 minutes."""
+    assert endpoint_from_env(env={}).timeout_s == 300.0
+    assert endpoint_from_env(env={"KFORGE_LLM_TIMEOUT": "900"}).timeout_s == 900.0
+    with pytest.raises(KforgeError, match="KFORGE_LLM_TIMEOUT='-1' is not a positive number"):
+        endpoint_from_env(env={"KFORGE_LLM_TIMEOUT": "-1"})
+
+
+def test_a_slow_model_that_keeps_writing_is_not_cut_off_by_the_timeout(server):
+    """A CPU model writes for minutes: the timeout is the longest silence, not the whole reply's time."""
+    text = "```python\n" + "x = 1\n" * 12 + "```"
+    server.push(reply(text, piece_chars=8, piece_delay=0.12))  # ~1.2 s in all, never 0.6 s silent
+    client, sleeps = make_client(server, timeout=0.6)
+    out = client.chat(MESSAGES)
+    assert out.text == text and out.attempts == 1 and sleeps == []
+    (body,) = server.chat_requests
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+def test_a_stream_that_falls_silent_times_out_and_is_retried(server):
+    server.push(reply("first part, then nothing", piece_chars=5, piece_delay=30.0), reply("whole"))
+    client, sleeps = make_client(server, timeout=0.4)
+    t0 = time.monotonic()
+    out = client.chat(MESSAGES)
+    assert out.text == "whole" and out.attempts == 2 and len(sleeps) == 1
+    assert time.monotonic() - t0 < 20  # the client gave up on the silence (30 s) long before it ended
+
+
+def test_a_slow_first_token_within_the_timeout_is_waited_for(server):
+    server.push(reply("late but fine", delay=0.5))
+    client, sleeps = make_client(server, timeout=1.5)
+    assert client.chat(MESSAGES).text == "late but fine" and sleeps == []
+
+
+def test_llama_cpp_context_refusal_is_context_length_exceeded_with_the_sizes():
+    long = [{"role": "user", "content": "profile row\n" * 400}]
+    with ScriptedLLMServer(n_ctx=1000) as s:
+        client = LLMClient(Endpoint(s.base_url, None, "m"), sleep=lambda _: None)
+        with pytest.raises(ContextLengthExceeded) as info:
+            client.chat(long)
+        assert len(s.chat_requests) == 1  # not retried: the same prompt cannot fit later
+    assert info.value.context_tokens == 1000 and info.value.prompt_tokens == 1204
+    assert info.value.status == 400 and "exceeds the available context size (1000 tokens)" in str(info.value)
+    assert isinstance(info.value, LLMUnavailable)  # whoever does not trim stops as before
+
+
+def test_vllm_window_refusal_lowers_max_tokens_to_what_is_left():
+    with ScriptedLLMServer([reply("fits")], max_model_len=3000) as s:
+        client = LLMClient(Endpoint(s.base_url, None, "m"), sleep=lambda _: None)
+        out = client.chat(MESSAGES)
+        first, second = s.chat_requests
+    prompt = sum(len(m["content"]) // 4 + 4 for m in MESSAGES)
+    assert first["max_tokens"] == 4096 and second["max_tokens"] == 3000 - prompt
+    assert out.text == "fits" and out.attempts == 2
+
+
+def test_a_window_too_small_for_a_reply_is_a_context_error():
+    with ScriptedLLMServer([], max_model_len=60) as s:
+        client = LLMClient(Endpoint(s.base_url, None, "m"), sleep=lambda _: None)
+        with pytest.raises(ContextLengthExceeded, match="leaves 3[0-9] tokens of the model's 60-token context window"):
+            client.chat(MESSAGES)
+
+
+def test_a_completion_cap_the_server_names_is_obeyed_from_then_on(server):
+    cap = HTTPError(400, "max_tokens is too large: 4096. This model supports at most 1024 completion tokens, whereas "
+                         "you provided 4096.", error_type="invalid_request_error", code="invalid_value")
+    server.push(cap, reply("one"), reply("two"))
+    client, _ = make_client(server)
+    assert client.chat(MESSAGES).text == "one" and client.chat(MESSAGES).text == "two"
+    assert [b["max_tokens"] for b in server.chat_requests] == [4096, 1024, 1024]
+
+
+def test_a_model_that_takes_only_max_completion_tokens_gets_it(server):
+    server.push(HTTPError(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                               "'max_completion_tokens' instead.", error_type="invalid_request_error",
+                          code="unsupported_parameter"), reply("ok"))
+    client, _ = make_client(server)
+    assert client.chat(MESSAGES).text == "ok"
+    first, second = server.chat_requests
+    assert first["max_tokens"] == 4096 and "max_tokens" not in second and second["max_completion_tokens"] == 4096
+
+
+def test_a_max_tokens_refused_without_a_number_names_the_setting(server):
+    server.push(HTTPError(400, "max_tokens must be at most the model's limit", error_type="invalid_request_error"))
+    client, _ = make_client(server)
+    with pytest.raises(LLMUnavailable, match=r"refused max_tokens 4096: .*\(set KFORGE_MAX_TOKENS or --max-tokens lower\)"):
+        client.chat(MESSAGES)
+
+
+def test_a_model_name_the_server_spells_otherwise_lists_what_it_offers():
+    """llama.cpp names its model by the GGUF's path; vLLM and Ollama refuse any other name with a 404."""
+    path = "/home/me/models/gemma-3-270m-q4_k_m.gguf"
+    with ScriptedLLMServer(models=[path], strict_models=True) as s:
+        client = LLMClient(Endpoint(s.base_url, None, "gemma3"), sleep=lambda _: None)
+        with pytest.raises(LLMUnavailable) as info:
+            client.chat(MESSAGES)
+    assert "HTTP 404" in str(info.value) and f"the endpoint offers: {path}" in str(info.value)
+    assert Endpoint(s.base_url, None, path).describe().startswith("gemma-3-270m-q4_k_m.gguf at ")  # no path in reports
+    assert display_model("gemma3:270m") == "gemma3:270m"
+
+
+def test_a_server_that_dies_mid_reply_is_retried_then_unavailable():
+    with ScriptedLLMServer([Die(after_chars=20)]) as s:
+        sleeps: list[float] = []
+        client = LLMClient(Endpoint(s.base_url, None, "m"), sleep=sleeps.append,
+                           retry=RetryPolicy(max_attempts=3, base_delay=0.01))
+        with pytest.raises(LLMUnavailable, match="failed after 3 attempts: connection failed") as info:
+            client.chat(MESSAGES)
+    assert info.value.attempts == 3 and len(sleeps) == 2 and s.died

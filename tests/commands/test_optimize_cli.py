@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes.llm_server import ScriptedLLMServer, reply
+from fakes.llm_server import Die, ScriptedLLMServer, reply
 
 from kforge_bot.cli import main
 from kforge_bot.optimize.trajectory import Trajectory, sha256
@@ -366,3 +366,36 @@ def test_resume_judges_an_interrupted_rounds_candidates_without_asking_the_model
     assert re.search(r"^\| 1 \| 1 \| .*\| pass \|.*\| yes \|", text, re.MULTILINE)
     assert re.search(r"^\| 2 \| 1 \| .*\| incorrect \|", text, re.MULTILINE)
     assert (report / "best.py").read_text() == kinds["faster"]
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_mid_run_stops_it_with_a_resume_hint_and_loses_nothing(
+        kernel_dir: Path, tmp_path: Path, quick_policy: Path) -> None:
+    """llama-server killed while it writes iteration 2's reply: the run retries, stops, says how to go on, and the
+    resumed run (a new server, another port) carries on from iteration 2 with iteration 1 as it was."""
+    kinds = variants((kernel_dir / "tiny_mm.py").read_text())
+    report = tmp_path / "report"
+    with ScriptedLLMServer([reply(ADVICE), reply(fenced(kinds["wrong"])), Die(after_chars=40)]) as server:
+        proc = kforge("optimize", kernel_dir / "kforge.yaml", "--iterations", "3", "--report", report, "--policy",
+                      quick_policy, "--base-url", server.base_url, "--model", "kforge-test-model")
+        assert server.died
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # an iteration ran: the report is a result
+    out = proc.stdout
+    assert "[1/3] incorrect" in out and "LLM endpoint" in out and "connection" in out
+    hint = f"continue it: kforge-bot optimize {kernel_dir / 'kforge.yaml'} --resume {report}"
+    assert f"the run so far is kept in {report}; once the endpoint answers again, {hint}" in out
+    record = Trajectory.open(report).record
+    assert [(it.iteration, it.verdict) for it in record.completed] == [(1, "incorrect")]
+    assert record.stop and record.stop["kind"] == "LLMUnavailable"
+    first = (report / "candidates" / "0001.py").read_text()
+
+    with ScriptedLLMServer([reply(fenced(kinds["faster"])), reply(ADVICE)]) as again:
+        proc = kforge("optimize", kernel_dir / "kforge.yaml", "--resume", report, "--iterations", "2", "--policy",
+                      quick_policy, "--base-url", again.base_url, "--model", "kforge-test-model")
+        asked = [agent_of(b) for b in again.chat_requests]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert asked[0] == "generator"  # iteration 2 is asked for again; the analyst's advice was kept
+    assert "attempt 1: wrong results" in again.chat_requests[0]["messages"][1]["content"].lower()
+    record = Trajectory.open(report).record
+    assert [it.iteration for it in record.completed] == [1, 2]
+    assert (report / "candidates" / "0001.py").read_text() == first

@@ -1,8 +1,16 @@
 """A scripted OpenAI-compatible server on 127.0.0.1, for tests that use the real `openai` client.
 
-It speaks the documented wire format (POST /v1/chat/completions returning a `chat.completion` object,
-GET /v1/models returning a list, errors as {"error": {message, type, param, code}}), replays a queue of
-scripted responses in order, and records every request so a test can assert what each prompt held.
+It speaks the documented wire format (POST /v1/chat/completions returning a `chat.completion` object, or
+with `"stream": true` server-sent `chat.completion.chunk` events ending in `data: [DONE]`, the usage in a last
+chunk when `stream_options.include_usage` asks for it; GET /v1/models returning a list; errors as
+{"error": {message, type, param, code}}), replays a queue of scripted responses in order, and records every
+request so a test can assert what each prompt held.
+
+It also plays what local servers do, in their own words (read from llama.cpp's tools/server and vLLM's
+serving layer): `n_ctx` refuses a prompt of that many tokens or more as llama.cpp does
+(`exceed_context_size_error`, with `n_prompt_tokens` and `n_ctx`); `max_model_len` refuses prompt + max_tokens
+over the window as vLLM does; `strict_models` answers an unknown model name with vLLM's 404; `Die` drops the
+connection mid-reply and stops listening, as a server that crashed.
 
     with ScriptedLLMServer([rate_limited(0.01), reply("```python\\n...\\n```")]) as server:
         client = LLMClient(Endpoint(server.base_url, "test-key", "kforge-test-model"))
@@ -16,6 +24,7 @@ that makes more calls than it scripted fails loudly rather than hanging.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
@@ -35,8 +44,10 @@ class Text:
     prompt_tokens: int | None = None  # None: estimated from the request, as a tokenizer would roughly count
     completion_tokens: int | None = None
     finish_reason: str = "stop"
-    delay: float = 0.0  # seconds before answering (longer than the client's timeout = a timeout)
+    delay: float = 0.0  # seconds before answering (longer than the client's timeout = a timeout): a slow first token
     omit_usage: bool = False  # some servers send no usage block
+    piece_delay: float = 0.0  # streamed: seconds between two pieces of the reply (a slow model that keeps writing)
+    piece_chars: int = 16  # streamed: characters per piece
 
 
 @dataclass
@@ -47,11 +58,20 @@ class HTTPError:
     message: str = "scripted error"
     headers: dict[str, str] = field(default_factory=dict)
     error_type: str = "server_error"
-    code: str | None = None
+    code: str | int | None = None
     delay: float = 0.0
+    body: dict[str, Any] | None = None  # the exact body, for servers whose errors differ from OpenAI's
 
 
-Response = Union[Text, HTTPError]
+@dataclass
+class Die:
+    """The server crashes: the reply breaks off after `after_chars` streamed characters (a request that is not
+    streamed gets nothing), the connection drops and the server stops listening (later requests: refused)."""
+
+    after_chars: int = 0
+
+
+Response = Union[Text, HTTPError, Die]
 
 
 def reply(content: str, **kwargs: Any) -> Text:
@@ -76,6 +96,23 @@ def server_error(status: int = 500, message: str = "The server had an error whil
     return HTTPError(status, message, error_type="server_error")
 
 
+def llama_cpp_context_exceeded(n_prompt_tokens: int, n_ctx: int) -> HTTPError:
+    """llama.cpp's refusal of a prompt that does not fit its context window (tools/server, as of 2026)."""
+    message = (f"request ({n_prompt_tokens} tokens) exceeds the available context size ({n_ctx} tokens), "
+               "try increasing it")
+    return HTTPError(400, message, body={"error": {"code": 400, "message": message, "type": "exceed_context_size_error",
+                                                   "n_prompt_tokens": n_prompt_tokens, "n_ctx": n_ctx}})
+
+
+def vllm_window_exceeded(max_model_len: int, prompt_tokens: int, max_tokens: int) -> HTTPError:
+    """vLLM's refusal of prompt + max_tokens over the model's window (its body has no "error" wrapper)."""
+    message = (f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+               f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the completion). "
+               "Please reduce the length of the messages or completion.")
+    return HTTPError(400, message, body={"object": "error", "message": message, "type": "BadRequestError",
+                                         "param": None, "code": 400})
+
+
 def stall(seconds: float) -> Text:
     """A response that arrives only after `seconds`: a client with a shorter timeout sees a timeout."""
     return Text("(arrived too late)", delay=seconds)
@@ -95,10 +132,16 @@ def _estimate(text: str) -> int:
 
 
 class ScriptedLLMServer:
-    def __init__(self, responses: Iterable[Response] = (), *, models: Iterable[str] = (DEFAULT_MODEL,), api_key: str | None = None):
+    def __init__(self, responses: Iterable[Response] = (), *, models: Iterable[str] = (DEFAULT_MODEL,),
+                 api_key: str | None = None, n_ctx: int | None = None, max_model_len: int | None = None,
+                 strict_models: bool = False):
         self._queue: deque[Response] = deque(responses)
         self.models = list(models)
         self.api_key = api_key  # when set, other keys get 401 like the real API
+        self.n_ctx = n_ctx  # llama.cpp: a prompt of this many tokens or more is refused
+        self.max_model_len = max_model_len  # vLLM: prompt + max_tokens over this is refused
+        self.strict_models = strict_models  # vLLM, Ollama: a model name it does not serve is a 404
+        self.died = False
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -118,7 +161,8 @@ class ScriptedLLMServer:
     def stop(self) -> None:
         self._stop.set()  # wakes handlers sleeping on a scripted delay
         if self._httpd is not None:
-            self._httpd.shutdown()
+            if not self.died:
+                self._httpd.shutdown()
             self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -164,8 +208,13 @@ class ScriptedLLMServer:
             return self._queue.popleft() if self._queue else None
 
 
-def _error_body(message: str, error_type: str, code: str | None) -> dict[str, Any]:
+def _error_body(message: str, error_type: str, code: str | int | None) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+
+
+def prompt_tokens_of(request: dict[str, Any]) -> int:
+    """Roughly what a tokenizer gives: chars/4 plus a few per message."""
+    return sum(_estimate(m["content"]) + 4 for m in request["messages"])
 
 
 def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
@@ -226,18 +275,127 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
             if problem:
                 self._send(400, _error_body(problem, "invalid_request_error", None))
                 return
-            scripted = server._next()
+            refusal = _server_refusal(server, body)
+            scripted = refusal or server._next()
             if scripted is None:
                 self._send(400, _error_body("scripted server: no response queued", "invalid_request_error", "script_exhausted"))
+                return
+            if isinstance(scripted, Die):
+                self._die(body, scripted)
                 return
             if scripted.delay and server._stop.wait(scripted.delay):
                 return  # shutting down
             if isinstance(scripted, HTTPError):
-                self._send(scripted.status, _error_body(scripted.message, scripted.error_type, scripted.code), scripted.headers)
+                error = scripted.body or _error_body(scripted.message, scripted.error_type, scripted.code)
+                self._send(scripted.status, error, scripted.headers)
+                return
+            if body.get("stream"):
+                self._stream(body, scripted)
+                return
+            # Not streamed: the whole reply arrives once it is all written, as from a real server.
+            if scripted.piece_delay and server._stop.wait(scripted.piece_delay * (len(_pieces(scripted)) - 1)):
                 return
             self._send(200, _completion(body, scripted))
 
+        def _start_stream(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")  # the stream's end is the connection's end
+            self.end_headers()
+            self.close_connection = True
+
+        def _event(self, payload: Any) -> None:
+            data = payload if isinstance(payload, str) else json.dumps(payload)
+            self.wfile.write(f"data: {data}\n\n".encode())
+            self.wfile.flush()
+
+        def _stream(self, request: dict[str, Any], scripted: Text) -> None:
+            try:
+                self._start_stream()
+                for chunk in _chunks(request, scripted):
+                    if chunk.get("_pause") is not None:
+                        if server._stop.wait(chunk["_pause"]):
+                            return
+                        continue
+                    self._event(chunk)
+                self._event("[DONE]")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def _die(self, request: dict[str, Any], scripted: Die) -> None:
+            """Part of a reply (when streamed), then the connection and the listening socket go."""
+            try:
+                if request.get("stream") and scripted.after_chars:
+                    self._start_stream()
+                    partial = Text(str(request.get("_die_text", "x" * scripted.after_chars))[: scripted.after_chars])
+                    for chunk in _chunks(request, partial):
+                        if chunk.get("_pause") is None and chunk.get("choices") and chunk["choices"][0]["finish_reason"] is None:
+                            self._event(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            server.died = True
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            httpd = server._httpd
+            assert httpd is not None
+
+            def go_away() -> None:  # stop serving, then stop listening: later connections are refused
+                httpd.shutdown()
+                httpd.server_close()
+
+            threading.Thread(target=go_away, daemon=True).start()
+
     return Handler
+
+
+def _server_refusal(server: ScriptedLLMServer, request: dict[str, Any]) -> HTTPError | None:
+    """What a local server refuses by itself, before any scripted reply is spent."""
+    if server.strict_models and request["model"] not in server.models:
+        message = f"The model `{request['model']}` does not exist."
+        return HTTPError(404, message, body={"object": "error", "message": message, "type": "NotFoundError",
+                                             "param": None, "code": 404})
+    prompt = prompt_tokens_of(request)
+    if server.n_ctx is not None and prompt >= server.n_ctx:
+        return llama_cpp_context_exceeded(prompt, server.n_ctx)
+    limit = request.get("max_tokens") or request.get("max_completion_tokens") or 0
+    if server.max_model_len is not None and prompt + int(limit) > server.max_model_len:
+        return vllm_window_exceeded(server.max_model_len, prompt, int(limit))
+    return None
+
+
+def _pieces(scripted: Text) -> list[str]:
+    size = max(1, scripted.piece_chars)
+    return [scripted.content[i:i + size] for i in range(0, len(scripted.content), size)]
+
+
+def _chunks(request: dict[str, Any], scripted: Text) -> list[dict[str, Any]]:
+    """The reply as `chat.completion.chunk` events (and `{"_pause": s}` markers between pieces)."""
+    base = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": request["model"], "system_fingerprint": "fp_kforge_tests"}
+    with_usage = bool((request.get("stream_options") or {}).get("include_usage")) and not scripted.omit_usage
+
+    def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+        out = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        if with_usage:
+            out["usage"] = None  # OpenAI sends it null on every chunk but the last
+        return out
+
+    out = [chunk({"role": "assistant", "content": "", "refusal": None}, None)]
+    for i, piece in enumerate(_pieces(scripted)):
+        if i and scripted.piece_delay:
+            out.append({"_pause": scripted.piece_delay})
+        out.append(chunk({"content": piece}, None))
+    out.append(chunk({}, scripted.finish_reason))
+    if with_usage:
+        prompt = scripted.prompt_tokens if scripted.prompt_tokens is not None else prompt_tokens_of(request)
+        done = scripted.completion_tokens if scripted.completion_tokens is not None else _estimate(scripted.content)
+        out.append({**base, "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": done,
+                                                     "total_tokens": prompt + done}})
+    return out
 
 
 def _validate(body: Any) -> str | None:
@@ -253,15 +411,20 @@ def _validate(body: Any) -> str | None:
             return f"Invalid value for 'messages[{i}].role'"
         if not isinstance(m.get("content"), str):
             return f"Invalid type for 'messages[{i}].content': expected a string"
-    if body.get("stream"):
-        return "scripted server: streaming is not supported"
+    if "stream" in body and not isinstance(body["stream"], bool):
+        return "Invalid type for 'stream': expected a boolean"
+    if "stream_options" in body and not body.get("stream"):
+        return "The 'stream_options' parameter is only allowed when 'stream' is enabled."
+    for key in ("max_tokens", "max_completion_tokens"):
+        if key in body and (not isinstance(body[key], int) or body[key] < 1):
+            return f"Invalid '{key}': integer below minimum value. Expected a value >= 1"
     return None
 
 
 def _completion(request: dict[str, Any], scripted: Text) -> dict[str, Any]:
     prompt = scripted.prompt_tokens
-    if prompt is None:  # roughly what a tokenizer gives: chars/4 plus a few per message
-        prompt = sum(_estimate(m["content"]) + 4 for m in request["messages"])
+    if prompt is None:
+        prompt = prompt_tokens_of(request)
     completion = scripted.completion_tokens if scripted.completion_tokens is not None else _estimate(scripted.content)
     body: dict[str, Any] = {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",

@@ -7,11 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from fakes.llm_server import ScriptedLLMServer, prompt_tokens_of, reply
 from test_proposer import run_to_answer, view_of
 from test_trajectory import result, start_event
 
-from kforge_bot.agents.errors import LLMUnavailable, MalformedReply
-from kforge_bot.agents.llm import Endpoint, Reply, Usage
+from kforge_bot.agents import analyst
+from kforge_bot.agents.errors import ContextLengthExceeded, LLMUnavailable, MalformedReply
+from kforge_bot.agents.llm import Endpoint, LLMClient, Reply, Usage
 from kforge_bot.optimize.llm_proposer import LLMProposer
 from kforge_bot.optimize.trajectory import Trajectory
 from kforge_bot.spec import load_spec
@@ -37,7 +39,7 @@ class Client:
     def resolve_model(self) -> str:
         return "model-a"
 
-    def chat(self, messages: list[dict[str, str]], model: str | None = None) -> Reply:
+    def chat(self, messages: list[dict[str, str]], model: str | None = None, max_tokens: int | None = None) -> Reply:
         self.asked.append((messages, model))
         answer = self.script.pop(0)
         if isinstance(answer, Exception):
@@ -135,3 +137,66 @@ def test_a_wrong_endpoint_is_reported_before_any_evaluation() -> None:
     with pytest.raises(LLMUnavailable):
         next(steps)
     assert event.kind == "llm_error" and event.fields["agent"] == "models" and event.fields["iteration"] == 0
+
+
+def _failures(t: Trajectory, count: int) -> None:
+    """`count` compile errors with long logs: the history a long run carries into every prompt."""
+    for n in range(1, count + 1):
+        t.append("candidate", iteration=n, file=t.write_source(f"{n:04d}.py", SPEC.baseline.source + f"# try {n}\n"),
+                 sha256=f"s{n}")
+        t.append("result", iteration=n, accepted=False,
+                 result=result(verdict="compile_error", reason=f"error {n}: " + "undefined symbol TILE_M\n" * 150),
+                 history_entry={"iteration": n, "verdict": "compile_error", "outputs": [],
+                                "reason": f"error {n}: " + "undefined symbol TILE_M\n" * 150,
+                                "source": SPEC.baseline.source + f"# try {n}\n"})
+
+
+def test_a_prompt_over_the_context_window_is_sent_again_shorter_by_the_rule(tmp_path: Path) -> None:
+    """A real server's refusal (llama.cpp's exceed_context_size_error) costs no iteration: the generator's prompt
+    is rebuilt with less history until it fits, and each step is in the trajectory."""
+    t = trajectory(tmp_path)
+    _failures(t, 6)
+    view = view_of(t)
+    # The whole prompt, as the server will count it: the window holds half of it.
+    full = prompt_tokens_of({"messages": next(LLMProposer(Client([]), SPEC, "cpu").propose(7, view)).fields["messages"]})  # type: ignore[arg-type]
+    kernel = SPEC.baseline.source.replace("TILE_N = 32", "TILE_N = 64")
+    with ScriptedLLMServer([reply(fenced(kernel))], n_ctx=full // 2) as server:
+        client = LLMClient(Endpoint(server.base_url, None, "m"), sleep=lambda _: None)
+        events, proposal = run_to_answer(LLMProposer(client, SPEC, "cpu").propose(7, view))
+        bodies = server.chat_requests
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "prompt" and kinds[-1] == "reply" and "prompt_trimmed" in kinds
+    trims = [e.fields for e in events if e.kind == "prompt_trimmed"]
+    assert [f["step"] for f in trims] == list(range(1, len(trims) + 1))
+    assert trims[0]["context_tokens"] == full // 2 and trims[0]["prompt_tokens"] > full // 2
+    sent = [prompt_tokens_of(b) for b in bodies]
+    assert sent == sorted(sent, reverse=True) and sent[-1] < full // 2 <= sent[-2]  # shorter each time, the last fits
+    assert proposal.source == kernel
+    last = bodies[-1]["messages"][1]["content"]
+    assert "error 6" in last and "error 1:" not in last  # the newest failure is what a shorter prompt keeps
+
+
+def test_when_even_the_shortest_prompt_does_not_fit_the_run_stops_with_one_line(tmp_path: Path) -> None:
+    t = trajectory(tmp_path)
+    _failures(t, 2)
+    with ScriptedLLMServer([], n_ctx=200) as server:
+        client = LLMClient(Endpoint(server.base_url, None, "m"), sleep=lambda _: None)
+        steps = LLMProposer(client, SPEC, "cpu").propose(3, view_of(t))
+        events = []
+        with pytest.raises(ContextLengthExceeded) as info:
+            while True:
+                events.append(next(steps))
+        assert len(server.chat_requests) == 4  # the whole prompt and the rule's three shorter ones
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("the generator's shortest prompt does not fit the model's context window (")
+    assert "the window holds 200)" in message and "llama-server -c 32768" in message
+    assert events[-1].kind == "llm_error" and events[-1].fields["kind"] == "ContextLengthExceeded"
+
+
+def test_the_analyst_asks_for_a_short_reply(tmp_path: Path) -> None:
+    with ScriptedLLMServer([reply(ADVICE)]) as server:
+        client = LLMClient(Endpoint(server.base_url, None, "m"), sleep=lambda _: None)
+        run_to_answer(LLMProposer(client, SPEC, "cpu").start(view_of(trajectory(tmp_path))))
+        (body,) = server.chat_requests
+    assert body["max_tokens"] == analyst.MAX_REPLY_TOKENS == 1024

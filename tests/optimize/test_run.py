@@ -71,3 +71,16 @@ def test_a_kernel_that_builds_an_extension_is_evaluated_through_a_pool_even_one_
     finally:
         run.own_pool.close()
     assert OptimizeRun.open(plain, RunConfig(target="cpu", settings=SETTINGS), tmp_path / "b").own_pool is None
+
+
+def test_the_endpoints_limits_reach_the_client(kernel_dir: Path, tmp_path: Path) -> None:
+    """KFORGE_MAX_TOKENS and KFORGE_LLM_TIMEOUT (through the endpoint) are what the run's client sends and waits."""
+    from kforge_bot.agents.llm import endpoint_from_env
+
+    endpoint = endpoint_from_env(base_url="http://127.0.0.1:1/v1", model="m",
+                                 env={"KFORGE_MAX_TOKENS": "777", "KFORGE_LLM_TIMEOUT": "901"})
+    run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"), RunConfig(target="cpu", endpoint=endpoint),
+                           tmp_path / "report")
+    client = run.loop.proposer.client  # type: ignore[attr-defined]
+    assert (client.timeout, client.endpoint.max_tokens) == (901.0, 777)
+    run.evaluator.close()
