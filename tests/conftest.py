@@ -39,7 +39,16 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+# Filling the bytecode cache compiles torch's whole source: about a minute on a quiet 2-core machine, and past the
+# 600 s default timeouts beside two busy loops (measured: the fill timed out after 600 s). The test that fills it
+# (whichever asks for it first) gets this long, for the fill and for itself.
+BYTECODE_FILL_TIMEOUT_S = 1800.0
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "bytecode_cache" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.timeout(BYTECODE_FILL_TIMEOUT_S + 600))
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device: none on this machine (GPU tests run on the H200, see benchmarks/)")
@@ -55,7 +64,7 @@ def bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kforge_bot.evaluate.sandbox import scrubbed_environment
 
     directory = tmp_path_factory.mktemp("bytecode")
-    bytecode.prime(directory, scrubbed_environment())
+    bytecode.prime(directory, scrubbed_environment(), timeout_s=BYTECODE_FILL_TIMEOUT_S)
     return directory
 
 

@@ -260,7 +260,12 @@ def test_a_json_path_that_will_be_refused_is_refused_before_the_evaluation(tmp_p
     not_json.write_text("print('mine')\n")
     a_file = tmp_path / "notes.txt"
     a_file.write_text("x\n")
-    for target in (tmp_path, not_json, a_file / "report.json"):
+    targets = [tmp_path, not_json, a_file / "report.json"]
+    if os.geteuid() != 0:  # root may write anywhere; as any other user a read-only folder is refused too
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        targets.append(locked / "report.json")
+    for target in targets:
         proc = _check(SOFTMAX, "--candidate", ADV / "honest.py", "--time-budget", "0.3", "--json", target)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert proc.stderr.startswith("kforge-bot: error: ") and len(proc.stderr.strip().splitlines()) == 1

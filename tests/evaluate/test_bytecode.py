@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import BYTECODE_FILL_TIMEOUT_S
 
 from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.sandbox import scrubbed_environment
@@ -170,6 +171,7 @@ def test_the_lock_is_never_followed_out_of_the_cache(tmp_path: Path) -> None:
     assert victim.read_text() == "kept"
 
 
+@pytest.mark.timeout(BYTECODE_FILL_TIMEOUT_S + 600)  # a whole fill, as the session's cache (conftest.py)
 def test_filling_imports_nothing_from_the_cache_or_the_current_folder(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     marker = tmp_path / "planted-code-ran"
@@ -181,7 +183,7 @@ def test_filling_imports_nothing_from_the_cache_or_the_current_folder(tmp_path: 
         (root / "torch.py").write_text(planted)
     folder.chmod(0o700)
     monkeypatch.chdir(tmp_path / "cwd")
-    assert bytecode.prime(folder, scrubbed_environment()) > 0
+    assert bytecode.prime(folder, scrubbed_environment(), timeout_s=BYTECODE_FILL_TIMEOUT_S) > 0
     assert not marker.exists()
     assert bytecode._key() in json.loads((folder / "primed.json").read_text())["keys"]
     assert "torch=" in bytecode._key() and "kforge-bot=" in bytecode._key()

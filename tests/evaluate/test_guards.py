@@ -122,8 +122,9 @@ def test_audit_guard_refuses_frames_and_gc_to_the_candidate_only(tmp_path: Path)
     # An audit hook stays for the life of its process: run it in a child, not in the test process.
     (tmp_path / "cand.py").write_text(AUDIT_CANDIDATE)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    # 600 s: the child imports torch, which took over 60 s beside two busy loops on a 2-core machine.
     run = subprocess.run([sys.executable, "-W", "ignore", "-c", AUDIT_DRIVER, str(tmp_path / "candidate_"),
-                          str(tmp_path / "cand.py")], capture_output=True, text=True, env=env, timeout=60)
+                          str(tmp_path / "cand.py")], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr
     results = json.loads(run.stdout)
     for refused in ("sys._getframe", "tb_frame", "gi_frame", "inspect.currentframe", "inspect.stack",
