@@ -12,7 +12,7 @@
 - Scratch: the worker's scratch folder (in memory-backed /dev/shm where the machine has it) may hold this much
   in all: the bot measures it every half second and stops a worker over it (`sandbox.WorkerProcess.run`); no
   single file may grow past it (RLIMIT_FSIZE: the write fails at once); the sandbox's private /tmp, /dev/shm and
-  /run are tmpfs mounts of this size each.
+  /run are folders of the scratch, counted with it (evaluate.isolation).
 
 RLIMIT_* are per process: a process that forks gets the same limits again, so a fork bomb's total memory is
 bounded only by the process limit times the memory limit. Cgroups (v2) would bound the sum; they need a

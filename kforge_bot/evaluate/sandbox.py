@@ -426,9 +426,8 @@ def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None],
                                  if i is not None and i.root}
     extensions = os.environ.get("KFORGE_EXTENSIONS_ROOT")  # compile-ahead builds: read-only, copied when used
     readable = roots | ({Path(extensions)} if extensions else set())
-    tmpfs_bytes = limits.limits_for(settings, target, True, str(scratch_root())).scratch_bytes
     return isolation.View(scratch=scratch, readable=tuple(sorted(readable)), devices=target.split(":")[0],
-                          bytecode=bytecode.for_workers(scrubbed_environment()).directory, tmpfs_bytes=tmpfs_bytes)
+                          bytecode=bytecode.for_workers(scrubbed_environment()).directory)
 
 
 def scratch_root() -> Path:
