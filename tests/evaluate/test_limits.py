@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.limits import GIB, Limits, folder_bytes, limits_for
 from kforge_bot.evaluate.result import EvalSettings
