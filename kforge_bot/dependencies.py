@@ -9,7 +9,10 @@ Followed from the kernel's files (and its reference's and inputs'), transitively
 - quoted `#include "..."` lines, in C/C++/CUDA files and in the source strings a Python file builds inline,
   resolved against the including file's folder and the include folders the kernel builds with (`-I` flags and
   `extra_include_paths` entries, literal);
-- what cannot be resolved statically counts as the whole folder of the file that does it (all files below it):
+- what cannot be resolved statically counts as the whole folder of the file that does it (all files below it),
+  or the whole checkout where the file builds paths above its folder (`..`, `os.pardir`, nested `dirname`/`parent`);
+  a module imported by a name made at run time (`importlib.import_module(name)`, `__import__(name)`) counts as
+  every file under the import roots:
   a file read by a path computed at run time (`open(name)`, `torch.load(path)`), an include folder or a build
   source that is not a literal, an `#include` of a macro.
 Nothing outside the checkout counts (installed packages, system headers), and a symlink counts where it points.
@@ -31,7 +34,9 @@ _MACRO_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[A-Za-z_]", re.MULTILIN
 # Calls that read a file by the path they are given (a method of that name on anything: np.load, torch.load,
 # cpp_extension.load, Path.read_bytes, ...). Modules whose `load` takes an open file, already followed, are not.
 _READERS = {"open", "load", "fromfile", "loadtxt", "genfromtxt", "memmap", "read_text", "read_bytes", "read_csv",
-            "safe_open", "load_file", "imread", "load_inline"}
+            "safe_open", "load_file", "imread", "load_inline", "run_path", "spec_from_file_location"}
+# Calls that import a module by the name they are given (a literal is followed like an `import`).
+_IMPORTERS = {"import_module", "__import__", "run_module"}
 _FILE_OBJECT_MODULES = {"json", "pickle", "yaml", "marshal", "tomllib", "csv"}
 # Keyword arguments that name files or folders a build reads.
 _BUILD_KEYWORDS = {"sources", "extra_include_paths", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
@@ -101,6 +106,8 @@ class _Scan:
         self.inline_includes: list[str] = []
         self.reads: list[list[str]] = []  # per file-reading call: the literal names its path may be
         self.dynamic = False
+        self.imports_by_name = False
+        self.climbs = False  # builds a path above its own folder (`..`, os.pardir, dirname(dirname(...)))
 
 
 def _literal_strings(node: ast.AST) -> list[str]:
@@ -155,6 +162,13 @@ def _scan_call(node: ast.Call, scan: _Scan) -> None:
                 scan.dynamic = True
         elif keyword.arg == "sources" and not _has_path_literal(keyword.value):
             scan.dynamic = True
+    if name in _IMPORTERS:
+        first = node.args[0] if node.args else None
+        if isinstance(first, ast.Constant) and isinstance(first.value, str) and not first.value.startswith("."):
+            scan.modules.append((first.value, None))
+        else:
+            scan.imports_by_name = True  # a module named at run time: any module under the import roots
+        return
     if name not in _READERS or receiver in _FILE_OBJECT_MODULES:
         return
     if name == "load_inline":
@@ -163,7 +177,12 @@ def _scan_call(node: ast.Call, scan: _Scan) -> None:
         return  # Path(...).read_text(): the path's own literals are followed wherever they appear
     if name == "open" and _writes(node):
         return  # a file it writes (into its scratch, if anywhere), not one it reads
-    target = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in _BUILD_KEYWORDS), None)
+    if name == "spec_from_file_location":  # (name, location)
+        target = node.args[1] if len(node.args) > 1 else next(
+            (k.value for k in node.keywords if k.arg == "location"), None)
+    else:
+        target = node.args[0] if node.args else next(
+            (k.value for k in node.keywords if k.arg in _BUILD_KEYWORDS), None)
     names = _path_names(target) if target is not None else []
     if names:
         scan.reads.append(names)
@@ -190,8 +209,14 @@ def _scan_python(source: str, file: Path) -> _Scan | None:
                     scan.modules.append((f"{module}.{alias.name}" if module else alias.name, base))
         elif isinstance(node, ast.Call):
             _scan_call(node, scan)
+            scan.climbs = scan.climbs or _callee(node)[0] == "dirname" and any(
+                isinstance(a, ast.Call) and _callee(a)[0] == "dirname" for a in node.args)
+        elif isinstance(node, ast.Attribute):
+            scan.climbs = scan.climbs or node.attr in ("pardir", "parents") or (
+                node.attr == "parent" and isinstance(node.value, ast.Attribute) and node.value.attr == "parent")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             text = node.value
+            scan.climbs = scan.climbs or ".." in text.split("/")
             if _looks_like_path(text):
                 scan.literals.append(text)
             elif "#" in text and "include" in text:  # an inline C/C++/CUDA source
@@ -239,8 +264,11 @@ def _python_dependencies(file: Path, import_roots: Sequence[Path], repo_root: Pa
         hit = _first_existing(name, (file.parent, *sorted(include_dirs)))
         if hit is not None:
             found.add(hit)
-    if dynamic:
-        found.update(whole_folder(file.parent))
+    if dynamic:  # a path made at run time that climbs above its folder may reach any file of the checkout
+        found.update(whole_folder(repo_root if scan.climbs else file.parent))
+    if scan.imports_by_name:
+        for root in import_roots:
+            found.update(whole_folder(root))
     return found
 
 

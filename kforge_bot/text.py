@@ -93,7 +93,8 @@ class WorkflowCommandGuard:
 
     def flush(self) -> None:
         body = self._pending.rstrip("#")
-        if body and (self._open or body.lstrip(" \t") not in ("", ":")):
+        # lstrip() with no argument: the runner trims every Unicode blank before it looks for `::`.
+        if body and (self._open or body.lstrip() not in ("", ":")):
             self.stream.write(self._safe(body))
             self._open, self._pending = True, self._pending[len(body):]
         self.stream.flush()

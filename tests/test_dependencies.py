@@ -90,3 +90,28 @@ def test_a_symlink_out_of_the_checkout_is_not_a_dependency(tmp_path: Path) -> No
     write(repo, "kernel.cu", '#include "link.h"\n')
     (repo / "link.h").symlink_to(outside / "secret.h")
     assert rel(local_closure([repo / "kernel.cu"], [repo], repo), repo) == ["kernel.cu"]
+
+
+def test_modules_imported_by_name_at_run_time_are_dependencies(tmp_path: Path) -> None:
+    write(tmp_path, "k/kernel.py", 'import importlib, runpy\nH = importlib.import_module("lib.helper")\n'
+                                   'runpy.run_path("tool.py")\n')
+    write(tmp_path, "lib/__init__.py", "")
+    write(tmp_path, "lib/helper.py", "SCALE = 2\n")
+    write(tmp_path, "k/tool.py", "")
+    write(tmp_path, "k/unread.bin", "")
+    assert rel(local_closure([tmp_path / "k/kernel.py"], [tmp_path / "k", tmp_path], tmp_path), tmp_path) == [
+        "k/kernel.py", "k/tool.py", "lib/__init__.py", "lib/helper.py"]
+    write(tmp_path, "m/kernel.py", 'H = __import__("hel" + "per")\n')  # a name made at run time
+    write(tmp_path, "m/helper.py", "SCALE = 2\n")
+    assert rel(local_closure([tmp_path / "m/kernel.py"], [tmp_path / "m"], tmp_path), tmp_path) == [
+        "m/helper.py", "m/kernel.py"]
+
+
+def test_a_computed_read_that_climbs_out_of_its_folder_counts_the_whole_checkout(tmp_path: Path) -> None:
+    write(tmp_path, "k/kernel.py", 'import os\nimport numpy as np\nHERE = os.path.dirname(__file__)\n'
+                                   'W = np.fromfile(HERE + "/../data/" + "w" + ".bin")\n')
+    write(tmp_path, "data/w.bin", "x")
+    write(tmp_path, "n/kernel.py", 'from pathlib import Path\nimport torch\n\n'
+                                   'def weights(name):\n    return torch.load(Path(__file__).parent.parent / name)\n')
+    assert "data/w.bin" in rel(local_closure([tmp_path / "k/kernel.py"], [tmp_path / "k"], tmp_path), tmp_path)
+    assert "data/w.bin" in rel(local_closure([tmp_path / "n/kernel.py"], [tmp_path / "n"], tmp_path), tmp_path)

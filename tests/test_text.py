@@ -68,3 +68,23 @@ def test_code_span_and_markdown_text_render_nothing_live() -> None:
     assert markdown_text("0.01, 3 seeds (by dtype)") == "0.01, 3 seeds (by dtype)"  # plain text stays plain
     for hostile in ("![x](https://e.example/t.png)", "@team", "<img src=x>", "see https://e.example", "*bold*"):
         assert markdown_text(hostile) == code_span(hostile)
+
+
+def test_a_flush_after_other_blanks_starts_no_workflow_command() -> None:
+    # The runner trims every Unicode blank (.NET's TrimStart: no-break space, vertical tab, U+2028, U+0085...) before
+    # it looks for `::`, so a line that is only such blanks when flushed can still become a command.
+    import io
+
+    from kforge_bot.text import WorkflowCommandGuard
+
+    for blank in ("\u00a0", "\x0b", "\x0c", "\u2028", "\x85", "\u3000", " \u00a0:"):
+        out = io.StringIO()
+        guard = WorkflowCommandGuard(out)
+        guard.write(blank)
+        guard.flush()
+        guard.write(":" if blank.endswith(":") else "::")
+        guard.flush()
+        guard.write("error::forged\n")
+        guard.finish()
+        lines = out.getvalue().split("\n")
+        assert not any(line.lstrip().startswith("::") for line in lines), (blank, out.getvalue())

@@ -9,13 +9,13 @@ them may be hostile. Inside the sandbox a process has
   compilers on PATH, kforge-bot's package folder) and of the kernel's own source folders, with every `.git`, the
   result cache, the home directory's credentials and the bot's scratch space hidden, and never the bot's working
   folder, its script's folder or `$RUNNER_TEMP` (`never_shown`);
-- one writable directory, its own scratch (its HOME, TMPDIR and compiler caches live there too), and a
-  private `/tmp` and `/dev/shm` that vanish with it;
+- one writable directory, its own scratch (its HOME, TMPDIR and compiler caches live there too); its private
+  `/tmp`, `/dev/shm` and `/run` are folders of that scratch (`private_folders`), so its limit counts them too;
 - only the device nodes its target needs (`/dev/nvidia*` for CUDA, `/dev/dri` for XPU);
 - where the installation has no compiled bytecode, the bot's own bytecode cache, read-only (evaluate.bytecode).
 
-Memory, processes, CPU time and scratch space are limited by kforge_bot.evaluate.limits (the private tmpfs
-mounts are sized here). What it does not do: separate two processes on one GPU beyond what the driver does.
+Memory, processes, CPU time and scratch space are limited by kforge_bot.evaluate.limits. What it does not do:
+separate two processes on one GPU beyond what the driver does.
 """
 
 from __future__ import annotations
@@ -77,16 +77,6 @@ class View:
     writable: tuple[Path, ...] = ()
     devices: str = "cpu"
     bytecode: Path | None = None
-    tmpfs_bytes: int | None = None  # the size of each private tmpfs (/tmp, /dev/shm, /run): evaluate.limits
-
-
-@functools.lru_cache(maxsize=4)
-def _sizes_tmpfs(bwrap: str) -> bool:
-    """Whether this bwrap takes `--size` for a tmpfs (0.7.0 and later)."""
-    try:
-        return "--size" in subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def _bwrap_path() -> str | None:
@@ -237,10 +227,12 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
-    sized = ["--size", str(view.tmpfs_bytes)] if view.tmpfs_bytes and _sizes_tmpfs(args[0]) else []
     args += ["--proc", "/proc", "--dev", "/dev"]
-    for private in ("/tmp", "/dev/shm", "/run"):  # in memory: unsized, each could take half the machine's
-        args += [*sized, "--tmpfs", private]
+    # Folders of the scratch, not tmpfs mounts of their own: all it can write is in the one folder whose size the
+    # bot watches (tmpfs mounts of the scratch's size each were three more scratches, unseen, in memory).
+    for private, folder in private_folders(Path(view.scratch).resolve()).items():
+        folder.mkdir(parents=True, exist_ok=True)
+        args += ["--bind", str(folder), private]
     if view.bytecode is not None:  # "-try": a cache deleted under a running bot leaves workers slower, not broken
         args += ["--ro-bind-try", str(Path(view.bytecode).resolve()), BYTECODE_MOUNT]
     # "-try": `environment` makes it; without it the folder is the sandbox's own empty /run (same path still).
@@ -275,6 +267,12 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
         args += ["--bind", resolved, resolved]
     args += ["--chdir", str(Path(view.scratch).resolve()), "--"]
     return args + list(argv)
+
+
+def private_folders(scratch: Path) -> dict[str, Path]:
+    """The sandbox's /tmp, /dev/shm and /run, and the folders of `scratch` they are."""
+    return {private: scratch / ".private" / private.strip("/").replace("/", "-") for private in ("/tmp", "/dev/shm",
+                                                                                                 "/run")}
 
 
 def extensions_folder(scratch: Path) -> Path:

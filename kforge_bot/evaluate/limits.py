@@ -12,7 +12,7 @@
 - Scratch: the worker's scratch folder (in memory-backed /dev/shm where the machine has it) may hold this much
   in all: the bot measures it every half second and stops a worker over it (`sandbox.WorkerProcess.run`); no
   single file may grow past it (RLIMIT_FSIZE: the write fails at once); the sandbox's private /tmp, /dev/shm and
-  /run are tmpfs mounts of this size each.
+  /run are folders of the scratch, counted with it (evaluate.isolation).
 
 RLIMIT_* are per process: a process that forks gets the same limits again, so a fork bomb's total memory is
 bounded only by the process limit times the memory limit. Cgroups (v2) would bound the sum; they need a
@@ -103,19 +103,30 @@ def apply(limits: Limits) -> None:
 
 def folder_bytes(folder: str, stop_at: int) -> int:
     """The bytes `folder` holds (allocated blocks, links not followed), counted until `stop_at` is passed. Each
-    entry counts ENTRY_BYTES more: a million empty files hold memory too (inodes and names on a tmpfs)."""
+    entry counts ENTRY_BYTES more: a million empty files hold memory too (inodes and names on a tmpfs). A folder
+    its code made unreadable (`chmod 000`) gets its owner's permissions back to be counted (the sandbox's user is
+    this user); one that still cannot be looked into (nested past PATH_MAX) counts as full: what it holds is
+    unseen, not nothing."""
     total, todo = 0, [folder]
     while todo and total <= stop_at:
+        path = todo.pop()
         try:
-            with os.scandir(todo.pop()) as found:
+            try:
+                found = os.scandir(path)
+            except PermissionError:
+                os.chmod(path, 0o700)
+                found = os.scandir(path)
+            with found:
                 for entry in found:
                     try:
                         info = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
+                    except FileNotFoundError:
+                        continue  # removed while counted
                     total += info.st_blocks * 512 + ENTRY_BYTES
                     if entry.is_dir(follow_symlinks=False):
                         todo.append(entry.path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # removed or replaced while counted
         except OSError:
-            continue
+            return stop_at + 1
     return total

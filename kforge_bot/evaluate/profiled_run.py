@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -125,8 +126,22 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> t
     return b"".join(chunks).decode("utf-8", errors="replace"), timed_out
 
 
+_MAX_STATUS_BYTES = 1 << 20
+
+
 def _status(path: Path) -> dict[str, Any]:
+    """The profiled worker's status file, which lies in the scratch its code can write: a plain file or nothing (a
+    link would read a file of this machine, a FIFO wait forever, /dev/zero fill the memory)."""
     try:
-        return json.loads(path.read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return {}
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {}
+        status = json.loads(os.read(fd, _MAX_STATUS_BYTES))
+        return status if isinstance(status, dict) else {}
     except (OSError, ValueError):
         return {}
+    finally:
+        os.close(fd)

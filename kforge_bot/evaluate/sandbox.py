@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import selectors
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -427,9 +429,8 @@ def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None],
         | {Path(p) for i in implementations if i is not None for p in i.paths}
     extensions = os.environ.get("KFORGE_EXTENSIONS_ROOT")  # compile-ahead builds: read-only, copied when used
     readable = roots | ({Path(extensions)} if extensions else set()) | python_path_folders()
-    tmpfs_bytes = limits.limits_for(settings, target, True, str(scratch_root())).scratch_bytes
     return isolation.View(scratch=scratch, readable=tuple(sorted(readable)), devices=target.split(":")[0],
-                          bytecode=bytecode.for_workers(scrubbed_environment()).directory, tmpfs_bytes=tmpfs_bytes)
+                          bytecode=bytecode.for_workers(scrubbed_environment()).directory)
 
 
 def python_path_folders(environ: dict[str, str] | None = None) -> set[Path]:
@@ -454,22 +455,59 @@ def remove_scratch(folder: Path) -> None:
     left behind in /dev/shm holds the machine's memory, evaluation after evaluation."""
     if not os.path.lexists(folder):
         return
-    todo = [str(folder)]
-    while todo:  # a loop, not recursion: a candidate may nest folders deeper than the interpreter's stack
-        current = todo.pop()
+    if not os.path.islink(folder):
         try:
-            if not os.path.islink(current):
-                os.chmod(current, 0o700)
-            with os.scandir(current) as entries:
-                todo.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+            _loosen(Path(folder))
         except OSError:
-            continue  # rmtree below reports what stays
+            pass  # rmtree below reports what stays
     try:
         shutil.rmtree(folder)
-    except OSError as exc:
+    except (OSError, RecursionError) as exc:
         raise KforgeError(f"cannot remove a worker's scratch folder: {exc}", path=folder,
                           hint="remove it by hand (it may hold a lot of memory under /dev/shm) and report this "
                                "as a kforge-bot bug") from None
+
+
+_FLAT_DEPTH = 32  # rmtree recurses once a folder level (Python < 3.13): deeper folders are moved up first
+
+
+def _loosen(folder: Path) -> None:
+    """Give every folder below `folder` its owner's permissions back, and move each one deeper than _FLAT_DEPTH up
+    into `folder`. By file descriptors, in a loop: a candidate may nest folders past PATH_MAX (a `chdir` at a time)
+    and deeper than the interpreter's stack."""
+    os.chmod(folder, 0o700)
+    top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    stack = [(top, collections.deque(os.listdir(top)))]
+    try:
+        while stack:
+            fd, names = stack[-1]
+            if not names:
+                stack.pop()
+                if fd != top:
+                    os.close(fd)
+                continue
+            name = names.popleft()
+            try:
+                if not stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    continue
+                os.chmod(name, 0o700, dir_fd=fd)
+                if len(stack) > _FLAT_DEPTH:
+                    moved = f".kforge-moved-{secrets.token_hex(8)}"
+                    os.rename(name, moved, src_dir_fd=fd, dst_dir_fd=top)
+                    stack[0][1].append(moved)  # walked again from the top
+                    continue
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                try:
+                    stack.append((child, collections.deque(os.listdir(child))))
+                except OSError:
+                    os.close(child)
+                    raise
+            except OSError:
+                continue  # rmtree reports what stays
+    finally:
+        for fd, _ in stack[1:]:
+            os.close(fd)
+        os.close(top)
 
 
 def raise_on_sandbox_failure(outcome: ChildOutcome) -> None:

@@ -25,9 +25,9 @@ import json
 import math
 import mmap
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -127,11 +127,15 @@ def read(path: Path, digest: str | None = None) -> list[torch.Tensor]:
     (what `write` returned), a file whose header or tensors differ from what was written raises
     ChangedTensorFile."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: a FIFO put in the file's place (the worker's scratch is its code's) must not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise UnreadableTensorFile(f"cannot open: {exc.strerror}") from None
     try:
-        size = os.fstat(fd).st_size
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableTensorFile("not a regular file")
+        size = info.st_size
         prefix = os.pread(fd, len(MAGIC) + 8, 0)
         if len(prefix) < len(MAGIC) + 8 or prefix[:len(MAGIC)] != MAGIC:
             raise UnreadableTensorFile("not a tensor file")

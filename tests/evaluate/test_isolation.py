@@ -473,6 +473,22 @@ for folder in (os.getcwd(), "/tmp"):
             handle.write(b"x" * (96 << 20))
     time.sleep(1.5)  # a worker keeps running after it wrote (the bot looks every half second)
 '''
+PRIVATE_FOLDERS_FILLER = '''
+for folder in ("/tmp", "/dev/shm", "/run"):  # 3 x 100 MiB: each folder under the 128 MiB limit, together over it
+    for n in range(2):
+        with open(os.path.join(folder, f"filler{{n}}"), "wb") as handle:
+            handle.write(b"x" * (50 << 20))
+time.sleep(1.5)
+'''
+HIDDEN_FILLER = '''
+os.mkdir("locked")
+handles = [open(f"locked/filler{{n}}", "wb") for n in range(3)]
+os.chmod("locked", 0)  # then 3 x 100 MiB in a folder the bot cannot look into: each file under the 128 MiB limit
+for handle in handles:
+    handle.write(b"x" * (100 << 20))
+    handle.flush()
+time.sleep(1.5)
+'''
 ONE_HUGE_FILE = '''
 with open("huge", "wb") as handle:
     for _ in range(12):  # 384 MiB: one file over the 256 MiB limit
@@ -489,6 +505,11 @@ BOMBS = {
     "shared memory bomb": (SHARED_MEMORY_BOMB, {"memory_limit_bytes": 2 << 30}, ("compile_error",),
                            ("Cannot allocate memory",)),
     "disk filler": (DISK_FILLER, {"scratch_limit_bytes": 256 << 20}, ("rejected",), ("into its scratch folder",)),
+    # Found by the red-team pass: the sandbox's private /tmp, /dev/shm and /run were tmpfs mounts of the scratch's
+    # size each, in memory and out of the bot's sight: four times the limit in all, the whole machine by default.
+    "private folders filler": (PRIVATE_FOLDERS_FILLER, {"scratch_limit_bytes": 128 << 20}, ("rejected",),
+                               ("into its scratch folder",)),
+    "hidden filler": (HIDDEN_FILLER, {"scratch_limit_bytes": 128 << 20}, ("rejected",), ("into its scratch folder",)),
     # The file's own limit, or the folder's (looked at every half second) if it comes first.
     "one huge file": (ONE_HUGE_FILE, {"scratch_limit_bytes": 256 << 20}, ("compile_error", "rejected"),
                       ("File too large", "into its scratch folder")),

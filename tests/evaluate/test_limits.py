@@ -8,11 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.limits import GIB, Limits, folder_bytes, limits_for
 from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.sandbox import remove_scratch
 from kforge_bot.gate.measure import gate_settings
 from kforge_bot.policy import parse_policy
 
@@ -61,11 +60,35 @@ def test_a_folder_is_measured_until_it_passes_the_limit(tmp_path: Path) -> None:
     assert folder_bytes(str(tmp_path / "missing"), 1) == 0
 
 
-def test_the_sandboxes_private_tmpfs_mounts_are_sized(tmp_path: Path) -> None:
-    view = isolation.View(scratch=tmp_path, tmpfs_bytes=256 << 20)
+def test_the_sandboxes_private_folders_are_in_its_scratch(tmp_path: Path) -> None:
+    # Counted with the scratch by its one limit (tmpfs mounts of their own were three more scratches, unseen).
+    view = isolation.View(scratch=tmp_path)
     argv = isolation.command(["true"], view, "bwrap")
-    if not isolation._sizes_tmpfs("bwrap"):
-        pytest.skip("this bwrap has no --size (before 0.7.0): the private tmpfs mounts stay unsized")
     for private in ("/tmp", "/dev/shm", "/run"):
         at = argv.index(private, argv.index("--proc"))
-        assert argv[at - 3:at] == ["--size", str(256 << 20), "--tmpfs"], private
+        assert argv[at - 2] == "--bind" and Path(argv[at - 1]).is_dir(), private
+        assert Path(argv[at - 1]).is_relative_to(tmp_path.resolve()), private
+
+def test_files_in_a_locked_folder_or_past_path_max_are_not_unseen(tmp_path: Path) -> None:
+    # Red-team pass: files below a folder the bot may not read (chmod 000) or nested past PATH_MAX went uncounted.
+    import os
+
+    (tmp_path / "locked" / "inner").mkdir(parents=True)
+    (tmp_path / "locked" / "inner" / "f").write_bytes(b"x" * (1 << 20))
+    (tmp_path / "locked" / "inner").chmod(0)
+    (tmp_path / "locked").chmod(0)
+    assert (1 << 20) <= folder_bytes(str(tmp_path), 10 << 20) < (2 << 20)  # given back their permissions, counted
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    here = os.getcwd()
+    try:
+        os.chdir(deep)
+        for _ in range(2100):  # "d/" a level: past PATH_MAX (4096)
+            os.mkdir("d")
+            os.chdir("d")
+    finally:
+        os.chdir(here)
+    try:
+        assert folder_bytes(str(deep), 10 << 20) > 10 << 20  # what it holds past PATH_MAX is unseen: full
+    finally:
+        remove_scratch(deep)  # pytest's own clean-up recurses a level at a time

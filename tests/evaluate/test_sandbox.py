@@ -327,3 +327,26 @@ def test_a_scratch_folder_that_cannot_be_removed_is_an_error_naming_it(tmp_path:
     monkeypatch.undo()
     remove_scratch(scratch)  # permissions given back, then removed
     assert not scratch.exists()
+
+
+def test_a_scratch_nested_past_path_max_with_locked_folders_is_removed(tmp_path: Path) -> None:
+    # Red-team pass: a candidate that nests folders a few thousand deep (one `chdir` at a time, past PATH_MAX) and
+    # locks one there made the removal raise RecursionError (not the one-line error), the scratch left behind.
+    from kforge_bot.evaluate.sandbox import remove_scratch
+
+    scratch = tmp_path / "kforge-eval-deep"
+    scratch.mkdir()
+    here = os.getcwd()
+    try:
+        os.chdir(scratch)
+        for level in range(3000):
+            os.mkdir("d")
+            os.chdir("d")
+            if level == 2500:
+                os.mkdir("locked")
+                os.mkdir("locked/x")
+                os.chmod("locked", 0)
+    finally:
+        os.chdir(here)
+    remove_scratch(scratch)
+    assert not os.path.lexists(scratch)

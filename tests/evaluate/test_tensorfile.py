@@ -122,3 +122,28 @@ def test_a_trusted_writer_writes_no_digest_and_its_file_reads_the_same(tmp_path:
     tensors = [torch.randn(3, 5)]
     assert tensorfile.write(tensors, tmp_path / "ref_0_0.out", digest=False) == ""
     assert torch.equal(tensorfile.read(tmp_path / "ref_0_0.out")[0], tensors[0])
+
+
+def test_a_fifo_in_place_of_the_file_is_refused_not_waited_on(tmp_path: Path) -> None:
+    # Red-team pass: the file lies in the worker's scratch, where its code can put a FIFO with no writer in its
+    # place; opening that for reading waited forever, and the bot with it.
+    import threading
+
+    path = tmp_path / "outputs.bin"
+    os.mkfifo(path)
+    failure: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            tensorfile.read(path)
+        except BaseException as exc:  # noqa: BLE001 - what the reading thread raised is the answer
+            failure.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # let the stuck reader go
+        reader.join(10)
+        raise AssertionError("reading a FIFO waited for a writer")
+    assert failure and isinstance(failure[0], tensorfile.UnreadableTensorFile), failure
