@@ -1,5 +1,5 @@
-"""The managed kernels of a repository checkout: every kforge.yaml entry and every KernelBench file, each
-loaded through kforge_bot.spec (a kernel that does not load is kept, with its error).
+"""The managed kernels of a repository checkout: every kforge.yaml entry, every KernelBench file and every GPU
+MODE problem folder (task.yml beside reference.py), each loaded through kforge_bot.spec (a kernel that does not load is kept, with its error).
 
 The gate, the PR bot, `check --all`, `list` and the pre-commit hook all find kernels here.
 """
@@ -25,6 +25,7 @@ from kforge_bot.spec import (
     load_manifest,
     load_manifest_entry,
 )
+from kforge_bot.spec_gpumode import REFERENCE, SUBMISSION, TASK_NAME, is_gpumode_problem, load_gpumode
 
 SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", DEFAULT_DIR, "build", "dist",
                        ".tox", ".mypy_cache", ".pytest_cache"})
@@ -36,7 +37,7 @@ class Kernel:
 
     id: str
     name: str
-    format: str  # manifest | kernelbench
+    format: str  # manifest | kernelbench | gpumode
     file: str  # repository-relative path of the kernel file
     spec: KernelSpec | None
     error: str | None = None
@@ -135,4 +136,14 @@ def discover(checkout: str | Path, policy: Policy, *, strict: bool = True,
             found[rel] = Kernel(rel, path.stem, "kernelbench", rel, None, str(exc), (rel,))
         else:
             found[rel] = Kernel(rel, spec.name, "kernelbench", rel, spec, None, (rel,))
+    for task in (f for f in files if f.name == TASK_NAME and is_gpumode_problem(f)):
+        rel_dir = task.parent.relative_to(checkout).as_posix()
+        rel = f"{rel_dir}/{SUBMISSION}" if rel_dir != "." else SUBMISSION
+        sources = tuple(f"{rel_dir}/{n}" if rel_dir != "." else n for n in (SUBMISSION, REFERENCE, TASK_NAME))
+        try:
+            spec = load_gpumode(task.parent)
+        except KforgeError as exc:
+            found[rel_dir] = Kernel(rel_dir, task.parent.name, "gpumode", rel, None, str(exc), sources)
+        else:
+            found[rel_dir] = Kernel(rel_dir, spec.name, "gpumode", rel, spec, None, sources)
     return {k: v for k, v in found.items() if policy.is_kernel_path(v.file)}

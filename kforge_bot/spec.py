@@ -94,6 +94,16 @@ class KernelSpec:
     targets: tuple[str, ...] = ()
     language: str = "torch"
     seeds: int = DEFAULT_SEEDS
+    # GPU MODE problems (kforge_bot.spec_gpumode); the defaults are every other format's behaviour.
+    timed_shapes: tuple[int, ...] | None = None  # the shape sets that are timed (None: all); the rest are checked only
+    seed_kwarg: str | None = None  # the inputs callable's keyword that takes the harness's secret seed
+    data_arg: bool = False  # the inputs are one object, passed whole (`custom_kernel(data)`)
+    oracle_symbol: str | None = None  # an extra oracle in the reference's source: `check_implementation(data, output)`
+    support: tuple[tuple[str, str], ...] = ()  # (file name, source): modules every implementation imports, beside it
+
+    def timed_indices(self) -> tuple[int, ...]:
+        """The shape sets that are timed: every one, unless the format times a subset (GPU MODE's benchmarks)."""
+        return tuple(range(len(self.shape_sets))) if self.timed_shapes is None else self.timed_shapes
 
     @property
     def kernel_path(self) -> Path:
@@ -111,6 +121,8 @@ class KernelSpec:
         data = asdict(self)
         data["shape_sets"] = list(self.shape_sets)
         data["targets"] = list(self.targets)
+        data["timed_shapes"] = None if self.timed_shapes is None else list(self.timed_shapes)
+        data["support"] = [list(pair) for pair in self.support]
         return data
 
     @classmethod
@@ -120,6 +132,9 @@ class KernelSpec:
             data[key] = Implementation.from_dict(data[key])
         data["shape_sets"] = tuple(data["shape_sets"])
         data["targets"] = tuple(data["targets"])
+        if data.get("timed_shapes") is not None:
+            data["timed_shapes"] = tuple(data["timed_shapes"])
+        data["support"] = tuple((str(name), str(text)) for name, text in data.get("support") or ())
         return cls(**data)
 
 
@@ -178,7 +193,8 @@ def defines(source: str, symbol: str) -> bool:
 
 def kernel_implementation(spec: KernelSpec) -> Implementation:
     """The code a kernel is, as written: the manifest's entry, or a KernelBench file's ModelNew (Model when
-    the file has no ModelNew). The one place that decides which class of a KernelBench file is the kernel."""
+    the file has no ModelNew), or a GPU MODE problem's ref_kernel (its submission.py is an example, checked with
+    --candidate). The one place that decides which class of a KernelBench file is the kernel."""
     if spec.format == "kernelbench":
         symbol = "ModelNew" if defines(spec.reference.source, "ModelNew") else "Model"
         return replace(spec.reference, symbol=symbol)
@@ -393,12 +409,19 @@ def load_manifest(path: str | Path) -> dict[str, KernelSpec]:
 
 
 def load_spec(path: str | Path, kernel: str | None = None) -> KernelSpec:
-    """A spec from a KernelBench file, a kforge.yaml (with `kernel`), or a kernel file a manifest names."""
+    """A spec from a KernelBench file, a kforge.yaml (with `kernel`), a kernel file a manifest names, or a GPU MODE
+    problem (its folder or its task.yml)."""
+    from kforge_bot import spec_gpumode  # the GPU MODE layout's own module (it builds on this one)
+
     path = Path(path)
+    if spec_gpumode.is_gpumode_problem(path) and (path.is_dir() or path.name == spec_gpumode.TASK_NAME):
+        return spec_gpumode.load_gpumode(path)
     if path.is_dir():
         manifest = path / MANIFEST_NAME
         if not manifest.is_file():
-            raise KforgeError("directory has no kforge.yaml", path=path, hint="pass a kernel file or a manifest")
+            raise KforgeError("directory has no kforge.yaml", path=path,
+                              hint="pass a kernel file, a manifest, or a GPU MODE problem's folder (task.yml and "
+                                   "reference.py)")
         path = manifest
     if path.name == MANIFEST_NAME or path.suffix in (".yaml", ".yml"):
         kernels = load_manifest(path)

@@ -62,6 +62,9 @@ class CandidateRun:
         # files lie in this worker's scratch, which the candidate's code can write: the bot compares a file only
         # if it is still what was saved, and a file saved here must still be there.
         self.saved: dict[str, str | None] = {}
+        self.output_slots: frozenset[int] = frozenset()  # inputs that are output buffers (Fit.output_slots)
+        self.oracle: Callable[..., Any] | None = None  # the problem's own check_implementation, where it has one
+        self.last_output: Any = None  # the last call's output as returned (the oracle takes it whole)
 
     # ------------------------------------------------------------------------------------------ guards
 
@@ -126,7 +129,8 @@ class CandidateRun:
 
     def call(self, fn: Callable[..., Any], inputs: list[Any], what: str) -> list[Any]:
         try:
-            out = as_list(loading.call(fn, inputs))
+            raw = loading.call(fn, inputs)
+            out = as_list(raw)
             self.target.synchronize()
         except Exception as exc:  # noqa: BLE001
             self.no_reaching_in(what)
@@ -138,6 +142,7 @@ class CandidateRun:
         self.guard(what)
         self.restore_state()
         self.inputs_plain(inputs, what)
+        self.last_output = raw
         return out
 
     def inputs_plain(self, inputs: list[Any], what: str) -> None:
@@ -155,8 +160,8 @@ class CandidateRun:
         self.target = make_target(plan.target)
         device = self.device = self.target.device
         torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
-        inputs_module = self.inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs")
-        base_module = loading.import_implementation(plan.baseline, workdir, "baseline")
+        inputs_module = self.inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs", spec.support)
+        base_module = loading.import_implementation(plan.baseline, workdir, "baseline", spec.support)
         base_obj = loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename)
         # The reference's weights are the ones every side gets. Where the baseline is the reference (KernelBench,
         # most manifests), the baseline built from the same seed is that instance: one model build, not two.
@@ -165,11 +170,14 @@ class CandidateRun:
             self.baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed)
             reference_instance = self.baseline
         else:
-            ref_module = loading.import_implementation(spec.reference, workdir, "reference")
+            ref_module = loading.import_implementation(spec.reference, workdir, "reference", spec.support)
             ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
             reference_instance = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
             del ref_module
         self.state_source = reference_instance if isinstance(reference_instance, torch.nn.Module) else None
+        if spec.oracle_symbol:  # its own import: nothing the baseline's module holds is shared with it
+            oracle_module = loading.import_implementation(spec.reference, workdir, "oracle", spec.support)
+            self.oracle = loading.lookup(oracle_module, spec.oracle_symbol, spec.reference.filename)
         if not baseline_is_reference:
             self.baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed,
                                                    state_from=self.state_source)
@@ -191,7 +199,7 @@ class CandidateRun:
         """Import and build the candidate (failures here are compile errors), then wait for the reference's Fit."""
         plan = self.plan
         try:
-            cand_module = loading.import_implementation(plan.candidate, self.workdir, "candidate")
+            cand_module = loading.import_implementation(plan.candidate, self.workdir, "candidate", self.spec.support)
             cand_obj = loading.lookup(cand_module, plan.candidate.symbol, plan.candidate.filename)
             self.candidate = loading.build_callable(cand_obj, self.spec, self.inputs_module, self.device,
                                                     plan.init_seed, state_from=self.state_source)
@@ -220,6 +228,7 @@ class CandidateRun:
         try:
             fit = Fit.from_dict(json.loads(read_control_line()))
             self.plan = self.plan.fitted(fit)
+            self.output_slots = frozenset(fit.output_slots)
             keep_outputs_on_device(fit.device_outputs)
         except ValueError:
             raise Stop("rejected", "the harness's control line was unreadable (consumed by the candidate?)") from None
@@ -239,16 +248,41 @@ class CandidateRun:
         inputs = loading.make_inputs(spec, self.inputs_module, spec.shape_sets[case.shape], case.seed, self.device)
         before = checks.snapshot_inputs(inputs)
         outputs = self.call(self.candidate, inputs, f"running {case.label}")
+        returned = self.last_output
         try:
             checks.check_plain_outputs(outputs, device_type)
-            checks.check_no_alias(outputs, inputs)
-            checks.check_inputs_unchanged(inputs, before)
+            checks.check_no_alias(outputs, inputs, self.output_slots)
+            checks.check_inputs_unchanged(inputs, before, skip=self.output_slots)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, f"{case.label}: {failure}") from None
         self.save(outputs, case.cand_file)
+        if self.oracle is not None:
+            self._problem_oracle(case, inputs, before, returned)
         if case.reuse_file:
             self._same_buffers_again(case, inputs, outputs)
         self.channel.send("progress", phase="correctness", case=case.label)
+
+    def _problem_oracle(self, case: Case, inputs: list[Any], before: list[Any], returned: Any) -> None:
+        """The problem's own check (GPU MODE's check_implementation(data, output)), beside the bot's comparison,
+        never instead of it: on copies of the inputs as they were before the call (the reference it runs may write
+        an output buffer) and of the output, after the output was saved for the bot."""
+        from torch.utils import _pytree
+
+        data = loading.DataInputs([t.clone() if isinstance(t, torch.Tensor) else t for t in before],
+                                  inputs.structure).data() if isinstance(inputs, loading.DataInputs) else before
+        output = _pytree.tree_map(lambda t: torch.Tensor.clone(t) if type(t) is torch.Tensor else t, returned)  # noqa: E721
+        try:
+            verdict = self.oracle(data, output)  # type: ignore[misc]
+            self.target.synchronize()
+        except Exception as exc:  # noqa: BLE001 - the check failing on this output is a failed check
+            raise Stop("incorrect", f"{case.label}: the problem's {self.spec.oracle_symbol} raised "
+                                    f"{short_error(exc)}") from None
+        self.guard("in the problem's check")
+        self.restore_state()
+        good, message = _oracle_verdict(verdict)
+        if not good:
+            raise Stop("incorrect", f"{case.label}: the problem's {self.spec.oracle_symbol} failed: "
+                                    f"{message[:500] or 'no reason given'}")
 
     def _same_buffers_again(self, case: Case, inputs: list[Any], outputs: list[Any]) -> None:
         # Same input buffers, new values: a result cached by pointer or shape shows up here, and an
@@ -264,6 +298,8 @@ class CandidateRun:
             raise Stop(failure.kind, f"{case.label}: {failure}") from None
         self.save(again, case.reuse_file)
         for i, (first, copy) in enumerate(zip(outputs, kept)):
+            if checks.aliases_any(first, inputs, self.output_slots):
+                continue  # the output buffer the harness hands every call: written again by design
             if not torch.equal(first.nan_to_num(), copy.nan_to_num()):
                 raise Stop("rejected", f"{case.label}: output {i} of an earlier call changed when the "
                                        "candidate ran again (output buffers reused across calls)")
@@ -308,7 +344,7 @@ class CandidateRun:
         """Each shape set timed (baseline and candidate interleaved), then checked (ShapeTiming)."""
         timing: list[dict[str, Any]] = []
         if self.plan.settings.measure:
-            for shape_index in range(len(self.spec.shape_sets)):
+            for shape_index in self.spec.timed_indices():
                 timing.append(ShapeTiming(self, shape_index).time_and_check())
                 self.guard("while timing")
             self.shared_unchanged("after timing")
@@ -397,7 +433,7 @@ class ShapeTiming:
     # ------------------------------------------------------------------------------------------ timing
 
     def measure(self) -> PairedTimes:
-        settings, shape_sets = self.plan.settings, self.plan.spec.shape_sets
+        settings, shape_sets = self.plan.settings, self.plan.spec.timed_indices()
         try:
             times = measure_pair(
                 self.run.target, self.call_baseline, self.call_candidate, self.sets,
@@ -435,7 +471,7 @@ class ShapeTiming:
         self.run.guard("while timing")
         for r, (inputs, before) in enumerate(zip(self.sets, self.snapshots)):
             try:
-                checks.check_inputs_unchanged(inputs, before)
+                checks.check_inputs_unchanged(inputs, before, skip=self.run.output_slots)
             except checks.CheckFailure as failure:
                 raise Stop("rejected", f"timed run, shape set {self.shape}: {failure}") from None
             if r in self.kept:
@@ -447,7 +483,7 @@ class ShapeTiming:
         # must change the answer; the element is put back afterwards.
         for r, changed in enumerate(c for c in self.plan.changed_cases() if c.shape == self.shape):
             undo: list[Any] = []
-            checks.perturb_one(self.sets[r], changed.seed, undo)
+            checks.perturb_one(self.sets[r], changed.seed, undo, skip=self.run.output_slots)
             self._call_and_save(r, changed.label, changed.cand_file)
             checks.undo_perturbation(undo)
 
@@ -504,6 +540,18 @@ def _inherits_forward(candidate: Any, baseline: Any) -> bool:
     a, b = getattr(mine, "__code__", None), getattr(theirs, "__code__", None)
     return a is not None and b is not None and (a.co_code, a.co_consts, a.co_names) == (b.co_code, b.co_consts,
                                                                                         b.co_names)
+
+
+def _oracle_verdict(verdict: Any) -> tuple[bool, str]:
+    """A check's answer as GPU MODE's problems give it: (good, message), a bare bool, or a list of reasons (empty:
+    good) or a message (empty: good)."""
+    if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[0], bool):
+        return verdict[0], str(verdict[1])
+    if isinstance(verdict, bool):
+        return verdict, ""
+    if isinstance(verdict, (list, str)):
+        return not verdict, " ".join(map(str, verdict)) if isinstance(verdict, list) else verdict
+    return False, f"returned {type(verdict).__name__}, not (bool, message)"
 
 
 def _fill(buffers: list[Any], values: list[Any]) -> None:

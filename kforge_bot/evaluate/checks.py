@@ -97,9 +97,12 @@ def storage_span(t: torch.Tensor) -> tuple[int, int]:
     return start, start + storage.nbytes()
 
 
-def check_no_alias(outputs: list[torch.Tensor], inputs: list[Any]) -> None:
-    """Outputs must be fresh memory: not an input, not a view of one, not overlapping each other."""
-    in_spans = [(i, storage_span(t)) for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and t.numel()]
+def check_no_alias(outputs: list[torch.Tensor], inputs: list[Any], slots: frozenset[int] = frozenset()) -> None:
+    """Outputs must be fresh memory: not an input, not a view of one, not overlapping each other. `slots`: the
+    inputs that are output buffers (GPU MODE's data holds the output tensor the reference writes and returns),
+    which an output may be."""
+    in_spans = [(i, storage_span(t)) for i, t in enumerate(inputs)
+                if isinstance(t, torch.Tensor) and t.numel() and i not in slots]
     out_spans = [(i, storage_span(t)) for i, t in enumerate(outputs) if t.numel()]
     for oi, (o0, o1) in out_spans:
         for ii, (i0, i1) in in_spans:
@@ -127,8 +130,24 @@ def snapshot_inputs(inputs: list[Any]) -> list[Any]:
     return [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in inputs]
 
 
-def check_inputs_unchanged(inputs: list[Any], snapshot: list[Any]) -> None:
+def output_slots(outputs: list[Any], inputs: list[Any]) -> set[int]:
+    """The inputs an output shares memory with: where the reference does this, those inputs are output buffers."""
+    out_spans = [storage_span(t) for t in outputs if type(t) is torch.Tensor and t.numel()]  # noqa: E721
+    return {i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and t.numel()
+            and any(o0 < storage_span(t)[1] and storage_span(t)[0] < o1 for o0, o1 in out_spans)}
+
+
+def aliases_any(output: torch.Tensor, inputs: list[Any], slots: frozenset[int]) -> bool:
+    """Whether `output` lies in one of the output-buffer inputs."""
+    o0, o1 = storage_span(output)
+    return any(o0 < storage_span(inputs[i])[1] and storage_span(inputs[i])[0] < o1 for i in slots
+               if i < len(inputs) and isinstance(inputs[i], torch.Tensor))
+
+
+def check_inputs_unchanged(inputs: list[Any], snapshot: list[Any], skip: frozenset[int] = frozenset()) -> None:
     for i, (now, before) in enumerate(zip(inputs, snapshot)):
+        if i in skip:
+            continue  # an output buffer: written by every call
         if isinstance(before, torch.Tensor) and not torch.equal(now, before):
             raise CheckFailure("rejected", f"input {i} was modified in place (inputs must stay unchanged)")
 
@@ -136,13 +155,13 @@ def check_inputs_unchanged(inputs: list[Any], snapshot: list[Any]) -> None:
 # ----------------------------------------------------------------------------------- numeric comparison
 
 
-def perturb_one(inputs: list[Any], seed: int, undo: list[Any] | None = None) -> bool:
+def perturb_one(inputs: list[Any], seed: int, undo: list[Any] | None = None, skip: frozenset[int] = frozenset()) -> bool:
     """Copy one element of the first floating-point input over another, both picked by `seed`, in place (the
     reference's worker and the candidate's change the same element). A value the input already holds keeps
     the input in its domain (masks, positive scales). False when no input can be changed. With `undo`, what
-    puts the element back is appended to it (see `undo_perturbation`)."""
-    for value in inputs:
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1:
+    puts the element back is appended to it (see `undo_perturbation`). Output buffers (`skip`) are never changed."""
+    for i, value in enumerate(inputs):
+        if i not in skip and isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1:
             count = value.numel()
             target = seed % count
             source = (target + 1 + (seed // count) % (count - 1)) % count  # never the target itself
