@@ -10,6 +10,7 @@ compares them with the reference's, so a candidate never sees a reference output
 from __future__ import annotations
 
 import json
+import os
 import time
 import traceback
 from pathlib import Path
@@ -21,7 +22,7 @@ from kforge_bot.evaluate import checks, loading
 from kforge_bot.evaluate.guards import AuditGuard, ThreadWatch, hooks_and_modes_left
 from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.profile import count_flops, profile_call
-from kforge_bot.evaluate.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness,
+from kforge_bot.evaluate.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness, trusted_namespaces,
                                           restore_framework_state)
 from kforge_bot.evaluate.graphs import GraphReplays
 from kforge_bot.evaluate.timing import PairedTimes, a_sample_holding, measure_pair
@@ -116,7 +117,7 @@ class CandidateRun:
         """After every timed candidate sample: a patched clock or harness function is rejected before the next
         sample uses it."""
         self.no_threads_left("timed run")
-        self.guard("while timing", CRITICAL)
+        self.guard("while timing", CRITICAL + self.snapshot.held)
         self.restore_state()
 
     def save(self, outputs: list[Any], name: str) -> None:
@@ -186,7 +187,14 @@ class CandidateRun:
         profiled = plan.settings.profile and not baseline_is_reference
         self.reference_for_profile = reference_instance if profiled else None
         del reference_instance
-        self.snapshot = FunctionSnapshot(extra=self._baseline_extra())
+        # The baseline's own code (its module, its helpers, its classes) is watched like the framework: patched, it
+        # would slow the baseline rather than speed the candidate (GPU MODE's in-process bypasses).
+        trusted = {"the baseline's module": base_module, "the inputs' module": inputs_module}
+        if self.oracle is not None:
+            trusted["the problem's check's module"] = oracle_module
+        roots = tuple(dict.fromkeys(str(Path(p).resolve()) + os.sep for p in (workdir, spec.root, plan.baseline.root)
+                                    if p))
+        self.snapshot = FunctionSnapshot(extra=self._baseline_extra(), holders=trusted_namespaces(trusted, roots))
         self.state = framework_state()
         self.threads = ThreadWatch(str(workdir / "candidate_"))
         self.threads.install()
