@@ -39,8 +39,9 @@ def forget_seed() -> None:
 def import_implementation(impl: Implementation, workdir: Path, tag: str,
                           support: tuple[tuple[str, str], ...] = ()) -> ModuleType:
     """Write the source to `workdir/<tag>/<filename>` and import it as a fresh, uniquely named module. The spec's
-    `support` modules (GPU MODE's task.py, utils.py) are written beside it and imported from there, each
-    implementation getting its own copies (one cannot patch another's helpers)."""
+    `support` modules (GPU MODE's task.py, utils.py) are written beside it and imported from there (by their
+    names, once per process, as GPU MODE's evaluator does: torch.compile looks them up by name; the candidate's
+    worker watches the baseline's helpers, snapshot.trusted_namespaces)."""
     digest = impl.digest
     extensions_root = os.environ.get("KFORGE_EXTENSIONS_ROOT")
     if extensions_root:
@@ -87,8 +88,6 @@ def import_implementation(impl: Implementation, workdir: Path, tag: str,
             if _local_to(sys.modules[name], root):
                 _LOCAL_ROOTS.add(root)
                 del sys.modules[name]
-            elif support and _local_to(sys.modules[name], folder.resolve()):
-                del sys.modules[name]  # this implementation's copy of a support module: the next gets its own
         for name, mod in aside.items():
             sys.modules.setdefault(name, mod)
     return module

@@ -233,7 +233,7 @@ class FunctionSnapshot:
                 changes.append(label)
             elif label in self._extra and seal(obj) != self._extra_seals[label]:
                 changes.append(f"{label} (its code, defaults or closure)")
-        return changes + held
+        return changes or held  # the plainer names first; the baseline's namespaces where nothing else says it
 
     @property
     def held(self) -> tuple[str, ...]:
