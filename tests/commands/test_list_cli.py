@@ -33,3 +33,12 @@ def test_a_kernel_that_does_not_load_is_listed_with_its_error_and_exit_1(tmp_pat
     lines = result.output.splitlines()
     assert any(line.startswith("good.py  [kernelbench]") for line in lines)
     assert any(line.startswith("broken  [manifest]") and "DOES NOT LOAD" in line for line in lines), result.output
+
+
+def test_lists_gpumode_problem_folders() -> None:
+    result = CliRunner().invoke(cli, ["list", str(Path(__file__).parents[1] / "data" / "gpumode"), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["id"]: r for r in json.loads(result.output)["kernels"]}
+    assert rows["scaled_add_py"]["format"] == "gpumode" and rows["scaled_add_py"]["shape_sets"] == 3
+    assert rows["scaled_add_py"]["file"] == "scaled_add_py/submission.py"
+    assert rows["lax_check_py"]["error"] is None
