@@ -89,6 +89,18 @@ class CompiledBaseline:
                               for s, v in sorted(self.speedup_over_eager.items())]}
 
     @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompiledBaseline:
+        found = cls(str(data["kind"]), str(data["verdict"]), str(data.get("reason", "")))
+        for entry in data.get("per_shape") or []:
+            s = int(entry["shape_set"])
+            found.speedup_over_eager[s] = float(entry["speedup_over_eager"])
+            ci = entry.get("speedup_over_eager_ci")
+            found.ci_over_eager[s] = (float(ci[0]), float(ci[1])) if ci else None
+            if entry.get("median_ms") is not None:
+                found.median_ms[s] = float(entry["median_ms"])
+        return found
+
+    @classmethod
     def from_result(cls, kind: str, result: EvalResult) -> CompiledBaseline:
         found = cls(kind, result.verdict, result.reason)
         if result.verdict != "pass":
@@ -177,3 +189,16 @@ def _figure(values: dict[int, tuple[float, tuple[float, float] | None]]) -> dict
     return {"speedup": speedup, "speedup_ci": ci,
             "per_shape": [{"shape_set": s, "speedup": v, "speedup_ci": list(c) if c else None}
                           for s, (v, c) in sorted(values.items())]}
+
+
+def beats_every_baseline(result: EvalResult) -> tuple[bool, str]:
+    """(whether the candidate is faster with confidence than the faster of the baselines it was compared with, which
+    baseline that is): the loop's acceptance where a policy asks for compiled baselines (details.baselines)."""
+    baselines = result.details.get("baselines") or {}
+    best = baselines.get("best")
+    if not best or best.get("speedup") is None:
+        return result.faster, EAGER
+    against = " and ".join(best.get("baselines") or [EAGER])
+    ci = best.get("speedup_ci")
+    faster = result.faster and (ci[0] > 1.0 if ci else False)
+    return faster, f"the faster of {against}" if len(best.get("baselines") or []) > 1 else EAGER
