@@ -39,6 +39,9 @@ class TargetRow:
     correct: bool | None = None
     target_kind: str | None = None  # cuda | xpu | cpu | mps, for the reproduce command
     device_name: str | None = None
+    # The speedup against other baselines than eager, where the policy asked for them (evaluate.baselines):
+    # (what it is against, speedup, interval low, interval high); the columns above are against eager.
+    baselines: tuple[tuple[str, float, float | None, float | None], ...] = ()
 
     @property
     def faster(self) -> bool:
@@ -79,7 +82,8 @@ class KernelOutcome:
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["targets"] = tuple(
             TargetRow(**{**{k: v for k, v in row.items() if k in row_known},
-                         "runner_labels": tuple(row.get("runner_labels") or ())})
+                         "runner_labels": tuple(row.get("runner_labels") or ()),
+                         "baselines": tuple(tuple(b) for b in row.get("baselines") or ())})
             for row in data.get("targets") or ())
         return cls(**kwargs)
 
@@ -221,6 +225,19 @@ def render_table(rows: Sequence[TargetRow], extra: Mapping[str, str] | None = No
     return "\n".join(lines)
 
 
+def render_baselines(rows: Sequence[TargetRow]) -> str:
+    """Which baseline each figure is against, where other baselines than eager were measured ("" where none)."""
+    lines = []
+    for r in rows:
+        for against, speedup, low, high in r.baselines:
+            ci = f" ({_num3(low)}-{_num3(high)})" if low is not None and high is not None else ""
+            lines.append(f"- {markdown_cell(r.target)}: {speedup:.2f}x{ci} against {markdown_cell(against)}")
+    if not lines:
+        return ""
+    return ("\n\nThe speedups in the table are against eager (the kernel as written, timed in the same run). "
+            "Against the other baselines the policy asks for:\n" + "\n".join(lines))
+
+
 _CORRECTNESS_KEYS = [
     ("seeds", "Seeds"), ("shape_sets", "Shape sets"), ("dtypes", "Dtypes"), ("cases_checked", "Cases checked"),
     ("timed_outputs_checked", "Timed outputs re-verified"), ("tolerance", "Tolerance"),
@@ -346,6 +363,7 @@ def render_pr_body(outcome: KernelOutcome, *, pr_number: int, head_branch: str, 
     intro = (f"kforge-bot found {found} {_code(outcome.kernel)} for #{int(pr_number)} ({_code(outcome.file)}). "
              f"{_claim(outcome)} Merge this PR into {_code(head_branch)} to take it.")
     table = render_table(outcome.targets) if outcome.targets else "No timings were recorded (n/a)."
+    table += render_baselines(outcome.targets)
     commands = ("Commands: comment `/kforge retry` to run again, `/kforge stop` to close this PR and stop "
                 "suggesting for this kernel. A push to this branch by anyone but kforge-bot stops its updates.")
     marker = pr_marker(pr_number, outcome.kernel, [r.target for r in outcome.targets], harness)

@@ -208,3 +208,25 @@ def test_the_pr_body_shows_the_counters_before_and_after_table_and_its_reading()
     missing = KernelOutcome(kernel="softmax", file="softmax.py",
                             counters=section(None, None, "ncu (Nsight Compute) is not on PATH"))
     assert "Hardware counters were not collected: ncu (Nsight Compute) is not on PATH." in render_profile(missing)
+
+
+def test_the_pr_body_says_which_baseline_each_figure_is_against():
+    from dataclasses import replace
+
+    from kforge_bot.bot.outcomes import target_row
+    from kforge_bot.evaluate.result import EvalResult
+
+    result = EvalResult(verdict="pass", reason="", target="cuda", speedup=2.0, speedup_ci=(1.9, 2.1), details={
+        "baselines": {"eager": {"speedup": 2.0}, "compile": {"mode": "default", "against": {
+            "speedup": 1.25, "speedup_ci": [1.1, 1.4]}}, "best": {"speedup": 1.25, "speedup_ci": [1.1, 1.4],
+                                                               "baselines": ["eager", "compile"]}}})
+    row = target_row(result, "h200", kind="cuda")
+    assert row.baselines == (("torch.compile (default)", 1.25, 1.1, 1.4),
+                             ("the faster of eager and compile (the KForge paper's metric)", 1.25, 1.1, 1.4))
+    outcome = _outcome(targets=(replace(_rows()[0], baselines=row.baselines),))
+    body = evidence.render_pr_body(outcome, pr_number=1, head_branch="f")
+    assert "The speedups in the table are against eager (the kernel as written" in body
+    assert "- b200: 1.25x (1.10-1.40) against torch.compile (default)" in body
+    assert KernelOutcome.from_dict(json.loads(json.dumps(outcome.to_dict()))) == outcome
+    # without other baselines the body is as before
+    assert "against eager" not in evidence.render_pr_body(_outcome(), pr_number=1, head_branch="f")
