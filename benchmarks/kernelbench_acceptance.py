@@ -105,6 +105,7 @@ def _kforge(problem: Path, candidate: Path, budget: float, timeout: float) -> di
     return {"verdict": data["verdict"], "reason": data["reason"][:300], "speedup": data.get("speedup"),
             "ci": data.get("speedup_ci"), "wall_s": round(wall, 1), "mode": timing[0].get("mode"),
             "mode_note": timing[0].get("mode_note", ""), "pairs": timing[0].get("pairs"),
+            "per_call_ms": timing[0].get("per_call_ms"),
             "baseline_ms": (data.get("baseline") or {}).get("median_ms"),
             "candidate_ms": (data.get("candidate") or {}).get("median_ms"),
             "floor_ms": timing[0].get("hardware_floor_ms"), "large_gain": (data.get("details") or {}).get("large_gain"),
@@ -200,7 +201,10 @@ def main() -> None:
             with results.open("a") as handle:
                 handle.write(json.dumps(row) + "\n")
             a, c, k = row["aa"], row["compile_kforge"], row.get("compile_kernelbench", {})
+            per_call = (a.get("per_call_ms") or {}).get("baseline") or {}
             print(f"{spec} {problem.stem}: A/A {a.get('speedup')} CI {a.get('ci')} [{a.get('verdict')}, {a.get('mode')},"
+                  f" device {per_call.get('device', 0):.3f} eager {per_call.get('eager', 0):.3f} host "
+                  f"{per_call.get('host_issue', 0):.3f} ms,"
                   f" {a.get('wall_s')} s] | compile kforge {c.get('speedup')} CI {c.get('ci')} [{c.get('verdict')}, "
                   f"{c.get('wall_s')} s] | KernelBench {k.get('speedup')} [{k.get('correct')}, {k.get('wall_s')} s]"
                   f"{' ' + k['error'][-200:] if k.get('error') else ''}", flush=True)

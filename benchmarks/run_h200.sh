@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: the GPU test group and the GPU benchmarks, results under $OUT (or ./gpu-out).
 # Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [probe] [sandbox] [tests] [accept] [softmax] [agreement] [throughput] [aa-placement]
-#                    [output-probe] [eager-lead] [sweep]
+#                    [output-probe] [eager-lead] [sweep] [l3-agreement]
 #                    [harness|harness-short] [tuner]
 #                    [gate|gate-slowdown|gate-spin] [scale] [parallel]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
 #                    [gpumode] (gpu-mode/reference-kernels in .gpumode/) [l2-baselines] (KernelBench in .kb/; 8 GPUs)
@@ -43,9 +43,10 @@ for step in $steps; do
     throughput) timeout 300 python3 benchmarks/optimize_throughput.py --kernelbench .kb --problem "${KB_TP:-2/12}" \
                   --candidates "${KB_TP_N:-12}" --target cuda --out "$out" ;;  # needs openai: .whl (openai, jiter, sniffio, distro)
     agreement) timeout 200 python3 benchmarks/agreement.py --kernelbench .kb --problem "${KB_AGREE:-1/40}" --json "$out/agreement.json" 2>&1 | grep -v "^\[" ;;
+    l3-agreement) timeout ${L3_AGREE_TIMEOUT:-300} python3 benchmarks/l3_agreement.py --kernelbench .kb --problems "${L3_AGREE:-3/28,3/4,3/9}" --json "$out/l3_agreement.json" 2>&1 | grep -v "^\[" ;;
     aa-placement) timeout 120 python3 benchmarks/aa_placement.py --json "$out/aa_placement.json" ;;
     accept*) timeout ${KB_TIMEOUT:-560} python3 benchmarks/kernelbench_acceptance.py --kernelbench .kb --problems "${KB_PROBLEMS:-1/40,1/26,2/12}" \
-               --max-seconds "${KB_MAX_S:-300}" --aa-only "${KB_AA_ONLY:-}" --out "$out" 2>&1 | grep -v "^\[" | grep -v '^\[{' | tail -${KB_TAIL:-40} ;;
+               --max-seconds "${KB_MAX_S:-300}" --aa-only "${KB_AA_ONLY:-}" --time-budget "${KB_BUDGET:-2}" --out "$out" 2>&1 | grep -v "^\[" | grep -v '^\[{' | tail -${KB_TAIL:-40} ;;
     sweep)   timeout ${KB_TIMEOUT:-560} python3 benchmarks/kernelbench_acceptance.py --kernelbench .kb --problems "${KB_PROBLEMS:-1/all}" \
                --aa-only all --skip-done benchmarks/results/kernelbench_*.jsonl --max-seconds "${KB_MAX_S:-480}" \
                --out "$out" 2>&1 | grep -E "^[0-9]+/[0-9]+ |^kforge-bot: error" ;;  # every problem's A/A verdict, those not yet judged

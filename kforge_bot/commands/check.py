@@ -118,6 +118,29 @@ def _fmt_ms(value: float | None) -> str:
     return f"{value * 1000:.1f} us" if value < 1 else f"{value:.3f} ms"
 
 
+LAUNCH_SHARE = 1.05  # an eager call this much longer than the device's own time is paying for its launches
+
+
+def launch_bound_notes(timing: list[dict[str, Any]]) -> list[str]:
+    """Where the timed figure leaves out launch overhead a user calling the kernel eagerly would pay (timed from
+    graph replays, or eagerly behind a device lead), both figures: the device's, which decides the verdict, and
+    the eager calls' of the warm-up (no interval: a handful of calls each)."""
+    notes = []
+    for row in timing:
+        per_call = row.get("per_call_ms") or {}
+        b, c = per_call.get("baseline"), per_call.get("candidate")
+        if not b or not c or not all(side.get("device") for side in (b, c)):
+            continue
+        if max(b["eager"] / b["device"], c["eager"] / c["device"]) < LAUNCH_SHARE:
+            continue
+        how = "replayed from CUDA graphs" if row.get("mode") == "cuda_graph" else "queued behind a device lead"
+        notes.append(f"  shape set {row['shape_set']}: timed as device work ({how}): a call takes "
+                     f"{_fmt_ms(b['device'])} (baseline) and {_fmt_ms(c['device'])} (candidate) on the device; called "
+                     f"eagerly, launches included, {_fmt_ms(b['eager'])} and {_fmt_ms(c['eager'])} "
+                     f"({b['eager'] / c['eager']:.3f}x; warm-up medians, no interval)")
+    return notes
+
+
 def render(result: EvalResult, title: str) -> None:
     console = output_console()
     color = "green" if result.correct else "red"
@@ -152,6 +175,8 @@ def render(result: EvalResult, title: str) -> None:
             ci = row.get("speedup_ci")
             interval = f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "no interval"
             console.print(f"  shape set {row['shape_set']}: {row['speedup']:.3f}x ({interval}), {row['pairs']} pairs")
+    for line in launch_bound_notes(result.details.get("timing", [])):
+        console.print(line)
     _render_baselines(console, result.details.get("baselines"))
     if result.speedup_ci and result.correct:
         lo, hi = result.speedup_ci

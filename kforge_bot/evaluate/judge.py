@@ -276,7 +276,8 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], confidence:
                           "stop_reason": t.get("stop_reason", ""), "wall_s": t.get("wall_s"),
                           "mode": t.get("mode", "eager"), "mode_note": t.get("mode_note", ""),
                           "busy_after_ms": t.get("busy_after_ms", {}),
-                          "busy_before_ms": t.get("busy_before_ms", {})})
+                          "busy_before_ms": t.get("busy_before_ms", {}),
+                          "per_call_ms": t.get("per_call_ms", {})})
         # Each shape set weighs the same in the pooled figure, however many pairs it took.
         step = len(b) / n_min
         idx = [int(i * step) for i in range(n_min)]

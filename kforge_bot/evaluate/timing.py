@@ -32,6 +32,8 @@ MIN_SAMPLE_MS = 0.2  # shorter kernels are timed k calls at a time, so launch la
 MAX_CALLS_PER_SAMPLE = 256
 GRAPH_BELOW_MS = 1.0  # CUDA kernels shorter than this are replayed from graphs: launch overhead is >= ~1% of them
 LEAD_FACTOR = 1.5  # the device's lead over a sample's calls, in multiples of the host's time to issue them
+MIN_OVERRUN_S = 2.0  # the least time past the budget the loop waits for its minimum of pairs
+LAUNCH_BOUND_SHARE = 0.8  # calls whose launches take this share of their device time or more are replayed from graphs
 
 _monotonic = time.monotonic  # bound at import, before any candidate code exists
 _randbits = secrets.randbits  # likewise: the positions RepeatCheck compares must not be the candidate's choice
@@ -48,6 +50,10 @@ class PairedTimes:
     mode_note: str = ""
     busy_after_ms: dict[str, float] = field(default_factory=dict)  # per side, Sample.busy_after_ms's upper quartile
     busy_before_ms: dict[str, float] = field(default_factory=dict)  # per side, Sample.busy_before_ms's
+    # Per side, the warm-up's median time a call (after a 1 ms device lead, so a call whose host needs longer to
+    # launch it than that lead stalls the device: about what a user calling it eagerly pays), the device's own time a
+    # call (queued behind a lead longer than its launches: `_device_estimate`), and the host's time to issue one.
+    per_call_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     # The candidate as it was timed, where that was not its own function (graph replays): the checks after
     # timing must run the code that was timed. Not part of the report.
     timed_candidate: GraphReplays | None = field(default=None, repr=False, compare=False)
@@ -62,6 +68,7 @@ class PairedTimes:
             "stop_reason": self.stop_reason,
             "busy_after_ms": self.busy_after_ms,
             "busy_before_ms": self.busy_before_ms,
+            "per_call_ms": self.per_call_ms,
             "wall_s": self.wall_s,
         }
 
@@ -108,18 +115,27 @@ def _calls_per_sample(estimate_ms: float) -> int:
 
 
 def _estimate(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
-              afters: tuple[Callable[[Any, int], None], ...], calls: int = 5) -> float:
+              afters: tuple[Callable[[Any, int], None], ...], calls: int = 5, lead_ms: float = 0.0) -> float:
     """The larger of the two sides' median time per call over a few untimed calls (outputs poisoned after
     each, as in the timed loop)."""
-    estimate = 0.0
+    return max(_estimates(target, fns, input_sets, afters, calls, lead_ms))
+
+
+def _estimates(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
+               afters: tuple[Callable[[Any, int], None], ...], calls: int = 5, lead_ms: float = 0.0,
+               heartbeat: Callable[[int], None] | None = None) -> list[float]:
+    """Each side's median time per call over a few untimed calls, each after a device lead of `lead_ms`."""
+    medians = []
     for fn, after in zip(fns, afters):
         times = []
         for i in range(calls):
-            sample = _timed(target, fn, input_sets, sample_sets(i, 1, len(input_sets)))
+            sample = _timed(target, fn, input_sets, sample_sets(i, 1, len(input_sets)), lead_ms)
             after(sample.out, sample.index)
             times.append(sample.ms)
-        estimate = max(estimate, sorted(times)[len(times) // 2])
-    return estimate
+            if heartbeat is not None:
+                heartbeat(0)
+        medians.append(sorted(times)[len(times) // 2])
+    return medians
 
 
 REPEAT_SAMPLE = 1 << 16  # elements of each output compared between timed calls on the same inputs
@@ -181,10 +197,10 @@ def a_sample_holding(r: int, k: int, n: int) -> list[int]:
 def _warm_up(target: Target, baseline: Callable[[list[Any]], Any], candidate: Callable[[list[Any]], Any],
              input_sets: list[list[Any]], warmup_ms: float, after_baseline: Callable[[Any, int], None],
              after_candidate: Callable[[Any, int], None],
-             heartbeat: Callable[[int], None] | None) -> tuple[float, dict[str, float]]:
-    """Warm-up: compilation, caches, allocator pools. Returns the per-call estimate from the last calls (the
-    larger side's) and, per side, the median host time to issue one call, after the first two."""
-    estimate = 0.0
+             heartbeat: Callable[[int], None] | None) -> tuple[dict[str, float], dict[str, float]]:
+    """Warm-up: compilation, caches, allocator pools. Returns, per side, the median time per call and the median
+    host time to issue one call, both after the first two calls."""
+    estimate: dict[str, float] = {}
     host_per_call: dict[str, float] = {}
     for fn, side in ((baseline, "b"), (candidate, "c")):
         calls = 0
@@ -204,17 +220,41 @@ def _warm_up(target: Target, baseline: Callable[[list[Any]], Any], candidate: Ca
             if calls >= 1000:
                 break
         # The median, not the maximum: one preempted warm-up call must not switch a 25 us kernel to k = 1.
-        estimate = max(estimate, sorted(settled)[len(settled) // 2])
+        estimate[side] = sorted(settled)[len(settled) // 2]
         host_per_call[side] = sorted(issue)[len(issue) // 2]
     return estimate, host_per_call
+
+
+def _device_estimate(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
+                     afters: tuple[Callable[[Any, int], None], ...], lead_ms: float,
+                     warm: dict[str, float], heartbeat: Callable[[int], None] | None) -> list[float]:
+    """Each side's device time a call: on an asynchronous device, a few calls each queued behind a lead longer than
+    the host needs to launch it, so the host's launches are out of the figure. The graph decision and the calls a
+    sample are made from it: decided on the host-bound warm-up times, a model whose launches take about a
+    millisecond was timed eagerly in some runs and replayed from graphs in others (KernelBench level 3's ResNet18)."""
+    if target.kind != "cuda":
+        return [warm["b"], warm["c"]]
+    return _estimates(target, fns, input_sets, afters, lead_ms=lead_ms, heartbeat=heartbeat)
+
+
+def launch_bound(per_call_ms: dict[str, dict[str, float]]) -> bool:
+    """Whether either side's host needs about as long to launch a call as the device needs to run it, even behind
+    a lead (LAUNCH_BOUND_SHARE of it or more). A lead covers only the launches a device's queue holds (about a
+    thousand), so a call of more kernels runs at the host's pace whatever the lead, and its "device" estimate is the
+    host's: KernelBench level 3's LSTMs and GRUs launch thousands of kernels a call (host 38-166 ms, device
+    estimates 24-134 ms), and timed eagerly their A/A intervals reached +-4.5%. Calls the lead does cover launch in
+    well under their device time (device-bound level-3 models: 0.05-0.8 of it)."""
+    return any(side["host_issue"] >= LAUNCH_BOUND_SHARE * side["device"] for side in per_call_ms.values())
 
 
 def _replay_if_short(result: PairedTimes, target: Target, estimate: float,
                      fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
                      afters: tuple[Callable[[Any, int], None], ...]) -> tuple[Callable[[list[Any]], Any], ...]:
     """The graph decision: (baseline, candidate) as they will be timed, eager or replayed from CUDA graphs, with
-    `result`'s mode, note and calls per sample set to match."""
-    if not (estimate < GRAPH_BELOW_MS and target.kind == "cuda"):
+    `result`'s mode, note and calls per sample set to match. Replayed: calls shorter than GRAPH_BELOW_MS of the
+    device, and calls whose launches outlast their device work (`launch_bound`); the warm-up's eager figures are
+    kept beside the timed ones for the note a user calling them eagerly needs."""
+    if target.kind != "cuda" or not (estimate < GRAPH_BELOW_MS or launch_bound(result.per_call_ms)):
         return fns
     # A short kernel timed eagerly measures the host's launch overhead as much as the kernel. Replaying
     # captured graphs puts the calls back to back on the device; if either side cannot be captured
@@ -247,7 +287,9 @@ def _stop_reason(pair: int, now: float, budget_end: float, time_budget_s: float,
         return f"reached {max_pairs} pairs"
     if now >= budget_end and pair >= min_pairs:
         return f"time budget of {time_budget_s:g} s spent"
-    if now >= budget_end + 4 * time_budget_s:  # min_pairs of a very slow kernel: stop anyway
+    # min_pairs of a very slow kernel: stop anyway (never sooner than MIN_OVERRUN_S past the budget, so a loaded host
+    # that stretches a short budget's samples still gets its minimum)
+    if now >= budget_end + max(4 * time_budget_s, MIN_OVERRUN_S):
         return "time budget far exceeded before the minimum number of pairs"
     return ""
 
@@ -289,23 +331,31 @@ def measure_pair(
         sample_done()
         after_candidate(out, index)
 
-    estimate, host_per_call = _warm_up(target, baseline, candidate, input_sets, warmup_ms, after_baseline,
-                                       after_single_call, heartbeat)
-    result = PairedTimes(calls_per_sample=_calls_per_sample(estimate))
-    baseline, candidate = _replay_if_short(result, target, estimate, (baseline, candidate), input_sets,
+    warm, host_per_call = _warm_up(target, baseline, candidate, input_sets, warmup_ms, after_baseline,
+                                   after_single_call, heartbeat)
+    # One lead for both sides (the longer host): each sample's settle is then the same work, so a settle stretched by
+    # work the candidate ran beside it shows (check_no_hidden_work), and no side sets its own window.
+    longest = max(host_per_call.values(), default=0.0)
+    device = _device_estimate(target, (baseline, candidate), input_sets, (after_baseline, after_single_call),
+                              LEAD_FACTOR * longest, warm, heartbeat)
+    result = PairedTimes(calls_per_sample=_calls_per_sample(max(device)))
+    result.per_call_ms = {name: {"eager": warm[side], "device": dev, "host_issue": host_per_call[side]}
+                          for name, side, dev in (("baseline", "b", device[0]), ("candidate", "c", device[1]))}
+    baseline, candidate = _replay_if_short(result, target, max(device), (baseline, candidate), input_sets,
                                            (after_baseline, after_single_call))
     k = result.calls_per_sample
-    # Short calls timed eagerly (a capture failed): each sample's device lead covers the host's time to issue its
-    # k calls (measured in the warm-up, per side), so the device runs them back to back and the interval times
-    # them, not the host's launches. (With only the fixed ~50 us spin, on the H200 a one-kernel load_inline
-    # candidate timed 39.8 us a call eagerly against 17.4 us in KernelBench's single-call loop.) Fixed for the
-    # run, not fed back: a call that synchronizes the host would otherwise grow its own lead every sample.
-    eager_short = result.mode == "eager" and k > 1
-    # One lead for both sides (the longer): each sample's settle is then the same work, so a settle stretched by work
-    # the candidate ran beside it shows (check_no_hidden_work), and no side sets its own window.
-    longest = max(host_per_call.values(), default=0.0)
-    lead = {side: (LEAD_FACTOR * longest * k if eager_short else 0.0) for side in host_per_call}
-    budget_end = started + time_budget_s
+    # Calls timed eagerly: each sample's device lead covers the host's time to issue its k calls (measured in the
+    # warm-up, per side), so the device runs them back to back and the interval times them, not the host's
+    # launches. (With only the fixed ~50 us spin, on the H200 a one-kernel load_inline candidate timed 39.8 us a
+    # call eagerly against 17.4 us in KernelBench's single-call loop; a whole model whose launches take longer than
+    # the settle, KernelBench level 3's ResNet18, left the device waiting on the host and read 1.5% apart in A/A.)
+    # Fixed for the run, not fed back: a call that synchronizes the host would otherwise grow its own lead every
+    # sample.
+    lead = {side: (LEAD_FACTOR * longest * k if result.mode == "eager" else 0.0) for side in host_per_call}
+    # The budget is the timed pairs': the warm-up, the estimates and the graph captures before them are the
+    # harness's own cost (with the leads of a model of many launches, seconds: level 3's bidirectional GRU got
+    # one pair of a 2 s budget when they counted).
+    budget_end = _monotonic() + time_budget_s
     repeats = RepeatCheck(tolerance)
     busy_after: dict[str, list[float]] = {"b": [], "c": []}
     busy_before: dict[str, list[float]] = {"b": [], "c": []}

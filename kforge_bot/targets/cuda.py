@@ -24,9 +24,14 @@ _sleep = torch.cuda._sleep
 # in half its samples understated the candidate. Each sample now begins after the same device-wide work of fixed
 # length: the cache flush, repeated for SETTLE_MS, queued without a host wait, so the timed calls follow it
 # directly whichever side ran before. It also serves as the device's lead over the host (a longer one when the
-# host needs longer to queue a sample's calls), capped at MAX_LEAD_MS.
+# host needs longer to queue a sample's calls), capped at MAX_LEAD_MS. Flushes are queued for at most MAX_FLUSH_LEAD_MS
+# of it (a launch queue holds about a thousand of them: a longer run of flushes would make the host wait for room
+# before it queued the sample's calls); a longer lead starts with a spin kernel for the rest. KernelBench level 3's
+# LSTMs and GRUs take 37-131 ms of the host to launch a call: with a 25 ms cap they left the device waiting on the host
+# and their A/A intervals reached +-6.6% (benchmarks/results/kernelbench_l3_aa_h200.md).
 SETTLE_MS = 1.0
-MAX_LEAD_MS = 25.0
+MAX_LEAD_MS = 500.0
+MAX_FLUSH_LEAD_MS = 25.0
 # SETTLE_MS = 0 is the loop before 2026-12-02 (kept for benchmarks/agreement.py): one flush, a host wait, then a
 # one-block spin of this many cycles (25-100 us) so the host's launch latency falls outside the interval.
 PREFILL_CYCLES = 100_000
@@ -96,7 +101,9 @@ class CudaTarget(Target):
 
     def settle(self, lead_ms: float = 0.0, mark: Callable[[], None] | None = None) -> None:
         busy_ms = min(MAX_LEAD_MS, max(SETTLE_MS, lead_ms))
-        flushes = max(1, math.ceil(busy_ms / self._flush_ms())) if SETTLE_MS > 0 else 0  # measured once, first
+        flush_ms = min(busy_ms, MAX_FLUSH_LEAD_MS)
+        flushes = max(1, math.ceil(flush_ms / self._flush_ms())) if SETTLE_MS > 0 else 0  # measured once, first
+        spin = int((busy_ms - flush_ms) * _spin_cycles_per_ms()) if busy_ms > flush_ms else 0  # likewise
         _device_sync(self.index)  # the last sample's outputs are checked and poisoned: nothing left running
         if mark is not None:
             mark()
@@ -105,6 +112,8 @@ class CudaTarget(Target):
             _device_sync(self.index)
             _sleep(max(PREFILL_CYCLES, int(busy_ms * _spin_cycles_per_ms())))
             return
+        if spin:
+            _sleep(spin)
         for _ in range(flushes):
             self.flush_cache()
 

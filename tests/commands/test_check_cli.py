@@ -178,6 +178,19 @@ def test_the_console_says_what_each_number_is_and_keeps_lines_whole_in_a_pipe() 
     assert "(median)" in proc.stdout  # the timing columns say they are medians
 
 
+def test_a_figure_that_leaves_out_launches_is_printed_beside_the_eager_one() -> None:
+    from kforge_bot.commands.check import launch_bound_notes
+    launch_bound = {"shape_set": 0, "mode": "cuda_graph",
+                    "per_call_ms": {"baseline": {"eager": 2.0, "device": 0.5, "host_issue": 1.9},
+                                    "candidate": {"eager": 1.0, "device": 0.25, "host_issue": 0.9}}}
+    device_bound = {"shape_set": 1, "mode": "eager",
+                    "per_call_ms": {"baseline": {"eager": 5.01, "device": 5.0, "host_issue": 0.1},
+                                    "candidate": {"eager": 2.5, "device": 2.49, "host_issue": 0.1}}}
+    notes = launch_bound_notes([launch_bound, device_bound, {"shape_set": 2}])
+    assert len(notes) == 1 and "shape set 0" in notes[0]
+    assert "replayed from CUDA graphs" in notes[0] and "2.000x" in notes[0]
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="torch.compile on the CPU needs g++ (inductor)")
 def test_check_reports_each_figure_against_its_baseline(tmp_path: Path) -> None:
     """--baseline compile: the figure against eager, against torch.compile (or why it was dropped), and against the

@@ -93,6 +93,7 @@ def test_each_samples_device_lead_covers_the_hosts_time_to_issue_its_calls(monke
     Each sample asks for a lead of at least the host's issue time of that side's calls (from the warm-up)."""
     monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 20.0)  # 1 ms calls: about 20 a sample (fewer on a loaded host)
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)  # eager, as when a capture fails
+    monkeypatch.setattr(timing, "LAUNCH_BOUND_SHARE", float("inf"))
     LeadRecordingTarget.leads = []
 
     def launch_bound(inputs: list[Any]) -> list[Any]:
@@ -117,6 +118,7 @@ def test_the_per_sample_checks_run_once_a_candidate_sample_and_each_timed_call_i
     of one); the per-call callback still sees every timed call."""
     monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 20.0)
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    monkeypatch.setattr(timing, "LAUNCH_BOUND_SHARE", float("inf"))
     samples, calls = [0], [0]
 
     def launch_bound(inputs: list[Any]) -> list[Any]:
@@ -129,8 +131,9 @@ def test_the_per_sample_checks_run_once_a_candidate_sample_and_each_timed_call_i
     def count_sample() -> None:
         samples[0] += 1
 
+    # A budget the 4 pairs fit in on a loaded host (past 5x it the loop stops short of its minimum).
     result = timing.measure_pair(LaunchBoundTarget(), launch_bound, launch_bound, [[1], [2], [3]],
-                                 time_budget_s=0.05, target_precision=0.0, min_pairs=4, max_pairs=4,
+                                 time_budget_s=0.5, target_precision=0.0, min_pairs=4, max_pairs=4,
                                  confidence=0.95, warmup_ms=1, after_baseline=lambda out, i: None,
                                  after_candidate=count_call, after_candidate_sample=count_sample)
     k, timed = result.calls_per_sample, len(result.candidate_ms)
@@ -316,6 +319,7 @@ def test_every_output_of_an_eager_sample_of_several_calls_is_poisoned_before_it_
 
     monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 20.0)  # 1 ms calls: several a sample
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)  # eager, as when a capture fails
+    monkeypatch.setattr(timing, "LAUNCH_BOUND_SHARE", float("inf"))
     made: list[torch.Tensor] = []
 
     def baseline(inputs: list[Any]) -> torch.Tensor:
@@ -361,6 +365,7 @@ def test_an_eager_candidate_idle_in_some_calls_of_a_sample_is_refused(monkeypatc
 
     monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 20.0)
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    monkeypatch.setattr(timing, "LAUNCH_BOUND_SHARE", float("inf"))
     calls = [0]
 
     def honest(inputs: list[Any]) -> torch.Tensor:
@@ -437,6 +442,7 @@ def test_work_left_running_after_the_timed_region_is_rejected(monkeypatch: pytes
     from kforge_bot.evaluate.checks import CheckFailure
 
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    monkeypatch.setattr(timing, "LAUNCH_BOUND_SHARE", float("inf"))
     with pytest.raises(CheckFailure, match=r"the device was busy [\d.]+ us longer after the candidate's timed "
                                            r"samples than after the baseline's .*escapes the timer"):
         _hidden_work(0.5)
@@ -452,6 +458,7 @@ def test_work_run_beside_the_settle_before_the_timed_region_is_rejected(monkeypa
     from kforge_bot.evaluate.checks import CheckFailure
 
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    monkeypatch.setattr(timing, "LAUNCH_BOUND_SHARE", float("inf"))
     with pytest.raises(CheckFailure, match=r"busy [\d.]+ us longer before the candidate's timed samples than "
                                            r"before the baseline's .*beside the cache flush"):
         _hidden_work(0.3, when="before")
@@ -459,6 +466,7 @@ def test_work_run_beside_the_settle_before_the_timed_region_is_rejected(monkeypa
 
 def test_a_side_that_hides_nothing_passes_and_both_figures_are_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    monkeypatch.setattr(timing, "LAUNCH_BOUND_SHARE", float("inf"))
     result = _hidden_work(0.005)  # within the host's jitter
     assert result.busy_after_ms["candidate"] >= result.busy_after_ms["baseline"] >= 0
     assert result.busy_before_ms == {"baseline": 1.0, "candidate": 1.0}
@@ -480,6 +488,7 @@ def test_both_sides_of_an_eager_short_sample_get_the_same_lead(monkeypatch: pyte
     and a candidate must not lengthen its own window by spending host time in its warm-up calls."""
     monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 20.0)
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    monkeypatch.setattr(timing, "LAUNCH_BOUND_SHARE", float("inf"))
     LeadRecordingTarget.leads = []
 
     def quick(inputs: list[Any]) -> list[Any]:
@@ -496,3 +505,76 @@ def test_both_sides_of_an_eager_short_sample_get_the_same_lead(monkeypatch: pyte
     assert result.mode == "eager" and result.calls_per_sample >= 2
     timed_leads = LeadRecordingTarget.leads[-2 * len(result.baseline_ms):]
     assert len(set(timed_leads)) == 1 and timed_leads[0] > 0, timed_leads
+
+
+class HostBoundTarget(LeadRecordingTarget):
+    """A device whose calls take `launch_s` of the host unless the sample began behind a lead that covers them:
+    a whole model whose launches outlast the device's own work (KernelBench level 3's small networks)."""
+
+    launch_s, device_s = 0.020, 0.0005
+
+    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> None:
+        super().settle(lead_ms, mark)
+
+    @classmethod
+    def call(cls, inputs: list[Any]) -> list[Any]:
+        covered = LeadRecordingTarget.leads and LeadRecordingTarget.leads[-1] >= cls.launch_s * 1000
+        _busy(cls.device_s if covered else cls.launch_s)
+        return []
+
+
+def test_a_single_eager_call_a_sample_gets_a_lead_covering_its_launches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One call a sample used to get no lead beyond the settle: a model whose launches took longer left the device
+    waiting on the host, so the sample timed the host (and two instances of one model could read apart)."""
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
+    monkeypatch.setattr(timing, "LAUNCH_BOUND_SHARE", float("inf"))  # eager whatever the estimate
+    LeadRecordingTarget.leads = []
+
+    def launch_bound(inputs: list[Any]) -> list[Any]:
+        _busy(0.003)
+        return []
+
+    result = timing.measure_pair(LeadRecordingTarget(), launch_bound, launch_bound, [[1], [2], [3]],
+                                 time_budget_s=0.1, target_precision=0.5, min_pairs=4, max_pairs=4,
+                                 confidence=0.95, warmup_ms=5, after_baseline=lambda out, i: None,
+                                 after_candidate=lambda out, i: None)
+    assert result.mode == "eager" and result.calls_per_sample == 1
+    timed_leads = LeadRecordingTarget.leads[-2 * len(result.baseline_ms):]
+    assert all(lead >= 3.0 for lead in timed_leads), timed_leads
+
+
+def test_the_graph_decision_follows_the_devices_time_not_the_hosts_launches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decided on the warm-up's host-bound times, a model whose launches take about the threshold flipped between
+    eager and graph replay from run to run. The decision now uses calls queued behind a lead (the device's time),
+    and both per-call figures are kept: the eager one for the note a user calling it eagerly needs."""
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 5.0)  # device 0.5 ms < 5 ms < 20 ms of launches
+    monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 0.1)
+    monkeypatch.setattr(timing, "capture_graphs", lambda target, fns, sets: (fns, ""))
+    LeadRecordingTarget.leads = []
+    result = timing.measure_pair(HostBoundTarget(), HostBoundTarget.call, HostBoundTarget.call, [[1], [2], [3]],
+                                 time_budget_s=0.1, target_precision=0.5, min_pairs=4, max_pairs=4,
+                                 confidence=0.95, warmup_ms=5, after_baseline=lambda out, i: None,
+                                 after_candidate=lambda out, i: None)
+    assert result.mode == "cuda_graph"
+    for side in ("baseline", "candidate"):
+        figures = result.per_call_ms[side]
+        assert figures["eager"] >= 20.0 and figures["device"] < figures["eager"] / 4, result.per_call_ms
+
+
+def test_a_call_whose_launches_outlast_its_device_work_is_replayed_from_graphs_however_long(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole model of thousands of launches (level 3's LSTMs: 40 ms of the host, 24 ms of the device) runs at the
+    host's pace whatever the lead: timed eagerly, its A/A read +-4.5%. Over GRAPH_BELOW_MS, it is replayed too."""
+    monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.001)
+    monkeypatch.setattr(timing, "capture_graphs", lambda target, fns, sets: (fns, "replayed"))
+
+    def host_paced(inputs: list[Any]) -> list[Any]:
+        _busy(0.003)
+        return []
+
+    result = timing.measure_pair(LaunchBoundTarget(), host_paced, host_paced, [[1], [2], [3]], time_budget_s=0.1,
+                                 target_precision=0.5, min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=5,
+                                 after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
+    assert result.mode == "cuda_graph"
+    assert timing.launch_bound({"baseline": {"host_issue": 40.0, "device": 24.0}})
+    assert not timing.launch_bound({"baseline": {"host_issue": 2.3, "device": 3.1}})  # level 3's VGG16
