@@ -100,6 +100,7 @@ class KernelSpec:
     data_arg: bool = False  # the inputs are one object, passed whole (`custom_kernel(data)`)
     oracle_symbol: str | None = None  # an extra oracle in the reference's source: `check_implementation(data, output)`
     support: tuple[tuple[str, str], ...] = ()  # (file name, source): modules every implementation imports, beside it
+    kernel: Implementation | None = None  # the kernel as written where it is neither (GPU MODE's submission.py)
 
     def timed_indices(self) -> tuple[int, ...]:
         """The shape sets that are timed: every one, unless the format times a subset (GPU MODE's benchmarks)."""
@@ -130,6 +131,8 @@ class KernelSpec:
         data = dict(data)
         for key in ("reference", "baseline", "inputs_source"):
             data[key] = Implementation.from_dict(data[key])
+        if data.get("kernel") is not None:
+            data["kernel"] = Implementation.from_dict(data["kernel"])
         data["shape_sets"] = tuple(data["shape_sets"])
         data["targets"] = tuple(data["targets"])
         if data.get("timed_shapes") is not None:
@@ -193,12 +196,12 @@ def defines(source: str, symbol: str) -> bool:
 
 def kernel_implementation(spec: KernelSpec) -> Implementation:
     """The code a kernel is, as written: the manifest's entry, or a KernelBench file's ModelNew (Model when
-    the file has no ModelNew), or a GPU MODE problem's ref_kernel (its submission.py is an example, checked with
-    --candidate). The one place that decides which class of a KernelBench file is the kernel."""
+    the file has no ModelNew), or a GPU MODE problem's submission.py (its ref_kernel where it has none). The one
+    place that decides which class of a KernelBench file is the kernel."""
     if spec.format == "kernelbench":
         symbol = "ModelNew" if defines(spec.reference.source, "ModelNew") else "Model"
         return replace(spec.reference, symbol=symbol)
-    return spec.baseline
+    return spec.kernel or spec.baseline
 
 
 def has_own_reference(spec: KernelSpec) -> bool:

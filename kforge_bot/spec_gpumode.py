@@ -8,7 +8,9 @@ A problem is a folder::
     submission.py  an example submission: custom_kernel(data) -> output
 
 Mapped onto a KernelSpec: every `tests` and `benchmarks` keyword set is a shape set checked for correctness, and
-only the `benchmarks` sets are timed. The seed a keyword set names is dropped: the harness passes its own secret
+only the `benchmarks` sets are timed. Speed is measured against `ref_kernel` (as KernelBench's against `Model`);
+submission.py, where the folder has one, is the kernel as written (what the gate compares, and what `check`
+checks without --candidate). The seed a keyword set names is dropped: the harness passes its own secret
 seeds as `seed=` (as it seeds every format). `data` reaches `ref_kernel` and `custom_kernel` as one object.
 `check_implementation`, where the reference defines it, is an extra oracle run beside the harness's own checks,
 never instead of them. The modules `files:` lists (task.py, and utils.py, often `../utils.py`) are written
@@ -63,6 +65,10 @@ def load_gpumode(path: str | Path) -> KernelSpec:
             raise KforgeError(f"defines no top-level {symbol!r}", path=reference_path,
                               hint="a GPU MODE reference defines generate_input(**kw) and ref_kernel(data)")
     reference = Implementation(source=source, symbol="ref_kernel", filename=REFERENCE, root=str(folder))
+    submission = folder / SUBMISSION
+    kernel = None  # the problem's submission.py, where it has one: the kernel as written (the gate, check without it)
+    if submission.is_file() and defines(_read(submission), ENTRY):
+        kernel = Implementation(source=_read(submission), symbol=ENTRY, filename=SUBMISSION, root=str(folder))
     inputs = Implementation(source=source, symbol="generate_input", filename=REFERENCE, root=str(folder))
     shape_sets = tuple(tests + benchmarks)
     timed = tuple(range(len(tests), len(shape_sets))) if benchmarks else tuple(range(len(tests)))
@@ -79,12 +85,13 @@ def load_gpumode(path: str | Path) -> KernelSpec:
         shape_sets=shape_sets,
         tolerance=_tolerance(task, task_file),
         targets=TARGET_KINDS,
-        language=_guess_language(_read(folder / SUBMISSION)) if (folder / SUBMISSION).is_file() else "torch",
+        language=_guess_language(kernel.source) if kernel is not None else "torch",
         timed_shapes=timed,
         seed_kwarg=SEED_KEY,
         data_arg=True,
         oracle_symbol="check_implementation" if defines(source, "check_implementation") else None,
         support=_support_files(task, folder, task_file),
+        kernel=kernel,
     )
 
 

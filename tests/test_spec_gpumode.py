@@ -34,7 +34,10 @@ def test_a_problem_folder_or_its_task_yml_loads_as_a_spec() -> None:
         assert dict(spec.support) == {"task.py": (PROBLEM / "task.py").read_text(),
                                       "utils.py": (GM / "utils.py").read_text()}
         assert KernelSpec.from_dict(spec.to_dict()) == spec
-        assert kernel_implementation(spec) == spec.reference  # the kernel as written is ref_kernel
+        # speed is measured against ref_kernel; submission.py is the kernel as written (the gate, check without it)
+        assert spec.baseline == spec.reference
+        assert kernel_implementation(spec) == spec.kernel and spec.kernel.filename == "submission.py"
+        assert spec.kernel.symbol == "custom_kernel" and spec.kernel.source == (PROBLEM / "submission.py").read_text()
 
 
 def test_without_files_benchmarks_or_tolerance() -> None:
@@ -43,6 +46,7 @@ def test_without_files_benchmarks_or_tolerance() -> None:
     assert spec.timed_indices() == (0, 1)  # no benchmarks: the tests are timed
     assert spec.tolerance is None
     assert spec.shape_sets == ({"n": 50}, {"n": 70})
+    assert spec.kernel is None and kernel_implementation(spec) == spec.reference  # no submission.py
 
 
 def test_other_formats_keep_every_shape_set_timed() -> None:

@@ -49,8 +49,8 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
       `ModelNew` if it has one, else `Model` against itself (an A/A run that shows the harness's noise).
     - Manifest: the candidate file's entry against the kernel as it is on disk; without --candidate, the
       kernel against its reference.
-    - GPU MODE: the candidate file's custom_kernel against the problem's ref_kernel; without --candidate, ref_kernel
-      against itself (A/A).
+    - GPU MODE: the candidate file's custom_kernel against the problem's ref_kernel; without --candidate, the
+      problem's submission.py (ref_kernel against itself where it has none).
     """
     if spec.format == "kernelbench":
         if candidate_path is not None:
@@ -64,8 +64,10 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
             return impl, spec.baseline, f"{spec.kernel_file}: ModelNew vs Model"
         return spec.baseline, spec.baseline, f"{spec.kernel_file}: Model vs itself (A/A: no candidate given)"
     if spec.format == "gpumode":  # the submission's custom_kernel against the problem's ref_kernel
+        if candidate_path is None and spec.kernel is not None:
+            return spec.kernel, spec.baseline, f"{spec.name}: submission.py:custom_kernel vs reference.py:ref_kernel"
         if candidate_path is None:
-            return spec.baseline, spec.baseline, f"{spec.name}: ref_kernel vs itself (A/A: no candidate given)"
+            return spec.baseline, spec.baseline, f"{spec.name}: ref_kernel vs itself (A/A: no submission.py)"
         impl = Implementation.from_file(candidate_path, spec.entry, root=spec.root)
         if _parses(impl.source) and not defines(impl.source, spec.entry):
             raise KforgeError(f"defines no top-level {spec.entry!r}", path=candidate_path,
