@@ -95,11 +95,11 @@ def _case_breakdown(correctness: dict[str, Any]) -> str:
     for record in correctness.get("records", []):
         label = record["case"]
         kind = ("again" if "called again" in label else "timed" if label.startswith("timed run")
-                else "changed" if "element changed" in label else "moved" if "buffers" in label else "seed")
+                else "changed" if "elements changed" in label else "moved" if "buffers" in label else "seed")
         kinds[kind] += 1
     seeds, shapes = len(correctness.get("seeds", [])), len(correctness.get("shape_sets", []))
     parts = [f"{kinds['seed']} = {seeds} seed(s) x {shapes} shape set(s)"]
-    names = {"again": "same buffers refilled", "timed": "timed runs", "changed": "one input element changed",
+    names = {"again": "same buffers refilled", "timed": "timed runs", "changed": "input elements changed",
              "moved": "inputs moved between buffers"}
     parts += [f"{kinds[k]} {names[k]}" for k in ("again", "timed", "changed", "moved") if kinds[k]]
     return ", ".join(parts)

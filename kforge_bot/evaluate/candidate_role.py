@@ -367,7 +367,7 @@ class CandidateRun:
 
 class ShapeTiming:
     """One shape set timed: its rotated input sets, the callbacks measure_pair runs between timed calls, and
-    the checks after timing (inputs unchanged, one element changed, values moved between buffers)."""
+    the checks after timing (inputs unchanged, elements changed, values moved between buffers)."""
 
     def __init__(self, run: CandidateRun, shape_index: int) -> None:
         plan, spec = run.plan, run.spec
@@ -487,11 +487,11 @@ class ShapeTiming:
 
     def change_one_element(self) -> None:
         # The timed sets repeat, so a result cached by buffer or by (a sample of) the input's values looks fast.
-        # Each set, in its own buffers, with one element changed (which one follows from the set's secret seed)
+        # Each set, in its own buffers, with elements changed (which ones follow from the set's secret seed)
         # must change the answer; the element is put back afterwards.
         for r, changed in enumerate(c for c in self.plan.changed_cases() if c.shape == self.shape):
             undo: list[Any] = []
-            checks.perturb_one(self.sets[r], changed.seed, undo, skip=self.run.output_slots)
+            checks.perturb_elements(self.sets[r], changed.seed, undo, skip=self.run.output_slots)
             self._call_and_save(r, changed.label, changed.cand_file)
             checks.undo_perturbation(undo)
 

@@ -155,20 +155,31 @@ def check_inputs_unchanged(inputs: list[Any], snapshot: list[Any], skip: frozens
 # ----------------------------------------------------------------------------------- numeric comparison
 
 
-def perturb_one(inputs: list[Any], seed: int, undo: list[Any] | None = None, skip: frozenset[int] = frozenset()) -> bool:
-    """Copy one element of the first floating-point input over another, both picked by `seed`, in place (the
-    reference's worker and the candidate's change the same element). A value the input already holds keeps
-    the input in its domain (masks, positive scales). False when no input can be changed. With `undo`, what
-    puts the element back is appended to it (see `undo_perturbation`). Output buffers (`skip`) are never changed."""
+# Elements changed in one input after timing. One element is a vacuous check wherever the answer does not depend on
+# it (a ReLU's zero region, a max that is elsewhere): a batch-and-skip candidate (gpu-mode/reference-kernels#104,
+# answers computed ahead for the other buffers, returned on their calls) passed a ReLU problem that way. With 16,
+# a position each output depends on is all but certain to be among them.
+PERTURBED_ELEMENTS = 16
+_SPREAD = 0x9E3779B97F4A7C15  # an odd 64-bit constant: each k picks an unrelated position
+
+
+def perturb_elements(inputs: list[Any], seed: int, undo: list[Any] | None = None,
+                     skip: frozenset[int] = frozenset()) -> bool:
+    """Copy PERTURBED_ELEMENTS elements of the first floating-point input over others, all picked by `seed`, in
+    place (the reference's worker and the candidate's make the same change). A value the input already holds keeps
+    the input in its domain (masks, positive scales). False when no input can be changed. With `undo`, what puts
+    the elements back is appended to it (see `undo_perturbation`). Output buffers (`skip`) are never changed."""
     for i, value in enumerate(inputs):
         if i not in skip and isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1:
             count = value.numel()
-            target = seed % count
-            source = (target + 1 + (seed // count) % (count - 1)) % count  # never the target itself
-            where = _unravel(target, value.shape)
-            if undo is not None:
-                undo.append((value, where, value[where].clone()))
-            value[where] = value[_unravel(source, value.shape)]
+            for k in range(min(PERTURBED_ELEMENTS, count - 1)):
+                mixed = (seed + k * _SPREAD) % (1 << 64)
+                target = mixed % count
+                source = (target + 1 + (mixed // count) % (count - 1)) % count  # never the target itself
+                where = _unravel(target, value.shape)
+                if undo is not None:
+                    undo.append((value, where, value[where].clone()))
+                value[where] = value[_unravel(source, value.shape)]
             return True
     return False
 

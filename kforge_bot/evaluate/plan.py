@@ -25,7 +25,7 @@ class Case:
     reuse_seed: int | None = None  # run again with this seed's values written into the same buffers
     reuse_file: str | None = None
     reuse_ref_file: str | None = None
-    perturbed: bool = False  # the seed's inputs with one element overwritten (checks.perturb_one)
+    perturbed: bool = False  # the seed's inputs with elements overwritten (checks.perturb_elements)
 
 
 @dataclass
@@ -94,13 +94,13 @@ class Plan:
                 for s in self.spec.timed_indices() for r in range(rotations)]
 
     def changed_cases(self) -> list[Case]:
-        """After timing, each input set's values with one element changed, in its own buffers (before the
+        """After timing, each input set's values with elements changed, in its own buffers (before the
         values move): a result cached by buffer or by a sample of the values (the timed sets repeat) answers
         with the unchanged inputs' result."""
         if not self.settings.measure:
             return []
         return [Case(shape=s, seed=self.timing_seed(s, r), ref_file=f"ref_c{s}_{r}.out", cand_file=f"cand_c{s}_{r}.out",
-                     label=f"after timing, shape set {s}: input set {r} with one element changed", perturbed=True)
+                     label=f"after timing, shape set {s}: input set {r} with elements changed", perturbed=True)
                 for s in self.spec.timed_indices() for r in range(self.settings.rotate_sets)]
 
     def all_cases(self) -> list[Case]:

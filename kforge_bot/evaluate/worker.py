@@ -79,7 +79,7 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
         # Sizes: the compulsory traffic for the roofline, and the memory budget.
         input_bytes[case.shape] = max(input_bytes[case.shape], _tensor_bytes(inputs))
         if case.perturbed:
-            checks.perturb_one(inputs, case.seed, skip=frozenset(slots))
+            checks.perturb_elements(inputs, case.seed, skip=frozenset(slots))
         outputs = as_list(loading.call(reference, inputs))
         checks.check_plain_outputs(outputs, device.type)
         if spec.data_arg and not case.perturbed:
