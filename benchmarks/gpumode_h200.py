@@ -83,7 +83,8 @@ def check(problem: Path, candidate: Path, flags: list[str], target: str, budget:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problems", type=Path, default=ROOT / ".gpumode" / "reference-kernels" / "problems" / "pmpp_v2")
+    parser.add_argument("--problems", type=Path,
+                        default=ROOT / ".gpumode" / "reference-kernels" / "problems" / "pmpp_v2")
     parser.add_argument("--cpu", action="store_true", help="the CPU fixture problems of tests/data/gpumode")
     parser.add_argument("--time-budget", type=float, default=1.5)
     parser.add_argument("--timeout", type=float, default=240.0)

@@ -1,5 +1,6 @@
 """The managed kernels of a repository checkout: every kforge.yaml entry, every KernelBench file and every GPU
-MODE problem folder (task.yml beside reference.py), each loaded through kforge_bot.spec (a kernel that does not load is kept, with its error).
+MODE problem folder (task.yml beside reference.py), each loaded through kforge_bot.spec (a kernel that does not
+load is kept, with its error).
 
 The gate, the PR bot, `check --all`, `list` and the pre-commit hook all find kernels here.
 """

@@ -161,7 +161,8 @@ class CandidateRun:
         self.target = make_target(plan.target)
         device = self.device = self.target.device
         torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
-        inputs_module = self.inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs", spec.support)
+        inputs_module = self.inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs",
+                                                                           spec.support)
         base_module = loading.import_implementation(plan.baseline, workdir, "baseline", spec.support)
         base_obj = loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename)
         # The reference's weights are the ones every side gets. Where the baseline is the reference (KernelBench,
@@ -278,7 +279,8 @@ class CandidateRun:
 
         data = loading.DataInputs([t.clone() if isinstance(t, torch.Tensor) else t for t in before],
                                   inputs.structure).data() if isinstance(inputs, loading.DataInputs) else before
-        output = _pytree.tree_map(lambda t: torch.Tensor.clone(t) if type(t) is torch.Tensor else t, returned)  # noqa: E721
+        output = _pytree.tree_map(lambda t: torch.Tensor.clone(t) if type(t) is torch.Tensor else t,  # noqa: E721
+                                  returned)
         try:
             verdict = self.oracle(data, output)  # type: ignore[misc]
             self.target.synchronize()

@@ -127,7 +127,8 @@ def _baselines(record: RunRecord) -> str:
             lines.append(f"- torch.compile ({entry.get('mode')}), the `{kind}` baseline: correct; its speed over "
                          f"eager: {over}")
         else:
-            lines.append(f"- torch.compile ({entry.get('mode')}), the `{kind}` baseline: {one_line(entry.get('reason', ''), 300)}")
+            lines.append(f"- torch.compile ({entry.get('mode')}), the `{kind}` baseline: "
+                         f"{one_line(entry.get('reason', ''), 300)}")
     best = record.best
     found = ((best.result or {}).get("details") or {}).get("baselines") if best else None
     if found and found.get("best"):
