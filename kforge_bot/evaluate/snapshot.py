@@ -270,7 +270,7 @@ def trusted_namespaces(modules: dict[str, ModuleType], roots: tuple[str, ...]) -
     seen: set[int] = set()
     queue: list[tuple[str, Any]] = [(label, vars(module)) for label, module in modules.items()]
     while queue:
-        label, space = queue.pop()
+        label, space = queue.pop(0)  # breadth first, in the order given: the baseline names what it shares
         if id(space) in seen:
             continue
         seen.add(id(space))
