@@ -7,44 +7,34 @@ judged by, the evaluation settings, the target (device name, torch version) and 
 (`kforge_bot.HARNESS_VERSION`). The key is the SHA-256 of that material; nothing else (paths of
 temporary checkouts, dates, seeds) goes in, so two runs on the same content share a key.
 
-"Local" means a file under the repository root that an `import` statement (anywhere in a file,
-also inside functions) would load through the kernel's import root (the directory that goes on
-`sys.path`: the manifest's, or the KernelBench file's), or through a relative import inside a
-package. Source files a kernel reads by name (`"kernels/rmsnorm.cu"`, for `load()` or `open()`)
-count when the name appears as a string literal and the file exists; a path built at run time does
-not, so such a kernel should name its sources literally.
+"Local" means every file under the repository root the kernel can read: what it imports, includes, builds
+and opens, and the whole folder where that cannot be resolved statically (kforge_bot.dependencies, the one
+function the gate's "changed" check uses too).
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from kforge_bot import HARNESS_VERSION
+from kforge_bot.dependencies import local_closure
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.sandbox import scrubbed_environment
 from kforge_bot.targets import cpu_model
 
 DEFAULT_DIR = ".kforge-cache"
-_SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cl", ".metal", ".ptx",
-                    ".sycl", ".py")
-_STRING_PATH = re.compile(r"^[\w.\-/]+$")
-
-
-# ------------------------------------------------------------------------------------- local imports
 
 
 def _within(path: Path, root: Path) -> bool:
@@ -53,92 +43,6 @@ def _within(path: Path, root: Path) -> bool:
         return True
     except ValueError:
         return False
-
-
-def _module_files(dotted: str, root: Path) -> list[Path]:
-    """Files that `import dotted` executes when `root` is on sys.path: each package's __init__ and
-    the module itself. Empty when the module's top-level package is not under `root`."""
-    parts = dotted.split(".")
-    found: list[Path] = []
-    folder = root
-    for i, part in enumerate(parts):
-        if not part:
-            return found
-        last = i == len(parts) - 1
-        package = folder / part
-        module = folder / f"{part}.py"
-        if package.is_dir():
-            init = package / "__init__.py"
-            if init.is_file():
-                found.append(init)
-            folder = package  # a namespace package (no __init__) still resolves submodules
-            continue
-        if last and module.is_file():
-            found.append(module)
-        break  # a module file ends the chain; `a.b` with a.py found means b is an attribute
-    return found
-
-
-def _package_dir(file: Path, level: int) -> Path:
-    folder = file.parent
-    for _ in range(level - 1):
-        folder = folder.parent
-    return folder
-
-
-def direct_dependencies(file: Path, import_roots: Sequence[Path], repo_root: Path) -> set[Path]:
-    """Local files that `file` imports or names directly (not transitively)."""
-    try:
-        source = file.read_text(encoding="utf-8")
-        tree = ast.parse(source, filename=str(file))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-        return set()  # a file that does not parse has no imports to follow; its own hash still changes
-    names: list[tuple[str, Path | None]] = []  # (dotted name, explicit base folder for relative imports)
-    strings: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.extend((alias.name, None) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = _package_dir(file, node.level) if node.level else None
-            module = node.module or ""
-            if module:
-                names.append((module, base))
-            for alias in node.names:
-                if alias.name != "*":
-                    names.append((f"{module}.{alias.name}" if module else alias.name, base))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            text = node.value
-            if 0 < len(text) < 300 and text.endswith(_SOURCE_SUFFIXES) and _STRING_PATH.match(text):
-                strings.append(text)
-    found: set[Path] = set()
-    for dotted, base in names:
-        roots = [base] if base is not None else list(import_roots)
-        for root in roots:
-            found.update(_module_files(dotted, root))
-    for text in strings:
-        for folder in (file.parent, *import_roots, repo_root):
-            candidate = folder / text
-            if candidate.is_file():
-                found.add(candidate)
-                break
-    resolved = {p.resolve() for p in found}
-    return {p for p in resolved if _within(p, repo_root) and p != file.resolve()}
-
-
-def local_closure(files: Iterable[Path], import_roots: Sequence[Path], repo_root: Path) -> list[Path]:
-    """`files` and every local file they import, transitively; sorted, resolved paths."""
-    repo_root = repo_root.resolve()
-    roots = [Path(r).resolve() for r in import_roots]
-    todo = [Path(f).resolve() for f in files]
-    seen: set[Path] = set()
-    while todo:
-        path = todo.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        if path.suffix == ".py" and path.is_file():
-            todo.extend(direct_dependencies(path, roots, repo_root) - seen)
-    return sorted(seen)
 
 
 def file_digests(paths: Iterable[Path], repo_root: Path) -> dict[str, str]:

@@ -118,6 +118,18 @@ class Evaluation:
     seeds: int = 3
     time_budget_s: float = 10.0
     timeout_s: float = 300.0
+    # Each worker's limits (kforge_bot.evaluate.limits has the defaults, used where these are None).
+    memory_limit_gb: float | None = None
+    process_limit: int | None = None
+    cpu_limit_s: float | None = None
+    scratch_limit_gb: float | None = None
+
+    def limit_settings(self) -> dict[str, Any]:
+        """These limits as EvalSettings' keyword arguments."""
+        gib = 1 << 30
+        return {"memory_limit_bytes": None if self.memory_limit_gb is None else int(self.memory_limit_gb * gib),
+                "process_limit": self.process_limit, "cpu_limit_s": self.cpu_limit_s,
+                "scratch_limit_bytes": None if self.scratch_limit_gb is None else int(self.scratch_limit_gb * gib)}
 
 
 @dataclass(frozen=True)
@@ -404,7 +416,8 @@ def _parse_trust(ck: Checker, raw: Any, base: Trust) -> Trust:
 
 
 def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
-    e = ck.mapping(raw, "evaluation", allowed=("seeds", "time_budget_s", "timeout_s"))
+    e = ck.mapping(raw, "evaluation", allowed=("seeds", "time_budget_s", "timeout_s", "memory_limit_gb",
+                                               "process_limit", "cpu_limit_s", "scratch_limit_gb"))
     ekw: dict[str, Any] = {}
     if "seeds" in e:
         ekw["seeds"] = ck.integer(e["seeds"], "evaluation.seeds", minimum=1, maximum=100)
@@ -412,6 +425,11 @@ def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
         ekw["time_budget_s"] = ck.number(e["time_budget_s"], "evaluation.time_budget_s", minimum=0, exclusive_minimum=True)
     if "timeout_s" in e:
         ekw["timeout_s"] = ck.number(e["timeout_s"], "evaluation.timeout_s", minimum=0, exclusive_minimum=True)
+    for key in ("memory_limit_gb", "cpu_limit_s", "scratch_limit_gb"):  # null: the default (evaluate.limits)
+        if e.get(key) is not None:
+            ekw[key] = ck.number(e[key], f"evaluation.{key}", minimum=0, exclusive_minimum=True)
+    if e.get("process_limit") is not None:
+        ekw["process_limit"] = ck.integer(e["process_limit"], "evaluation.process_limit", minimum=16)
     ev = Evaluation(**{**asdict_shallow(base), **ekw})
     if ev.timeout_s < ev.time_budget_s:
         ck.fail("evaluation.timeout_s", f"must be at least evaluation.time_budget_s ({ev.time_budget_s:g}), got {ev.timeout_s:g}")

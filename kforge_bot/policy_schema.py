@@ -18,6 +18,7 @@ def json_schema() -> dict[str, Any]:
     split up, it would no longer read as the file it describes."""
     d = Policy()
     pos = {"type": "number", "exclusiveMinimum": 0}
+    optional_pos = {"type": ["number", "null"], "exclusiveMinimum": 0}  # null: the default
     glob = {"type": "string", "minLength": 1, "not": {"pattern": r"^/|(^|/)\.\.(/|$)"}}
     number01 = {"type": "number", "minimum": 0, "maximum": 1}
     threshold = {"oneOf": [number01, {"type": "object", "additionalProperties": False, "minProperties": 1,
@@ -97,6 +98,14 @@ def json_schema() -> dict[str, Any]:
                     "seeds": {"type": "integer", "minimum": 1, "maximum": 100, "default": d.evaluation.seeds},
                     "time_budget_s": {**pos, "default": d.evaluation.time_budget_s},
                     "timeout_s": {**pos, "default": d.evaluation.timeout_s},
+                    "memory_limit_gb": {**optional_pos, "description": "each worker process's address space "
+                                        "(RLIMIT_AS); unset: half the machine's on cpu and mps, none on GPUs"},
+                    "process_limit": {"type": ["integer", "null"], "minimum": 16,
+                                      "description": "processes and threads in one sandbox; unset: 4096"},
+                    "cpu_limit_s": {**optional_pos, "description": "CPU seconds per worker process; unset: "
+                                                                   "timeout_s x cores"},
+                    "scratch_limit_gb": {**optional_pos, "description": "a worker's scratch folder, any one file, "
+                                         "each private tmpfs; unset: half the scratch file system, at most 64"},
                 }},
         },
     }

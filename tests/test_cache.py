@@ -18,12 +18,11 @@ from kforge_bot.cache import (
     ResultCache,
     TargetFingerprint,
     cache_key,
-    direct_dependencies,
     file_digests,
-    local_closure,
     portable,
     probe_fingerprint,
 )
+from kforge_bot.dependencies import direct_dependencies, local_closure
 from kforge_bot.gate.run import run_gate
 from kforge_bot.policy import load_policy
 

@@ -17,6 +17,10 @@ RULES = {
                   *BOT, *OPTIMIZE)),
     "agents": (("kforge_bot.agents",), ("git", "github", "kforge_bot.gitops", "kforge_bot.commands", *BOT)),
     "optimize": (OPTIMIZE, ("kforge_bot.commands", "github", *BOT)),
+    # init's reading of a library: text and ast only, nothing that runs code or talks to a service.
+    "libscan": (("kforge_bot.libscan",), ("kforge_bot.evaluate", "kforge_bot.agents", "kforge_bot.commands",
+                                          "kforge_bot.optimize", "kforge_bot.scale", "torch", "triton", "git",
+                                          "github", *BOT)),
     # One way: the loop asks its proposers and writes what they report; they never reach back into it.
     "proposers": (("kforge_bot.optimize.proposer", "kforge_bot.optimize.tuner_proposer",
                    "kforge_bot.optimize.llm_proposer"),

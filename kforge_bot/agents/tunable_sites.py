@@ -47,6 +47,7 @@ class Site:
     origin: str
     line: int
     spans: list[tuple[int, int, int]]
+    group: str | None = None  # sites that move together as one configuration: one autotune list, one helper
 
 
 class SourceText:
@@ -83,13 +84,17 @@ def _is_upper(name: str) -> bool:
 def python_sites(tree: ast.Module, text: SourceText, gpu: bool, forced: set[str]) -> tuple[list[Site], list[tuple[int, int]]]:
     sites: list[Site] = []
     strings: list[tuple[int, int]] = []
+    taken: set[int] = set()
 
-    def add(base: str, kind: str | None, node: ast.AST | None, origin: str) -> None:
+    def add(base: str, kind: str | None, node: ast.AST | None, origin: str, group: str | None = None) -> None:
         value = _int_value(node)
         if value is None or node is None:
             return
         start, end = text.span(node)
-        sites.append(Site(base, kind, value, origin, node.lineno, [(start, end, 0)]))  # type: ignore[attr-defined]
+        if start in taken:
+            return  # one literal, one site: the first reading of it (a local before a helper's size) names it
+        taken.add(start)
+        sites.append(Site(base, kind, value, origin, node.lineno, [(start, end, 0)], group))  # type: ignore[attr-defined]
 
     def looks_tunable(name: str) -> bool:
         return bool(_is_upper(name) and kind_of(name, gpu=gpu)) or name in forced
@@ -120,22 +125,29 @@ def python_sites(tree: ast.Module, text: SourceText, gpu: bool, forced: set[str]
             elif looks_tunable(name):
                 add(name, kind_of(name, gpu=gpu), value, "local")
 
+    _helper_sites(tree, add, looks_tunable, gpu)
+    _config_space_sites(tree, add, gpu)
+
     # Calls: autotune configs, launch keywords, num_warps / num_stages anywhere.
+    config_lists = {id(e): f"configs@{node.lineno}" for node in ast.walk(tree) if isinstance(node, (ast.List, ast.Tuple))
+                    for e in node.elts if isinstance(e, ast.Call) and _is_config(e)}
+    config_lists.update({id(node.elt): f"configs@{node.lineno}" for node in ast.walk(tree)
+                         if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and isinstance(node.elt, ast.Call)})
     config_index = 0
     calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
     for call in calls:
         func = call.func
-        is_config = (isinstance(func, ast.Attribute) and func.attr == "Config") or (isinstance(func, ast.Name) and func.id == "Config")
-        if is_config:
+        if _is_config(call):
             prefix = f"autotune[{config_index}]."
             config_index += 1
+            group = config_lists.get(id(call))
             if call.args and isinstance(call.args[0], ast.Dict):
                 for key, value in zip(call.args[0].keys, call.args[0].values, strict=True):
                     if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                        add(prefix + key.value, kind_of(key.value, gpu=gpu) or "int", value, "autotune")
+                        add(prefix + key.value, kind_of(key.value, gpu=gpu) or "int", value, "autotune", group)
             for kw in call.keywords:
                 if kw.arg in ("num_warps", "num_stages"):
-                    add(prefix + kw.arg, "warps" if kw.arg == "num_warps" else "stages", kw.value, "autotune")
+                    add(prefix + kw.arg, "warps" if kw.arg == "num_warps" else "stages", kw.value, "autotune", group)
             continue
         is_launch = isinstance(func, ast.Subscript)
         for kw in call.keywords:
@@ -149,6 +161,54 @@ def python_sites(tree: ast.Module, text: SourceText, gpu: bool, forced: set[str]
             strings.append(text.span(sub))
     strings = _outermost(strings)
     return sites, strings
+
+
+def _is_config(call: ast.Call) -> bool:
+    func = call.func
+    return (isinstance(func, ast.Attribute) and func.attr == "Config") or (isinstance(func, ast.Name) and func.id == "Config")
+
+
+def _helper_sites(tree: ast.Module, add, looks_tunable, gpu: bool) -> None:  # type: ignore[no-untyped-def]
+    """A launch helper's returned sizes (`def calculate_settings(n): ... num_warps = 8 ... return BLOCK_SIZE,
+    num_warps`): every integer literal the helper assigns to a name it returns, branch by branch."""
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        returned = {n.id for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None
+                    for n in (r.value.elts if isinstance(r.value, ast.Tuple) else [r.value]) if isinstance(n, ast.Name)}
+        sizes = {n for n in returned if n in ("num_warps", "num_stages") or looks_tunable(n)}
+        for node in ast.walk(fn):
+            target, value = _simple_assign(node)
+            if target not in sizes:
+                continue
+            kind = "warps" if target == "num_warps" else "stages" if target == "num_stages" else kind_of(target, gpu=gpu)
+            values = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+            for literal in values:
+                add(f"{fn.name}.{target}", kind, literal, "helper", f"{fn.name}()")
+
+
+def _config_space_sites(tree: ast.Module, add, gpu: bool) -> None:  # type: ignore[no-untyped-def]
+    """An autotune space written as a comprehension (`[triton.Config({"BLOCK": b}, num_warps=w) for b in [64,
+    128] for w in [4, 8]]`): each integer in the lists it iterates, with the kind of the key it fills."""
+    for comp in ast.walk(tree):
+        if not (isinstance(comp, (ast.ListComp, ast.GeneratorExp)) and isinstance(comp.elt, ast.Call)
+                and _is_config(comp.elt)):
+            continue
+        config = comp.elt
+        fills: dict[str, str] = {}
+        if config.args and isinstance(config.args[0], ast.Dict):
+            for key, value in zip(config.args[0].keys, config.args[0].values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Name):
+                    fills[value.id] = kind_of(key.value, gpu=gpu) or "int"
+        for kw in config.keywords:
+            if kw.arg in ("num_warps", "num_stages") and isinstance(kw.value, ast.Name):
+                fills[kw.value.id] = "warps" if kw.arg == "num_warps" else "stages"
+        for generator in comp.generators:
+            if isinstance(generator.target, ast.Name) and generator.target.id in fills \
+                    and isinstance(generator.iter, (ast.List, ast.Tuple)):
+                name = generator.target.id
+                for i, element in enumerate(generator.iter.elts):
+                    add(f"autotune.{name}[{i}]", fills[name], element, "autotune", f"configs@{comp.lineno}")
 
 
 def _outermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -7,7 +7,9 @@ What counts as tunable:
   name (BLOCK_SIZE, NUM_WARPS, NUM_STAGES, TILE_M, THREADS, GROUP_M, ...), the same names or
   `num_warps` / `num_stages` assigned once inside a function, `num_warps=` / `num_stages=` keyword
   literals in any call, tunable-looking UPPER_CASE keyword literals in `kernel[grid](...)` launches,
-  and every int in `triton.Config({...}, num_warps=.., num_stages=..)` autotune entries.
+  every int in `triton.Config({...}, num_warps=.., num_stages=..)` autotune entries (and in the lists an
+  autotune comprehension iterates), and the sizes a launch helper assigns and returns
+  (`def calculate_settings(n): ... num_warps = 8 ... return BLOCK_SIZE, num_warps`), branch by branch.
 - C, C++, CUDA, SYCL (a source file, or a string literal in a Python file): `#define NAME value`,
   `constexpr int NAME = value;` (and const/static variants), and `<<<grid, 256>>>` launch shapes (the
   grid's own `(n + 255) / 256` moves with the block size).
@@ -49,10 +51,11 @@ class Tunable:
     kind: str  # a key of BOUNDS, or "int" (named by a marker only)
     current: int
     candidates: tuple[int, ...]  # ascending, current included
-    origin: str  # constant | local | keyword | autotune | define | constexpr | launch
+    origin: str  # constant | local | keyword | autotune | helper | define | constexpr | launch
     line: int  # 1-based line of the (first) literal
     spans: tuple[tuple[int, int, int], ...] = field(repr=False)  # (start, end, offset): text[start:end] := value + offset
     marked: bool = False  # candidates come from a `kforge: tune` marker
+    group: str | None = None  # one autotune list (`configs@LINE`) or launch helper (`name()`): moved together
 
     def describe(self) -> str:
         return f"{self.name} = {self.current} (line {self.line}, {self.origin}; tries {list(self.candidates)})"
@@ -132,7 +135,7 @@ def find_tunables(source: str, language: str | None = None, *, path: str | None 
             seen[name] = 0
         kind = s.kind or "int"
         values = candidates_for(kind, s.current, cpu_count=cpu_count, gpu=gpu)
-        tunables.append(Tunable(name, kind, s.current, values, s.origin, s.line, tuple(s.spans)))
+        tunables.append(Tunable(name, kind, s.current, values, s.origin, s.line, tuple(s.spans), group=s.group))
 
     for marker in markers:
         hits = [t for t in tunables if t.name == marker.name or t.name.split("@")[0] == marker.name]
@@ -148,7 +151,8 @@ def find_tunables(source: str, language: str | None = None, *, path: str | None 
             )
         for t in hits:
             values = tuple(sorted(set(marker.values) | {t.current}))
-            tunables[tunables.index(t)] = Tunable(t.name, t.kind, t.current, values, t.origin, t.line, t.spans, marked=True)
+            tunables[tunables.index(t)] = Tunable(t.name, t.kind, t.current, values, t.origin, t.line, t.spans, marked=True,
+                                                  group=t.group)
     return tunables
 
 

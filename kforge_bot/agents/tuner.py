@@ -1,13 +1,17 @@
 """The built-in tuner: the generator's stand-in when no LLM endpoint is configured.
 
 It searches a kernel's own tunable parameters (kforge_bot.agents.tunables finds and rewrites them) by
-coordinate descent, in an order guided by the profile (`profile_hint`).
+coordinate descent, in an order guided by the profile (`profile_hint`); where every single-parameter move
+loses, it tries joint moves (`joint_moves`: an autotune list pinned to one of its configurations, tiles with
+stages and warps together, pairs), within a budget and in an order fixed by a seed.
 
 Pure: no torch, no imports of the kernel.
 """
 
 from __future__ import annotations
 
+import itertools
+import random
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
@@ -107,11 +111,13 @@ def _key(assignment: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
 
 
 class TunerSearch:
-    """Coordinate descent over tunables from the current values, one parameter at a time.
+    """Coordinate descent over tunables from the current values, one parameter at a time, then joint moves.
 
     For each parameter (in an order set by the profile hint), step to the neighbouring candidate in the
     preferred direction while the score improves by more than `min_gain`; if the first step fails, try
-    the other direction. Passes repeat until one changes nothing (or `max_passes`). A score is
+    the other direction. After each parameter that does not move, and once a pass changes nothing, joint
+    moves (`joint_moves`, shuffled by `seed`; at most `max_joint` a pass) are tried from the best; one that
+    pays is taken and descent goes on from it. At most `max_passes` passes. A score is
     "higher is better" (the speedup over the baseline); None marks a failed candidate.
 
         search = TunerSearch(tunables, hint=profile_hint(digest))
@@ -135,6 +141,8 @@ class TunerSearch:
         max_trials: int | None = None,
         max_passes: int = 3,
         baseline_score: float | None = 1.0,
+        max_joint: int = 32,
+        seed: int = 0,
     ):
         self.tunables = list(tunables)
         self.current = dict(current) if current is not None else current_assignment(self.tunables)
@@ -145,6 +153,9 @@ class TunerSearch:
         self.min_gain = min_gain
         self.max_trials = max_trials
         self.max_passes = max_passes
+        self.max_joint = max_joint  # joint moves tried per pass, at most
+        self.seed = seed
+        self._joint_used = 0
         self.results: dict[tuple[tuple[str, int], ...], float | None] = {}
         self.history: list[tuple[dict[str, int], float | None]] = []
         self.proposed = 0
@@ -214,27 +225,173 @@ class TunerSearch:
     def _walk(self) -> Generator[dict[str, int], None, None]:
         best = dict(self.current)
         best_score = yield from self._ask(best)
-        for _ in range(self.max_passes):
-            improved = False
-            for t, first in self.order():
-                if len(t.candidates) < 2:
-                    continue
-                for direction in (first, -first):
-                    moved = False
-                    values = list(t.candidates)
-                    idx = values.index(best[t.name]) if best[t.name] in values else _nearest(values, best[t.name])
-                    while 0 <= idx + direction < len(values):
-                        idx += direction
-                        trial = {**best, t.name: values[idx]}
-                        score = yield from self._ask(trial)
-                        if score is not None and (best_score is None or score > best_score * (1.0 + self.min_gain)):
-                            best, best_score, moved, improved = trial, score, True, True
-                        else:
-                            break
-                    if moved:
-                        break  # the first direction paid off: the other side is not worth a look
-            if not improved:
+        passes = 0
+        while passes < self.max_passes:
+            passes += 1
+            self._joint_used = 0
+            best, best_score, improved = yield from self._descend(best, best_score)
+            if improved:
+                continue
+            # Every single-parameter move lost: try moves of several parameters at once before giving up.
+            best, best_score, jumped = yield from self._jump(best, best_score)
+            if not jumped:
                 break
+
+    def _better(self, score: float | None, best_score: float | None) -> bool:
+        return score is not None and (best_score is None or score > best_score * (1.0 + self.min_gain))
+
+    def _descend(self, best: dict[str, int], best_score: float | None
+                 ) -> Generator[dict[str, int], None, tuple[dict[str, int], float | None, bool]]:
+        """One coordinate-descent pass: each parameter stepped while it pays, in the hint's order. After each
+        parameter that did not move, the next joint move is tried: a loop that stops after a few losing
+        candidates in a row (its patience) must meet one before it gives up on a kernel where only joint moves
+        pay."""
+        improved = False
+        joint = iter(self._joint_list(best))
+        for t, first in self.order():
+            if len(t.candidates) < 2:
+                continue
+            moved = False
+            for direction in (first, -first):
+                values = list(t.candidates)
+                idx = values.index(best[t.name]) if best[t.name] in values else _nearest(values, best[t.name])
+                while 0 <= idx + direction < len(values):
+                    idx += direction
+                    trial = {**best, t.name: values[idx]}
+                    score = yield from self._ask(trial)
+                    if self._better(score, best_score):
+                        best, best_score, moved, improved = trial, score, True, True
+                    else:
+                        break
+                if moved:
+                    break  # the first direction paid off: the other side is not worth a look
+            if moved:
+                joint = iter(self._joint_list(best))
+                continue
+            trial = next(joint, None)
+            if trial is not None and self._joint_used < self.max_joint:
+                self._joint_used += 1
+                score = yield from self._ask(trial)
+                if self._better(score, best_score):
+                    best, best_score, improved = trial, score, True
+                    joint = iter(self._joint_list(best))
+        return best, best_score, improved
+
+    def _joint_list(self, best: dict[str, int]) -> list[dict[str, int]]:
+        return joint_moves(self.tunables, best, hint=self.hint, seed=self.seed, limit=self.max_joint,
+                           tried=self.results)
+
+    def _jump(self, best: dict[str, int], best_score: float | None
+              ) -> Generator[dict[str, int], None, tuple[dict[str, int], float | None, bool]]:
+        """The rest of the joint moves from the best assignment, within `max_joint` a pass; the first that pays
+        is taken."""
+        for trial in self._joint_list(best):
+            if self._joint_used >= self.max_joint:
+                break
+            self._joint_used += 1
+            score = yield from self._ask(trial)
+            if self._better(score, best_score):
+                return trial, score, True
+        return best, best_score, False
+
+
+# ---------------------------------------------------------------------------------------------------
+# Joint moves.
+
+_SIZE_KINDS = ("tile", "block", "gpu_threads")
+_AXES = (_SIZE_KINDS, ("stages",), ("warps",))  # what grows together: tile sides, pipelining, warps
+
+
+def _step(t: Tunable, value: int, direction: int) -> int | None:
+    values = list(t.candidates)
+    idx = values.index(value) if value in values else _nearest(values, value)
+    j = idx + direction
+    return values[j] if 0 <= j < len(values) else None
+
+
+def _config_of(t: Tunable) -> str:
+    """The configuration a tunable belongs to: one `triton.Config` of an autotune list, else its group (a
+    launch helper), else the file."""
+    head, _, _ = t.name.partition("].")
+    if t.origin == "autotune" and head.startswith("autotune["):
+        return f"{t.group}/{head}]"
+    return t.group or "file"
+
+
+def joint_moves(tunables: Sequence[Tunable], best: Mapping[str, int], *, hint: str | None = None, seed: int = 0,
+                limit: int = 32, tried: Mapping[tuple[tuple[str, int], ...], Any] | None = None) -> list[dict[str, int]]:
+    """Assignments that move several parameters at once from `best`, in the order to try them, at most `limit`,
+    none already in `tried`. Deterministic for a seed.
+
+    1. Pins: every `triton.Config` of an autotune list set to one of them (each in turn), so the autotuner has
+       one choice: the configuration the search measured, checked like any other candidate.
+    2. Axis moves per configuration: its tile sides, its stages and its warps stepped together, every
+       combination of two or three axes and directions (larger tiles with more stages and warps first, or
+       smaller first when the profile says registers or occupancy limit).
+    3. Pairs of parameters, each one step either way, in an order shuffled by `seed`.
+    """
+    tried = tried or {}
+    seen: set[tuple[tuple[str, int], ...]] = set(tried)
+    out: list[dict[str, int]] = []
+
+    def offer(trial: dict[str, int]) -> None:
+        key = _key(trial)
+        if key not in seen and trial != dict(best):
+            seen.add(key)
+            out.append(trial)
+
+    configs: dict[str, list[Tunable]] = {}
+    for t in tunables:
+        configs.setdefault(_config_of(t), []).append(t)
+
+    # 1. Pins.
+    lists: dict[str, list[str]] = {}
+    for config in configs:
+        if config.startswith("configs@") and "/" in config:
+            lists.setdefault(config.split("/")[0], []).append(config)
+    for members in lists.values():
+        fields = {c: {t.name.partition("].")[2]: t for t in configs[c]} for c in members}
+        for source in members:
+            trial = dict(best)
+            for target in members:
+                if set(fields[target]) != set(fields[source]):
+                    continue
+                for name, t in fields[target].items():
+                    trial[t.name] = best[fields[source][name].name]
+            offer(trial)
+
+    # 2. Axis moves.
+    shrink_first = hint in ("registers", "occupancy")
+    vectors = [v for v in itertools.product((1, -1, 0), repeat=len(_AXES)) if sum(1 for d in v if d) >= 2]
+    vectors.sort(key=lambda v: (sum(v) if shrink_first else -sum(v), v.count(0)))
+    for vector in vectors:
+        for members in configs.values():
+            trial = dict(best)
+            moved_axes = 0
+            for axis, direction in zip(_AXES, vector, strict=True):
+                if not direction:
+                    continue
+                moved = False
+                for t in members:
+                    if t.kind in axis:
+                        value = _step(t, trial[t.name], direction)
+                        if value is not None:
+                            trial[t.name], moved = value, True
+                moved_axes += moved
+            if moved_axes >= 2:
+                offer(trial)
+
+    # 3. Pairs, shuffled by the seed.
+    movable = [t for t in tunables if len(t.candidates) > 1]
+    pairs = [(a, b, da, db) for a, b in itertools.combinations(movable, 2) for da in (1, -1) for db in (1, -1)]
+    random.Random(seed).shuffle(pairs)
+    for a, b, da, db in pairs:
+        va, vb = _step(a, best[a.name], da), _step(b, best[b.name], db)
+        if va is not None and vb is not None:
+            offer({**best, a.name: va, b.name: vb})
+        if len(out) >= limit:
+            break
+    return out[:limit]
 
 
 def _nearest(values: list[int], value: int) -> int:

@@ -239,7 +239,7 @@ def build_config(target: str, policy_path: str | None, iterations: int | None, b
     if policy_path is not None:
         ev = policy.evaluation
         settings = EvalSettings(seeds=ev.seeds, time_budget_s=ev.time_budget_s, timeout_s=ev.timeout_s,
-                                allow_framework_fallback=policy.allow_framework_fallback)
+                                allow_framework_fallback=policy.allow_framework_fallback, **ev.limit_settings())
     else:
         settings = quick_settings(policy.allow_framework_fallback)
     settings.isolation = policy.isolation_mode("optimize")

@@ -53,7 +53,8 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     settings = EvalSettings(seeds=policy.evaluation.seeds, isolation=policy.isolation_mode("pr"),
                             time_budget_s=time_budget_s or policy.evaluation.time_budget_s,
                             timeout_s=policy.evaluation.timeout_s,
-                            allow_framework_fallback=policy.allow_framework_fallback)
+                            allow_framework_fallback=policy.allow_framework_fallback,
+                            **policy.evaluation.limit_settings())
     budgets = replace(policy.budgets, iterations=iterations or policy.budgets.iterations,
                       tokens=policy.budgets.tokens if endpoint is not None else None)
     config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint,

@@ -223,7 +223,8 @@ def _check(kernel: Kernel, policy: Policy, choice: TargetChoice, committed: _Com
     judged = replace(spec, reference=oracle) if oracle is not None else spec
     settings = EvalSettings(seeds=policy.evaluation.seeds, measure=False, profile=False,
                             isolation=policy.isolation_mode("precommit"),
-                            allow_framework_fallback=True, timeout_s=policy.evaluation.timeout_s)
+                            allow_framework_fallback=True, timeout_s=policy.evaluation.timeout_s,
+                            **policy.evaluation.limit_settings())
     say(f"{kernel.name}: checking {kernel.file} against {against} on {kind} ...")
     try:
         result = evaluate(judged, kernel_implementation(spec), kind, settings, baseline=judged.reference)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
 import tempfile
 import time
 from dataclasses import replace
@@ -19,11 +18,12 @@ from pathlib import Path
 
 from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.judge import judge
+from kforge_bot.evaluate.limits import limits_for
 from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.references import Progress, ReferenceStore, reference_fit
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerProcess, raise_on_sandbox_failure, sandbox_view,
-                                         scratch_root, scrubbed_environment, start_worker)
+from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerProcess, raise_on_sandbox_failure, remove_scratch,
+                                         sandbox_view, scratch_root, scrubbed_environment, start_worker)
 from kforge_bot.evaluate.spares import Spare, SpareWorkers
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.spec import Implementation, KernelSpec
@@ -71,10 +71,11 @@ def evaluate(
     work = spare.work if spare is not None else Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=scratch_root()))
     try:
         full = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
-                    settings=settings, seeds=seeds, out_dir=work, await_fit=True)
+                    settings=settings, seeds=seeds, out_dir=work, await_fit=True,
+                    limits=limits_for(settings, target_name, template is not None, str(scratch_root())))
         result = _run_and_judge(full, store, template, spare, progress)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_scratch(work)
         if references is None:
             store.cleanup()
     if spare_early:  # timing is over: the spare may make its device context now
@@ -125,7 +126,8 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
         worker.send_last(fit.to_dict())
         plan = full.fitted(fit)
         stall_s = max(settings.stall_floor_s, STALL_FACTOR * float(ref_result.get("slowest_case_s") or 0.0))
-        outcome = worker.run(None, settings.timeout_s, on_message=progress, stall_s=stall_s)
+        outcome = worker.run(None, settings.timeout_s, on_message=progress, stall_s=stall_s,
+                             scratch_limit=full.limits.scratch_bytes if full.limits else None)
         raise_on_sandbox_failure(outcome)
         parent["candidate_worker_s"] = lap()
     except BaseException:

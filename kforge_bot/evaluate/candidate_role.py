@@ -36,7 +36,13 @@ _clock = time.monotonic  # bound before user code exists
 def run_candidate(plan: Plan, channel: Channel, workdir: Path, started: float, boot: dict[str, float]) -> None:
     """The candidate role, phase by phase; a Stop from any of them ends it with a verdict."""
     run = CandidateRun(plan, channel, workdir, started, boot)
-    run.setup()
+    try:
+        run.setup()
+    except Stop:
+        raise
+    except Exception as exc:  # noqa: BLE001 - before the candidate exists, a failure is the baseline's
+        raise Stop("crash", f"the baseline failed before the candidate was imported: {short_error(exc)}",
+                   traceback.format_exc()[-4000:], side="baseline") from None
     run.build()
     run.correctness()
     profile = run.profile()
@@ -203,6 +209,7 @@ class CandidateRun:
         self.audit.install()  # for good: an audit hook cannot be removed
         hide_harness()
         self.phases = {"setup_s": _clock() - self.started, "boot": dict(self.boot)}
+        self.channel.send("progress", phase="baseline built")  # a death before this is the baseline's (judge)
 
     def build(self) -> None:
         """Import and build the candidate (failures here are compile errors), then wait for the reference's Fit."""
@@ -387,6 +394,7 @@ class ShapeTiming:
         self.last_beat = _clock()
         self.replays: GraphReplays | None = None  # the candidate's graphs, where timing replayed them
         self.calls_per_sample = 1
+        self.baseline_failure: BaseException | None = None
 
     def time_and_check(self) -> dict[str, Any]:
         times = self.measure()
@@ -405,7 +413,11 @@ class ShapeTiming:
     # ------------------------------------------------- measure_pair's callbacks (between timed calls: CRITICAL)
 
     def call_baseline(self, inputs: list[Any]) -> Any:
-        return loading.call(self.baseline, inputs)
+        try:
+            return loading.call(self.baseline, inputs)
+        except Exception as exc:
+            self.baseline_failure = exc  # the baseline's own call failed: charged to the baseline (`measure`)
+            raise
 
     def call_candidate(self, inputs: list[Any]) -> Any:
         return loading.call(self.candidate, inputs)
@@ -465,8 +477,10 @@ class ShapeTiming:
         except Stop:
             raise  # a guard's verdict (a patch, a thread left running), not a crash
         except Exception as exc:  # noqa: BLE001
-            raise Stop("crash", f"timed run, shape set {self.shape}: {short_error(exc)}",
-                       traceback.format_exc()[-4000:]) from None
+            side = "baseline" if exc is self.baseline_failure else "candidate"
+            who = "the baseline's call: " if side == "baseline" else ""
+            raise Stop("crash", f"timed run, shape set {self.shape}: {who}{short_error(exc)}",
+                       traceback.format_exc()[-4000:], side=side) from None
         if len(shape_sets) > 1 and times.stop_reason.startswith("time budget"):
             # "1.5 s" beside a 3 s --time-budget reads as a mistake unless it says it is this shape set's share.
             times.stop_reason += f" (this shape set's share of {settings.time_budget_s:g} s)"

@@ -6,15 +6,16 @@ them may be hostile. Inside the sandbox a process has
   `/proc/<pid>/mem`), trace or signal the bot or any other worker; it has no network; every process it
   starts dies with it (the namespace's init is killed when the worker ends, daemons included);
 - a read-only view of the system (`/usr`, `/etc`, the Python installation and its packages, the
-  compilers on PATH) and of the kernel's own source folders, with every `.git`, the result cache, the
-  home directory's credentials and the bot's scratch space hidden;
+  compilers on PATH, kforge-bot's package folder) and of the kernel's own source folders, with every `.git`, the
+  result cache, the home directory's credentials and the bot's scratch space hidden, and never the bot's working
+  folder, its script's folder or `$RUNNER_TEMP` (`never_shown`);
 - one writable directory, its own scratch (its HOME, TMPDIR and compiler caches live there too), and a
   private `/tmp` and `/dev/shm` that vanish with it;
 - only the device nodes its target needs (`/dev/nvidia*` for CUDA, `/dev/dri` for XPU);
 - where the installation has no compiled bytecode, the bot's own bytecode cache, read-only (evaluate.bytecode).
 
-What it does not do: limit CPU time, memory or scratch disk use (the parent's timeout and the device's
-own memory limit bound those), or separate two processes on one GPU beyond what the driver does.
+Memory, processes, CPU time and scratch space are limited by kforge_bot.evaluate.limits (the private tmpfs
+mounts are sized here). What it does not do: separate two processes on one GPU beyond what the driver does.
 """
 
 from __future__ import annotations
@@ -76,6 +77,16 @@ class View:
     writable: tuple[Path, ...] = ()
     devices: str = "cpu"
     bytecode: Path | None = None
+    tmpfs_bytes: int | None = None  # the size of each private tmpfs (/tmp, /dev/shm, /run): evaluate.limits
+
+
+@functools.lru_cache(maxsize=4)
+def _sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bwrap takes `--size` for a tmpfs (0.7.0 and later)."""
+    try:
+        return "--size" in subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def _bwrap_path() -> str | None:
@@ -144,24 +155,45 @@ _TOOL_VARS = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "ROCM_PATH", 
               "CUDAHOSTCXX", "NVCC_CCBIN", "HOME")
 
 
+def never_shown() -> tuple[str, ...]:
+    """Folders no sandbox may see, nor any folder that holds them: the bot's working folder and the script's
+    folder (`python -m` and `python -c` put the working folder on sys.path, a script its own folder; under
+    Actions a Python step runs from wherever it was started), and $RUNNER_TEMP, where actions/checkout leaves
+    credential files. A kernel's own checkout is shown even where it is the working folder: it is what runs."""
+    first = sys.path[0] if sys.path else ""
+    script_folder = os.path.realpath(first or os.curdir)
+    if any(_inside(script_folder, os.path.realpath(p)) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}):
+        script_folder = ""  # an interpreter run with -P, or embedded: sys.path[0] is its own library
+    runner_temp = os.environ.get("RUNNER_TEMP", "")
+    return tuple(sorted({os.path.realpath(os.curdir), *([script_folder] if script_folder else []),
+                         *([os.path.realpath(runner_temp)] if runner_temp else [])}))
+
+
+def _shows(folder: str, hidden: tuple[str, ...]) -> bool:
+    """Whether binding `folder` would show one of `hidden` (it is one, or holds one)."""
+    return any(_inside(h, folder) for h in hidden)
+
+
 def _system_tool_dirs() -> list[Path]:
     """Where the Python installation, its packages and the compilers live (read-only in the view)."""
-    return _tool_dirs(tuple(sys.path), tuple(os.environ.get(v, "") for v in _TOOL_VARS))
+    return _tool_dirs(tuple(sys.path[1:]), tuple(os.environ.get(v, "") for v in _TOOL_VARS), never_shown())
 
 
 @functools.lru_cache(maxsize=8)
-def _tool_dirs(path: tuple[str, ...], env_values: tuple[str, ...]) -> list[Path]:
-    """Cached per sys.path and environment: looking them up costs milliseconds, a worker start a few more."""
+def _tool_dirs(path: tuple[str, ...], env_values: tuple[str, ...], hidden: tuple[str, ...]) -> list[Path]:
+    """Cached per sys.path, environment and working folder: looking them up costs milliseconds, a worker start
+    a few more. `path` is sys.path less its first entry (the working or the script's folder); anything that is
+    or holds a `hidden` folder is left out, whatever named it (a PATH entry ".", a link in site-packages)."""
     env = dict(zip(_TOOL_VARS, env_values))
     dirs: set[str] = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    dirs.update(p for p in path if p and os.path.isdir(p))
+    dirs.update(p for p in path if p and os.path.isabs(p) and os.path.isdir(p))
     try:
         dirs.update(site.getsitepackages())
         dirs.add(site.getusersitepackages())
     except AttributeError:  # pragma: no cover - virtualenv's old site module
         pass
     for var in ("PATH", "LD_LIBRARY_PATH"):
-        dirs.update(p for p in env[var].split(os.pathsep) if p)
+        dirs.update(p for p in env[var].split(os.pathsep) if p and os.path.isabs(p))
     dirs.update(env[var] for var in ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "ONEAPI_ROOT") if env[var])
     named = [env[v].split()[0] for v in ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN") if env[v].strip()]
     for tool in (*_COMPILERS, *named):
@@ -171,12 +203,14 @@ def _tool_dirs(path: tuple[str, ...], env_values: tuple[str, ...]) -> list[Path]
         if found:
             prefix = os.path.dirname(os.path.dirname(os.path.realpath(found)))
             dirs.add(prefix if prefix not in ("/", env["HOME"]) else os.path.dirname(found))
-    dirs.add(str(Path(__file__).resolve().parents[2]))  # this kforge_bot, installed or a checkout
-    for entry in [p for p in path if p and os.path.isdir(p)]:
+    # This kforge_bot package (installed, or a checkout: its folder alone, not the checkout around it).
+    dirs.add(str(Path(__file__).resolve().parents[1]))
+    for entry in [p for p in path if p and os.path.isabs(p) and os.path.isdir(p)]:
         # A folder of links to packages elsewhere (a hook's environment made of links): the targets too.
         with os.scandir(entry) as children:
             dirs.update(os.path.dirname(os.path.realpath(c.path)) for c in children if c.is_symlink())
-    return [Path(d) for d in dirs if os.path.isdir(d)]
+    return [Path(d) for d in sorted(dirs) if os.path.isdir(d) and not _shows(os.path.abspath(d), hidden)
+            and not _shows(os.path.realpath(d), hidden)]
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -203,7 +237,10 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
+    sized = ["--size", str(view.tmpfs_bytes)] if view.tmpfs_bytes and _sizes_tmpfs(args[0]) else []
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for private in ("/tmp", "/dev/shm", "/run"):  # in memory: unsized, each could take half the machine's
+        args += [*sized, "--tmpfs", private]
     if view.bytecode is not None:  # "-try": a cache deleted under a running bot leaves workers slower, not broken
         args += ["--ro-bind-try", str(Path(view.bytecode).resolve()), BYTECODE_MOUNT]
     # "-try": `environment` makes it; without it the folder is the sandbox's own empty /run (same path still).
@@ -211,8 +248,11 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
     for pattern in _DEVICES.get(view.devices, ()):
         for node in sorted(glob.glob(pattern)):
             args += ["--dev-bind", node, node]
+    runner_temp = os.path.realpath(os.environ["RUNNER_TEMP"]) if os.environ.get("RUNNER_TEMP") else ""
     folders = {str(f) for f in _system_tool_dirs()} | {str(Path(p).resolve()) for p in view.readable
-                                                         if os.path.exists(p)}
+                                                         if os.path.exists(p)
+                                                         and not (runner_temp and _shows(str(Path(p).resolve()),
+                                                                                         (runner_temp,)))}
     bound: list[str] = []
     for folder in sorted(folders, key=lambda f: (f.count("/"), f)):  # parents first
         if _under_system(folder) or any(_inside(folder, b) for b in bound):

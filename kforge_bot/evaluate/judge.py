@@ -80,9 +80,20 @@ def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
 
 def _ended_without_result(base: EvalResult, outcome: ChildOutcome) -> bool:
     """Where the worker ended without an ok result (flooded, timed out, exited early, stopped with a verdict):
-    the verdict and reason set on `base`, and True."""
+    the verdict and reason set on `base`, and True. A crash or a timeout also says whose code it was in
+    (`details["failed_side"]`: the baseline's while the worker built it or in its own call, else the
+    candidate's), so the gate charges it to that side and never to the other."""
+    ended = _how_it_ended(base, outcome)
+    if ended and base.verdict in ("crash", "timeout"):
+        message = outcome.result or {}
+        built = any(m.get("phase") == "baseline built" for m in outcome.messages)
+        base.details["failed_side"] = "baseline" if message.get("side") == "baseline" or not built else "candidate"
+    return ended
+
+
+def _how_it_ended(base: EvalResult, outcome: ChildOutcome) -> bool:
     message = outcome.result
-    if outcome.flooded:
+    if outcome.flooded or outcome.overfilled is not None:
         base.verdict, base.reason = "rejected", f"the candidate {outcome.exit_description()}"
         return True
     if outcome.timed_out:

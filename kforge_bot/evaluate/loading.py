@@ -38,23 +38,26 @@ def forget_seed() -> None:
 
 def import_implementation(impl: Implementation, workdir: Path, tag: str,
                           support: tuple[tuple[str, str], ...] = ()) -> ModuleType:
-    """Write the source to `workdir/<tag>/<filename>` and import it as a fresh, uniquely named module. The spec's
-    `support` modules (GPU MODE's task.py, utils.py) are written beside it and imported from there (by their
-    names, once per process, as GPU MODE's evaluator does: torch.compile looks them up by name; the candidate's
-    worker watches the baseline's helpers, snapshot.trusted_namespaces)."""
+    """Write the source to `workdir/<tag>_code/<filename>` and import it as a fresh module named for its role
+    (each role is imported once in a worker). The spec's `support` modules (GPU MODE's task.py, utils.py) are
+    written beside it and imported from there (by their names, once per process, as GPU MODE's evaluator does:
+    torch.compile looks them up by name; the candidate's worker watches the baseline's helpers,
+    snapshot.trusted_namespaces)."""
     digest = impl.digest
     extensions_root = os.environ.get("KFORGE_EXTENSIONS_ROOT")
     if extensions_root:
         # Compile-ahead (kforge_bot.scale.pool): each source builds its torch extensions in its own folder, so a
         # build made earlier in another process (same source, same import order) is found again, not redone.
         os.environ["TORCH_EXTENSIONS_DIR"] = _extensions_dir(Path(extensions_root) / digest, workdir)
-    folder = workdir / f"{tag}_{digest}"
+    # Names and paths say the role alone, never which source: a kernel that could tell the base's from its own
+    # (a digest in a module name, say) could tell a comparison from any other run and fail only there.
+    folder = workdir / f"{tag}_code"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / impl.filename
     path.write_text(impl.source, encoding="utf-8")
     for name, text in support:
         (folder / name).write_text(text, encoding="utf-8")
-    module_name = f"_kforge_{tag}_{digest}"
+    module_name = f"_kforge_{tag}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {impl.filename}")

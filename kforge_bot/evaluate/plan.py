@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.evaluate.limits import Limits
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
@@ -43,6 +44,7 @@ class Plan:
     # The candidate's worker gets its plan while the reference still runs (sandboxed, it cannot see the
     # reference's files): it imports and builds, then waits for one line, the Fit, before its first call.
     await_fit: bool = False
+    limits: Limits | None = None  # what the worker sets on itself before any user code runs (evaluate.limits)
 
     def correctness_cases(self) -> list[Case]:
         cases = []
@@ -138,6 +140,7 @@ class Plan:
             "init_seed": self.init_seed,
             "threads": self.threads,
             "await_fit": self.await_fit,
+            "limits": self.limits.to_dict() if self.limits else None,
         }
 
     @classmethod
@@ -154,6 +157,7 @@ class Plan:
             init_seed=data.get("init_seed", 0),
             threads=data.get("threads", 0),
             await_fit=bool(data.get("await_fit", False)),
+            limits=Limits.from_dict(data["limits"]) if data.get("limits") else None,
         )
 
 

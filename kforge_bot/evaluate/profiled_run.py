@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from typing import Any
 
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import sandbox_view, scrubbed_environment
+from kforge_bot.evaluate.sandbox import remove_scratch, sandbox_view, scrubbed_environment
 from kforge_bot.spec import Implementation, KernelSpec
 
 MAX_OUTPUT = 16 << 20  # bytes of the tool's output kept: a flood from the profiled process cannot fill memory
@@ -84,7 +83,7 @@ def profiled_call(spec: KernelSpec, implementation: Implementation, target: str,
         yield ProfiledRun(text=text, timed_out=timed_out, wall_s=round(time.monotonic() - started, 2), work=work,
                           status=_status(work / "status.json"))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_scratch(work)
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[str, bool]:

@@ -7,7 +7,6 @@ import hashlib
 import importlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -16,9 +15,11 @@ from typing import Any, Callable
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import devshare, outputs
+from kforge_bot.evaluate.limits import limits_for
 from kforge_bot.evaluate.plan import Fit, Plan
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import ChildOutcome, raise_on_sandbox_failure, run_worker, sandbox_view, scratch_root
+from kforge_bot.evaluate.sandbox import (ChildOutcome, raise_on_sandbox_failure, remove_scratch, run_worker,
+                                         sandbox_view, scratch_root)
 from kforge_bot.spec import KernelSpec
 
 Progress = Callable[[dict[str, Any]], None]
@@ -59,8 +60,10 @@ class ReferenceStore:
                  progress: Progress | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
         _import_torch_meanwhile(target)
         folder = self.root / key
+        view = sandbox_view(spec, [], target, folder, settings)
         plan = Plan(role="reference", target=target, spec=spec, baseline=spec.reference, candidate=None,
-                    settings=settings, seeds=seeds, out_dir=folder)
+                    settings=settings, seeds=seeds, out_dir=folder,
+                    limits=limits_for(settings, target, view is not None, str(scratch_root())))
         folder.mkdir(parents=True, exist_ok=True)
         written: list[dict[str, Any]] = []  # the reference's progress: how far it got, and how much it wrote
 
@@ -72,8 +75,7 @@ class ReferenceStore:
 
         outcome = None
         try:
-            outcome = run_worker(plan.to_dict(), folder, REFERENCE_TIMEOUT_S, on_message=on_message,
-                                 view=sandbox_view(spec, [], target, folder, settings))
+            outcome = run_worker(plan.to_dict(), folder, REFERENCE_TIMEOUT_S, on_message=on_message, view=view)
             raise_on_sandbox_failure(outcome)
             result = outcome.result
             if result is not None and result.get("status") == "unavailable":
@@ -99,7 +101,7 @@ class ReferenceStore:
                                   hint="run `kforge-bot doctor`; KFORGE_OUTPUTS=files passes outputs through the "
                                        "host instead of sharing device memory") from None
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_scratch(folder)
             if outcome is not None and outcome.shared is not None:
                 outcome.shared.close()
         return loaded, result
@@ -108,7 +110,7 @@ class ReferenceStore:
         with self._lock:
             self._done.clear()  # outputs held as device memory are unmapped once their tensors are gone
         if self._own:
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove_scratch(self.root)
 
 
 def reference_fit(ref_result: dict[str, Any]) -> Fit:

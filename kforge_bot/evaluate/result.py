@@ -52,6 +52,11 @@ class EvalSettings:
     allow_framework_fallback: bool = False
     profile: bool = True
     isolation: str = "preferred"  # required | preferred | off: the OS sandbox for every worker (evaluate.isolation)
+    # Each worker's limits (evaluate.limits, where the defaults are): None takes the default.
+    memory_limit_bytes: int | None = None  # per process; by default on cpu and mps only
+    process_limit: int | None = None  # processes and threads in one sandbox
+    cpu_limit_s: float | None = None  # per process
+    scratch_limit_bytes: int | None = None  # the scratch folder in all, any one file, each private tmpfs
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate import bytecode, isolation, outputs
+from kforge_bot.evaluate import bytecode, isolation, limits, outputs
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
@@ -42,6 +43,7 @@ SECRET_PREFIXES = ("GITHUB_", "ACTIONS_", "OPENAI_", "ANTHROPIC_", "AWS_", "AZUR
 LOG_TAIL_BYTES = 16_000
 MAX_LINE_BYTES = 8 << 20  # one message: timing samples and a profile digest take well under 1 MiB
 MAX_CHANNEL_BYTES = 64 << 20  # everything a worker may send
+SCRATCH_CHECK_S = 0.5  # how often a running worker's scratch folder is measured against its limit
 STALL_FACTOR = 50.0  # once built, a candidate silent for this many times the reference's slowest case is hung
 
 
@@ -70,6 +72,7 @@ class ChildOutcome:
     built: bool = False  # the worker said it had imported and built what it runs (phase "imported")
     stalled_s: float | None = None  # killed after this long without a message once built
     shared: outputs.SharedOutputs | None = None  # outputs handed over as device memory; the caller closes it
+    overfilled: int | None = None  # stopped with its scratch folder over this many bytes (evaluate.limits)
 
     @property
     def sandbox_failure(self) -> str | None:
@@ -88,6 +91,9 @@ class ChildOutcome:
     def exit_description(self) -> str:
         if self.flooded:
             return f"flooded the result channel ({self.flooded}) and was stopped"
+        if self.overfilled is not None:
+            return (f"wrote more than {_size(self.overfilled)} into its scratch folder (the limit) and was stopped; "
+                    "raise the policy's evaluation.scratch_limit_gb if the kernel needs that much")
         if self.stalled_s is not None:
             return (f"made no progress for {self.stalled_s:.0f} s once built (a call ran over {STALL_FACTOR:g}x the "
                     "reference's slowest case, at least the no-progress floor): a hang, or too slow to judge")
@@ -156,6 +162,7 @@ class WorkerProcess:
         self._nonce: str | None = None
         self._feeder: threading.Thread | None = None
         self._holding = bool(warm) and hold_device
+        self.workdir = workdir
 
     @staticmethod
     def _warm_args(role: str, warm: str | None, hold_device: bool) -> list[str]:
@@ -216,11 +223,12 @@ class WorkerProcess:
 
     def run(self, request: dict[str, Any] | None, timeout_s: float,
             on_message: Callable[[dict[str, Any]], None] | None = None,
-            stall_s: float | None = None) -> ChildOutcome:
+            stall_s: float | None = None, scratch_limit: int | None = None) -> ChildOutcome:
         """Send `request` (None: sent already, with `send`), collect the messages until the worker exits or
         `timeout_s` passes (counted from now), then kill its process group. Once the worker says it is built,
-        `stall_s` without a message also ends it (a hang costs that, not the whole timeout). Never raises for
-        the child's failures; runs once."""
+        `stall_s` without a message also ends it (a hang costs that, not the whole timeout); a scratch folder
+        over `scratch_limit` bytes (looked at every SCRATCH_CHECK_S, and once more at the end) ends it too.
+        Never raises for the child's failures; runs once."""
         assert not self._done, "a worker process runs one request"
         if request is not None:
             self.send(request)
@@ -236,6 +244,7 @@ class WorkerProcess:
         selector.register(read_fd, selectors.EVENT_READ)
         eof = False
         last_message = started
+        next_scratch_check = started + SCRATCH_CHECK_S
         try:
             while not eof:
                 now = time.monotonic()
@@ -243,10 +252,15 @@ class WorkerProcess:
                 if remaining <= 0:
                     outcome.timed_out = True
                     break
+                if scratch_limit is not None and now >= next_scratch_check:
+                    next_scratch_check = now + SCRATCH_CHECK_S
+                    if self._overfilled(scratch_limit):
+                        outcome.overfilled = scratch_limit
+                        break
                 if stall_s is not None and outcome.built and now - last_message > stall_s:
                     outcome.timed_out, outcome.stalled_s = True, stall_s
                     break
-                for _key, _ in selector.select(timeout=min(remaining, 1.0)):
+                for _key, _ in selector.select(timeout=min(remaining, SCRATCH_CHECK_S)):
                     chunk = os.read(read_fd, 1 << 16)
                     if not chunk:
                         eof = True
@@ -275,6 +289,8 @@ class WorkerProcess:
         finally:
             selector.close()
             outcome.returncode = self._end(exited=eof and not outcome.flooded)
+            if scratch_limit is not None and outcome.overfilled is None and self._overfilled(scratch_limit):
+                outcome.overfilled = scratch_limit  # filled in the last moments: its result is not believed
             if self.sandboxed and outcome.returncode is not None and 128 < outcome.returncode <= 128 + 64:
                 outcome.returncode = 128 - outcome.returncode  # bwrap reports a child's fatal signal N as 128+N
         outcome.wall_s = time.monotonic() - started
@@ -283,6 +299,9 @@ class WorkerProcess:
         if isinstance(phases, dict) and "boot" in phases:
             phases["boot"] = self.boot_phases(phases["boot"])
         return outcome
+
+    def _overfilled(self, limit: int) -> bool:
+        return limits.folder_bytes(str(self.workdir), limit) > limit
 
     def discard(self) -> None:
         """Kill a worker that will not get its request (the reference failed, the evaluation was cut short)."""
@@ -323,8 +342,13 @@ def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,
                on_message: Callable[[dict[str, Any]], None] | None = None,
                env: dict[str, str] | None = None, view: isolation.View | None = None) -> ChildOutcome:
     """Run the worker on `request`; never raises for the child's failures."""
-    return start_worker(workdir, request["role"], env, view, warm=request.get("target")).run(request, timeout_s,
-                                                                                              on_message)
+    scratch_limit = (request.get("limits") or {}).get("scratch_bytes")
+    return start_worker(workdir, request["role"], env, view, warm=request.get("target")).run(
+        request, timeout_s, on_message, scratch_limit=scratch_limit)
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.3g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.3g} MiB"
 
 
 def _feed(proc: subprocess.Popen[bytes], data: bytes, close: bool, previous: threading.Thread | None) -> None:
@@ -399,8 +423,9 @@ def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None],
                                  if i is not None and i.root}
     extensions = os.environ.get("KFORGE_EXTENSIONS_ROOT")  # compile-ahead builds: read-only, copied when used
     readable = roots | ({Path(extensions)} if extensions else set())
+    tmpfs_bytes = limits.limits_for(settings, target, True, str(scratch_root())).scratch_bytes
     return isolation.View(scratch=scratch, readable=tuple(sorted(readable)), devices=target.split(":")[0],
-                          bytecode=bytecode.for_workers(scrubbed_environment()).directory)
+                          bytecode=bytecode.for_workers(scrubbed_environment()).directory, tmpfs_bytes=tmpfs_bytes)
 
 
 def scratch_root() -> Path:
@@ -408,6 +433,31 @@ def scratch_root() -> Path:
     shm = Path("/dev/shm")
     base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
     return base
+
+
+def remove_scratch(folder: Path) -> None:
+    """Remove a worker's scratch folder whatever its code did inside it: folders it made unreadable or
+    unwritable (`chmod 000`) get their owner's permissions back first (the sandbox's user is this user, so they
+    are ours). Links are removed, never followed. A folder that cannot be removed is an error naming it: one
+    left behind in /dev/shm holds the machine's memory, evaluation after evaluation."""
+    if not os.path.lexists(folder):
+        return
+    todo = [str(folder)]
+    while todo:  # a loop, not recursion: a candidate may nest folders deeper than the interpreter's stack
+        current = todo.pop()
+        try:
+            if not os.path.islink(current):
+                os.chmod(current, 0o700)
+            with os.scandir(current) as entries:
+                todo.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue  # rmtree below reports what stays
+    try:
+        shutil.rmtree(folder)
+    except OSError as exc:
+        raise KforgeError(f"cannot remove a worker's scratch folder: {exc}", path=folder,
+                          hint="remove it by hand (it may hold a lot of memory under /dev/shm) and report this "
+                               "as a kforge-bot bug") from None
 
 
 def raise_on_sandbox_failure(outcome: ChildOutcome) -> None:

@@ -18,13 +18,12 @@ takes (another kernel came next, the session ended) is killed by `close()`.
 
 from __future__ import annotations
 
-import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from kforge_bot.evaluate.sandbox import WorkerProcess
+from kforge_bot.evaluate.sandbox import WorkerProcess, remove_scratch
 
 
 @dataclass
@@ -80,4 +79,4 @@ class SpareWorkers:
 
 def _discard(spare: Spare) -> None:
     spare.worker.discard()
-    shutil.rmtree(spare.work, ignore_errors=True)
+    remove_scratch(spare.work)

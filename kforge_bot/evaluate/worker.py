@@ -32,7 +32,7 @@ _BEGAN = time.monotonic()
 import torch  # noqa: E402
 
 _TORCH_AT = time.monotonic()
-from kforge_bot.evaluate import checks, loading  # noqa: E402
+from kforge_bot.evaluate import checks, limits, loading  # noqa: E402
 from kforge_bot.evaluate.candidate_role import run_candidate  # noqa: E402
 from kforge_bot.evaluate.outputs import make_sink  # noqa: E402
 from kforge_bot.evaluate.plan import DoesNotFit, Plan, fit_plan  # noqa: E402
@@ -189,6 +189,8 @@ def main(argv: list[str]) -> int:
     nonce = sys.stdin.readline().strip()
     channel = Channel(fd, nonce)
     plan = Plan.from_dict(json.loads(sys.stdin.readline()))
+    if plan.limits is not None:
+        limits.apply(plan.limits)  # before any user code: nothing it starts can raise them again
     if not plan.await_fit:
         sys.stdin.close()
     use_sink(make_sink(int(output_fd) if output_fd else None, nonce, plan.target, trusted=plan.role == "reference"))
@@ -203,7 +205,7 @@ def main(argv: list[str]) -> int:
         else:
             run_candidate(plan, channel, workdir, STARTED, BOOT)
     except Stop as stop:
-        channel.send("result", status=stop.status, reason=stop.reason, detail=stop.detail)
+        channel.send("result", status=stop.status, reason=stop.reason, detail=stop.detail, side=stop.side)
     except Exception as exc:  # noqa: BLE001 - in the reference role this is the user's spec failing
         channel.send("result", status="error", reason=short_error(exc), detail=traceback.format_exc()[-4000:])
     sys.stdout.flush()

@@ -40,13 +40,15 @@ class Channel:
 
 class Stop(Exception):
     """Ends a role early with a verdict (the candidate's compile_error, crash, rejected, incorrect; the
-    reference's unavailable, too_large)."""
+    reference's unavailable, too_large). `side`: whose code failed, "baseline" where it was the baseline's
+    (building it, or a call of it), else the candidate's."""
 
-    def __init__(self, status: str, reason: str, detail: str = ""):
+    def __init__(self, status: str, reason: str, detail: str = "", side: str = "candidate"):
         super().__init__(reason)
         self.status = status
         self.reason = reason
         self.detail = detail
+        self.side = side
 
 
 def short_error(exc: BaseException) -> str:

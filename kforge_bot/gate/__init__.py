@@ -9,7 +9,8 @@ base time / head time, so a slower head has a speedup below 1) and judged agains
   `Model` when the kernel is its `ModelNew`); a kernel that is its own reference is checked against
   its base version instead, so a change cannot make a kernel wrong and vouch for itself;
 - `incorrect`: the head's outputs do not match the oracle (or the harness rejected them);
-- `error`: the head does not load, build or run (a base that fails alone does not fail the head);
+- `error`: the head does not load, build or run; or the base failed beside it (a crash is charged to the side
+  whose code crashed, and the head is then not judged: it shares the base's process and may have broken it);
 - `regression`: slower than the policy's threshold t with the policy's confidence c: the whole
   c-level interval of the speedup lies below 1/(1+t), i.e. head time / base time > 1 + t with
   one-sided confidence at least (1+c)/2. An interval that straddles 1/(1+t) gets ONE confirmation

@@ -45,6 +45,7 @@ def gate_settings(policy: Policy, rule: GateRule, time_budget_s: float | None = 
         # The gate compares a repository's own kernels; calling framework ops is their business.
         allow_framework_fallback=True,
         profile=False,
+        **policy.evaluation.limit_settings(),
     )
 
 
@@ -97,20 +98,15 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
                                     result=result))
 
         result = _safe(lambda: run(judged, head, base, settings))
-        if isinstance(result, str) and oracle is None:
-            return done(Measurement("error", f"the head's reference or inputs fail: {result}"))
-        if isinstance(result, str) or result.verdict in ("crash", "timeout"):
-            # Whose failure? Run the head alone (its own reference, timed against itself): if that
-            # passes, the base is what failed, and the head is not to blame.
-            why = result if isinstance(result, str) else result.reason
-            alone = _safe(lambda: run(spec, head, head, replace(settings, time_budget_s=min(settings.time_budget_s, 1.0))))
-            if isinstance(alone, str):
-                return done(Measurement("error", alone))
-            bad = harness_verdict(alone)
-            if bad:
-                return done(Measurement(*bad, result=alone))
-            return done(Measurement("pass", f"the base version failed ({why}); the head alone is correct against "
-                                            "its reference; speed not compared", result=alone, cacheable=False))
+        if isinstance(result, str):
+            # The reference worker runs no head code: the head's reference or inputs, or the base as the oracle
+            # of a kernel that is its own reference, failed on their own. Nothing judges the head then.
+            whose = ("the base version (this kernel's oracle)" if oracle is not None
+                     else "the head's reference or inputs")
+            return done(Measurement("error", f"{whose} fail: {result}", cacheable=oracle is None))
+        base_failed = _base_failure(result)
+        if base_failed:
+            return done(Measurement("error", base_failed, result=result, cacheable=False))
         bad = harness_verdict(result)
         if bad:
             return done(Measurement(*bad, result=result))
@@ -121,6 +117,10 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
         confirm = _safe(lambda: run(judged, head, base, confirmation_settings(settings)))
         if isinstance(confirm, str):
             return done(Measurement("error", f"confirmation run: {confirm}", result=result))
+        base_failed = _base_failure(confirm)
+        if base_failed:
+            return done(Measurement("error", f"confirmation run: {base_failed}", result=confirm, first=result,
+                                    cacheable=False))
         bad = harness_verdict(confirm)
         if bad:
             return done(Measurement(bad[0], f"confirmation run: {bad[1]}", result=confirm, first=result))
@@ -141,6 +141,19 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
     finally:
         if references is None:
             store.cleanup()
+
+
+def _base_failure(result: EvalResult) -> str | None:
+    """The reason, where the comparison crashed or hung in the base's code (building it, or a call of it).
+
+    Charged to the base, never to the head, and never resolved by running the head alone: a head that could tell
+    the comparison from a run of its own would fail only in the comparison and pass alone. The head is not
+    judged (the base and the head share one process, so the head may be what broke the base): an `error` a
+    maintainer looks at, not a pass."""
+    if result.verdict not in ("crash", "timeout") or result.details.get("failed_side") != "baseline":
+        return None
+    return (f"the base version failed beside the head ({result.reason}); the head could not be compared against "
+            "it, and is not judged (a base that fails here needs a maintainer: re-run, or fix the base first)")
 
 
 def _safe(call: Callable[[], EvalResult]) -> EvalResult | str:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.cache import ResultCache, TargetFingerprint, cache_key, file_digests, local_closure, portable
+from kforge_bot.cache import ResultCache, TargetFingerprint, cache_key, file_digests, portable
+from kforge_bot.dependencies import local_closure
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.gate.measure import gate_settings
 from kforge_bot.gate.report import KernelReport
@@ -23,7 +24,8 @@ from kforge_bot.spec import kernel_implementation
 
 
 def dependencies(kernel: Kernel, checkout: Path) -> list[Path]:
-    """The kernel's, reference's and inputs' files and every local file they import."""
+    """The kernel's, reference's and inputs' files and every file in the checkout they can read
+    (kforge_bot.dependencies)."""
     checkout = checkout.resolve()
     roots = [Path(kernel.spec.root)] if kernel.spec is not None else [checkout]
     return local_closure([checkout / s for s in kernel.sources], roots, checkout)

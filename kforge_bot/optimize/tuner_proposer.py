@@ -47,7 +47,8 @@ class TunerProposer(Proposer):
         assert self.search is not None
         assignment = self.search.propose()
         if assignment is None:
-            raise SearchExhausted("the tuner tried every neighbouring value of every parameter without further gain")
+            raise SearchExhausted("the tuner tried every neighbouring value of every parameter, and joint moves of "
+                                  "several, without further gain")
         return self._proposal(assignment)
 
     def observe(self, it: IterationRecord, view: RunView) -> Steps[None]:
@@ -60,8 +61,8 @@ class TunerProposer(Proposer):
     def propose_for(self, iteration: int, slot: int, taken: Sequence[dict[str, int]],
                     view: RunView) -> Steps[Proposal | None]:
         """Slot 0: the coordinate descent's next step. Other slots: untried neighbours (one step of one
-        parameter) of the beam's assignments, best first; their results feed the descent, which never
-        proposes a measured assignment again. None: nothing distinct left for this round."""
+        parameter) of the beam's assignments, best first, then joint moves from the best; their results feed
+        the descent, which never proposes a measured assignment again. None: nothing distinct left."""
         if slot == 0:
             return (yield from self.propose(iteration, view))
         assert self.search is not None
@@ -82,6 +83,10 @@ class TunerProposer(Proposer):
                     trial = {**parent, t.name: values[j]}
                     if tuple(sorted(trial.items())) not in seen:
                         return self._proposal(trial)
+        for trial in tuner.joint_moves(self.tunables, self.search.best[0], hint=self.search.hint,
+                                       seed=self.search.seed, limit=self.search.max_joint):
+            if tuple(sorted(trial.items())) not in seen:  # single moves all taken: joint ones fill the round
+                return self._proposal(trial)
         return None
 
     def _proposal(self, assignment: dict[str, int]) -> Proposal:

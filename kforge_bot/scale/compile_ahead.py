@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import stat
 import subprocess
@@ -17,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.evaluate import isolation
+from kforge_bot.evaluate.limits import limits_for
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import sandbox_view, scrubbed_environment
+from kforge_bot.evaluate.sandbox import remove_scratch, sandbox_view, scrubbed_environment
 
 PREPARE_TIMEOUT_S = 900.0
 
@@ -32,9 +32,11 @@ _PREPARE = r"""
 import json, sys
 from pathlib import Path
 from kforge_bot.spec import Implementation
-from kforge_bot.evaluate import loading
+from kforge_bot.evaluate import limits, loading
 work = Path(sys.argv[1])
-for tag, impl in json.loads(sys.stdin.read()):
+request = json.loads(sys.stdin.read())
+limits.apply(limits.Limits.from_dict(request["limits"]))  # before any user code, as in a worker
+for tag, impl in request["imports"]:
     loading.import_implementation(Implementation.from_dict(impl), work, tag)
 print("KFORGE_PREPARED", flush=True)
 """
@@ -81,11 +83,13 @@ def prepare_build(spec: Any, imports: list[tuple[str, Any]], env: dict[str, str]
     root = Path(env["KFORGE_EXTENSIONS_ROOT"])
     # Beside the shared folders, on their filesystem: publishing is a rename, never a copy of what a child made.
     work = Path(tempfile.mkdtemp(prefix="kforge-prepare-", dir=root.parent))
-    payload = json.dumps([[tag, impl.to_dict()] for tag, impl in imports])
     child_env = scrubbed_environment({**os.environ, **env})
     argv = [sys.executable, "-c", _PREPARE, str(work)]
     try:
-        view = sandbox_view(spec, [impl for _tag, impl in imports], "cpu", work, settings or EvalSettings())
+        settings = settings or EvalSettings()
+        view = sandbox_view(spec, [impl for _tag, impl in imports], "cpu", work, settings)
+        payload = json.dumps({"limits": limits_for(settings, "cpu", view is not None, str(root.parent)).to_dict(),
+                              "imports": [[tag, impl.to_dict()] for tag, impl in imports]})
         if view is not None:
             view = replace(view, readable=view.readable + (root,))
             child_env = isolation.environment(child_env, view)
@@ -110,7 +114,7 @@ def prepare_build(spec: Any, imports: list[tuple[str, Any]], env: dict[str, str]
     except OSError as exc:
         return f"failed: {exc}", time.monotonic() - started
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_scratch(work)
 
 
 def publish(work: Path, digest: str, root: Path) -> None:

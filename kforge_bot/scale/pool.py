@@ -28,7 +28,6 @@ import json
 import os
 import queue
 import secrets
-import shutil
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.sandbox import remove_scratch
 from kforge_bot.evaluate.references import REFERENCE_TIMEOUT_S
 from kforge_bot.scale.compile_ahead import (PREPARE_TIMEOUT_S, candidate_imports, kernel_as_written_steps, needs_build,
                                             prepare_build)
@@ -167,7 +167,7 @@ class EvalPool:
         for slot in self.slots:
             slot.thread.join(timeout=60)
         if self._own_scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            remove_scratch(self.scratch)
 
     def abort(self) -> None:
         """Close at once (the run was interrupted): queued jobs are cancelled, and a job a slot is running is

@@ -7,7 +7,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import secrets
-import shutil
 import signal
 import tempfile
 import threading
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.sandbox import remove_scratch
 from kforge_bot.scale.devices import VISIBILITY, Device
 from kforge_bot.scale.jobs import STOP, Job, PoolResult
 from kforge_bot.scale.orphans import SLOT_MARK, kill_marked, marked_pids
@@ -131,7 +131,7 @@ class Slot:
         if self.conn is not None:
             self.conn.close()
         if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            remove_scratch(self.scratch)
         self.process = self.conn = None
 
     def stop(self) -> None:

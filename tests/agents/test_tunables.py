@@ -251,3 +251,36 @@ def test_rewritten_c_still_compiles_and_computes_the_same(tmp_path: Path):
         subprocess.run(["gcc", "-O2", "-fopenmp", "-std=c11", str(c_file), "-o", str(exe)], check=True, capture_output=True)
         outputs.append(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.strip())
     assert len(set(outputs)) == 1 and float(outputs[0]) > 0
+
+
+def test_autotune_comprehension_and_a_settings_helpers_returned_sizes():
+    src = (
+        "import triton\n"
+        "@triton.autotune(configs=[triton.Config({'BLOCK_M': bm}, num_warps=w) for bm in [64, 128] for w in (4, 8)],\n"
+        "                 key=['M'])\n"
+        "@triton.jit\n"
+        "def k(x, BLOCK_M: tl.constexpr):\n"
+        "    pass\n"
+        "def settings(n):\n"
+        "    BLOCK_SIZE = triton.next_power_of_2(n)\n"
+        "    num_warps = 32 if n > 8192 else 16\n"
+        "    if BLOCK_SIZE < 2048:\n"
+        "        num_warps = 4\n"
+        "    return BLOCK_SIZE, num_warps\n"
+        "def launch(x):\n"
+        "    num_warps = 4\n"
+        "    num_warps = 8\n"
+        "    k[(1,)](x, num_warps=num_warps)\n"
+    )
+    t = by_name(find_tunables(src, "triton"))
+    assert {n: (v.current, v.kind, v.origin, v.group) for n, v in t.items()} == {
+        "autotune.bm[0]": (64, "tile", "autotune", "configs@2"),
+        "autotune.bm[1]": (128, "tile", "autotune", "configs@2"),
+        "autotune.w[0]": (4, "warps", "autotune", "configs@2"),
+        "autotune.w[1]": (8, "warps", "autotune", "configs@2"),
+        "settings.num_warps@9": (32, "warps", "helper", "settings()"),
+        "settings.num_warps@9.1": (16, "warps", "helper", "settings()"),
+        "settings.num_warps@11": (4, "warps", "helper", "settings()"),
+    }  # `launch` reassigns num_warps and returns nothing: not a helper's size, not tunable
+    out = apply(src, {"autotune.bm[1]": 256, "settings.num_warps@9.1": 8})
+    assert "for bm in [64, 256]" in out and "num_warps = 32 if n > 8192 else 8" in out

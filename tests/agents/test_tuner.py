@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kforge_bot.agents.tunables import Tunable, apply, find_tunables
-from kforge_bot.agents.tuner import TunerSearch, profile_hint
+from kforge_bot.agents.tuner import TunerSearch, joint_moves, profile_hint
 
 DATA = Path(__file__).parents[1] / "data_agents"
 
@@ -177,3 +177,101 @@ def test_the_hardware_counters_choose_the_tuners_first_move() -> None:
     tunables = [make("NUM_WARPS", "warps", 4, (1, 2, 4, 8)), make("BLOCK", "block", 256, (128, 256, 512))]
     assert TunerSearch(tunables, hint="registers").propose() == {"NUM_WARPS": 8, "BLOCK": 256}  # more warps first
     assert TunerSearch(tunables, hint="occupancy").propose() == {"NUM_WARPS": 4, "BLOCK": 128}  # smaller blocks
+
+
+# --- joint moves --------------------------------------------------------------------------------------
+
+MATMUL_TUNABLES = [
+    make("BLOCK_M", "tile", 64, (16, 32, 64, 128, 256)),
+    make("BLOCK_N", "tile", 64, (16, 32, 64, 128, 256)),
+    make("NUM_STAGES", "stages", 2, (1, 2, 3, 4, 5, 6)),
+    make("NUM_WARPS", "warps", 4, (1, 2, 4, 8, 16, 32)),
+]
+GROWN = {"BLOCK_M": 128, "BLOCK_N": 128, "NUM_STAGES": 3, "NUM_WARPS": 8}
+
+
+def matmul_like(a: dict[str, int]) -> float:
+    """The H200 matmul's trap: every single-parameter move is slower; larger tiles need more stages and warps."""
+    if a == GROWN:
+        return 1.9
+    return 1.0 if a == {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_STAGES": 2, "NUM_WARPS": 4} else 0.8
+
+
+def test_a_joint_move_is_found_where_every_single_move_loses():
+    search = TunerSearch(MATMUL_TUNABLES, hint="compute")
+    proposals = run_search(search, matmul_like)
+    assert search.best == (GROWN, 1.9)
+    # Stages first (compute-bound), both ways; then, before the next parameter, the first joint move: tiles,
+    # stages and warps grown together. A loop whose patience is six losing candidates in a row meets it.
+    assert proposals[:3] == [{**search.current, "NUM_STAGES": 3}, {**search.current, "NUM_STAGES": 1}, GROWN]
+    # Deterministic: the same proposals again, and within the budget.
+    again = TunerSearch(MATMUL_TUNABLES, hint="compute")
+    assert run_search(again, matmul_like) == proposals
+    assert len(proposals) <= 2 * len(MATMUL_TUNABLES) + 32 + 2 * len(MATMUL_TUNABLES) * 2 + 32
+
+
+def test_joint_moves_are_bounded_seeded_and_never_repeat_what_was_tried():
+    best = {t.name: t.current for t in MATMUL_TUNABLES}
+    moves = joint_moves(MATMUL_TUNABLES, best, hint="compute", seed=0, limit=40)
+    assert moves[0] == GROWN and len(moves) == 40
+    assert moves[1] == {"BLOCK_M": 128, "BLOCK_N": 128, "NUM_STAGES": 3, "NUM_WARPS": 4}  # tiles and stages
+    assert all(sum(m[k] != best[k] for k in best) >= 2 for m in moves)
+    assert len({tuple(sorted(m.items())) for m in moves}) == len(moves)
+    assert joint_moves(MATMUL_TUNABLES, best, seed=3, limit=40) == joint_moves(MATMUL_TUNABLES, best, seed=3, limit=40)
+    assert joint_moves(MATMUL_TUNABLES, best, seed=3, limit=60) != joint_moves(MATMUL_TUNABLES, best, seed=4, limit=60)
+    # Registers or occupancy limiting: smaller tiles with fewer stages and warps first.
+    assert joint_moves(MATMUL_TUNABLES, best, hint="registers", limit=1) == [
+        {"BLOCK_M": 32, "BLOCK_N": 32, "NUM_STAGES": 1, "NUM_WARPS": 2}]
+    tried = {tuple(sorted(GROWN.items())): 0.5}
+    assert GROWN not in joint_moves(MATMUL_TUNABLES, best, hint="compute", tried=tried)
+
+
+AUTOTUNED = '''
+import triton
+import triton.language as tl
+
+
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=2),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3),
+    ],
+    key=["M", "N"],
+)
+@triton.jit
+def _kernel(x, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pass
+'''
+
+
+def test_an_autotune_list_pinned_to_each_of_its_configs_is_a_candidate():
+    tunables = find_tunables(AUTOTUNED, "triton")
+    best = {t.name: t.current for t in tunables}
+    moves = joint_moves(tunables, best, limit=200)
+    pin_first = {**best, "autotune[1].BLOCK_M": 64, "autotune[1].BLOCK_N": 64, "autotune[1].num_warps": 4,
+                 "autotune[1].num_stages": 2}
+    pin_second = {**best, "autotune[0].BLOCK_M": 128, "autotune[0].BLOCK_N": 64, "autotune[0].num_warps": 8,
+                  "autotune[0].num_stages": 3}
+    assert moves[:2] == [pin_first, pin_second]
+    pinned = apply(AUTOTUNED, pin_second, "triton")
+    assert pinned.count('triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3)') == 2
+    # Axis moves stay inside one triton.Config: config 0's tiles, stages and warps grow, config 1 is left alone.
+    grow_first = {**best, "autotune[0].BLOCK_M": 128, "autotune[0].BLOCK_N": 128, "autotune[0].num_warps": 8,
+                  "autotune[0].num_stages": 3}
+    assert grow_first in moves
+
+
+def test_the_tuner_searches_the_fixture_librarys_autotune_list_and_settings_helper():
+    library = Path(__file__).parents[1] / "data" / "kernel_library" / "mylib"
+    helper = find_tunables((library / "utils.py").read_text(), "triton")
+    assert [(t.name, t.current, t.kind, t.group) for t in helper] == [
+        ("calculate_settings.num_warps@16", 4, "warps", "calculate_settings()"),
+        ("calculate_settings.num_warps@18", 16, "warps", "calculate_settings()"),
+        ("calculate_settings.num_warps@20", 8, "warps", "calculate_settings()"),
+    ]
+    softmax = find_tunables((library / "ops" / "softmax.py").read_text(), "triton")
+    assert {t.name for t in softmax} == {f"autotune[{i}].{k}" for i in (0, 1)
+                                         for k in ("ROWS_PER_PROGRAM", "num_warps", "num_stages")}
+    search = TunerSearch(softmax, hint="memory")
+    first = search.propose()
+    assert first is not None and sum(first[k] != v for k, v in search.current.items()) == 1

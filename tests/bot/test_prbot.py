@@ -896,3 +896,24 @@ def test_expression_stand_in_follows_githubs_rules():
     assert e.evaluate("startsWith('/kforge stop', '/kforge')") and not e.evaluate("startsWith('x', '/kforge')")
     assert e.evaluate("format('refs/pull/{0}/head', 7)") == "refs/pull/7/head"
     assert e.render("a-${{ matrix.t }}-${{ github.event.missing }}") == "a-cpu-"
+
+
+def test_a_kernel_whose_header_alone_changed_is_a_changed_kernel(tmp_path: Path) -> None:
+    """Attack (issue 28, class 3), the PR bot's path: only the header a kernel's C++ includes changes."""
+    from fakes.gate_repos import REF, manifest
+
+    from kforge_bot.bot.prbot import changed_kernels
+    from kforge_bot.policy import load_policy
+
+    kernel = ('from torch.utils.cpp_extension import load\n\n\ndef kernel(x, y):\n'
+              '    return load(name="k", sources=["k.cpp"], extra_include_paths=["include"]).run(x) + y\n')
+    roots = {}
+    for side, factor in (("base", "2"), ("head", "3")):
+        root = roots[side] = tmp_path / side
+        write(root, "ref.py", REF)
+        write(root, "built.py", kernel)
+        write(root, "k.cpp", '#include "scale.h"\n')
+        write(root, "include/scale.h", f"#define FACTOR {factor}\n")
+        write(root, "kforge.yaml", manifest(["built"]))
+    found = changed_kernels(tmp_path, "base", "head", load_policy(None), roots["head"], roots["base"], [])
+    assert [k.name for k in found] == ["built"]

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import re
 import textwrap
 from pathlib import Path
 
+import pytest
+import torch
 import yaml
 from click.testing import CliRunner
 
 from kforge_bot.cli import cli
-from kforge_bot.spec import load_manifest
+from kforge_bot.errors import KforgeError
+from kforge_bot.spec import load_manifest, load_manifest_entry
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -27,6 +32,7 @@ TRITON = textwrap.dedent('''
 
 
     def scale(x):
+        _scale_kernel[(1,)](x, x, x.numel(), BLOCK=128)
         return x
 
 
@@ -59,12 +65,12 @@ def test_init_proposes_entries_with_todos_and_names_what_it_found(tmp_path: Path
     assert result.exit_code == 0, result.output
     proposal = yaml.safe_load(result.output)
     kernels = proposal["kernels"]
-    assert set(kernels) == {"scale", "add_one"}  # not the plain file, the KernelBench problem or the venv
-    scale = kernels["scale"]
+    assert set(kernels) == {"kernels.scale", "kernels.add_one"}  # not the plain file, KernelBench or the venv
+    scale = kernels["kernels.scale"]
     assert (scale["file"], scale["entry"], scale["language"], scale["targets"]) == \
         ("kernels/scale.py", "scale", "triton", ["cuda", "xpu"])
     assert scale["inputs"] == "kernels/scale.py:make_inputs"
-    assert kernels["add_one"]["language"] == "cuda"
+    assert kernels["kernels.add_one"]["language"] == "cuda"
     assert "TODO: write reference(...), the same call in plain PyTorch" in result.output
     assert "TODO: make_inputs needs n: one mapping per size, e.g. {n: ...}" in result.output
     assert "# problems/softmax.py: a KernelBench problem (Model, get_inputs): found without an entry" in result.output
@@ -84,4 +90,215 @@ def test_init_proposes_entries_with_todos_and_names_what_it_found(tmp_path: Path
         raise AssertionError("a proposal with TODOs left must not load silently")
     # A second run proposes nothing new: the files are already in the manifest.
     rerun = CliRunner().invoke(cli, ["init", str(repo)])
-    assert "# kernels/scale.py: already in kforge.yaml" in rerun.output and "kernels:" not in rerun.output
+    assert "# kernels/scale.py:scale: already in kforge.yaml" in rerun.output and "kernels:" not in rerun.output
+
+
+def _copy_library(tmp_path: Path) -> Path:
+    import shutil
+
+    repo = tmp_path / "library"
+    shutil.copytree(DATA / "kernel_library", repo, ignore=shutil.ignore_patterns("conftest.py", "__pycache__"))
+    return repo
+
+
+def test_init_on_a_kernel_library_finds_its_launchers_and_the_references_its_tests_use(tmp_path: Path) -> None:
+    """tests/data/kernel_library: a vendor folder, `triton.jit(f)`, an autotuned kernel, a launcher in another module
+    than its kernels, helpers beside them, and tests that compare each launcher with PyTorch."""
+    repo = _copy_library(tmp_path)
+    result = CliRunner().invoke(cli, ["init", str(repo)])
+    assert result.exit_code == 0, result.output
+    kernels = yaml.safe_load(result.output)["kernels"]
+    # Names say where the kernel lives; Ascend's copy is left out, Intel's goes to its own target.
+    assert set(kernels) == {"ops.rms_norm", "ops.fused", "ops.scale", "ops.softmax", "ops.backends.xpu.softmax"}
+    assert not any(re.search(r"_\d+$", name) for name in kernels)
+    assert kernels["ops.backends.xpu.softmax"]["targets"] == ["xpu"]
+    assert all(k["targets"] == ["cuda", "xpu"] for n, k in kernels.items() if "xpu" not in n)
+    assert "skipped 1 launcher(s) in ascend's backend folders" in result.output
+    assert "_ascend" not in "".join(k["file"] for k in kernels.values())
+    # The public launcher, across modules and through private helpers; never a helper, never the backward.
+    assert {n: (k["file"], k["entry"]) for n, k in kernels.items()} == {
+        "ops.rms_norm": ("mylib/ops/rms_norm.py", "rms_norm_forward"),
+        "ops.fused": ("mylib/ops/fused.py", "fused_add_mul"),
+        "ops.scale": ("mylib/ops/scale.py", "scale"),
+        "ops.softmax": ("mylib/ops/softmax.py", "softmax"),
+        "ops.backends.xpu.softmax": ("mylib/ops/backends/xpu/softmax.py", "softmax"),
+    }
+    assert "the kernels live in mylib/kernels/fused_kernels.py" in result.output
+    assert "backward launcher(s) rms_norm_backward" in result.output
+    assert "returns several values (tests/test_ops.py::test_rms_norm compares output 0)" in result.output
+    assert "autotuned: _softmax_kernel" in result.output
+    # References and sizes from the tests, marked for review.
+    assert kernels["ops.fused"]["reference"] == "tests/test_ops.py:torch_fused"
+    assert kernels["ops.rms_norm"]["reference"] == "kforge_references.py:ops_rms_norm_reference"
+    for name in ("ops.rms_norm", "ops.fused", "ops.scale", "ops.softmax"):
+        test = "test_fused_add_mul" if name == "ops.fused" else f"test_{name.split('.')[-1]}"
+        assert f"reference: {kernels[name]['reference']}  # from tests/test_ops.py::{test}; review" in result.output
+    assert kernels["ops.rms_norm"]["shapes"] == [{"rows": 2, "cols": 64, "dtype": "float32"},
+                                                 {"rows": 2, "cols": 64, "dtype": "bfloat16"},
+                                                 {"rows": 8, "cols": 4096, "dtype": "float32"},
+                                                 {"rows": 8, "cols": 4096, "dtype": "bfloat16"}]
+    assert kernels["ops.fused"]["shapes"] == [{"n": 1000}, {"n": 1 << 20}]
+    assert kernels["ops.softmax"]["shapes"] == [{"rows": 4, "cols": 128}, {"rows": 16, "cols": 1000}]
+    assert "from tests/test_ops.py::test_rms_norm (pytest.mark.parametrize); review" in result.output
+
+    written = CliRunner().invoke(cli, ["init", str(repo), "--write"])
+    assert written.exit_code == 0, written.output
+    manifest = repo / "kforge.yaml"
+    # kforge's own loader: every entry the tests completed loads; the one they did not names its TODO.
+    raw = yaml.safe_load(manifest.read_text())["kernels"]
+    for name, entry in raw.items():
+        if name == "ops.backends.xpu.softmax":
+            with pytest.raises(KforgeError, match="defines no top-level 'reference'"):
+                load_manifest_entry(manifest, name, entry)
+        else:
+            spec = load_manifest_entry(manifest, name, entry)
+            assert spec.language == "triton" and spec.reference != spec.baseline
+    # The generated references and inputs run (torch only), at the tests' sizes.
+    module = _import(repo / "kforge_references.py")
+    for shape in raw["ops.rms_norm"]["shapes"]:
+        x, w, eps = module.ops_rms_norm_inputs(**shape)
+        assert x.shape == (shape["rows"], shape["cols"]) and str(x.dtype) == f"torch.{shape['dtype']}"
+        expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+        torch.testing.assert_close(module.ops_rms_norm_reference(x, w, eps), expected)
+    x, alpha = module.ops_scale_inputs(n=17)
+    torch.testing.assert_close(module.ops_scale_reference(x, alpha), x * 3.0)
+    # Written once: a second --write finds every launcher managed, refuses, and loses nothing.
+    before = manifest.read_text()
+    again = CliRunner().invoke(cli, ["init", str(repo), "--write"])
+    assert again.exit_code != 0 and "no new kernel files" in str(again.exception) and manifest.read_text() == before
+
+
+def _import(path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"kforge_init_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ------------------------------------------------------------------------------------------ init --draft
+
+OPTIONAL_TRITON = textwrap.dedent('''
+    """alpha * x: a Triton kernel where triton is installed, the same arithmetic in torch elsewhere."""
+    import torch
+
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:  # no triton here: the launcher's torch path runs
+        triton = None
+
+
+    def _scale_impl(x_ptr, out_ptr, alpha, n, BLOCK: "tl.constexpr"):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * alpha, mask=offsets < n)
+
+
+    if triton is not None:
+        _scale_kernel = triton.jit(_scale_impl)
+
+
+    def scale(x, alpha):
+        if triton is None or not x.is_cuda:
+            return x * alpha
+        out = torch.empty_like(x)
+        _scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, alpha, x.numel(), BLOCK=1024)
+        return out
+''')
+
+
+def _draft(body: str) -> str:
+    return f"Here is the module.\n\n```python\n{textwrap.dedent(body).strip()}\n```\n"
+
+
+WRONG_DRAFT = _draft('''
+    import os
+    import torch
+
+    os.environ["KFORGE_DRAFT_RAN_IN"] = str(os.getpid())  # the bot must never run a reply in its own process
+
+    SHAPES = [{"n": 1000}, {"n": 4096, "dtype": "float64"}]
+
+
+    def reference(x, alpha):
+        return x * alpha + 1.0
+
+
+    def make_inputs(n, dtype="float32"):
+        return (torch.randn(n, dtype=getattr(torch, dtype)), 2.5)
+''')
+RIGHT_DRAFT = WRONG_DRAFT.replace("x * alpha + 1.0", "x * alpha")
+
+
+@pytest.fixture
+def llm_env(monkeypatch: pytest.MonkeyPatch):
+    from fakes.llm_server import ScriptedLLMServer
+
+    with ScriptedLLMServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        monkeypatch.setenv("KFORGE_MODEL", "kforge-test-model")
+        yield server
+
+
+def test_init_draft_proposes_only_what_ran_correctly_against_the_kernel(tmp_path: Path, llm_env) -> None:
+    from fakes.llm_server import reply
+
+    repo = tmp_path / "repo"
+    (repo / "kernels").mkdir(parents=True)
+    (repo / "kernels" / "scale.py").write_text(OPTIONAL_TRITON)
+    llm_env.push(reply(WRONG_DRAFT), reply(RIGHT_DRAFT))
+    result = CliRunner().invoke(cli, ["init", str(repo), "--draft", "--target", "cpu", "--write"])
+    assert result.exit_code == 0, result.output
+    assert "KFORGE_DRAFT_RAN_IN" not in os.environ  # parsed here, run only in a worker
+    prompts = llm_env.prompts()
+    assert len(prompts) == 2 and "def scale(x, alpha):" in prompts[0] and "def _scale_impl(" in prompts[0]
+    # The wrong draft went back with its verdict; the second one was proposed, and says what was run.
+    assert "Run against the kernel: incorrect" in prompts[1]
+    manifest = (repo / "kforge.yaml").read_text()
+    entry = yaml.safe_load(manifest)["kernels"]["kernels.scale"]
+    assert entry["reference"] == "kforge_drafts/kernels_scale.py:reference"
+    assert entry["inputs"] == "kforge_drafts/kernels_scale.py:make_inputs"
+    assert entry["shapes"] == [{"n": 1000}, {"n": 4096, "dtype": "float64"}]
+    assert "drafted by kforge-test-model; run against the kernel on cpu" in manifest and "review" in manifest
+    assert "x * alpha\n" in (repo / "kforge_drafts" / "kernels_scale.py").read_text()
+    spec = load_manifest(repo / "kforge.yaml")["kernels.scale"]
+    assert spec.inputs_symbol == "make_inputs" and spec.reference.symbol == "reference"
+
+
+def test_init_draft_leaves_a_draft_that_never_matched_as_a_todo(tmp_path: Path, llm_env) -> None:
+    from fakes.llm_server import reply
+
+    repo = tmp_path / "repo"
+    (repo / "kernels").mkdir(parents=True)
+    (repo / "kernels" / "scale.py").write_text(OPTIONAL_TRITON)
+    cheat = RIGHT_DRAFT.replace("import torch\n", "import torch\nfrom kernels.scale import scale\n", 1)
+    llm_env.push(reply(cheat), reply(WRONG_DRAFT))
+    result = CliRunner().invoke(cli, ["init", str(repo), "--draft", "--target", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert "# draft: not proposed: the draft was run against the kernel on cpu: incorrect" in result.output
+    assert "imports the library itself (kernels.scale)" in llm_env.prompts()[1]  # refused unrun, sent back
+    assert "TODO: write reference(...)" in result.output and "kforge_drafts" not in result.output
+    assert "KFORGE_DRAFT_RAN_IN" not in os.environ
+
+
+def test_init_draft_without_an_endpoint_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(cli, ["init", str(tmp_path), "--draft"])
+    assert result.exit_code != 0 and "--draft needs an LLM endpoint" in str(result.exception)
+
+
+def test_init_names_the_import_root_of_a_src_layout(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "src" / "pkg" / "ops").mkdir(parents=True)
+    (repo / "src" / "pkg" / "__init__.py").write_text("")
+    (repo / "src" / "pkg" / "ops" / "__init__.py").write_text("")
+    (repo / "src" / "pkg" / "ops" / "add.py").write_text(
+        "import triton\n\n\n@triton.jit\ndef _add(x, y):\n    pass\n\n\ndef add(x, y):\n    _add[(1,)](x, y)\n    return x\n")
+    result = CliRunner().invoke(cli, ["init", str(repo)])
+    assert result.exit_code == 0, result.output
+    assert list(yaml.safe_load(result.output)["kernels"]) == ["ops.add"]
+    assert "imports as `pkg.ops.add`; once the manifest has `import_roots:`, import_roots: [src]" in result.output

@@ -454,3 +454,20 @@ def test_a_large_problem_for_its_memory_budget_is_cut_down_or_refused_by_name(
     with pytest.raises(KforgeError) as caught:
         evaluate(spec, honest, "cpu", settings)
     assert "kernel 'big_softmax' does not fit on cpu: inputs of 8.4 MB and outputs of 8.4 MB per set" in str(caught.value)
+
+
+def test_a_crash_says_whose_code_crashed(tmp_path: Path) -> None:
+    """The gate charges a crash to the side whose code crashed (issue 28, class 4): the worker says which."""
+    from fakes.gate_repos import tiny_spec_in
+
+    spec = tiny_spec_in(tmp_path)
+    fine = Implementation("def kernel(x, y):\n    return x * 2.0 + y\n", "kernel", "k.py", spec.root)
+    broken = Implementation("def kernel(x, y):\n    raise RuntimeError('CUDA error: fake')\n", "kernel", "k.py",
+                            spec.root)
+    unbuildable = Implementation("raise ImportError('the base does not build')\n", "kernel", "k.py", spec.root)
+    settings = EvalSettings(seeds=1, time_budget_s=0.3, profile=False)
+    cases = {"candidate": (broken, fine), "baseline": (fine, broken), "baseline build": (fine, unbuildable)}
+    for expected, (candidate, baseline) in cases.items():
+        result = evaluate(spec, candidate, "cpu", settings, baseline=baseline)
+        assert result.verdict == "crash", (expected, result.reason)
+        assert result.details["failed_side"] == expected.split()[0], (expected, result.reason)

@@ -385,3 +385,126 @@ def test_a_sandbox_that_cannot_start_is_the_bots_error_not_a_verdict(repo: Path,
     with pytest.raises(KforgeError, match="the sandbox could not start a worker: bwrap: Can't find source path "
                                           "/nonexistent/kforge-test"):
         _judge("", repo, SANDBOXED)
+
+
+READ_PLANTED = '''
+for path in {planted!r}:
+    try:
+        data = open(path).read()
+    except OSError:
+        continue
+    raise RuntimeError(f"ESCAPED: read {{path}}")
+'''
+
+
+@pytest.mark.parametrize("planted_in", ["cwd", "runner_temp"])
+def test_the_bots_working_folder_and_runner_temp_are_invisible(repo: Path, tmp_path: Path, planted_in: str) -> None:
+    """Attack (issue 28, class 6): `python -m` puts the working folder on sys.path, and every sys.path entry was
+    mounted; under Actions that folder can be $RUNNER_TEMP, where actions/checkout leaves credential files. The bot
+    here runs as `python -m`, from a folder holding a planted credential, with a fake $RUNNER_TEMP (on PATH too,
+    as a setup step may put it) holding another."""
+    cwd, runner_temp = tmp_path / "cwd", tmp_path / "runner_temp"
+    for folder in (cwd, runner_temp):
+        folder.mkdir()
+        (folder / "credentials").write_text("ghp_isolation_test_token\n")
+    attack = READ_PLANTED.format(planted=[str(tmp_path / planted_in / "credentials")])
+    (cwd / "attack.py").write_text(_candidate(attack, repo).source)
+    (cwd / "kforge_test_bot.py").write_text(BOT)
+    env = {**os.environ, "RUNNER_TEMP": str(runner_temp), "PATH": f"{runner_temp}{os.pathsep}{os.environ['PATH']}"}
+
+    def bot(mode: str) -> dict:
+        out = subprocess.run([sys.executable, "-m", "kforge_test_bot", str(repo / "problem.py"), "attack.py", str(repo),
+                              mode], cwd=cwd, capture_output=True, text=True, timeout=180, env=env, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    boxed = bot("required")
+    assert boxed["verdict"] == "pass" and boxed["details"]["isolation"].startswith("sandboxed"), boxed["reason"]
+    assert "ESCAPED" in bot("off")["reason"]
+
+
+LOCK_FOLDERS = '''
+inside = [os.environ[v] for v in ("HOME", "TMPDIR") if os.environ.get(v, "").startswith(os.getcwd())]
+for base in {os.getcwd(), *inside}:
+    locked = os.path.join(base, "locked", "inner")
+    os.makedirs(locked)
+    open(os.path.join(locked, "f"), "w").write("x")
+    os.chmod(locked, 0)
+    os.chmod(os.path.dirname(locked), 0o500)
+'''
+
+
+@pytest.mark.parametrize("settings", [SANDBOXED, UNSANDBOXED], ids=["sandboxed", "unsandboxed"])
+def test_scratch_is_removed_even_when_the_candidate_locks_folders_in_it(repo: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        settings: EvalSettings) -> None:
+    """Attack (issue 28, class 7): a candidate that `chmod 000`s a folder in its scratch left it in /dev/shm after
+    every evaluation (`rmtree(ignore_errors=True)` hid it)."""
+    root = tmp_path / "scratch-root"
+    root.mkdir()
+    for module in (api, references):
+        monkeypatch.setattr(module, "scratch_root", lambda: root)
+    result = _judge(LOCK_FOLDERS, repo, settings)
+    assert result.verdict == "pass", result.reason
+    assert list(root.iterdir()) == []
+
+
+# Exhaustion (issue 28, class 7). Each bomb is bounded, so that without the limit it ends by itself and the
+# candidate passes (which is what the test then catches), and a failing run cannot take the machine down.
+FORK_BOMB = '''
+children = []
+for _ in range(400):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    children.append(pid)
+'''
+MEMORY_BOMB = '''
+hoard = [bytearray(128 << 20) for _ in range(32)]  # 4 GiB, untouched: address space, not pages
+'''
+SHARED_MEMORY_BOMB = '''
+import mmap
+hoard = [mmap.mmap(-1, 128 << 20) for _ in range(32)]  # 4 GiB of shared anonymous memory, untouched
+'''
+DISK_FILLER = '''
+for folder in (os.getcwd(), "/tmp"):
+    for n in range(8):  # 8 x 96 MiB: each file under the 256 MiB limit, together over it
+        with open(os.path.join(folder, f"filler{{n}}"), "wb") as handle:
+            handle.write(b"x" * (96 << 20))
+    time.sleep(1.5)  # a worker keeps running after it wrote (the bot looks every half second)
+'''
+ONE_HUGE_FILE = '''
+with open("huge", "wb") as handle:
+    for _ in range(12):  # 384 MiB: one file over the 256 MiB limit
+        handle.write(b"x" * (32 << 20))
+'''
+CPU_HOG = '''
+deadline = time.process_time() + 20.0
+while time.process_time() < deadline:
+    pass
+'''
+BOMBS = {
+    "fork bomb": (FORK_BOMB, {"process_limit": 64}, ("compile_error",), ("Resource temporarily unavailable",)),
+    "memory bomb": (MEMORY_BOMB, {"memory_limit_bytes": 2 << 30}, ("compile_error",), ("MemoryError",)),
+    "shared memory bomb": (SHARED_MEMORY_BOMB, {"memory_limit_bytes": 2 << 30}, ("compile_error",),
+                           ("Cannot allocate memory",)),
+    "disk filler": (DISK_FILLER, {"scratch_limit_bytes": 256 << 20}, ("rejected",), ("into its scratch folder",)),
+    # The file's own limit, or the folder's (looked at every half second) if it comes first.
+    "one huge file": (ONE_HUGE_FILE, {"scratch_limit_bytes": 256 << 20}, ("compile_error", "rejected"),
+                      ("File too large", "into its scratch folder")),
+    "cpu hog": (CPU_HOG, {"cpu_limit_s": 3.0}, ("crash",), ("SIGXCPU",)),
+}
+
+
+@pytest.mark.parametrize("bomb", sorted(BOMBS))
+def test_exhaustion_ends_in_a_verdict_and_the_next_evaluation_goes_on(repo: Path, bomb: str) -> None:
+    from dataclasses import replace
+
+    attack, limit, verdicts, reasons = BOMBS[bomb]
+    if bomb == "fork bomb" and os.geteuid() == 0:
+        pytest.skip("RLIMIT_NPROC does not bind root (run as an ordinary user, as CI does)")
+    result = _judge(attack.format(), repo, replace(SANDBOXED, **limit))
+    assert result.verdict != "pass", f"the {bomb} was not stopped"
+    assert result.verdict in verdicts and any(r in result.reason for r in reasons), (result.verdict, result.reason)
+    honest = _judge("", repo, SANDBOXED)
+    assert honest.verdict == "pass", honest.reason

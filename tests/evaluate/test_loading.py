@@ -40,6 +40,18 @@ def test_base_and_head_checkouts_keep_their_own_helpers(tmp_path: Path) -> None:
     assert "helper" not in sys.modules and "pkg.deep" not in sys.modules
 
 
+def test_a_modules_name_and_path_say_its_role_never_which_source(tmp_path: Path) -> None:
+    """Issue 28, class 4: a digest in a module's name let a head tell the base's source from its own beside it,
+    and so a comparison from a run alone."""
+    seen = []
+    for n, source in enumerate((KERNEL, KERNEL + "# another source\n")):
+        module = import_implementation(Implementation(source, "entry", "k.py", str(_repo(tmp_path / f"r{n}", n))),
+                                       tmp_path / f"work{n}", "candidate")
+        seen.append((module.__name__, Path(module.__file__).relative_to(tmp_path / f"work{n}").as_posix()))
+        del sys.modules[module.__name__]
+    assert seen[0] == seen[1] == ("_kforge_candidate", "candidate_code/k.py")
+
+
 def test_a_repositorys_own_bytecode_is_never_what_runs(tmp_path: Path) -> None:
     # A pull request can commit bytecode a reviewer never reads: an unchecked .pyc of `VALUE = 2` beside a
     # helper.py that says 1 (and one for pkg/deep.py), and a ghost.pyc with no source at all.

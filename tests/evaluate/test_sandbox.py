@@ -231,3 +231,27 @@ def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:
         assert boot["boot_s"] > 0 and all(v >= 0 for v in boot.values()), boot
         parts = boot["interpreter_s"] + boot["torch_import_s"] + boot["harness_import_s"]
         assert abs(parts - boot["boot_s"]) < 0.01 and boot["torch_import_s"] > 0, boot
+
+
+def test_a_scratch_folder_that_cannot_be_removed_is_an_error_naming_it(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from kforge_bot.errors import KforgeError
+    from kforge_bot.evaluate.sandbox import remove_scratch
+
+    scratch = tmp_path / "kforge-eval-x"
+    (scratch / "deep" / "er").mkdir(parents=True)
+    (scratch / "deep" / "er").chmod(0)
+    (scratch / "deep").chmod(0)
+
+    def refuse(path: object, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(shutil, "rmtree", refuse)
+    with pytest.raises(KforgeError, match="cannot remove a worker's scratch folder") as caught:
+        remove_scratch(scratch)
+    assert str(scratch) in str(caught.value)
+    monkeypatch.undo()
+    remove_scratch(scratch)  # permissions given back, then removed
+    assert not scratch.exists()

@@ -75,3 +75,71 @@ def test_the_plan_skips_unchanged_kernels_and_measures_changed_ones(tmp_path: Pa
     skipped = _planner(base, head, changed={"helper.py"}, policy=skipping).plan(
         "viahelper", head_k["viahelper"], base_k["viahelper"])
     assert isinstance(skipped, KernelReport) and skipped.verdict == "skipped" and "skipped by the policy" in skipped.reason
+
+
+# A kernel that builds its C++ with a header from an include folder, and reads a data file by literal path.
+BUILT_KERNEL = '''
+import torch
+from torch.utils.cpp_extension import load
+from weights import SCALE
+
+_ext = None
+
+
+def kernel(x, y):
+    global _ext
+    _ext = _ext or load(name="k", sources=["csrc/k.cpp"], extra_cflags=["-Iinclude"])
+    return _ext.run(x) * SCALE + y
+'''
+WEIGHTS = '''
+import os
+
+with open(os.path.join(os.path.dirname(__file__), "data", "scale.txt")) as handle:
+    SCALE = float(handle.read())
+'''
+
+
+def _built_checkout(root: Path, header: str = "#define FACTOR 2\n", scale: str = "1.0",
+                    kernel: str = BUILT_KERNEL) -> Path:
+    write(root, "ref.py", REF)
+    write(root, "built.py", kernel)
+    write(root, "weights.py", WEIGHTS)
+    write(root, "csrc/k.cpp", '#include <torch/extension.h>\n#include "scale.h"\n'
+                              "torch::Tensor run(torch::Tensor x) { return x * FACTOR; }\n")
+    write(root, "include/scale.h", header)
+    write(root, "data/scale.txt", scale)
+    write(root, "kforge.yaml", manifest(["built"]))
+    return root
+
+
+def test_a_change_to_only_a_header_or_a_data_file_is_measured_not_unchanged(tmp_path: Path) -> None:
+    """Attack (issue 28, class 3): a PR that changes only what a kernel includes or reads passed as unchanged."""
+    policy = load_policy(None)
+    base = _built_checkout(tmp_path / "base")
+    for name, head in (("include/scale.h", _built_checkout(tmp_path / "header", header="#define FACTOR 3\n")),
+                       ("data/scale.txt", _built_checkout(tmp_path / "data", scale="1.5"))):
+        todo = _planner(base, head, changed={name}).plan("built", discover(head, policy)["built"],
+                                                         discover(base, policy)["built"])
+        assert isinstance(todo, ToMeasure), f"a change to {name} alone was planned as unchanged"
+        assert todo.touched == [name]
+
+
+def test_a_header_change_misses_the_cache_entry_of_the_kernel_before_it(tmp_path: Path) -> None:
+    from kforge_bot.cache import ResultCache
+
+    policy = load_policy(None)
+    base = _built_checkout(tmp_path / "base", kernel=BUILT_KERNEL.replace("* SCALE + y", "* SCALE + y  # base"))
+    cache = ResultCache(tmp_path / "cache", secret=b"k" * 32)
+    first = _built_checkout(tmp_path / "first")
+    planner = _planner(base, first, changed={"built.py"})
+    planner.cache = cache
+    todo = planner.plan("built", discover(first, policy)["built"], discover(base, policy)["built"])
+    assert isinstance(todo, ToMeasure)
+    cache.put(todo.key, todo.key_material, KernelReport("built", "built", "built.py", "manifest", "pass",
+                                                        "measured once").to_dict())
+    header_changed = _built_checkout(tmp_path / "second", header="#define FACTOR 3\n")
+    planner = _planner(base, header_changed, changed={"built.py", "include/scale.h"})
+    planner.cache = cache
+    again = planner.plan("built", discover(header_changed, policy)["built"], discover(base, policy)["built"])
+    assert isinstance(again, ToMeasure), "a stale cache entry was served after the header changed"
+    assert again.key != todo.key

@@ -422,6 +422,65 @@ def _git_identity() -> dict[str, str]:
     return dict(HUMAN)
 
 
+def test_a_pull_request_that_changes_only_a_data_file_the_kernel_reads_is_measured(tmp_path):
+    """Attack (issue 28, class 3): the kernel's file is untouched; the data file it reads by literal path makes
+    it wrong. Reported `unchanged`, it would pass."""
+    root = tmp_path / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "weights.py", "import os\n\nwith open(os.path.join(os.path.dirname(__file__), 'data', 'scale.txt')) "
+                              "as handle:\n    SCALE = float(handle.read())\n")
+    write(root, "data/scale.txt", "2.0\n")
+    write(root, "scaled.py", "from weights import SCALE\n\n\ndef kernel(x, y):\n    return x * SCALE + y\n")
+    write(root, "kforge.yaml", manifest(["scaled"], n=32))
+    write(root, "policy.yml", POLICY)
+    commit_all(root, "base")
+    write(root, "data/scale.txt", "2.5\n")
+    commit_all(root, "head: only the data changes")
+    report = run_gate(root, "HEAD~1", policy=load_policy(root / "policy.yml"), use_cache=False)
+    assert report.unchanged == []
+    (entry,) = report.kernels
+    assert entry.touched_by == ["data/scale.txt"] and entry.verdict == "incorrect", entry.reason
+    assert report.exit_code == 1
+
+
+# A head that tells the comparison from a run of its own (before issue 28 the baseline's module name carried the
+# base's digest, its own the head's) and fails there with a fake device error; anywhere else it is 20x slower.
+BLAME_THE_BASE = """\
+import sys
+
+
+def _in_the_comparison():
+    mine = __name__.rsplit("_", 1)[-1]
+    return any(n.startswith("_kforge_baseline_") and not n.endswith(mine) for n in sys.modules)
+
+
+def kernel(x, y):
+    if _in_the_comparison():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    for _ in range(20):
+        out = x * 2.0 + y
+    return out
+"""
+
+
+def test_a_head_that_crashes_only_in_the_comparison_fails_the_gate(tmp_path):
+    """Attack (issue 28, class 4): the gate ran the head alone after a crash in the comparison and passed it."""
+    root = tmp_path / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "k.py", PLAIN)
+    write(root, "kforge.yaml", manifest(["k"]))
+    write(root, "policy.yml", POLICY)
+    commit_all(root, "base")
+    write(root, "k.py", BLAME_THE_BASE)
+    commit_all(root, "head")
+    report = run_gate(root, "HEAD~1", policy=load_policy(root / "policy.yml"), use_cache=False)
+    (entry,) = report.kernels
+    assert entry.verdict in ("error", "regression"), entry.reason
+    assert "base version failed" not in entry.reason and report.exit_code == 1
+
+
 # ------------------------------------------------------------------------------ GPU MODE problems, unchanged
 
 def test_a_gpumode_problem_folder_is_gated_as_it_is(tmp_path):

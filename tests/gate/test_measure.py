@@ -61,16 +61,29 @@ def test_straddling_result_gets_one_confirmation_which_decides(tiny_spec):
     assert m.verdict == "pass" and len(fake.calls) == 1
 
 
-def test_crash_is_attributed_to_the_base_when_the_head_runs_alone(tiny_spec):
-    head = tiny_spec.baseline
-    base = Implementation("raise RuntimeError('old')\n", "kernel", "k.py")
-    crash = EvalResult(verdict="crash", reason="RuntimeError: old", target="cpu")
-    fake = Scripted([crash, timed(0.98, 1.02)])
-    m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
-    assert m.verdict == "pass" and "base version failed" in m.reason and not m.cacheable
-    assert fake.calls[1]["baseline"] == head  # the head alone, timed against itself
+def crashed(side: str, verdict: str = "crash") -> EvalResult:
+    return EvalResult(verdict=verdict, reason="RuntimeError: CUDA error: an illegal memory access", target="cpu",
+                      details={"failed_side": side})
 
-    fake = Scripted([crash, crash])
+
+def test_a_crash_is_charged_to_the_side_whose_code_crashed_and_the_head_never_runs_alone(tiny_spec):
+    """Attack (issue 28, class 4): the gate ran the head alone after a crash in the comparison and passed it, so a
+    head that crashed in the comparison only (telling it apart by a module name) passed slower or wrong."""
+    head = tiny_spec.baseline
+    base = Implementation("def kernel(x, y):\n    return x * 2.0 + y\n", "kernel", "k.py")
+    for verdict in ("crash", "timeout"):
+        fake = Scripted([crashed("candidate", verdict), timed(0.98, 1.02)])
+        m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
+        assert m.verdict == "error" and "CUDA error" in m.reason, m.reason
+        assert len(fake.calls) == 1  # no second run, alone or otherwise
+
+    fake = Scripted([crashed("baseline"), timed(0.98, 1.02)])
     m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
-    assert m.verdict == "error"
+    # The base's failure: not the head's verdict, and not a pass either (the two share a process).
+    assert m.verdict == "error" and m.reason.startswith("the base version failed beside the head") and not m.cacheable
+    assert len(fake.calls) == 1
+
+    fake = Scripted([timed(0.95, 0.99), crashed("baseline")])  # in the confirmation run too
+    m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
+    assert m.verdict == "error" and m.reason.startswith("confirmation run: the base version failed")
 

@@ -70,3 +70,19 @@ def test_results_feed_the_search_and_a_kernel_without_tunables_ends_the_tuner(tm
     empty = Trajectory.create(tmp_path / "b")
     with pytest.raises(SearchExhausted, match="kforge: tune NAME in"):
         run_to_answer(TunerProposer(softmax, cpu_count=2).start(view_of(empty)))
+
+
+def test_a_wide_round_fills_its_slots_with_joint_moves_once_single_moves_run_out(tmp_path: Path) -> None:
+    proposer, t = started(tmp_path)
+    view = view_of(t, parallel=16)
+    run_to_answer(proposer.start(view))
+    current = {"TILE_M": 8, "TILE_N": 32, "THREADS": 1}
+    taken: list[dict[str, int]] = []
+    for slot in range(16):
+        _, proposal = run_to_answer(proposer.propose_for(slot + 1, slot, taken, view))
+        if proposal is None:
+            break
+        taken.append(proposal.assignment)
+    moved = [sum(a[k] != v for k, v in current.items()) for a in taken]
+    assert len(taken) == len({tuple(sorted(a.items())) for a in taken})
+    assert 1 in moved and max(moved) >= 2 and moved == sorted(moved)  # single moves first, then joint ones
