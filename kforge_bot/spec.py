@@ -98,7 +98,9 @@ class KernelSpec:
     timed_shapes: tuple[int, ...] | None = None  # the shape sets that are timed (None: all); the rest are checked only
     seed_kwarg: str | None = None  # the inputs callable's keyword that takes the harness's secret seed
     data_arg: bool = False  # the inputs are one object, passed whole (`custom_kernel(data)`)
-    oracle_symbol: str | None = None  # an extra oracle in the reference's source: `check_implementation(data, output)`
+    # An extra oracle in the inputs module (GPU MODE's reference.py holds generate_input and check_implementation): it
+    # stays the problem's own where a caller swaps the reference (the gate judging a head against its base).
+    oracle_symbol: str | None = None
     support: tuple[tuple[str, str], ...] = ()  # (file name, source): modules every implementation imports, beside it
     kernel: Implementation | None = None  # the kernel as written where it is neither (GPU MODE's submission.py)
 
@@ -208,6 +210,8 @@ def has_own_reference(spec: KernelSpec) -> bool:
     """Whether the spec names an oracle other than the kernel itself."""
     if spec.format == "kernelbench":
         return defines(spec.reference.source, "ModelNew")
+    if spec.format == "gpumode":
+        return True  # ref_kernel, whatever submission.py holds
     return spec.reference != spec.baseline
 
 

@@ -11,7 +11,7 @@ import pytest
 from kforge_bot.errors import KforgeError
 from kforge_bot.kernels import discover
 from kforge_bot.policy import Policy
-from kforge_bot.spec import KernelSpec, kernel_implementation, load_spec
+from kforge_bot.spec import KernelSpec, has_own_reference, kernel_implementation, load_spec
 from kforge_bot.spec_gpumode import is_gpumode_problem, load_gpumode
 
 GM = Path(__file__).parent / "data" / "gpumode"
@@ -34,6 +34,7 @@ def test_a_problem_folder_or_its_task_yml_loads_as_a_spec() -> None:
         assert dict(spec.support) == {"task.py": (PROBLEM / "task.py").read_text(),
                                       "utils.py": (GM / "utils.py").read_text()}
         assert KernelSpec.from_dict(spec.to_dict()) == spec
+        assert has_own_reference(spec)  # ref_kernel judges, whatever submission.py holds (the gate's oracle)
         # speed is measured against ref_kernel; submission.py is the kernel as written (the gate, check without it)
         assert spec.baseline == spec.reference
         assert kernel_implementation(spec) == spec.kernel and spec.kernel.filename == "submission.py"

@@ -184,8 +184,8 @@ class CandidateRun:
             del ref_module
         self.state_source = reference_instance if isinstance(reference_instance, torch.nn.Module) else None
         if spec.oracle_symbol:  # its own import: nothing the baseline's module holds is shared with it
-            oracle_module = loading.import_implementation(spec.reference, workdir, "oracle", spec.support)
-            self.oracle = loading.lookup(oracle_module, spec.oracle_symbol, spec.reference.filename)
+            oracle_module = loading.import_implementation(spec.inputs_source, workdir, "oracle", spec.support)
+            self.oracle = loading.lookup(oracle_module, spec.oracle_symbol, spec.inputs_source.filename)
         if not baseline_is_reference:
             self.baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed,
                                                    state_from=self.state_source)
