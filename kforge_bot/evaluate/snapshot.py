@@ -262,9 +262,12 @@ def trusted_namespaces(modules: dict[str, ModuleType], roots: tuple[str, ...]) -
     (a context manager's `__enter__` that sleeps) slows the baseline, not the candidate: watched like the
     framework, by identity and seal. `roots`: the folders their source files lie under."""
 
+    def own(filename: str) -> bool:  # an environment inside the checkout (its .venv) is installed code, not its own
+        return filename.startswith(roots) and not any(p in filename for p in ("site-packages", "dist-packages"))
+
     def local(obj: Any) -> bool:
         code = getattr(getattr(obj, "__func__", obj), "__code__", None)
-        return code is not None and code.co_filename.startswith(roots)
+        return code is not None and own(code.co_filename)
 
     found: dict[str, Any] = {}
     seen: set[int] = set()
@@ -276,7 +279,7 @@ def trusted_namespaces(modules: dict[str, ModuleType], roots: tuple[str, ...]) -
         seen.add(id(space))
         found[label] = space
         for attr, value in list(_namespace(space).items()):
-            if isinstance(value, ModuleType) and str(getattr(value, "__file__", "") or "").startswith(roots):
+            if isinstance(value, ModuleType) and own(str(getattr(value, "__file__", "") or "")):
                 queue.append((f"{value.__name__} (module)", vars(value)))
             elif isinstance(value, type) and any(local(v) for v in vars(value).values()):
                 if id(value) not in seen:
