@@ -162,6 +162,8 @@ def main() -> None:
     parser.add_argument("--max-autotune", action="store_true", help="also compile-max-autotune")
     parser.add_argument("--gpus", type=int, default=None, help="processes side by side (default: visible GPUs)")
     parser.add_argument("--limit", type=int, default=None, help="the first N selected problems only")
+    parser.add_argument("--numbers", default="", help="these problem numbers only, comma-separated (a machine with "
+                                                      "fewer GPUs runs the 37 in several calls)")
     parser.add_argument("--shard", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -177,6 +179,9 @@ def main() -> None:
                              f"{len(committed)}: +{sorted(set(selected) - set(committed))} "
                              f"-{sorted(set(committed) - set(selected))}")
         files = [level2 / name for name in committed]
+    if args.numbers:
+        wanted = {int(n) for n in args.numbers.split(",") if n.strip()}
+        files = [f for f in files if f.name.split("_")[0].isdigit() and int(f.name.split("_")[0]) in wanted]
     files = files[: args.limit] if args.limit else files
     if args.shard:  # a child: its share, appended to its own file
         run_shard(files, args.shard, args.target, args.time_budget, args.timeout, kinds,
@@ -194,6 +199,7 @@ def main() -> None:
                "--time-budget", str(args.time_budget), "--timeout", str(args.timeout)]
         cmd += ["--problem-files", *map(str, files)] if args.problem_files else ["--kernelbench", str(args.kernelbench)]
         cmd += ["--limit", str(args.limit)] if args.limit else []
+        cmd += ["--numbers", args.numbers] if args.numbers else []
         cmd += ["--max-autotune"] if args.max_autotune else []
         procs.append(subprocess.Popen(cmd, env=env))
     codes = [p.wait() for p in procs]
