@@ -74,6 +74,9 @@ class CandidateRun:
         # Both sides as the harness calls them where the manifest says more than "call it" (calls.EntryCall).
         self._base_call: calls.EntryCall | None = None
         self._cand_call: calls.EntryCall | None = None
+        self.output_slots: frozenset[int] = frozenset()  # inputs that are output buffers (Fit.output_slots)
+        self.oracle: Callable[..., Any] | None = None  # the problem's own check_implementation, where it has one
+        self.last_output: Any = None  # the last call's output as returned (the oracle takes it whole)
 
     @property
     def base_fn(self) -> Any:
@@ -82,9 +85,6 @@ class CandidateRun:
     @property
     def cand_fn(self) -> Any:
         return self._cand_call if self._cand_call is not None else self.candidate
-        self.output_slots: frozenset[int] = frozenset()  # inputs that are output buffers (Fit.output_slots)
-        self.oracle: Callable[..., Any] | None = None  # the problem's own check_implementation, where it has one
-        self.last_output: Any = None  # the last call's output as returned (the oracle takes it whole)
 
     # ------------------------------------------------------------------------------------------ guards
 
