@@ -4,6 +4,7 @@
 #                    [output-probe] [eager-lead] [sweep] [l3-agreement]
 #                    [harness|harness-short] [tuner]
 #                    [gate|gate-slowdown|gate-spin] [scale] [parallel] [library]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
+#                    [gpumode] (gpu-mode/reference-kernels in .gpumode/) [l2-baselines] (KernelBench in .kb/; 8 GPUs)
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
 # The device returns at most 8 files from $OUT: keep one call's steps under that (the output tail of each step
 # is printed too, so a figure survives even when its file does not come back).
@@ -61,6 +62,10 @@ for step in $steps; do
     gate-slowdown) timeout 200 python3 benchmarks/gate_benchmark.py --target cuda --skip-aa --no-full-gate --max-seconds 170 --out "$out" > "$out/gate.log" 2>&1; tail -8 "$out/gate.log" ;;
     scale)   timeout ${SCALE_TIMEOUT:-560} python3 benchmarks/scale_benchmark.py ${SCALE_SECTIONS:+--sections $SCALE_SECTIONS} ${SCALE_ARGS:-} \
                --out "$out" > "$out/scale.log" 2>&1; tail -40 "$out/scale.log" ;;
+    gpumode) timeout ${GM_TIMEOUT:-540} python3 benchmarks/gpumode_h200.py --problems "${GM_PROBLEMS:-.gpumode/reference-kernels/problems/pmpp_v2}" \
+               --time-budget "${GM_BUDGET:-1}" --out "$out" 2>&1 | grep -v "^\[" | tail -40 ;;  # .gpumode/: gpu-mode/reference-kernels
+    l2-baselines) timeout ${L2_TIMEOUT:-540} python3 benchmarks/l2_gemm_baselines.py --kernelbench .kb --target cuda \
+               --time-budget "${L2_BUDGET:-1.5}" ${L2_ARGS:-} --out "$out" 2>&1 | grep -v "^\[" | tail -60 ;;  # 37 problems: 8 GPUs
     parallel) timeout ${PARALLEL_TIMEOUT:-300} python3 benchmarks/optimize_throughput.py --target cuda \
                --problem examples/kernelbench/softmax_problem.py --candidates 8 --parallel 4 --crash-at 2 \
                --out "$out/parallel" 2>&1 | tail -6 ;;

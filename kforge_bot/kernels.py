@@ -1,5 +1,6 @@
-"""The managed kernels of a repository checkout: every kforge.yaml entry and every KernelBench file, each
-loaded through kforge_bot.spec (a kernel that does not load is kept, with its error).
+"""The managed kernels of a repository checkout: every kforge.yaml entry, every KernelBench file and every GPU
+MODE problem folder (task.yml beside reference.py), each loaded through kforge_bot.spec (a kernel that does not
+load is kept, with its error).
 
 The gate, the PR bot, `check --all`, `list` and the pre-commit hook all find kernels here.
 """
@@ -25,6 +26,7 @@ from kforge_bot.spec import (
     load_manifest_entry,
     read_manifest,
 )
+from kforge_bot.spec_gpumode import REFERENCE, SUBMISSION, TASK_NAME, is_gpumode_problem, load_gpumode
 
 # A KernelBench file's path is its kernel's id and name: it reaches logs, annotations and PR text, so it is
 # held to the characters a kernel name may use (and '/').
@@ -39,7 +41,7 @@ class Kernel:
 
     id: str
     name: str
-    format: str  # manifest | kernelbench
+    format: str  # manifest | kernelbench | gpumode
     file: str  # repository-relative path of the kernel file
     spec: KernelSpec | None
     error: str | None = None
@@ -149,4 +151,14 @@ def discover(checkout: str | Path, policy: Policy, *, strict: bool = True,
             found[rel] = Kernel(rel, path.stem, "kernelbench", rel, None, str(exc), (rel,))
         else:
             found[rel] = Kernel(rel, spec.name, "kernelbench", rel, spec, None, (rel,))
+    for task in (f for f in files if f.name == TASK_NAME and is_gpumode_problem(f)):
+        rel_dir = task.parent.relative_to(checkout).as_posix()
+        rel = f"{rel_dir}/{SUBMISSION}" if rel_dir != "." else SUBMISSION
+        sources = tuple(f"{rel_dir}/{n}" if rel_dir != "." else n for n in (SUBMISSION, REFERENCE, TASK_NAME))
+        try:
+            spec = load_gpumode(task.parent)
+        except KforgeError as exc:
+            found[rel_dir] = Kernel(rel_dir, task.parent.name, "gpumode", rel, None, str(exc), sources)
+        else:
+            found[rel_dir] = Kernel(rel_dir, spec.name, "gpumode", rel, spec, None, sources)
     return {k: v for k, v in found.items() if policy.is_kernel_path(v.file)}

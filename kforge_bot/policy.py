@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.baselines import BASELINE_KINDS
 from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
 from kforge_bot.spec import LANGUAGES as SPEC_LANGUAGES
@@ -169,6 +170,9 @@ class Policy:
     allow_framework_fallback: bool = False
     evaluation: Evaluation = field(default_factory=Evaluation)
     isolation: str | None = None  # required | preferred | off; None: see isolation_mode
+    # What speedups are reported against: eager (the kernel as written, always timed), and torch.compile of it
+    # (compile, compile-max-autotune); with a compiled one, optimize accepts only what beats the faster of them all.
+    baseline: tuple[str, ...] = ("eager",)
     source: str = field(default="<built-in defaults>", compare=False)
 
     def isolation_mode(self, command: str, environ: Mapping[str, str] | None = None) -> str:
@@ -304,7 +308,7 @@ def path_matches(pattern: str, path: str) -> bool:
 # Loading and validation
 
 _TOP = ("version", "kernel_paths", "required_targets", "min_speedup", "gate", "budgets", "trust",
-        "languages", "allow_framework_fallback", "evaluation", "isolation")
+        "languages", "allow_framework_fallback", "evaluation", "isolation", "baseline")
 _RULE_KEYS = ("path", "kernel", "threshold", "confidence", "skip", "reason", "shape_sets")
 _SHAPE_SET_KEYS = ("threshold", "informational", "reason")
 
@@ -363,6 +367,9 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
     if "languages" in top:
         named = [LANGUAGE_ALIASES.get(x, x) for x in ck.string_list(top["languages"], "languages", nonempty=True)]
         kw["languages"] = tuple(ck.string(x, join("languages", i), LANGUAGES) for i, x in enumerate(named))
+    if "baseline" in top:
+        kinds = ck.string_list(top["baseline"], "baseline", choices=BASELINE_KINDS, nonempty=True)
+        kw["baseline"] = tuple(dict.fromkeys(["eager", *kinds]))  # eager is what every run is timed against
     if "allow_framework_fallback" in top:
         kw["allow_framework_fallback"] = ck.boolean(top["allow_framework_fallback"], "allow_framework_fallback")
     if top.get("isolation") is not None:  # null: unset, as to_dict writes it

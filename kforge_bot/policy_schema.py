@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kforge_bot.evaluate.baselines import BASELINE_KINDS
 from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
 from kforge_bot.policy import ASSOCIATIONS, LANGUAGES, TARGET_NAME_RE, Policy
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
@@ -99,6 +100,11 @@ def json_schema() -> dict[str, Any]:
             "languages": {"type": "array", "minItems": 1, "items": {"enum": [*LANGUAGES, *LANGUAGE_ALIASES]},
                           "default": list(d.languages)},
             "allow_framework_fallback": {"type": "boolean", "default": d.allow_framework_fallback},
+            "baseline": {"type": "array", "minItems": 1, "items": {"enum": list(BASELINE_KINDS)},
+                         "default": list(d.baseline),
+                         "description": "What speedups are reported against: eager (the kernel as written), and "
+                                        "the same code under torch.compile (compile; compile-max-autotune); with a "
+                                        "compiled one, optimize accepts only what beats the faster of them all."},
             "isolation": {"enum": list(ISOLATION_MODES),
                           "description": "the OS sandbox for user code; gate and pr in GitHub Actions: always "
                                          "required; elsewhere unset means preferred"},

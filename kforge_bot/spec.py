@@ -132,6 +132,19 @@ class KernelSpec:
     reference_returns: str = "entry"
     import_roots: tuple[str, ...] = ()  # relative to root, as the manifest says them
     entry_file: str = ""  # relative to root: where the entry lives, when not in kernel_file
+    # GPU MODE problems (kforge_bot.spec_gpumode); the defaults are every other format's behaviour.
+    timed_shapes: tuple[int, ...] | None = None  # the shape sets that are timed (None: all); the rest are checked only
+    seed_kwarg: str | None = None  # the inputs callable's keyword that takes the harness's secret seed
+    data_arg: bool = False  # the inputs are one object, passed whole (`custom_kernel(data)`)
+    # An extra oracle in the inputs module (GPU MODE's reference.py holds generate_input and check_implementation): it
+    # stays the problem's own where a caller swaps the reference (the gate judging a head against its base).
+    oracle_symbol: str | None = None
+    support: tuple[tuple[str, str], ...] = ()  # (file name, source): modules every implementation imports, beside it
+    kernel: Implementation | None = None  # the kernel as written where it is neither (GPU MODE's submission.py)
+
+    def timed_indices(self) -> tuple[int, ...]:
+        """The shape sets that are timed: every one, unless the format times a subset (GPU MODE's benchmarks)."""
+        return tuple(range(len(self.shape_sets))) if self.timed_shapes is None else self.timed_shapes
 
     @property
     def kernel_path(self) -> Path:
@@ -157,6 +170,8 @@ class KernelSpec:
         for key in ("inplace", "grad_inputs", "import_roots"):
             data[key] = list(data[key])
         data["outputs"] = None if self.outputs is None else list(self.outputs)
+        data["timed_shapes"] = None if self.timed_shapes is None else list(self.timed_shapes)
+        data["support"] = [list(pair) for pair in self.support]
         return data
 
     @classmethod
@@ -164,11 +179,16 @@ class KernelSpec:
         data = dict(data)
         for key in ("reference", "baseline", "inputs_source"):
             data[key] = Implementation.from_dict(data[key])
+        if data.get("kernel") is not None:
+            data["kernel"] = Implementation.from_dict(data["kernel"])
         data["shape_sets"] = tuple(data["shape_sets"])
         data["targets"] = tuple(data["targets"])
         for key in ("inplace", "grad_inputs", "import_roots"):
             data[key] = tuple(data.get(key) or ())
         data["outputs"] = None if data.get("outputs") is None else tuple(data["outputs"])
+        if data.get("timed_shapes") is not None:
+            data["timed_shapes"] = tuple(data["timed_shapes"])
+        data["support"] = tuple((str(name), str(text)) for name, text in data.get("support") or ())
         return cls(**data)
 
 
@@ -229,18 +249,21 @@ def defines(source: str, symbol: str) -> bool:
 
 def kernel_implementation(spec: KernelSpec) -> Implementation:
     """The code a kernel is, as written: the manifest's entry, or a KernelBench file's ModelNew (Model when
-    the file has no ModelNew). The one place that decides which class of a KernelBench file is the kernel."""
+    the file has no ModelNew), or a GPU MODE problem's submission.py (its ref_kernel where it has none). The one
+    place that decides which class of a KernelBench file is the kernel."""
     if spec.format == "kernelbench":
         # The baseline, not the reference: a head kernel judged under the base's test keeps its own file there.
         symbol = "ModelNew" if defines(spec.baseline.source, "ModelNew") else "Model"
         return replace(spec.baseline, symbol=symbol)
-    return spec.baseline
+    return spec.kernel or spec.baseline
 
 
 def has_own_reference(spec: KernelSpec) -> bool:
     """Whether the spec names an oracle other than the kernel itself."""
     if spec.format == "kernelbench":
         return defines(spec.baseline.source, "ModelNew")
+    if spec.format == "gpumode":
+        return True  # ref_kernel, whatever submission.py holds
     return spec.reference != spec.baseline
 
 
@@ -653,12 +676,19 @@ def load_manifest(path: str | Path, boundary: Path | None = None) -> dict[str, K
 
 
 def load_spec(path: str | Path, kernel: str | None = None) -> KernelSpec:
-    """A spec from a KernelBench file, a kforge.yaml (with `kernel`), or a kernel file a manifest names."""
+    """A spec from a KernelBench file, a kforge.yaml (with `kernel`), a kernel file a manifest names, or a GPU MODE
+    problem (its folder or its task.yml)."""
+    from kforge_bot import spec_gpumode  # the GPU MODE layout's own module (it builds on this one)
+
     path = Path(path)
+    if spec_gpumode.is_gpumode_problem(path) and (path.is_dir() or path.name == spec_gpumode.TASK_NAME):
+        return spec_gpumode.load_gpumode(path)
     if path.is_dir():
         manifest = path / MANIFEST_NAME
         if not manifest.is_file():
-            raise KforgeError("directory has no kforge.yaml", path=path, hint="pass a kernel file or a manifest")
+            raise KforgeError("directory has no kforge.yaml", path=path,
+                              hint="pass a kernel file, a manifest, or a GPU MODE problem's folder (task.yml and "
+                                   "reference.py)")
         path = manifest
     if path.name == MANIFEST_NAME or path.suffix in (".yaml", ".yml"):
         kernels = load_manifest(path)

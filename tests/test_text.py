@@ -32,7 +32,7 @@ def test_markdown_cell_escapes_what_would_break_a_table_row() -> None:
 def test_no_line_becomes_a_workflow_command() -> None:
     import io
 
-    from kforge_bot.text import WorkflowCommandGuard, no_workflow_commands, workflow_command
+    from kforge_bot.text import WorkflowCommandGuard, no_workflow_commands
 
     hostile = "ok\n::error::a\n  ::add-mask::b\r::stop-commands::c\nmid ::fine\nx ##[error]v1\n"
     safe = no_workflow_commands(hostile)

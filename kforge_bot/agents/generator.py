@@ -206,6 +206,13 @@ def _contract_section(contract: Mapping[str, Any]) -> str:
             "- KernelBench format: define `class ModelNew(nn.Module)` with the same `__init__` arguments and "
             "`forward` signature as `Model`, computing the same outputs with your kernels"
         )
+    elif contract.get("format") == "gpumode":
+        lines.append(
+            "- GPU MODE format: define `custom_kernel(data)`, taking the one `data` object `ref_kernel(data)` takes "
+            "(what `generate_input` returns; where it holds an output tensor the reference writes and returns, write "
+            "and return that one) and returning what `ref_kernel` returns; the problem's `task` and `utils` modules "
+            "import as usual"
+        )
     elif contract.get("entry"):
         lines.append(f"- entry: `{contract['entry']}` (keep its name and signature)")
     if contract.get("signature"):

@@ -46,6 +46,9 @@ class TargetRow:
     # A kernel with a backward: {direction: {"speedup", "speedup_ci"}} for forward, backward and forward+backward
     # (the row's speedup is forward+backward's).
     directions: Mapping[str, Any] = field(default_factory=dict)
+    # The speedup against other baselines than eager, where the policy asked for them (evaluate.baselines):
+    # (what it is against, speedup, interval low, interval high); the columns above are against eager.
+    baselines: tuple[tuple[str, float, float | None, float | None], ...] = ()
 
     @property
     def faster(self) -> bool:
@@ -92,7 +95,8 @@ class KernelOutcome:
         kwargs["targets"] = tuple(
             TargetRow(**{**{k: v for k, v in row.items() if k in row_known},
                          "runner_labels": tuple(row.get("runner_labels") or ()),
-                         "shapes": tuple(row.get("shapes") or ())})
+                         "shapes": tuple(row.get("shapes") or ()),
+                         "baselines": tuple(tuple(b) for b in row.get("baselines") or ())})
             for row in data.get("targets") or ())
         return cls(**kwargs)
 
@@ -253,6 +257,19 @@ def render_shapes(rows: Sequence[TargetRow]) -> str:
     return "\n".join(lines)
 
 
+def render_baselines(rows: Sequence[TargetRow]) -> str:
+    """Which baseline each figure is against, where other baselines than eager were measured ("" where none)."""
+    lines = []
+    for r in rows:
+        for against, speedup, low, high in r.baselines:
+            ci = f" ({_num3(low)}-{_num3(high)})" if low is not None and high is not None else ""
+            lines.append(f"- {markdown_text(r.target)}: {speedup:.2f}x{ci} against {markdown_text(against)}")
+    if not lines:
+        return ""
+    return ("\n\nThe speedups in the table are against eager (the kernel as written, timed in the same run). "
+            "Against the other baselines the policy asks for:\n" + "\n".join(lines))
+
+
 _CORRECTNESS_KEYS = [
     ("seeds", "Seeds"), ("shape_sets", "Shape sets"), ("dtypes", "Dtypes"), ("cases_checked", "Cases checked"),
     ("timed_outputs_checked", "Timed outputs re-verified"), ("tolerance", "Tolerance"),
@@ -382,6 +399,7 @@ def render_pr_body(outcome: KernelOutcome, *, pr_number: int, head_branch: str, 
     if outcome.spec_note:
         intro += f" Note: {markdown_text(outcome.spec_note)}."
     table = render_table(outcome.targets) if outcome.targets else "No timings were recorded (n/a)."
+    table += render_baselines(outcome.targets)
     shapes = render_shapes(outcome.targets)
     if shapes:
         table += "\n\n" + shapes

@@ -45,7 +45,28 @@ def target_row(result: Any, target: str, *, kind: str, labels: Sequence[str] = (
                      device_name=result.device_name or None,
                      shapes=tuple(p.to_dict() for p in getattr(result, "per_shape", ())),
                      directions={name: {"speedup": f.get("speedup"), "speedup_ci": f.get("speedup_ci")}
-                                 for name, f in (result.details.get("directions") or {}).items()})
+                                 for name, f in (result.details.get("directions") or {}).items()},
+                     baselines=_other_baselines(result))
+
+
+def _other_baselines(result: Any) -> tuple[tuple[str, float, float | None, float | None], ...]:
+    """The candidate's speedup against each compiled baseline and the faster of all (details.baselines), named."""
+    found = (getattr(result, "details", None) or {}).get("baselines") or {}
+    rows: list[tuple[str, float, float | None, float | None]] = []
+    for kind, entry in found.items():
+        if kind in ("eager", "best", "note") or not isinstance(entry, dict) or not entry.get("against"):
+            continue
+        rows.append((f"torch.compile ({entry.get('mode')})", *_figure(entry["against"])))
+    best = found.get("best")
+    if rows and best and best.get("speedup") is not None:
+        rows.append((f"the faster of {' and '.join(best.get('baselines') or [])} (the KForge paper's metric)",
+                     *_figure(best)))
+    return tuple(rows)
+
+
+def _figure(entry: Mapping[str, Any]) -> tuple[float, float | None, float | None]:
+    ci = entry.get("speedup_ci")
+    return float(entry["speedup"]), (float(ci[0]) if ci else None), (float(ci[1]) if ci else None)
 
 
 def unified_diff(before: str, after: str, path: str) -> str:

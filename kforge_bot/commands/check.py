@@ -26,8 +26,10 @@ from kforge_bot.commands import (
     write_json,
 )
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.api import evaluate
+from kforge_bot.evaluate.api import evaluate, new_seeds
+from kforge_bot.evaluate.baselines import BASELINE_KINDS, against_baselines, measure_compiled, requested_compiled
 from kforge_bot.evaluate.isolation import announcement
+from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, directions_text
 from kforge_bot.evaluate.shapes import DEFINITION, geomean_times, text_lines
 from kforge_bot.kernels import discover
@@ -49,6 +51,8 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
       `ModelNew` if it has one, else `Model` against itself (an A/A run that shows the harness's noise).
     - Manifest: the candidate file's entry against the kernel as it is on disk; without --candidate, the
       kernel against its reference.
+    - GPU MODE: the candidate file's custom_kernel against the problem's ref_kernel; without --candidate, the
+      problem's submission.py (ref_kernel against itself where it has none).
     """
     if spec.format == "kernelbench":
         if candidate_path is not None:
@@ -61,6 +65,16 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
         if impl.symbol == "ModelNew":
             return impl, spec.baseline, f"{spec.kernel_file}: ModelNew vs Model"
         return spec.baseline, spec.baseline, f"{spec.kernel_file}: Model vs itself (A/A: no candidate given)"
+    if spec.format == "gpumode":  # the submission's custom_kernel against the problem's ref_kernel
+        if candidate_path is None and spec.kernel is not None:
+            return spec.kernel, spec.baseline, f"{spec.name}: submission.py:custom_kernel vs reference.py:ref_kernel"
+        if candidate_path is None:
+            return spec.baseline, spec.baseline, f"{spec.name}: ref_kernel vs itself (A/A: no submission.py)"
+        impl = Implementation.from_file(candidate_path, spec.entry, root=spec.root)
+        if _parses(impl.source) and not defines(impl.source, spec.entry):
+            raise KforgeError(f"defines no top-level {spec.entry!r}", path=candidate_path,
+                              hint="a GPU MODE submission defines custom_kernel(data)")
+        return impl, spec.baseline, f"{candidate_path.name}:{spec.entry} vs {spec.name}/reference.py:ref_kernel"
     if candidate_path is not None:
         impl = spec.candidate_from_source(Implementation.from_file(candidate_path, spec.entry).source,
                                           candidate_path.name)
@@ -84,11 +98,11 @@ def _case_breakdown(correctness: dict[str, Any]) -> str:
     for record in correctness.get("records", []):
         label = record["case"]
         kind = ("again" if "called again" in label else "timed" if label.startswith("timed run")
-                else "changed" if "element changed" in label else "moved" if "buffers" in label else "seed")
+                else "changed" if "elements changed" in label else "moved" if "buffers" in label else "seed")
         kinds[kind] += 1
     seeds, shapes = len(correctness.get("seeds", [])), len(correctness.get("shape_sets", []))
     parts = [f"{kinds['seed']} = {seeds} seed(s) x {shapes} shape set(s)"]
-    names = {"again": "same buffers refilled", "timed": "timed runs", "changed": "one input element changed",
+    names = {"again": "same buffers refilled", "timed": "timed runs", "changed": "input elements changed",
              "moved": "inputs moved between buffers"}
     parts += [f"{kinds[k]} {names[k]}" for k in ("again", "timed", "changed", "moved") if kinds[k]]
     return ", ".join(parts)
@@ -173,6 +187,7 @@ def render(result: EvalResult, title: str) -> None:
                       + directions_text(result.details["directions"]))
     for line in launch_bound_notes(result.details.get("timing", [])):
         console.print(line)
+    _render_baselines(console, result.details.get("baselines"))
     if result.speedup_ci and result.correct:
         lo, hi = result.speedup_ci
         verdict = "faster" if lo > 1 else "slower" if hi < 1 else "no difference resolved"
@@ -182,6 +197,43 @@ def render(result: EvalResult, title: str) -> None:
         console.print(f"speed: {verdict} ({result.details['timing'][0]['stop_reason']})", markup=False)
     elif result.speedup is not None and result.correct:
         console.print(f"speed: not resolved: {result.details.get('speedup_ci_note', 'no confidence interval')}")
+
+
+def attach_baselines(result: EvalResult, spec: KernelSpec, eager: Implementation, kinds: tuple[str, ...], target: str,
+                     settings: EvalSettings, **kwargs: Any) -> None:
+    """The compiled baselines measured (only for a correct, timed candidate: there is nothing to compare otherwise)
+    and the candidate's speedups against each, in `details.baselines`."""
+    if not (result.correct and result.details.get("timing")):
+        result.details["baselines"] = {"note": f"{', '.join(kinds)} not measured: the candidate is "
+                                               f"{result.verdict} (or untimed)"}
+        return
+    compiled = measure_compiled(spec, eager, kinds, evaluate, target, settings, **kwargs)
+    result.details["baselines"] = against_baselines(result, compiled)
+
+
+def _render_baselines(console: Any, baselines: dict[str, Any] | None) -> None:
+    """Which baseline each figure is against: eager, each compiled baseline (or why it was dropped), the faster."""
+    if not baselines:
+        return
+    if "best" not in baselines:
+        console.print(f"baselines: {baselines.get('note', '')}")
+        return
+
+    def figure(entry: dict[str, Any]) -> str:
+        ci = entry.get("speedup_ci")
+        return f"{entry['speedup']:.3f}x" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else " (no interval)")
+
+    console.print(f"against eager (the kernel as written): {figure(baselines['eager'])}")
+    for kind in (k for k in baselines if k not in ("eager", "best", "note")):
+        entry = baselines[kind]
+        if entry.get("used"):
+            over = ", ".join(f"{p['speedup_over_eager']:.3f}x" for p in entry["per_shape"])
+            console.print(f"against torch.compile ({entry['mode']}): {figure(entry['against'])}; torch.compile "
+                          f"itself is {over} eager's speed")
+        else:
+            console.print(f"torch.compile ({entry['mode']}) baseline {entry['reason']}")
+    console.print(f"against the faster of {' and '.join(baselines['best']['baselines'])} (the KForge paper's metric): "
+                  f"{figure(baselines['best'])}")
 
 
 class _Progress:
@@ -239,9 +291,13 @@ class _Progress:
 @click.option("--isolation", type=click.Choice(["required", "preferred", "off"]), default=None,
               help="The OS sandbox for the kernel's code: refuse to run without it, use it where the machine "
                    "has it, or never (default: the policy's, preferred in the default policy).")
+@click.option("--baseline", "baselines", multiple=True, type=click.Choice(BASELINE_KINDS),
+              help="Also time the baseline under torch.compile (compile; compile-max-autotune) and report the "
+                   "speedup against it and against the faster of eager and it (default: the policy's baseline).")
 def check(reference: Path | None, all_kernels: bool, policy_path: str | None, candidate_path: Path | None,
           kernel: str | None, target: str, json_path: str | None, seeds: int | None, time_budget: float,
-          timeout: float, no_timing: bool, allow_fallback: bool, isolation: str | None) -> None:
+          timeout: float, no_timing: bool, allow_fallback: bool, isolation: str | None,
+          baselines: tuple[str, ...]) -> None:
     """Evaluate a kernel against its reference: correctness, then speed (interleaved, with a 95% CI)."""
     policy = load_policy(policy_path)
     target = target_kind(target)
@@ -263,8 +319,19 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
     settings = judged_by_policy(settings, policy, spec, target)
     click.echo(announcement(isolation), err=True)
     quiet_json = json_path is not None and str(json_path) == "-"
-    with _Progress(enabled=sys.stderr.isatty() and not quiet_json) as progress:
-        result = evaluate(spec, candidate, target, settings, baseline=baseline, progress=progress)
+    kinds = requested_compiled(baselines or policy.baseline)
+    store = ReferenceStore()
+    try:
+        with _Progress(enabled=sys.stderr.isatty() and not quiet_json) as progress:
+            # One set of secret seeds for the candidate and the compiled baselines: one reference run serves both.
+            seeds_used = new_seeds(settings.seeds or spec.seeds)
+            result = evaluate(spec, candidate, target, settings, baseline=baseline, progress=progress,
+                              seeds=seeds_used, references=store)
+            if kinds:
+                attach_baselines(result, spec, baseline, kinds, target, settings, seeds=seeds_used,
+                                 references=store, progress=progress)
+    finally:
+        store.cleanup()
     report = {"kernel": spec.name, "format": spec.format, "comparison": title, **result.to_dict()}
     write_json(report, json_path)
     if not quiet_json:

@@ -28,6 +28,7 @@ from kforge_bot.commands import (
     write_json,
 )
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.baselines import BASELINE_KINDS
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.evaluate.shapes import DEFINITION, text_lines
@@ -101,6 +102,9 @@ from kforge_bot.text import one_line
 @click.option("--counters", type=click.Choice(["auto", "off", "full"]), default="auto", show_default=True,
               help="Hardware counters (Nsight Compute) of the kernel as written and each accepted candidate, on "
                    "CUDA targets: auto (where ncu is found), off, full (also keep the .ncu-rep files).")
+@click.option("--baseline", "baselines", multiple=True, type=click.Choice(BASELINE_KINDS),
+              help="Also time the kernel as written under torch.compile (compile; compile-max-autotune): a candidate "
+                   "is accepted only if faster than the faster of eager and it (default: the policy's baseline).")
 @json_option("The run's outcome: the best candidate, its speedup and interval, why the run stopped, the report.")
 def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...], iterations: int | None,
              budget_tokens: int | None, time_limit: float | None, patience: int | None, out_path: Path | None, write_in_place: bool,
@@ -108,7 +112,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
              policy_path: str | None, parallel: int, beam: int, workers: int | None, executor: str,
              ray_address: str | None, cache_dir: Path | None, no_cache: bool, seeds: int | None,
              timeout: float | None, allow_fallback: bool, max_tokens: int | None, counters: str,
-             json_path: str | None) -> None:
+             baselines: tuple[str, ...], json_path: str | None) -> None:
     """Optimize one kernel: an LLM generator and analyst when an endpoint is configured
     (OPENAI_BASE_URL / OPENAI_API_KEY), else the built-in tuner. Every candidate is checked and timed
     against the kernel as written; the best one that is faster with confidence is kept."""
@@ -135,6 +139,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     click.echo(announcement(config.settings.isolation), err=True)
     config.parallel, config.beam, config.workers = parallel, beam, workers
     config.counters = counters
+    config.baselines = tuple(dict.fromkeys(("eager", *baselines))) if baselines else config.baselines
     config.executor, config.ray_address, config.models = executor, ray_address, list(models)
     if not no_cache:
         config.cache_dir = cache_dir or user_cache_dir()
@@ -259,7 +264,8 @@ def build_config(target: str, policy_path: str | None, iterations: int | None, b
     given = policy.budgets
     budgets = replace(given, iterations=iterations or given.iterations, tokens=budget_tokens or given.tokens,
                       time_limit_s=time_limit or given.time_limit_s, patience=patience or given.patience)
-    return RunConfig(target=target, budgets=budgets, settings=settings, languages=policy.languages)
+    return RunConfig(target=target, budgets=budgets, settings=settings, languages=policy.languages,
+                     baselines=policy.baseline)
 
 
 def _recorded_target(folder: Path) -> str | None:

@@ -60,7 +60,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     budgets = replace(policy.budgets, iterations=iterations or policy.budgets.iterations,
                       tokens=policy.budgets.tokens if endpoint is not None else None)
     config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint,
-                       languages=policy.languages, models=list(models))
+                       languages=policy.languages, models=list(models), baselines=policy.baseline)
     root = Path(work_dir or tempfile.mkdtemp(prefix="kforge-pr-"))
     root.mkdir(parents=True, exist_ok=True)
     # A fresh folder per run: a self-hosted runner keeps --work-dir between runs, and the loop

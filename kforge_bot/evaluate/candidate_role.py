@@ -10,6 +10,7 @@ compares them with the reference's, so a candidate never sees a reference output
 from __future__ import annotations
 
 import json
+import os
 import time
 import traceback
 from pathlib import Path
@@ -21,7 +22,7 @@ from kforge_bot.evaluate import calls, checks, loading
 from kforge_bot.evaluate.guards import AuditGuard, ThreadWatch, hooks_and_modes_left
 from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.profile import count_flops, profile_call
-from kforge_bot.evaluate.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness,
+from kforge_bot.evaluate.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness, trusted_namespaces,
                                           restore_framework_state)
 from kforge_bot.evaluate.graphs import GraphReplays
 from kforge_bot.evaluate.timing import PairedTimes, a_sample_holding, measure_pair
@@ -73,6 +74,9 @@ class CandidateRun:
         # Both sides as the harness calls them where the manifest says more than "call it" (calls.EntryCall).
         self._base_call: calls.EntryCall | None = None
         self._cand_call: calls.EntryCall | None = None
+        self.output_slots: frozenset[int] = frozenset()  # inputs that are output buffers (Fit.output_slots)
+        self.oracle: Callable[..., Any] | None = None  # the problem's own check_implementation, where it has one
+        self.last_output: Any = None  # the last call's output as returned (the oracle takes it whole)
 
     @property
     def base_fn(self) -> Any:
@@ -132,7 +136,7 @@ class CandidateRun:
         """After every timed candidate sample: a patched clock or harness function is rejected before the next
         sample uses it."""
         self.no_threads_left("timed run")
-        self.guard("while timing", CRITICAL)
+        self.guard("while timing", CRITICAL + self.snapshot.held)
         self.restore_state()
 
     def save(self, outputs: list[Any], name: str) -> None:
@@ -161,7 +165,8 @@ class CandidateRun:
 
     def call(self, fn: Callable[..., Any], inputs: list[Any], what: str) -> list[Any]:
         try:
-            out = as_list(loading.call(fn, inputs))
+            raw = loading.call(fn, inputs)
+            out = as_list(raw)
             self.target.synchronize()
         except checks.CheckFailure as failure:  # the manifest's outputs or gradients not there (calls.EntryCall)
             self.no_reaching_in(what)
@@ -176,6 +181,7 @@ class CandidateRun:
         self.guard(what)
         self.restore_state()
         self.inputs_plain(inputs, what)
+        self.last_output = raw
         return out
 
     def inputs_plain(self, inputs: list[Any], what: str) -> None:
@@ -193,8 +199,10 @@ class CandidateRun:
         self.target = make_target(plan.target)
         device = self.device = self.target.device
         torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
-        inputs_module = self.inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs")
-        base_module = self.base_module = loading.import_implementation(plan.baseline, workdir, "baseline")
+        inputs_module = self.inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs",
+                                                                           spec.support)
+        base_module = self.base_module = loading.import_implementation(plan.baseline, workdir, "baseline",
+                                                                       spec.support)
         base_obj = self.base_obj = loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename)
         # The reference's weights are the ones every side gets. Where the baseline is the reference (KernelBench,
         # most manifests), the baseline built from the same seed is that instance: one model build, not two.
@@ -203,7 +211,7 @@ class CandidateRun:
             self.baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed)
             reference_instance = self.baseline
         else:
-            ref_module = loading.import_implementation(spec.reference, workdir, "reference")
+            ref_module = loading.import_implementation(spec.reference, workdir, "reference", spec.support)
             ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
             reference_instance = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
         ref_call = reference_instance if baseline_is_reference else \
@@ -212,6 +220,9 @@ class CandidateRun:
         if not baseline_is_reference:
             del ref_module
         self.state_source = reference_instance if isinstance(reference_instance, torch.nn.Module) else None
+        if spec.oracle_symbol:  # its own import: nothing the baseline's module holds is shared with it
+            oracle_module = loading.import_implementation(spec.inputs_source, workdir, "oracle", spec.support)
+            self.oracle = loading.lookup(oracle_module, spec.oracle_symbol, spec.inputs_source.filename)
         if not baseline_is_reference:
             self.baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed,
                                                    state_from=self.state_source)
@@ -220,7 +231,14 @@ class CandidateRun:
         profiled = plan.settings.profile and not baseline_is_reference
         self.reference_for_profile = ref_call if profiled else None
         del reference_instance, ref_call
-        self.snapshot = FunctionSnapshot(extra=self._baseline_extra())
+        # The baseline's own code (its module, its helpers, its classes) is watched like the framework: patched, it
+        # would slow the baseline rather than speed the candidate (GPU MODE's in-process bypasses).
+        trusted = {"the baseline's module": base_module, "the inputs' module": inputs_module}
+        if self.oracle is not None:
+            trusted["the problem's check's module"] = oracle_module
+        roots = tuple(dict.fromkeys(str(Path(p).resolve()) + os.sep for p in (workdir, spec.root, plan.baseline.root)
+                                    if p))
+        self.snapshot = FunctionSnapshot(extra=self._baseline_extra(), holders=trusted_namespaces(trusted, roots))
         self.state = framework_state()
         self.threads = ThreadWatch(str(workdir / "candidate_"))
         self.threads.install()
@@ -234,7 +252,7 @@ class CandidateRun:
         """Import and build the candidate (failures here are compile errors), then wait for the reference's Fit."""
         plan = self.plan
         try:
-            cand_module = loading.import_implementation(plan.candidate, self.workdir, "candidate")
+            cand_module = loading.import_implementation(plan.candidate, self.workdir, "candidate", self.spec.support)
             cand_obj = loading.lookup(cand_module, plan.candidate.symbol, plan.candidate.filename)
             self.candidate = loading.build_callable(cand_obj, self.spec, self.inputs_module, self.device,
                                                     plan.init_seed, state_from=self.state_source)
@@ -274,6 +292,7 @@ class CandidateRun:
         try:
             fit = Fit.from_dict(json.loads(read_control_line()))
             self.plan = self.plan.fitted(fit)
+            self.output_slots = frozenset(fit.output_slots)
             keep_outputs_on_device(fit.device_outputs)
         except ValueError:
             raise Stop("rejected", "the harness's control line was unreadable (consumed by the candidate?)") from None
@@ -297,16 +316,43 @@ class CandidateRun:
             entry.bind(inputs, case.seed)  # the upstream gradients the reference's worker drew for this seed
         outputs = self.first_call("candidate", case.shape,
                                   lambda: self.call(self.cand_fn, inputs, f"running {case.label}"))
+        returned = self.last_output
         try:
             checks.check_plain_outputs(outputs, device_type)
-            checks.check_no_alias(outputs if entry is None else entry.fresh(outputs), inputs)
-            checks.check_inputs_unchanged(inputs, before, () if entry is None else entry.inplace)
+            checks.check_no_alias(outputs if entry is None else entry.fresh(outputs), inputs, self.output_slots)
+            checks.check_inputs_unchanged(inputs, before, () if entry is None else entry.inplace,
+                                          skip=self.output_slots)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, f"{case.label}: {failure}") from None
         self.save(outputs, case.cand_file)
+        if self.oracle is not None:
+            self._problem_oracle(case, inputs, before, returned)
         if case.reuse_file:
             self._same_buffers_again(case, inputs, outputs)
         self.channel.send("progress", phase="correctness", case=case.label)
+
+    def _problem_oracle(self, case: Case, inputs: list[Any], before: list[Any], returned: Any) -> None:
+        """The problem's own check (GPU MODE's check_implementation(data, output)), beside the bot's comparison,
+        never instead of it: on copies of the inputs as they were before the call (the reference it runs may write
+        an output buffer) and of the output, after the output was saved for the bot."""
+        from torch.utils import _pytree
+
+        data = loading.DataInputs([t.clone() if isinstance(t, torch.Tensor) else t for t in before],
+                                  inputs.structure).data() if isinstance(inputs, loading.DataInputs) else before
+        output = _pytree.tree_map(lambda t: torch.Tensor.clone(t) if type(t) is torch.Tensor else t,  # noqa: E721
+                                  returned)
+        try:
+            verdict = self.oracle(data, output)  # type: ignore[misc]
+            self.target.synchronize()
+        except Exception as exc:  # noqa: BLE001 - the check failing on this output is a failed check
+            raise Stop("incorrect", f"{case.label}: the problem's {self.spec.oracle_symbol} raised "
+                                    f"{short_error(exc)}") from None
+        self.guard("in the problem's check")
+        self.restore_state()
+        good, message = _oracle_verdict(verdict)
+        if not good:
+            raise Stop("incorrect", f"{case.label}: the problem's {self.spec.oracle_symbol} failed: "
+                                    f"{message[:500] or 'no reason given'}")
 
     def _same_buffers_again(self, case: Case, inputs: list[Any], outputs: list[Any]) -> None:
         # Same input buffers, new values: a result cached by pointer or shape shows up here, and an
@@ -324,6 +370,8 @@ class CandidateRun:
             raise Stop(failure.kind, f"{case.label}: {failure}") from None
         self.save(again, case.reuse_file)
         for i, (first, copy) in enumerate(zip(outputs, kept)):
+            if checks.aliases_any(first, inputs, self.output_slots):
+                continue  # the output buffer the harness hands every call: written again by design
             if not torch.equal(first.nan_to_num(), copy.nan_to_num()):
                 raise Stop("rejected", f"{case.label}: output {i} of an earlier call changed when the "
                                        "candidate ran again (output buffers reused across calls)")
@@ -369,7 +417,7 @@ class CandidateRun:
         """Each shape set timed (baseline and candidate interleaved), then checked (ShapeTiming)."""
         timing: list[dict[str, Any]] = []
         if self.plan.settings.measure:
-            for shape_index in range(len(self.spec.shape_sets)):
+            for shape_index in self.spec.timed_indices():
                 timing.append(ShapeTiming(self, shape_index).time_and_check())
                 self.guard("while timing")
             self.shared_unchanged("after timing")
@@ -384,7 +432,7 @@ class CandidateRun:
 
 class ShapeTiming:
     """One shape set timed: its rotated input sets, the callbacks measure_pair runs between timed calls, and
-    the checks after timing (inputs unchanged, one element changed, values moved between buffers)."""
+    the checks after timing (inputs unchanged, elements changed, values moved between buffers)."""
 
     def __init__(self, run: CandidateRun, shape_index: int) -> None:
         plan, spec = run.plan, run.spec
@@ -484,7 +532,7 @@ class ShapeTiming:
                 refresh: Callable[[str], None] | None = None, direction: str = "") -> PairedTimes:
         """Baseline and candidate interleaved on this shape set's timed sets: their whole calls, or (a backward's
         `directions`) one direction of them, whose outputs are checked but not kept."""
-        settings, shape_sets = self.plan.settings, self.plan.spec.shape_sets
+        settings, shape_sets = self.plan.settings, self.plan.spec.timed_indices()
         if refresh is None and self.inplace:
             refresh = self.restore_inplace
         for entry in self.entries:
@@ -581,7 +629,7 @@ class ShapeTiming:
         self.run.guard("while timing")
         for r, (inputs, before) in enumerate(zip(self.sets, self.snapshots)):
             try:
-                checks.check_inputs_unchanged(inputs, before)
+                checks.check_inputs_unchanged(inputs, before, skip=self.run.output_slots)
             except checks.CheckFailure as failure:
                 raise Stop("rejected", f"timed run, shape set {self.shape}: {failure}") from None
             if r in self.kept:
@@ -589,11 +637,11 @@ class ShapeTiming:
 
     def change_one_element(self) -> None:
         # The timed sets repeat, so a result cached by buffer or by (a sample of) the input's values looks fast.
-        # Each set, in its own buffers, with one element changed (which one follows from the set's secret seed)
+        # Each set, in its own buffers, with elements changed (which ones follow from the set's secret seed)
         # must change the answer; the element is put back afterwards.
         for r, changed in enumerate(c for c in self.plan.changed_cases() if c.shape == self.shape):
             undo: list[Any] = []
-            checks.perturb_one(self.sets[r], changed.seed, undo)
+            checks.perturb_elements(self.sets[r], changed.seed, undo, skip=self.run.output_slots)
             self._call_and_save(r, changed.label, changed.cand_file)
             checks.undo_perturbation(undo)
 
@@ -655,6 +703,18 @@ def _inherits_forward(candidate: Any, baseline: Any) -> bool:
     a, b = getattr(mine, "__code__", None), getattr(theirs, "__code__", None)
     return a is not None and b is not None and (a.co_code, a.co_consts, a.co_names) == (b.co_code, b.co_consts,
                                                                                         b.co_names)
+
+
+def _oracle_verdict(verdict: Any) -> tuple[bool, str]:
+    """A check's answer as GPU MODE's problems give it: (good, message), a bare bool, or a list of reasons (empty:
+    good) or a message (empty: good)."""
+    if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[0], bool):
+        return verdict[0], str(verdict[1])
+    if isinstance(verdict, bool):
+        return verdict, ""
+    if isinstance(verdict, (list, str)):
+        return not verdict, " ".join(map(str, verdict)) if isinstance(verdict, list) else verdict
+    return False, f"returned {type(verdict).__name__}, not (bool, message)"
 
 
 def _fill(buffers: list[Any], values: list[Any]) -> None:

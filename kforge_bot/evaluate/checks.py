@@ -97,9 +97,12 @@ def storage_span(t: torch.Tensor) -> tuple[int, int]:
     return start, start + storage.nbytes()
 
 
-def check_no_alias(outputs: list[torch.Tensor], inputs: list[Any]) -> None:
-    """Outputs must be fresh memory: not an input, not a view of one, not overlapping each other."""
-    in_spans = [(i, storage_span(t)) for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and t.numel()]
+def check_no_alias(outputs: list[torch.Tensor], inputs: list[Any], slots: frozenset[int] = frozenset()) -> None:
+    """Outputs must be fresh memory: not an input, not a view of one, not overlapping each other. `slots`: the
+    inputs that are output buffers (GPU MODE's data holds the output tensor the reference writes and returns),
+    which an output may be."""
+    in_spans = [(i, storage_span(t)) for i, t in enumerate(inputs)
+                if isinstance(t, torch.Tensor) and t.numel() and i not in slots]
     out_spans = [(i, storage_span(t)) for i, t in enumerate(outputs) if t.numel()]
     for oi, (o0, o1) in out_spans:
         for ii, (i0, i1) in in_spans:
@@ -127,9 +130,27 @@ def snapshot_inputs(inputs: list[Any]) -> list[Any]:
     return [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in inputs]
 
 
-def check_inputs_unchanged(inputs: list[Any], snapshot: list[Any], written: Any = ()) -> None:
-    """Every input as it was, but those the manifest declares the call writes (`inplace:`: compared as outputs)."""
+def output_slots(outputs: list[Any], inputs: list[Any]) -> set[int]:
+    """The inputs an output shares memory with: where the reference does this, those inputs are output buffers."""
+    out_spans = [storage_span(t) for t in outputs if type(t) is torch.Tensor and t.numel()]  # noqa: E721
+    return {i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and t.numel()
+            and any(o0 < storage_span(t)[1] and storage_span(t)[0] < o1 for o0, o1 in out_spans)}
+
+
+def aliases_any(output: torch.Tensor, inputs: list[Any], slots: frozenset[int]) -> bool:
+    """Whether `output` lies in one of the output-buffer inputs."""
+    o0, o1 = storage_span(output)
+    return any(o0 < storage_span(inputs[i])[1] and storage_span(inputs[i])[0] < o1 for i in slots
+               if i < len(inputs) and isinstance(inputs[i], torch.Tensor))
+
+
+def check_inputs_unchanged(inputs: list[Any], snapshot: list[Any], written: Any = (),
+                           skip: frozenset[int] = frozenset()) -> None:
+    """Every input as it was, but those the manifest declares the call writes (`inplace:`: compared as outputs)
+    and a GPU MODE problem's output buffers (`skip`: written by every call)."""
     for i, (now, before) in enumerate(zip(inputs, snapshot)):
+        if i in skip:
+            continue  # an output buffer: written by every call
         if i not in written and isinstance(before, torch.Tensor) and not torch.equal(now, before):
             declared = f" (declared in place: {', '.join(map(str, written))})" if written else ""
             raise CheckFailure("rejected", f"input {i} was modified in place (inputs must stay unchanged){declared}")
@@ -138,20 +159,31 @@ def check_inputs_unchanged(inputs: list[Any], snapshot: list[Any], written: Any 
 # ----------------------------------------------------------------------------------- numeric comparison
 
 
-def perturb_one(inputs: list[Any], seed: int, undo: list[Any] | None = None) -> bool:
-    """Copy one element of the first floating-point input over another, both picked by `seed`, in place (the
-    reference's worker and the candidate's change the same element). A value the input already holds keeps
-    the input in its domain (masks, positive scales). False when no input can be changed. With `undo`, what
-    puts the element back is appended to it (see `undo_perturbation`)."""
-    for value in inputs:
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1:
+# Elements changed in one input after timing. One element is a vacuous check wherever the answer does not depend on
+# it (a ReLU's zero region, a max that is elsewhere): a batch-and-skip candidate (gpu-mode/reference-kernels#104,
+# answers computed ahead for the other buffers, returned on their calls) passed a ReLU problem that way. With 16,
+# a position each output depends on is all but certain to be among them.
+PERTURBED_ELEMENTS = 16
+_SPREAD = 0x9E3779B97F4A7C15  # an odd 64-bit constant: each k picks an unrelated position
+
+
+def perturb_elements(inputs: list[Any], seed: int, undo: list[Any] | None = None,
+                     skip: frozenset[int] = frozenset()) -> bool:
+    """Copy PERTURBED_ELEMENTS elements of the first floating-point input over others, all picked by `seed`, in
+    place (the reference's worker and the candidate's make the same change). A value the input already holds keeps
+    the input in its domain (masks, positive scales). False when no input can be changed. With `undo`, what puts
+    the elements back is appended to it (see `undo_perturbation`). Output buffers (`skip`) are never changed."""
+    for i, value in enumerate(inputs):
+        if i not in skip and isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1:
             count = value.numel()
-            target = seed % count
-            source = (target + 1 + (seed // count) % (count - 1)) % count  # never the target itself
-            where = _unravel(target, value.shape)
-            if undo is not None:
-                undo.append((value, where, value[where].clone()))
-            value[where] = value[_unravel(source, value.shape)]
+            for k in range(min(PERTURBED_ELEMENTS, count - 1)):
+                mixed = (seed + k * _SPREAD) % (1 << 64)
+                target = mixed % count
+                source = (target + 1 + (mixed // count) % (count - 1)) % count  # never the target itself
+                where = _unravel(target, value.shape)
+                if undo is not None:
+                    undo.append((value, where, value[where].clone()))
+                value[where] = value[_unravel(source, value.shape)]
             return True
     return False
 

@@ -260,7 +260,7 @@ def _correctness_summary(plan: Plan, records: list[dict[str, Any]], via: set[str
         "tolerance": plan.spec.tolerance or "by dtype",
         "checks": ["shape and dtype", "NaN/Inf", "elementwise atol/rtol", "relative norm", "non-constant",
                    "inputs unchanged", "no aliasing", "plain tensors", "same buffers new values",
-                   "earlier outputs not overwritten", "timed outputs", "one element of each timed input set changed",
+                   "earlier outputs not overwritten", "timed outputs", "elements of each timed input set changed",
                    "values moved between timed buffers"],
         "records": records,
     }

@@ -37,9 +37,13 @@ def forget_seed() -> None:
     seed_everything(secrets.randbits(63))
 
 
-def import_implementation(impl: Implementation, workdir: Path, tag: str) -> ModuleType:
+def import_implementation(impl: Implementation, workdir: Path, tag: str,
+                          support: tuple[tuple[str, str], ...] = ()) -> ModuleType:
     """Write the source to `workdir/<tag>_code/<filename>` and import it as a fresh module named for its role
-    (each role is imported once in a worker)."""
+    (each role is imported once in a worker). The spec's `support` modules (GPU MODE's task.py, utils.py) are
+    written beside it and imported from there (by their names, once per process, as GPU MODE's evaluator does:
+    torch.compile looks them up by name; the candidate's worker watches the baseline's helpers,
+    snapshot.trusted_namespaces)."""
     digest = impl.digest
     extensions_root = os.environ.get("KFORGE_EXTENSIONS_ROOT")
     if extensions_root:
@@ -52,6 +56,8 @@ def import_implementation(impl: Implementation, workdir: Path, tag: str) -> Modu
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / impl.filename
     path.write_text(impl.source, encoding="utf-8")
+    for name, text in support:
+        (folder / name).write_text(text, encoding="utf-8")
     if impl.module:
         return _import_in_package(impl, path)
     module_name = f"_kforge_{tag}"
@@ -74,10 +80,14 @@ def import_implementation(impl: Implementation, workdir: Path, tag: str) -> Modu
         del sys.modules[name]
     before = set(sys.modules)
     sys.path.insert(0, str(root))
+    if support:
+        sys.path.insert(0, str(folder))
     try:
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(root))
+        if support:
+            sys.path.remove(str(folder))
         if str(root) not in sys.path:
             sys.path.append(str(root))  # late imports inside kernels still resolve
         for name in set(sys.modules) - before:
@@ -221,9 +231,24 @@ def lookup(module: ModuleType, symbol: str, label: str) -> Any:
     return getattr(module, symbol)
 
 
+class DataInputs(list):  # type: ignore[type-arg]
+    """One object's tensors (GPU MODE's `data`), flattened so that every check on inputs sees each of them, and the
+    structure that rebuilds the object: `call` hands the callable one fresh object over the same tensors."""
+
+    def __init__(self, leaves: list[Any], structure: Any) -> None:
+        super().__init__(leaves)
+        self.structure = structure
+
+    def data(self) -> Any:
+        from torch.utils import _pytree
+
+        return _pytree.tree_unflatten(list.__iter__(self), self.structure)
+
+
 def make_inputs(spec: KernelSpec, inputs_module: ModuleType, shape_set: dict[str, Any], seed: int,
                 device: torch.device) -> list[Any]:
-    """Fresh random inputs for one (shape set, seed), created directly on the device."""
+    """Fresh random inputs for one (shape set, seed), created directly on the device. Where the spec names the
+    inputs callable's seed keyword (GPU MODE's `seed`), the harness's secret seed goes there too."""
     fn = lookup(inputs_module, spec.inputs_symbol, "the inputs module")
     kwargs = dict(shape_set)
     try:
@@ -231,12 +256,20 @@ def make_inputs(spec: KernelSpec, inputs_module: ModuleType, shape_set: dict[str
             kwargs["device"] = device
     except (TypeError, ValueError):
         pass
+    if spec.seed_kwarg:
+        kwargs[spec.seed_kwarg] = seed
     seed_everything(seed)
     try:
         with torch.device(device):
             values = fn(**kwargs)
     finally:
         forget_seed()
+    if spec.data_arg:
+        from torch.utils import _pytree
+
+        leaves, structure = _pytree.tree_flatten(values)
+        return DataInputs([v.to(device) if isinstance(v, torch.Tensor) and v.device != device else v
+                           for v in leaves], structure)
     if isinstance(values, torch.Tensor):
         values = [values]
     if not isinstance(values, (list, tuple)):
@@ -342,4 +375,6 @@ def share_matching_state(candidate: Any, baseline: Any) -> list[tuple[str, torch
 
 def call(fn: Callable[..., Any], inputs: list[Any]) -> Any:
     with torch.no_grad():
+        if isinstance(inputs, DataInputs):
+            return fn(inputs.data())  # one object, rebuilt for every call over the same tensors
         return fn(*inputs)

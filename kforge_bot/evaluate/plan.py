@@ -26,7 +26,7 @@ class Case:
     reuse_seed: int | None = None  # run again with this seed's values written into the same buffers
     reuse_file: str | None = None
     reuse_ref_file: str | None = None
-    perturbed: bool = False  # the seed's inputs with one element overwritten (checks.perturb_one)
+    perturbed: bool = False  # the seed's inputs with elements overwritten (checks.perturb_elements)
 
 
 @dataclass
@@ -79,7 +79,7 @@ class Plan:
             return []
         return [Case(shape=s, seed=self.timing_seed(s, r), ref_file=self.timed_ref_file(s, r),
                      cand_file=self.timed_cand_file(s, r), label=f"timed run, shape set {s}, input set {r}")
-                for s in range(len(self.spec.shape_sets)) for r in range(self.settings.rotate_sets)]
+                for s in self.spec.timed_indices() for r in range(self.settings.rotate_sets)]
 
     def moved_cand_file(self, shape: int, rotation: int) -> str:
         return f"cand_t{shape}_{rotation}_moved.out"
@@ -93,17 +93,17 @@ class Plan:
                      ref_file=self.timed_ref_file(s, (r + 1) % rotations), cand_file=self.moved_cand_file(s, r),
                      label=f"after timing, shape set {s}: input set {(r + 1) % rotations}'s values in input set "
                            f"{r}'s buffers")
-                for s in range(len(self.spec.shape_sets)) for r in range(rotations)]
+                for s in self.spec.timed_indices() for r in range(rotations)]
 
     def changed_cases(self) -> list[Case]:
-        """After timing, each input set's values with one element changed, in its own buffers (before the
+        """After timing, each input set's values with elements changed, in its own buffers (before the
         values move): a result cached by buffer or by a sample of the values (the timed sets repeat) answers
         with the unchanged inputs' result."""
         if not self.settings.measure:
             return []
         return [Case(shape=s, seed=self.timing_seed(s, r), ref_file=f"ref_c{s}_{r}.out", cand_file=f"cand_c{s}_{r}.out",
-                     label=f"after timing, shape set {s}: input set {r} with one element changed", perturbed=True)
-                for s in range(len(self.spec.shape_sets)) for r in range(self.settings.rotate_sets)]
+                     label=f"after timing, shape set {s}: input set {r} with elements changed", perturbed=True)
+                for s in self.spec.timed_indices() for r in range(self.settings.rotate_sets)]
 
     def all_cases(self) -> list[Case]:
         return self.correctness_cases() + self.timing_cases() + self.changed_cases()
@@ -182,16 +182,20 @@ class Fit:
     rotate_sets: int  # 0: the plan's own
     note: str = ""  # why it was cut down; empty when the full plan fits
     device_outputs: bool = True
+    # The inputs the reference's outputs lie in (GPU MODE's data carries the output buffer): output buffers, which
+    # a candidate's output may be and every call writes. Measured by the trusted reference, never the candidate.
+    output_slots: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"seeds": self.seeds, "rotate_sets": self.rotate_sets, "note": self.note,
-                "device_outputs": self.device_outputs}
+                "device_outputs": self.device_outputs, "output_slots": list(self.output_slots)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fit:
         """A missing count keeps the plan's own (an older reference result, or no measurement at all)."""
         return cls(int(data.get("seeds") or 0), int(data.get("rotate_sets") or 0),
-                   str(data.get("note") or ""), bool(data.get("device_outputs", True)))
+                   str(data.get("note") or ""), bool(data.get("device_outputs", True)),
+                   tuple(int(i) for i in data.get("output_slots") or ()))
 
 
 class DoesNotFit(Exception):

@@ -54,8 +54,8 @@ def _profile_one_call(request: dict) -> None:
     target = make_target(request["target"])
     device = target.device
     torch.zeros(1, device=device)
-    inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs")
-    module = loading.import_implementation(implementation, workdir, "profiled")
+    inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs", spec.support)
+    module = loading.import_implementation(implementation, workdir, "profiled", spec.support)
     fn = loading.build_callable(loading.lookup(module, implementation.symbol, implementation.filename), spec,
                                 inputs_module, device, int(request["init_seed"]))
     inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[0], int(request["seed"]), device)

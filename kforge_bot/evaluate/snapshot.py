@@ -128,7 +128,9 @@ def _holder(name: str) -> Any:
 
 def _namespace(holder: Any) -> dict[str, Any]:
     """What attribute lookup finds, without running descriptors: a module's globals, or a class's own and
-    inherited attributes (nearest class wins, as in the MRO)."""
+    inherited attributes (nearest class wins, as in the MRO); a dict (a function's globals) is itself."""
+    if isinstance(holder, dict):
+        return holder
     if isinstance(holder, type):
         merged: dict[str, Any] = {}
         for klass in reversed(holder.__mro__):
@@ -174,7 +176,7 @@ class FunctionSnapshot:
     framework, the clock, the harness or the baseline.
     """
 
-    def __init__(self, extra: dict[str, Any] | None = None) -> None:
+    def __init__(self, extra: dict[str, Any] | None = None, holders: dict[str, Any] | None = None) -> None:
         self._spaces: dict[str, tuple[Any, dict[str, Any]]] = {}  # name -> (holder, {attr: object})
         self._seals: dict[str, dict[str, tuple[Any, ...]]] = {}  # name -> {attr: seal of the object}
         for name in _WATCHED_MODULES + _WATCHED_CLASSES:
@@ -183,6 +185,13 @@ class FunctionSnapshot:
                 recorded = self._recorded(name, _namespace(holder))
                 self._spaces[name] = (holder, recorded)
                 self._seals[name] = {attr: seal(value) for attr, value in recorded.items()}
+        # Namespaces held as objects, not looked up by name (trusted_namespaces: the baseline's own code).
+        self._held = set(holders or {})
+        for name, holder in (holders or {}).items():
+            recorded = {attr: value for attr, value in _namespace(holder).items()
+                        if callable(value) or isinstance(value, _RECORDED_TYPES)}
+            self._spaces[name] = (holder, recorded)
+            self._seals[name] = {attr: seal(value) for attr, value in recorded.items()}
         self._extra = dict(extra or {})
         self._extra_seals = {label: seal(obj) for label, obj in self._extra.items()}
 
@@ -199,12 +208,14 @@ class FunctionSnapshot:
     def changed(self, extra_now: dict[str, Any] | None = None, only: tuple[str, ...] | None = None) -> list[str]:
         """Watched names whose object is no longer the one recorded (`only`: just these, for speed)."""
         changes: list[str] = []
+        held: list[str] = []  # named after the baseline's own entries, which say it more plainly
         for name, attrs in self._selection(only):
             holder, recorded = self._spaces[name]
+            out = held if name in self._held else changes
             # The harness's own modules leave sys.modules before the candidate is imported (hide_harness).
-            now_holder = holder if name.startswith("kforge_bot") else _holder(name)
+            now_holder = holder if name.startswith("kforge_bot") or name in self._held else _holder(name)
             if now_holder is not holder and isinstance(holder, ModuleType):
-                changes.append(f"{name} (module replaced in sys.modules)")
+                out.append(f"{name} (module replaced in sys.modules)")
                 continue
             # A few attributes of a class: look each up along the MRO rather than merging every dict.
             namespace = _namespace(holder) if len(attrs) > 64 or not isinstance(holder, type) else None
@@ -212,17 +223,21 @@ class FunctionSnapshot:
                 value = namespace.get(attr, _MISSING) if namespace is not None else _lookup(holder, attr)
                 original = recorded[attr]
                 if value is _MISSING:
-                    changes.append(f"{name}.{attr} (deleted)")
+                    out.append(f"{name}.{attr} (deleted)")
                 elif value is not original and not _framework_rewrap(value, original):
-                    changes.append(f"{name}.{attr}")
+                    out.append(f"{name}.{attr}")
                 elif value is original and seal(value) != self._seals[name][attr]:
-                    changes.append(f"{name}.{attr} (its code, defaults or closure)")
+                    out.append(f"{name}.{attr} (its code, defaults or closure)")
         for label, obj in (extra_now or {}).items():
             if label in self._extra and obj is not self._extra[label]:
                 changes.append(label)
             elif label in self._extra and seal(obj) != self._extra_seals[label]:
                 changes.append(f"{label} (its code, defaults or closure)")
-        return changes
+        return changes or held  # the plainer names first; the baseline's namespaces where nothing else says it
+
+    @property
+    def held(self) -> tuple[str, ...]:
+        return tuple(sorted(self._held))
 
     def _selection(self, only: tuple[str, ...] | None) -> list[tuple[str, Any]]:
         if only is None:
@@ -236,6 +251,45 @@ class FunctionSnapshot:
             if name in self._spaces and attr in self._spaces[name][1]:
                 picked.setdefault(name, []).append(attr)
         return list(picked.items())
+
+
+def trusted_namespaces(modules: dict[str, ModuleType], roots: tuple[str, ...]) -> dict[str, Any]:
+    """The namespaces of the code the harness imported before the candidate (the baseline, the reference, the
+    inputs, the problem's own check) that live in their own files: each module's globals, the globals of every
+    function of theirs those reach (a helper module such as GPU MODE's utils.py, gone from sys.modules but held
+    by the functions that use it), and every class of theirs with all its attributes, dunders included. A
+    candidate can reach these objects without sys.modules (`object.__subclasses__()`), and a patched helper
+    (a context manager's `__enter__` that sleeps) slows the baseline, not the candidate: watched like the
+    framework, by identity and seal. `roots`: the folders their source files lie under."""
+
+    def own(filename: str) -> bool:  # an environment inside the checkout (its .venv) is installed code, not its own
+        return filename.startswith(roots) and not any(p in filename for p in ("site-packages", "dist-packages"))
+
+    def local(obj: Any) -> bool:
+        code = getattr(getattr(obj, "__func__", obj), "__code__", None)
+        return code is not None and own(code.co_filename)
+
+    found: dict[str, Any] = {}
+    seen: set[int] = set()
+    queue: list[tuple[str, Any]] = [(label, vars(module)) for label, module in modules.items()]
+    while queue:
+        label, space = queue.pop(0)  # breadth first, in the order given: the baseline names what it shares
+        if id(space) in seen:
+            continue
+        seen.add(id(space))
+        found[label] = space
+        for attr, value in list(_namespace(space).items()):
+            if isinstance(value, ModuleType) and own(str(getattr(value, "__file__", "") or "")):
+                queue.append((f"{value.__name__} (module)", vars(value)))
+            elif isinstance(value, type) and any(local(v) for v in vars(value).values()):
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    found[f"{label}.{attr} (class)"] = value
+                    queue.extend((f"{getattr(v, '__module__', '?')} (module)", v.__globals__)
+                                 for v in vars(value).values() if isinstance(v, types.FunctionType) and local(v))
+            elif isinstance(value, types.FunctionType) and local(value):
+                queue.append((f"{value.__module__} (module)", value.__globals__))
+    return found
 
 
 def hide_harness() -> None:

@@ -22,6 +22,7 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,8 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
     target = make_target(plan.target)
     device = target.device
     device_free, host_free = free_memory(device)  # before this worker holds anything: what evaluations may use
-    inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs")
-    ref_module = loading.import_implementation(spec.reference, workdir, "reference")
+    inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs", spec.support)
+    ref_module = loading.import_implementation(spec.reference, workdir, "reference", spec.support)
     ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
     reference = calls.wrap(ref_obj, loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed),
                            spec, own_oracle=spec.reference_returns == "outputs", module=ref_module)
@@ -70,6 +71,7 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
     phases: dict[str, Any] = {"setup_s": _clock() - STARTED, "boot": dict(BOOT)}
     slowest = 0.0
     done: set[str] = set()
+    slots: set[int] = set()  # inputs the reference writes its outputs into (GPU MODE's output buffers)
 
     def compute(case: Any) -> None:
         nonlocal slowest
@@ -78,12 +80,14 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
         # Sizes: the compulsory traffic for the roofline, and the memory budget.
         input_bytes[case.shape] = max(input_bytes[case.shape], _tensor_bytes(inputs))
         if case.perturbed:
-            checks.perturb_one(inputs, case.seed)
+            checks.perturb_elements(inputs, case.seed, skip=frozenset(slots))
         if isinstance(reference, calls.EntryCall):
             reference.bind(inputs, case.seed)  # its upstream gradients: the candidate's worker draws the same
             reference.copy_inplace = True
         outputs = as_list(loading.call(reference, inputs))
         checks.check_plain_outputs(outputs, device.type)
+        if spec.data_arg and not case.perturbed:
+            slots.update(checks.output_slots(outputs, inputs))
         output_bytes[case.shape] = max(output_bytes[case.shape], _tensor_bytes(outputs))
         del inputs
         save(outputs, plan.out_dir / case.ref_file)
@@ -99,6 +103,7 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
         fit = fit_plan(plan, input_bytes, output_bytes, device_free, host_free, device_outputs=device_outputs())
     except DoesNotFit as exc:
         raise Stop("too_large", str(exc)) from None
+    fit = replace(fit, output_slots=tuple(sorted(slots)))
     plan = plan.fitted(fit)
     keep_outputs_on_device(fit.device_outputs)
     for case in plan.all_cases():

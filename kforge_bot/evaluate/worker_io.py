@@ -65,7 +65,7 @@ def is_compile_error(exc: BaseException) -> bool:
     text = str(exc)
     return bool(
         names & {"CompilationError", "CompileTimeAssertionFailure", "SyntaxError", "ImportError",
-                 "ModuleNotFoundError", "NameError"}
+                 "ModuleNotFoundError", "NameError", "InductorError", "BackendCompilerFailed"}
         or module.startswith("triton.compiler")
         or "Error building extension" in text
         or "ninja: build stopped" in text

@@ -12,6 +12,7 @@ from typing import Any
 from kforge_bot.cache import EVAL_CACHEABLE, cache_key, evaluation_material
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate, new_seeds
+from kforge_bot.evaluate.baselines import CompiledBaseline, measure_compiled
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.spares import SpareWorkers
@@ -113,6 +114,12 @@ class Evaluator:
 
         inner.add_done_callback(done)
         return out
+
+    def compiled_baselines(self, kinds: Sequence[str]) -> dict[str, CompiledBaseline]:
+        """The kernel as written under torch.compile (each kind), measured against it once for the session, with the
+        session's seeds and reference outputs (evaluate.baselines)."""
+        return measure_compiled(self.spec, self.spec.baseline, tuple(kinds), self._evaluate, self.target,
+                                self.settings, seeds=self.seeds, references=self.references, progress=self.progress)
 
     def _refused_language(self, candidate: Implementation) -> EvalResult | None:
         if self.languages is None or candidate == self.spec.baseline:

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from kforge_bot.agents import generator
 from kforge_bot.agents.errors import BudgetExhausted, MalformedReply, NonTerminating, Terminating
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.baselines import CompiledBaseline, against_baselines, beats_every_baseline, requested_compiled
 from kforge_bot.evaluate.result import EvalResult
 from kforge_bot.optimize.counters import DETAILS_FILE, Counters, details_csv
 from kforge_bot.optimize.digest import profile_digest
@@ -80,8 +81,10 @@ class Loop:
                  evaluator: Callable[[Implementation], tuple[EvalResult, float]], *, budgets: Budgets,
                  rules: StopRules, workload_model: WorkloadModel | None = None,
                  progress: Progress | None = None, clock: Callable[[], float] = time.monotonic,
-                 parallel: int = 1, beam: int = 1, counters: Counters | None = None) -> None:
+                 parallel: int = 1, beam: int = 1, counters: Counters | None = None,
+                 baselines: tuple[str, ...] = ("eager",)) -> None:
         self.spec = spec
+        self.baselines = requested_compiled(baselines)  # compiled baselines the policy asks for (evaluate.baselines)
         self.counters = counters  # hardware counters of the kernel as written and each accepted candidate
         self.target = target
         self.proposer = proposer
@@ -237,6 +240,9 @@ class Loop:
                 f"the kernel as written fails its own check ({baseline.get('verdict')}: "
                 f"{one_line(str(baseline.get('reason', '')), 300)})", path=self.spec.kernel_path,
                 hint="run `kforge-bot check` on it to see why; optimizing needs a correct starting point")
+        if self.baselines and record.compiled_baselines is None:
+            compiled = self.evaluator.compiled_baselines(self.baselines)
+            self.trajectory.append("compiled_baselines", baselines={k: c.to_dict() for k, c in compiled.items()})
         if record.workload is None:
             self.trajectory.append("workload", **workload(self.spec.shape_sets, self.record.baseline,
                                                           self.workload_model))
@@ -370,6 +376,9 @@ class Loop:
         """Append a candidate's result (with the generator's feedback when it is not accepted) and keep an
         accepted source as best<suffix>. A round's result also says its round and the loop's own time for the
         candidate: its time before judging plus the judging up to this append."""
+        if self.record.compiled_baselines and result.correct and result.details.get("timing"):
+            compiled = {k: CompiledBaseline.from_dict(v) for k, v in self.record.compiled_baselines.items()}
+            result.details["baselines"] = against_baselines(result, compiled)
         accepted = candidate.duplicate_of is None and self._accepts(result)  # a repeat is never better than itself
         result_dict = result.to_dict()
         history = None if accepted else generator.failure_from_result(result_dict, iteration=candidate.iteration,
@@ -400,8 +409,11 @@ class Loop:
         return it.llm_s if it is not None else 0.0
 
     def _accepts(self, result: EvalResult) -> bool:
-        """Correct and faster than the kernel as written with confidence, and better than the best so far."""
-        if not result.faster or result.speedup is None:
+        """Correct and faster than the kernel as written with confidence (and, where the policy asks for compiled
+        baselines, than the faster of it and them: details.baselines), and better than the best so far."""
+        faster, against = beats_every_baseline(result)
+        result.details["accepted_against"] = against
+        if not faster or result.speedup is None:
             return False
         best = self.record.best
         return best is None or best.speedup is None or result.speedup > best.speedup * (1.0 + self.rules.min_gain)

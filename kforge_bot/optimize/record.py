@@ -77,6 +77,7 @@ class RunRecord:
     workload: dict[str, Any] | None = None
     ceilings: dict[str, Any] | None = None
     ceilings_note: str = ""  # where the ceilings come from, or why there are none
+    compiled_baselines: dict[str, dict[str, Any]] | None = None  # kind -> CompiledBaseline.to_dict() (policy baseline)
     tunables: list[str] = field(default_factory=list)
     counters: dict[int, dict[str, Any]] = field(default_factory=dict)  # ncu's digest per profiled iteration
     counters_note: str = ""  # why no counters were collected, when none could be
@@ -119,6 +120,9 @@ class RunRecord:
 
     def _on_workload(self, e: dict[str, Any]) -> None:
         self.workload = {k: v for k, v in e.items() if k not in ("event", "time", "session")}
+
+    def _on_compiled_baselines(self, e: dict[str, Any]) -> None:
+        self.compiled_baselines = dict(e.get("baselines") or {})
 
     def _on_ceilings(self, e: dict[str, Any]) -> None:
         self.ceilings = e.get("ceilings")

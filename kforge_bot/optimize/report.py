@@ -49,7 +49,8 @@ def write_report(report_dir: str | Path, record: RunRecord) -> ReportFiles:
 def render_markdown(record: RunRecord, *, plot_file: str | None = None, plot_note: str = "") -> str:
     start = record.start
     parts = [f"# kforge-bot optimize: `{start.get('kernel', '?')}`", _overview(record), _result(record),
-             _shapes(record), _comparison(record), _counters(record), _iterations(record), _advice(record), _plot(plot_file, plot_note),
+             _shapes(record), _baselines(record), _comparison(record), _counters(record), _iterations(record),
+             _advice(record), _plot(plot_file, plot_note),
              _overhead(record), _files(record)]
     return "\n\n".join(p for p in parts if p) + "\n"
 
@@ -142,6 +143,41 @@ def _shapes(record: RunRecord) -> str:
             + markdown_table(shown.per_shape, before="kernel as written", after="candidate"))
     slow = regression_text(shown.per_shape)
     return text + (f"\n\nNot accepted: {slow}." if slow and shown is not record.best else "")
+
+
+def _baselines(record: RunRecord) -> str:
+    """Which baseline each figure is against, where the policy asked for torch.compile besides eager."""
+    if not record.compiled_baselines:
+        return ""
+    lines = ["## Baselines", "Figures above are against eager (the kernel as written, timed in the same run)."]
+    for kind, entry in record.compiled_baselines.items():
+        if entry.get("used"):
+            over = ", ".join(f"shape set {p['shape_set']}: {p['speedup_over_eager']:.3f}x"
+                             for p in entry.get("per_shape") or [])
+            lines.append(f"- torch.compile ({entry.get('mode')}), the `{kind}` baseline: correct; its speed over "
+                         f"eager: {over}")
+        else:
+            lines.append(f"- torch.compile ({entry.get('mode')}), the `{kind}` baseline: "
+                         f"{one_line(entry.get('reason', ''), 300)}")
+    best = record.best
+    found = ((best.result or {}).get("details") or {}).get("baselines") if best else None
+    if found and found.get("best"):
+        for kind in (k for k in found if k not in ("eager", "best", "note") and (found[k] or {}).get("against")):
+            lines.append(f"- best candidate against `{kind}`: {_figure(found[kind]['against'])}")
+        lines.append(f"- best candidate against the faster of {' and '.join(found['best']['baselines'])} (the KForge "
+                     f"paper's metric): {_figure(found['best'])}")
+        accepted = ((best.result or {}).get("details") or {}).get("accepted_against")
+        if accepted:
+            lines.append(f"- accepted against: {accepted}")
+    elif best is None:
+        lines.append("- no candidate was accepted: acceptance needed the whole interval above 1x against the faster "
+                     "of eager and every compiled baseline that passed")
+    return "\n".join(lines)
+
+
+def _figure(entry: dict[str, Any]) -> str:
+    ci = entry.get("speedup_ci")
+    return f"{entry['speedup']:.3f}x" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else " (no interval)")
 
 
 def _comparison(record: RunRecord) -> str:

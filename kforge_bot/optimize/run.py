@@ -98,6 +98,7 @@ class RunConfig:
     cache_dir: str | Path | None = None  # the result cache's folder; None: no cache
     languages: Sequence[str] | None = None  # the policy's: candidates in other languages are rejected unrun
     counters: str = "auto"  # ncu for the baseline and accepted candidates: auto (where it can), off, full (+ .ncu-rep)
+    baselines: tuple[str, ...] = ("eager",)  # the policy's baseline (or --baseline): compiled ones are measured too
 
 
 class OptimizeRun:
@@ -167,7 +168,7 @@ class OptimizeRun:
         counters = Counters(spec, config.target, config.settings, trajectory.root, config.counters)
         loop = Loop(spec, config.target, proposer, trajectory, evaluator, budgets=config.budgets, rules=rules,
                     workload_model=config.workload_model, progress=progress,
-                    parallel=config.parallel, beam=config.beam, counters=counters)
+                    parallel=config.parallel, beam=config.beam, counters=counters, baselines=config.baselines)
         run = cls(spec, trajectory, loop, evaluator, mode, config)
         run.own_pool = pool if own_pool else None
         return run

@@ -253,6 +253,19 @@ def test_kernelbench_contract_asks_for_model_new():
     assert "define `class ModelNew(nn.Module)` with the same `__init__` arguments" in text
 
 
+def test_gpumode_contract_asks_for_custom_kernel_of_data():
+    from pathlib import Path
+
+    from kforge_bot.spec import load_spec
+
+    spec = load_spec(Path(__file__).parents[1] / "data" / "gpumode" / "scaled_add_py")
+    contract = gen.contract_from_spec(spec)
+    assert contract["format"] == "gpumode" and contract["entry"] == "custom_kernel"
+    text = gen.build_messages(language="triton", target_kind="cuda", hardware=H200, contract=contract,
+                              current_source=spec.reference.source)[1]["content"]
+    assert "GPU MODE format: define `custom_kernel(data)`, taking the one `data` object" in text
+
+
 # --- a conversation through the real client -----------------------------------------------------------
 
 

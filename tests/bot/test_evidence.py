@@ -255,3 +255,25 @@ def test_a_backward_kernels_evidence_gives_each_direction_and_round_trips() -> N
     plain = evidence.render_table([target_row(EvalResult(verdict="pass", reason="", target="cuda", speedup=1.3,
                                                          speedup_ci=(1.2, 1.4)), "h200", kind="cuda")])
     assert "By direction" not in plain
+
+
+def test_the_pr_body_says_which_baseline_each_figure_is_against():
+    from dataclasses import replace
+
+    from kforge_bot.bot.outcomes import target_row
+    from kforge_bot.evaluate.result import EvalResult
+
+    result = EvalResult(verdict="pass", reason="", target="cuda", speedup=2.0, speedup_ci=(1.9, 2.1), details={
+        "baselines": {"eager": {"speedup": 2.0}, "compile": {"mode": "default", "against": {
+            "speedup": 1.25, "speedup_ci": [1.1, 1.4]}}, "best": {"speedup": 1.25, "speedup_ci": [1.1, 1.4],
+                                                               "baselines": ["eager", "compile"]}}})
+    row = target_row(result, "h200", kind="cuda")
+    assert row.baselines == (("torch.compile (default)", 1.25, 1.1, 1.4),
+                             ("the faster of eager and compile (the KForge paper's metric)", 1.25, 1.1, 1.4))
+    outcome = _outcome(targets=(replace(_rows()[0], baselines=row.baselines),))
+    body = evidence.render_pr_body(outcome, pr_number=1, head_branch="f")
+    assert "The speedups in the table are against eager (the kernel as written" in body
+    assert "- b200: 1.25x (1.10-1.40) against torch.compile (default)" in body
+    assert KernelOutcome.from_dict(json.loads(json.dumps(outcome.to_dict()))) == outcome
+    # without other baselines the body is as before
+    assert "against eager" not in evidence.render_pr_body(_outcome(), pr_number=1, head_branch="f")

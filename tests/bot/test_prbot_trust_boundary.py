@@ -10,7 +10,6 @@ repository with the loopback GitHub API, through `kforge-bot pr` as the action r
 
 from __future__ import annotations
 
-import json
 
 import pytest
 from fakes.gate_repos import PLAIN, REF

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -271,3 +272,37 @@ def test_a_json_path_that_will_be_refused_is_refused_before_the_evaluation(tmp_p
         assert proc.stderr.startswith("kforge-bot: error: ") and len(proc.stderr.strip().splitlines()) == 1
         assert "isolation:" not in proc.stderr and proc.stdout == ""  # nothing ran
     assert not_json.read_text() == "print('mine')\n"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="torch.compile on the CPU needs g++ (inductor)")
+def test_check_reports_each_figure_against_its_baseline(tmp_path: Path) -> None:
+    """--baseline compile: the figure against eager, against torch.compile (or why it was dropped), and against the
+    faster of the two, each named, in the table's text and in the JSON report."""
+    report = tmp_path / "report.json"
+    done = _check(DATA / "baselines" / "scale.py", "--candidate", DATA / "baselines" / "scale_new.py",
+                  "--baseline", "compile", "--seeds", "2", "--time-budget", "0.5", "--timeout", "240",
+                  "--json", report)
+    assert done.returncode == 0, done.stdout + done.stderr
+    baselines = json.loads(report.read_text())["details"]["baselines"]
+    assert baselines["compile"]["verdict"] == "pass" and baselines["compile"]["used"], baselines["compile"]
+    assert baselines["compile"]["per_shape"][0]["speedup_over_eager"] > 0
+    assert baselines["compile"]["against"]["speedup"] > 0
+    assert set(baselines["best"]["faster_of"].values()) <= {"eager", "compile"}
+    assert "against eager (the kernel as written): " in done.stdout
+    assert "against torch.compile (default): " in done.stdout
+    assert "against the faster of eager and compile (the KForge paper's metric): " in done.stdout
+
+
+def test_check_takes_a_gpumode_problem_folder_as_it_is(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    problem = DATA / "gpumode" / "scaled_add_py"
+    done = _check(problem, "--candidate", problem / "submission.py", "--seeds", "2", "--time-budget", "0.3",
+                  "--json", report)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(report.read_text())
+    assert data["format"] == "gpumode" and data["verdict"] == "pass"
+    assert data["comparison"] == "submission.py:custom_kernel vs scaled_add_py/reference.py:ref_kernel"
+    assert [t["shape_set"] for t in data["details"]["timing"]] == [2]  # the benchmark, not the tests
+    wrong = _check(problem / "task.yml", "--candidate", DATA / "gpumode" / "candidates" / "near_miss.py",
+                   "--seeds", "2", "--no-timing")
+    assert wrong.returncode == 1 and "check_implementation failed" in wrong.stdout

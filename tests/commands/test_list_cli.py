@@ -56,3 +56,12 @@ def test_list_import_imports_each_kernel_in_a_worker_and_plain_list_says_it_did_
     assert "No module named 'minilib'" in rows["swiglu"]["imports"]
     assert any(line.startswith("swiglu  [manifest]") and "DOES NOT LOAD: does not import in its worker" in line
                for line in tried.output.splitlines())
+
+
+def test_lists_gpumode_problem_folders() -> None:
+    result = CliRunner().invoke(cli, ["list", str(Path(__file__).parents[1] / "data" / "gpumode"), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["id"]: r for r in json.loads(result.output)["kernels"]}
+    assert rows["scaled_add_py"]["format"] == "gpumode" and rows["scaled_add_py"]["shape_sets"] == 3
+    assert rows["scaled_add_py"]["file"] == "scaled_add_py/submission.py"
+    assert rows["lax_check_py"]["error"] is None

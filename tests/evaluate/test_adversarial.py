@@ -43,10 +43,10 @@ DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
     "cache_pointer": (CHECK, "rejected", r"called again with seed 22's values in the same buffers: output 0: .*"
                                          r"\(result cached across calls\?\)"),
     # 5. ... switched on only after the correctness calls (only the timed phase can expose it)
-    "cache_delayed": (TIMED, "rejected", r"input set 0 with one element changed: output 0: .*"
+    "cache_delayed": (TIMED, "rejected", r"input set 0 with elements changed: output 0: .*"
                                          r"\(result cached by input buffer or values\?\)"),
     # 5. ... keyed by a sample of the input's values (the timed sets repeat; a changed element exposes it)
-    "cache_values": (TIMED, "rejected", r"after timing, shape set 0: input set 0 with one element changed: "
+    "cache_values": (TIMED, "rejected", r"after timing, shape set 0: input set 0 with elements changed: "
                                         r"output 0: .*\(result cached by input buffer or values\?\)"),
     # 3. work escaping the timed region: on a CPU, a thread that finishes the output after the call returned
     # (caught in the timed run, or, on a loaded machine where the thread won the race there, in a later call)

@@ -7,6 +7,7 @@ import torch
 
 from kforge_bot.evaluate.checks import (
     DTYPE_TOLERANCES,
+    PERTURBED_ELEMENTS,
     CheckFailure,
     check_inputs_unchanged,
     check_no_alias,
@@ -14,9 +15,10 @@ from kforge_bot.evaluate.checks import (
     compare_outputs,
     compare_tensor,
     flatten_outputs,
-    perturb_one,
+    perturb_elements,
     snapshot_inputs,
     tolerance_for,
+    undo_perturbation,
 )
 
 
@@ -239,19 +241,36 @@ def test_inputs_must_stay_unchanged() -> None:
 # ------------------------------------------------------------------------------ the changed-element case
 
 
-def test_perturb_one_overwrites_one_element_with_another_of_its_values_the_same_way_each_time() -> None:
+def test_perturb_elements_overwrites_elements_with_other_values_of_the_input_the_same_way_each_time() -> None:
     index = torch.arange(6)  # integer inputs are left alone: the first floating-point tensor is changed
-    x = torch.randn(7, 9, generator=_gen(1)).t()  # not contiguous: the element is written in place all the same
+    x = torch.randn(7, 9, generator=_gen(1)).t()  # not contiguous: the elements are written in place all the same
     before = x.clone()
-    assert perturb_one([index, x], seed=123_457)
+    assert perturb_elements([index, x], seed=123_457)
     changed = (x != before).nonzero()
-    assert changed.shape[0] == 1 and torch.equal(index, torch.arange(6))
-    value = x[tuple(changed[0])]
-    assert (before == value).sum() == 1 and before[tuple(changed[0])] != value  # copied from another position
+    assert 8 <= changed.shape[0] <= PERTURBED_ELEMENTS and torch.equal(index, torch.arange(6))
+    for position in changed:
+        value = x[tuple(position)]
+        assert (before == value).sum() >= 1 and before[tuple(position)] != value  # copied from another position
     again = before.clone()
-    perturb_one([torch.arange(6), again], seed=123_457)
+    perturb_elements([torch.arange(6), again], seed=123_457)
     assert torch.equal(again, x)  # the reference's worker and the candidate's make the same change
-    assert not perturb_one([torch.arange(6), torch.ones(1)], seed=5)  # nothing to change
+    undo: list = []
+    perturb_elements([again], seed=99, undo=undo)
+    undo_perturbation(undo)
+    assert torch.equal(again, x)  # put back exactly
+    assert not perturb_elements([torch.arange(6), torch.ones(1)], seed=5)  # nothing to change
+    two = torch.tensor([1.0, 2.0])
+    assert perturb_elements([two], seed=3) and sorted(two.tolist()) in ([1.0, 1.0], [2.0, 2.0])  # at most numel - 1
+
+
+def test_a_relu_answer_moves_when_the_elements_change() -> None:
+    """One changed element left a ReLU's output as it was whenever it fell in the zero region (batch-and-skip got
+    through that way); the elements changed now move the answer."""
+    for seed in range(200):
+        a, b = torch.randn(33, 33, generator=_gen(seed)), torch.randn(33, 33, generator=_gen(seed + 1000))
+        before = torch.relu(a + 2 * b)
+        perturb_elements([a, b], seed=seed * 7919 + 1)
+        assert not torch.equal(torch.relu(a + 2 * b), before), seed
 
 
 def test_comparing_in_chunks_decides_exactly_as_comparing_whole(monkeypatch) -> None:

@@ -13,7 +13,8 @@ import types
 import pytest
 import torch
 
-from kforge_bot.evaluate.snapshot import CRITICAL, FunctionSnapshot, framework_state, restore_framework_state
+from kforge_bot.evaluate.snapshot import (CRITICAL, FunctionSnapshot, framework_state, restore_framework_state,
+                                          trusted_namespaces)
 
 
 def test_snapshot_of_an_untouched_process_is_clean() -> None:
@@ -109,6 +110,48 @@ def test_extra_objects_are_compared_by_identity() -> None:
 
 
 # ---------------------------------------------------------------------------------- framework state
+
+
+def _trusted_module(folder) -> types.ModuleType:
+    """A baseline's module and the helper module it imports, both from files in `folder` (as a worker writes them)."""
+    import importlib.util
+
+    (folder / "helpers_mod.py").write_text(
+        "class Ctx:\n    def __enter__(self):\n        return self\n    def __exit__(self, *a):\n        return None\n"
+        "def helper(x):\n    return x\n")
+    (folder / "base_mod.py").write_text(
+        "from helpers_mod import Ctx, helper\n"
+        "def ref(x):\n    with Ctx():\n        return helper(x)\n")
+    sys.path.insert(0, str(folder))
+    try:
+        spec = importlib.util.spec_from_file_location("_base_mod_for_test", folder / "base_mod.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop("helpers_mod", None)  # as the worker leaves it: reachable only through the functions
+    return module
+
+
+def test_the_baselines_own_code_is_watched_however_it_is_reached(tmp_path) -> None:
+    module = _trusted_module(tmp_path)
+    holders = trusted_namespaces({"the baseline's module": module}, (str(tmp_path) + os.sep,))
+    snap = FunctionSnapshot(holders=holders)
+    assert snap.changed() == []
+    assert "the baseline's module" in snap.held
+    # a context manager's __enter__ patched through the class (found without sys.modules, e.g. __subclasses__)
+    ctx = next(c for c in object.__subclasses__() if c.__name__ == "Ctx" and c.__module__ == "helpers_mod")
+    original = ctx.__enter__
+    ctx.__enter__ = lambda self: time.sleep(0) or self
+    try:
+        assert any(c.endswith("Ctx (class).__enter__") for c in snap.changed(only=snap.held))
+    finally:
+        ctx.__enter__ = original
+    # a helper function replaced in the globals the baseline's function reads
+    module.ref.__globals__["helper"] = lambda x: x
+    assert "the baseline's module.helper" in snap.changed()
+    # framework and library code is not the baseline's own
+    assert not any("torch" in name for name in holders)
 
 
 def test_framework_state_is_restored_and_reported() -> None:

@@ -597,3 +597,25 @@ def test_a_head_that_crashes_only_in_the_comparison_fails_the_gate(tmp_path):
     (entry,) = report.kernels
     assert entry.verdict in ("error", "regression"), entry.reason
     assert "base version failed" not in entry.reason and report.exit_code == 1
+
+
+# ------------------------------------------------------------------------------ GPU MODE problems, unchanged
+
+def test_a_gpumode_problem_folder_is_gated_as_it_is(tmp_path):
+    """A GPU MODE problem in its own layout (task.yml, reference.py, ../utils.py): its submission.py is the kernel
+    as written. A head whose submission computes something else is incorrect against the problem's reference."""
+    import shutil
+    from pathlib import Path
+
+    root = tmp_path / "repo"
+    init_repo(root)
+    shutil.copytree(Path(__file__).parents[1] / "data" / "gpumode", root / "gm")
+    write(root, "policy.yml", POLICY)
+    commit_all(root, "base")
+    submission = root / "gm" / "scaled_add_py" / "submission.py"
+    submission.write_text(submission.read_text().replace("alpha=2", "alpha=3"))
+    commit_all(root, "head: the submission computes relu(a + 3b)")
+    report = run_gate(root, "HEAD~1", policy=load_policy(root / "policy.yml"), use_cache=False)
+    (entry,) = report.kernels
+    assert entry.id == "gm/scaled_add_py" and entry.verdict == "incorrect", entry.reason
+    assert report.exit_code == 1

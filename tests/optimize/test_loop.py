@@ -383,3 +383,67 @@ def test_a_candidate_far_slower_on_one_shape_set_is_not_accepted_however_fast_on
     assert "## Per shape set" in markdown and "| shape set 0 (n=16) |" in markdown
     assert "Not accepted: a regression on shape set 0 (n=16)" in markdown
     assert "| regression (over 5.0% slower) |" in markdown
+
+
+class _WithCompiled:
+    """A scripted evaluator whose session also measured the kernel as written under torch.compile."""
+
+    def __init__(self, compiled: dict) -> None:
+        self.compiled = compiled
+        self.asked: list[tuple[str, ...]] = []
+
+    def __call__(self, candidate: Implementation) -> tuple[EvalResult, float]:
+        from test_trajectory import result
+
+        speedup = {"fast\n": 1.5, "faster\n": 2.0, "fastest\n": 3.0}.get(candidate.source, 1.0)
+        return EvalResult.from_dict(result(speedup=speedup, ci=(speedup - 0.1, speedup + 0.1))), 1.0
+
+    def compiled_baselines(self, kinds: tuple[str, ...]) -> dict:
+        from kforge_bot.evaluate.baselines import CompiledBaseline
+
+        self.asked.append(tuple(kinds))
+        return {k: CompiledBaseline.from_dict(self.compiled) for k in kinds}
+
+
+def _compiled_loop(tmp_path: Path, compiled: dict, sources: list[str | None]) -> tuple[Loop, _WithCompiled]:
+    spec = load_spec(FIXTURE / "kforge.yaml")
+    trajectory = Trajectory.create(tmp_path)
+    trajectory.append("start", schema=1, kernel=spec.name, kernel_file=spec.kernel_file, mode="llm", target="cpu")
+    evaluator = _WithCompiled(compiled)
+    loop = Loop(spec, "cpu", Scripted(sources), trajectory, evaluator, budgets=Budgets(iterations=len(sources)),
+                rules=StopRules(patience=9), baselines=("eager", "compile"))
+    return loop, evaluator
+
+
+def test_with_a_compiled_baseline_only_what_beats_the_faster_of_the_two_is_accepted(tmp_path: Path) -> None:
+    from kforge_bot.optimize.report import render_markdown
+
+    compiled = {"kind": "compile", "verdict": "pass", "reason": "correct on every case; 1.8x", "per_shape": [
+        {"shape_set": 0, "speedup_over_eager": 1.8, "speedup_over_eager_ci": [1.7, 1.9], "median_ms": 1.1}]}
+    loop, evaluator = _compiled_loop(tmp_path, compiled, ["fast\n", "faster\n", "fastest\n"])
+    loop.run()
+    assert evaluator.asked == [("compile",)]  # measured once for the session, and recorded
+    assert [e["baselines"]["compile"]["verdict"] for e in events(tmp_path, "compiled_baselines")] == ["pass"]
+    results = {e["iteration"]: e for e in events(tmp_path, "result")}
+    # 1.5x and 2.0x eager's speed are faster than eager but not (with confidence) than torch.compile's 1.8x
+    assert [results[n]["accepted"] for n in (1, 2, 3)] == [False, False, True]
+    assert results[3]["result"]["details"]["accepted_against"] == "the faster of eager and compile"
+    best = results[3]["result"]["details"]["baselines"]
+    assert best["compile"]["against"]["speedup"] == pytest.approx(3.0 / 1.8)
+    assert best["best"]["faster_of"] == {"0": "compile"}
+    report = render_markdown(loop.record)
+    assert "## Baselines" in report and "- accepted against: the faster of eager and compile" in report
+    assert "best candidate against the faster of eager and compile (the KForge paper's metric): 1.667x" in report
+
+
+def test_a_dropped_compiled_baseline_leaves_acceptance_against_eager(tmp_path: Path) -> None:
+    from kforge_bot.optimize.report import render_markdown
+
+    dropped = {"kind": "compile", "verdict": "compile_error", "reason": "dropped: the compile baseline is "
+               "compile_error: InductorError: no C++ compiler", "per_shape": []}
+    loop, _ = _compiled_loop(tmp_path, dropped, ["fast\n"])
+    loop.run()
+    result = next(e for e in events(tmp_path, "result") if e["iteration"] == 1)
+    assert result["accepted"] and result["result"]["details"]["accepted_against"] == "eager"
+    report = render_markdown(loop.record)
+    assert "the `compile` baseline: dropped: the compile baseline is compile_error" in report
