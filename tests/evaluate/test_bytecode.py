@@ -59,7 +59,10 @@ def test_the_cache_holds_what_a_worker_imports_and_is_filled_once(bytecode_cache
         compiled = bytecode_cache / source.parent.relative_to("/") / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
         assert compiled.is_file(), compiled
     assert bytecode._key() in json.loads((bytecode_cache / "primed.json").read_text())["keys"]
-    assert bytecode.prime(bytecode_cache, scrubbed_environment()) == 0.0  # filled: nothing to do
+    # Filled: nothing to do (nothing rewritten; seconds only for the lock, 0.03 s on a loaded host, not a fill's minute).
+    primed_at = (bytecode_cache / "primed.json").stat().st_mtime_ns
+    assert bytecode.prime(bytecode_cache, scrubbed_environment()) < 5.0
+    assert (bytecode_cache / "primed.json").stat().st_mtime_ns == primed_at
 
 
 def test_workers_get_the_cache_only_where_it_is_wanted(bytecode_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
