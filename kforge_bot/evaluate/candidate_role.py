@@ -614,7 +614,7 @@ class ShapeTiming:
         inputs = self.sets[0]
 
         def call() -> Any:
-            out = loading.call(self.baseline, inputs)
+            out = self.call_baseline(inputs)  # a crash here is the baseline's, as in a timed sample
             self.run.target.synchronize()
             return out
 
