@@ -26,9 +26,9 @@ from kforge_bot.evaluate.worker_io import Stop
 from kforge_bot.spec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
-# max_pairs ends these runs; the budget only has to let min_pairs through on a loaded 2-core machine (0.05 s gave
-# a single 37-92 ms pair there beside two busy loops).
-TIMED = EvalSettings(seeds=2, time_budget_s=0.5, min_pairs=3, max_pairs=6, warmup_ms=1, rotate_sets=2, profile=False)
+# max_pairs ends these runs; the budget only has to let min_pairs through on a loaded 2-core machine (beside two busy
+# loops a pair took 40-435 ms: 0.05 s gave one pair, 0.5 s two).
+TIMED = EvalSettings(seeds=2, time_budget_s=2.0, min_pairs=3, max_pairs=6, warmup_ms=1, rotate_sets=2, profile=False)
 
 
 class Recorder:
