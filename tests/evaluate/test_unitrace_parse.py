@@ -41,7 +41,7 @@ def test_the_roofline_class_summary_and_table_read_them_as_they_read_ncus() -> N
     assert digest["dominant"] == "_matmul_kernel" and digest["class"] == "compute-bound"
     assert digest["total_us"] == pytest.approx(1340.0) and digest["speed_of_light"] == pytest.approx(0.81)
     table = ncu_parse.table(None, rows)
-    assert "| _softmax_kernel | 400.0 | 73.6 | 22.5 | 88.0 | - | - | - | memory-bound |" in table
+    assert "| `_softmax_kernel` | 400.0 | 73.6 | 22.5 | 88.0 | - | - | - | memory-bound |" in table
 
 
 def test_without_the_devices_peak_there_is_no_percentage_of_it() -> None:
