@@ -37,21 +37,13 @@ from kforge_bot.targets import cpu_model
 DEFAULT_DIR = ".kforge-cache"
 
 
-def _within(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
-
-
 def file_digests(paths: Iterable[Path], repo_root: Path) -> dict[str, str]:
     """Repository-relative POSIX path -> SHA-256 of the bytes ("missing" for a file that is not there)."""
     repo_root = repo_root.resolve()
     out: dict[str, str] = {}
     for path in paths:
         path = Path(path).resolve()
-        rel = path.relative_to(repo_root).as_posix() if _within(path, repo_root) else str(path)
+        rel = path.relative_to(repo_root).as_posix() if path.is_relative_to(repo_root) else str(path)
         try:
             out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError:

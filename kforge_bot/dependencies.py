@@ -47,14 +47,6 @@ _SKIPPED_FOLDERS = {".git", ".kforge-cache", "__pycache__", ".venv", "venv", "no
 _MAX_LITERAL = 300
 
 
-def _within(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
-
-
 def _module_files(dotted: str, root: Path) -> list[Path]:
     """Files that `import dotted` executes when `root` is on sys.path: each package's __init__ and
     the module itself. Empty when the module's top-level package is not under `root`."""
@@ -299,7 +291,7 @@ def direct_dependencies(file: Path, import_roots: Sequence[Path], repo_root: Pat
     else:
         return set()
     resolved = {p.resolve() for p in found}
-    return {p for p in resolved if _within(p, repo_root) and p != file.resolve()}
+    return {p for p in resolved if p.is_relative_to(repo_root) and p != file.resolve()}
 
 
 def local_closure(files: Iterable[Path], import_roots: Sequence[Path], repo_root: Path) -> list[Path]:
