@@ -31,7 +31,6 @@ import importlib.util
 import json
 import statistics
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -99,12 +98,9 @@ def main() -> None:
     sys.path.insert(0, str(args.kernelbench / "src"))
     # KernelBench's package imports LLM clients its timing does not use: the acceptance suite's stand-ins.
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from kernelbench_acceptance import SHIMS
+    from kernelbench_acceptance import write_shims  # KernelBench imports LLM clients its timing does not use
 
-    shims = Path(tempfile.mkdtemp(prefix="kb-shims-"))
-    for file_name, text in SHIMS.items():
-        (shims / file_name).write_text(text)
-    sys.path.insert(0, str(shims))
+    sys.path.insert(0, str(write_shims()))
     from kernelbench.timing import clear_l2_cache, time_execution_with_cuda_event
 
     name, problem = _problem(args.kernelbench, args.problem)

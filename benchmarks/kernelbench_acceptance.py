@@ -156,6 +156,14 @@ def _done(files: list[Path]) -> set[str]:
     return done
 
 
+def write_shims() -> Path:
+    """A temporary folder of SHIMS (not under --out: the device returns only 8 files)."""
+    shims = Path(tempfile.mkdtemp(prefix="kb-shims-"))
+    for name, text in SHIMS.items():
+        (shims / name).write_text(text)
+    return shims
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--kernelbench", type=Path, required=True)
@@ -172,9 +180,7 @@ def main() -> None:
     args = parser.parse_args()
     args.problems = ",".join(_expand(args.kernelbench, args.problems, _done(args.skip_done)))
     args.out.mkdir(parents=True, exist_ok=True)
-    shims = Path(tempfile.mkdtemp(prefix="kb-shims-"))  # not under --out: the device returns only 8 files
-    for name, text in SHIMS.items():
-        (shims / name).write_text(text)
+    shims = write_shims()
     results = args.out / "kernelbench_acceptance.jsonl"
     started = time.monotonic()
     rows = []

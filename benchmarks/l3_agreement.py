@@ -22,7 +22,6 @@ import importlib.util
 import json
 import statistics
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -84,12 +83,9 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(args.kernelbench / "src"))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from kernelbench_acceptance import SHIMS  # KernelBench imports LLM clients its timing does not use
+    from kernelbench_acceptance import write_shims  # KernelBench imports LLM clients its timing does not use
 
-    shims = Path(tempfile.mkdtemp(prefix="kb-shims-"))
-    for file_name, text in SHIMS.items():
-        (shims / file_name).write_text(text)
-    sys.path.insert(0, str(shims))
+    sys.path.insert(0, str(write_shims()))
     from kernelbench.timing import time_execution_with_cuda_event
 
     data = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "device": torch.cuda.get_device_name(),
