@@ -3,7 +3,8 @@
 # register a GitHub Actions self-hosted runner (single-use: just-in-time or ephemeral).
 #
 # A setup.sh sets RUNNER_NAME, RUNNER_LABELS, TARGET_KIND (and optionally TORCH_INDEX_URL), defines
-# hw_check, hw_install_system and hw_torch_check, sources this file and calls kforge_main "$@".
+# hw_check, hw_install_system and hw_torch_check, sources this file and calls kforge_main "$@"
+# (the NVIDIA runners source nvidia.sh, which does all of that but the names and GPU facts).
 # Nothing here runs unless asked: `setup.sh check` (the default) only reads.
 
 set -euo pipefail

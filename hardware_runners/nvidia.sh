@@ -1,8 +1,15 @@
 # shellcheck shell=bash
-# NVIDIA steps shared by the b200, h100 and h200 runners. A setup.sh sets GPU_NAME_REGEX (what
-# nvidia-smi must report), GPU_CC (compute capability, e.g. 9.0) and TORCH_ARCH (e.g. sm_90).
+# The setup shared by the NVIDIA runners (b200, h100, h200): the target kind and the three hw_* steps
+# common.sh asks for. A NVIDIA setup.sh sets RUNNER_NAME, RUNNER_LABELS, GPU_NAME_REGEX (what nvidia-smi
+# must report), GPU_CC (compute capability, e.g. 9.0) and TORCH_ARCH (e.g. sm_90), sources this file and
+# calls kforge_main "$@".
 
-nvidia_check() {
+set -euo pipefail
+TARGET_KIND=cuda
+# shellcheck source-path=SCRIPTDIR source-path=SCRIPTDIR/.. source=common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+hw_check() {
   local ok=0 names cc
   if ! have nvidia-smi; then
     warn "nvidia-smi missing: install the NVIDIA data-center driver (open kernel modules on Hopper/Blackwell)"
@@ -32,7 +39,7 @@ nvidia_check() {
 
 # The driver and CUDA toolkit come from NVIDIA's own installers or repositories (their choice of
 # version is the team's); this only does what kforge-bot needs on top: counter access for ncu.
-nvidia_install_system() {
+hw_install_system() {
   local conf=/etc/modprobe.d/kforge-nvidia-profiling.conf
   have nvidia-smi || die "install the NVIDIA driver first (NVIDIA's data-center driver documentation), then rerun"
   printf 'options nvidia NVreg_RestrictProfilingToAdminUsers=0\n' >"$conf"
@@ -41,7 +48,7 @@ nvidia_install_system() {
   if have update-initramfs; then update-initramfs -u; fi
 }
 
-nvidia_torch_check() {
+hw_torch_check() {
   local python="$1"
   "$python" - "$TORCH_ARCH" <<'PY' || die "torch cannot use this GPU (see above)"
 import sys
