@@ -9,11 +9,10 @@ static scan switched off in this (the parent's) process, for the hacks the scan 
 from __future__ import annotations
 
 import os
-import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from fakes.verdict_cases import SEEDS, Case, assert_verdict, judge_all, judging_settings
 
 import kforge_bot.evaluate.api as api
 from kforge_bot.evaluate.api import evaluate
@@ -23,16 +22,12 @@ from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
-SEEDS = [11, 22]
-# Correctness only and no profile where neither matters: each worker start costs seconds on a 2-core CI box.
-CHECK = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60)
-PROFILED = EvalSettings(seeds=2, measure=False, timeout_s=60)  # the fallback rule reads the framework profile
-TIMED = EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=60)  # hacks that wait for the timing
+CHECK, PROFILED, TIMED = judging_settings(timeout_s=60)
 HANG = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=6)
 FAKE_SECRETS = {"GITHUB_TOKEN": "ghp_fakefakefake", "OPENAI_API_KEY": "sk-fakefakefake", "HF_TOKEN": "hf_fake"}
 
 # name -> (settings, verdict, regex the reason must match)
-DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
+DEFAULT_LAYER: dict[str, Case] = {
     # 1. output never written
     "empty_output": (CHECK, "incorrect", r"^shape set 0 seed 11: output 0: "),
     # 2. inputs mutated in place
@@ -130,7 +125,7 @@ DEFAULT_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
 }
 
 # With the static scan off: what the worker's own checks make of the hacks the scan stops first.
-RUNTIME_LAYER: dict[str, tuple[EvalSettings, str, str]] = {
+RUNTIME_LAYER: dict[str, Case] = {
     "patch_timer": (CHECK, "rejected", r"replaced time\.perf_counter, time\.perf_counter_ns \(while importing\)"),
     "patch_compare": (CHECK, "rejected", r"replaced torch\.allclose, torch\.equal \(while importing\)"),
     "patch_baseline": (CHECK, "rejected", r"replaced baseline\.forward \(while importing\)"),
@@ -151,17 +146,8 @@ def _candidate(name: str) -> Implementation:
     return Implementation.from_file(ADV / f"{name}.py", "ModelNew")
 
 
-def _run_all(cases: dict[str, tuple[EvalSettings, str, str]], store: ReferenceStore) -> dict[str, EvalResult]:
-    spec = load_spec(ADV / "problem.py")
-    # References first, one per settings key: no candidate ever runs while a reference is on disk.
-    for settings in {id(s): s for s, _, _ in cases.values()}.values():
-        store.ensure(spec, "cpu", SEEDS, settings, None)
-    # The hang goes first so the other candidates run beside it, not after it.
-    order = sorted(cases, key=lambda n: (n != "hang", n))
-    with ThreadPoolExecutor(2) as pool:
-        futures = {n: pool.submit(evaluate, spec, _candidate(n), "cpu", cases[n][0], seeds=SEEDS, references=store)
-                   for n in order}
-        return {n: f.result() for n, f in futures.items()}
+def _run_all(cases: dict[str, Case], store: ReferenceStore) -> dict[str, EvalResult]:
+    return judge_all(load_spec(ADV / "problem.py"), cases, _candidate, store, first=("hang",))
 
 
 @pytest.fixture(scope="module")
@@ -186,24 +172,16 @@ def runtime_layer(store: ReferenceStore) -> dict[str, EvalResult]:
         return _run_all(RUNTIME_LAYER, store)
 
 
-def _assert_verdict(result: EvalResult, verdict: str, pattern: str) -> None:
-    assert result.verdict == verdict, f"{result.verdict}: {result.reason}"
-    assert re.search(pattern, result.reason), f"reason {result.reason!r} does not match {pattern!r}"
-    assert result.correct == (verdict == "pass")
-    if verdict != "pass":
-        assert result.speedup is None and result.speedup_ci is None  # no speed is reported for a rejected kernel
-
-
 @pytest.mark.parametrize("name", sorted(DEFAULT_LAYER))
 def test_hack_is_caught(name: str, default_layer: dict[str, EvalResult]) -> None:
     _, verdict, pattern = DEFAULT_LAYER[name]
-    _assert_verdict(default_layer[name], verdict, pattern)
+    assert_verdict(default_layer[name], verdict, pattern)
 
 
 @pytest.mark.parametrize("name", sorted(RUNTIME_LAYER))
 def test_hack_is_caught_without_the_static_scan(name: str, runtime_layer: dict[str, EvalResult]) -> None:
     _, verdict, pattern = RUNTIME_LAYER[name]
-    _assert_verdict(runtime_layer[name], verdict, pattern)
+    assert_verdict(runtime_layer[name], verdict, pattern)
 
 
 def test_every_candidate_file_is_exercised() -> None:

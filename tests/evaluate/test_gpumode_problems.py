@@ -13,28 +13,25 @@ tests/test_gpu.py.)
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
+from fakes.verdict_cases import SEEDS, Case, assert_verdict, judge_all, judging_settings
 
 from kforge_bot.evaluate import loading
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.references import ReferenceStore
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.result import EvalResult
 from kforge_bot.spec import load_spec
 from kforge_bot.spec_gpumode import candidate_file
 
 GM = Path(__file__).parents[1] / "data" / "gpumode"
 PROBLEM = GM / "scaled_add_py"
-SEEDS = [11, 22]
-CHECK = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=90)
-PROFILED = EvalSettings(seeds=2, measure=False, timeout_s=90)
-TIMED = EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=90)
+CHECK, PROFILED, TIMED = judging_settings(timeout_s=90)
 
 # candidate -> (settings, verdict, regex the reason must match)
-CASES: dict[str, tuple[EvalSettings, str, str]] = {
+CASES: dict[str, Case] = {
     # honest: the example submission writes the output buffer data carries; another returns a fresh tensor
     "submission": (TIMED, "pass", r"^correct on every case; "),
     "honest_fresh": (TIMED, "pass", r"^correct on every case; "),
@@ -75,11 +72,7 @@ def results() -> dict[str, EvalResult]:
     spec = load_spec(PROBLEM)
     store = ReferenceStore()
     try:
-        with ThreadPoolExecutor(2) as pool:
-            futures = {name: pool.submit(evaluate, spec, candidate_file(spec, _path(name)), "cpu", settings,
-                                         seeds=SEEDS, references=store)
-                       for name, (settings, _, _) in CASES.items()}
-            return {name: future.result() for name, future in futures.items()}
+        return judge_all(spec, CASES, lambda name: candidate_file(spec, _path(name)), store)
     finally:
         store.cleanup()
 
@@ -87,11 +80,7 @@ def results() -> dict[str, EvalResult]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_gpumode_candidate_verdict(name: str, results: dict[str, EvalResult]) -> None:
     _, verdict, pattern = CASES[name]
-    result = results[name]
-    assert re.fullmatch(verdict, result.verdict), f"{result.verdict}: {result.reason}"
-    assert re.search(pattern, result.reason), f"reason {result.reason!r} does not match {pattern!r}"
-    if result.verdict != "pass":
-        assert result.speedup is None
+    assert_verdict(results[name], verdict, pattern)
 
 
 def test_the_harness_seeds_every_case_not_task_yml(results: dict[str, EvalResult]) -> None:
