@@ -4,14 +4,13 @@ real gate runs (a cached run measures nothing; a different target fingerprint mi
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from fakes.gitrepos import commit_all, git, write
+from fakes.gate_repos import cli, init_repo
+from fakes.gitrepos import commit_all, write
 
 import kforge_bot.cache as cache_module
 from kforge_bot.cache import (
@@ -25,8 +24,6 @@ from kforge_bot.cache import (
 from kforge_bot.dependencies import direct_dependencies, local_closure
 from kforge_bot.gate.run import run_gate
 from kforge_bot.policy import load_policy
-
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture()
@@ -178,19 +175,15 @@ POLICY = "version: 1\ngate: {threshold: 0.5}\nevaluation: {seeds: 2, time_budget
 
 
 def gate_cli(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "kforge_bot.cli", "gate", *args], cwd=root, env=env,
-                          check=False, capture_output=True, text=True, timeout=600)
+    proc = cli("gate", *args, cwd=root)
     return proc, time.monotonic() - started
 
 
 @pytest.mark.slow
 def test_second_gate_run_is_all_cache_hits_and_another_device_misses(tmp_path):
     root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
+    init_repo(root)
     write(root, "ref.py", REF)
     write(root, "k.py", KERNEL)
     write(root, "kforge.yaml", MANIFEST)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fakes.gate_repos import REF  # the same reference module the gate's repositories hold
+from fakes.gate_repos import REF, init_repo  # the same reference module the gate's repositories hold
 from fakes.gitrepos import commit_all, git, write
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -54,8 +54,7 @@ def _cuda() -> bool:
 @pytest.fixture()
 def repo(tmp_path):
     root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
+    init_repo(root)
     write(root, "ref.py", REF)
     write(root, "k.py", KERNEL)
     write(root, "selfref.py", KERNEL)
@@ -135,11 +134,10 @@ def test_hook_definition_matches_the_documented_contract():
 
 def _hook_repo(dest: Path) -> Path:
     """This package as a hook repository: the files pip needs to install it, committed."""
-    dest.mkdir()
+    init_repo(dest)
     for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
         shutil.copy2(PACKAGE_ROOT / name, dest / name)
     shutil.copytree(PACKAGE_ROOT / "kforge_bot", dest / "kforge_bot", ignore=shutil.ignore_patterns("__pycache__"))
-    git(dest, "init", "-q", "-b", "main")
     commit_all(dest, "kforge-bot")
     return dest
 

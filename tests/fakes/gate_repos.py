@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from fakes.gitrepos import git, write
+from fakes.gitrepos import commit_all, git, write
 from kforge_bot.spec import KernelSpec, load_spec
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -62,12 +63,17 @@ evaluation: {seeds: 2, time_budget_s: 1.0, timeout_s: 120}
 """
 
 
+def entry(name: str, *, file: str | None = None, reference: str = "ref.py:reference",
+          inputs: str = "ref.py:make_inputs", extra: str = "", sizes: Sequence[int] = (128,)) -> str:
+    """One kernel's `kforge.yaml` entry: `name` (its file `<name>.py`) against REF on the CPU, a shape set per size,
+    and `extra` (more keys, indented as the entry's) after it."""
+    shapes = ", ".join(f"{{n: {n}}}" for n in sizes)
+    return (f"  {name}:\n    file: {file or name + '.py'}\n    entry: kernel\n    reference: {reference}\n"
+            f"    inputs: {inputs}\n    shapes: [{shapes}]\n    targets: [cpu]\n{extra}")
+
+
 def manifest(names: list[str], n: int = 128) -> str:
-    lines = ["version: 1", "kernels:"]
-    for name in names:
-        lines += [f"  {name}:", f"    file: {name}.py", "    entry: kernel", "    reference: ref.py:reference",
-                  "    inputs: ref.py:make_inputs", f"    shapes: [{{n: {n}}}]", "    targets: [cpu]"]
-    return "\n".join(lines) + "\n"
+    return "version: 1\nkernels:\n" + "".join(entry(name, sizes=(n,)) for name in names)
 
 
 def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -81,6 +87,19 @@ def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float
 def init_repo(root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
     git(root, "init", "-q", "-b", "main")
+
+
+def one_kernel_repo(root: Path, name: str = "k", *, policy: str | None = None, message: str = "base") -> Path:
+    """A git repository at `root` whose main holds one correct kernel `name` (PLAIN against REF, on the CPU), its
+    manifest and, unless None, `policy` as policy.yml: the base a pull request's head is then written on."""
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, f"{name}.py", PLAIN)
+    write(root, "kforge.yaml", manifest([name]))
+    if policy is not None:
+        write(root, "policy.yml", policy)
+    commit_all(root, message)
+    return root
 
 
 
@@ -118,6 +137,4 @@ SLOW_ON_SMALL = slow_where("n <= 64", 300)
 
 def shaped_manifest(name: str, sizes: list[int]) -> str:
     """One kernel `name` (its file `<name>.py`) against REF on a shape set per size."""
-    shapes = ", ".join(f"{{n: {n}}}" for n in sizes)
-    return (f"version: 1\nkernels:\n  {name}:\n    file: {name}.py\n    entry: kernel\n    reference: ref.py:reference\n"
-            f"    inputs: ref.py:make_inputs\n    shapes: [{shapes}]\n    targets: [cpu]\n")
+    return "version: 1\nkernels:\n" + entry(name, sizes=sizes)

@@ -28,6 +28,7 @@ from fakes.gate_repos import (
     cli,
     init_repo,
     manifest,
+    one_kernel_repo,
     shaped_manifest,
 )
 from fakes.github_server import FakeGitHub
@@ -236,13 +237,7 @@ def test_a_shape_set_the_policy_names_informational_does_not_fail_the_gate(shape
 
 @pytest.fixture(scope="module")
 def small_repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("gate-small") / "repo"
-    init_repo(root)
-    write(root, "ref.py", REF)
-    write(root, "k.py", PLAIN)
-    write(root, "kforge.yaml", manifest(["k"]))
-    commit_all(root, "one kernel")
-    return root
+    return one_kernel_repo(tmp_path_factory.mktemp("gate-small") / "repo", message="one kernel")
 
 
 def test_unknown_base_is_a_usage_error(small_repo):
@@ -261,12 +256,7 @@ def test_invalid_policy_and_target_are_usage_errors(small_repo, tmp_path):
 
 
 def test_malformed_manifest_in_head_is_a_config_error(tmp_path):
-    root = tmp_path / "repo"
-    init_repo(root)
-    write(root, "ref.py", REF)
-    write(root, "k.py", PLAIN)
-    write(root, "kforge.yaml", manifest(["k"]))
-    commit_all(root, "one kernel")
+    root = one_kernel_repo(tmp_path / "repo", message="one kernel")
     write(root, "kforge.yaml", "version: 1\nkernels: [oops\n")
     commit_all(root, "broken manifest")
     proc = cli("gate", "--base", "HEAD~1", cwd=root)
@@ -584,13 +574,7 @@ def kernel(x, y):
 
 def test_a_head_that_crashes_only_in_the_comparison_fails_the_gate(tmp_path):
     """Attack (issue 28, class 4): the gate ran the head alone after a crash in the comparison and passed it."""
-    root = tmp_path / "repo"
-    init_repo(root)
-    write(root, "ref.py", REF)
-    write(root, "k.py", PLAIN)
-    write(root, "kforge.yaml", manifest(["k"]))
-    write(root, "policy.yml", POLICY)
-    commit_all(root, "base")
+    root = one_kernel_repo(tmp_path / "repo", policy=POLICY)
     write(root, "k.py", BLAME_THE_BASE)
     commit_all(root, "head")
     report = run_gate(root, "HEAD~1", policy=load_policy(root / "policy.yml"), use_cache=False)

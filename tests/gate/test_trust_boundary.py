@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fakes.gate_repos import PLAIN, POLICY, REF, cli, init_repo
+from fakes.gate_repos import PLAIN, POLICY, REF, cli, entry, init_repo, one_kernel_repo
 from fakes.gitrepos import commit_all, git, write
 from fakes.markdown import assert_nothing_live
 from fakes.webhooks import example
@@ -34,12 +34,6 @@ def make_inputs(n):
     return torch.randn(n, n), torch.randn(n, n)
 """
 REF_OWN = REF.replace("def make_inputs", "def unused_make_inputs")
-
-
-def entry(name: str, *, file: str | None = None, reference: str = "ref.py:reference",
-          inputs: str = "ref.py:make_inputs", extra: str = "", n: int = 128) -> str:
-    return (f"  {name}:\n    file: {file or name + '.py'}\n    entry: kernel\n    reference: {reference}\n"
-            f"    inputs: {inputs}\n    shapes: [{{n: {n}}}]\n    targets: [cpu]\n{extra}")
 
 
 def actions_env(tmp: Path, labels: tuple[str, ...] = ()) -> dict[str, str]:
@@ -109,7 +103,7 @@ def loosened(tmp_path_factory):
     write(root, "experimental/moved.py", MINUS)  # wrong, and moved under the policy's skip rule
     write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("tol", extra="    tolerance: {atol: 1.0, rtol: 1.0}\n")
           + entry("refedit", reference="own_ref.py:reference")
-          + entry("inputs", inputs="own_inputs.py:make_inputs") + entry("shapes", n=32)
+          + entry("inputs", inputs="own_inputs.py:make_inputs") + entry("shapes", sizes=(32,))
           + entry("dodge").replace("targets: [cpu]", "targets: [cuda]")
           + entry("moved", file="experimental/moved.py"))
     commit_all(root, "faster kernels")
@@ -142,13 +136,7 @@ def test_a_change_cannot_move_its_kernel_under_a_skip_rule(loosened):
 def test_a_maintainers_label_lets_the_heads_test_count_and_both_are_reported(tmp_path):
     """Class 2, approved: with the policy's spec-change label on the pull request the head's test decides, and the
     report shows the verdict under each spec."""
-    root = tmp_path / "repo"
-    init_repo(root)
-    write(root, "ref.py", REF)
-    write(root, "tol.py", PLAIN)
-    write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("tol"))
-    write(root, "policy.yml", POLICY)
-    commit_all(root, "base")
+    root = one_kernel_repo(tmp_path / "repo", "tol", policy=POLICY)
     write(root, "tol.py", OFF_BY_HALF)
     write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("tol", extra="    tolerance: {atol: 1.0, rtol: 1.0}\n"))
     commit_all(root, "a looser tolerance, on purpose")
@@ -165,15 +153,9 @@ def test_a_maintainers_label_lets_the_heads_test_count_and_both_are_reported(tmp
 # ------------------------------------------------------------------------------ 5 and 9, a gate run each
 
 
-def one_kernel_repo(tmp: Path) -> Path:
+def feature_branch_repo(tmp: Path) -> Path:
     """A repository with one correct kernel on main, on a new branch `feature`."""
-    root = tmp / "repo"
-    init_repo(root)
-    write(root, "ref.py", REF)
-    write(root, "plain.py", PLAIN)
-    write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("plain"))
-    write(root, "policy.yml", POLICY)
-    commit_all(root, "one kernel")
+    root = one_kernel_repo(tmp / "repo", "plain", policy=POLICY, message="one kernel")
     git(root, "checkout", "-q", "-b", "feature")
     return root
 
@@ -182,7 +164,7 @@ def one_kernel_repo(tmp: Path) -> Path:
 def escaping(tmp_path_factory):
     """Class 5: a symbolic link out of the checkout, an absolute path, a '..'."""
     tmp = tmp_path_factory.mktemp("escaping")
-    root = one_kernel_repo(tmp)
+    root = feature_branch_repo(tmp)
     outside = tmp / "outside"
     write(outside, "secret_kernel.py", PLAIN.replace("import torch", "import torch\n\nSECRET = 'canary-8c1f'"))
     write(outside, "secret_ref.py", REF)
@@ -198,7 +180,7 @@ def escaping(tmp_path_factory):
 def hostile_text(tmp_path_factory):
     """Class 9: a kernel whose import raises with workflow commands in its message; an entry that quotes Markdown."""
     tmp = tmp_path_factory.mktemp("hostile")
-    root = one_kernel_repo(tmp)
+    root = feature_branch_repo(tmp)
     write(root, "boom.py", 'raise RuntimeError("boom [/dim] [bold]\\n::error title=pwned::from a kernel\\n##[error]pwned v1")\n'
                            + PLAIN)
     write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("plain") + entry("boom")
@@ -235,12 +217,7 @@ def test_what_a_change_wrote_is_no_workflow_command_and_no_markdown(hostile_text
 def test_a_kernel_name_cannot_write_a_workflow_command(tmp_path):
     """Class 9: a kforge.yaml key with a newline and `::error` in it: refused where the manifest is loaded, in one
     line that quotes it escaped."""
-    root = tmp_path / "repo"
-    init_repo(root)
-    write(root, "ref.py", REF)
-    write(root, "k.py", PLAIN)
-    write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("k"))
-    commit_all(root, "base")
+    root = one_kernel_repo(tmp_path / "repo")
     bad = entry("k").replace("  k:\n", '  "k\\n::error title=pwned::injected by a kernel name":\n', 1)
     write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("k") + bad.replace("file: k.py", "file: k.py"))
     commit_all(root, "head")
@@ -258,16 +235,10 @@ def test_the_heads_policy_file_is_not_read(tmp_path):
     """Class 1: the head sets `isolation: "off"` and a 99% threshold in the policy file the gate is pointed at, and
     its kernel, 20x slower, writes outside its sandbox when it can. The base's policy decides, the kernel runs
     sandboxed (it cannot write the marker) and the regression is caught."""
-    root = tmp_path / "repo"
-    init_repo(root)
+    root = one_kernel_repo(tmp_path / "repo", policy=POLICY)
     marker = tmp_path / "outside" / "pwned"
     marker.parent.mkdir()
     os.chmod(marker.parent, 0o777)  # writable by whoever runs the tests (kforge-ci too), were the kernel unsandboxed
-    write(root, "ref.py", REF)
-    write(root, "k.py", PLAIN)
-    write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("k"))
-    write(root, "policy.yml", POLICY)
-    commit_all(root, "base")
     write(root, "policy.yml", POLICY.replace("threshold: 0.25", "threshold: 0.99") + 'isolation: "off"\n')
     write(root, "k.py", f"try:\n    open({str(marker)!r}, 'w').write('unsandboxed')\nexcept OSError:\n    pass\n"
           + PLAIN.replace("    return x * 2.0 + y", "    for _ in range(20):\n        out = x * 2.0 + y\n    return out"))
@@ -297,12 +268,7 @@ def test_a_policy_the_base_lacks_is_an_error(tmp_path):
 
 def test_yaml_aliases_in_the_heads_manifest_are_refused(tmp_path):
     """Class 8: anchors and aliases (the 739-byte file that grew past 1.5 GB nested them): one line, nothing run."""
-    root = tmp_path / "repo"
-    init_repo(root)
-    write(root, "ref.py", REF)
-    write(root, "k.py", PLAIN)
-    write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("k"))
-    commit_all(root, "base")
+    root = one_kernel_repo(tmp_path / "repo")
     write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("k").replace("shapes: [{n: 128}]", "shapes: &s [{n: 128}]")
           + entry("k2", file="k.py").replace("shapes: [{n: 128}]", "shapes: *s"))
     commit_all(root, "head")
