@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fakes.fifo import outcome_without_a_writer
 
 from kforge_bot.evaluate import tensorfile
 
@@ -127,23 +128,7 @@ def test_a_trusted_writer_writes_no_digest_and_its_file_reads_the_same(tmp_path:
 def test_a_fifo_in_place_of_the_file_is_refused_not_waited_on(tmp_path: Path) -> None:
     # Red-team pass: the file lies in the worker's scratch, where its code can put a FIFO with no writer in its
     # place; opening that for reading waited forever, and the bot with it.
-    import threading
-
     path = tmp_path / "outputs.bin"
     os.mkfifo(path)
-    failure: list[BaseException] = []
-
-    def read() -> None:
-        try:
-            tensorfile.read(path)
-        except BaseException as exc:  # noqa: BLE001 - what the reading thread raised is the answer
-            failure.append(exc)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(10)
-    if reader.is_alive():
-        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # let the stuck reader go
-        reader.join(10)
-        raise AssertionError("reading a FIFO waited for a writer")
-    assert failure and isinstance(failure[0], tensorfile.UnreadableTensorFile), failure
+    failure = outcome_without_a_writer(path, lambda: tensorfile.read(path))
+    assert isinstance(failure, tensorfile.UnreadableTensorFile), failure
