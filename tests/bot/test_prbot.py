@@ -28,7 +28,8 @@ import pytest
 import yaml
 
 from fakes.github_server import FakeGitHub
-from fakes.gitrepos import commit_all, git, write
+from fakes.gitrepos import action_checkout, commit_all, git, push_branches, write
+from fakes.pr_repos import open_pull
 from fakes.webhooks import as_fork, example, pr_comment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,32 +168,15 @@ class World:
 
     def __init__(self, tmp: Path, fake: FakeGitHub, *, min_speedup: float = 1.2):
         self.tmp, self.fake = tmp, fake
-        self.origin = tmp / "origin.git"
-        git(tmp, "init", "-q", "--bare", "-b", "main", str(self.origin))
-        seed = self.seed = tmp / "seed"
-        git(tmp, "clone", "-q", str(self.origin), str(seed))
-        git(seed, "checkout", "-q", "-b", "main")
-        write(seed, "kforge.yaml", MANIFEST)
-        write(seed, "kernels/rmsnorm.py", KERNEL.format(note="first version"))
-        write(seed, "README.md", "kernels\n")
-        write(seed, USER_WORKFLOW, user_workflow())
-        write(seed, USER_POLICY, POLICY.format(min_speedup=min_speedup))
-        commit_all(seed, "initial", env=DATES)
-        git(seed, "push", "-q", "origin", "main")
-        git(seed, "checkout", "-q", "-b", "feature")
-        write(seed, "kernels/rmsnorm.py", KERNEL.format(note="weights applied in the same pass"))
-        self.head_sha = commit_all(seed, "rewrite rmsnorm", env=DATES)
-        git(seed, "push", "-q", "origin", "feature")
-        self.base_sha = git(seed, "rev-parse", "main")
+        base = {"kforge.yaml": MANIFEST, "kernels/rmsnorm.py": KERNEL.format(note="first version"),
+                "README.md": "kernels\n", USER_WORKFLOW: user_workflow(),
+                USER_POLICY: POLICY.format(min_speedup=min_speedup)}
+        self.origin, self.seed, self.base_sha, self.head_sha = push_branches(
+            tmp, base, {"kernels/rmsnorm.py": KERNEL.format(note="weights applied in the same pass")},
+            messages=("initial", "rewrite rmsnorm"), env=DATES)
         # The Action's checkout: the PR head, origin pointing at the bare repository.
-        self.work = tmp / "work"
-        git(tmp, "clone", "-q", str(self.origin), str(self.work))
-        git(self.work, "checkout", "-q", "--detach", self.head_sha)
-        fake.add_repo(REPO, self.origin)
-        fake.set_permission(REPO, "ada", "write")
-        self.number = fake.add_pull(REPO, head_ref="feature", user="ada", author_association="COLLABORATOR",
-                                    title="Rewrite rmsnorm")
-        self._pull_ref()
+        self.work = action_checkout(tmp, self.origin, self.head_sha)
+        self.number = open_pull(fake, self.origin, self.head_sha, title="Rewrite rmsnorm")
         self.outputs: list[str] = []  # everything any run printed or wrote, for the token check
 
     def _pull_ref(self) -> None:

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,24 +60,51 @@ def _template() -> tuple[Path, Repos]:
     return root, _build(root)
 
 
-def _build(tmp: Path) -> Repos:
-    """main: softmax.py, rmsnorm.py, README; PR branch `feature` changes rmsnorm.py and adds gelu.py;
-    main then moves on (changes README) so base...head differs from base..head."""
+def push_branches(tmp: Path, base: Mapping[str, str], head: Mapping[str, str | None], *,
+                  links: Mapping[str, Path] | None = None, messages: tuple[str, str] = ("base", "head"),
+                  env: dict[str, str] | None = None) -> tuple[Path, Path, str, str]:
+    """A pull request's two branches, pushed to a bare `origin` (tmp/origin.git): main holds the files `base`;
+    `feature` changes them by `head` (a file's new text, or None: deleted) and `links` (symbolic links to their
+    targets). Returns (origin, the seed clone they were made in at tmp/seed, on feature; main's tip, feature's)."""
     origin = tmp / "origin.git"
     git(tmp, "init", "-q", "--bare", "-b", "main", str(origin))
     seed = tmp / "seed"
     git(tmp, "clone", "-q", str(origin), str(seed))
     git(seed, "checkout", "-q", "-b", "main")
-    write(seed, "kernels/softmax.py", "def softmax(x):\n    return x.softmax(-1)\n")
-    write(seed, "kernels/rmsnorm.py", "BLOCK = 128\n")
-    write(seed, "README.md", "hello\n")
-    fork_point = commit_all(seed, "initial")
+    for rel, text in base.items():
+        write(seed, rel, text)
+    base_sha = commit_all(seed, messages[0], env=env)
     git(seed, "push", "-q", "origin", "main")
     git(seed, "checkout", "-q", "-b", "feature")
-    write(seed, "kernels/rmsnorm.py", "BLOCK = 256\n")
-    write(seed, "kernels/gelu.py", "def gelu(x):\n    return x\n")
-    head = commit_all(seed, "faster rmsnorm, add gelu")
+    for rel, text in head.items():
+        if text is None:
+            (seed / rel).unlink()
+        else:
+            write(seed, rel, text)
+    for rel, target in (links or {}).items():
+        (seed / rel).unlink(missing_ok=True)
+        (seed / rel).symlink_to(target)
+    head_sha = commit_all(seed, messages[1], env=env)
     git(seed, "push", "-q", "origin", "feature")
+    return origin, seed, base_sha, head_sha
+
+
+def action_checkout(tmp: Path, origin: Path, sha: str) -> Path:
+    """The Action's checkout of a pull request's head: a clone of `origin` (tmp/work), detached at `sha`."""
+    work = tmp / "work"
+    git(tmp, "clone", "-q", str(origin), str(work))
+    git(work, "checkout", "-q", "--detach", sha)
+    return work
+
+
+def _build(tmp: Path) -> Repos:
+    """main: softmax.py, rmsnorm.py, README; PR branch `feature` changes rmsnorm.py and adds gelu.py;
+    main then moves on (changes README) so base...head differs from base..head."""
+    origin, seed, fork_point, head = push_branches(
+        tmp, {"kernels/softmax.py": "def softmax(x):\n    return x.softmax(-1)\n",
+              "kernels/rmsnorm.py": "BLOCK = 128\n", "README.md": "hello\n"},
+        {"kernels/rmsnorm.py": "BLOCK = 256\n", "kernels/gelu.py": "def gelu(x):\n    return x\n"},
+        messages=("initial", "faster rmsnorm, add gelu"))
     git(seed, "checkout", "-q", "main")
     write(seed, "README.md", "hello again\n")
     base = commit_all(seed, "docs on main")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fakes.gate_repos import PACKAGE_ROOT
 from fakes.github_server import FakeGitHub
-from fakes.gitrepos import commit_all, git, write
+from fakes.gitrepos import action_checkout, git, push_branches
 from fakes.webhooks import example
 
 REPO = "octo/kernels"
@@ -32,33 +32,10 @@ class PullRequest:
     def __init__(self, tmp: Path, fake: FakeGitHub, base: dict[str, str], head: dict[str, str | None],
                  links: dict[str, Path] | None = None):
         self.tmp, self.fake = tmp, fake
-        self.origin = tmp / "origin.git"
-        git(tmp, "init", "-q", "--bare", "-b", "main", str(self.origin))
-        seed = tmp / "seed"
-        git(tmp, "clone", "-q", str(self.origin), str(seed))
-        git(seed, "checkout", "-q", "-b", "main")
-        for rel, text in {POLICY_PATH: POLICY, **base}.items():
-            write(seed, rel, text)
-        self.base_sha = commit_all(seed, "base")
-        git(seed, "push", "-q", "origin", "main")
-        git(seed, "checkout", "-q", "-b", "feature")
-        for rel, text in head.items():
-            if text is None:
-                (seed / rel).unlink()
-            else:
-                write(seed, rel, text)
-        for rel, target in (links or {}).items():
-            (seed / rel).unlink(missing_ok=True)
-            (seed / rel).symlink_to(target)
-        self.head_sha = commit_all(seed, "head")
-        git(seed, "push", "-q", "origin", "feature")
-        self.work = tmp / "work"
-        git(tmp, "clone", "-q", str(self.origin), str(self.work))
-        git(self.work, "checkout", "-q", "--detach", self.head_sha)
-        fake.add_repo(REPO, self.origin)
-        fake.set_permission(REPO, "ada", "write")
-        self.number = fake.add_pull(REPO, head_ref="feature", user="ada", author_association="COLLABORATOR")
-        git(self.origin, "update-ref", f"refs/pull/{self.number}/head", self.head_sha)
+        self.origin, _, self.base_sha, self.head_sha = push_branches(tmp, {POLICY_PATH: POLICY, **base}, head,
+                                                                     links=links)
+        self.work = action_checkout(tmp, self.origin, self.head_sha)
+        self.number = open_pull(fake, self.origin, self.head_sha)
 
     def event(self, labels: tuple[str, ...] = ()) -> Path:
         payload = example("pull_request", "opened")
@@ -96,3 +73,13 @@ class PullRequest:
     def comment(self) -> str:
         [comment] = self.fake.comments_on(REPO, self.number)
         return comment.body
+
+
+def open_pull(fake: FakeGitHub, origin: Path, head_sha: str, **pull: str) -> int:
+    """`origin` served as octo/kernels by the loopback GitHub, with a pull request from `feature` into main by the
+    collaborator `ada` (who has write access) and its refs/pull/<n>/head; returns its number."""
+    fake.add_repo(REPO, origin)
+    fake.set_permission(REPO, "ada", "write")
+    number = fake.add_pull(REPO, head_ref="feature", user="ada", author_association="COLLABORATOR", **pull)
+    git(origin, "update-ref", f"refs/pull/{number}/head", head_sha)  # GitHub keeps it; comment-triggered runs use it
+    return number

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,14 +25,20 @@ def _events(folder: Path, kind: str) -> list[dict]:
     return [e for e in map(json.loads, (folder / "trajectory.jsonl").read_text().splitlines()) if e["event"] == kind]
 
 
+def _tuner_run(kernel_dir: Path, report: Path, *, iterations: int, time_budget_s: float, **config: Any) -> OptimizeRun:
+    """The built-in tuner (no model) on the fixture kernel, on the CPU, its report in `report`."""
+    settings = EvalSettings(seeds=2, time_budget_s=time_budget_s, timeout_s=120)
+    return OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
+                            RunConfig(target="cpu", budgets=Budgets(iterations=iterations), settings=settings,
+                                      cpu_count=2, **config), report)
+
+
 @pytest.mark.slow
 def test_the_kernel_as_written_and_each_accepted_candidate_are_profiled(kernel_dir: Path, tmp_path: Path,
                                                                        recorded_ncu: None) -> None:
     report = tmp_path / "report"
-    settings = EvalSettings(seeds=2, time_budget_s=2.0, timeout_s=120)
-    run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
-                           RunConfig(target="cpu", budgets=Budgets(iterations=1), settings=settings, cpu_count=2,
-                                     rules=StopRules(patience=6, speed_of_light=1.01)), report)
+    run = _tuner_run(kernel_dir, report, iterations=1, time_budget_s=2.0,
+                     rules=StopRules(patience=6, speed_of_light=1.01))
     outcome = run.run()
     files = run.finish()
     profiled = [e["iteration"] for e in _events(report, "counters")]
@@ -51,10 +58,7 @@ def test_the_kernel_as_written_and_each_accepted_candidate_are_profiled(kernel_d
 def test_a_kernel_at_its_speed_of_light_ends_the_run_before_any_candidate(kernel_dir: Path, tmp_path: Path,
                                                                        recorded_ncu: None) -> None:
     report = tmp_path / "report"
-    settings = EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=120)
-    run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
-                           RunConfig(target="cpu", budgets=Budgets(iterations=5), settings=settings, cpu_count=2,
-                                     rules=StopRules(speed_of_light=0.5)), report)
+    run = _tuner_run(kernel_dir, report, iterations=5, time_budget_s=0.3, rules=StopRules(speed_of_light=0.5))
     outcome = run.run()
     assert outcome.stop_kind == "NearRoofline", outcome.stop_reason
     assert "of its speed of light by the hardware's counters" in outcome.stop_reason
@@ -63,10 +67,7 @@ def test_a_kernel_at_its_speed_of_light_ends_the_run_before_any_candidate(kernel
 
 def test_without_counters_the_run_says_why_once_and_goes_on(kernel_dir: Path, tmp_path: Path) -> None:
     report = tmp_path / "report"
-    settings = EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=120)
-    run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
-                           RunConfig(target="cpu", budgets=Budgets(iterations=1), settings=settings, cpu_count=2),
-                           report)
+    run = _tuner_run(kernel_dir, report, iterations=1, time_budget_s=0.3)
     run.run()
     files = run.finish()
     said = _events(report, "counters")
@@ -100,10 +101,8 @@ def test_after_ncu_itself_fails_the_run_stops_paying_for_it(kernel_dir: Path, tm
 def test_a_parallel_round_profiles_its_best_after_every_evaluation_returned(kernel_dir: Path, tmp_path: Path,
                                                                           recorded_ncu: None) -> None:
     report = tmp_path / "report"
-    settings = EvalSettings(seeds=2, time_budget_s=2.0, timeout_s=120)
-    run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
-                           RunConfig(target="cpu", budgets=Budgets(iterations=2), settings=settings, cpu_count=2,
-                                     parallel=2, rules=StopRules(patience=6, speed_of_light=1.01)), report)
+    run = _tuner_run(kernel_dir, report, iterations=2, time_budget_s=2.0, parallel=2,
+                     rules=StopRules(patience=6, speed_of_light=1.01))
     outcome = run.run()
     profiled = [e["iteration"] for e in _events(report, "counters")]
     assert profiled[0] == 0
