@@ -3,10 +3,8 @@ and the workers' sandbox. Each returns a row of plain data (what works, and a me
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -16,7 +14,7 @@ from typing import Any
 
 from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.counter_tools import tool_for
-from kforge_bot.evaluate.sandbox import scrubbed_environment
+from kforge_bot.evaluate.sandbox import kill_group, scrubbed_environment
 from kforge_bot.spec import TARGET_KINDS, load_spec
 from kforge_bot.text import one_line_tail
 
@@ -169,10 +167,7 @@ def run_group(argv: list[str], timeout: float, env: dict[str, str] | None = None
         try:
             rc: int | None = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_group(proc)
             proc.wait()
             rc = None
         buf.seek(0)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import stat
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from typing import Any
 
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import remove_scratch, sandbox_view, scrubbed_environment
+from kforge_bot.evaluate.sandbox import kill_group, remove_scratch, sandbox_view, scrubbed_environment
 from kforge_bot.spec import Implementation, KernelSpec
 
 MAX_OUTPUT = 16 << 20  # bytes of the tool's output kept: a flood from the profiled process cannot fill memory
@@ -118,10 +117,7 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> t
             timed_out = True
             break
         time.sleep(0.05)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_group(proc)
     proc.wait()
     return b"".join(chunks).decode("utf-8", errors="replace"), timed_out
 

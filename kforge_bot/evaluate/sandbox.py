@@ -325,7 +325,7 @@ class WorkerProcess:
                 self.proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
                 pass
-        _kill_group(self.proc)
+        kill_group(self.proc)
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             try:
                 self.proc.stdin.close()
@@ -379,7 +379,9 @@ def _parse(line: bytes, nonce: str) -> dict[str, Any] | None:
     return message
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL the process group `proc` leads (started with start_new_session): what it started goes with it. A
+    group already gone, or one that is not this user's to signal, is no error."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

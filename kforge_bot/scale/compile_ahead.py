@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from typing import Any
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.limits import limits_for
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import remove_scratch, sandbox_view, scrubbed_environment
+from kforge_bot.evaluate.sandbox import kill_group, remove_scratch, sandbox_view, scrubbed_environment
 
 PREPARE_TIMEOUT_S = 900.0
 
@@ -99,11 +98,11 @@ def prepare_build(spec: Any, imports: list[tuple[str, Any]], env: dict[str, str]
         try:
             out, _ = proc.communicate(payload.encode(), timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _killpg(proc)
+            kill_group(proc)
             proc.communicate()
             return f"failed: timed out after {timeout_s:.0f} s", time.monotonic() - started
         finally:
-            _killpg(proc)  # a compiler or stray thread left behind goes with its group
+            kill_group(proc)  # a compiler or stray thread left behind goes with its group
         text = out.decode("utf-8", errors="replace")
         if "KFORGE_PREPARED" in text:
             if view is not None:
@@ -140,11 +139,4 @@ def publish(work: Path, digest: str, root: Path) -> None:
     finally:
         if fd >= 0:
             os.close(fd)
-
-
-def _killpg(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
