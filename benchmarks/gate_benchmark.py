@@ -36,6 +36,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -247,13 +249,9 @@ def gpu_part(args: argparse.Namespace, results: Results) -> None:
         results.add("skipped", True)
         return
     results.data["device"] = torch.cuda.get_device_name(0) if device_kind == "cuda" else "cpu (smoke)"
-    started = time.monotonic()
-    deadline = started + args.max_seconds
     rule = GateRule(threshold=0.02, confidence=0.95)
-    store = ReferenceStore()
     seeds = new_seeds(3)
-    work = Path(tempfile.mkdtemp(prefix="kforge-gate-bench-"))
-    try:
+    with gpu_part_limits(args, results) as (deadline, store, work):
         # Calibration: how much more reading makes the head 3% slower in time. Time is not linear in the rows
         # re-read (on the H200, 3.00% more rows cost +4.4% and 2.04% cost +1.7%), so probe up to four times,
         # interpolating between the nearest probes on either side of 3%, until one lands within 2.6-3.4%.
@@ -298,6 +296,18 @@ def gpu_part(args: argparse.Namespace, results: Results) -> None:
             "note": "wall time of one gate decision on one kernel: base and head in child processes, correctness "
                     "checks, interleaved timing, a confirmation run when the first interval straddles the bound; "
                     "the reference computation (once per kernel in a gate run) is not included"})
+
+
+@contextmanager
+def gpu_part_limits(args: argparse.Namespace, results: Results) -> Iterator[tuple[float, ReferenceStore, Path]]:
+    """A GPU part's deadline (--max-seconds from now), reference store and work folder; after the part, a note where
+    the limit cut it short and its wall time, and the store and the folder removed however it ended."""
+    started = time.monotonic()
+    deadline = started + args.max_seconds
+    store = ReferenceStore()
+    work = Path(tempfile.mkdtemp(prefix="kforge-gate-bench-"))
+    try:
+        yield deadline, store, work
         if time.monotonic() > deadline:
             results.data.setdefault("notes", []).append(f"stopped at the {args.max_seconds:g} s limit: fewer "
                                                         "decisions than requested")
@@ -319,25 +329,15 @@ def spin_gpu_part(args: argparse.Namespace, results: Results) -> None:
     results.data["device"] = torch.cuda.get_device_name(0)
     results.data.setdefault("notes", []).append(f"kernel: spin_1ms ({SPIN_1MS_CYCLES} cycles of torch.cuda._sleep, "
                                                 "then a 64 KiB sum); head: 3.0% more spin")
-    started = time.monotonic()
-    deadline = started + args.max_seconds
     rule = GateRule(threshold=0.02, confidence=0.95)
-    store, seeds = ReferenceStore(), new_seeds(3)
-    work = Path(tempfile.mkdtemp(prefix="kforge-gate-bench-"))
-    try:
+    seeds = new_seeds(3)
+    with gpu_part_limits(args, results) as (deadline, store, work):
         phases = [("slowdown", 0.03)] if args.skip_aa else [("aa", 0.0), ("slowdown", 0.03)]
         for label, extra in phases:
             # Alternate the two phases' decisions would mix them; each phase gets half the remaining time.
             phase_deadline = time.monotonic() + (deadline - time.monotonic()) / (2 if label == "aa" else 1)
             results.add(label, decisions(label, args.decisions, extra, "cuda", work, rule, store, seeds, phase_deadline,
                                          "spin_1ms", results, base_extra=0.0))
-        if time.monotonic() > deadline:
-            results.data.setdefault("notes", []).append(f"stopped at the {args.max_seconds:g} s limit: fewer "
-                                                        "decisions than requested")
-        results.add("wall_s", time.monotonic() - started)
-    finally:
-        store.cleanup()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------- CPU part
