@@ -84,6 +84,11 @@ def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float
                           text=True, timeout=timeout)
 
 
+def by_id(report: dict) -> dict[str, dict]:
+    """A gate report's kernels (its JSON) by id."""
+    return {k["id"]: k for k in report["kernels"]}
+
+
 def init_repo(root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
     git(root, "init", "-q", "-b", "main")

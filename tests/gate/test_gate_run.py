@@ -25,6 +25,7 @@ from fakes.gate_repos import (
     SLOW_ON_LARGE,
     SLOW_ON_SMALL,
     VIA_HELPER,
+    by_id,
     cli,
     init_repo,
     manifest,
@@ -83,10 +84,6 @@ def scenario(tmp_path_factory):
     return {"root": root, "base": base, "head": head, "proc": proc, "summary": summary.read_text(),
             "report": json.loads(report_path.read_text()) if report_path.exists() else None,
             "statuses": statuses, "cache": cache}
-
-
-def by_id(report: dict) -> dict[str, dict]:
-    return {k["id"]: k for k in report["kernels"]}
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fakes.gate_repos import PLAIN, POLICY, REF, cli, entry, init_repo, one_kernel_repo
+from fakes.gate_repos import PLAIN, POLICY, REF, by_id, cli, entry, init_repo, one_kernel_repo
 from fakes.gitrepos import commit_all, git, write
 from fakes.markdown import assert_nothing_live
 from fakes.webhooks import example
@@ -55,10 +55,6 @@ def no_foreign_commands(*outputs: str) -> None:
             if line.lstrip().startswith("::"):
                 assert line.startswith(("::error file=", "::warning file=")), f"a foreign workflow command: {line!r}"
             assert "##[" not in line, f"a foreign workflow command: {line!r}"
-
-
-def by_id(report: dict) -> dict[str, dict]:
-    return {k["id"]: k for k in report["kernels"]}
 
 
 # ------------------------------------------------------------------ 2: the head writes its own test
