@@ -102,12 +102,7 @@ def collect(spec: KernelSpec, implementation: Implementation, target: str, out_d
         failed = run.failure("ncu", timeout_s)
         if failed:
             return failed
-        try:
-            rows = ncu_parse.parse_raw(run.text)
-        except ncu_parse.NcuOutputError as exc:
-            return {"available": False, "reason": str(exc), "wall_s": run.wall_s}
-        return {"available": True, "tool": NAME, "kernels": rows, "summary": ncu_parse.summary(rows),
-                "raw_file": f"{label}.csv", "wall_s": run.wall_s}
+        return run.counters(NAME, label, lambda: ncu_parse.parse_raw(run.text), ncu_parse.NcuOutputError)
 
 
 def consistent_with_timing(counters: dict[str, Any], median_ms: float | None) -> str | None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import isolation
+from kforge_bot.evaluate import isolation, ncu_parse
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.evaluate.sandbox import kill_group, remove_scratch, sandbox_view, scrubbed_environment
 from kforge_bot.spec import Implementation, KernelSpec
@@ -52,6 +52,17 @@ class ProfiledRun:
         if self.call_failed:
             return {"available": False, "reason": f"the profiled call failed: {self.call_failed}", "wall_s": self.wall_s}
         return None
+
+    def counters(self, tool: str, label: str, read: Callable[[], list[dict[str, Any]]],
+                 unreadable: type[Exception]) -> dict[str, Any]:
+        """Every collector's digest of the run, one shape for every tool: the kernels `read` parses from its
+        output, their summary and the raw file kept as `<label>.csv`; or why that output could not be read."""
+        try:
+            rows = read()
+        except unreadable as exc:
+            return {"available": False, "reason": str(exc), "wall_s": self.wall_s}
+        return {"available": True, "tool": tool, "kernels": rows, "summary": ncu_parse.summary(rows),
+                "raw_file": f"{label}.csv", "wall_s": self.wall_s}
 
 
 def profiled_argv(request: Path) -> list[str]:

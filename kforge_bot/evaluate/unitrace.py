@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import bound, ncu_parse, unitrace_parse  # ncu_parse: the summary, on the same keys
+from kforge_bot.evaluate import bound, unitrace_parse
 from kforge_bot.evaluate.profiled_run import profiled_argv, profiled_call
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
@@ -111,9 +111,5 @@ def collect(spec: KernelSpec, implementation: Implementation, target: str, out_d
         if not written:
             last = next((ln.strip() for ln in reversed(run.text.splitlines()) if ln.strip()), "no output")
             return {"available": False, "reason": f"unitrace wrote no metric file ({last[:200]})", "wall_s": run.wall_s}
-        try:
-            rows = unitrace_parse.parse_query(text, peak_gbs)
-        except unitrace_parse.UnitraceOutputError as exc:
-            return {"available": False, "reason": str(exc), "wall_s": run.wall_s}
-        return {"available": True, "tool": NAME, "kernels": rows, "summary": ncu_parse.summary(rows),
-                "raw_file": f"{label}.csv", "wall_s": run.wall_s}
+        return run.counters(NAME, label, lambda: unitrace_parse.parse_query(text, peak_gbs),
+                            unitrace_parse.UnitraceOutputError)
