@@ -136,9 +136,8 @@ class OptimizeRun:
         if mode == TUNER:
             proposer = TunerProposer(spec, cpu_count=config.cpu_count, min_gain=rules.min_gain)
         else:
-            factory = config.client_factory or (lambda endpoint, token_budget: LLMClient(
-                endpoint, token_budget=token_budget, timeout=endpoint.timeout_s))
-            client = factory(config.endpoint, token_budget=config.budgets.tokens)
+            factory = config.client_factory or (lambda endpoint: LLMClient(endpoint, timeout=endpoint.timeout_s))
+            client = factory(config.endpoint)  # the token budget is the loop's (stops.tokens_spent)
             proposer = LLMProposer(client, spec, config.target, references=config.references,
                                    models=config.models if len(config.models) > 1 else ())
         if not resume:
