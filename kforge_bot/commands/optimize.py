@@ -36,7 +36,7 @@ from kforge_bot.kernels import sibling_references
 from kforge_bot.optimize.display import Display
 from kforge_bot.optimize.proposer import LLM, TUNER
 from kforge_bot.optimize.report import ReportFiles
-from kforge_bot.optimize.run import LoopOutcome, OptimizeRun, RunConfig, default_cpu_count, quick_settings
+from kforge_bot.optimize.run import OptimizeOutcome, OptimizeRun, RunConfig, default_cpu_count, quick_settings
 from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, read_events
 from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.policy import load_policy
@@ -181,7 +181,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
                       markup=False)
     record = outcome.record
     best = record.best if outcome.improved else None
-    write_json({"kernel": spec.name, "target": target_name, "mode": run.mode, "improved": outcome.improved,
+    write_json({"kernel": spec.name, "target": target_name, "mode": run.proposer_kind, "improved": outcome.improved,
                 "best": None if best is None else {"iteration": best.iteration, "speedup": best.speedup,
                                                    "speedup_ci": best.speedup_ci, "change": best.change,
                                                    "per_shape": [p.to_dict() for p in best.per_shape]},
@@ -217,7 +217,7 @@ def _announce_run(console: Any, run: OptimizeRun) -> None:
                       markup=False)
 
 
-def _write_best(outcome: LoopOutcome, destination: Path | None) -> str | None:
+def _write_best(outcome: OptimizeOutcome, destination: Path | None) -> str | None:
     """The best candidate written to --out or over the kernel file (--write); where, or None."""
     if not outcome.improved or outcome.best_source is None or destination is None:
         return None
@@ -226,7 +226,7 @@ def _write_best(outcome: LoopOutcome, destination: Path | None) -> str | None:
     return str(destination)
 
 
-def _print_outcome(console: Any, run: OptimizeRun, outcome: LoopOutcome, files: ReportFiles, written: str | None,
+def _print_outcome(console: Any, run: OptimizeRun, outcome: OptimizeOutcome, files: ReportFiles, written: str | None,
                    kernel_file: str, to_out: bool) -> None:
     record = outcome.record
     console.print(f"stopped: {outcome.stop_reason}", markup=False)

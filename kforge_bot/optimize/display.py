@@ -7,16 +7,17 @@ from typing import Any
 
 from rich.markup import escape
 
+from kforge_bot.optimize.proposer import TUNER
 from kforge_bot.text import one_line
 
 
 class Display:
     """What the user sees while it runs: a line per step, and a live status line on a terminal."""
 
-    def __init__(self, console: Any, budgets: Any, mode: str) -> None:
+    def __init__(self, console: Any, budgets: Any, proposer_kind: str) -> None:
         self.console = console
         self.budgets = budgets
-        self.mode = mode
+        self.proposer_kind = proposer_kind  # TUNER or LLM: a tuner spends no tokens
         self.record: Any = None
         self._status: Any = None
         self._iteration = 0
@@ -43,7 +44,7 @@ class Display:
     def _tokens(self) -> str:
         usage = (self.record.usage if self.record is not None else None) or {}
         cap = f"/{self.budgets.tokens:,}" if self.budgets.tokens else ""
-        return f" · tokens {usage.get('total_tokens', 0):,}{cap}" if self.mode != "tuner" else ""
+        return f" · tokens {usage.get('total_tokens', 0):,}{cap}" if self.proposer_kind != TUNER else ""
 
     def _status_text(self) -> str:
         it = f"iteration {self._iteration}/{self.budgets.iterations}" if self._iteration else "kernel as written"

@@ -41,7 +41,7 @@ TRIM_RULE = ("less history (2 attempts, then 1, then none), no other targets' co
 class LLMProposer(Proposer):
     """The KForge generator and analyst, talking to an OpenAI-compatible endpoint."""
 
-    mode = LLM
+    kind = LLM
 
     def __init__(self, client: LLMClient, spec: KernelSpec, target_kind: str, *,
                  references: Sequence[dict[str, Any]] = (), models: Sequence[str] = ()) -> None:

@@ -18,9 +18,9 @@ Control flow uses the loop-control exceptions of `kforge_bot.agents.errors` (as 
 `NonTerminating` signal (a malformed reply) costs its iteration and the run goes on; a `Terminating` one
 (budget spent, endpoint gone, no progress, near the roofline, search exhausted) ends the run and the best
 candidate so far stands. Before each round `stop_signal` (kforge_bot.optimize.stops), a pure function of the
-record, says whether the run goes on; it alone checks the budgets, the token budget included. Everything the loop knows is in its trajectory
-(kforge_bot.optimize.trajectory), written as it happens, so a stopped run resumes where it was without spending
-an iteration twice.
+record, says whether the run goes on; the loop alone checks the budgets, the token budget included. Everything
+the loop knows is in its trajectory (kforge_bot.optimize.trajectory), written as it happens, so a stopped run
+resumes where it was without spending an iteration twice.
 """
 
 from __future__ import annotations

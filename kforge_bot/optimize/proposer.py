@@ -22,6 +22,7 @@ from typing import Any, ClassVar, TypeVar
 from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.optimize.record import IterationRecord, RunRecord
 
+# The two kinds of proposer (the start event records which one a run has, under "mode").
 TUNER = "tuner"
 LLM = "llm"
 
@@ -80,7 +81,7 @@ class Proposer(ABC):
     one) `propose_for` for each of its slots and `observe_round` once its candidates are judged. A proposer that
     thinks one candidate at a time says only `propose` and `observe`: the defaults of the round's calls ask them."""
 
-    mode: ClassVar[str]
+    kind: ClassVar[str]  # TUNER or LLM
 
     def describe(self) -> dict[str, Any]:
         """What the start event records of this proposer (endpoint, model, ...)."""

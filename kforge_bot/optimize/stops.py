@@ -32,13 +32,14 @@ class StopRules:
     min_gain: float = 0.01  # a new best must beat the old one's speedup by this much (relative)
 
 
-def quick_rules(mode: str, budgets: Budgets | None = None) -> StopRules:
-    """The mode's rules, with the budgets' early stops (patience, speed of light) where they set them.
+def quick_rules(proposer_kind: str, budgets: Budgets | None = None) -> StopRules:
+    """The proposer's rules, with the budgets' early stops (patience, speed of light) where they set them.
 
     The tuner's coordinate descent expects misses (each direction of each parameter is one), so it gets
     more patience than a model, whose misses mean it is out of ideas."""
     budgets = budgets or Budgets()
-    return StopRules(patience=budgets.patience or (6 if mode == TUNER else 4), speed_of_light=budgets.speed_of_light)
+    return StopRules(patience=budgets.patience or (6 if proposer_kind == TUNER else 4),
+                     speed_of_light=budgets.speed_of_light)
 
 
 
