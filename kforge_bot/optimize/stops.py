@@ -42,7 +42,6 @@ def quick_rules(proposer_kind: str, budgets: Budgets | None = None) -> StopRules
                      speed_of_light=budgets.speed_of_light)
 
 
-
 def stop_signal(record: RunRecord, budgets: Budgets, rules: StopRules, *, elapsed_s: float, step_s: float,
                 session_iterations: int, parallel: int = 1) -> Terminating | None:
     """Why the run must stop before its next round, or None to go on: the budgets (iterations, wall time, tokens),
