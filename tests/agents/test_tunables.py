@@ -361,3 +361,11 @@ def test_pins_of_one_call_stack_and_a_free_tile_is_pinned_but_a_same_file_helper
     assert apply(out, current_assignment(t.values()), "triton") == src
     with pytest.raises(ValueError):
         apply(src, {"local_settings.num_warps@3": UNPINNED}, "triton")  # a written literal has no "as written" 0
+
+
+def test_a_marker_opts_a_helpers_row_block_in():
+    marked = IMPORTED_HELPER.replace("    BLOCK_SIZE, num_warps =", "    # kforge: tune BLOCK_SIZE in [1024, 2048]\n    BLOCK_SIZE, num_warps =")
+    t = by_name(find_tunables(marked, "triton"))
+    assert (t["BLOCK_SIZE"].candidates, t["BLOCK_SIZE"].marked) == ((UNPINNED, 1024, 2048), True)
+    out = apply(marked, {"BLOCK_SIZE": 2048, "num_warps": 8}, "triton")
+    assert "calculate_settings(n_cols); BLOCK_SIZE = 2048; num_warps = 8  # the row" in out
