@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from kforge_bot.agents.errors import MalformedReply
 from kforge_bot.agents.generator import load_prompt, source_format
-from kforge_bot.agents.tuner import profile_hint
+from kforge_bot.tuner.search import profile_hint
 from kforge_bot.evaluate import ncu_parse
 
 MAX_ITEMS = 5

@@ -1,4 +1,4 @@
-"""Where a kernel source holds integer literals worth tuning: the tuner's scanner (kforge_bot.agents.tunables
+"""Where a kernel source holds integer literals worth tuning: the tuner's scanner (kforge_bot.tuner.tunables
 turns these sites into named parameters).
 
 Python is read through its syntax tree (module constants, single-assignment locals, launch and `triton.Config`

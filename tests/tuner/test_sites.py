@@ -1,4 +1,4 @@
-"""Where a kernel source holds tunable literals (kforge_bot.agents.tunable_sites)."""
+"""Where a kernel source holds tunable literals (kforge_bot.tuner.sites)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import ast
 
 import pytest
 
-from kforge_bot.agents.tunable_sites import SourceText, c_sites, find_markers, kind_of, python_sites
-from kforge_bot.agents.tunables import find_tunables
+from kforge_bot.tuner.sites import SourceText, c_sites, find_markers, kind_of, python_sites
+from kforge_bot.tuner.tunables import find_tunables
 from kforge_bot.errors import KforgeError
 
 

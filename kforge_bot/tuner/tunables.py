@@ -1,4 +1,4 @@
-"""A kernel's tunable parameters: found in its source (kforge_bot.agents.tunable_sites), each with the values
+"""A kernel's tunable parameters: found in its source (kforge_bot.tuner.sites), each with the values
 worth trying, and rewritten with exact, minimal edits (only the digits of its literals change).
 
 What counts as tunable:
@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kforge_bot.agents.tunable_sites import Site, SourceText, c_sites, find_markers, python_sites
+from kforge_bot.tuner.sites import Site, SourceText, c_sites, find_markers, python_sites
 from kforge_bot.errors import KforgeError
 
 # Sane bounds per kind; candidates are powers of two inside them (stages: every integer).

@@ -1,4 +1,4 @@
-"""A kernel's tunable parameters (kforge_bot.agents.tunables): found in real-looking kernels, rewritten exactly."""
+"""A kernel's tunable parameters (kforge_bot.tuner.tunables): found in real-looking kernels, rewritten exactly."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kforge_bot.agents.tunables import Tunable, apply, candidates_for, current_assignment, find_tunables
+from kforge_bot.tuner.tunables import Tunable, apply, candidates_for, current_assignment, find_tunables
 from kforge_bot.errors import KforgeError
 
 DATA = Path(__file__).parents[1] / "data_agents"

@@ -1,6 +1,6 @@
 """The built-in tuner: the generator's stand-in when no LLM endpoint is configured.
 
-It searches a kernel's own tunable parameters (kforge_bot.agents.tunables finds and rewrites them) by
+It searches a kernel's own tunable parameters (kforge_bot.tuner.tunables finds and rewrites them) by
 coordinate descent, in an order guided by the profile (`profile_hint`); where every single-parameter move
 loses, it tries joint moves (`joint_moves`: an autotune list pinned to one of its configurations, tiles with
 stages and warps together, pairs), within a budget and in an order fixed by a seed.
@@ -15,7 +15,7 @@ import random
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
-from kforge_bot.agents.tunables import Tunable, current_assignment
+from kforge_bot.tuner.tunables import Tunable, current_assignment
 from kforge_bot.evaluate import ncu_parse
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The built-in tuner (kforge_bot.agents.tuner): the profile hint and the coordinate descent over real tunables."""
+"""The built-in tuner (kforge_bot.tuner.search): the profile hint and the coordinate descent over real tunables."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kforge_bot.agents.tunables import Tunable, apply, find_tunables
-from kforge_bot.agents.tuner import TunerSearch, joint_moves, profile_hint
+from kforge_bot.tuner.search import TunerSearch, joint_moves, profile_hint
+from kforge_bot.tuner.tunables import Tunable, apply, find_tunables
 
 DATA = Path(__file__).parents[1] / "data_agents"
 
