@@ -29,7 +29,7 @@ def recorded_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     CUDA (the collector's plumbing is the same)."""
     from fakes.ncu import printing_the_recording
 
-    from kforge_bot.evaluate import ncu
+    from kforge_bot.counters import ncu
 
     monkeypatch.setenv("KFORGE_NCU", str(printing_the_recording(tmp_path / "tool")))
     monkeypatch.setattr(ncu, "unavailable", lambda target: None)

@@ -15,8 +15,8 @@ import random
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
+from kforge_bot.counters import ncu_parse
 from kforge_bot.tuner.tunables import Tunable, current_assignment
-from kforge_bot.evaluate import ncu_parse
 
 # ---------------------------------------------------------------------------------------------------
 # Profile hint.

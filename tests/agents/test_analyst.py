@@ -122,7 +122,7 @@ def test_the_counter_table_shows_before_and_after_with_the_class() -> None:
     from pathlib import Path
 
     from kforge_bot.agents.analyst import render_digest
-    from kforge_bot.evaluate.ncu_parse import parse_raw
+    from kforge_bot.counters.ncu_parse import parse_raw
 
     rows = parse_raw((Path(__file__).parents[1] / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
     text = render_digest({"ncu": rows, "ncu_before": rows,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kforge_bot.evaluate import ncu
+from kforge_bot.counters import ncu
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.policy import Budgets

@@ -164,7 +164,7 @@ def test_search_over_real_tunables_rewrites_real_source():
 def test_the_hardware_counters_choose_the_tuners_first_move() -> None:
     """ncu's rows (recorded on an H200) outrank a roofline guess: the longest kernel there is compute-bound;
     spills or a register-capped occupancy point at warps and smaller blocks; too few warps at smaller blocks."""
-    from kforge_bot.evaluate.ncu_parse import parse_raw
+    from kforge_bot.counters.ncu_parse import parse_raw
 
     rows = parse_raw((Path(__file__).parents[1] / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
     assert profile_hint({"ncu": rows, "roofline": {"bound": "memory"}}) == "compute"

@@ -1,5 +1,5 @@
 """A profiled run's status file lies in the sandbox's scratch, written by the code it profiles
-(kforge_bot.evaluate.profiled_run): the bot reads it as a plain file of its own size or not at all."""
+(kforge_bot.counters.profiled_run): the bot reads it as a plain file of its own size or not at all."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import threading
 from pathlib import Path
 
-from kforge_bot.evaluate.profiled_run import _status
+from kforge_bot.counters.profiled_run import _status
 
 
 def test_a_status_file_made_a_link_or_a_fifo_is_not_followed_nor_waited_on(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The program an outside profiler runs: one call of one implementation, marked so the profiler sees only it.
 
 `python -c "...profiled_worker import main; main(argv)" REQUEST.json`, started under `ncu` (CUDA) or `unitrace`
-(Intel XPU) by kforge_bot.evaluate.profiled_run inside the same sandbox as every other worker. The profiled
+(Intel XPU) by kforge_bot.counters.profiled_run inside the same sandbox as every other worker. The profiled
 call is marked for both tools: an NVTX range named RANGE (ncu filters on it with --nvtx-include) and, for
 unitrace's --conditional-collection, PTI_ENABLE_COLLECTION set to 1 in this process's environment for the call. It builds the implementation as the candidate's worker does (the
 spec's init seed, shape set 0's inputs from a fresh seed), calls it once outside the range (compilation,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fakes.ncu import fake_ncu, printing_the_recording
 
-from kforge_bot.evaluate import ncu
+from kforge_bot.counters import ncu
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 

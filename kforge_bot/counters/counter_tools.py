@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from kforge_bot.evaluate import ncu, unitrace
+from kforge_bot.counters import ncu, unitrace
 
 TOOLS: tuple[ModuleType, ...] = (ncu, unitrace)
 

@@ -1,6 +1,6 @@
 """One call of one implementation under an outside profiler (ncu, unitrace), inside the workers' sandbox.
 
-The profiler is a separate program wrapped around kforge_bot.evaluate.profiled_worker: the tool's own argv
+The profiler is a separate program wrapped around kforge_bot.counters.profiled_worker: the tool's own argv
 ends with `profiled_argv(request)`. Both run inside the same sandbox as every worker that runs user code, with
 the tool's install folders shown read-only, the scrubbed environment, a wall-clock limit, bounded output, and
 the whole process group ended afterwards. The caller reads what it needs (the captured output, files the
@@ -30,7 +30,7 @@ from kforge_bot.evaluate.sandbox import remove_scratch, sandbox_view, scrubbed_e
 from kforge_bot.spec import Implementation, KernelSpec
 
 MAX_OUTPUT = 16 << 20  # bytes of the tool's output kept: a flood from the profiled process cannot fill memory
-WORKER = "import sys; from kforge_bot.evaluate.profiled_worker import main; main(sys.argv[1:])"
+WORKER = "import sys; from kforge_bot.counters.profiled_worker import main; main(sys.argv[1:])"
 
 
 @dataclass

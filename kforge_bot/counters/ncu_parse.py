@@ -17,7 +17,7 @@ import csv
 import io
 from typing import Any
 
-from kforge_bot.evaluate.ncu_metrics import METRICS, STALL_REASONS, stall_metric
+from kforge_bot.counters.ncu_metrics import METRICS, STALL_REASONS, stall_metric
 from kforge_bot.text import markdown_cell, markdown_text
 
 SOL_FLOOR = 0.6  # a unit at >= 60% of its peak is the bottleneck (ncu's own SOL rule of thumb)

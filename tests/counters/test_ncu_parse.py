@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kforge_bot.evaluate import ncu_parse
-from kforge_bot.evaluate.ncu_parse import NcuOutputError
+from kforge_bot.counters import ncu_parse
+from kforge_bot.counters.ncu_parse import NcuOutputError
 
 DATA = Path(__file__).parents[1] / "data" / "ncu"
 RAW = (DATA / "raw_h200_scale_softmax.csv").read_text()

@@ -1,6 +1,6 @@
 """Hardware counters for one call of one implementation: Nsight Compute (`ncu`), off the timed path.
 
-`collect(spec, implementation, target, out_dir, label)` runs `ncu` on kforge_bot.evaluate.profiled_worker (one
+`collect(spec, implementation, target, out_dir, label)` runs `ncu` on kforge_bot.counters.profiled_worker (one
 warm call, then one call inside an NVTX range, the only kernels profiled) with the fixed metric set of
 `ncu_metrics`, inside the same sandbox as every worker that runs user code, and returns the parsed digest
 (`ncu_parse`): per kernel duration, SM and memory speed of light, DRAM throughput, occupancy and its limiter,
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import ncu_parse
-from kforge_bot.evaluate.ncu_metrics import all_metric_names
-from kforge_bot.evaluate.profiled_run import profiled_argv, profiled_call
-from kforge_bot.evaluate.profiled_worker import RANGE
+from kforge_bot.counters import ncu_parse
+from kforge_bot.counters.ncu_metrics import all_metric_names
+from kforge_bot.counters.profiled_run import profiled_argv, profiled_call
+from kforge_bot.counters.profiled_worker import RANGE
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 

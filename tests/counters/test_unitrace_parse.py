@@ -1,4 +1,4 @@
-"""unitrace's metric query (Intel GPUs) into the digest rows the CUDA counters use (kforge_bot.evaluate.unitrace_parse).
+"""unitrace's metric query (Intel GPUs) into the digest rows the CUDA counters use (kforge_bot.counters.unitrace_parse).
 The data is written in unitrace's format with invented values (tests/data/unitrace/README.md): not a recording."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kforge_bot.evaluate import ncu_parse
-from kforge_bot.evaluate.unitrace_parse import UnitraceOutputError, parse_query, permission_problem
+from kforge_bot.counters import ncu_parse
+from kforge_bot.counters.unitrace_parse import UnitraceOutputError, parse_query, permission_problem
 
 QUERY = (Path(__file__).parents[1] / "data" / "unitrace" / "perfquery_format.csv").read_text()
 B580_GBS = 456.0  # the datasheet's GDDR6 bandwidth (hardware_runners/arc-b580/runner.yml)

@@ -1,6 +1,6 @@
 """Hardware counters for one call of one implementation on an Intel GPU: unitrace, off the timed path.
 
-The XPU counterpart of kforge_bot.evaluate.ncu, same contract and same digest shape (`unitrace_parse`):
+The XPU counterpart of kforge_bot.counters.ncu, same contract and same digest shape (`unitrace_parse`):
 `collect(spec, implementation, target, out_dir, label)` runs
 
     unitrace --metric-query --group ComputeBasic --conditional-collection --output-dir-path <scratch>/metrics
@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import bound, ncu_parse, unitrace_parse  # ncu_parse: the summary, on the same keys
-from kforge_bot.evaluate.profiled_run import profiled_argv, profiled_call
+from kforge_bot.counters import ncu_parse, unitrace_parse  # ncu_parse: the summary, on the same keys
+from kforge_bot.counters.profiled_run import profiled_argv, profiled_call
+from kforge_bot.evaluate import bound
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
