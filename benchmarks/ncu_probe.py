@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kforge_bot.evaluate import isolation
 from kforge_bot.counters.ncu_metrics import all_metric_names
+from kforge_bot.evaluate import isolation
 
 PROGRAM = '''
 import torch, triton, triton.language as tl

@@ -20,9 +20,9 @@ import re
 from string import Template
 from typing import Any, Mapping, Sequence
 
-from kforge_bot.agents.errors import MalformedReply
 from kforge_bot.agents.generator import load_prompt, source_format
 from kforge_bot.counters import ncu_parse
+from kforge_bot.errors import MalformedReply
 from kforge_bot.tuner.search import profile_hint
 
 MAX_ITEMS = 5

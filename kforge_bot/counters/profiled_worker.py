@@ -41,7 +41,7 @@ def main(argv: list[str]) -> None:
 
 
 def _profile_one_call(request: dict) -> None:
-    # Here, not at the top: the bot imports this module for RANGE (evaluate.ncu) and must not import torch.
+    # Here, not at the top: the bot imports this module for RANGE (counters.ncu) and must not import torch.
     import torch
 
     from kforge_bot.evaluate import loading

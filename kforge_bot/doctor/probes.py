@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.counters.counter_tools import tool_for
+from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.sandbox import scrubbed_environment
 from kforge_bot.spec import TARGET_KINDS, load_spec
 from kforge_bot.text import one_line_tail

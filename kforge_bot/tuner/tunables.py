@@ -27,8 +27,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kforge_bot.tuner.sites import Site, SourceText, c_sites, find_markers, python_sites
 from kforge_bot.errors import KforgeError
+from kforge_bot.tuner.sites import Site, SourceText, c_sites, find_markers, python_sites
 
 # Sane bounds per kind; candidates are powers of two inside them (stages: every integer).
 BOUNDS: dict[str, tuple[int, int]] = {

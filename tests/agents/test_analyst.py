@@ -6,8 +6,8 @@ import pytest
 from fakes.llm_server import ScriptedLLMServer, reply
 
 from kforge_bot.agents import analyst
-from kforge_bot.agents.errors import MalformedReply
 from kforge_bot.agents.llm import Endpoint, LLMClient
+from kforge_bot.errors import MalformedReply
 
 # A digest shaped like the harness's (evaluate/profile.py) plus ncu counters and a roofline position
 # (hardware.roofline) as the loop attaches them.

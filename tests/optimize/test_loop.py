@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from fakes.llm_server import HTTPError, ScriptedLLMServer, rate_limited, reply
 
-from kforge_bot.agents.errors import BudgetExhausted, MalformedReply
 from kforge_bot.agents.llm import Endpoint
+from kforge_bot.errors import BudgetExhausted, MalformedReply, NearRoofline, NoProgress
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.optimize.loop import Loop
 from kforge_bot.optimize.proposer import Event, Proposal, Proposer, RunView, Steps
 from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
-from kforge_bot.optimize.stops import NearRoofline, NoProgress, StopRules
+from kforge_bot.optimize.stops import StopRules
 from kforge_bot.optimize.trajectory import Trajectory, replay, sha256
 from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.policy import Budgets

@@ -6,9 +6,9 @@ import ast
 
 import pytest
 
+from kforge_bot.errors import KforgeError
 from kforge_bot.tuner.sites import SourceText, c_sites, find_markers, kind_of, python_sites
 from kforge_bot.tuner.tunables import find_tunables
-from kforge_bot.errors import KforgeError
 
 
 def test_kinds_from_names():

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kforge_bot.tuner.tunables import Tunable, apply, candidates_for, current_assignment, find_tunables
 from kforge_bot.errors import KforgeError
+from kforge_bot.tuner.tunables import Tunable, apply, candidates_for, current_assignment, find_tunables
 
 DATA = Path(__file__).parents[1] / "data_agents"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -1,12 +1,11 @@
-"""The loop-control signals (kforge_bot.agents.errors): which ones cost an iteration and which end the run."""
+"""The loop-control signals (kforge_bot.errors): which ones cost an iteration and which end the run."""
 
 from __future__ import annotations
 
 import pytest
 
-from kforge_bot.agents.errors import (BudgetExhausted, LLMUnavailable, LoopControl, MalformedReply, NonTerminating,
-                                      Terminating)
-from kforge_bot.errors import KforgeError
+from kforge_bot.errors import (BudgetExhausted, KforgeError, LLMUnavailable, LoopControl, MalformedReply,
+                               NonTerminating, Terminating)
 
 
 def test_each_signal_says_whether_the_run_goes_on_and_carries_what_the_loop_needs() -> None:
