@@ -161,7 +161,7 @@ def run_pool(spec: Any, sources: list[str], target: str, workers: int, settings:
 def run_loop(spec: Any, target: str, parallel: int, workers: int, iterations: int, settings: EvalSettings,
              cap_s: float) -> dict[str, Any]:
     from kforge_bot.optimize.run import OptimizeRun, RunConfig
-    from kforge_bot.policy import Budgets
+    from kforge_bot.config.policy import Budgets
 
     folder = Path(tempfile.mkdtemp(prefix="kforge-scale-loop-"))
     config = RunConfig(target=target, budgets=Budgets(iterations=iterations, time_limit_s=cap_s), settings=settings,

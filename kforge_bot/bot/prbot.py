@@ -142,7 +142,7 @@ def _label_run(event: events.PullRequestEvent, policy: Any, author_permission: s
     return not by_trust and policy.trust.trigger_label in event.labels
 
 
-# The policy, or how to read it for an event: the base's copy (kforge_bot.policy.load_policy_from_base).
+# The policy, or how to read it for an event: the base's copy (kforge_bot.config.policy.load_policy_from_base).
 PolicySource = Callable[[Any], Any]
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kforge_bot.agents import generator
+from kforge_bot.config.policy import Budgets
 from kforge_bot.errors import (BudgetExhausted, KforgeError, MalformedReply, NearRoofline, NoProgress, NonTerminating,
                                Terminating)
 from kforge_bot.evaluate.baselines import CompiledBaseline, against_baselines, beats_every_baseline, requested_compiled
@@ -43,7 +44,6 @@ from kforge_bot.optimize.record import IterationRecord, RunRecord
 from kforge_bot.optimize.roofline import WorkloadModel, workload
 from kforge_bot.optimize.stops import StopRules
 from kforge_bot.optimize.trajectory import Trajectory, sha256
-from kforge_bot.policy import Budgets
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.text import one_line
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kforge_bot.config.policy import Budgets
 from kforge_bot.optimize.proposer import TUNER
-from kforge_bot.policy import Budgets
 
 
 @dataclass(frozen=True)

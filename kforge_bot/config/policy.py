@@ -20,12 +20,12 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from kforge_bot.config.yamlcheck import Checker, join, load_yaml_file, load_yaml_text
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.baselines import BASELINE_KINDS
 from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
 from kforge_bot.spec import LANGUAGES as SPEC_LANGUAGES
-from kforge_bot.yamlcheck import Checker, join, load_yaml_file, load_yaml_text
 
 # GitHub's author_association values (REST API: issues and pull requests).
 ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR",
@@ -508,7 +508,7 @@ def asdict_shallow(obj: Any) -> dict[str, Any]:
 
 def policies_dir() -> Path:
     """The shipped policies (package data; `policies/*.yml` in the repository link here)."""
-    return Path(__file__).resolve().parent / "data" / "policies"
+    return Path(__file__).resolve().parents[1] / "data" / "policies"
 
 
 def shipped_policies() -> dict[str, Path]:

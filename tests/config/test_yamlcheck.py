@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from kforge_bot.config.yamlcheck import MAX_YAML_BYTES, Checker, did_you_mean, load_yaml_file, load_yaml_text
 from kforge_bot.errors import KforgeError
-from kforge_bot.yamlcheck import MAX_YAML_BYTES, Checker, did_you_mean, load_yaml_file, load_yaml_text
 
 
 def test_a_duplicate_key_is_an_error_naming_the_file_and_line() -> None:

@@ -22,7 +22,7 @@ from kforge_bot.spec import (
     load_spec,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 KB_SOFTMAX = DATA / "kb" / "softmax.py"
 MANIFEST_REPO = DATA / "manifest_repo"
 
@@ -360,7 +360,7 @@ def test_a_typo_d_key_gets_a_did_you_mean_and_a_missing_file_names_the_file_key(
 def test_a_src_layout_kernel_with_its_launcher_elsewhere_loads_with_module_names() -> None:
     """import_roots put a src/ package on the path; `entry` may name a module's callable or a launcher file, and
     `file` stays the file the bot rewrites (its candidates keep the module name the launcher imports)."""
-    specs = load_manifest(Path(__file__).parent / "data" / "library_repo" / "kforge.yaml")
+    specs = load_manifest(Path(__file__).parents[1] / "data" / "library_repo" / "kforge.yaml")
     norm, swiglu, rope = specs["rms_norm"], specs["swiglu"], specs["rope"]
     assert (norm.kernel_file, norm.entry, norm.baseline.module, norm.baseline.entry_module) == \
         ("src/minilib/ops/norm.py", "rms_norm_forward", "minilib.ops.norm", "")

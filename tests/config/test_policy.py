@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kforge_bot import policy as pol
+from kforge_bot.config import policy as pol
+from kforge_bot.config.schema import json_schema
 from kforge_bot.errors import KforgeError
-from kforge_bot.policy_schema import json_schema
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_shipped_policies_validate_and_default_yml_is_the_code_default():

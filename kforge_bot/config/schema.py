@@ -1,15 +1,15 @@
 """The JSON Schema of a policy file (draft 2020-12), for editors and check-jsonschema.
 
 policies/schema.json is generated from this (`kforge-bot policy schema`; a test keeps them equal). The loader
-(kforge_bot.policy) is the authority; this mirrors it, and a test checks both agree on examples."""
+(kforge_bot.config.policy) is the authority; this mirrors it, and a test checks both agree on examples."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kforge_bot.config.policy import ASSOCIATIONS, LANGUAGES, TARGET_NAME_RE, Policy
 from kforge_bot.evaluate.baselines import BASELINE_KINDS
 from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
-from kforge_bot.policy import ASSOCIATIONS, LANGUAGES, TARGET_NAME_RE, Policy
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
 
 

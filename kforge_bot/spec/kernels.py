@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.cache import DEFAULT_DIR
+from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.policy import Policy
 from kforge_bot.spec import (
     MANIFEST_NAME,
     MAX_SOURCE_BYTES,
@@ -26,7 +26,7 @@ from kforge_bot.spec import (
     load_manifest_entry,
     read_manifest,
 )
-from kforge_bot.spec_gpumode import REFERENCE, SUBMISSION, TASK_NAME, is_gpumode_problem, load_gpumode
+from kforge_bot.spec.gpumode import REFERENCE, SUBMISSION, TASK_NAME, is_gpumode_problem, load_gpumode
 
 # A KernelBench file's path is its kernel's id and name: it reaches logs, annotations and PR text, so it is
 # held to the characters a kernel name may use (and '/').

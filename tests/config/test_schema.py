@@ -1,5 +1,5 @@
-"""The policy file's JSON Schema (kforge_bot.policy_schema): generated into policies/schema.json, and in
-agreement with the loader (kforge_bot.policy) on what is valid."""
+"""The policy file's JSON Schema (kforge_bot.config.schema): generated into policies/schema.json, and in
+agreement with the loader (kforge_bot.config.policy) on what is valid."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import jsonschema
 import pytest
 import yaml
 
-from kforge_bot import policy as pol
+from kforge_bot.config import policy as pol
+from kforge_bot.config.schema import json_schema
 from kforge_bot.errors import KforgeError
-from kforge_bot.policy_schema import json_schema
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_schema_file_is_generated_from_the_code():

@@ -41,8 +41,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.config.yamlcheck import did_you_mean, load_yaml_file
 from kforge_bot.errors import KforgeError
-from kforge_bot.yamlcheck import did_you_mean, load_yaml_file
 
 MANIFEST_NAME = "kforge.yaml"
 LANGUAGES = ("triton", "cuda", "cpp", "c", "torch", "sycl")  # the one vocabulary: manifests and policies
@@ -132,7 +132,7 @@ class KernelSpec:
     reference_returns: str = "entry"
     import_roots: tuple[str, ...] = ()  # relative to root, as the manifest says them
     entry_file: str = ""  # relative to root: where the entry lives, when not in kernel_file
-    # GPU MODE problems (kforge_bot.spec_gpumode); the defaults are every other format's behaviour.
+    # GPU MODE problems (kforge_bot.spec.gpumode); the defaults are every other format's behaviour.
     timed_shapes: tuple[int, ...] | None = None  # the shape sets that are timed (None: all); the rest are checked only
     seed_kwarg: str | None = None  # the inputs callable's keyword that takes the harness's secret seed
     data_arg: bool = False  # the inputs are one object, passed whole (`custom_kernel(data)`)
@@ -678,11 +678,11 @@ def load_manifest(path: str | Path, boundary: Path | None = None) -> dict[str, K
 def load_spec(path: str | Path, kernel: str | None = None) -> KernelSpec:
     """A spec from a KernelBench file, a kforge.yaml (with `kernel`), a kernel file a manifest names, or a GPU MODE
     problem (its folder or its task.yml)."""
-    from kforge_bot import spec_gpumode  # the GPU MODE layout's own module (it builds on this one)
+    from kforge_bot.spec import gpumode  # the GPU MODE layout's own module (it builds on this one)
 
     path = Path(path)
-    if spec_gpumode.is_gpumode_problem(path) and (path.is_dir() or path.name == spec_gpumode.TASK_NAME):
-        return spec_gpumode.load_gpumode(path)
+    if gpumode.is_gpumode_problem(path) and (path.is_dir() or path.name == gpumode.TASK_NAME):
+        return gpumode.load_gpumode(path)
     if path.is_dir():
         manifest = path / MANIFEST_NAME
         if not manifest.is_file():

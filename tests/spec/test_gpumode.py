@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.kernels import discover
-from kforge_bot.policy import Policy
 from kforge_bot.spec import KernelSpec, has_own_reference, kernel_implementation, load_spec
-from kforge_bot.spec_gpumode import is_gpumode_problem, load_gpumode
+from kforge_bot.spec.gpumode import is_gpumode_problem, load_gpumode
+from kforge_bot.spec.kernels import discover
 
-GM = Path(__file__).parent / "data" / "gpumode"
+GM = Path(__file__).parents[1] / "data" / "gpumode"
 PROBLEM = GM / "scaled_add_py"
 
 
@@ -51,7 +51,7 @@ def test_without_files_benchmarks_or_tolerance() -> None:
 
 
 def test_other_formats_keep_every_shape_set_timed() -> None:
-    spec = load_spec(Path(__file__).parent / "data" / "kb" / "softmax.py")
+    spec = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
     assert spec.timed_shapes is None and spec.timed_indices() == tuple(range(len(spec.shape_sets)))
     assert not spec.data_arg and spec.seed_kwarg is None and spec.support == ()
 

@@ -10,9 +10,9 @@ import pytest
 from fakes.gate_repos import KB, PLAIN, REF, manifest
 from fakes.gitrepos import write
 
+from kforge_bot.config.policy import load_policy, parse_policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.kernels import discover
-from kforge_bot.policy import load_policy, parse_policy
+from kforge_bot.spec.kernels import discover
 
 DEFAULT = load_policy(None)
 
