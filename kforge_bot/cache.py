@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot import HARNESS_VERSION
+from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.sandbox import scrubbed_environment
 from kforge_bot.spec.dependencies import local_closure
 from kforge_bot.targets import cpu_model
 

@@ -65,7 +65,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A bytecode cache filled as the bot fills it (once for the session: it imports torch from source)."""
     from kforge_bot.evaluate import bytecode
-    from kforge_bot.evaluate.sandbox import scrubbed_environment
+    from kforge_bot.environment import scrubbed_environment
 
     directory = tmp_path_factory.mktemp("bytecode")
     bytecode.prime(directory, scrubbed_environment(), timeout_s=BYTECODE_FILL_TIMEOUT_S)

@@ -27,9 +27,9 @@ from kforge_bot.commands import (
     target_option,
     write_json,
 )
+from kforge_bot.config.choices import BASELINE_KINDS
 from kforge_bot.config.policy import load_policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.baselines import BASELINE_KINDS
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.evaluate.shapes import DEFINITION, text_lines

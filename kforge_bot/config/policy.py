@@ -20,10 +20,9 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from kforge_bot.config.choices import BASELINE_KINDS, ISOLATION_MODES
 from kforge_bot.config.yamlcheck import Checker, join, load_yaml_file, load_yaml_text
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.baselines import BASELINE_KINDS
-from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
 from kforge_bot.spec import LANGUAGES as SPEC_LANGUAGES
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kforge_bot.config.choices import BASELINE_KINDS, ISOLATION_MODES
 from kforge_bot.config.policy import ASSOCIATIONS, LANGUAGES, TARGET_NAME_RE, Policy
-from kforge_bot.evaluate.baselines import BASELINE_KINDS
-from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
 
 

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import remove_scratch, sandbox_view, scrubbed_environment
+from kforge_bot.evaluate.sandbox import remove_scratch, sandbox_view
 from kforge_bot.spec import Implementation, KernelSpec
 
 MAX_OUTPUT = 16 << 20  # bytes of the tool's output kept: a flood from the profiled process cannot fill memory
