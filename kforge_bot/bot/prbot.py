@@ -313,12 +313,9 @@ def run_pr(env: ActionEnv, policy: Any | PolicySource, options: Options, *, gh: 
 
 def stop(env: ActionEnv, event: Any, gh: Any, log: Log) -> str:
     """`/kforge stop`: close the bot's open follow-up PRs of this PR (their branches stay)."""
-    repo = gitops.open_repo(env.workspace)
-    out = gitops._run(repo, "ls-remote", "--heads", "origin", f"refs/heads/kforge/pr-{int(event.number)}/*",
-                      what="cannot list the bot's branches")
     closed = []
-    for line in out.splitlines():
-        branch = line.partition("\t")[2].removeprefix("refs/heads/")
+    for branch in gitops.remote_branches(env.workspace, f"kforge/pr-{int(event.number)}/*",
+                                         what="cannot list the bot's branches"):
         pr = gh.find_follow_up(branch)
         if pr is not None:
             gh.close_pull(pr.number, comment=f"Closed by `/kforge stop` from @{event.sender}.")

@@ -91,7 +91,7 @@ class Implementation:
     def from_file(cls, path: str | Path, symbol: str, root: str | Path | None = None) -> Implementation:
         path = Path(path)
         return cls(
-            source=_read(path),
+            source=read_source(path),
             symbol=symbol,
             filename=path.name,
             root=str(Path(root).resolve()) if root is not None else str(path.resolve().parent),
@@ -195,7 +195,8 @@ class KernelSpec:
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def _read(path: Path) -> str:
+def read_source(path: Path) -> str:
+    """A kernel, reference or inputs file's text, or a one-line KforgeError naming it (missing, too large, binary)."""
     try:
         if path.stat().st_size > MAX_SOURCE_BYTES:
             raise KforgeError(f"larger than {MAX_SOURCE_BYTES >> 20} MiB: not read as a kernel source", path=path)
@@ -206,7 +207,8 @@ def _read(path: Path) -> str:
         raise KforgeError(f"cannot read file: {exc}", path=path) from None
 
 
-def _parse(path: Path, source: str) -> ast.Module:
+def parse_python(path: Path, source: str) -> ast.Module:
+    """`source` as a module's syntax tree, or a KforgeError naming the file and the line."""
     try:
         return ast.parse(source, filename=str(path))
     except SyntaxError as exc:
@@ -272,8 +274,8 @@ def has_own_reference(spec: KernelSpec) -> bool:
 
 def load_kernelbench(path: str | Path) -> KernelSpec:
     path = Path(path).resolve()
-    source = _read(path)
-    names = top_level_names(_parse(path, source))
+    source = read_source(path)
+    names = top_level_names(parse_python(path, source))
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in names]
     if missing:
         raise KforgeError(f"not a KernelBench problem: missing {', '.join(missing)}", path=path,
@@ -291,17 +293,18 @@ def load_kernelbench(path: str | Path) -> KernelSpec:
         inputs_source=reference,
         init_symbol="get_init_inputs",
         targets=TARGET_KINDS,
-        language=_guess_language(source),
+        language=guess_language(source),
     )
 
 
 def candidate_language(spec: KernelSpec, candidate: Implementation) -> str:
     """The language a candidate is written in: a manifest kernel's is declared (its candidates are versions of
     the same file); a KernelBench candidate's is read from its source (Triton, CUDA through load_inline, ...)."""
-    return spec.language if spec.format == "manifest" else _guess_language(candidate.source)
+    return spec.language if spec.format == "manifest" else guess_language(candidate.source)
 
 
-def _guess_language(source: str) -> str:
+def guess_language(source: str) -> str:
+    """The language a Python kernel is written in, read from its source: Triton, CUDA (load_inline), SYCL or torch."""
     if "import triton" in source or "from triton" in source:
         return "triton"
     if "load_inline" in source or "__global__" in source:
@@ -370,9 +373,9 @@ def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path,
     if not file_path.is_file():
         raise KforgeError(f"{file_key or key}: file {rel!r} does not exist", path=manifest,
                           hint="paths are relative to the manifest's directory")
-    source = _read(file_path)
+    source = read_source(file_path)
     if not defines(source, symbol):
-        _parse(file_path, source)  # a syntax error is the better message
+        parse_python(file_path, source)  # a syntax error is the better message
         raise KforgeError(f"{key}: {rel} defines no top-level {symbol!r}", path=manifest)
     return Implementation(source=source, symbol=symbol, filename=file_path.name, root=str(root), paths=paths)
 
@@ -552,7 +555,7 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
             raise KforgeError(f"{where}: {kernel_file if module is None else entry_file} has no module name below "
                               "the manifest's folder or its import_roots", path=manifest,
                               hint="every folder on the way must be a Python identifier")
-        source = _read(kernel_path)
+        source = read_source(kernel_path)
         kernel = Implementation(source=source, symbol=symbol, filename=Path(kernel_file).name, root=str(root),
                                 module=module, entry_module="" if entry_module == module else entry_module,
                                 paths=paths)
@@ -702,8 +705,8 @@ def load_spec(path: str | Path, kernel: str | None = None) -> KernelSpec:
         return kernels[kernel]
     if path.suffix != ".py":
         raise KforgeError("expected a .py kernel file or a kforge.yaml", path=path)
-    source = _read(path)
-    _parse(path, source)
+    source = read_source(path)
+    parse_python(path, source)
     if is_kernelbench_source(source):
         return load_kernelbench(path)
     manifest = find_manifest(path)

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import TARGET_KINDS, Implementation, KernelSpec, _guess_language, _parse, _read, defines
+from kforge_bot.spec import (TARGET_KINDS, Implementation, KernelSpec, defines, guess_language, parse_python,
+                             read_source)
 
 TASK_NAME = "task.yml"
 REFERENCE = "reference.py"
@@ -58,8 +59,8 @@ def load_gpumode(path: str | Path) -> KernelSpec:
     tests = _keyword_sets(task, "tests", task_file)
     benchmarks = _keyword_sets(task, "benchmarks", task_file, required=False)
     reference_path = folder / REFERENCE
-    source = _read(reference_path)
-    _parse(reference_path, source)
+    source = read_source(reference_path)
+    parse_python(reference_path, source)
     for symbol in ("generate_input", "ref_kernel"):
         if not defines(source, symbol):
             raise KforgeError(f"defines no top-level {symbol!r}", path=reference_path,
@@ -67,8 +68,8 @@ def load_gpumode(path: str | Path) -> KernelSpec:
     reference = Implementation(source=source, symbol="ref_kernel", filename=REFERENCE, root=str(folder))
     submission = folder / SUBMISSION
     kernel = None  # the problem's submission.py, where it has one: the kernel as written (the gate, check without it)
-    if submission.is_file() and defines(_read(submission), ENTRY):
-        kernel = Implementation(source=_read(submission), symbol=ENTRY, filename=SUBMISSION, root=str(folder))
+    if submission.is_file() and defines(read_source(submission), ENTRY):
+        kernel = Implementation(source=read_source(submission), symbol=ENTRY, filename=SUBMISSION, root=str(folder))
     inputs = Implementation(source=source, symbol="generate_input", filename=REFERENCE, root=str(folder))
     shape_sets = tuple(tests + benchmarks)
     timed = tuple(range(len(tests), len(shape_sets))) if benchmarks else tuple(range(len(tests)))
@@ -85,7 +86,7 @@ def load_gpumode(path: str | Path) -> KernelSpec:
         shape_sets=shape_sets,
         tolerance=_tolerance(task, task_file),
         targets=TARGET_KINDS,
-        language=_guess_language(kernel.source) if kernel is not None else "torch",
+        language=guess_language(kernel.source) if kernel is not None else "torch",
         timed_shapes=timed,
         seed_kwarg=SEED_KEY,
         data_arg=True,
@@ -104,7 +105,7 @@ def _load_task(task_file: Path) -> dict[str, Any]:
     import yaml  # as kforge_bot.spec: workers never read YAML
 
     try:
-        data = yaml.safe_load(_read(task_file))
+        data = yaml.safe_load(read_source(task_file))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
@@ -167,5 +168,5 @@ def _support_files(task: dict[str, Any], folder: Path, task_file: Path) -> tuple
         if Path(source).is_absolute():
             raise KforgeError(f"files[{i}].source: {source!r} must be relative to the problem's folder",
                               path=task_file)
-        found.append((name, _read(folder / source)))
+        found.append((name, read_source(folder / source)))
     return tuple(found)
