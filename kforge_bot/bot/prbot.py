@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kforge_bot import gitops, kernels
+from kforge_bot import gitops
 from kforge_bot.bot import events, evidence, trust
 from kforge_bot.bot.outcomes import outcome_for, skipped, with_spec_note
 from kforge_bot.bot.results import PrReport, aggregate, load_results_dir
@@ -30,7 +30,7 @@ from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.plan import material
 from kforge_bot.gate.target_choice import kernel_target, parse_target
 from kforge_bot.hardware import get_runner
-from kforge_bot.spec import kernel_implementation
+from kforge_bot.spec import kernel_implementation, kernels
 
 Log = Callable[[str], None]
 # (spec, device kind, policy) -> (best candidate source or None, its EvalResult or None, how it was found)
