@@ -11,10 +11,24 @@ PACKAGE = Path(__file__).resolve().parents[1] / "kforge_bot"
 # part -> (modules it is made of, imports it must never make)
 BOT = ("kforge_bot.bot",)
 OPTIMIZE = ("kforge_bot.optimize",)
+# Everything above the leaves: what runs, measures, searches or talks to a service.
+HARNESS = ("kforge_bot.evaluate", "kforge_bot.scale", "kforge_bot.optimize", "kforge_bot.agents", "kforge_bot.bot",
+           "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.counters", "kforge_bot.tuner")
 RULES = {
+    # The judge: nothing above it, and not the hardware counters either (they run beside it, never in a verdict).
     "evaluate": (("kforge_bot.evaluate",),
                  ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops", "kforge_bot.scale",
-                  *BOT, *OPTIMIZE)),
+                  "kforge_bot.counters", "kforge_bot.tuner", *BOT, *OPTIMIZE)),
+    # The counters profile beside the judge: its sandbox and settings, nothing of the loop or the bot.
+    "counters": (("kforge_bot.counters",),
+                 ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops", "kforge_bot.scale",
+                  "kforge_bot.tuner", *BOT, *OPTIMIZE)),
+    # The tuner: a search over a kernel's own parameters, with no model and nothing of the loop.
+    "tuner": (("kforge_bot.tuner",), ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops",
+                                      "kforge_bot.scale", "openai", "git", "github", *BOT, *OPTIMIZE)),
+    # The leaves: read by every part, so they import none of them.
+    "leaves": (("kforge_bot.config", "kforge_bot.errors", "kforge_bot.text", "kforge_bot.cache",
+                "kforge_bot.environment", "kforge_bot.spec"), HARNESS),
     "agents": (("kforge_bot.agents",), ("git", "github", "kforge_bot.gitops", "kforge_bot.commands", *BOT)),
     "optimize": (OPTIMIZE, ("kforge_bot.commands", "github", *BOT)),
     # init's reading of a library: text and ast only, nothing that runs code or talks to a service.
@@ -118,3 +132,9 @@ def test_git_runs_only_in_gitops() -> None:
         if any(_within(name, "git") for name in _imports(path)) or '["git"' in text or "['git'" in text:
             outside.append(_module(path))
     assert not outside, outside
+
+
+def test_the_package_s_top_holds_few_flat_modules() -> None:
+    """Work belongs in a room by job (evaluate/, spec/, config/, ...); the top keeps the entry points and leaves."""
+    flat = sorted(p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert len(flat) <= 8, flat
