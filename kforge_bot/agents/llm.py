@@ -32,8 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-from kforge_bot.agents.errors import ContextLengthExceeded, LLMUnavailable, MalformedReply
-from kforge_bot.errors import KforgeError
+from kforge_bot.errors import ContextLengthExceeded, KforgeError, LLMUnavailable, MalformedReply
 from kforge_bot.text import one_line
 
 ENV_BASE_URL = "OPENAI_BASE_URL"

@@ -14,7 +14,7 @@ on the same path, and records no round number.
 A candidate is accepted only when `evaluate` says it is correct and faster than the kernel as written with
 confidence (the whole speedup interval above 1), and better than the current best by `min_gain`.
 
-Control flow uses the loop-control exceptions of `kforge_bot.agents.errors` (as in mini-swe-agent): a
+Control flow uses the loop-control exceptions of `kforge_bot.errors` (as in mini-swe-agent): a
 `NonTerminating` signal (a malformed reply) costs its iteration and the run goes on; a `Terminating` one
 (budget spent, endpoint gone, no progress, near the roofline, search exhausted) ends the run and the best
 candidate so far stands. Before each round `stop_signal` (kforge_bot.optimize.stops), a pure function of the
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kforge_bot.agents import generator
-from kforge_bot.agents.errors import MalformedReply, NonTerminating, Terminating
-from kforge_bot.errors import KforgeError
+from kforge_bot.config.policy import Budgets
+from kforge_bot.errors import KforgeError, MalformedReply, NonTerminating, Terminating
 from kforge_bot.evaluate.baselines import CompiledBaseline, against_baselines, beats_every_baseline, requested_compiled
 from kforge_bot.evaluate.result import EvalResult
 from kforge_bot.optimize.counters import DETAILS_FILE, Counters, details_csv
@@ -46,7 +46,6 @@ from kforge_bot.optimize.record import IterationRecord, RunRecord
 from kforge_bot.optimize.roofline import WorkloadModel, workload
 from kforge_bot.optimize.stops import StopRules, stop_signal, tokens_spent
 from kforge_bot.optimize.trajectory import Trajectory, sha256
-from kforge_bot.policy import Budgets
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.text import one_line
 

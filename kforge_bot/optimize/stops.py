@@ -1,27 +1,15 @@
-"""When a run stops: the stop rules, the loop-control signals the loop and the tuner raise, and `stop_signal`, the
-one function that decides, between two rounds, whether the run goes on (the loop raises what it returns)."""
+"""When a run stops: the stop rules, and `stop_signal`, the one function that decides between two rounds whether
+the run goes on (the loop raises what it returns; the signals themselves are in kforge_bot.errors)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kforge_bot.agents.errors import BudgetExhausted, Terminating
+from kforge_bot.config.policy import Budgets
+from kforge_bot.errors import BudgetExhausted, NearRoofline, NoProgress, Terminating
 from kforge_bot.optimize.proposer import TUNER
 from kforge_bot.optimize.record import RunRecord
-from kforge_bot.policy import Budgets
 from kforge_bot.text import one_line
-
-
-class NoProgress(Terminating):
-    """K rounds in a row brought no better candidate."""
-
-
-class NearRoofline(Terminating):
-    """The kernel already sits within the set fraction of its roofline: little is left to gain."""
-
-
-class SearchExhausted(Terminating):
-    """The tuner has nothing left to try (or nothing to tune at all)."""
 
 
 @dataclass(frozen=True)

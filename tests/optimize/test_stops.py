@@ -3,11 +3,11 @@ function that decides from the record."""
 
 from __future__ import annotations
 
-from kforge_bot.agents.errors import BudgetExhausted
+from kforge_bot.config.policy import Budgets
+from kforge_bot.errors import BudgetExhausted, NoProgress
 from kforge_bot.optimize.proposer import LLM, TUNER
 from kforge_bot.optimize.record import RunRecord
-from kforge_bot.optimize.stops import NoProgress, StopRules, quick_rules, stop_signal, tokens_spent
-from kforge_bot.policy import Budgets
+from kforge_bot.optimize.stops import StopRules, quick_rules, stop_signal, tokens_spent
 
 
 def test_the_tuner_gets_more_patience_than_a_model() -> None:
