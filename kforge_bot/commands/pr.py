@@ -23,19 +23,19 @@ from kforge_bot.agents.llm import configured, endpoint_from_env
 from kforge_bot.bot import prbot, results
 from kforge_bot.bot.github import GitHub
 from kforge_bot.commands import examples, json_option, json_refusal, judged_by_policy, write_json
+from kforge_bot.config.policy import load_policy, load_policy_from_base
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.optimize.counters import section, tool_title
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
-from kforge_bot.policy import load_policy, load_policy_from_base
 
 _ANNOUNCED: list[str] = []
 
 
-def _announce_isolation(mode: str) -> None:
+def _announce_isolation(isolation: str) -> None:
     """Once, just before the first pull-request code runs (not before bad input is reported in one line)."""
     if not _ANNOUNCED:
-        _ANNOUNCED.append(announcement(mode))
+        _ANNOUNCED.append(announcement(isolation))
         click.echo(_ANNOUNCED[0], err=True)
 
 
@@ -156,7 +156,7 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
         click.echo(f"kforge-bot pr: skipped: {report.decision}")
         return
     for run in report.kernels:
-        o = run.outcome
+        o = run.evidence
         click.echo(f"{o.kernel}: " + (f"follow-up PR #{o.pr_number} {o.pr_url}" if o.pr_url
                                       else f"no follow-up PR: {o.skip_reason}" if o.skip_reason
                                       else "candidate ready (not published)"))

@@ -30,10 +30,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from kforge_bot.config.choices import ISOLATION_MODES
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.bytecode import MOUNT as BYTECODE_MOUNT
 
-MODES = ("required", "preferred", "off")
 # Top-level system folders the view holds read-only (those that exist; merged-/usr links stay links).
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 _DEVICES = {"cuda": ("/dev/nvidia*", "/dev/nvidia-caps"), "xpu": ("/dev/dri",), "cpu": (), "mps": ()}
@@ -116,28 +116,28 @@ def namespace_hint(error: str) -> str:
     return INSTALL_HINT
 
 
-def resolve_mode(mode: str, status: SandboxStatus | None = None) -> bool:
+def resolve_isolation(isolation: str, status: SandboxStatus | None = None) -> bool:
     """Whether to sandbox, for a policy's `isolation` value; raises if `required` cannot be met."""
-    if mode not in MODES:
-        raise KforgeError(f"unknown isolation mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
-    if mode == "off":
+    if isolation not in ISOLATION_MODES:
+        raise KforgeError(f"unknown isolation mode {isolation!r}", hint=f"use one of: {', '.join(ISOLATION_MODES)}")
+    if isolation == "off":
         return False
     status = status or probe()
     if status.available:
         return True
-    if mode == "required":
+    if isolation == "required":
         raise KforgeError(f"isolation is required but this machine cannot sandbox user code: {status.problem}",
                           hint=status.hint)
     return False
 
 
-def announcement(mode: str) -> str:
+def announcement(isolation: str) -> str:
     """The first line of every command that runs user code: whether it is sandboxed, and if not, why and the fix.
-    Raises (a one-line error) when the mode is `required` and the machine cannot sandbox."""
-    if mode == "off":
+    Raises (a one-line error) when the isolation is `required` and the machine cannot sandbox."""
+    if isolation == "off":
         return "isolation: OFF (policy isolation: off): user code runs unsandboxed, as this user"
     status = probe()
-    resolve_mode(mode, status)
+    resolve_isolation(isolation, status)
     return f"isolation: {status.describe()}"
 
 

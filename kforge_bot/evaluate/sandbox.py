@@ -17,7 +17,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import re
 import secrets
 import selectors
 import shutil
@@ -33,15 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import bytecode, isolation, limits, outputs
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH|COOKIE|SESSION)",
-                         re.IGNORECASE)
-SECRET_PREFIXES = ("GITHUB_", "ACTIONS_", "OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GH_", "HF_",
-                   "HUGGING_FACE_", "RUNNER_", "KFORGE_LLM_", "SSH_")
 LOG_TAIL_BYTES = 16_000
 MAX_LINE_BYTES = 8 << 20  # one message: timing samples and a profile digest take well under 1 MiB
 MAX_CHANNEL_BYTES = 64 << 20  # everything a worker may send
@@ -49,20 +45,10 @@ SCRATCH_CHECK_S = 0.5  # how often a running worker's scratch folder is measured
 STALL_FACTOR = 50.0  # once built, a candidate silent for this many times the reference's slowest case is hung
 
 
-def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The parent's environment minus anything that could be a credential."""
-    source = dict(os.environ if environ is None else environ)
-    clean = {k: v for k, v in source.items() if not SECRET_NAME.search(k) and not k.startswith(SECRET_PREFIXES)}
-    clean["PYTHONUNBUFFERED"] = "1"
-    clean["PYTHONDONTWRITEBYTECODE"] = "1"
-    # The worker must import this kforge_bot even when it is not installed (tests, a checkout).
-    package_root = str(Path(__file__).resolve().parents[2])
-    clean["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, clean.get("PYTHONPATH", "")) if p)
-    return clean
-
-
 @dataclass
-class ChildOutcome:
+class WorkerOutcome:
+    """What one worker process ended with (`run_worker`): its messages, how it exited, and what the sandbox saw."""
+
     messages: list[dict[str, Any]] = field(default_factory=list)
     returncode: int | None = None
     timed_out: bool = False
@@ -225,7 +211,7 @@ class WorkerProcess:
 
     def run(self, request: dict[str, Any] | None, timeout_s: float,
             on_message: Callable[[dict[str, Any]], None] | None = None,
-            stall_s: float | None = None, scratch_limit: int | None = None) -> ChildOutcome:
+            stall_s: float | None = None, scratch_limit: int | None = None) -> WorkerOutcome:
         """Send `request` (None: sent already, with `send`), collect the messages until the worker exits or
         `timeout_s` passes (counted from now), then kill its process group. Once the worker says it is built,
         `stall_s` without a message also ends it (a hang costs that, not the whole timeout), except inside a first
@@ -239,7 +225,7 @@ class WorkerProcess:
         self._done = True
         proc, read_fd = self.proc, self._read_fd
         nonce = self._nonce
-        outcome = ChildOutcome(sandboxed=self.sandboxed, shared=self.shared)
+        outcome = WorkerOutcome(sandboxed=self.sandboxed, shared=self.shared)
         started = time.monotonic()
         buffer = b""
         received = 0
@@ -345,7 +331,7 @@ def start_worker(workdir: Path, role: str, env: dict[str, str] | None = None,
 
 def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,
                on_message: Callable[[dict[str, Any]], None] | None = None,
-               env: dict[str, str] | None = None, view: isolation.View | None = None) -> ChildOutcome:
+               env: dict[str, str] | None = None, view: isolation.View | None = None) -> WorkerOutcome:
     """Run the worker on `request`; never raises for the child's failures."""
     scratch_limit = (request.get("limits") or {}).get("scratch_bytes")
     return start_worker(workdir, request["role"], env, view, warm=request.get("target")).run(
@@ -424,7 +410,7 @@ def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None],
                  scratch: Path, settings: EvalSettings) -> isolation.View | None:
     """What a worker on `target` may see, or None where the policy lets it run unsandboxed (`required` raises
     when the machine cannot sandbox). Readable: the kernel's source folders; writable: its scratch alone."""
-    if not isolation.resolve_mode(settings.isolation):
+    if not isolation.resolve_isolation(settings.isolation):
         return None
     implementations = [spec.reference, spec.inputs_source, *implementations]
     roots = {Path(spec.root)} | {Path(i.root) for i in implementations if i is not None and i.root} \
@@ -512,7 +498,7 @@ def _loosen(folder: Path) -> None:
         os.close(top)
 
 
-def raise_on_sandbox_failure(outcome: ChildOutcome) -> None:
+def raise_on_sandbox_failure(outcome: WorkerOutcome) -> None:
     failure = outcome.sandbox_failure
     if failure:
         raise KforgeError(f"the sandbox could not start a worker: {failure}",

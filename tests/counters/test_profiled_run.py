@@ -1,0 +1,31 @@
+"""A profiled run's status file lies in the sandbox's scratch, written by the code it profiles
+(kforge_bot.counters.profiled_run): the bot reads it as a plain file of its own size or not at all."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from fakes.fifo import outcome_without_a_writer
+
+from kforge_bot.counters.profiled_run import _status
+
+
+def test_a_status_file_made_a_link_or_a_fifo_is_not_followed_nor_waited_on(tmp_path: Path) -> None:
+    # Red-team pass: a link read a file of the bot's machine outside the sandbox (/dev/zero: memory without end),
+    # a FIFO with no writer held the bot forever.
+    secret = tmp_path / "outside.json"
+    secret.write_text(json.dumps({"token": "ghp_outside_the_sandbox"}))
+    link = tmp_path / "work" / "status.json"
+    link.parent.mkdir()
+    link.symlink_to(secret)
+    assert _status(link) == {}
+    fifo = tmp_path / "fifo" / "status.json"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    assert outcome_without_a_writer(fifo, lambda: _status(fifo)) == {}
+    plain = tmp_path / "plain" / "status.json"
+    plain.parent.mkdir()
+    plain.write_text('{"phase": "done"}')
+    assert _status(plain) == {"phase": "done"}
