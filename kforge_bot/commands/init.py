@@ -148,7 +148,7 @@ def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft
     _kernel_notes(state, graph, orphans)
 
     head = ["# kforge.yaml proposed by `kforge-bot init`: fill in each TODO and review what is marked 'review',",
-            "# then run `kforge-bot list` and `kforge-bot check --all`. Keys: README.md, 'Describing kernels'.",
+            "# then run `kforge-bot list` and `kforge-bot check --all`. Keys: docs/manifest.md.",
             "version: 1"]
     if not state.entries:
         head.append("# no new Triton or torch-extension kernel files to propose (KernelBench problems need no entry)")

@@ -670,7 +670,7 @@ class ShapeTiming:
                 # As a timed sample ran it: every output poisoned, the device settled, then the sets' graphs in
                 # an order timing used, the one checked as late as it ever came (a graph that could tell a check
                 # from a timed sample by the outputs of the graphs before it is checked as timed; a kernel that
-                # times its own memory or the clock can still tell them apart: README's honest limits).
+                # times its own memory or the clock can still tell them apart: docs/evaluation.md, Honest limits).
                 replays.poison_outputs()
                 self.run.target.settle()  # after the poison, as in timing: the outputs' lines flushed alike
                 order = a_sample_holding(r, self.calls_per_sample, len(self.sets))
