@@ -34,7 +34,7 @@ for step in $steps; do
   case $step in
     library) timeout ${LIB_TIMEOUT:-560} python3 benchmarks/real_library.py --library "${LIB_DIR:-.libs/Liger-Kernel}" \
                ${LIB_BASE:+--base "$LIB_BASE"} ${LIB_HEAD:+--head "$LIB_HEAD"} --steps "${LIB_STEPS:-list,check,gate}" \
-               --out "$out" 2>&1 | tail -${LIB_TAIL:-80} ;;  # a real library through list --import, check --all, the gate (issue 30)
+               ${LIB_TIMEOUTS:+--timeouts "$LIB_TIMEOUTS"} ${LIB_OPT_KERNEL:+--optimize-kernel "$LIB_OPT_KERNEL"} --out "$out" 2>&1 | tail -${LIB_TAIL:-80} ;;  # a real library through list --import, check --all, the gate (issue 30)
     sandbox) python3 -c "from kforge_bot.doctor.probes import probe_sandbox; print(probe_sandbox('cuda'))"
              python3 benchmarks/sandbox_cost.py --devices cuda --runs 20 --json "$out/sandbox_cost_h200.json" ;;
     probe)   timeout 90 python3 benchmarks/worker_start.py; timeout 120 python3 benchmarks/ncu_probe.py --out "$out" ;;
