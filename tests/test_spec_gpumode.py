@@ -104,7 +104,7 @@ def test_discover_lists_gpumode_problems_and_keeps_a_broken_one(tmp_path: Path) 
     problem = _copy(tmp_path)
     (problem / "task.yml").write_text((problem / "task.yml").read_text().replace('lang: "py"', 'lang: "cu"'))
     found = discover(tmp_path, Policy())
-    assert set(found) == {"gm/scaled_add_py", "gm/lax_check_py"}
+    assert set(found) == {"gm/scaled_add_py", "gm/lax_check_py", "gm/fresh_out_py"}
     good, bad = found["gm/lax_check_py"], found["gm/scaled_add_py"]
     assert (good.format, good.file, good.error) == ("gpumode", "gm/lax_check_py/submission.py", None)
     assert good.spec is not None and good.spec.format == "gpumode"

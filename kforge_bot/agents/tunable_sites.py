@@ -2,8 +2,9 @@
 turns these sites into named parameters).
 
 Python is read through its syntax tree (module constants, single-assignment locals, launch and `triton.Config`
-keywords); C, C++, CUDA and SYCL (a file, or a string literal in a Python file) through patterns (`#define`,
-`constexpr`, `<<<grid, block>>>` launches). `kforge: tune NAME in [...]` markers make any name tunable.
+keywords, sizes returned by a launch helper's call); C, C++, CUDA and SYCL (a file, or a string literal in a
+Python file) through patterns (`#define`, `constexpr`, `<<<grid, block>>>` launches). `kforge: tune NAME in
+[...]` markers make any name tunable.
 """
 
 from __future__ import annotations
@@ -39,6 +40,25 @@ def kind_of(name: str, *, gpu: bool) -> str | None:
     return None
 
 
+UNPINNED = 0  # a pin site's value as written: the helper call decides it at run time
+
+
+@dataclass(frozen=True)
+class Pin:
+    """Where a size returned by a helper's call (`BLOCK_SIZE, num_warps = calculate_settings(n)`) is pinned:
+    a statement `; num_warps = 8` right after the call's assignment, on its line, so that no line moves (names
+    like `num_warps@42` stay stable under apply) and the helper still runs for the sizes left to it.
+    While unpinned, start == end is where the pin goes; once pinned, start..end is the pin with its `;`."""
+
+    target: str
+    anchor: int  # the target name in the assignment: the site's identity, pinned or not
+    start: int
+    end: int
+
+    def statement(self, value: int) -> str:
+        return f"; {self.target} = {value}"
+
+
 @dataclass
 class Site:
     base: str
@@ -48,6 +68,11 @@ class Site:
     line: int
     spans: list[tuple[int, int, int]]
     group: str | None = None  # sites that move together as one configuration: one autotune list, one helper
+    pin: Pin | None = None  # a helper call's size: rewritten by a pin statement, not by its (absent) literal
+
+    @property
+    def anchor(self) -> int:
+        return self.pin.anchor if self.pin is not None else self.spans[0][0]
 
 
 class SourceText:
@@ -98,6 +123,10 @@ def python_sites(tree: ast.Module, text: SourceText, gpu: bool, forced: set[str]
 
     def looks_tunable(name: str) -> bool:
         return bool(_is_upper(name) and kind_of(name, gpu=gpu)) or name in forced
+
+    # First, so that a pin's literal is read as its call's size (no constant or local of the same name).
+    local_helpers = _helper_sites(tree, lambda *_: None, looks_tunable, gpu)
+    sites += _call_sites(tree, text, gpu, forced, local_helpers, taken)
 
     # Module-level constants.
     for node in tree.body:
@@ -168,9 +197,11 @@ def _is_config(call: ast.Call) -> bool:
     return (isinstance(func, ast.Attribute) and func.attr == "Config") or (isinstance(func, ast.Name) and func.id == "Config")
 
 
-def _helper_sites(tree: ast.Module, add, looks_tunable, gpu: bool) -> None:  # type: ignore[no-untyped-def]
+def _helper_sites(tree: ast.Module, add, looks_tunable, gpu: bool) -> set[str]:  # type: ignore[no-untyped-def]
     """A launch helper's returned sizes (`def calculate_settings(n): ... num_warps = 8 ... return BLOCK_SIZE,
-    num_warps`): every integer literal the helper assigns to a name it returns, branch by branch."""
+    num_warps`): every integer literal the helper assigns to a name it returns, branch by branch. Returns the
+    names of the helpers that gave literals (their callers' sizes are tuned here, not pinned at the call)."""
+    tuned: set[str] = set()
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
@@ -184,7 +215,68 @@ def _helper_sites(tree: ast.Module, add, looks_tunable, gpu: bool) -> None:  # t
             kind = "warps" if target == "num_warps" else "stages" if target == "num_stages" else kind_of(target, gpu=gpu)
             values = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
             for literal in values:
+                if _int_value(literal) is not None:
+                    tuned.add(fn.name)
                 add(f"{fn.name}.{target}", kind, literal, "helper", f"{fn.name}()")
+    return tuned
+
+
+def _pin_kind(name: str, gpu: bool, forced: set[str]) -> str | None:
+    """The kind of a size a helper's call returns, when pinning it is safe. Warps and stages only change how
+    a program runs; a matmul tile side is free (the kernel loops over the rest). Any other block (Liger's
+    `BLOCK_SIZE` from `calculate_settings`) may have to cover a whole row, so a smaller pin would compute a
+    wrong result: it is pinned only when a `kforge: tune` marker asks for it."""
+    if name in ("num_warps", "num_stages"):
+        return "warps" if name == "num_warps" else "stages"
+    kind = kind_of(name, gpu=gpu) if _is_upper(name) else None
+    if kind in ("warps", "stages", "tile"):
+        return kind
+    return (kind or "int") if name in forced else None
+
+
+def _call_sites(tree: ast.Module, text: SourceText, gpu: bool, forced: set[str], local_helpers: set[str],
+                taken: set[int]) -> list[Site]:
+    """Sizes a call returns (`BLOCK_SIZE, num_warps = calculate_settings(n)`, the helper imported): each is
+    pinned by a statement after the assignment (see Pin), read back here as the site's value; with no pin the
+    value is UNPINNED. Calls of a helper defined in this file are left to `_helper_sites`."""
+    sites: list[Site] = []
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if not isinstance(body, list):
+                continue
+            for i, stmt in enumerate(body):
+                if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
+                    continue
+                func = stmt.value.func
+                callee = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                if callee is None or callee in local_helpers:
+                    continue
+                target = stmt.targets[0]
+                names = {e.id: e for e in (target.elts if isinstance(target, ast.Tuple) else [target])
+                         if isinstance(e, ast.Name) and _pin_kind(e.id, gpu, forced)}
+                if not names:
+                    continue
+                # Pins already written: `; NAME = <int>` statements following on the assignment's last line.
+                end = text.offset(stmt.end_lineno, stmt.end_col_offset)  # type: ignore[arg-type]
+                pins: dict[str, tuple[int, int, ast.Constant]] = {}
+                for after in body[i + 1:]:
+                    name, value = _simple_assign(after)
+                    if after.lineno != stmt.end_lineno or name not in names or name in pins or _int_value(value) is None:
+                        break
+                    after_end = text.offset(after.end_lineno, after.end_col_offset)  # type: ignore[arg-type]
+                    pins[name] = (end, after_end, value)  # type: ignore[assignment]
+                    end = after_end
+                for name, node_ in names.items():
+                    anchor = text.span(node_)[0]
+                    if name in pins:
+                        start, stop, literal = pins[name]
+                        taken.add(text.span(literal)[0])  # the pin's literal is this site, no constant or local
+                        pin, current = Pin(name, anchor, start, stop), int(literal.value)
+                    else:
+                        pin, current = Pin(name, anchor, end, end), UNPINNED
+                    sites.append(Site(name, _pin_kind(name, gpu, forced), current, "call", stmt.lineno, [], None, pin))
+    return sites
 
 
 def _config_space_sites(tree: ast.Module, add, gpu: bool) -> None:  # type: ignore[no-untyped-def]

@@ -10,6 +10,9 @@ What counts as tunable:
   every int in `triton.Config({...}, num_warps=.., num_stages=..)` autotune entries (and in the lists an
   autotune comprehension iterates), and the sizes a launch helper assigns and returns
   (`def calculate_settings(n): ... num_warps = 8 ... return BLOCK_SIZE, num_warps`), branch by branch.
+  When the helper is imported, its call's warps, stages and tile sides (`BLOCK_SIZE, num_warps =
+  calculate_settings(n)`) are pinned by a statement after it (`; num_warps = 8`): their value as written
+  is UNPINNED (0), the helper's choice at run time.
 - C, C++, CUDA, SYCL (a source file, or a string literal in a Python file): `#define NAME value`,
   `constexpr int NAME = value;` (and const/static variants), and `<<<grid, 256>>>` launch shapes (the
   grid's own `(n + 255) / 256` moves with the block size).
@@ -27,7 +30,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kforge_bot.agents.tunable_sites import Site, SourceText, c_sites, find_markers, python_sites
+from kforge_bot.agents.tunable_sites import UNPINNED, Pin, Site, SourceText, c_sites, find_markers, python_sites
 from kforge_bot.errors import KforgeError
 
 # Sane bounds per kind; candidates are powers of two inside them (stages: every integer).
@@ -41,6 +44,9 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "small": (1, 16),  # GROUP_M, SPLIT_K, UNROLL, VEC
 }
 BLOCK_WINDOW = 3  # block sizes: at most this many octaves either side of the current value
+# Where a pin site's UNPINNED value sits among its candidates: just above Triton's defaults (4 warps, 3
+# stages) and a mid-size tile, so the search's first steps from it try a value either side.
+_UNPINNED_AFTER = {"warps": 4, "stages": 3, "tile": 64}
 
 _GPU_HINTS = re.compile(r"__global__|<<<|threadIdx|blockDim|\btl\.|triton|sycl::|nd_range|nd_item")
 
@@ -50,15 +56,36 @@ class Tunable:
     name: str  # unique in the file: "BLOCK_SIZE", "num_warps", "autotune[1].BLOCK_M", "launch_threads@42"
     kind: str  # a key of BOUNDS, or "int" (named by a marker only)
     current: int
-    candidates: tuple[int, ...]  # ascending, current included
-    origin: str  # constant | local | keyword | autotune | helper | define | constexpr | launch
+    candidates: tuple[int, ...]  # ascending, current included; a pin site's UNPINNED (0) sits mid-list
+    origin: str  # constant | local | keyword | autotune | helper | call | define | constexpr | launch
     line: int  # 1-based line of the (first) literal
     spans: tuple[tuple[int, int, int], ...] = field(repr=False)  # (start, end, offset): text[start:end] := value + offset
     marked: bool = False  # candidates come from a `kforge: tune` marker
     group: str | None = None  # one autotune list (`configs@LINE`) or launch helper (`name()`): moved together
+    pin: Pin | None = field(default=None, repr=False)  # origin "call": set by a pin statement, not a literal
+
+    @property
+    def current_text(self) -> str:
+        return value_text(self.current)
 
     def describe(self) -> str:
-        return f"{self.name} = {self.current} (line {self.line}, {self.origin}; tries {list(self.candidates)})"
+        tries = ", ".join(value_text(v) for v in self.candidates)
+        return f"{self.name} = {self.current_text} (line {self.line}, {self.origin}; tries [{tries}])"
+
+
+def value_text(value: int) -> str:
+    """A tunable's value for people: UNPINNED (only a pin site has it) reads "as written"."""
+    return "as written" if value == UNPINNED else str(value)
+
+
+def pin_candidates(kind: str, *, gpu: bool = True) -> tuple[int, ...]:
+    """A pin site's values: UNPINNED, then the kind's usual candidates around it (none for a kind it does not
+    place: a `kforge: tune` marker names them)."""
+    if kind not in _UNPINNED_AFTER:
+        return (UNPINNED,)
+    values = list(candidates_for(kind, _UNPINNED_AFTER[kind], gpu=gpu))
+    at = values.index(_UNPINNED_AFTER[kind]) + 1
+    return tuple(values[:at] + [UNPINNED] + values[at:])
 
 
 def candidates_for(kind: str, current: int, *, cpu_count: int | None = None, gpu: bool = True) -> tuple[int, ...]:
@@ -118,8 +145,8 @@ def find_tunables(source: str, language: str | None = None, *, path: str | None 
     # One site per literal (a function nested in another is walked twice).
     unique: dict[int, Site] = {}
     for s in sites:
-        unique.setdefault(s.spans[0][0], s)
-    sites = sorted(unique.values(), key=lambda s: s.spans[0][0])
+        unique.setdefault(s.anchor, s)
+    sites = sorted(unique.values(), key=lambda s: s.anchor)
 
     counts: dict[str, int] = {}
     for s in sites:
@@ -134,8 +161,13 @@ def find_tunables(source: str, language: str | None = None, *, path: str | None 
         else:
             seen[name] = 0
         kind = s.kind or "int"
-        values = candidates_for(kind, s.current, cpu_count=cpu_count, gpu=gpu)
-        tunables.append(Tunable(name, kind, s.current, values, s.origin, s.line, tuple(s.spans), group=s.group))
+        if s.pin is not None:
+            values = pin_candidates(kind, gpu=gpu)
+            values = values if s.current in values else tuple(sorted({*values, s.current}))  # a pin by hand
+        else:
+            values = candidates_for(kind, s.current, cpu_count=cpu_count, gpu=gpu)
+        tunables.append(Tunable(name, kind, s.current, values, s.origin, s.line, tuple(s.spans), group=s.group,
+                                pin=s.pin))
 
     for marker in markers:
         hits = [t for t in tunables if t.name == marker.name or t.name.split("@")[0] == marker.name]
@@ -152,7 +184,7 @@ def find_tunables(source: str, language: str | None = None, *, path: str | None 
         for t in hits:
             values = tuple(sorted(set(marker.values) | {t.current}))
             tunables[tunables.index(t)] = Tunable(t.name, t.kind, t.current, values, t.origin, t.line, t.spans, marked=True,
-                                                  group=t.group)
+                                                  group=t.group, pin=t.pin)
     return tunables
 
 
@@ -161,28 +193,32 @@ def find_tunables(source: str, language: str | None = None, *, path: str | None 
 
 
 def apply(source: str, assignment: Mapping[str, int], language: str | None = None) -> str:
-    """`source` with each named tunable set to its value: only the digits of its literals change."""
+    """`source` with each named tunable set to its value: only the digits of its literals change, or a pin
+    statement is added, rewritten or (UNPINNED) removed after a helper's call."""
     tunables = {t.name: t for t in find_tunables(source, language)}
-    edits: list[tuple[int, int, str]] = []
+    edits: list[tuple[int, int, int, str]] = []  # (start, end, order of pins at one place, text)
     for name, value in assignment.items():
         if name not in tunables:
             known = ", ".join(tunables) or "none"
             raise KeyError(f"no tunable named {name!r} in this source (found: {known})")
-        if type(value) is not int or value <= 0:
-            raise ValueError(f"tunable {name!r} needs a positive int, got {value!r}")
         t = tunables[name]
+        if type(value) is not int or value < 0 or (value == UNPINNED and t.pin is None):
+            raise ValueError(f"tunable {name!r} needs a positive int, got {value!r}")
         if value == t.current:
+            continue
+        if t.pin is not None:
+            edits.append((t.pin.start, t.pin.end, t.pin.anchor, "" if value == UNPINNED else t.pin.statement(value)))
             continue
         for start, end, offset in t.spans:
             if value + offset < 0:
                 raise ValueError(f"tunable {name!r}: {value} makes a linked literal negative")
-            edits.append((start, end, str(value + offset)))
+            edits.append((start, end, 0, str(value + offset)))
     edits.sort()
-    for (_s1, e1, _), (s2, _e2, _) in zip(edits, edits[1:], strict=False):
+    for (_s1, e1, _, _), (s2, _e2, _, _) in zip(edits, edits[1:], strict=False):
         if s2 < e1:
             raise ValueError("overlapping edits: two tunables share a literal")
     out = source
-    for start, end, new in reversed(edits):
+    for start, end, _, new in reversed(edits):
         out = out[:start] + new + out[end:]
     return out
 

@@ -212,7 +212,7 @@ def _announce_run(console: Any, run: OptimizeRun) -> None:
                       "round" + (f", beam {config.beam}" if config.beam > 1 else ""), markup=False)
     if isinstance(run.loop.proposer, TunerProposer):
         tunables = run.loop.proposer.tunables
-        console.print("tunable parameters: " + (", ".join(f"{t.name} = {t.current}" for t in tunables) or "none found"),
+        console.print("tunable parameters: " + (", ".join(f"{t.name} = {t.current_text}" for t in tunables) or "none found"),
                       markup=False)
 
 

@@ -10,6 +10,7 @@ tolerance lets through; a constant output where the reference varies is rejected
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -135,6 +136,45 @@ def output_slots(outputs: list[Any], inputs: list[Any]) -> set[int]:
     out_spans = [storage_span(t) for t in outputs if type(t) is torch.Tensor and t.numel()]  # noqa: E721
     return {i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and t.numel()
             and any(o0 < storage_span(t)[1] and storage_span(t)[0] < o1 for o0, o1 in out_spans)}
+
+
+def unread_inputs(make: Callable[[], list[Any]], call: Callable[[list[Any]], list[Any]], outputs: list[Any],
+                  seed: int) -> set[int]:
+    """The tensor inputs the reference never reads: given other values there, it answers exactly as before. In a GPU
+    MODE problem these are the output buffers data carries for submissions to write (the reference may return a
+    fresh tensor instead), so a submission's writes to them and outputs in them are its results, not tampering.
+    A reference that fails on the other values, or answers differently, reads that input."""
+    found: set[int] = set()
+    count = len(make())
+    for i in range(count):
+        values = make()
+        if not isinstance(values[i], torch.Tensor) or not values[i].numel():
+            continue
+        before = values[i].clone()
+        _refill(values[i], seed + i)
+        if torch.equal(before, values[i]):
+            continue  # no other values to try (a constant integer input): it may be read
+        try:
+            again = call(values)
+        except Exception:  # noqa: BLE001 - the trusted reference on values it may not expect: it reads them
+            continue
+        if len(again) == len(outputs) and all(
+                torch.equal(a, b) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else a == b
+                for a, b in zip(again, outputs)):
+            found.add(i)
+    return found
+
+
+def _refill(tensor: torch.Tensor, seed: int) -> None:
+    """Other values of the same kind and range (integers stay within the input's own, to stay valid indices)."""
+    generator = torch.Generator(device=tensor.device).manual_seed(seed % (1 << 63))
+    if tensor.dtype == torch.bool:
+        tensor.copy_(torch.randint(0, 2, tensor.shape, generator=generator, device=tensor.device).bool())
+    elif tensor.is_floating_point() or tensor.is_complex():
+        tensor.copy_(torch.rand(tensor.shape, generator=generator, device=tensor.device) * 2 - 1)
+    else:
+        low, high = int(tensor.min()), int(tensor.max())
+        tensor.copy_(torch.randint(low, high + 1, tensor.shape, generator=generator, device=tensor.device))
 
 
 def aliases_any(output: torch.Tensor, inputs: list[Any], slots: frozenset[int]) -> bool:

@@ -91,5 +91,6 @@ class TunerProposer(Proposer):
 
     def _proposal(self, assignment: dict[str, int]) -> Proposal:
         source = tunables.apply(self.original, assignment, self.spec.language)
-        change = ", ".join(f"{k} {self.current[k]}->{v}" for k, v in assignment.items() if v != self.current[k])
+        change = ", ".join(f"{k} {tunables.value_text(self.current[k])}->{tunables.value_text(v)}"
+                           for k, v in assignment.items() if v != self.current[k])
         return Proposal(source=source, change=change or "as written", assignment=assignment)

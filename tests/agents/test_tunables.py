@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kforge_bot.agents.tunables import Tunable, apply, candidates_for, current_assignment, find_tunables
+from kforge_bot.agents.tunables import UNPINNED, Tunable, apply, candidates_for, current_assignment, find_tunables
 from kforge_bot.errors import KforgeError
 
 DATA = Path(__file__).parents[1] / "data_agents"
@@ -284,3 +284,88 @@ def test_autotune_comprehension_and_a_settings_helpers_returned_sizes():
     }  # `launch` reassigns num_warps and returns nothing: not a helper's size, not tunable
     out = apply(src, {"autotune.bm[1]": 256, "settings.num_warps@9.1": 8})
     assert "for bm in [64, 256]" in out and "num_warps = 32 if n > 8192 else 8" in out
+
+
+# --- sizes returned by an imported launch helper: pinned after its call ----------------------------------
+
+IMPORTED_HELPER = (
+    "import torch\n"
+    "import triton\n"
+    "import triton.language as tl\n"
+    "from mylib.utils import calculate_settings\n"
+    "\n"
+    "@triton.jit\n"
+    "def _scale_kernel(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):\n"
+    "    row = tl.program_id(0)\n"
+    "    cols = tl.arange(0, BLOCK_SIZE)\n"
+    "    mask = cols < n_cols\n"
+    "    x = tl.load(x_ptr + row * n_cols + cols, mask=mask)\n"
+    "    tl.store(y_ptr + row * n_cols + cols, x * 2, mask=mask)\n"
+    "\n"
+    "def scale(x):\n"
+    "    n_rows, n_cols = x.shape\n"
+    "    y = torch.empty_like(x)\n"
+    "    BLOCK_SIZE, num_warps = calculate_settings(n_cols)  # the row must fit one block\n"
+    "    _scale_kernel[(n_rows,)](x, y, n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)\n"
+    "    return y\n"
+)
+
+
+def test_an_imported_helpers_warps_are_pinned_after_its_call_and_the_row_block_is_left_alone():
+    t = by_name(find_tunables(IMPORTED_HELPER, "triton"))
+    assert set(t) == {"num_warps"}  # BLOCK_SIZE must cover the row: pinning it smaller would be wrong
+    warps = t["num_warps"]
+    assert (warps.current, warps.kind, warps.origin, warps.line) == (UNPINNED, "warps", "call", 17)
+    assert set(warps.candidates) == {UNPINNED, 1, 2, 4, 8, 16, 32}
+    assert apply(IMPORTED_HELPER, current_assignment(t.values()), "triton") == IMPORTED_HELPER  # as written
+
+    out = apply(IMPORTED_HELPER, {"num_warps": 8}, "triton")
+    ast.parse(out)
+    assert changed_lines(IMPORTED_HELPER, out) == [(
+        "    BLOCK_SIZE, num_warps = calculate_settings(n_cols)  # the row must fit one block",
+        "    BLOCK_SIZE, num_warps = calculate_settings(n_cols); num_warps = 8  # the row must fit one block",
+    )]  # the helper still runs (BLOCK_SIZE keeps its value); only the warps are set
+    again = by_name(find_tunables(out, "triton"))
+    assert set(again) == {"num_warps"} and again["num_warps"].current == 8  # the pin is read back as the value
+    assert apply(out, {"num_warps": 16}, "triton") == apply(IMPORTED_HELPER, {"num_warps": 16}, "triton")
+    assert apply(out, {"num_warps": UNPINNED}, "triton") == IMPORTED_HELPER  # and unpinned, byte for byte
+
+
+def test_pins_of_one_call_stack_and_a_free_tile_is_pinned_but_a_same_file_helper_is_not():
+    src = (
+        "from lib import settings, tiles\n"
+        "def local_settings(n):\n"
+        "    num_warps = 8 if n > 4096 else 4\n"
+        "    return n, num_warps\n"
+        "def launch(x, n):\n"
+        "    BLOCK, num_warps, num_stages = settings(n)\n"
+        "    BLOCK_M, BLOCK_N = tiles(n)\n"
+        "    k[(1,)](x, BLOCK=BLOCK, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps, num_stages=num_stages)\n"
+        "def other(x, n):\n"
+        "    B, num_warps = local_settings(n)\n"
+    )
+    t = by_name(find_tunables(src, "triton"))
+    assert {n: (v.kind, v.origin) for n, v in t.items()} == {
+        "local_settings.num_warps@3": ("warps", "helper"),  # its literals are tuned where they are written
+        "local_settings.num_warps@3.1": ("warps", "helper"),
+        "num_warps": ("warps", "call"), "num_stages": ("stages", "call"),
+        "BLOCK_M": ("tile", "call"), "BLOCK_N": ("tile", "call"),  # matmul tile sides: any size covers the loop
+    }
+    out = apply(src, {"num_warps": 2, "num_stages": 4, "BLOCK_N": 32}, "triton")
+    assert "    BLOCK, num_warps, num_stages = settings(n); num_warps = 2; num_stages = 4\n" in out
+    assert "    BLOCK_M, BLOCK_N = tiles(n); BLOCK_N = 32\n" in out
+    again = find_tunables(out, "triton")
+    assert [v.name for v in again] == list(t) and current_assignment(again) == {
+        **current_assignment(t.values()), "num_warps": 2, "num_stages": 4, "BLOCK_N": 32}
+    assert apply(out, {"num_warps": UNPINNED}, "triton") == apply(src, {"num_stages": 4, "BLOCK_N": 32}, "triton")
+    assert apply(out, current_assignment(t.values()), "triton") == src
+    with pytest.raises(ValueError):
+        apply(src, {"local_settings.num_warps@3": UNPINNED}, "triton")  # a written literal has no "as written" 0
+
+
+def test_a_marker_opts_a_helpers_row_block_in():
+    marked = IMPORTED_HELPER.replace("    BLOCK_SIZE, num_warps =", "    # kforge: tune BLOCK_SIZE in [1024, 2048]\n    BLOCK_SIZE, num_warps =")
+    t = by_name(find_tunables(marked, "triton"))
+    assert (t["BLOCK_SIZE"].candidates, t["BLOCK_SIZE"].marked) == ((UNPINNED, 1024, 2048), True)
+    out = apply(marked, {"BLOCK_SIZE": 2048, "num_warps": 8}, "triton")
+    assert "calculate_settings(n_cols); BLOCK_SIZE = 2048; num_warps = 8  # the row" in out
