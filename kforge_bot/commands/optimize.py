@@ -27,8 +27,9 @@ from kforge_bot.commands import (
     target_option,
     write_json,
 )
+from kforge_bot.config.choices import BASELINE_KINDS
+from kforge_bot.config.policy import load_policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.baselines import BASELINE_KINDS
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.evaluate.shapes import DEFINITION, text_lines
@@ -37,7 +38,6 @@ from kforge_bot.optimize.report import ReportFiles
 from kforge_bot.optimize.run import LoopOutcome, OptimizeRun, RunConfig, default_cpu_count, quick_settings
 from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, read_events
 from kforge_bot.optimize.tuner_proposer import TunerProposer
-from kforge_bot.policy import load_policy
 from kforge_bot.spec import find_manifest, load_manifest, load_spec
 from kforge_bot.targets import resolve_target_name
 from kforge_bot.text import one_line

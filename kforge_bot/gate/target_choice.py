@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.hardware import all_runners, get_runner
-from kforge_bot.policy import Policy
 from kforge_bot.spec import TARGET_KINDS, KernelSpec
 from kforge_bot.targets import AUTO_ORDER, available  # without torch for cpu: a fully cached gate never needs it
 

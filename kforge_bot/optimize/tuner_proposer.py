@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kforge_bot.agents import tunables, tuner
+from kforge_bot.errors import SearchExhausted
 from kforge_bot.optimize.proposer import TUNER, Event, Proposal, Proposer, RunView, Steps
 from kforge_bot.optimize.record import IterationRecord, tuner_score
-from kforge_bot.optimize.stops import SearchExhausted
 from kforge_bot.spec import KernelSpec
+from kforge_bot.tuner import search as tuner
+from kforge_bot.tuner import tunables
 
 
 class TunerProposer(Proposer):

@@ -43,7 +43,7 @@ def test_each_help_shows_examples_that_use_real_options(name: str) -> None:
 
 
 def test_shell_completion_completes_subcommands_and_options() -> None:
-    """The README's completion lines work: click's completion protocol through the installed entry point."""
+    """The completion lines in docs/cli.md work: click's completion protocol through the installed entry point."""
     import os
     import subprocess
     import sys

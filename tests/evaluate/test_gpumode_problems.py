@@ -24,7 +24,7 @@ from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import load_spec
-from kforge_bot.spec_gpumode import candidate_file
+from kforge_bot.spec.gpumode import candidate_file
 
 GM = Path(__file__).parents[1] / "data" / "gpumode"
 PROBLEM = GM / "scaled_add_py"

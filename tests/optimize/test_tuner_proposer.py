@@ -10,7 +10,7 @@ import pytest
 from test_proposer import run_to_answer, view_of
 from test_trajectory import result, start_event
 
-from kforge_bot.optimize.stops import SearchExhausted
+from kforge_bot.errors import SearchExhausted
 from kforge_bot.optimize.trajectory import Trajectory
 from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.spec import load_spec
