@@ -11,12 +11,7 @@
 set -u
 out=${OUT:-gpu-out}; mkdir -p "$out"
 export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1
-# The device image has no bubblewrap and no apt: carried .deb files (apt-get download bubblewrap libcap2
-# libselinux1 into .deb/) are unpacked beside it, so every worker there runs sandboxed as it would on a runner.
-if ! command -v bwrap >/dev/null && [ -d .deb ]; then
-  mkdir -p /tmp/bw && for f in .deb/*.deb; do dpkg -x "$f" /tmp/bw; done
-  export KFORGE_BWRAP=/tmp/bw/usr/bin/bwrap
-fi
+. "$(dirname "$0")/device_sandbox.sh"  # bubblewrap from the carried .deb files
 # Wheels the image lacks (pydantic, for KernelBench's harness) travel in .whl/; Ray for the scale step in .ray/:
 # its dependencies' wheels and the Ray wheel unpacked without its Java jars and rllib/serve/tune/train/llm
 # (ray-slim.tar.xz: 26 MB, where the whole wheel is over the 64 MiB a call may carry). To make .ray/:
