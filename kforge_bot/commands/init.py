@@ -114,10 +114,10 @@ def _drafter(repo: Path, target: str, isolation: str | None) -> Callable[..., An
         from kforge_bot.targets import resolve_target_name
 
         kind = resolve_target_name("auto", ("cuda", "xpu", "cpu")).split(":")[0]
-    mode = isolation or load_policy(None).isolation_mode("check")
-    click.echo(announcement(mode), err=True)
+    isolation = isolation or load_policy(None).isolation_mode("check")
+    click.echo(announcement(isolation), err=True)
     modules = frozenset(dotted_name(p.relative_to(repo).as_posix()).split(".")[0] for p in _python_files(repo))
-    return Drafter(repo, LLMClient(endpoint_from_env()), kind, mode, DRAFTS_FOLDER, modules)
+    return Drafter(repo, LLMClient(endpoint_from_env()), kind, isolation, DRAFTS_FOLDER, modules)
 
 
 def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft_limit: int = 0) -> Proposal:
