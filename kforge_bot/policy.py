@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from kforge_bot.config.eval_settings import EvalSettings
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.baselines import BASELINE_KINDS
 from kforge_bot.evaluate.isolation import MODES as ISOLATION_MODES
@@ -141,7 +142,7 @@ class Trust:
 
 @dataclass(frozen=True)
 class Evaluation:
-    seeds: int = 3
+    seeds: int | None = 3  # None (the quick look only): the kernel's own
     time_budget_s: float = 10.0
     timeout_s: float = 300.0
     # Each worker's limits (kforge_bot.evaluate.limits has the defaults, used where these are None).
@@ -156,6 +157,11 @@ class Evaluation:
         return {"memory_limit_bytes": None if self.memory_limit_gb is None else int(self.memory_limit_gb * gib),
                 "process_limit": self.process_limit, "cpu_limit_s": self.cpu_limit_s,
                 "scratch_limit_bytes": None if self.scratch_limit_gb is None else int(self.scratch_limit_gb * gib)}
+
+
+# What `check` and `optimize` evaluate with when no policy file is given: a quick look, seconds per evaluation (the
+# default policy's 10 s of timing are the gate's and the PR bot's). Worker limits and isolation stay the policy's.
+QUICK_EVALUATION = {"check": Evaluation(seeds=None, time_budget_s=3.0), "optimize": Evaluation(seeds=2, time_budget_s=2.0)}
 
 
 @dataclass(frozen=True)
@@ -183,6 +189,19 @@ class Policy:
         if command in ("gate", "pr") and env.get("GITHUB_ACTIONS") == "true":
             return "required"  # a floor no file can lower: the runner holds tokens and the checkout's credentials
         return self.isolation if self.isolation is not None else "preferred"
+
+    def eval_settings(self, command: str, *, quick: bool = False, **flags: Any) -> EvalSettings:
+        """The settings `command` evaluates with: the policy's `evaluation` (seeds, timing budget, timeout, worker
+        limits), its isolation for the command and its `allow_framework_fallback`; `quick`: QUICK_EVALUATION's
+        seeds and timing instead (check and optimize without a policy file). `flags` are EvalSettings fields from
+        the command line or the command itself; one that is None was not given and leaves the policy's value."""
+        ev = QUICK_EVALUATION[command] if quick else self.evaluation
+        settings: dict[str, Any] = {"seeds": ev.seeds, "time_budget_s": ev.time_budget_s, "timeout_s": ev.timeout_s,
+                                    "isolation": self.isolation_mode(command),
+                                    "allow_framework_fallback": self.allow_framework_fallback,
+                                    **self.evaluation.limit_settings()}
+        settings.update({key: value for key, value in flags.items() if value is not None})
+        return EvalSettings(**settings)
 
     def rule_for(self, kernel_name: str, path: str, target: str | None = None) -> GateRule:
         """Gate settings for a kernel measured on `target` (a kind: cpu, cuda, xpu, mps): the first

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,32 @@ def write_json(data: object, json_path: str | None) -> None:
         raise refusal
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text + "\n", encoding="utf-8")
+
+
+def renamed_option(name: str, old_name: str, dest: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
+    """An option under its new `name`, with its earlier spelling `old_name` kept working as a hidden alias (scripts
+    and workflows written against it); given both, the new one wins."""
+    legacy = f"{dest}_from_{old_name.lstrip('-').replace('-', '_')}"
+
+    def decorate(command: Callable[..., Any]) -> Any:
+        @functools.wraps(command)
+        def merged(*args: Any, **params: Any) -> Any:
+            old_value = params.pop(legacy, None)
+            if params.get(dest) is None:
+                params[dest] = old_value
+            return command(*args, **params)
+
+        hidden = click.option(old_name, legacy, type=kwargs.get("type"), default=None, hidden=True)(merged)
+        return click.option(name, dest, **kwargs)(hidden)
+
+    return decorate
+
+
+def timing_budget_option(help_text: str, maximum: float) -> Callable[[Callable[..., Any]], Any]:
+    """`--timing-budget S`: seconds of interleaved timing in ONE evaluation (EvalSettings.time_budget_s), never a
+    whole run's (that is `budgets:` and optimize's --time-limit). `--time-budget`, its earlier name, still works."""
+    return renamed_option("--timing-budget", "--time-budget", "timing_budget", type=click.FloatRange(0.1, maximum),
+                          default=None, help=help_text)
 
 
 def target_option(help_text: str, **kwargs: object):  # -> a click decorator

@@ -23,6 +23,7 @@ from kforge_bot.commands import (
     output_console,
     target_kind,
     target_option,
+    timing_budget_option,
     write_json,
 )
 from kforge_bot.errors import KforgeError
@@ -274,18 +275,22 @@ class _Progress:
 @click.option("--all", "all_kernels", is_flag=True,
               help="Check every kernel REFERENCE (a repository folder, default .) manages, as `list` shows them.")
 @click.option("--policy", "policy_path", default=None,
-              help="Policy file or built-in name: with --all, which paths hold kernels; always, the isolation "
-                   "default.")
+              help="Policy file or built-in name: its evaluation settings (seeds, timing budget, timeout, worker "
+                   "limits), the isolation default and, with --all, which paths hold kernels. Without one: the default "
+                   "policy with a quick look (the kernel's own seeds, 3 s of timing).")
 @click.option("--candidate", "candidate_path", type=click.Path(path_type=Path), default=None,
               help="Candidate file (KernelBench: defines ModelNew; manifest kernel: defines the entry).")
 @click.option("--kernel", default=None, help="Kernel name, when REFERENCE is a kforge.yaml with several.")
 @target_option("Where to run.")
 @json_option("The full report.")
-@click.option("--seeds", type=click.IntRange(1, 100), default=None, help="Correctness seeds per shape set.")
-@click.option("--time-budget", type=click.FloatRange(0.1, 600), default=3.0, show_default=True,
-              help="Seconds of interleaved timing, at most.")
-@click.option("--timeout", type=click.FloatRange(1, 7200), default=300.0, show_default=True,
-              help="Seconds before the candidate's process is killed (compilation included).")
+@click.option("--seeds", type=click.IntRange(1, 100), default=None,
+              help="Correctness seeds per shape set (default: the policy's evaluation.seeds; without --policy, the "
+                   "kernel's own).")
+@timing_budget_option("Seconds of interleaved timing in this evaluation, at most (default: the policy's "
+                      "evaluation.time_budget_s; without --policy, 3).", maximum=600)
+@click.option("--timeout", type=click.FloatRange(1, 7200), default=None,
+              help="Seconds before the candidate's process is killed, compilation included (default: the policy's "
+                   "evaluation.timeout_s, 300).")
 @click.option("--no-timing", is_flag=True, help="Check correctness only.")
 @click.option("--allow-fallback", is_flag=True, help="Accept candidates that call the framework op they replace.")
 @click.option("--isolation", type=click.Choice(["required", "preferred", "off"]), default=None,
@@ -295,16 +300,16 @@ class _Progress:
               help="Also time the baseline under torch.compile (compile; compile-max-autotune) and report the "
                    "speedup against it and against the faster of eager and it (default: the policy's baseline).")
 def check(reference: Path | None, all_kernels: bool, policy_path: str | None, candidate_path: Path | None,
-          kernel: str | None, target: str, json_path: str | None, seeds: int | None, time_budget: float,
-          timeout: float, no_timing: bool, allow_fallback: bool, isolation: str | None,
+          kernel: str | None, target: str, json_path: str | None, seeds: int | None, timing_budget: float | None,
+          timeout: float | None, no_timing: bool, allow_fallback: bool, isolation: str | None,
           baselines: tuple[str, ...]) -> None:
     """Evaluate a kernel against its reference: correctness, then speed (interleaved, with a 95% CI)."""
     policy = load_policy(policy_path)
     target = target_kind(target)
-    isolation = isolation or policy.isolation_mode("check")
-    settings = EvalSettings(seeds=seeds, time_budget_s=time_budget, timeout_s=timeout, measure=not no_timing,
-                            allow_framework_fallback=allow_fallback or policy.allow_framework_fallback,
-                            isolation=isolation)
+    settings = policy.eval_settings("check", quick=policy_path is None, seeds=seeds, time_budget_s=timing_budget,
+                                    timeout_s=timeout, measure=not no_timing, isolation=isolation,
+                                    allow_framework_fallback=allow_fallback or None)
+    isolation = settings.isolation
     if all_kernels:
         if candidate_path is not None or kernel is not None:
             raise KforgeError("--all checks each kernel as written against its reference",

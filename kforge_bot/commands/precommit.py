@@ -28,7 +28,6 @@ from kforge_bot.commands import examples, target_kind, target_option
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.gate.decision import harness_verdict
 from kforge_bot.gate.plan import dependencies
 from kforge_bot.gate.target_choice import TargetChoice, kernel_target, parse_target
@@ -221,10 +220,8 @@ def _check(kernel: Kernel, policy: Policy, choice: TargetChoice, committed: _Com
         else:
             against = "itself (new kernel without a reference: it must run and give sane outputs)"
     judged = replace(spec, reference=oracle) if oracle is not None else spec
-    settings = EvalSettings(seeds=policy.evaluation.seeds, measure=False, profile=False,
-                            isolation=policy.isolation_mode("precommit"),
-                            allow_framework_fallback=True, timeout_s=policy.evaluation.timeout_s,
-                            **policy.evaluation.limit_settings())
+    # Correctness only; a repository's own kernels may call framework ops (their business, as in the gate).
+    settings = policy.eval_settings("precommit", measure=False, profile=False, allow_framework_fallback=True)
     say(f"{kernel.name}: checking {kernel.file} against {against} on {kind} ...")
     try:
         result = evaluate(judged, kernel_implementation(spec), kind, settings, baseline=judged.reference)

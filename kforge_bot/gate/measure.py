@@ -36,17 +36,14 @@ class Measurement:
 def gate_settings(policy: Policy, rule: GateRule, time_budget_s: float | None = None) -> EvalSettings:
     """How hard the gate looks: the policy's evaluation budget, the rule's confidence, and a precision
     goal a quarter of the threshold (so the interval can clear the bound when it is not close)."""
-    return EvalSettings(
-        isolation=policy.isolation_mode("gate"),
-        seeds=policy.evaluation.seeds,
-        time_budget_s=time_budget_s if time_budget_s is not None else policy.evaluation.time_budget_s,
-        timeout_s=policy.evaluation.timeout_s,
+    return policy.eval_settings(
+        "gate",
+        time_budget_s=time_budget_s,
         confidence=rule.confidence,
         target_precision=min(0.005, max(rule.threshold / 4.0, 0.001)),
         # The gate compares a repository's own kernels; calling framework ops is their business.
         allow_framework_fallback=True,
         profile=False,
-        **policy.evaluation.limit_settings(),
         **rule.shape_settings(),
     )
 
