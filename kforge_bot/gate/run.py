@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kforge_bot import gitops
-from kforge_bot.cache import DEFAULT_DIR, ENV_CACHE_DIR, ResultCache, TargetFingerprint, probe_fingerprint
+from kforge_bot.cache import DEFAULT_DIR, ResultCache, TargetFingerprint, probe_fingerprint, user_cache_dir
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec
 from kforge_bot.gate.decision import CACHEABLE, fmt_threshold
@@ -60,8 +60,8 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
     changed = _changed_paths(root, merge_base, head_sha)
     # One setting for every command's cache: --cache-dir, then $KFORGE_CACHE_DIR (as optimize reads it), then the
     # repository's .kforge-cache, which actions/cache can carry between runs.
-    chosen = cache_dir or os.environ.get(ENV_CACHE_DIR)
-    cache = ResultCache(Path(chosen) if chosen else root / DEFAULT_DIR) if use_cache else None
+    chosen = Path(cache_dir) if cache_dir else user_cache_dir(unset=root / DEFAULT_DIR)
+    cache = ResultCache(chosen) if use_cache else None
     report = GateReport(repo=str(root), base_ref=base, head_ref=head, base_sha=base_sha, head_sha=head_sha,
                         merge_base=merge_base, kernels=[], policy=policy.source, all_kernels=all_kernels,
                         cache_dir=str(cache.directory) if cache else None,
