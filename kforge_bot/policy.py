@@ -190,16 +190,18 @@ class Policy:
             return "required"  # a floor no file can lower: the runner holds tokens and the checkout's credentials
         return self.isolation if self.isolation is not None else "preferred"
 
-    def eval_settings(self, command: str, *, quick: bool = False, **flags: Any) -> EvalSettings:
+    def eval_settings(self, command: str, *, quick: bool = False, rule: GateRule | None = None,
+                      **flags: Any) -> EvalSettings:
         """The settings `command` evaluates with: the policy's `evaluation` (seeds, timing budget, timeout, worker
         limits), its isolation for the command and its `allow_framework_fallback`; `quick`: QUICK_EVALUATION's
-        seeds and timing instead (check and optimize without a policy file). `flags` are EvalSettings fields from
-        the command line or the command itself; one that is None was not given and leaves the policy's value."""
+        seeds and timing instead (check and optimize without a policy file); `rule`: the judged kernel's gate rule
+        (rule_for), which shape set counts as a regression, as every command judges it. `flags` are EvalSettings
+        fields from the command line or the command itself; one that is None was not given: the policy's stays."""
         ev = QUICK_EVALUATION[command] if quick else self.evaluation
         settings: dict[str, Any] = {"seeds": ev.seeds, "time_budget_s": ev.time_budget_s, "timeout_s": ev.timeout_s,
                                     "isolation": self.isolation_mode(command),
                                     "allow_framework_fallback": self.allow_framework_fallback,
-                                    **self.evaluation.limit_settings()}
+                                    **self.evaluation.limit_settings(), **(rule.shape_settings() if rule else {})}
         settings.update({key: value for key, value in flags.items() if value is not None})
         return EvalSettings(**settings)
 

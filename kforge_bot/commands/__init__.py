@@ -7,7 +7,6 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,7 @@ import click
 from rich.console import Console
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.hardware import all_runners
-from kforge_bot.spec import TARGET_KINDS, KernelSpec
+from kforge_bot.targets import choose_target
 
 
 def examples(*lines: str) -> str:
@@ -112,39 +109,20 @@ def timing_budget_option(help_text: str, maximum: float) -> Callable[[Callable[.
 
 def target_option(help_text: str, **kwargs: object):  # -> a click decorator
     """`--target` the same way on every command: auto, a device kind, or a runner class (h200, b200, arc-b580,
-    ...), which means that class's device kind here. Anything else is refused at parse time, naming both lists."""
+    ...), which means that class's device kind here. Anything else is refused as the options are read, naming both
+    lists (kforge_bot.targets.choose_target, which the command calls again to check the device is here)."""
     class TargetName(click.ParamType):
         name = "target"
 
         def convert(self, value: object, param: object, ctx: object) -> str:
             text = str(value).strip()
             try:
-                target_kind(text)
-                return text
-            except KeyError:
-                runners = all_runners()
-            self.fail(f"{text!r}: use auto, a device kind ({', '.join(TARGET_KINDS)}) or a runner class "
-                      f"({', '.join(sorted(runners))})", param, ctx)  # type: ignore[arg-type]
+                choose_target(text, here=False)
+            except KforgeError as exc:
+                self.fail(f"{text!r}: {exc.hint or exc}", param, ctx)  # type: ignore[arg-type]
+            return text
 
     options = {"default": "auto", "show_default": True, **kwargs}
     return click.option("--target", type=TargetName(), metavar="auto|KIND|RUNNER",
                         help=f"{help_text} auto, a device kind (cpu, cuda, xpu, mps) or a runner class "
                              "(h200, b200, arc-b580, ...: its device kind here).", **options)
-
-
-def target_kind(value: str) -> str:
-    """A --target value as the device kind to run on (a runner class names its kind)."""
-    if value == "auto" or value in TARGET_KINDS:
-        return value
-    return all_runners()[value].target
-
-
-def judged_by_policy(settings: EvalSettings, policy: Any, spec: KernelSpec, target: str) -> EvalSettings:
-    """`settings` with the policy's rule for which shape set counts as a regression (gate.threshold for the target
-    kind, gate.rules' per-shape thresholds and informational sets): the same rule the gate and optimize apply."""
-    kind = target.split(":")[0]
-    if kind == "auto":
-        from kforge_bot.targets import resolve_target_name  # probes devices: only when asked for auto
-
-        kind = resolve_target_name(kind, spec.targets).split(":")[0]
-    return replace(settings, **policy.rule_for(spec.name, spec.kernel_file, kind).shape_settings())

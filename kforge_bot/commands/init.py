@@ -22,13 +22,14 @@ from typing import Any
 import click
 import yaml
 
-from kforge_bot.commands import examples, target_kind, target_option
+from kforge_bot.commands import examples, target_option
 from kforge_bot.errors import KforgeError
 from kforge_bot.libscan.from_tests import TestEvidence, read_tests
 from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
 from kforge_bot.libscan.modules import Library, Module, dotted_name
 from kforge_bot.libscan.vendors import vendor_of, vendor_target
 from kforge_bot.spec import MANIFEST_NAME, defines, is_kernelbench_source
+from kforge_bot.targets import choose_target
 from kforge_bot.yamlcheck import load_yaml_file
 
 SKIP_DIRS = {".git", ".venv", "venv", "env", "node_modules", "build", "dist", "site-packages", "__pycache__",
@@ -109,11 +110,7 @@ def _drafter(repo: Path, target: str, isolation: str | None) -> Callable[..., An
     if not configured():
         raise KforgeError("--draft needs an LLM endpoint", hint="set OPENAI_BASE_URL (and OPENAI_API_KEY if it "
                                                                 "needs one), or run init without --draft")
-    kind = target_kind(target)
-    if kind == "auto":
-        from kforge_bot.targets import resolve_target_name
-
-        kind = resolve_target_name("auto", ("cuda", "xpu", "cpu")).split(":")[0]
+    kind = choose_target(target, here=False).device_kind(("cuda", "xpu", "cpu"))
     mode = isolation or load_policy(None).isolation_mode("check")
     click.echo(announcement(mode), err=True)
     modules = frozenset(dotted_name(p.relative_to(repo).as_posix()).split(".")[0] for p in _python_files(repo))

@@ -21,7 +21,6 @@ from kforge_bot.commands import (
     examples,
     json_option,
     output_console,
-    target_kind,
     target_option,
     write_json,
 )
@@ -36,7 +35,7 @@ from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, read_events
 from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.policy import load_policy
 from kforge_bot.spec import find_manifest, load_manifest, load_spec
-from kforge_bot.targets import resolve_target_name
+from kforge_bot.targets import choose_target
 from kforge_bot.text import one_line
 
 
@@ -117,19 +116,18 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
         raise KforgeError("--out and --write exclude each other", hint="choose where the best candidate goes")
     if resume_dir is not None and report_dir is not None and resume_dir.resolve() != report_dir.resolve():
         raise KforgeError("--resume continues the run in its own folder; drop --report or give the same folder")
-    target = target_kind(target)
     spec = load_spec(file, kernel)
     if write_in_place and spec.format == "kernelbench":
         raise KforgeError("--write would replace the problem's reference Model with a candidate", path=spec.kernel_path,
                           hint="for a KernelBench problem, write the candidate (ModelNew) with --out")
     recorded_target = _recorded_target(resume_dir) if resume_dir is not None else None
-    target_name = resolve_target_name(recorded_target if (target == "auto" and recorded_target) else target,
-                                      spec.targets)
+    # A resumed run stays on the device it started on, unless another is named.
+    kind = choose_target(recorded_target if target == "auto" and recorded_target else target).device_kind(spec.targets)
     endpoint = endpoint_from_env(base_url=base_url, api_key=api_key, model=models[0] if models else None,
                                  max_tokens=max_tokens) if configured(base_url=base_url, api_key=api_key) else None
     # Without --policy: the default policy's budgets and a quick look per candidate. The same evaluation flags
     # as `check`, over the policy's.
-    config = RunConfig.from_policy(load_policy(policy_path), spec, target_name, command="optimize",
+    config = RunConfig.from_policy(load_policy(policy_path), spec, kind, command="optimize",
                                    quick=policy_path is None, endpoint=endpoint, models=models, iterations=iterations,
                                    tokens=budget_tokens, time_limit_s=time_limit, patience=patience, seeds=seeds,
                                    timeout_s=timeout, allow_framework_fallback=allow_fallback or None)
@@ -141,13 +139,13 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     if not no_cache:
         config.cache_dir = cache_dir or user_cache_dir()
     if endpoint is not None:
-        config.references = sibling_references(spec, file, target_name)
+        config.references = sibling_references(spec, file, kind)
     config.cpu_count = default_cpu_count()
 
     console = output_console(stderr=json_path == "-")  # stdout carries the JSON then
     folder = resume_dir or report_dir or Path(tempfile.mkdtemp(prefix=f"kforge-optimize-{spec.name}-"))
     display = Display(console, config.budgets, TUNER if config.endpoint is None else LLM)
-    _announce(console, f"{spec.name} ({spec.kernel_file}) on {target_name}"
+    _announce(console, f"{spec.name} ({spec.kernel_file}) on {kind}"
               + (f", resuming {folder}" if resume_dir else ""), config, folder)
     run = OptimizeRun.open(spec, config, folder, resume=resume_dir is not None, progress=display.on_progress)
     run.trajectory.listeners.append(display.on_event)
@@ -175,7 +173,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
                       markup=False)
     record = outcome.record
     best = record.best if outcome.improved else None
-    write_json({"kernel": spec.name, "target": target_name, "mode": run.mode, "improved": outcome.improved,
+    write_json({"kernel": spec.name, "target": kind, "mode": run.mode, "improved": outcome.improved,
                 "best": None if best is None else {"iteration": best.iteration, "speedup": best.speedup,
                                                    "speedup_ci": best.speedup_ci, "change": best.change,
                                                    "per_shape": [p.to_dict() for p in best.per_shape]},

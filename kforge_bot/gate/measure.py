@@ -38,13 +38,13 @@ def gate_settings(policy: Policy, rule: GateRule, time_budget_s: float | None = 
     goal a quarter of the threshold (so the interval can clear the bound when it is not close)."""
     return policy.eval_settings(
         "gate",
+        rule=rule,
         time_budget_s=time_budget_s,
         confidence=rule.confidence,
         target_precision=min(0.005, max(rule.threshold / 4.0, 0.001)),
         # The gate compares a repository's own kernels; calling framework ops is their business.
         allow_framework_fallback=True,
         profile=False,
-        **rule.shape_settings(),
     )
 
 

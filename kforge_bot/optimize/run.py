@@ -115,8 +115,8 @@ class RunConfig:
         budgets = replace(given, iterations=iterations or given.iterations,
                           tokens=(tokens or given.tokens) if endpoint is not None else None,
                           time_limit_s=time_limit_s or given.time_limit_s, patience=patience or given.patience)
-        rule = policy.rule_for(spec.name, spec.kernel_file, target)
-        settings = policy.eval_settings(command, quick=quick, **flags, **rule.shape_settings())
+        settings = policy.eval_settings(command, quick=quick, rule=policy.rule_for(spec.name, spec.kernel_file, target),
+                                        **flags)
         return cls(target=target, budgets=budgets, settings=settings, endpoint=endpoint, languages=policy.languages,
                    models=list(models), baselines=policy.baseline)
 

@@ -152,7 +152,7 @@ def test_check_all_judges_every_managed_kernel_a_line_each(tmp_path: Path) -> No
     lines = proc.stdout.splitlines()
     assert "problems/softmax.py: pass: correct on every case" in lines
     assert any(line.startswith("problems/broken.py: error: ") and "no inputs today" in line for line in lines)
-    assert "gpu_only: skipped: runs on cuda, not cpu" in lines
+    assert "gpu_only: skipped: the kernel does not run on cpu (its targets: cuda)" in lines
     assert lines[-1] == "3 kernel(s): 1 correct, 1 not, 1 skipped (no cpu target)"
     report = json.loads((tmp_path / "all.json").read_text())
     assert [k["verdict"] for k in report["kernels"]] == ["skipped", "error", "pass"]
@@ -189,8 +189,8 @@ def test_check_all_that_skipped_every_kernel_exits_1_saying_nothing_was_checked(
     proc = _check("--all", repo, "--target", "cpu", "--no-timing", "--json", tmp_path / "all.json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[-1] == ("error: nothing was checked: all 1 kernel(s) were skipped on target cpu (runs on cuda, not "
-                         "cpu); run on a machine with their device, or pass --target")
+    assert lines[-1] == ("error: nothing was checked: all 1 kernel(s) were skipped on target cpu (the kernel does not "
+                         "run on cpu (its targets: cuda)); run on a machine with their device, or pass --target")
     assert json.loads((tmp_path / "all.json").read_text())["nothing_checked"] == lines[-1]
 
 

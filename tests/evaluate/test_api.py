@@ -310,16 +310,16 @@ def test_references_are_computed_once_per_store_and_never_left_on_disk(tmp_path:
 
 def test_targets_and_seeds() -> None:
     spec = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
-    from kforge_bot.targets import resolve_target_name
+    from kforge_bot.targets import choose_target
 
-    assert resolve_target_name("cpu", spec.targets) == "cpu"
+    assert choose_target("cpu").device_kind(spec.targets) == "cpu"
     if not __import__("torch").cuda.is_available():
-        assert resolve_target_name("auto", spec.targets) == "cpu"
+        assert choose_target("auto").device_kind(spec.targets) == "cpu"
         with pytest.raises(KforgeError) as info:
             evaluate(spec, spec.baseline, "cuda")
         assert "target 'cuda' is not available on this machine" in str(info.value)
     with pytest.raises(KforgeError):
-        resolve_target_name("tpu")
+        choose_target("tpu")
     cpu_less = load_manifest(MANIFEST_REPO / "kforge.yaml")["scale"]
     assert "cpu" in cpu_less.targets
     a, b = new_seeds(3), new_seeds(3)
