@@ -174,7 +174,7 @@ kernels:
     shapes: [{n: 128}]
     targets: [cpu]
 """
-POLICY = "version: 1\ngate: {threshold: 0.5}\nevaluation: {seeds: 2, time_budget_s: 1.0, timeout_s: 120}\n"
+POLICY = "version: 1\ngate: {threshold: 0.5}\nevaluation: {seeds: 2, timing_budget_s: 1.0, timeout_s: 120}\n"
 
 
 def gate_cli(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
@@ -262,7 +262,7 @@ def test_evaluator_cache_is_separated_by_hardware_and_never_stores_a_cached_resu
     candidate = spec.candidate_from_source(DOUBLE.replace("return x * 2.0", "return 2.0 * x"))
     crashing = spec.candidate_from_source(DOUBLE.replace("    return x * 2.0\n", "    import ctypes\n"
                                                          "    ctypes.string_at(0)\n"))  # a real SIGSEGV
-    settings = EvalSettings(seeds=2, time_budget_s=0.3, min_pairs=10, profile=False, timeout_s=60)
+    settings = EvalSettings(seeds=2, timing_budget_s=0.3, min_pairs=10, profile=False, timeout_s=60)
     store = ResultCache(tmp_path / "cache")
     calls = []
 

@@ -129,7 +129,7 @@ class Options:
     iterations: int | None = None
     model: str | None = None  # the first of `models`, kept for callers that name one
     publish: bool = True
-    time_budget_s: float | None = None
+    timing_budget_s: float | None = None
     work_dir: str | None = None  # where trajectories go (default: a temp dir)
     models: Sequence[str] = ()  # several models take turns writing candidates, as in `optimize --model a --model b`
 
@@ -221,7 +221,7 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
             try:
                 source, result, how = optimize(spec, kind, policy, iterations=options.iterations,
                                                model=options.model, models=options.models,
-                                               time_budget_s=options.time_budget_s,
+                                               timing_budget_s=options.timing_budget_s,
                                                work_dir=options.work_dir, log=log)
             except KforgeError as exc:  # this kernel cannot be optimized (it fails its test): the others go on
                 why = str(exc).replace(f"{head_root}{os.sep}", "").replace(f"{base_root}{os.sep}", "")

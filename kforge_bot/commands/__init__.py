@@ -101,7 +101,7 @@ def renamed_option(name: str, old_name: str, dest: str, **kwargs: Any) -> Callab
 
 
 def timing_budget_option(help_text: str, maximum: float) -> Callable[[Callable[..., Any]], Any]:
-    """`--timing-budget S`: seconds of interleaved timing in ONE evaluation (EvalSettings.time_budget_s), never a
+    """`--timing-budget S`: seconds of interleaved timing in ONE evaluation (EvalSettings.timing_budget_s), never a
     whole run's (that is `budgets:` and optimize's --time-limit). `--time-budget`, its earlier name, still works."""
     return renamed_option("--timing-budget", "--time-budget", "timing_budget", type=click.FloatRange(0.1, maximum),
                           default=None, help=help_text)

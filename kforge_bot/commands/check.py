@@ -286,7 +286,7 @@ class _Progress:
               help="Correctness seeds per shape set (default: the policy's evaluation.seeds; without --policy, the "
                    "kernel's own).")
 @timing_budget_option("Seconds of interleaved timing in this evaluation, at most (default: the policy's "
-                      "evaluation.time_budget_s; without --policy, 3).", maximum=600)
+                      "evaluation.timing_budget_s; without --policy, 3).", maximum=600)
 @click.option("--timeout", type=click.FloatRange(1, 7200), default=None,
               help="Seconds before the candidate's process is killed, compilation included (default: the policy's "
                    "evaluation.timeout_s, 300).")
@@ -305,7 +305,7 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
     """Evaluate a kernel against its reference: correctness, then speed (interleaved, with a 95% CI)."""
     policy = load_policy(policy_path)
     chosen = choose_target(target)
-    flags = {"quick": policy_path is None, "seeds": seeds, "time_budget_s": timing_budget, "timeout_s": timeout,
+    flags = {"quick": policy_path is None, "seeds": seeds, "timing_budget_s": timing_budget, "timeout_s": timeout,
              "measure": not no_timing, "isolation": isolation, "allow_framework_fallback": allow_fallback or None}
 
     def settings_for(spec: KernelSpec, kind: str) -> EvalSettings:

@@ -307,7 +307,7 @@ def _post_status(report: GateReport, target: str) -> None:
                    "which fits actions/cache).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @timing_budget_option("Seconds of interleaved timing in each kernel's evaluation (default: the policy's "
-                      "evaluation.time_budget_s).", maximum=3600)
+                      "evaluation.timing_budget_s).", maximum=3600)
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="A directory inside the git repository.")
 @click.option("--require-all-targets", is_flag=True, default=None,
@@ -334,7 +334,7 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
             progress.print(f"[dim]kforge gate:[/dim] {escape(message)}")  # the message may quote what a change wrote
 
     report = run_gate(repo, base, head, policy=policy, all_kernels=all_kernels, target=target,
-                      cache_dir=cache_dir, use_cache=not no_cache, time_budget_s=timing_budget, log=log,
+                      cache_dir=cache_dir, use_cache=not no_cache, timing_budget_s=timing_budget, log=log,
                       require_all_targets=True if require_all_targets else None, before_first_run=announce,
                       spec_change_approved=spec_change_approved(policy.trust.spec_change_label))
     data = report.to_dict()

@@ -39,7 +39,7 @@ def _announce_isolation(mode: str) -> None:
 
 
 def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | None = None,
-                     model: str | None = None, models: Sequence[str] = (), time_budget_s: float | None = None,
+                     model: str | None = None, models: Sequence[str] = (), timing_budget_s: float | None = None,
                      work_dir: str | None = None,
                      log: Any = None) -> tuple[str | None, Any, dict[str, Any]]:
     """The ONLY place the PR bot touches the optimize loop (kforge_bot.optimize.run).
@@ -51,7 +51,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     endpoint = endpoint_from_env(model=model) if configured() else None
     _announce_isolation(policy.isolation_mode("pr"))
     config = RunConfig.from_policy(policy, spec, target, command="pr", endpoint=endpoint, models=models,
-                                   iterations=iterations, time_budget_s=time_budget_s)
+                                   iterations=iterations, timing_budget_s=timing_budget_s)
     budgets = config.budgets
     root = Path(work_dir or tempfile.mkdtemp(prefix="kforge-pr-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -93,7 +93,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
 @click.option("--iterations", type=click.IntRange(1, 100_000), default=None,
               help="Loop iterations per kernel (default: the policy's budgets.iterations).")
 @timing_budget_option("Seconds of interleaved timing in each candidate's evaluation (default: the policy's "
-                      "evaluation.time_budget_s).", maximum=3600)
+                      "evaluation.timing_budget_s).", maximum=3600)
 @click.option("--policy", "policy_path", default=None,
               help="Policy file, or a shipped one (default, strict); a file in the checkout is read as the PR's base "
                    "commit has it.")
@@ -138,7 +138,7 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
 
     options = prbot.Options(targets=targets, iterations=iterations, model=models[0] if models else None,
                             models=models if len(models) > 1 else (), publish=not no_publish,
-                            time_budget_s=timing_budget, work_dir=str(work_dir) if work_dir else None)
+                            timing_budget_s=timing_budget, work_dir=str(work_dir) if work_dir else None)
     report = prbot.run_pr(env, base_policy, options, gh=gh, optimize=_optimize_kernel, aggregate_dir=aggregate_dir,
                           log=log)
     write_json(report.to_dict(), json_path)

@@ -20,7 +20,9 @@ class EvalSettings:
     """How hard to look. Defaults suit `check`; the loop and the gate pass their own."""
 
     seeds: int | None = None  # None: the spec's own
-    time_budget_s: float = 3.0  # adaptive timing stops here at the latest
+    # The times of ONE evaluation (a whole run's wall time is Budgets.time_limit_s, a pool slot's is
+    # EvalPool.slot_deadline_s): timing_budget_s of interleaved timing, within a worker killed after timeout_s.
+    timing_budget_s: float = 3.0  # adaptive timing stops here at the latest
     target_precision: float = 0.005  # ... or once the speedup CI half-width is below this (relative)
     min_pairs: int = 30  # fewer pairs, stopped early on a tight interval, undercovered A/A runs on the H200
     max_pairs: int = 2000
@@ -28,7 +30,7 @@ class EvalSettings:
     warmup_ms: float = 50.0
     rotate_sets: int = 3  # distinct input sets cycled through during timing
     short_kernel_sets: int = 8  # ... on a GPU, for a problem small enough to be timed several calls a sample (plan)
-    timeout_s: float = 300.0  # whole child process, compilation included
+    timeout_s: float = 300.0  # the candidate's whole worker process, compilation included
     stall_floor_s: float = 30.0  # once built, a candidate silent for max(this, 50x the reference's slowest case) is hung
     measure: bool = True  # False: correctness only
     allow_framework_fallback: bool = False

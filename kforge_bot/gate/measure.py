@@ -33,13 +33,13 @@ class Measurement:
     cacheable: bool = True  # False when the verdict rests on a failure that may be the machine's
 
 
-def gate_settings(policy: Policy, rule: GateRule, time_budget_s: float | None = None) -> EvalSettings:
+def gate_settings(policy: Policy, rule: GateRule, timing_budget_s: float | None = None) -> EvalSettings:
     """How hard the gate looks: the policy's evaluation budget, the rule's confidence, and a precision
     goal a quarter of the threshold (so the interval can clear the bound when it is not close)."""
     return policy.eval_settings(
         "gate",
         rule=rule,
-        time_budget_s=time_budget_s,
+        timing_budget_s=timing_budget_s,
         confidence=rule.confidence,
         target_precision=min(0.005, max(rule.threshold / 4.0, 0.001)),
         # The gate compares a repository's own kernels; calling framework ops is their business.
@@ -49,10 +49,10 @@ def gate_settings(policy: Policy, rule: GateRule, time_budget_s: float | None = 
 
 
 def confirmation_settings(settings: EvalSettings) -> EvalSettings:
-    return replace(settings, time_budget_s=settings.time_budget_s * CONFIRM_FACTOR,
+    return replace(settings, timing_budget_s=settings.timing_budget_s * CONFIRM_FACTOR,
                    max_pairs=int(settings.max_pairs * CONFIRM_FACTOR),
                    target_precision=settings.target_precision / 2.0,
-                   timeout_s=settings.timeout_s + settings.time_budget_s * CONFIRM_FACTOR)
+                   timeout_s=settings.timeout_s + settings.timing_budget_s * CONFIRM_FACTOR)
 
 
 def compare(spec: KernelSpec, head: Implementation, base: Implementation | None, target: str,
@@ -128,8 +128,8 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
             # Passing what could not be timed would let any slowdown through; failing says what to fix.
             note = confirm.details.get("speedup_ci_note") or "no timing came back"
             return done(Measurement("error", f"could not be timed, even with a confirmation run of "
-                                             f"{confirmation_settings(settings).time_budget_s:g} s ({note}); raise the "
-                                             "policy's evaluation.time_budget_s", result=confirm, first=result,
+                                             f"{confirmation_settings(settings).timing_budget_s:g} s ({note}); raise the "
+                                             "policy's evaluation.timing_budget_s", result=confirm, first=result,
                                     cacheable=False))
         final = "pass" if decision == "uncertain" else decision
         reason = _timing_reason(final, confirm, threshold)

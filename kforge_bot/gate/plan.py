@@ -81,7 +81,7 @@ class Planner:
     base_root: Path
     changed: set[str]  # paths the change touches (renames: both names)
     all_kernels: bool
-    time_budget_s: float | None
+    timing_budget_s: float | None
     cache: ResultCache | None
     fingerprint: Callable[[str], TargetFingerprint]
     measure: bool
@@ -132,7 +132,7 @@ class Planner:
         self.targets[kind] = fp.to_dict()
         rule = self.policy.rule_for(kernel.name, path, kind)  # the threshold for this target kind
         needs = required_status(self.required, ruled, kind, fp.device_name, self.target)
-        settings = gate_settings(self.policy, rule, self.time_budget_s)
+        settings = gate_settings(self.policy, rule, self.timing_budget_s)
         key_material = {"kernel": kid, "head": head_mat, "base": base_mat if usable_base else None,
                         "rule": {"threshold": rule.threshold, "confidence": rule.confidence},
                         "settings": settings.key_material(), "target": fp.to_dict(),

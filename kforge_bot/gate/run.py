@@ -38,7 +38,7 @@ def repo_root(path: str | Path) -> Path:
 
 def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy, all_kernels: bool = False,
              target: str | TargetChoice = "auto", cache_dir: str | Path | None = None, use_cache: bool = True,
-             time_budget_s: float | None = None, fingerprints: Mapping[str, TargetFingerprint] | None = None,
+             timing_budget_s: float | None = None, fingerprints: Mapping[str, TargetFingerprint] | None = None,
              log: Log | None = None, evaluator: Evaluator | None = None, measure: bool = True,
              before_first_run: Callable[[], None] | None = None,
              require_all_targets: bool | None = None, spec_change_approved: bool = False) -> GateReport:
@@ -82,7 +82,7 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
         base_kernels = discover(base_root, policy, strict=False, notes=base_notes)
         report.notes.extend(f"base: {n}" for n in base_notes)
         report.removed.extend(_gone(base_kernels, head_kernels, head_root))
-        planner = Planner(policy, target, required, head_root, base_root, changed, all_kernels, time_budget_s, cache,
+        planner = Planner(policy, target, required, head_root, base_root, changed, all_kernels, timing_budget_s, cache,
                           fingerprint, measure, report.targets, spec_change_approved)
         for kid in sorted(head_kernels):
             kernel = head_kernels[kid]

@@ -335,15 +335,15 @@ def test_check_evaluates_with_the_policys_seeds_timing_budget_and_timeout(tmp_pa
     """Issue 32: `check --policy FILE` ignored the policy's evaluation section (it took the kernel's seeds, 3 s of
     timing and a 300 s timeout whatever the file said). Now the file decides, and a flag overrides it."""
     policy = tmp_path / "policy.yml"
-    policy.write_text("evaluation:\n  seeds: 1\n  time_budget_s: 0.25\n  timeout_s: 120\n")
+    policy.write_text("evaluation:\n  seeds: 1\n  timing_budget_s: 0.25\n  timeout_s: 120\n")
     settings, report = _settings_check_evaluates_with(monkeypatch, SOFTMAX, "--candidate", ADV / "honest.py",
                                                       "--policy", policy)
-    assert (settings.seeds, settings.time_budget_s, settings.timeout_s) == (1, 0.25, 120)
+    assert (settings.seeds, settings.timing_budget_s, settings.timeout_s) == (1, 0.25, 120)
     assert len(report["correctness"]["seeds"]) == 1  # the evaluation really drew the policy's one seed
     settings, report = _settings_check_evaluates_with(monkeypatch, SOFTMAX, "--candidate", ADV / "honest.py",
                                                       "--policy", policy, "--seeds", "2", "--timing-budget", "0.3",
                                                       "--timeout", "100")
-    assert (settings.seeds, settings.time_budget_s, settings.timeout_s) == (2, 0.3, 100)
+    assert (settings.seeds, settings.timing_budget_s, settings.timeout_s) == (2, 0.3, 100)
     assert len(report["correctness"]["seeds"]) == 2
 
 
@@ -353,10 +353,10 @@ def test_check_without_a_policy_takes_a_quick_look_and_the_old_flag_still_works(
     timing budget's earlier name, is a hidden alias that still sets it; the help shows only --timing-budget."""
     settings, _ = _settings_check_evaluates_with(monkeypatch, SOFTMAX, "--candidate", ADV / "honest.py",
                                                  "--no-timing")
-    assert (settings.seeds, settings.time_budget_s, settings.timeout_s) == (None, 3.0, 300.0)
+    assert (settings.seeds, settings.timing_budget_s, settings.timeout_s) == (None, 3.0, 300.0)
     settings, _ = _settings_check_evaluates_with(monkeypatch, SOFTMAX, "--candidate", ADV / "honest.py",
                                                  "--no-timing", "--time-budget", "0.4")
-    assert settings.time_budget_s == 0.4
+    assert settings.timing_budget_s == 0.4
     from click.testing import CliRunner
 
     from kforge_bot.cli import cli

@@ -50,7 +50,7 @@ def test_material_changes_with_an_imported_helper_and_not_with_the_checkouts_pla
 def _planner(base: Path, head: Path, *, changed: set[str], measure: bool = True, policy=None) -> Planner:
     fp = TargetFingerprint("cpu", "test cpu", "torch")
     return Planner(policy or load_policy(None), choose_target("cpu"), required_targets(load_policy(None)), head, base,
-                   changed, all_kernels=False, time_budget_s=None, cache=None, fingerprint=lambda kind: fp,
+                   changed, all_kernels=False, timing_budget_s=None, cache=None, fingerprint=lambda kind: fp,
                    measure=measure, targets={})
 
 
