@@ -111,10 +111,12 @@ def _drafter(repo: Path, target: str, isolation: str | None) -> Callable[..., An
         raise KforgeError("--draft needs an LLM endpoint", hint="set OPENAI_BASE_URL (and OPENAI_API_KEY if it "
                                                                 "needs one), or run init without --draft")
     kind = choose_target(target, here=False).device_kind(("cuda", "xpu", "cpu"))
-    mode = isolation or load_policy(None).isolation_mode("check")
-    click.echo(announcement(mode), err=True)
+    # A draft is checked for correctness only, on one seed, sandboxed as `check` would run it.
+    settings = load_policy(None).eval_settings("check", seeds=1, measure=False, profile=False,
+                                               isolation=isolation, timeout_s=300.0)
+    click.echo(announcement(settings.isolation), err=True)
     modules = frozenset(dotted_name(p.relative_to(repo).as_posix()).split(".")[0] for p in _python_files(repo))
-    return Drafter(repo, LLMClient(endpoint_from_env()), kind, mode, DRAFTS_FOLDER, modules)
+    return Drafter(repo, LLMClient(endpoint_from_env()), kind, settings, DRAFTS_FOLDER, modules)
 
 
 def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft_limit: int = 0) -> Proposal:

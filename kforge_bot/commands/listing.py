@@ -10,7 +10,6 @@ from kforge_bot.commands import examples, json_option, write_json
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import import_problem
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.kernels import discover
 from kforge_bot.policy import load_policy
 
@@ -34,7 +33,7 @@ def list_kernels(repo: Path, policy_path: str | None, json_path: str | None, try
     notes: list[str] = []
     policy = load_policy(policy_path)
     kernels = discover(repo, policy, strict=False, notes=notes)
-    settings = EvalSettings(isolation=policy.isolation_mode("check"))
+    settings = policy.eval_settings("check")  # imports only, sandboxed as `check` runs them
     if try_imports and kernels and json_path != "-":
         click.echo(announcement(settings.isolation), err=True)
     rows = []

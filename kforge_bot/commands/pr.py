@@ -38,7 +38,7 @@ def _announce_isolation(mode: str) -> None:
         click.echo(_ANNOUNCED[0], err=True)
 
 
-def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | None = None,
+def _optimize_kernel(spec: Any, kind: str, policy: Any, *, iterations: int | None = None,
                      model: str | None = None, models: Sequence[str] = (), timing_budget_s: float | None = None,
                      work_dir: str | None = None,
                      log: Any = None) -> tuple[str | None, Any, dict[str, Any]]:
@@ -50,17 +50,16 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     candidate beat the kernel as written."""
     endpoint = endpoint_from_env(model=model) if configured() else None
     _announce_isolation(policy.isolation_mode("pr"))
-    config = RunConfig.from_policy(policy, spec, target, command="pr", endpoint=endpoint, models=models,
+    config = RunConfig.from_policy(policy, spec, kind, command="pr", endpoint=endpoint, models=models,
                                    iterations=iterations, timing_budget_s=timing_budget_s)
-    budgets = config.budgets
     root = Path(work_dir or tempfile.mkdtemp(prefix="kforge-pr-"))
     root.mkdir(parents=True, exist_ok=True)
     # A fresh folder per run: a self-hosted runner keeps --work-dir between runs, and the loop
     # refuses a report folder that already holds a run.
-    report_dir = Path(tempfile.mkdtemp(prefix=f"{spec.name}-{target}-", dir=root))
+    report_dir = Path(tempfile.mkdtemp(prefix=f"{spec.name}-{kind}-", dir=root))
     if log:
         log(f"{spec.name}: {'LLM ' + endpoint.describe() if endpoint else 'no LLM endpoint configured: built-in tuner'}"
-            f", {budgets.iterations} iteration(s)")
+            f", {config.budgets.iterations} iteration(s)")
     run = OptimizeRun.open(spec, config, report_dir)
     outcome = run.run()
     run.finish()  # report.md beside the trajectory: the job's reports artifact holds what a reviewer reads

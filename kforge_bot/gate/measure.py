@@ -55,7 +55,7 @@ def confirmation_settings(settings: EvalSettings) -> EvalSettings:
                    timeout_s=settings.timeout_s + settings.timing_budget_s * CONFIRM_FACTOR)
 
 
-def compare(spec: KernelSpec, head: Implementation, base: Implementation | None, target: str,
+def compare(spec: KernelSpec, head: Implementation, base: Implementation | None, kind: str,
             settings: EvalSettings, threshold: float, *, oracle: Implementation | None = None,
             evaluator: Evaluator | None = None, references: Any = None,
             seeds: list[int] | None = None) -> Measurement:
@@ -78,7 +78,7 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
     def run(s: KernelSpec, cand: Implementation, against: Implementation, how: EvalSettings) -> EvalResult:
         nonlocal runs
         runs += 1
-        return run_one(s, cand, target, how, baseline=against, seeds=seeds, references=store)
+        return run_one(s, cand, kind, how, baseline=against, seeds=seeds, references=store)
 
     def done(m: Measurement) -> Measurement:
         m.wall_s, m.runs = time.monotonic() - started, runs

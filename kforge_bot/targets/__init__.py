@@ -43,13 +43,11 @@ class TargetChoice:
     def device_kind(self, kernel_targets: Sequence[str] | None = None) -> str:
         """The device kind to run on: the named one, or for auto the first this machine has among `kernel_targets`
         (all kinds when None); a KforgeError when there is none."""
-        if self.kind is not None:
-            return self.kind
-        for kind in AUTO_ORDER:
-            if (kernel_targets is None or kind in kernel_targets) and available(kind):
-                return kind
-        raise KforgeError("no device this kernel supports is available here",
-                          hint=f"kernel targets: {', '.join(kernel_targets or ())}")
+        kind = self.kind or _first_here(kernel_targets)
+        if kind is None:
+            raise KforgeError("no device this kernel supports is available here",
+                              hint=f"kernel targets: {', '.join(kernel_targets or ())}")
+        return kind
 
     def kernel_kind(self, kernel_targets: Sequence[str]) -> tuple[str | None, str]:
         """(the device kind to measure a kernel on, "") or (None, why the kernel is skipped): a named kind the kernel
@@ -58,10 +56,9 @@ class TargetChoice:
             if self.kind not in kernel_targets:
                 return None, f"the kernel does not run on {self.kind} (its targets: {', '.join(kernel_targets)})"
             return self.kind, ""
-        for kind in AUTO_ORDER:
-            if kind in kernel_targets and available(kind):
-                return kind, ""
-        return None, f"none of the kernel's targets ({', '.join(kernel_targets)}) is on this machine"
+        kind = _first_here(kernel_targets)
+        return (kind, "") if kind else (None, f"none of the kernel's targets ({', '.join(kernel_targets)}) is on this "
+                                              "machine")
 
     @property
     def needs(self) -> str:
@@ -71,6 +68,11 @@ class TargetChoice:
         from kforge_bot.hardware import get_runner
 
         return f"{self.runner}: {get_runner(self.runner).title.split(' (')[0]}"
+
+
+def _first_here(kinds: Sequence[str] | None) -> str | None:
+    """What auto picks: the first kind of AUTO_ORDER (among `kinds`, all when None) this machine has."""
+    return next((kind for kind in AUTO_ORDER if (kinds is None or kind in kinds) and available(kind)), None)
 
 
 def choose_target(requested: str | TargetChoice = "auto", *, here: bool = True) -> TargetChoice:
