@@ -18,7 +18,7 @@ from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.measure import gate_settings
 from kforge_bot.gate.report import KernelReport
-from kforge_bot.gate.target_choice import required_status
+from kforge_bot.gate.required_targets import required_status
 from kforge_bot.kernels import Kernel
 from kforge_bot.policy import GateRule, Policy
 from kforge_bot.spec import kernel_implementation

@@ -18,7 +18,7 @@ from kforge_bot.gate.decision import CACHEABLE, fmt_threshold
 from kforge_bot.gate.measure import Evaluator, compare
 from kforge_bot.gate.plan import Planner, ToMeasure
 from kforge_bot.gate.report import GateReport, KernelReport, report_from
-from kforge_bot.gate.target_choice import required_targets
+from kforge_bot.gate.required_targets import required_targets
 from kforge_bot.hardware import get_runner
 from kforge_bot.kernels import Kernel, discover
 from kforge_bot.policy import Policy

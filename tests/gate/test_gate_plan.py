@@ -11,7 +11,7 @@ from fakes.gitrepos import write
 from kforge_bot.cache import TargetFingerprint
 from kforge_bot.gate.plan import Planner, ToMeasure, dependencies, material
 from kforge_bot.gate.report import KernelReport
-from kforge_bot.gate.target_choice import required_targets
+from kforge_bot.gate.required_targets import required_targets
 from kforge_bot.kernels import discover
 from kforge_bot.policy import load_policy, parse_policy
 from kforge_bot.targets import choose_target
