@@ -43,11 +43,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from kforge_bot.config.policy import GateRule, load_policy
 from kforge_bot.evaluate.api import new_seeds
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.gate.decision import regression_bound
 from kforge_bot.gate.measure import compare, gate_settings
-from kforge_bot.policy import GateRule, load_policy
 from kforge_bot.spec import load_spec
 
 BASE_EXTRA = 0.1  # rowsum.py's extra fraction of rows read by the baseline

@@ -1,4 +1,4 @@
-"""What this machine's Nsight Compute can do, for the metric set in kforge_bot/evaluate/ncu_metrics.py.
+"""What this machine's Nsight Compute can do, for the metric set in kforge_bot/counters/ncu_metrics.py.
 
 Prints ncu's version and where it lives, whether profiling counters are root-only, which of the set's metric
 names ncu knows on this GPU, and runs one recorded collection of a small program (a Triton kernel and two
@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kforge_bot.counters.ncu_metrics import all_metric_names
 from kforge_bot.evaluate import isolation
-from kforge_bot.evaluate.ncu_metrics import all_metric_names
 
 PROGRAM = '''
 import torch, triton, triton.language as tl

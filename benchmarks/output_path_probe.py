@@ -28,8 +28,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from kforge_bot.environment import scrubbed_environment  # noqa: E402
 from kforge_bot.evaluate import devshare, isolation, tensorfile  # noqa: E402
-from kforge_bot.evaluate.sandbox import scrubbed_environment  # noqa: E402
 
 CHILD = r'''
 import json, socket, sys, time, torch

@@ -116,9 +116,9 @@ def build_repo(args: argparse.Namespace, work: Path) -> tuple[Path, dict[str, st
     return repo, {"base": base, "head": head}
 
 
-def run(step: str, argv: list[str], cwd: Path, timeout: float) -> dict[str, Any]:
+def run(step: str, argv: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
     started = time.monotonic()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    env = dict(env if env is not None else os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
                COLUMNS="200")
     try:
         proc = subprocess.run([sys.executable, "-m", "kforge_bot.cli", *argv], cwd=cwd, env=env, capture_output=True,
@@ -187,6 +187,10 @@ def summary(args: argparse.Namespace, revs: dict[str, str], steps: list[dict[str
             reason = str(k.get("reason", "")).replace("|", "/")[:300]
             forward, backward = ((d.get(name) or {}).get("change", "-") for name in ("forward", "backward"))
             lines.append(f"| {k['id']} | {k['verdict']} | {k.get('change', '-')} | {forward} | {backward} | {reason} |")
+    optimized = out / "optimize_report.md"
+    if optimized.is_file():
+        lines += ["", f"## optimize {args.optimize_kernel} with the built-in tuner (report.md, as written)", "",
+                  *("> " + line for line in optimized.read_text().splitlines()[:60])]
     return "\n".join(lines) + "\n"
 
 
@@ -212,8 +216,10 @@ def main() -> int:
                                                            "file with a comment added: an A/A gate)")
     parser.add_argument("--target", default="cuda")
     parser.add_argument("--time-budget", type=float, default=1.5)
-    parser.add_argument("--steps", default="list,check,gate", help="which of list, check, gate to run")
-    parser.add_argument("--timeouts", default="90,240,210", help="seconds for list, check, gate")
+    parser.add_argument("--steps", default="list,check,gate", help="which of list, check, gate, optimize to run")
+    parser.add_argument("--timeouts", default="90,240,210,240", help="seconds for list, check, gate, optimize")
+    parser.add_argument("--optimize-kernel", default="rms_norm", help="the kernel the optimize step tunes")
+    parser.add_argument("--iterations", type=int, default=12, help="the optimize step's candidates, at most")
     parser.add_argument("--out", default=os.environ.get("OUT", "lib-out"))
     args = parser.parse_args()
     out = Path(args.out).resolve()
@@ -221,7 +227,7 @@ def main() -> int:
     if not Path(args.library).is_dir():
         print(f"no library checkout at {args.library}: carry one (e.g. .libs/Liger-Kernel) or pass --library")
         return 2
-    limits = dict(zip(("list", "check", "gate"), (float(t) for t in args.timeouts.split(","))))
+    limits = dict(zip(("list", "check", "gate", "optimize"), (float(t) for t in args.timeouts.split(","))))
     work = Path(tempfile.mkdtemp(prefix="kforge-lib-"))
     steps: list[dict[str, Any]] = []
     try:
@@ -238,6 +244,15 @@ def main() -> int:
                 steps.append(run("gate --all", ["gate", "--base", "HEAD~1", "--head", "HEAD", "--all", "--target",
                                                 args.target, "--no-cache", *budget, "--json", str(out / "gate.json")],
                                  repo, limits["gate"]))
+            elif step == "optimize":  # the built-in tuner (no LLM endpoint here): the kernel's own parameters
+                env_free = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+                steps.append(run(f"optimize {args.optimize_kernel}",
+                                 ["optimize", "kforge.yaml", "--kernel", args.optimize_kernel, "--target", args.target,
+                                  "--iterations", str(args.iterations), "--report", str(work / "report"), "--no-cache"],
+                                 repo, limits.get("optimize", 240), env=env_free))
+                report = work / "report" / "report.md"
+                if report.is_file():
+                    shutil.copy2(report, out / "optimize_report.md")
         text = summary(args, revs, steps, out)
         (out / "real_library.md").write_text(text)
         print(text)

@@ -11,12 +11,7 @@
 set -u
 out=${OUT:-gpu-out}; mkdir -p "$out"
 export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1
-# The device image has no bubblewrap and no apt: carried .deb files (apt-get download bubblewrap libcap2
-# libselinux1 into .deb/) are unpacked beside it, so every worker there runs sandboxed as it would on a runner.
-if ! command -v bwrap >/dev/null && [ -d .deb ]; then
-  mkdir -p /tmp/bw && for f in .deb/*.deb; do dpkg -x "$f" /tmp/bw; done
-  export KFORGE_BWRAP=/tmp/bw/usr/bin/bwrap
-fi
+. "$(dirname "$0")/device_sandbox.sh"  # bubblewrap from the carried .deb files
 # Wheels the image lacks (pydantic, for KernelBench's harness) travel in .whl/; Ray for the scale step in .ray/:
 # its dependencies' wheels and the Ray wheel unpacked without its Java jars and rllib/serve/tune/train/llm
 # (ray-slim.tar.xz: 26 MB, where the whole wheel is over the 64 MiB a call may carry). To make .ray/:
@@ -34,7 +29,7 @@ for step in $steps; do
   case $step in
     library) timeout ${LIB_TIMEOUT:-560} python3 benchmarks/real_library.py --library "${LIB_DIR:-.libs/Liger-Kernel}" \
                ${LIB_BASE:+--base "$LIB_BASE"} ${LIB_HEAD:+--head "$LIB_HEAD"} --steps "${LIB_STEPS:-list,check,gate}" \
-               --out "$out" 2>&1 | tail -${LIB_TAIL:-80} ;;  # a real library through list --import, check --all, the gate (issue 30)
+               ${LIB_TIMEOUTS:+--timeouts "$LIB_TIMEOUTS"} ${LIB_OPT_KERNEL:+--optimize-kernel "$LIB_OPT_KERNEL"} --out "$out" 2>&1 | tail -${LIB_TAIL:-80} ;;  # a real library through list --import, check --all, the gate (issue 30)
     sandbox) python3 -c "from kforge_bot.doctor.probes import probe_sandbox; print(probe_sandbox('cuda'))"
              python3 benchmarks/sandbox_cost.py --devices cuda --runs 20 --json "$out/sandbox_cost_h200.json" ;;
     probe)   timeout 90 python3 benchmarks/worker_start.py; timeout 120 python3 benchmarks/ncu_probe.py --out "$out" ;;

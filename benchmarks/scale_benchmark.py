@@ -39,11 +39,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kforge_bot.agents.tunables import apply, current_assignment, find_tunables  # noqa: E402
 from kforge_bot.evaluate.result import EvalSettings  # noqa: E402
 from kforge_bot.scale import make_pool  # noqa: E402
 from kforge_bot.scale.devices import discover_devices  # noqa: E402
 from kforge_bot.spec import load_spec  # noqa: E402
+from kforge_bot.tuner.tunables import apply, current_assignment, find_tunables  # noqa: E402
 
 MANIFEST = REPO / "examples" / "kforge.yaml"
 GPU_SECTIONS = ("triton", "cuda", "cuda-inslot", "loop", "ray-triton", "ray-cuda")
@@ -161,7 +161,7 @@ def run_pool(spec: Any, sources: list[str], target: str, workers: int, settings:
 def run_loop(spec: Any, target: str, parallel: int, workers: int, iterations: int, settings: EvalSettings,
              cap_s: float) -> dict[str, Any]:
     from kforge_bot.optimize.run import OptimizeRun, RunConfig
-    from kforge_bot.policy import Budgets
+    from kforge_bot.config.policy import Budgets
 
     folder = Path(tempfile.mkdtemp(prefix="kforge-scale-loop-"))
     config = RunConfig(target=target, budgets=Budgets(iterations=iterations, time_limit_s=cap_s), settings=settings,

@@ -8,7 +8,7 @@ judged by, the evaluation settings, the target (device name, torch version) and 
 temporary checkouts, dates, seeds) goes in, so two runs on the same content share a key.
 
 "Local" means every file under the repository root the kernel can read: what it imports, includes, builds
-and opens, and the whole folder where that cannot be resolved statically (kforge_bot.dependencies, the one
+and opens, and the whole folder where that cannot be resolved statically (kforge_bot.spec.dependencies, the one
 function the gate's "changed" check uses too).
 """
 
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot import HARNESS_VERSION
-from kforge_bot.dependencies import local_closure
+from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.sandbox import scrubbed_environment
+from kforge_bot.spec.dependencies import local_closure
 from kforge_bot.targets import cpu_model
 
 DEFAULT_DIR = ".kforge-cache"

@@ -270,6 +270,13 @@ def remote_branch_sha(repo_path: str | Path, branch: str, remote: str = "origin"
     return None
 
 
+def remote_branches(repo_path: str | Path, pattern: str, *, remote: str = "origin",
+                    what: str = "cannot list the remote's branches") -> list[str]:
+    """The remote's branches whose name matches `pattern` (a git ref pattern below refs/heads/, e.g. `kforge/*`)."""
+    out = _run(open_repo(repo_path), "ls-remote", "--heads", remote, f"refs/heads/{pattern}", what=what)
+    return [line.partition("\t")[2].removeprefix("refs/heads/") for line in out.splitlines() if line.strip()]
+
+
 def _is_bot_commit(commit: git.Commit, identity: Identity) -> bool:
     message = commit.message if isinstance(commit.message, str) else commit.message.decode(errors="replace")
     return (commit.author.email == identity.email and commit.committer.email == identity.email

@@ -17,9 +17,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
+from kforge_bot.config.yamlcheck import Checker, join, load_yaml_file
 from kforge_bot.errors import KforgeError
 from kforge_bot.spec import TARGET_KINDS
-from kforge_bot.yamlcheck import Checker, join, load_yaml_file
 
 # Precisions a peak or a measured ceiling may be given for (int8 is in TOPS).
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")

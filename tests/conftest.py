@@ -29,7 +29,7 @@ def recorded_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     CUDA (the collector's plumbing is the same)."""
     from fakes.ncu import printing_the_recording
 
-    from kforge_bot.evaluate import ncu
+    from kforge_bot.counters import ncu
 
     monkeypatch.setenv("KFORGE_NCU", str(printing_the_recording(tmp_path / "tool")))
     monkeypatch.setattr(ncu, "unavailable", lambda target: None)
@@ -65,7 +65,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A bytecode cache filled as the bot fills it (once for the session: it imports torch from source)."""
     from kforge_bot.evaluate import bytecode
-    from kforge_bot.evaluate.sandbox import scrubbed_environment
+    from kforge_bot.environment import scrubbed_environment
 
     directory = tmp_path_factory.mktemp("bytecode")
     bytecode.prime(directory, scrubbed_environment(), timeout_s=BYTECODE_FILL_TIMEOUT_S)

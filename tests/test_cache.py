@@ -22,9 +22,9 @@ from kforge_bot.cache import (
     portable,
     probe_fingerprint,
 )
-from kforge_bot.dependencies import direct_dependencies, local_closure
+from kforge_bot.config.policy import load_policy
 from kforge_bot.gate.run import run_gate
-from kforge_bot.policy import load_policy
+from kforge_bot.spec.dependencies import direct_dependencies, local_closure
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 

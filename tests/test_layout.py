@@ -11,10 +11,24 @@ PACKAGE = Path(__file__).resolve().parents[1] / "kforge_bot"
 # part -> (modules it is made of, imports it must never make)
 BOT = ("kforge_bot.bot",)
 OPTIMIZE = ("kforge_bot.optimize",)
+# Everything above the leaves: what runs, measures, searches or talks to a service.
+HARNESS = ("kforge_bot.evaluate", "kforge_bot.scale", "kforge_bot.optimize", "kforge_bot.agents", "kforge_bot.bot",
+           "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.counters", "kforge_bot.tuner")
 RULES = {
+    # The judge: nothing above it, and not the hardware counters either (they run beside it, never in a verdict).
     "evaluate": (("kforge_bot.evaluate",),
                  ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops", "kforge_bot.scale",
-                  *BOT, *OPTIMIZE)),
+                  "kforge_bot.counters", "kforge_bot.tuner", *BOT, *OPTIMIZE)),
+    # The counters profile beside the judge: its sandbox and settings, nothing of the loop or the bot.
+    "counters": (("kforge_bot.counters",),
+                 ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops", "kforge_bot.scale",
+                  "kforge_bot.tuner", *BOT, *OPTIMIZE)),
+    # The tuner: a search over a kernel's own parameters, with no model and nothing of the loop.
+    "tuner": (("kforge_bot.tuner",), ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops",
+                                      "kforge_bot.scale", "openai", "git", "github", *BOT, *OPTIMIZE)),
+    # The leaves: read by every part, so they import none of them.
+    "leaves": (("kforge_bot.config", "kforge_bot.errors", "kforge_bot.text", "kforge_bot.cache",
+                "kforge_bot.environment", "kforge_bot.spec"), HARNESS),
     "agents": (("kforge_bot.agents",), ("git", "github", "kforge_bot.gitops", "kforge_bot.commands", *BOT)),
     "optimize": (OPTIMIZE, ("kforge_bot.commands", "github", *BOT)),
     # init's reading of a library: text and ast only, nothing that runs code or talks to a service.
@@ -67,6 +81,46 @@ def test_the_rules_see_a_forbidden_import(tmp_path: Path) -> None:
     assert "kforge_bot.bot.prbot" in _imports(sample)  # inside a function too
 
 
+def _private_uses(path: Path) -> list[str]:
+    """Where a module reaches another module's private name: `from kforge_bot.x import _name`, or `m._name` on a
+    module `m` of the package that it imported (`import kforge_bot.x as m`, `from kforge_bot import x`)."""
+    tree = ast.parse(path.read_text(), str(path))
+    modules: set[str] = set()  # local names bound to modules of the package
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(a.asname for a in node.names if a.asname and _within(a.name, "kforge_bot"))
+        elif isinstance(node, ast.ImportFrom) and node.module and _within(node.module, "kforge_bot"):
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"line {node.lineno}: from {node.module} import {alias.name}")
+                if _is_module(f"{node.module}.{alias.name}"):
+                    modules.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            found.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def _is_module(name: str) -> bool:
+    relative = Path(*name.split(".")[1:])
+    return (PACKAGE / relative).with_suffix(".py").is_file() or (PACKAGE / relative / "__init__.py").is_file()
+
+
+def test_no_module_uses_another_module_s_private_names() -> None:
+    """A leading underscore means "only this module": another one that needs the name gets a public one."""
+    broken = [f"{_module(path)} {use}" for path in sorted(PACKAGE.rglob("*.py")) for use in _private_uses(path)]
+    assert not broken, "\n".join(broken)
+
+
+def test_the_rule_sees_a_private_use(tmp_path: Path) -> None:
+    sample = tmp_path / "x.py"
+    sample.write_text("from kforge_bot import gitops\nfrom kforge_bot.spec import _read\n\n"
+                      "def f(repo):\n    return gitops._run(repo, 'status', what='x')\n")
+    assert _private_uses(sample) == ["line 2: from kforge_bot.spec import _read", "line 5: gitops._run"]
+
+
 def test_git_runs_only_in_gitops() -> None:
     """GitPython and the git binary are reached from kforge_bot.gitops alone (its hardening: no hooks, no
     fsmonitor, no filters from the checkout, is then the only way in)."""
@@ -78,3 +132,9 @@ def test_git_runs_only_in_gitops() -> None:
         if any(_within(name, "git") for name in _imports(path)) or '["git"' in text or "['git'" in text:
             outside.append(_module(path))
     assert not outside, outside
+
+
+def test_the_package_s_top_holds_few_flat_modules() -> None:
+    """Work belongs in a room by job (evaluate/, spec/, config/, ...); the top keeps the entry points and leaves."""
+    flat = sorted(p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert len(flat) <= 8, flat

@@ -20,10 +20,10 @@ import re
 from string import Template
 from typing import Any, Mapping, Sequence
 
-from kforge_bot.agents.errors import MalformedReply
 from kforge_bot.agents.generator import load_prompt, source_format
-from kforge_bot.agents.tuner import profile_hint
-from kforge_bot.evaluate import ncu_parse
+from kforge_bot.counters import ncu_parse
+from kforge_bot.errors import MalformedReply
+from kforge_bot.tuner.search import profile_hint
 
 MAX_ITEMS = 5
 MAX_ITEM_CHARS = 500
@@ -133,7 +133,7 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _ncu_table(ncu: Any, before: Any = None) -> str:
-    if _digest_rows(ncu):  # the collector's rows (kforge_bot.evaluate.ncu_parse): before and after in one table
+    if _digest_rows(ncu):  # the collector's rows (kforge_bot.counters.ncu_parse): before and after in one table
         return ncu_parse.table(before if _digest_rows(before) else None, list(ncu))
     if isinstance(ncu, Mapping) and ncu and all(isinstance(v, Mapping) for v in ncu.values()):
         rows = [{"kernel": k, **v} for k, v in ncu.items()]

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from string import Template
 from typing import Any
 
-from kforge_bot.agents.errors import MalformedReply
 from kforge_bot.agents.generator import load_prompt
 from kforge_bot.agents.reply_parser import extract_source
+from kforge_bot.errors import MalformedReply
 
 REFERENCE = "reference"
 INPUTS = "make_inputs"

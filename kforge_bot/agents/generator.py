@@ -17,8 +17,7 @@ from pathlib import PurePath
 from string import Template
 from typing import Any, Mapping, Sequence
 
-from kforge_bot.agents.errors import MalformedReply
-from kforge_bot.errors import KforgeError
+from kforge_bot.errors import KforgeError, MalformedReply
 
 # Kernel language -> (prompt guide file, title). "triton" picks its XPU guide on xpu targets.
 _GUIDES: dict[str, tuple[str, str]] = {

@@ -31,8 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-from kforge_bot.agents.errors import BudgetExhausted, ContextLengthExceeded, LLMUnavailable, MalformedReply
-from kforge_bot.errors import KforgeError
+from kforge_bot.errors import BudgetExhausted, ContextLengthExceeded, KforgeError, LLMUnavailable, MalformedReply
 from kforge_bot.text import one_line
 
 ENV_BASE_URL = "OPENAI_BASE_URL"

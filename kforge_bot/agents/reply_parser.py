@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from kforge_bot.agents.errors import MalformedReply
 from kforge_bot.agents.generator import fence_tag, source_format
+from kforge_bot.errors import MalformedReply
 
 # The fence tags accepted for each source format.
 FENCE_TAGS: dict[str, frozenset[str]] = {

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kforge_bot import gitops, kernels
+from kforge_bot import gitops
 from kforge_bot.bot import events, evidence, trust
 from kforge_bot.bot.outcomes import outcome_for, skipped, with_spec_note
 from kforge_bot.bot.results import PrReport, aggregate, load_results_dir
@@ -29,7 +29,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.plan import material
 from kforge_bot.hardware import get_runner
-from kforge_bot.spec import kernel_implementation
+from kforge_bot.spec import kernel_implementation, kernels
 from kforge_bot.targets import choose_target
 
 Log = Callable[[str], None]
@@ -142,7 +142,7 @@ def _label_run(event: events.PullRequestEvent, policy: Any, author_permission: s
     return not by_trust and policy.trust.trigger_label in event.labels
 
 
-# The policy, or how to read it for an event: the base's copy (kforge_bot.policy.load_policy_from_base).
+# The policy, or how to read it for an event: the base's copy (kforge_bot.config.policy.load_policy_from_base).
 PolicySource = Callable[[Any], Any]
 
 
@@ -313,12 +313,9 @@ def run_pr(env: ActionEnv, policy: Any | PolicySource, options: Options, *, gh: 
 
 def stop(env: ActionEnv, event: Any, gh: Any, log: Log) -> str:
     """`/kforge stop`: close the bot's open follow-up PRs of this PR (their branches stay)."""
-    repo = gitops.open_repo(env.workspace)
-    out = gitops._run(repo, "ls-remote", "--heads", "origin", f"refs/heads/kforge/pr-{int(event.number)}/*",
-                      what="cannot list the bot's branches")
     closed = []
-    for line in out.splitlines():
-        branch = line.partition("\t")[2].removeprefix("refs/heads/")
+    for branch in gitops.remote_branches(env.workspace, f"kforge/pr-{int(event.number)}/*",
+                                         what="cannot list the bot's branches"):
         pr = gh.find_follow_up(branch)
         if pr is not None:
             gh.close_pull(pr.number, comment=f"Closed by `/kforge stop` from @{event.sender}.")

@@ -25,15 +25,15 @@ from kforge_bot.commands import (
     timing_budget_option,
     write_json,
 )
+from kforge_bot.config.choices import BASELINE_KINDS
+from kforge_bot.config.policy import load_policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate, new_seeds
-from kforge_bot.evaluate.baselines import BASELINE_KINDS, against_baselines, measure_compiled, requested_compiled
+from kforge_bot.evaluate.baselines import against_baselines, measure_compiled, requested_compiled
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, directions_text
 from kforge_bot.evaluate.shapes import DEFINITION, geomean_times, text_lines
-from kforge_bot.kernels import discover
-from kforge_bot.policy import load_policy
 from kforge_bot.spec import (
     Implementation,
     KernelSpec,
@@ -41,6 +41,7 @@ from kforge_bot.spec import (
     kernel_implementation,
     load_spec,
 )
+from kforge_bot.spec.kernels import discover
 from kforge_bot.targets import TargetChoice, choose_target
 
 

@@ -26,12 +26,12 @@ from kforge_bot.bot import events
 from kforge_bot.bot.evidence import fmt_time
 from kforge_bot.bot.github import GitHub
 from kforge_bot.commands import examples, json_option, output_console, timing_budget_option, write_json
+from kforge_bot.config.policy import load_policy_from_base
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
 from kforge_bot.gate.report import GateReport, KernelReport
 from kforge_bot.gate.run import repo_root, run_gate
-from kforge_bot.policy import load_policy_from_base
 from kforge_bot.text import clip, markdown_cell, markdown_text, workflow_command
 
 # ------------------------------------------------------------------------- rendering (pure functions)

@@ -23,6 +23,7 @@ import click
 import yaml
 
 from kforge_bot.commands import examples, target_option
+from kforge_bot.config.yamlcheck import load_yaml_file
 from kforge_bot.errors import KforgeError
 from kforge_bot.libscan.from_tests import TestEvidence, read_tests
 from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
@@ -30,7 +31,6 @@ from kforge_bot.libscan.modules import Library, Module, dotted_name
 from kforge_bot.libscan.vendors import vendor_of, vendor_target
 from kforge_bot.spec import MANIFEST_NAME, defines, is_kernelbench_source
 from kforge_bot.targets import choose_target
-from kforge_bot.yamlcheck import load_yaml_file
 
 SKIP_DIRS = {".git", ".venv", "venv", "env", "node_modules", "build", "dist", "site-packages", "__pycache__",
              ".tox", ".mypy_cache", ".pytest_cache", ".kforge-cache"}
@@ -105,7 +105,7 @@ def _drafter(repo: Path, target: str, isolation: str | None) -> Callable[..., An
     from kforge_bot.agents.llm import LLMClient, configured, endpoint_from_env
     from kforge_bot.commands.init_draft import Drafter
     from kforge_bot.evaluate.isolation import announcement
-    from kforge_bot.policy import load_policy
+    from kforge_bot.config.policy import load_policy
 
     if not configured():
         raise KforgeError("--draft needs an LLM endpoint", hint="set OPENAI_BASE_URL (and OPENAI_API_KEY if it "

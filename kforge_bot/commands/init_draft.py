@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kforge_bot.agents import drafter
-from kforge_bot.agents.errors import LLMUnavailable, MalformedReply
 from kforge_bot.agents.llm import LLMClient
+from kforge_bot.errors import LLMUnavailable, MalformedReply
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.libscan.from_tests import TestEvidence

@@ -7,11 +7,11 @@ from pathlib import Path
 import click
 
 from kforge_bot.commands import examples, json_option, write_json
+from kforge_bot.config.policy import load_policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import import_problem
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.kernels import discover
-from kforge_bot.policy import load_policy
+from kforge_bot.spec.kernels import discover
 
 
 @click.command("list", epilog=examples(

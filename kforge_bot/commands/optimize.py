@@ -24,8 +24,9 @@ from kforge_bot.commands import (
     target_option,
     write_json,
 )
+from kforge_bot.config.choices import BASELINE_KINDS
+from kforge_bot.config.policy import load_policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.baselines import BASELINE_KINDS
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.shapes import DEFINITION, text_lines
 from kforge_bot.optimize.proposer import LLM, TUNER
@@ -33,7 +34,6 @@ from kforge_bot.optimize.report import ReportFiles
 from kforge_bot.optimize.run import LoopOutcome, OptimizeRun, RunConfig, default_cpu_count
 from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, read_events
 from kforge_bot.optimize.tuner_proposer import TunerProposer
-from kforge_bot.policy import load_policy
 from kforge_bot.spec import find_manifest, load_manifest, load_spec
 from kforge_bot.targets import choose_target
 from kforge_bot.text import one_line
@@ -205,7 +205,7 @@ def _announce_run(console: Any, run: OptimizeRun) -> None:
                       "round" + (f", beam {config.beam}" if config.beam > 1 else ""), markup=False)
     if isinstance(run.loop.proposer, TunerProposer):
         tunables = run.loop.proposer.tunables
-        console.print("tunable parameters: " + (", ".join(f"{t.name} = {t.current}" for t in tunables) or "none found"),
+        console.print("tunable parameters: " + (", ".join(f"{t.name} = {t.current_text}" for t in tunables) or "none found"),
                       markup=False)
 
 

@@ -9,9 +9,9 @@ import click
 import yaml
 
 from kforge_bot.commands import examples, json_option, write_json
+from kforge_bot.config.policy import load_policy
+from kforge_bot.config.schema import json_schema
 from kforge_bot.errors import KforgeError
-from kforge_bot.policy import load_policy
-from kforge_bot.policy_schema import json_schema
 
 
 @click.group("policy", epilog=examples(

@@ -25,16 +25,16 @@ import click
 
 from kforge_bot import gitops
 from kforge_bot.commands import examples, target_option
+from kforge_bot.config.policy import Policy, load_policy
+from kforge_bot.config.yamlcheck import load_yaml_file, load_yaml_text
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.gate.decision import harness_verdict
 from kforge_bot.gate.plan import dependencies
-from kforge_bot.kernels import Kernel, discover
-from kforge_bot.policy import Policy, load_policy
 from kforge_bot.spec import MANIFEST_NAME, has_own_reference, kernel_implementation, load_manifest
+from kforge_bot.spec.kernels import Kernel, discover
 from kforge_bot.targets import TargetChoice, choose_target
-from kforge_bot.yamlcheck import load_yaml_file, load_yaml_text
 
 _POLICY_SUFFIXES = (".yml", ".yaml")
 _SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cl", ".metal", ".ptx",

@@ -1,5 +1,5 @@
 """How hard one evaluation looks (EvalSettings): a leaf, so that the policy can build the settings it decides
-(kforge_bot.policy.Policy.eval_settings) without importing the harness that runs them."""
+(kforge_bot.config.policy.Policy.eval_settings) without importing the harness that runs them."""
 
 from __future__ import annotations
 

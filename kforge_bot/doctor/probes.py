@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.counters.counter_tools import tool_for
+from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import bytecode, isolation
-from kforge_bot.evaluate.counter_tools import tool_for
-from kforge_bot.evaluate.sandbox import scrubbed_environment
 from kforge_bot.spec import TARGET_KINDS, load_spec
 from kforge_bot.text import one_line_tail
 
@@ -137,7 +137,7 @@ def get_init_inputs():
 
 def probe_hardware_counters(target: str = "cuda", timeout: float = 180.0) -> dict[str, Any]:
     """Collect the counters for one tiny kernel exactly as `optimize` does, inside the workers' sandbox: ncu
-    on CUDA (kforge_bot.evaluate.ncu), unitrace on Intel XPU (kforge_bot.evaluate.unitrace). Tells whether
+    on CUDA (kforge_bot.counters.ncu), unitrace on Intel XPU (kforge_bot.counters.unitrace). Tells whether
     counters are readable here, and what it costs."""
     tool = tool_for(target)
     row: dict[str, Any] = {"name": f"{tool.NAME} counters", "ok": False, "message": None,

@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.judge import judge
@@ -24,7 +25,7 @@ from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.references import Progress, ReferenceStore, reference_fit
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerProcess, raise_on_sandbox_failure, remove_scratch,
-                                         run_worker, sandbox_view, scratch_root, scrubbed_environment, start_worker)
+                                         run_worker, sandbox_view, scratch_root, start_worker)
 from kforge_bot.evaluate.spares import Spare, SpareWorkers
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.spec import Implementation, KernelSpec

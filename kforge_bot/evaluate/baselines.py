@@ -18,14 +18,13 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from kforge_bot.config.choices import EAGER
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
-EAGER = "eager"
 # kind -> torch.compile mode. max-autotune without CUDA graphs: the harness replays both sides from its own CUDA
 # graphs, and the graphs max-autotune would record inside a call cannot be captured into another.
 COMPILE_MODES: dict[str, str | None] = {"compile": None, "compile-max-autotune": "max-autotune-no-cudagraphs"}
-BASELINE_KINDS = (EAGER, *COMPILE_MODES)
 COMPILED_SYMBOL = "_KforgeCompiled"
 
 

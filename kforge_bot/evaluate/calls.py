@@ -94,6 +94,12 @@ def select(value: Any, outputs: tuple[int | str, ...] | None) -> list[Any]:
     return chosen
 
 
+def _draw_upstream(seed: int, index: int, like: torch.Tensor) -> torch.Tensor:
+    """Output `index`'s random upstream gradient for an input set's seed: the same on every side."""
+    generator = _Generator(device=like.device).manual_seed((seed + 7919 * (index + 1)) % (1 << 63))
+    return _randn(like.shape, dtype=like.dtype, device=like.device, generator=generator)
+
+
 class EntryCall:
     """One side's callable as the harness calls it: `call(*inputs)` returns the list of results (the selected
     returns, then the in-place inputs, then the gradients); `bind(inputs, seed)` says which seed an input set's
@@ -146,8 +152,11 @@ class EntryCall:
     def bind(self, inputs: list[Any], seed: int) -> None:
         key = self._key(inputs)
         self._seeds[key] = seed
-        for cached in [k for k in self._upstream if k[0] == key]:
-            del self._upstream[cached]
+        # Redrawn into the same memory: a CUDA graph captured on these inputs reads its upstream gradients from
+        # there, so new tensors would leave a replayed backward on the old seed's gradients.
+        for (cached_key, i), cached in self._upstream.items():
+            if cached_key == key:
+                cached.copy_(_draw_upstream(seed, i, cached))
 
     def upstream(self, inputs: Any, outs: list[torch.Tensor]) -> list[torch.Tensor]:
         """Random upstream gradients for `outs`, drawn from the input set's seed (the same on every side); kept for
@@ -158,8 +167,7 @@ class EntryCall:
         for i, out in enumerate(outs):
             cached = self._upstream.get((key, i)) if key in self._seeds else None
             if cached is None or cached.shape != out.shape or cached.dtype != out.dtype:
-                generator = _Generator(device=out.device).manual_seed((seed + 7919 * (i + 1)) % (1 << 63))
-                cached = _randn(out.shape, dtype=out.dtype, device=out.device, generator=generator)
+                cached = _draw_upstream(seed, i, out)
                 if key in self._seeds:
                     self._upstream[(key, i)] = cached
             ups.append(cached)

@@ -30,10 +30,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from kforge_bot.config.choices import ISOLATION_MODES
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.bytecode import MOUNT as BYTECODE_MOUNT
 
-MODES = ("required", "preferred", "off")
 # Top-level system folders the view holds read-only (those that exist; merged-/usr links stay links).
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 _DEVICES = {"cuda": ("/dev/nvidia*", "/dev/nvidia-caps"), "xpu": ("/dev/dri",), "cpu": (), "mps": ()}
@@ -118,8 +118,8 @@ def namespace_hint(error: str) -> str:
 
 def resolve_mode(mode: str, status: SandboxStatus | None = None) -> bool:
     """Whether to sandbox, for a policy's `isolation` value; raises if `required` cannot be met."""
-    if mode not in MODES:
-        raise KforgeError(f"unknown isolation mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
+    if mode not in ISOLATION_MODES:
+        raise KforgeError(f"unknown isolation mode {mode!r}", hint=f"use one of: {', '.join(ISOLATION_MODES)}")
     if mode == "off":
         return False
     status = status or probe()

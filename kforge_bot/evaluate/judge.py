@@ -198,7 +198,7 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
         finally:
             (plan.out_dir / cand_file).unlink(missing_ok=True)  # compared once; outputs must not pile up
         ref = ref_outputs[ref_file]
-        per_output = compare_outputs(cand, ref, tolerance, device)
+        per_output = compare_outputs(cand, ref, tolerance, device, gradients=len(plan.spec.grad_inputs))
         del cand
         records.append({"case": label, "shape_set": case.shape, "seed": case.seed, "outputs": per_output})
         bad = next((o for o in per_output if not o["ok"]), None)

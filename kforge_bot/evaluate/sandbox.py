@@ -17,7 +17,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import re
 import secrets
 import selectors
 import shutil
@@ -33,32 +32,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import bytecode, isolation, limits, outputs
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH|COOKIE|SESSION)",
-                         re.IGNORECASE)
-SECRET_PREFIXES = ("GITHUB_", "ACTIONS_", "OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GH_", "HF_",
-                   "HUGGING_FACE_", "RUNNER_", "KFORGE_LLM_", "SSH_")
 LOG_TAIL_BYTES = 16_000
 MAX_LINE_BYTES = 8 << 20  # one message: timing samples and a profile digest take well under 1 MiB
 MAX_CHANNEL_BYTES = 64 << 20  # everything a worker may send
 SCRATCH_CHECK_S = 0.5  # how often a running worker's scratch folder is measured against its limit
 STALL_FACTOR = 50.0  # once built, a candidate silent for this many times the reference's slowest case is hung
-
-
-def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The parent's environment minus anything that could be a credential."""
-    source = dict(os.environ if environ is None else environ)
-    clean = {k: v for k, v in source.items() if not SECRET_NAME.search(k) and not k.startswith(SECRET_PREFIXES)}
-    clean["PYTHONUNBUFFERED"] = "1"
-    clean["PYTHONDONTWRITEBYTECODE"] = "1"
-    # The worker must import this kforge_bot even when it is not installed (tests, a checkout).
-    package_root = str(Path(__file__).resolve().parents[2])
-    clean["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, clean.get("PYTHONPATH", "")) if p)
-    return clean
 
 
 @dataclass

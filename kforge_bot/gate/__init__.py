@@ -10,7 +10,7 @@ base time / head time, so a slower head has a speedup below 1) and judged agains
   base version), so a change cannot make a kernel wrong and vouch for itself. A change that edits that
   test is `spec-changed` (failing, listing what changed) unless a maintainer adds the policy's
   `trust.spec_change_label`; then it is judged under the head's test too, and that verdict counts. The
-  policy itself is the base's (`kforge_bot.policy.load_policy_from_base`);
+  policy itself is the base's (`kforge_bot.config.policy.load_policy_from_base`);
 - `incorrect`: the head's outputs do not match the oracle (or the harness rejected them);
 - `error`: the head does not load, build or run; or the base failed beside it (a crash is charged to the side
   whose code crashed, and the head is then not judged: it shares the base's process and may have broken it);

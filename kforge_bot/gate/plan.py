@@ -13,21 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.cache import ResultCache, TargetFingerprint, cache_key, file_digests, portable
-from kforge_bot.dependencies import local_closure
+from kforge_bot.config.policy import GateRule, Policy
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.measure import gate_settings
 from kforge_bot.gate.report import KernelReport
 from kforge_bot.gate.required_targets import required_status
-from kforge_bot.kernels import Kernel
-from kforge_bot.policy import GateRule, Policy
 from kforge_bot.spec import kernel_implementation
+from kforge_bot.spec.dependencies import local_closure
+from kforge_bot.spec.kernels import Kernel
 from kforge_bot.targets import TargetChoice
 
 
 def dependencies(kernel: Kernel, checkout: Path) -> list[Path]:
     """The kernel's, reference's and inputs' files and every file in the checkout they can read
-    (kforge_bot.dependencies)."""
+    (kforge_bot.spec.dependencies)."""
     checkout = checkout.resolve()
     roots = kernel.spec.source_roots if kernel.spec is not None else [checkout]
     return local_closure([checkout / s for s in kernel.sources], roots, checkout)

@@ -7,12 +7,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kforge_bot import HARNESS_VERSION, __version__
+from kforge_bot.config.policy import GateRule
 from kforge_bot.evaluate.result import EvalResult
 from kforge_bot.evaluate.shapes import geomean_times
 from kforge_bot.gate.decision import VERDICTS, exit_code, fmt_change, fmt_threshold
 from kforge_bot.gate.measure import Measurement
-from kforge_bot.kernels import Kernel
-from kforge_bot.policy import GateRule
+from kforge_bot.spec.kernels import Kernel
 
 
 @dataclass

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kforge_bot import gitops
 from kforge_bot.cache import DEFAULT_DIR, ResultCache, TargetFingerprint, probe_fingerprint, user_cache_dir
+from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec
 from kforge_bot.gate.decision import CACHEABLE, fmt_threshold
@@ -20,9 +21,8 @@ from kforge_bot.gate.plan import Planner, ToMeasure
 from kforge_bot.gate.report import GateReport, KernelReport, report_from
 from kforge_bot.gate.required_targets import required_targets
 from kforge_bot.hardware import get_runner
-from kforge_bot.kernels import Kernel, discover
-from kforge_bot.policy import Policy
 from kforge_bot.spec import has_own_reference, kernel_implementation
+from kforge_bot.spec.kernels import Kernel, discover
 from kforge_bot.targets import TargetChoice, choose_target
 
 Log = Callable[[str], None]
@@ -47,7 +47,7 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
     `require_all_targets` (default: the policy's) makes an unmeasured required target fail the run.
     `spec_change_approved`: a maintainer's label lets a change to a kernel's own test count (otherwise
     such a kernel is `spec-changed`, judged under the base's test only). Pass the base's policy
-    (kforge_bot.policy.load_policy_from_base)."""
+    (kforge_bot.config.policy.load_policy_from_base)."""
 
     started = time.monotonic()
     say = log or (lambda _msg: None)

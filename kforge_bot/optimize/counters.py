@@ -1,7 +1,7 @@
 """Hardware counters in the optimize loop: which kernels get a profiler run, and the file the report keeps.
 
-The tool is the target's: Nsight Compute (`ncu`, kforge_bot.evaluate.ncu) on CUDA, unitrace
-(kforge_bot.evaluate.unitrace) on Intel XPU; both give the same digest rows. The loop profiles the kernel as
+The tool is the target's: Nsight Compute (`ncu`, kforge_bot.counters.ncu) on CUDA, unitrace
+(kforge_bot.counters.unitrace) on Intel XPU; both give the same digest rows. The loop profiles the kernel as
 written and each accepted candidate (so also the final best), never the rejected ones: one run costs seconds
 (ncu replays each kernel ~15 times), and only those two sides feed the analyst's before/after table, the
 tuner's next move and the follow-up PR. Collection happens between evaluations, never beside a timed run.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import counter_tools, ncu, ncu_parse
-from kforge_bot.evaluate.counter_tools import tool_for
+from kforge_bot.counters import counter_tools, ncu, ncu_parse
+from kforge_bot.counters.counter_tools import tool_for
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.text import code_span

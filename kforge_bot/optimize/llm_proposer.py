@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kforge_bot.agents import analyst, generator
-from kforge_bot.agents.errors import ContextLengthExceeded, MalformedReply, Terminating
 from kforge_bot.agents.llm import LLMClient, Reply, Usage
 from kforge_bot.agents.reply_parser import extract_source
+from kforge_bot.errors import ContextLengthExceeded, MalformedReply, Terminating
 from kforge_bot.optimize.proposer import LLM, Event, Proposal, Proposer, RunView, Steps
 from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.spec import KernelSpec

@@ -12,7 +12,7 @@ trajectory's only writer. A sequential step and a parallel round take one path f
 A candidate is accepted only when `evaluate` says it is correct and faster than the kernel as written with
 confidence (the whole speedup interval above 1), and better than the current best by `min_gain`.
 
-Control flow uses the loop-control exceptions of `kforge_bot.agents.errors` (as in mini-swe-agent): a
+Control flow uses the loop-control exceptions of `kforge_bot.errors` (as in mini-swe-agent): a
 `NonTerminating` signal (a malformed reply) costs its iteration and the run goes on; a `Terminating` one
 (budget spent, endpoint gone, no progress, near the roofline, search exhausted) ends the run and the best
 candidate so far stands (kforge_bot.optimize.stops). Everything the loop knows is in its trajectory
@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kforge_bot.agents import generator
-from kforge_bot.agents.errors import BudgetExhausted, MalformedReply, NonTerminating, Terminating
-from kforge_bot.errors import KforgeError
+from kforge_bot.config.policy import Budgets
+from kforge_bot.errors import (BudgetExhausted, KforgeError, MalformedReply, NearRoofline, NoProgress, NonTerminating,
+                               Terminating)
 from kforge_bot.evaluate.baselines import CompiledBaseline, against_baselines, beats_every_baseline, requested_compiled
 from kforge_bot.evaluate.result import EvalResult
 from kforge_bot.optimize.counters import DETAILS_FILE, Counters, details_csv
@@ -41,9 +42,8 @@ from kforge_bot.optimize.hardware_context import hardware_context, hardware_text
 from kforge_bot.optimize.proposer import Proposal, Proposer, RunView, Steps
 from kforge_bot.optimize.record import IterationRecord, RunRecord
 from kforge_bot.optimize.roofline import WorkloadModel, workload
-from kforge_bot.optimize.stops import NearRoofline, NoProgress, StopRules
+from kforge_bot.optimize.stops import StopRules
 from kforge_bot.optimize.trajectory import Trajectory, sha256
-from kforge_bot.policy import Budgets
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.text import one_line
 

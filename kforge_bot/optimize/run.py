@@ -10,6 +10,7 @@ from typing import Any
 
 from kforge_bot.agents.llm import LLMClient
 from kforge_bot.cache import ResultCache, probe_fingerprint
+from kforge_bot.config.policy import Budgets, Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.optimize.counters import Counters
@@ -23,7 +24,6 @@ from kforge_bot.optimize.roofline import WorkloadModel
 from kforge_bot.optimize.stops import StopRules, quick_rules
 from kforge_bot.optimize.trajectory import SCHEMA, Trajectory, sha256
 from kforge_bot.optimize.tuner_proposer import TunerProposer
-from kforge_bot.policy import Budgets, Policy
 from kforge_bot.scale import make_pool
 from kforge_bot.scale.compile_ahead import needs_build
 from kforge_bot.spec import Implementation, KernelSpec

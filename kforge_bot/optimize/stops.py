@@ -1,24 +1,11 @@
-"""When a run stops early: the stop rules and the loop-control signals the loop and the tuner raise."""
+"""When a run stops early: the stop rules (the signals the loop raises on them are in kforge_bot.errors)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kforge_bot.agents.errors import Terminating
+from kforge_bot.config.policy import Budgets
 from kforge_bot.optimize.proposer import TUNER
-from kforge_bot.policy import Budgets
-
-
-class NoProgress(Terminating):
-    """K rounds in a row brought no better candidate."""
-
-
-class NearRoofline(Terminating):
-    """The kernel already sits within the set fraction of its roofline: little is left to gain."""
-
-
-class SearchExhausted(Terminating):
-    """The tuner has nothing left to try (or nothing to tune at all)."""
 
 
 @dataclass(frozen=True)

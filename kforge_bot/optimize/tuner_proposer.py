@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kforge_bot.agents import tunables, tuner
+from kforge_bot.errors import SearchExhausted
 from kforge_bot.optimize.proposer import TUNER, Event, Proposal, Proposer, RunView, Steps
 from kforge_bot.optimize.record import IterationRecord, tuner_score
-from kforge_bot.optimize.stops import SearchExhausted
 from kforge_bot.spec import KernelSpec
+from kforge_bot.tuner import search as tuner
+from kforge_bot.tuner import tunables
 
 
 class TunerProposer(Proposer):
@@ -91,5 +92,6 @@ class TunerProposer(Proposer):
 
     def _proposal(self, assignment: dict[str, int]) -> Proposal:
         source = tunables.apply(self.original, assignment, self.spec.language)
-        change = ", ".join(f"{k} {self.current[k]}->{v}" for k, v in assignment.items() if v != self.current[k])
+        change = ", ".join(f"{k} {tunables.value_text(self.current[k])}->{tunables.value_text(v)}"
+                           for k, v in assignment.items() if v != self.current[k])
         return Proposal(source=source, change=change or "as written", assignment=assignment)

@@ -15,10 +15,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.limits import limits_for
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import remove_scratch, sandbox_view, scrubbed_environment
+from kforge_bot.evaluate.sandbox import remove_scratch, sandbox_view
 
 PREPARE_TIMEOUT_S = 900.0
 

@@ -75,7 +75,7 @@ def discover_devices(kind: str, requested: int | None = None, *, environ: dict[s
 
 def _query_devices(kind: str, env: dict[str, str]) -> list[tuple[str, str]]:
     # Not at the top: a slot imports this module before it pins its device, and loads evaluate's modules after.
-    from kforge_bot.evaluate.sandbox import scrubbed_environment
+    from kforge_bot.environment import scrubbed_environment
 
     try:
         proc = subprocess.run([sys.executable, "-c", _DISCOVER, kind], capture_output=True, text=True, timeout=180,

@@ -106,6 +106,16 @@ class EvalPool:
         return float(settings.timeout_s) + REFERENCE_TIMEOUT_S + 120.0
 
     @property
+    def aborting(self) -> bool:
+        """Whether `abort` was called: a slot drops the evaluation it is running rather than finish it."""
+        return self._aborting
+
+    def next_ready(self) -> Any:
+        """The next job whose preparation (compiling ahead) is done, for a slot to run; STOP once the pool closes.
+        Blocks until there is one."""
+        return self._ready.get()
+
+    @property
     def replaced(self) -> int:
         return sum(s.replaced for s in self.slots)
 

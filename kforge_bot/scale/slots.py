@@ -147,7 +147,7 @@ class Slot:
 
     def _run(self) -> None:
         while True:
-            job = self.pool._ready.get()
+            job = self.pool.next_ready()
             if job is STOP:
                 self.stop()
                 return
@@ -195,7 +195,7 @@ class Slot:
             if time.monotonic() > deadline:
                 failure = f"stopped answering for {self.pool.slot_deadline_s(job.settings):.0f} s and was killed"
                 break
-            if self.pool._aborting:
+            if self.pool.aborting:
                 self._discard()
                 raise KforgeError("the evaluation pool was closed while this candidate was being evaluated")
         elapsed = time.monotonic() - taken

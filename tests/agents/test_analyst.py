@@ -6,8 +6,8 @@ import pytest
 from fakes.llm_server import ScriptedLLMServer, reply
 
 from kforge_bot.agents import analyst
-from kforge_bot.agents.errors import MalformedReply
 from kforge_bot.agents.llm import Endpoint, LLMClient
+from kforge_bot.errors import MalformedReply
 
 # A digest shaped like the harness's (evaluate/profile.py) plus ncu counters and a roofline position
 # (hardware.roofline) as the loop attaches them.
@@ -122,7 +122,7 @@ def test_the_counter_table_shows_before_and_after_with_the_class() -> None:
     from pathlib import Path
 
     from kforge_bot.agents.analyst import render_digest
-    from kforge_bot.evaluate.ncu_parse import parse_raw
+    from kforge_bot.counters.ncu_parse import parse_raw
 
     rows = parse_raw((Path(__file__).parents[1] / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
     text = render_digest({"ncu": rows, "ncu_before": rows,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kforge_bot.agents.drafter import build_messages, parse_reply
-from kforge_bot.agents.errors import MalformedReply
+from kforge_bot.errors import MalformedReply
 
 
 def test_the_prompt_names_the_launcher_its_kernels_and_the_tests_notes() -> None:

@@ -6,10 +6,9 @@ import pytest
 from fakes.llm_server import ScriptedLLMServer, reply
 
 from kforge_bot.agents import generator as gen
-from kforge_bot.agents.reply_parser import extract_source
-from kforge_bot.agents.errors import MalformedReply
 from kforge_bot.agents.llm import Endpoint, LLMClient, RetryPolicy
-from kforge_bot.errors import KforgeError
+from kforge_bot.agents.reply_parser import extract_source
+from kforge_bot.errors import KforgeError, MalformedReply
 
 H200 = {
     "name": "NVIDIA H200",

@@ -8,7 +8,6 @@ import time
 import pytest
 from fakes.llm_server import Die, HTTPError, ScriptedLLMServer, rate_limited, reply, server_error, stall
 
-from kforge_bot.agents.errors import BudgetExhausted, ContextLengthExceeded, LLMUnavailable, MalformedReply
 from kforge_bot.agents.llm import (
     DEFAULT_MAX_TOKENS,
     Endpoint,
@@ -20,7 +19,7 @@ from kforge_bot.agents.llm import (
     endpoint_from_env,
     parse_retry_after,
 )
-from kforge_bot.errors import KforgeError
+from kforge_bot.errors import BudgetExhausted, ContextLengthExceeded, KforgeError, LLMUnavailable, MalformedReply
 
 MESSAGES = [
     {"role": "system", "content": "You write Triton kernels."},

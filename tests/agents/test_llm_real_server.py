@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from kforge_bot.agents.errors import ContextLengthExceeded, LLMUnavailable
 from kforge_bot.agents.llm import Endpoint, LLMClient, RetryPolicy
+from kforge_bot.errors import ContextLengthExceeded, LLMUnavailable
 
 pytestmark = pytest.mark.llm
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from test_generator import BASELINE, GOOD, fenced
 
-from kforge_bot.agents.errors import MalformedReply
 from kforge_bot.agents.reply_parser import extract_source
+from kforge_bot.errors import MalformedReply
 
 
 def test_extract_one_python_block_among_prose_and_other_languages():

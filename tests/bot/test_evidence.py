@@ -221,7 +221,7 @@ def test_the_pr_body_shows_the_counters_before_and_after_table_and_its_reading()
     from pathlib import Path
 
     from kforge_bot.optimize.counters import section
-    from kforge_bot.evaluate.ncu_parse import parse_raw, summary
+    from kforge_bot.counters.ncu_parse import parse_raw, summary
     from kforge_bot.bot.evidence import render_pr_body, render_profile
 
     rows = parse_raw((Path(__file__).parents[1] / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())

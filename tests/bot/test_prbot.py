@@ -903,7 +903,7 @@ def test_a_kernel_whose_header_alone_changed_is_a_changed_kernel(tmp_path: Path)
     from fakes.gate_repos import REF, manifest
 
     from kforge_bot.bot.prbot import changed_kernels
-    from kforge_bot.policy import load_policy
+    from kforge_bot.config.policy import load_policy
 
     kernel = ('from torch.utils.cpp_extension import load\n\n\ndef kernel(x, y):\n'
               '    return load(name="k", sources=["k.cpp"], extra_include_paths=["include"]).run(x) + y\n')

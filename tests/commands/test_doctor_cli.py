@@ -107,7 +107,7 @@ def test_missing_device_is_explained_and_exits_1():
 
 def test_the_cli_half_never_imports_torch():
     code = ("import sys, kforge_bot.commands.doctor, kforge_bot.doctor.probes, kforge_bot.doctor.report, "
-            "kforge_bot.hardware, kforge_bot.policy; "
+            "kforge_bot.hardware, kforge_bot.config.policy; "
             "print('torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.stdout.strip() == "False", r.stderr

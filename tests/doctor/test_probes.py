@@ -19,7 +19,7 @@ def test_run_group_kills_the_whole_group():
 
 
 def test_the_ncu_probe_collects_the_metric_set_as_optimize_does(tmp_path, monkeypatch, recorded_ncu):
-    """Through kforge_bot.evaluate.ncu with a stand-in ncu printing output recorded on an H200 (tests/fakes/ncu.py);
+    """Through kforge_bot.counters.ncu with a stand-in ncu printing output recorded on an H200 (tests/fakes/ncu.py);
     a permission error comes back as the one-line reason with its fix."""
     from fakes.ncu import fake_ncu
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kforge_bot.config.choices import BASELINE_KINDS, EAGER
+from kforge_bot.evaluate import baselines
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.baselines import (CompiledBaseline, against_baselines, compile_settings,
                                            compiled_implementation, measure_compiled)
@@ -79,3 +81,8 @@ def test_a_baseline_that_fails_to_compile_is_reported_and_dropped(monkeypatch: p
     found = measure_compiled(spec, spec.baseline, ["compile"], evaluate, "cpu", CHECK)["compile"]
     assert found.verdict == "compile_error" and not found.usable, found.reason
     assert "dropped: the compile baseline is compile_error: " in found.reason and "C++ compiler" in found.reason
+
+
+def test_the_policy_s_baseline_words_are_the_harness_s_kinds() -> None:
+    """The policy and the flags accept the words of kforge_bot.config.choices; each must be one the harness times."""
+    assert BASELINE_KINDS == (EAGER, *baselines.COMPILE_MODES)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import BYTECODE_FILL_TIMEOUT_S
 
+from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import bytecode, isolation
-from kforge_bot.evaluate.sandbox import scrubbed_environment
 
 needs_sandbox = pytest.mark.skipif(not isolation.probe().available and os.environ.get("CI") != "true",
                                    reason=f"the sandbox is unavailable here: {isolation.probe().describe()}")
@@ -79,7 +79,8 @@ def test_workers_get_the_cache_only_where_it_is_wanted(bytecode_cache: Path, mon
 
 def test_the_bot_reads_its_own_later_imports_from_the_cache_but_never_over_the_users_prefix(
         bytecode_cache: Path, tmp_path: Path) -> None:
-    decide = "from kforge_bot.evaluate import bytecode, sandbox; bytecode.for_workers(sandbox.scrubbed_environment())"
+    decide = ("from kforge_bot import environment; from kforge_bot.evaluate import bytecode; "
+              "bytecode.for_workers(environment.scrubbed_environment())")
     show = "import sys, torch; print(sys.pycache_prefix, torch.__spec__.cached)"
     env = {**os.environ, "KFORGE_BYTECODE": "on", "KFORGE_BYTECODE_DIR": str(bytecode_cache)}
     env.pop("PYTHONPYCACHEPREFIX", None)

@@ -151,3 +151,26 @@ def test_upstream_gradients_follow_the_seed_bound_to_the_input_set() -> None:
         grads.setdefault(seed, []).append(entry(*inputs)[1])
     assert torch.equal(grads[1][0], grads[1][1])  # the same seed, the same upstream gradient
     assert not torch.equal(grads[1][0], grads[2][0])  # another seed, another one
+
+
+def test_rebinding_an_input_set_redraws_its_upstream_gradients_in_the_same_memory() -> None:
+    """After timing, the harness moves another set's values (and seed) into a set's buffers. A backward replayed
+    from a CUDA graph reads its upstream gradients from the memory it was captured on: they must change there
+    (new tensors left a replayed RMSNorm backward on the old seed's gradients: wrong everywhere on the H200)."""
+    import torch
+
+    from kforge_bot.evaluate.calls import EntryCall
+
+    spec = load_manifest(LIBRARY / "kforge.yaml")["rms_norm_autograd"]
+    inputs = [torch.randn(4, 8), torch.rand(8) + 0.5]
+    outs = [torch.empty(4, 8)]
+    entry = EntryCall(torch.mul, torch.mul, spec, own_oracle=True)
+    entry.bind(inputs, 1)
+    first = entry.upstream(inputs, outs)[0]
+    address, old = first.data_ptr(), first.clone()
+    entry.bind(inputs, 2)
+    again = entry.upstream(inputs, outs)[0]
+    fresh = EntryCall(torch.mul, torch.mul, spec, own_oracle=True)
+    fresh.bind(inputs, 2)
+    assert again.data_ptr() == address
+    assert torch.equal(first, fresh.upstream(inputs, outs)[0]) and not torch.equal(first, old)

@@ -318,3 +318,37 @@ def test_containers_are_read_as_their_base_class_holds_them_and_tensors_may_not_
     with pytest.raises(checks.CheckFailure, match=r"input 0 was given attributes of its own \(copy_\)"):
         checks.check_inputs_plain([x])
     assert not ran
+
+
+def _weight_gradient(rows: int = 8192, cols: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
+    """A bf16 weight's gradient as a training kernel computes it (each product rounded to bf16, summed in fp32)
+    and as an fp32 reference does: the sums cancel to near zero here and there, each with the same rounding error."""
+    gen = torch.Generator().manual_seed(0)
+    upstream = torch.randn(rows, cols, generator=gen).bfloat16()
+    normed = torch.randn(rows, cols, generator=gen).bfloat16()
+    kernel = (upstream * normed).float().sum(0).bfloat16()  # bf16 products, as Liger's RMSNorm backward
+    exact = (upstream.float() * normed.float()).sum(0).bfloat16()
+    return kernel, exact
+
+
+def test_a_bf16_weight_gradient_is_judged_against_the_size_of_its_terms() -> None:
+    kernel, exact = _weight_gradient()
+    assert not compare_tensor(0, kernel, exact, None)["ok"]  # as an output: near-zero sums miss atol
+    record = compare_tensor(0, kernel, exact, None, gradient=True)
+    assert record["ok"], record
+    assert record["atol_scaled_by"] > 50  # rms of a sum of 8192 unit terms
+
+
+def test_a_wrong_gradient_still_fails_with_the_scaled_atol() -> None:
+    kernel, exact = _weight_gradient()
+    off_by_a_few_percent = (exact.float() * 1.05).bfloat16()
+    assert not compare_tensor(0, off_by_a_few_percent, exact, None, gradient=True)["ok"]
+    one_wrong = exact.clone()
+    one_wrong[7] += 5 * float(exact.float().pow(2).mean().sqrt())
+    assert "outside atol" in compare_tensor(0, one_wrong, exact, None, gradient=True)["problem"]
+
+
+def test_only_the_trailing_gradients_get_the_scaled_atol() -> None:
+    kernel, exact = _weight_gradient()
+    records = compare_outputs([kernel, kernel], [exact, exact], None, gradients=1)
+    assert [r["ok"] for r in records] == [False, True]

@@ -24,7 +24,7 @@ from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.spec import load_spec
-from kforge_bot.spec_gpumode import candidate_file
+from kforge_bot.spec.gpumode import candidate_file
 
 GM = Path(__file__).parents[1] / "data" / "gpumode"
 PROBLEM = GM / "scaled_add_py"
@@ -123,3 +123,34 @@ def test_the_secret_seed_reaches_generate_input_and_data_is_one_object(tmp_path:
     seen = []
     loading.call(lambda data: seen.append(data) or data[2], inputs)
     assert isinstance(seen[0], tuple) and len(seen[0]) == 3 and seen[0][0] is inputs[0]
+
+
+@pytest.mark.parametrize("candidate,verdict,pattern", [
+    # pmpp_v2 matmul_py's layout: the reference returns a @ b, submissions write data's c (rejected before as
+    # "output 0 shares memory with input 2" on the H200: the reference never wrote c, so c was no output buffer)
+    ("submission.py", "pass", r"^correct on every case"),
+    # ... while an input the reference reads stays an input
+    ("into_input_a.py", "rejected", r"shares memory with input 0|input 0 was modified in place"),
+])
+def test_an_output_buffer_the_reference_never_reads_is_the_submissions_to_write(
+        candidate: str, verdict: str, pattern: str) -> None:
+    spec = load_spec(GM / "fresh_out_py")
+    result = evaluate(spec, candidate_file(spec, GM / "fresh_out_py" / candidate), "cpu", TIMED, seeds=SEEDS)
+    assert result.verdict == verdict, result.reason
+    assert re.search(pattern, result.reason), result.reason
+
+
+def test_unread_inputs_are_the_ones_the_answer_does_not_depend_on() -> None:
+    from kforge_bot.evaluate.checks import unread_inputs
+
+    def make() -> list[torch.Tensor]:
+        gen = torch.Generator().manual_seed(3)
+        return [torch.randn(4, 4, generator=gen), torch.randint(0, 4, (4,), generator=gen),
+                torch.zeros(4, 4), torch.full((3,), 7)]
+
+    def reference(values: list[torch.Tensor]) -> list[torch.Tensor]:
+        x, index, _, constant = values
+        return [x[index] + constant.sum()]
+
+    # x and index are read; the buffer is not; a constant integer input cannot be told apart, so it counts as read
+    assert unread_inputs(make, reference, reference(make()), seed=5) == {2}

@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kforge_bot.config.policy import parse_policy
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.limits import GIB, Limits, folder_bytes, limits_for
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.evaluate.sandbox import remove_scratch
 from kforge_bot.gate.measure import gate_settings
-from kforge_bot.policy import parse_policy
 
 
 def test_defaults_leave_gpu_memory_alone_and_count_processes_only_in_the_sandbox(tmp_path: Path) -> None:

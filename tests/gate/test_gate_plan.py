@@ -9,11 +9,11 @@ from fakes.gate_repos import PLAIN, REF, VIA_HELPER, manifest
 from fakes.gitrepos import write
 
 from kforge_bot.cache import TargetFingerprint
+from kforge_bot.config.policy import load_policy, parse_policy
 from kforge_bot.gate.plan import Planner, ToMeasure, dependencies, material
 from kforge_bot.gate.report import KernelReport
 from kforge_bot.gate.required_targets import required_targets
-from kforge_bot.kernels import discover
-from kforge_bot.policy import load_policy, parse_policy
+from kforge_bot.spec.kernels import discover
 from kforge_bot.targets import choose_target
 
 

@@ -33,9 +33,9 @@ from fakes.gate_repos import (
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, write
 
+from kforge_bot.config.policy import load_policy
 from kforge_bot.gate.decision import regression_bound
 from kforge_bot.gate.run import run_gate
-from kforge_bot.policy import load_policy
 
 REPO = "octo/kernels"
 

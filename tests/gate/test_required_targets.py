@@ -7,9 +7,9 @@ from dataclasses import replace as dc_replace
 import pytest
 from fakes.gate_repos import tiny_spec_in
 
+from kforge_bot.config.policy import parse_policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.required_targets import required_status, required_targets
-from kforge_bot.policy import parse_policy
 from kforge_bot.targets import TargetChoice, choose_target
 
 

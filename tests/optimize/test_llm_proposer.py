@@ -12,8 +12,8 @@ from test_proposer import run_to_answer, view_of
 from test_trajectory import result, start_event
 
 from kforge_bot.agents import analyst
-from kforge_bot.agents.errors import ContextLengthExceeded, LLMUnavailable, MalformedReply
 from kforge_bot.agents.llm import Endpoint, LLMClient, Reply, Usage
+from kforge_bot.errors import ContextLengthExceeded, LLMUnavailable, MalformedReply
 from kforge_bot.optimize.llm_proposer import LLMProposer
 from kforge_bot.optimize.trajectory import Trajectory
 from kforge_bot.spec import load_spec

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 from fakes.llm_server import HTTPError, ScriptedLLMServer, rate_limited, reply
 
-from kforge_bot.agents.errors import BudgetExhausted, MalformedReply
 from kforge_bot.agents.llm import Endpoint
+from kforge_bot.config.policy import Budgets
+from kforge_bot.errors import BudgetExhausted, MalformedReply, NearRoofline, NoProgress
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.optimize.loop import Loop
 from kforge_bot.optimize.proposer import Event, Proposal, Proposer, RunView, Steps
 from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
-from kforge_bot.optimize.stops import NearRoofline, NoProgress, StopRules
+from kforge_bot.optimize.stops import StopRules
 from kforge_bot.optimize.trajectory import Trajectory, replay, sha256
 from kforge_bot.optimize.tuner_proposer import TunerProposer
-from kforge_bot.policy import Budgets
 from kforge_bot.spec import Implementation, load_spec
 
 FIXTURE = Path(__file__).parents[1] / "data" / "optimize"
@@ -350,7 +350,7 @@ def test_a_candidate_far_slower_on_one_shape_set_is_not_accepted_however_fast_on
     from fakes.gate_repos import REF, SLOW_ON_LARGE, SLOW_ON_SMALL, shaped_manifest
 
     from kforge_bot.optimize.evaluator import Evaluator
-    from kforge_bot.policy import load_policy
+    from kforge_bot.config.policy import load_policy
 
     folder = tmp_path / "kernel"
     folder.mkdir()

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from kforge_bot.config.policy import Budgets
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
 from kforge_bot.optimize.trajectory import read_events
-from kforge_bot.policy import Budgets
 from kforge_bot.spec import load_spec
 
 SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.5, timeout_s=120)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from kforge_bot.config.policy import Budgets
 from kforge_bot.optimize.proposer import LLM, TUNER
 from kforge_bot.optimize.stops import StopRules, quick_rules
-from kforge_bot.policy import Budgets
 
 
 def test_the_tuner_gets_more_patience_than_a_model() -> None:

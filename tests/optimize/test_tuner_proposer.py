@@ -4,12 +4,13 @@ proposes in a step and in a round, and what it learns from results."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from test_proposer import run_to_answer, view_of
 from test_trajectory import result, start_event
 
-from kforge_bot.optimize.stops import SearchExhausted
+from kforge_bot.errors import SearchExhausted
 from kforge_bot.optimize.trajectory import Trajectory
 from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.spec import load_spec
@@ -86,3 +87,28 @@ def test_a_wide_round_fills_its_slots_with_joint_moves_once_single_moves_run_out
     moved = [sum(a[k] != v for k, v in current.items()) for a in taken]
     assert len(taken) == len({tuple(sorted(a.items())) for a in taken})
     assert 1 in moved and max(moved) >= 2 and moved == sorted(moved)  # single moves first, then joint ones
+
+
+def test_a_pin_after_an_imported_helpers_call_is_proposed_and_named_from_as_written(tmp_path: Path) -> None:
+    kernel = (
+        "import triton\n"
+        "from mylib.utils import calculate_settings\n"
+        "@triton.jit\n"
+        "def k(x, BLOCK_SIZE: tl.constexpr):\n"
+        "    pass\n"
+        "def launch(x, n):\n"
+        "    BLOCK_SIZE, num_warps = calculate_settings(n)\n"
+        "    k[(1,)](x, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)\n"
+    )
+    spec = SimpleNamespace(baseline=SimpleNamespace(source=kernel), language="triton", kernel_path=Path("k.py"),
+                           kernel_file="k.py")
+    t = Trajectory.create(tmp_path)
+    start_event(t)
+    t.append("baseline", result=result(speedup=1.0), eval_s=1.0)
+    proposer = TunerProposer(spec, cpu_count=2)  # type: ignore[arg-type]
+    events, _ = run_to_answer(proposer.start(view_of(t)))
+    assert events[0].fields["tunables"] == ["num_warps = as written (line 7, call; tries [1, 2, 4, as written, 8, 16, 32])"]
+    _, proposal = run_to_answer(proposer.propose(1, view_of(t)))
+    value = proposal.assignment["num_warps"]
+    assert proposal.change == f"num_warps as written->{value}"
+    assert f"calculate_settings(n); num_warps = {value}\n" in proposal.source

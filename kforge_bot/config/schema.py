@@ -1,0 +1,130 @@
+"""The JSON Schema of a policy file (draft 2020-12), for editors and check-jsonschema.
+
+policies/schema.json is generated from this (`kforge-bot policy schema`; a test keeps them equal). The loader
+(kforge_bot.config.policy) is the authority; this mirrors it, and a test checks both agree on examples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kforge_bot.config.choices import BASELINE_KINDS, ISOLATION_MODES
+from kforge_bot.config.policy import ASSOCIATIONS, LANGUAGES, TARGET_NAME_RE, Policy
+from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
+
+
+def json_schema() -> dict[str, Any]:
+    """The schema, with the defaults of `Policy()`. One literal, laid out as a policy file is (about 80 lines):
+    split up, it would no longer read as the file it describes."""
+    d = Policy()
+    pos = {"type": "number", "exclusiveMinimum": 0}
+    optional_pos = {"type": ["number", "null"], "exclusiveMinimum": 0}  # null: the default
+    glob = {"type": "string", "minLength": 1, "not": {"pattern": r"^/|(^|/)\.\.(/|$)"}}
+    number01 = {"type": "number", "minimum": 0, "maximum": 1}
+    threshold = {"oneOf": [number01, {"type": "object", "additionalProperties": False, "minProperties": 1,
+                                      "properties": {k: number01 for k in TARGET_KINDS}}]}
+    confidence = {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "kforge-bot policy",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "version": {"const": 1},
+            "kernel_paths": {"type": "array", "minItems": 1, "items": glob, "default": list(d.kernel_paths),
+                             "description": "Globs of repository paths that may hold kernels."},
+            "required_targets": {"type": "array", "items": {"type": "string", "pattern": TARGET_NAME_RE.pattern},
+                                 "default": list(d.required_targets),
+                                 "description": "Target kinds or runner names on which a candidate must be correct "
+                                                "and measured; empty means every target that ran."},
+            "min_speedup": {"type": "number", "minimum": 1, "default": d.min_speedup,
+                            "description": "Smallest speedup (lower end of its interval) worth a follow-up PR."},
+            "gate": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "threshold": {**threshold, "default": dict(d.gate.threshold),
+                                  "description": "Relative slowdown that counts as a regression: one number for "
+                                                 "every target kind, or per kind (kinds left out keep their "
+                                                 "defaults)."},
+                    "confidence": {**confidence, "default": d.gate.confidence},
+                    "require_all_targets": {"type": "boolean", "default": d.gate.require_all_targets,
+                                            "description": "Fail when a required target cannot be measured "
+                                                           "on this runner, instead of reporting it skipped."},
+                    "all_skipped": {"enum": ["fail", "pass"], "default": d.gate.all_skipped,
+                                    "description": "A run in which every changed kernel was skipped (none "
+                                                   "measured here) fails, or passes."},
+                    "rules": {"type": "array", "items": {
+                        "type": "object", "additionalProperties": False,
+                        "anyOf": [{"required": ["path"]}, {"required": ["kernel"]}],
+                        "allOf": [{"anyOf": [{"required": ["threshold"]}, {"required": ["confidence"]},
+                                             {"required": ["skip"]}, {"required": ["shape_sets"]}]}],
+                        "properties": {
+                            "path": glob, "kernel": {"type": "string", "minLength": 1},
+                            "threshold": threshold, "confidence": confidence,
+                            "skip": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1},
+                            "shape_sets": {
+                                "type": "object", "minProperties": 1, "propertyNames": {"pattern": "^[0-9]+$"},
+                                "description": "Per shape set (its index in the kernel's shapes, from 0): its own "
+                                               "threshold, or informational (reported, never a regression).",
+                                "additionalProperties": {
+                                    "type": "object", "additionalProperties": False,
+                                    "anyOf": [{"required": ["threshold"]},
+                                              {"required": ["informational"],
+                                               "properties": {"informational": {"const": True}}}],
+                                    "properties": {"threshold": threshold, "informational": {"type": "boolean"},
+                                                   "reason": {"type": "string", "minLength": 1}}}},
+                        }}},
+                }},
+            "budgets": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "iterations": {"type": "integer", "minimum": 1, "default": d.budgets.iterations},
+                    "tokens": {"type": "integer", "minimum": 1, "default": d.budgets.tokens},
+                    "time_limit_s": {**pos, "default": d.budgets.time_limit_s},
+                    "speed_of_light": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
+                                       "default": d.budgets.speed_of_light},
+                    "patience": {"type": "integer", "minimum": 1,
+                                 "description": "candidates in a row without a new best before the run stops "
+                                                "(default: 6 for the tuner, 4 for an LLM)"},
+                }},
+            "trust": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "allowed_associations": {"type": "array", "items": {"enum": list(ASSOCIATIONS)},
+                                             "default": list(d.trust.allowed_associations)},
+                    "trigger_label": {"type": "string", "minLength": 1, "maxLength": 50, "default": d.trust.trigger_label},
+                    "allow_forks": {"type": "boolean", "default": d.trust.allow_forks},
+                    "spec_change_label": {"type": "string", "minLength": 1, "maxLength": 50,
+                                          "default": d.trust.spec_change_label},
+                }},
+            "languages": {"type": "array", "minItems": 1, "items": {"enum": [*LANGUAGES, *LANGUAGE_ALIASES]},
+                          "default": list(d.languages)},
+            "allow_framework_fallback": {"type": "boolean", "default": d.allow_framework_fallback},
+            "baseline": {"type": "array", "minItems": 1, "items": {"enum": list(BASELINE_KINDS)},
+                         "default": list(d.baseline),
+                         "description": "What speedups are reported against: eager (the kernel as written), and "
+                                        "the same code under torch.compile (compile; compile-max-autotune); with a "
+                                        "compiled one, optimize accepts only what beats the faster of them all."},
+            "isolation": {"enum": list(ISOLATION_MODES),
+                          "description": "the OS sandbox for user code; gate and pr in GitHub Actions: always "
+                                         "required; elsewhere unset means preferred"},
+            "evaluation": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "seeds": {"type": "integer", "minimum": 1, "maximum": 100, "default": d.evaluation.seeds},
+                    "timing_budget_s": {**pos, "default": d.evaluation.timing_budget_s,
+                                        "description": "seconds of interleaved timing in one evaluation"},
+                    "time_budget_s": {**pos, "deprecated": True, "description": "the earlier name of timing_budget_s"},
+                    "timeout_s": {**pos, "default": d.evaluation.timeout_s,
+                                  "description": "seconds before one evaluation's worker is killed, compilation "
+                                                 "included"},
+                    "memory_limit_gb": {**optional_pos, "description": "each worker process's address space "
+                                        "(RLIMIT_AS); unset: half the machine's on cpu and mps, none on GPUs"},
+                    "process_limit": {"type": ["integer", "null"], "minimum": 16,
+                                      "description": "processes and threads in one sandbox; unset: 4096"},
+                    "cpu_limit_s": {**optional_pos, "description": "CPU seconds per worker process; unset: "
+                                                                   "timeout_s x cores"},
+                    "scratch_limit_gb": {**optional_pos, "description": "a worker's scratch folder, any one file, "
+                                         "each private tmpfs; unset: half the scratch file system, at most 64"},
+                }},
+        },
+    }

@@ -1,0 +1,172 @@
+"""GPU MODE problems as they are (the `gpu-mode/reference-kernels` layout): the one module that reads them.
+
+A problem is a folder::
+
+    task.yml       tests: and benchmarks: (lists of keyword sets, each with a seed), files:, lang:, ...
+    reference.py   generate_input(**kw) -> data; ref_kernel(data) -> output; often check_implementation(data, output)
+    task.py        the input_t / output_t types (imported by the reference and by submissions)
+    submission.py  an example submission: custom_kernel(data) -> output
+
+Mapped onto a KernelSpec: every `tests` and `benchmarks` keyword set is a shape set checked for correctness, and
+only the `benchmarks` sets are timed. Speed is measured against `ref_kernel` (as KernelBench's against `Model`);
+submission.py, where the folder has one, is the kernel as written (what the gate compares, and what `check`
+checks without --candidate). The seed a keyword set names is dropped: the harness passes its own secret
+seeds as `seed=` (as it seeds every format). `data` reaches `ref_kernel` and `custom_kernel` as one object.
+`check_implementation`, where the reference defines it, is an extra oracle run beside the harness's own checks,
+never instead of them. The modules `files:` lists (task.py, and utils.py, often `../utils.py`) are written
+beside every implementation in its worker, as GPU MODE's evaluator copies them into one folder.
+
+Nothing here imports user code: files are read as text (and YAML), as kforge_bot.spec does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kforge_bot.errors import KforgeError
+from kforge_bot.spec import (TARGET_KINDS, Implementation, KernelSpec, defines, guess_language, parse_python,
+                             read_source)
+
+TASK_NAME = "task.yml"
+REFERENCE = "reference.py"
+SUBMISSION = "submission.py"
+ENTRY = "custom_kernel"
+SEED_KEY = "seed"
+_SUBMISSION_SOURCE = "@SUBMISSION@"  # task.yml's placeholder for the submission in `files:`
+
+
+def is_gpumode_problem(path: str | Path) -> bool:
+    """A folder (or its task.yml) in GPU MODE's layout: task.yml beside a reference.py."""
+    path = Path(path)
+    folder = path.parent if path.name == TASK_NAME else path
+    return (folder / TASK_NAME).is_file() and (folder / REFERENCE).is_file()
+
+
+def load_gpumode(path: str | Path) -> KernelSpec:
+    """The spec of one GPU MODE problem, from its folder or its task.yml."""
+    path = Path(path).resolve()
+    folder = path.parent if path.name == TASK_NAME else path
+    task_file = folder / TASK_NAME
+    task = _load_task(task_file)
+    lang = task.get("lang", "py")
+    if lang != "py":
+        raise KforgeError(f"lang: {lang!r} problems are not supported (a Python submission defines custom_kernel)",
+                          path=task_file, hint="use a problem of a Python track (lang: \"py\")")
+    if task.get("multi_gpu") or (isinstance(task.get("gpus"), int) and task["gpus"] > 1):
+        raise KforgeError("a multi-GPU problem: kforge-bot evaluates on one device", path=task_file,
+                          hint="use a single-GPU problem")
+    tests = _keyword_sets(task, "tests", task_file)
+    benchmarks = _keyword_sets(task, "benchmarks", task_file, required=False)
+    reference_path = folder / REFERENCE
+    source = read_source(reference_path)
+    parse_python(reference_path, source)
+    for symbol in ("generate_input", "ref_kernel"):
+        if not defines(source, symbol):
+            raise KforgeError(f"defines no top-level {symbol!r}", path=reference_path,
+                              hint="a GPU MODE reference defines generate_input(**kw) and ref_kernel(data)")
+    reference = Implementation(source=source, symbol="ref_kernel", filename=REFERENCE, root=str(folder))
+    submission = folder / SUBMISSION
+    kernel = None  # the problem's submission.py, where it has one: the kernel as written (the gate, check without it)
+    if submission.is_file() and defines(read_source(submission), ENTRY):
+        kernel = Implementation(source=read_source(submission), symbol=ENTRY, filename=SUBMISSION, root=str(folder))
+    inputs = Implementation(source=source, symbol="generate_input", filename=REFERENCE, root=str(folder))
+    shape_sets = tuple(tests + benchmarks)
+    timed = tuple(range(len(tests), len(shape_sets))) if benchmarks else tuple(range(len(tests)))
+    return KernelSpec(
+        name=folder.name,
+        format="gpumode",
+        root=str(folder),
+        kernel_file=SUBMISSION,
+        entry=ENTRY,
+        reference=reference,
+        baseline=reference,
+        inputs_symbol="generate_input",
+        inputs_source=inputs,
+        shape_sets=shape_sets,
+        tolerance=_tolerance(task, task_file),
+        targets=TARGET_KINDS,
+        language=guess_language(kernel.source) if kernel is not None else "torch",
+        timed_shapes=timed,
+        seed_kwarg=SEED_KEY,
+        data_arg=True,
+        oracle_symbol="check_implementation" if defines(source, "check_implementation") else None,
+        support=_support_files(task, folder, task_file),
+        kernel=kernel,
+    )
+
+
+def candidate_file(spec: KernelSpec, path: str | Path) -> Implementation:
+    """A submission for a GPU MODE problem: its `custom_kernel`, importing the problem's modules from its folder."""
+    return Implementation.from_file(path, ENTRY, root=spec.root)
+
+
+def _load_task(task_file: Path) -> dict[str, Any]:
+    import yaml  # as kforge_bot.spec: workers never read YAML
+
+    try:
+        data = yaml.safe_load(read_source(task_file))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise KforgeError(f"{where}invalid YAML: {getattr(exc, 'problem', exc)}", path=task_file) from None
+    if not isinstance(data, dict):
+        raise KforgeError("expected a mapping with tests: and benchmarks:", path=task_file,
+                          hint="a GPU MODE task.yml lists keyword sets under tests: and benchmarks:")
+    return data
+
+
+def _keyword_sets(task: dict[str, Any], key: str, task_file: Path, required: bool = True) -> list[dict[str, Any]]:
+    """`tests` or `benchmarks`: keyword sets for generate_input, each without its seed (the harness owns it)."""
+    value = task.get(key)
+    if value is None and not required:
+        return []
+    if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
+        raise KforgeError(f"{key}: expected a non-empty list of keyword sets ({{size: 1024, seed: 1}})",
+                          path=task_file)
+    for i, kw in enumerate(value):
+        bad = next((k for k in kw if not isinstance(k, str) or not k.isidentifier()), None)
+        if bad is not None:
+            raise KforgeError(f"{key}[{i}]: {bad!r} is not a keyword argument name", path=task_file)
+    return [{k: v for k, v in kw.items() if k != SEED_KEY} for kw in value]
+
+
+def _tolerance(task: dict[str, Any], task_file: Path) -> dict[str, float] | None:
+    """An optional `tolerance: {atol, rtol}` (or top-level atol/rtol) for the harness's elementwise check; GPU MODE's
+    own tolerances live in check_implementation, which runs too."""
+    given = task.get("tolerance")
+    if given is None:
+        given = {k: task[k] for k in ("atol", "rtol") if k in task} or None
+    if given is None:
+        return None
+    if not isinstance(given, dict) or not given or set(given) - {"atol", "rtol"} or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in given.values()):
+        raise KforgeError("tolerance: expected {atol: number, rtol: number} with values >= 0", path=task_file)
+    return {k: float(v) for k, v in given.items()}
+
+
+def _support_files(task: dict[str, Any], folder: Path, task_file: Path) -> tuple[tuple[str, str], ...]:
+    """The modules `files:` names (their task.py and utils.py), read from where it says; without `files:`, the
+    folder's task.py and utils.py. The submission, the reference (imported from the folder) and the evaluator
+    (config.main: kforge-bot is the evaluator) are not among them."""
+    main = (task.get("config") or {}).get("main") if isinstance(task.get("config"), dict) else None
+    entries = task.get("files")
+    if entries is None:
+        entries = [{"name": n, "source": n} for n in ("task.py", "utils.py") if (folder / n).is_file()]
+    if not isinstance(entries, list):
+        raise KforgeError("files: expected a list of {name, source}", path=task_file)
+    found: list[tuple[str, str]] = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) \
+                or not isinstance(entry.get("source"), str):
+            raise KforgeError(f"files[{i}]: expected {{name: file, source: path}}", path=task_file)
+        name, source = entry["name"], entry["source"]
+        if source == _SUBMISSION_SOURCE or name in (REFERENCE, SUBMISSION, main) or not name.endswith(".py"):
+            continue
+        if "/" in name or not name[:-3].isidentifier():
+            raise KforgeError(f"files[{i}].name: {name!r} is not a module file name", path=task_file)
+        if Path(source).is_absolute():
+            raise KforgeError(f"files[{i}].source: {source!r} must be relative to the problem's folder",
+                              path=task_file)
+        found.append((name, read_source(folder / source)))
+    return tuple(found)

@@ -1,0 +1,84 @@
+"""A checkout's managed kernels: manifest entries (also below the root) and KernelBench files, limited to the
+policy's kernel_paths; a kernel that does not load is kept with its error, a manifest that does not load at
+all raises in strict mode and is noted otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes.gate_repos import KB, PLAIN, REF, manifest
+from fakes.gitrepos import write
+
+from kforge_bot.config.policy import load_policy, parse_policy
+from kforge_bot.errors import KforgeError
+from kforge_bot.spec.kernels import discover
+
+DEFAULT = load_policy(None)
+
+
+def _repo(root: Path) -> Path:
+    write(root, "ref.py", REF)
+    write(root, "a.py", PLAIN)
+    write(root, "kforge.yaml", manifest(["a"]))
+    write(root, "sub/ref.py", REF)
+    write(root, "sub/b.py", PLAIN)
+    write(root, "sub/kforge.yaml", manifest(["b"]))
+    write(root, "kb/relu.py", KB)
+    write(root, "node_modules/kb/relu.py", KB)  # never searched
+    return root
+
+
+def test_manifest_entries_and_kernelbench_files_are_found_with_their_sources(tmp_path: Path) -> None:
+    found = discover(_repo(tmp_path), DEFAULT)
+    assert sorted(found) == ["a", "kb/relu.py", "sub/b"]
+    a, b, kb = found["a"], found["sub/b"], found["kb/relu.py"]
+    assert (a.format, a.file, a.manifest, a.error) == ("manifest", "a.py", "kforge.yaml", None)
+    assert a.sources == ("a.py", "ref.py") and a.spec is not None and a.spec.name == "a"
+    assert (b.file, b.manifest, b.sources) == ("sub/b.py", "sub/kforge.yaml", ("sub/b.py", "sub/ref.py"))
+    assert (kb.format, kb.file, kb.sources) == ("kernelbench", "kb/relu.py", ("kb/relu.py",))
+
+
+def test_the_policys_kernel_paths_limit_what_is_managed(tmp_path: Path) -> None:
+    policy = parse_policy({"kernel_paths": ["sub/**"]}, "p.yml")
+    assert sorted(discover(_repo(tmp_path), policy)) == ["sub/b"]
+
+
+def test_a_kernel_that_does_not_load_is_kept_with_its_error(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    write(root, "kforge.yaml", manifest(["a"]) + "  broken:\n    file: missing.py\n    entry: kernel\n")
+    found = discover(root, DEFAULT)
+    assert found["a"].error is None
+    assert found["broken"].spec is None and found["broken"].error and found["broken"].file == "missing.py"
+
+
+def test_a_manifest_that_does_not_load_raises_when_strict_and_is_noted_otherwise(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    write(root, "kforge.yaml", "version: 1\nkernels: [not, a, mapping]\n")
+    with pytest.raises(KforgeError):
+        discover(root, DEFAULT, strict=True)
+    notes: list[str] = []
+    found = discover(root, DEFAULT, strict=False, notes=notes)
+    assert "a" not in found and "sub/b" in found
+    assert notes and "kforge.yaml does not load at this revision" in notes[0]
+
+
+def test_discovery_reads_nothing_outside_the_checkout_and_no_unsafe_name(tmp_path: Path) -> None:
+    """Issue 28, classes 5 and 9: a KernelBench file or a kforge.yaml that is a symbolic link out of the checkout is
+    never read; a file whose path could carry a workflow command or Markdown is skipped with a note."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "problem.py").write_text(KB)
+    repo = tmp_path / "repo"
+    (repo / "kb").mkdir(parents=True)
+    (repo / "kb" / "linked.py").symlink_to(outside / "problem.py")
+    (repo / "kb" / "ok.py").write_text(KB)
+    (repo / "kb" / "x\n::error::y.py").write_text(KB)
+    notes: list[str] = []
+    found = discover(repo, DEFAULT, notes=notes)
+    assert sorted(found) == ["kb/ok.py"]
+    assert notes == ["skipped 'kb/x\\n::error::y.py': a kernel file's path may use letters, digits and ._-/ only"]
+    (outside / "kforge.yaml").write_text("version: 1\nkernels: {}\n")
+    (repo / "kforge.yaml").symlink_to(outside / "kforge.yaml")
+    with pytest.raises(KforgeError, match="a manifest must be a file inside the checkout"):
+        discover(repo, DEFAULT)
