@@ -82,7 +82,7 @@ def _kforge(reference, compiled, sets, budget: float) -> dict:
                           target_precision=0.002, min_pairs=30, max_pairs=2000, confidence=0.95, warmup_ms=50,
                           after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
     return {"reference_ms": statistics.median(result.baseline_ms), "compiled_ms": statistics.median(result.candidate_ms),
-            "pairs": len(result.baseline_ms), "mode": result.mode, "calls_per_sample": result.calls_per_sample}
+            "pairs": len(result.baseline_ms), "mode": result.launch, "calls_per_sample": result.calls_per_sample}
 
 
 def main() -> None:

@@ -56,7 +56,7 @@ def _pair(target, reference, candidate, sets, *, eager: bool, lead_factor: float
     finally:
         timing.GRAPH_BELOW_MS, timing.LEAD_FACTOR, cuda_target.SETTLE_MS = saved
     return {"reference_ms": statistics.median(r.baseline_ms), "candidate_ms": statistics.median(r.candidate_ms),
-            "mode": r.mode, "calls_per_sample": r.calls_per_sample, "pairs": len(r.baseline_ms)}
+            "mode": r.launch, "calls_per_sample": r.calls_per_sample, "pairs": len(r.baseline_ms)}
 
 
 def main() -> None:

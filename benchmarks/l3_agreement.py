@@ -62,7 +62,7 @@ def _rows(problem, mode: str, trials: int, budget: float, time_kb) -> dict:
                               after_candidate=lambda out, i: None)
         per_call = result.per_call_ms
         rows["kforge"] = {"reference_ms": statistics.median(result.baseline_ms),
-                          "compiled_ms": statistics.median(result.candidate_ms), "mode": result.mode,
+                          "compiled_ms": statistics.median(result.candidate_ms), "mode": result.launch,
                           "pairs": len(result.baseline_ms), "per_call_ms": per_call}
         rows["kforge_eager_warmup"] = {"reference_ms": per_call["baseline"]["eager"],
                                        "compiled_ms": per_call["candidate"]["eager"]}

@@ -199,7 +199,7 @@ def test_both_sides_replay_into_the_same_output_memory_so_an_a_a_in_graph_mode_r
     result = timing.measure_pair(target, scale, scale_again, sets, timing_budget_s=3.0, target_precision=0.002,
                                  min_pairs=30, max_pairs=400, confidence=0.95, warmup_ms=50,
                                  after_baseline=poison, after_candidate=poison)
-    assert result.mode == "cuda_graph", result.mode_note
+    assert result.launch == "cuda_graph", result.launch_note
     speedup, ci = speedup_from_pairs(result.baseline_ms, result.candidate_ms, 0.95)
     assert abs(speedup - 1.0) < 0.005, (speedup, ci)
 

@@ -29,9 +29,10 @@ import random
 import re
 import time
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-from kforge_bot.errors import BudgetExhausted, ContextLengthExceeded, KforgeError, LLMUnavailable, MalformedReply
+from kforge_bot.errors import ContextLengthExceeded, KforgeError, LLMUnavailable, MalformedReply
 from kforge_bot.text import one_line
 
 ENV_BASE_URL = "OPENAI_BASE_URL"
@@ -221,7 +222,6 @@ class LLMClient:
     endpoint: Endpoint
     timeout: float = 300.0  # seconds of silence from the server (before the first token, or between two)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    token_budget: int | None = None  # refuse new calls once this many tokens are spent
     sleep: Callable[[float], None] = time.sleep
     rand: Callable[[], float] = random.random
     usage: Usage = field(default_factory=Usage)
@@ -270,12 +270,9 @@ class LLMClient:
         model: str | None = None,
     ) -> Reply:
         """One completion, from `model` when given (one of several a run takes turns with), else the
-        endpoint's; at most `max_tokens` (never more than the endpoint's). Raises BudgetExhausted,
-        LLMUnavailable (ContextLengthExceeded when the prompt does not fit) or MalformedReply (no choices)."""
-        if self.token_budget is not None and self.usage.total_tokens >= self.token_budget:
-            raise BudgetExhausted(
-                f"token budget spent: {self.usage.total_tokens} of {self.token_budget}", budget="tokens"
-            )
+        endpoint's; at most `max_tokens` (never more than the endpoint's). Raises LLMUnavailable
+        (ContextLengthExceeded when the prompt does not fit) or MalformedReply (no choices). Every request, retries
+        included, is counted in `usage`; the token budget is the loop's to enforce (kforge_bot.optimize.stops)."""
         model = model or self.resolve_model()
         limit = min(max_tokens, self.endpoint.max_tokens) if max_tokens else self.endpoint.max_tokens
         if self._completion_cap is not None:
@@ -287,7 +284,7 @@ class LLMClient:
         attempts = 0
         while True:
             try:
-                streamed, tries = self._with_retries(lambda: self._stream(kwargs), model=model)
+                streamed, tries = self._with_retries(partial(self._stream, kwargs), model=model)
             except _LimitRefused as refused:
                 attempts += refused.attempts
                 self._adjust_limit(kwargs, refused)

@@ -1,6 +1,6 @@
 """Markdown for the follow-up PR, the comment on the original PR and the job summary.
 
-Pure functions of plain data (`KernelOutcome`, JSON-friendly), following EVIDENCE.md: short at the
+Pure functions of plain data (`KernelEvidence`, JSON-friendly), following EVIDENCE.md: short at the
 top (one claim sentence and a table), complete below (<details> sections for correctness, profile,
 how it was found, reproduce), a hidden marker at the end. Every claim is derived from the data;
 missing data is shown as "n/a", never filled in. Text that a pull request, a kernel or a model wrote (names,
@@ -57,7 +57,10 @@ class TargetRow:
 
 
 @dataclass(frozen=True)
-class KernelOutcome:
+class KernelEvidence:
+    """The evidence for one kernel, as the follow-up PR, the comment and the summary show it (a `KernelOutcome`,
+    kforge_bot.bot.outcomes, carries it with the candidate and the raw result)."""
+
     kernel: str
     file: str
     targets: tuple[TargetRow, ...] = ()
@@ -88,7 +91,7 @@ class KernelOutcome:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> KernelOutcome:
+    def from_dict(cls, data: Mapping[str, Any]) -> KernelEvidence:
         known = set(cls.__dataclass_fields__)
         row_known = set(TargetRow.__dataclass_fields__)
         kwargs = {k: v for k, v in data.items() if k in known}
@@ -178,7 +181,7 @@ def comment_marker(pr_number: int) -> str:
 
 # -- the follow-up PR --------------------------------------------------------------------------
 
-def render_title(outcome: KernelOutcome) -> str:
+def render_title(outcome: KernelEvidence) -> str:
     """`kforge: rmsnorm 1.80x faster on b200, 1.30x on arc-b580` (only measured speedups)."""
     parts = [f"{r.speedup:.2f}x{' faster' if i == 0 else ''} on {r.target}"
              for i, r in enumerate([r for r in outcome.targets if r.speedup is not None])]
@@ -186,7 +189,7 @@ def render_title(outcome: KernelOutcome) -> str:
     return clip(title, 250)
 
 
-def _claim(outcome: KernelOutcome) -> str:
+def _claim(outcome: KernelEvidence) -> str:
     """Correctness and speed sentences, each backed by the rows (nothing claimed without data)."""
     rows = outcome.targets
     if not rows:
@@ -316,7 +319,7 @@ def render_correctness(correctness: Mapping[str, Any], rows: Sequence[TargetRow]
     return "\n".join(lines)
 
 
-def render_profile(outcome: KernelOutcome, limit: int | None = None) -> str:
+def render_profile(outcome: KernelEvidence, limit: int | None = None) -> str:
     """Both profiles in code blocks; each cut to `limit` characters before fencing, so the
     Markdown around them stays intact."""
     parts = []
@@ -373,7 +376,7 @@ def render_how_found(how: Mapping[str, Any], run_url: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def render_reproduce(outcome: KernelOutcome) -> str:
+def render_reproduce(outcome: KernelEvidence) -> str:
     candidate = outcome.candidate_path or outcome.file
     local = f"candidate_{_marker_safe(outcome.kernel)}{'.' + outcome.file.rsplit('.', 1)[-1] if '.' in outcome.file else ''}"
     lines = []
@@ -390,7 +393,7 @@ def _details(summary: str, body: str) -> str:
     return f"<details><summary>{summary}</summary>\n\n{body}\n</details>"
 
 
-def render_pr_body(outcome: KernelOutcome, *, pr_number: int, head_branch: str, harness: str | None = None,
+def render_pr_body(outcome: KernelEvidence, *, pr_number: int, head_branch: str, harness: str | None = None,
                    limit: int = _BUDGET, run_url: str | None = None) -> str:
     """The follow-up PR's body: claim, table, details, commands, marker; at most `limit` characters."""
     found = "a faster" if any(r.faster for r in outcome.targets) else "a candidate"
@@ -427,7 +430,7 @@ def render_pr_body(outcome: KernelOutcome, *, pr_number: int, head_branch: str, 
 
 # -- the comment on the original PR and the job summary ------------------------------------------
 
-def _speeds(outcome: KernelOutcome) -> str:
+def _speeds(outcome: KernelEvidence) -> str:
     parts = []
     for r in outcome.targets:
         if r.speedup is None:
@@ -438,7 +441,7 @@ def _speeds(outcome: KernelOutcome) -> str:
     return ", ".join(parts)
 
 
-def render_comment_line(outcome: KernelOutcome) -> str:
+def render_comment_line(outcome: KernelEvidence) -> str:
     head = f"- {_code(outcome.kernel)} ({_code(outcome.file)})"
     speeds = _speeds(outcome)
     if outcome.pr_url:
@@ -451,7 +454,7 @@ def render_comment_line(outcome: KernelOutcome) -> str:
     return f"{head}: no follow-up PR: {reason}{best}{said}"
 
 
-def render_comment(outcomes: Sequence[KernelOutcome], *, pr_number: int, note: str | None = None) -> str:
+def render_comment(outcomes: Sequence[KernelEvidence], *, pr_number: int, note: str | None = None) -> str:
     """The one comment on the original PR: one line per kernel, updated in place (marker at the end)."""
     lines = ["**kforge-bot**" + (f": {markdown_text(note)}" if note else "")]
     if outcomes:
@@ -464,7 +467,7 @@ def render_comment(outcomes: Sequence[KernelOutcome], *, pr_number: int, note: s
     return "\n".join(lines) + "\n"
 
 
-def render_summary(outcomes: Sequence[KernelOutcome], *, title: str = "kforge-bot", note: str | None = None) -> str:
+def render_summary(outcomes: Sequence[KernelEvidence], *, title: str = "kforge-bot", note: str | None = None) -> str:
     """The job summary (GITHUB_STEP_SUMMARY): the table of every kernel and target, with the result."""
     lines = [f"### {markdown_cell(title)}", ""]
     if note:
@@ -490,7 +493,7 @@ def _s(n: int) -> str:
     return "" if n == 1 else "s"
 
 
-def status_description(outcomes: Sequence[KernelOutcome], note: str | None = None) -> str:
+def status_description(outcomes: Sequence[KernelEvidence], note: str | None = None) -> str:
     """At most 140 characters for the commit status."""
     if note and not outcomes:
         text = note

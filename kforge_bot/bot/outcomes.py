@@ -1,5 +1,5 @@
 """One kernel's outcome on this runner, as pure functions of plain data: whether its best candidate earns a
-follow-up PR (`qualifies`), and the evidence for it (`outcome_for` -> a `KernelRun`)."""
+follow-up PR (`qualifies`), and the evidence for it (`outcome_for` -> a `KernelOutcome`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kforge_bot.agents.analyst import render_digest
-from kforge_bot.bot.evidence import KernelOutcome, TargetRow
+from kforge_bot.bot.evidence import KernelEvidence, TargetRow
 from kforge_bot.evaluate.shapes import regression_text
 
 
@@ -101,11 +101,12 @@ def correctness_evidence(result: Any, spec: Any) -> dict[str, Any]:
 
 
 @dataclass
-class KernelRun:
-    """One kernel's run on this runner: the evidence, the candidate and the raw result."""
+class KernelOutcome:
+    """One kernel's outcome in the PR bot on this runner: the evidence the PR shows, the candidate, the raw result,
+    and whether it earns a follow-up PR. Its dict keeps the evidence under "outcome", as results files had it."""
 
     id: str
-    outcome: KernelOutcome
+    evidence: KernelEvidence
     target: str  # runner name or device kind, as reported
     kind: str | None  # device kind measured on
     candidate: str | None = None
@@ -118,15 +119,15 @@ class KernelRun:
         return hashlib.sha256(self.candidate.encode()).hexdigest() if self.candidate is not None else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kernel": self.outcome.kernel, "file": self.outcome.file, "target": self.target,
+        return {"id": self.id, "kernel": self.evidence.kernel, "file": self.evidence.file, "target": self.target,
                 "kind": self.kind, "qualifies": self.qualifies, "candidate": self.candidate,
                 "candidate_sha256": self.candidate_sha256, "baseline_source": self.baseline_source,
-                "result": self.result, "outcome": self.outcome.to_dict(), "pr_number": self.outcome.pr_number,
-                "pr_url": self.outcome.pr_url}
+                "result": self.result, "outcome": self.evidence.to_dict(), "pr_number": self.evidence.pr_number,
+                "pr_url": self.evidence.pr_url}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> KernelRun:
-        return cls(id=data["id"], outcome=KernelOutcome.from_dict(data["outcome"]), target=data["target"],
+    def from_dict(cls, data: Mapping[str, Any]) -> KernelOutcome:
+        return cls(id=data["id"], evidence=KernelEvidence.from_dict(data["outcome"]), target=data["target"],
                    kind=data.get("kind"), candidate=data.get("candidate"),
                    baseline_source=data.get("baseline_source"), result=data.get("result"),
                    qualifies=bool(data.get("qualifies")))
@@ -134,50 +135,50 @@ class KernelRun:
 
 def outcome_for(kernel_id: str, name: str, file: str, kernel_format: str, *, target: str, kind: str,
                 labels: Sequence[str], baseline_source: str, candidate: str | None, result: Any,
-                how: Mapping[str, Any], min_speedup: float, spec: Any = None) -> KernelRun:
+                how: Mapping[str, Any], min_speedup: float, spec: Any = None) -> KernelOutcome:
     """The evidence for one optimized kernel, and whether it earns a PR."""
     how = dict(how)
     roofline = how.pop("roofline", None)
     counters = how.pop("counters", None)
-    counters_tool = how.pop("counters_tool", None) or KernelOutcome.counters_tool  # older results: the default
+    counters_tool = how.pop("counters_tool", None) or KernelEvidence.counters_tool  # older results: the default
     ok, why = qualifies(result, min_speedup)
     if candidate is None:
         ok = False
     path = candidate_path(kernel_format, file)
-    outcome = KernelOutcome(kernel=name, file=file, how_found=how, skip_reason=None if ok else why,
-                            candidate_path=path if path != file else None, counters=counters,
-                            counters_tool=counters_tool)
+    evidence = KernelEvidence(kernel=name, file=file, how_found=how, skip_reason=None if ok else why,
+                              candidate_path=path if path != file else None, counters=counters,
+                              counters_tool=counters_tool)
     if result is not None:
-        outcome = replace(outcome,
-                          targets=(target_row(result, target, kind=kind, labels=labels, roofline=roofline),),
-                          correctness=correctness_evidence(result, spec),
-                          profile_before=_profile_text((result.profile or {}).get("baseline")),
-                          profile_after=_profile_text((result.profile or {}).get("candidate")))
+        evidence = replace(evidence,
+                           targets=(target_row(result, target, kind=kind, labels=labels, roofline=roofline),),
+                           correctness=correctness_evidence(result, spec),
+                           profile_before=_profile_text((result.profile or {}).get("baseline")),
+                           profile_after=_profile_text((result.profile or {}).get("candidate")))
     if candidate is not None:
         before = baseline_source if path == file else ""
-        outcome = replace(outcome, diff=unified_diff(before, candidate, path) or None)
+        evidence = replace(evidence, diff=unified_diff(before, candidate, path) or None)
     trimmed = None
     if result is not None:
         trimmed = result.to_dict()
         trimmed["correctness"] = {k: v for k, v in trimmed.get("correctness", {}).items() if k != "records"}
         trimmed.get("details", {}).pop("log_tail", None)
-    return KernelRun(id=kernel_id, outcome=outcome, target=target, kind=kind, candidate=candidate,
-                     baseline_source=baseline_source, result=trimmed, qualifies=ok)
+    return KernelOutcome(id=kernel_id, evidence=evidence, target=target, kind=kind, candidate=candidate,
+                         baseline_source=baseline_source, result=trimmed, qualifies=ok)
 
 
-def skipped(kernel_id: str, name: str, file: str, reason: str, target: str = "n/a") -> KernelRun:
-    return KernelRun(id=kernel_id, outcome=KernelOutcome(kernel=name, file=file, skip_reason=reason),
-                     target=target, kind=None)
+def skipped(kernel_id: str, name: str, file: str, reason: str, target: str = "n/a") -> KernelOutcome:
+    return KernelOutcome(id=kernel_id, evidence=KernelEvidence(kernel=name, file=file, skip_reason=reason),
+                         target=target, kind=None)
 
 
 
-def with_spec_note(run: KernelRun, note: str | None, blocked: bool) -> KernelRun:
-    """The run with how its kernel was judged (base's spec, its own, approved) said; `blocked`: the PR changed the
+def with_spec_note(run: KernelOutcome, note: str | None, blocked: bool) -> KernelOutcome:
+    """The outcome with how its kernel was judged (base's spec, its own, approved) said; `blocked`: the PR changed the
     kernel's test without a maintainer's label, so no candidate earns a follow-up PR (kforge_bot/gate/base_spec.py)."""
     if note is None:
         return run
-    outcome = replace(run.outcome, spec_note=note, spec_blocked=blocked)
+    evidence = replace(run.evidence, spec_note=note, spec_blocked=blocked)
     if blocked:
-        measured = run.outcome.skip_reason or "a candidate qualified under the base's spec"
-        outcome = replace(outcome, skip_reason=f"{note} ({measured})")
-    return replace(run, outcome=outcome, qualifies=run.qualifies and not blocked)
+        measured = run.evidence.skip_reason or "a candidate qualified under the base's spec"
+        evidence = replace(evidence, skip_reason=f"{note} ({measured})")
+    return replace(run, evidence=evidence, qualifies=run.qualifies and not blocked)

@@ -235,7 +235,7 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
                               labels=labels, baseline_source=baseline_source, candidate=source, result=result,
                               how=how, min_speedup=policy.min_speedup, spec=spec)
             run = with_spec_note(run, spec_note, blocked)
-            log(f"{kernel.name}: {'improvement' if run.qualifies else run.outcome.skip_reason}")
+            log(f"{kernel.name}: {'improvement' if run.qualifies else run.evidence.skip_reason}")
             report.kernels.append(run)
 
 
@@ -243,7 +243,7 @@ def publish(env: ActionEnv, event: Any, report: PrReport, gh: Any, log: Log) -> 
     """Branches and follow-up PRs for the qualifying kernels, then the comment and the status."""
     runs = []
     for run in report.kernels:
-        outcome = run.outcome
+        outcome = run.evidence
         if run.qualifies and run.candidate is not None:
             if event.is_fork or (event.head_repo or "").lower() != env.repository.lower():
                 outcome = replace(outcome, skip_reason=f"the PR's branch is in {event.head_repo or 'a deleted fork'}; "
@@ -267,9 +267,9 @@ def publish(env: ActionEnv, event: Any, report: PrReport, gh: Any, log: Log) -> 
                                                      run_url=env.run_url))
                     log(f"{outcome.kernel}: follow-up PR #{pr.number} {pr.action}")
                     outcome = replace(outcome, pr_url=pr.url, pr_number=pr.number)
-        runs.append(replace(run, outcome=outcome))
+        runs.append(replace(run, evidence=outcome))
     report.kernels = runs
-    outcomes = [r.outcome for r in runs]
+    outcomes = [r.evidence for r in runs]
     comment = gh.upsert_comment(event.number, evidence.render_comment(outcomes, pr_number=event.number),
                                 evidence.comment_marker(event.number))
     report.comment_url = comment.url

@@ -11,39 +11,40 @@ from typing import Any
 
 from kforge_bot.bot import evidence
 from kforge_bot.bot.evidence import TargetRow
-from kforge_bot.bot.outcomes import KernelRun
+from kforge_bot.bot.outcomes import KernelOutcome
 from kforge_bot.errors import KforgeError
 from kforge_bot.text import markdown_text
 
 SCHEMA = "kforge-bot/pr-results/1"
 
 
-def aggregate(documents: Sequence[Mapping[str, Any]], required: Sequence[str], min_speedup: float) -> list[KernelRun]:
-    """Combine per-target results: one KernelRun per kernel, its rows from every target.
+def aggregate(documents: Sequence[Mapping[str, Any]], required: Sequence[str],
+              min_speedup: float) -> list[KernelOutcome]:
+    """Combine per-target results: one KernelOutcome per kernel, its rows from every target.
 
     A candidate qualifies only if it (the same source, by hash) was measured on every required
     target (with no `required_targets`, on every target that reported the kernel), correct on each,
     not slower on any (the interval's upper end above 1.0), and at least `min_speedup` (lower end)
     on one. Among qualifying candidates the one with the best smallest speedup wins."""
-    by_kernel: dict[str, list[KernelRun]] = {}
+    by_kernel: dict[str, list[KernelOutcome]] = {}
     for doc in documents:
         for entry in doc.get("kernels") or []:
-            run = KernelRun.from_dict(entry)
+            run = KernelOutcome.from_dict(entry)
             by_kernel.setdefault(run.id, []).append(run)
-    merged: list[KernelRun] = []
+    merged: list[KernelOutcome] = []
     for kid in sorted(by_kernel):
         runs = by_kernel[kid]
         first = runs[0]
-        reported = sorted({r.target for r in runs if r.outcome.targets})
+        reported = sorted({r.target for r in runs if r.evidence.targets})
         need = list(required) or reported
         rows: dict[str, dict[str, TargetRow]] = {}  # candidate hash -> target -> row
-        sources: dict[str, KernelRun] = {}
+        sources: dict[str, KernelOutcome] = {}
         for r in runs:
             if r.candidate is None:
                 continue
             h = r.candidate_sha256 or ""
             sources.setdefault(h, r)
-            for row in r.outcome.targets:
+            for row in r.evidence.targets:
                 rows.setdefault(h, {})[row.target] = row
         best: tuple[float, str] | None = None
         reasons: list[str] = []
@@ -64,24 +65,24 @@ def aggregate(documents: Sequence[Mapping[str, Any]], required: Sequence[str], m
                 score = min(row.speedup or 0.0 for row in per.values())
                 if best is None or score > best[0]:
                     best = (score, h)
-        all_rows = tuple(row for r in runs for row in r.outcome.targets)
-        blocked = next((r.outcome for r in runs if r.outcome.spec_blocked), None)
+        all_rows = tuple(row for r in runs for row in r.evidence.targets)
+        blocked = next((r.evidence for r in runs if r.evidence.spec_blocked), None)
         if blocked is not None:  # the PR changed the kernel's test and no maintainer approved it: nothing counts
             outcome = replace(blocked, targets=all_rows, pr_url=None, pr_number=None)
-            merged.append(replace(first, outcome=outcome, qualifies=False, candidate=None))
+            merged.append(replace(first, evidence=outcome, qualifies=False, candidate=None))
             continue
         if best is None:
-            why = "; ".join(reasons) or "; ".join(sorted({r.outcome.skip_reason or "" for r in runs} - {""})) \
+            why = "; ".join(reasons) or "; ".join(sorted({r.evidence.skip_reason or "" for r in runs} - {""})) \
                 or "no candidate from any target"
-            outcome = replace(first.outcome, targets=all_rows, skip_reason=f"no candidate good on every target: {why}"
+            outcome = replace(first.evidence, targets=all_rows, skip_reason=f"no candidate good on every target: {why}"
                               if reasons else why, pr_url=None, pr_number=None)
-            merged.append(replace(first, outcome=outcome, qualifies=False, candidate=None))
+            merged.append(replace(first, evidence=outcome, qualifies=False, candidate=None))
             continue
         chosen = sources[best[1]]
         per = rows[best[1]]
-        outcome = replace(chosen.outcome, targets=tuple(per[t] for t in sorted(per)), skip_reason=None,
+        outcome = replace(chosen.evidence, targets=tuple(per[t] for t in sorted(per)), skip_reason=None,
                           pr_url=None, pr_number=None)
-        merged.append(replace(chosen, outcome=outcome, qualifies=True, target=",".join(sorted(per))))
+        merged.append(replace(chosen, evidence=outcome, qualifies=True, target=",".join(sorted(per))))
     return merged
 
 
@@ -115,14 +116,14 @@ class PrReport:
     allowed: bool
     head_sha: str | None = None
     base_sha: str | None = None
-    kernels: list[KernelRun] = field(default_factory=list)
+    kernels: list[KernelOutcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     published: bool = False
     comment_url: str | None = None
 
     @property
     def follow_up_prs(self) -> list[int]:
-        return [k.outcome.pr_number for k in self.kernels if k.outcome.pr_number]
+        return [k.evidence.pr_number for k in self.kernels if k.evidence.pr_number]
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "repository": self.repository, "pr": self.pr, "head_sha": self.head_sha,
@@ -132,7 +133,7 @@ class PrReport:
 
 
 def summary_markdown(report: PrReport) -> str:
-    outcomes = [k.outcome for k in report.kernels]
+    outcomes = [k.evidence for k in report.kernels]
     note = None if report.allowed else f"not run: {report.decision}"
     text = evidence.render_summary(outcomes, title=f"kforge-bot pr #{report.pr}" if report.pr else "kforge-bot pr",
                                    note=note)

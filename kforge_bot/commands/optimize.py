@@ -29,14 +29,15 @@ from kforge_bot.config.policy import load_policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.shapes import DEFINITION, text_lines
+from kforge_bot.optimize.display import Display
 from kforge_bot.optimize.proposer import LLM, TUNER
 from kforge_bot.optimize.report import ReportFiles
-from kforge_bot.optimize.run import LoopOutcome, OptimizeRun, RunConfig, default_cpu_count
+from kforge_bot.optimize.run import OptimizeOutcome, OptimizeRun, RunConfig, default_cpu_count
 from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, read_events
 from kforge_bot.optimize.tuner_proposer import TunerProposer
-from kforge_bot.spec import find_manifest, load_manifest, load_spec
+from kforge_bot.spec import load_spec
+from kforge_bot.spec.kernels import sibling_references
 from kforge_bot.targets import choose_target
-from kforge_bot.text import one_line
 
 
 @click.command("optimize", epilog=examples(
@@ -173,7 +174,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
                       markup=False)
     record = outcome.record
     best = record.best if outcome.improved else None
-    write_json({"kernel": spec.name, "target": kind, "mode": run.mode, "improved": outcome.improved,
+    write_json({"kernel": spec.name, "target": kind, "mode": run.proposer_kind, "improved": outcome.improved,
                 "best": None if best is None else {"iteration": best.iteration, "speedup": best.speedup,
                                                    "speedup_ci": best.speedup_ci, "change": best.change,
                                                    "per_shape": [p.to_dict() for p in best.per_shape]},
@@ -209,7 +210,7 @@ def _announce_run(console: Any, run: OptimizeRun) -> None:
                       markup=False)
 
 
-def _write_best(outcome: LoopOutcome, destination: Path | None) -> str | None:
+def _write_best(outcome: OptimizeOutcome, destination: Path | None) -> str | None:
     """The best candidate written to --out or over the kernel file (--write); where, or None."""
     if not outcome.improved or outcome.best_source is None or destination is None:
         return None
@@ -218,7 +219,7 @@ def _write_best(outcome: LoopOutcome, destination: Path | None) -> str | None:
     return str(destination)
 
 
-def _print_outcome(console: Any, run: OptimizeRun, outcome: LoopOutcome, files: ReportFiles, written: str | None,
+def _print_outcome(console: Any, run: OptimizeRun, outcome: OptimizeOutcome, files: ReportFiles, written: str | None,
                    kernel_file: str, to_out: bool) -> None:
     record = outcome.record
     console.print(f"stopped: {outcome.stop_reason}", markup=False)
@@ -249,142 +250,3 @@ def _recorded_target(folder: Path) -> str | None:
         return None  # OptimizeRun.open says what is wrong
     events = read_events(path)
     return events[0].get("target") if events and events[0].get("event") == "start" else None
-
-
-def sibling_references(spec: Any, file: Path, target: str) -> list[dict[str, Any]]:
-    """Working implementations for other targets (KForge's cross-platform reference): kernels in the same
-    kforge.yaml that are checked against the same reference callable and do not run on this target."""
-    if spec.format != "manifest":
-        return []
-    manifest = file if file.suffix in (".yaml", ".yml") else find_manifest(file)
-    if manifest is None:
-        return []
-    refs = []
-    for other in load_manifest(manifest).values():
-        if other.name == spec.name or other.kernel_file == spec.kernel_file or target in other.targets:
-            continue
-        if (other.reference.source, other.reference.symbol) != (spec.reference.source, spec.reference.symbol):
-            continue
-        refs.append({"target": ", ".join(other.targets), "language": other.language, "source": other.baseline.source,
-                     "file": other.kernel_file,
-                     "note": f"Kernel `{other.name}` ({other.kernel_file}) from the same kforge.yaml, checked there "
-                             "against the same reference."})
-    return refs
-
-
-class Display:
-    """What the user sees while it runs: a line per step, and a live status line on a terminal."""
-
-    def __init__(self, console: Any, budgets: Any, mode: str) -> None:
-        self.console = console
-        self.budgets = budgets
-        self.mode = mode
-        self.record: Any = None
-        self._status: Any = None
-        self._iteration = 0
-        self._phase = "starting"
-
-    def attach(self, record: Any) -> None:
-        self.record = record
-
-    def __enter__(self) -> Display:
-        if self.console.is_terminal:
-            self._status = self.console.status(self._status_text())
-            self._status.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._status is not None:
-            self._status.__exit__(*exc)
-            self._status = None
-
-    def _best(self) -> str:
-        best = self.record.best if self.record is not None else None
-        return f"{best.speedup:.3f}x" if best is not None and best.speedup is not None else "none yet"
-
-    def _tokens(self) -> str:
-        usage = (self.record.usage if self.record is not None else None) or {}
-        cap = f"/{self.budgets.tokens:,}" if self.budgets.tokens else ""
-        return f" · tokens {usage.get('total_tokens', 0):,}{cap}" if self.mode != "tuner" else ""
-
-    def _status_text(self) -> str:
-        it = f"iteration {self._iteration}/{self.budgets.iterations}" if self._iteration else "kernel as written"
-        return f"{it} · best {self._best()}{self._tokens()} · {self._phase}"
-
-    def _update(self, phase: str | None = None) -> None:
-        if phase is not None:
-            self._phase = phase
-        if self._status is not None:
-            self._status.update(self._status_text())
-
-    def on_progress(self, message: dict[str, Any]) -> None:
-        if message.get("type") != "progress":
-            return
-        phase = message.get("phase", "")
-        if phase == "timing" and message.get("ci"):
-            lo, hi = message["ci"]
-            self._update(f"timing: {message.get('pairs')} pairs, {message.get('speedup', 0):.3f}x ({lo:.3f}-{hi:.3f})")
-        else:
-            self._update(f"{phase} {message.get('case', '')}".strip())
-
-    def on_event(self, e: dict[str, Any]) -> None:
-        kind = e.get("event")
-
-        def out(text: str, markup: bool = False) -> None:
-            self.console.print(text, markup=markup, highlight=False)
-
-        if kind == "baseline":
-            r = e["result"]
-            ms = (r.get("baseline") or {}).get("median_ms")
-            # Says which evaluation: the report's table times both columns in the best candidate's evaluation.
-            timing = f", {ms:.3f} ms per call (median, this first evaluation)" if isinstance(ms, (int, float)) else ""
-            out(f"kernel as written: {r.get('verdict')}{timing} on {r.get('device_name') or r.get('target')}")
-        elif kind == "ceilings":
-            c = e.get("ceilings")
-            out(f"roofline ceilings: {c.get('origin')} ({c.get('bandwidth_gbs') or 'n/a'} GB/s)" if c else
-                f"roofline: {e.get('note') or 'no ceilings for this device'}")
-        elif kind == "recommendations":
-            items = e.get("items") or []
-            which = "the kernel as written" if not e.get("for_iteration") else f"iteration {e['for_iteration']}"
-            out(f"analyst ({which}): " + (items[0][:160] if items else "-") + (f" (+{len(items) - 1} more)" if len(items) > 1 else ""))
-        elif kind == "prompt":
-            self._iteration = max(self._iteration, int(e.get("iteration") or 0))
-            self._update(f"asking the {e.get('agent')}")
-        elif kind == "reply":
-            self._update(f"{e.get('agent')} replied")
-        elif kind == "candidate":
-            self._iteration = int(e["iteration"])
-            self._update(f"evaluating {e.get('change') or 'the candidate'}")
-        elif kind == "malformed":
-            if e.get("agent") == "analyst":
-                out(f"analyst reply unusable: {e.get('feedback')}")
-            else:
-                out(f"[{e['iteration']}/{self.budgets.iterations}] reply unusable (costs the iteration): {e.get('feedback')}"
-                    f" · best {self._best()}{self._tokens()}")
-        elif kind == "result":
-            it = self.record.iterations.get(int(e["iteration"])) if self.record is not None else None
-            r = e["result"]
-            speed = ""
-            if r.get("speedup") is not None and r.get("speedup_ci"):
-                speed = f" {r['speedup']:.3f}x ({r['speedup_ci'][0]:.3f}-{r['speedup_ci'][1]:.3f})"
-            change = escape(f"{it.change}: ") if it is not None and it.change else ""
-            verdict = r.get("verdict")
-            tail = " [green]new best[/green]" if e.get("accepted") else ""
-            if verdict != "pass":
-                tail = escape(f" ({one_line(str(r.get('reason', '')), 100)})")
-            if r.get("cached"):
-                tail += " (cache hit)"
-            if e.get("round") is not None:
-                tail += escape(f" [round {e['round']}]")
-            out(escape(f"[{e['iteration']}/{self.budgets.iterations}] ") + f"{change}{verdict}{speed}{tail} · best "
-                f"{self._best()}{self._tokens()}", markup=True)
-        elif kind == "prompt_trimmed":
-            tokens = f" ({e['prompt_tokens']:,} tokens, the window holds {e['context_tokens']:,})" if (
-                e.get("prompt_tokens") and e.get("context_tokens")) else ""
-            out(f"the {e.get('agent')}'s prompt does not fit the model's context window{tokens}: sent again shorter "
-                f"(step {e.get('step')} of the trim rule)")
-        elif kind == "llm_error":
-            out("[red]LLM endpoint[/red]: " + escape(str(e.get("message"))), markup=True)
-        self._update()
-
-

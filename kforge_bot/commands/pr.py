@@ -31,10 +31,10 @@ from kforge_bot.optimize.run import OptimizeRun, RunConfig
 _ANNOUNCED: list[str] = []
 
 
-def _announce_isolation(mode: str) -> None:
+def _announce_isolation(isolation: str) -> None:
     """Once, just before the first pull-request code runs (not before bad input is reported in one line)."""
     if not _ANNOUNCED:
-        _ANNOUNCED.append(announcement(mode))
+        _ANNOUNCED.append(announcement(isolation))
         click.echo(_ANNOUNCED[0], err=True)
 
 
@@ -147,7 +147,7 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
         click.echo(f"kforge-bot pr: skipped: {report.decision}")
         return
     for run in report.kernels:
-        o = run.outcome
+        o = run.evidence
         click.echo(f"{o.kernel}: " + (f"follow-up PR #{o.pr_number} {o.pr_url}" if o.pr_url
                                       else f"no follow-up PR: {o.skip_reason}" if o.skip_reason
                                       else "candidate ready (not published)"))

@@ -117,7 +117,7 @@ class Budgets:
     when it stops early. The one type and the one set of defaults for the policy's `budgets:`, `optimize`,
     the PR bot and code that starts a run itself (kforge_bot.optimize.run.RunConfig): the defaults are the
     default policy's (policies/default.yml, a test keeps them equal). None, from code: no limit (tokens,
-    time_limit_s), the mode's own patience (6 for the tuner, 4 for an LLM)."""
+    time_limit_s), the proposer's own patience (6 for the tuner, 4 for an LLM)."""
 
     iterations: int = 10
     tokens: int | None = 500_000
@@ -263,7 +263,7 @@ class Policy:
                 written["shape_sets"] = {s.index: {k: v for k, v in asdict(s).items()
                                                    if k != "index" and v not in (None, False)}
                                          for s in rule.shape_sets}
-        if d["budgets"]["patience"] is None:  # unset: the mode's own, which a file says by leaving it out
+        if d["budgets"]["patience"] is None:  # unset: the proposer's own, which a file says by leaving it out
             del d["budgets"]["patience"]
         return _lists(d)
 

@@ -116,28 +116,28 @@ def namespace_hint(error: str) -> str:
     return INSTALL_HINT
 
 
-def resolve_mode(mode: str, status: SandboxStatus | None = None) -> bool:
+def resolve_isolation(isolation: str, status: SandboxStatus | None = None) -> bool:
     """Whether to sandbox, for a policy's `isolation` value; raises if `required` cannot be met."""
-    if mode not in ISOLATION_MODES:
-        raise KforgeError(f"unknown isolation mode {mode!r}", hint=f"use one of: {', '.join(ISOLATION_MODES)}")
-    if mode == "off":
+    if isolation not in ISOLATION_MODES:
+        raise KforgeError(f"unknown isolation mode {isolation!r}", hint=f"use one of: {', '.join(ISOLATION_MODES)}")
+    if isolation == "off":
         return False
     status = status or probe()
     if status.available:
         return True
-    if mode == "required":
+    if isolation == "required":
         raise KforgeError(f"isolation is required but this machine cannot sandbox user code: {status.problem}",
                           hint=status.hint)
     return False
 
 
-def announcement(mode: str) -> str:
+def announcement(isolation: str) -> str:
     """The first line of every command that runs user code: whether it is sandboxed, and if not, why and the fix.
-    Raises (a one-line error) when the mode is `required` and the machine cannot sandbox."""
-    if mode == "off":
+    Raises (a one-line error) when the isolation is `required` and the machine cannot sandbox."""
+    if isolation == "off":
         return "isolation: OFF (policy isolation: off): user code runs unsandboxed, as this user"
     status = probe()
-    resolve_mode(mode, status)
+    resolve_isolation(isolation, status)
     return f"isolation: {status.describe()}"
 
 

@@ -16,11 +16,11 @@ from kforge_bot.evaluate import bound, isolation, outputs
 from kforge_bot.evaluate.plan import Case, Plan
 from kforge_bot.evaluate.result import DIRECTIONS, EvalResult, EvalSettings, TimingStats, directions_text
 from kforge_bot.evaluate.shapes import DEFINITION, ShapeSpeedup, combine, regression_text
-from kforge_bot.evaluate.sandbox import ChildOutcome
+from kforge_bot.evaluate.sandbox import WorkerOutcome
 from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
 
 
-def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
+def judge(plan: Plan, outcome: WorkerOutcome, ref_outputs: dict[str, list[Any]],
           ref_result: dict[str, Any]) -> EvalResult:
     """The verdict on the candidate's worker: how it ended, then its outputs against the reference's, its
     profile, and its timing (statistics from the raw samples, checked against the hardware's floor)."""
@@ -88,7 +88,7 @@ def judge(plan: Plan, outcome: ChildOutcome, ref_outputs: dict[str, list[Any]],
     return base
 
 
-def _ended_without_result(base: EvalResult, outcome: ChildOutcome) -> bool:
+def _ended_without_result(base: EvalResult, outcome: WorkerOutcome) -> bool:
     """Where the worker ended without an ok result (flooded, timed out, exited early, stopped with a verdict):
     the verdict and reason set on `base`, and True. A crash or a timeout also says whose code it was in
     (`details["failed_side"]`: the baseline's while the worker built it or in its own call, else the
@@ -101,7 +101,7 @@ def _ended_without_result(base: EvalResult, outcome: ChildOutcome) -> bool:
     return ended
 
 
-def _how_it_ended(base: EvalResult, outcome: ChildOutcome) -> bool:
+def _how_it_ended(base: EvalResult, outcome: WorkerOutcome) -> bool:
     message = outcome.result
     if outcome.flooded or outcome.overfilled is not None:
         base.verdict, base.reason = "rejected", f"the candidate {outcome.exit_description()}"

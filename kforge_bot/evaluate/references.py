@@ -18,7 +18,7 @@ from kforge_bot.evaluate import devshare, outputs
 from kforge_bot.evaluate.limits import limits_for
 from kforge_bot.evaluate.plan import Fit, Plan
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import (ChildOutcome, raise_on_sandbox_failure, remove_scratch, run_worker,
+from kforge_bot.evaluate.sandbox import (WorkerOutcome, raise_on_sandbox_failure, remove_scratch, run_worker,
                                          sandbox_view, scratch_root)
 from kforge_bot.spec import KernelSpec
 
@@ -118,7 +118,7 @@ def reference_fit(ref_result: dict[str, Any]) -> Fit:
     return Fit.from_dict(ref_result.get("fit") or {})
 
 
-def _reference_death(outcome: ChildOutcome, written: list[dict[str, Any]], cases: int) -> tuple[str, str]:
+def _reference_death(outcome: WorkerOutcome, written: list[dict[str, Any]], cases: int) -> tuple[str, str]:
     """Why a reference's worker died without a word, and the fix. Killed by SIGKILL with gigabytes written is
     the host's memory running out (every case's outputs pass through it), not the reference's code."""
     last = [ln for ln in outcome.log_tail.splitlines() if ln.strip()][-1:]

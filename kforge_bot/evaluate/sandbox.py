@@ -46,7 +46,9 @@ STALL_FACTOR = 50.0  # once built, a candidate silent for this many times the re
 
 
 @dataclass
-class ChildOutcome:
+class WorkerOutcome:
+    """What one worker process ended with (`run_worker`): its messages, how it exited, and what the sandbox saw."""
+
     messages: list[dict[str, Any]] = field(default_factory=list)
     returncode: int | None = None
     timed_out: bool = False
@@ -209,7 +211,7 @@ class WorkerProcess:
 
     def run(self, request: dict[str, Any] | None, timeout_s: float,
             on_message: Callable[[dict[str, Any]], None] | None = None,
-            stall_s: float | None = None, scratch_limit: int | None = None) -> ChildOutcome:
+            stall_s: float | None = None, scratch_limit: int | None = None) -> WorkerOutcome:
         """Send `request` (None: sent already, with `send`), collect the messages until the worker exits or
         `timeout_s` passes (counted from now), then kill its process group. Once the worker says it is built,
         `stall_s` without a message also ends it (a hang costs that, not the whole timeout), except inside a first
@@ -223,7 +225,7 @@ class WorkerProcess:
         self._done = True
         proc, read_fd = self.proc, self._read_fd
         nonce = self._nonce
-        outcome = ChildOutcome(sandboxed=self.sandboxed, shared=self.shared)
+        outcome = WorkerOutcome(sandboxed=self.sandboxed, shared=self.shared)
         started = time.monotonic()
         buffer = b""
         received = 0
@@ -329,7 +331,7 @@ def start_worker(workdir: Path, role: str, env: dict[str, str] | None = None,
 
 def run_worker(request: dict[str, Any], workdir: Path, timeout_s: float,
                on_message: Callable[[dict[str, Any]], None] | None = None,
-               env: dict[str, str] | None = None, view: isolation.View | None = None) -> ChildOutcome:
+               env: dict[str, str] | None = None, view: isolation.View | None = None) -> WorkerOutcome:
     """Run the worker on `request`; never raises for the child's failures."""
     scratch_limit = (request.get("limits") or {}).get("scratch_bytes")
     return start_worker(workdir, request["role"], env, view, warm=request.get("target")).run(
@@ -406,7 +408,7 @@ def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None],
                  scratch: Path, settings: EvalSettings) -> isolation.View | None:
     """What a worker on `target` may see, or None where the policy lets it run unsandboxed (`required` raises
     when the machine cannot sandbox). Readable: the kernel's source folders; writable: its scratch alone."""
-    if not isolation.resolve_mode(settings.isolation):
+    if not isolation.resolve_isolation(settings.isolation):
         return None
     implementations = [spec.reference, spec.inputs_source, *implementations]
     roots = {Path(spec.root)} | {Path(i.root) for i in implementations if i is not None and i.root} \
@@ -494,7 +496,7 @@ def _loosen(folder: Path) -> None:
         os.close(top)
 
 
-def raise_on_sandbox_failure(outcome: ChildOutcome) -> None:
+def raise_on_sandbox_failure(outcome: WorkerOutcome) -> None:
     failure = outcome.sandbox_failure
     if failure:
         raise KforgeError(f"the sandbox could not start a worker: {failure}",

@@ -46,8 +46,10 @@ class PairedTimes:
     calls_per_sample: int = 1
     stop_reason: str = ""
     wall_s: float = 0.0
-    mode: str = "eager"  # or "cuda_graph": short kernels replayed from captured graphs, no host overhead
-    mode_note: str = ""
+    # How the timed calls were issued: "eager" (each one launched), or "cuda_graph" (short kernels replayed from
+    # captured graphs, no host overhead); results keep it under "mode" and "mode_note", as they always have.
+    launch: str = "eager"
+    launch_note: str = ""
     busy_after_ms: dict[str, float] = field(default_factory=dict)  # per side, Sample.busy_after_ms's upper quartile
     busy_before_ms: dict[str, float] = field(default_factory=dict)  # per side, Sample.busy_before_ms's
     # Per side, the warm-up's median time a call (after a 1 ms device lead, so a call whose host needs longer to
@@ -63,8 +65,8 @@ class PairedTimes:
             "baseline_ms": self.baseline_ms,
             "candidate_ms": self.candidate_ms,
             "calls_per_sample": self.calls_per_sample,
-            "mode": self.mode,
-            "mode_note": self.mode_note,
+            "mode": self.launch,
+            "mode_note": self.launch_note,
             "stop_reason": self.stop_reason,
             "busy_after_ms": self.busy_after_ms,
             "busy_before_ms": self.busy_before_ms,
@@ -254,7 +256,7 @@ def _replay_if_short(result: PairedTimes, target: Target, estimate: float,
                      fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
                      afters: tuple[Callable[[Any, int], None], ...]) -> tuple[Callable[[list[Any]], Any], ...]:
     """The graph decision: (baseline, candidate) as they will be timed, eager or replayed from CUDA graphs, with
-    `result`'s mode, note and calls per sample set to match. Replayed: calls shorter than GRAPH_BELOW_MS of the
+    `result`'s launch, note and calls per sample set to match. Replayed: calls shorter than GRAPH_BELOW_MS of the
     device, and calls whose launches outlast their device work (`launch_bound`); the warm-up's eager figures are
     kept beside the timed ones for the note a user calling them eagerly needs."""
     if target.kind != "cuda" or not (estimate < GRAPH_BELOW_MS or launch_bound(result.per_call_ms)):
@@ -264,10 +266,10 @@ def _replay_if_short(result: PairedTimes, target: Target, estimate: float,
     # (host syncs, CPU work), both stay eager so the comparison stays like for like.
     captured = capture_graphs(target, fns, input_sets)
     if isinstance(captured, str):
-        result.mode_note = f"eager: graph capture failed ({captured})"
+        result.launch_note = f"eager: graph capture failed ({captured})"
         return fns
-    (baseline, candidate), result.mode_note = captured
-    result.mode = "cuda_graph"
+    (baseline, candidate), result.launch_note = captured
+    result.launch = "cuda_graph"
     # The eager estimate was the host's launch time as much as the kernel's (25-100 us for one 25 us
     # kernel on the H200, from run to run): how many calls make a sample is decided from replays, so
     # every sample holds at least MIN_SAMPLE_MS of device work whatever the host did during warm-up.
@@ -355,7 +357,7 @@ def measure_pair(
                                                (after_baseline, after_single_call))
     else:
         result.calls_per_sample = min(result.calls_per_sample, len(input_sets))
-        result.mode_note = "eager: each call's inputs or graph are put back between samples, outside the timed region"
+        result.launch_note = "eager: each call's inputs or graph are put back between samples, outside the timed region"
     k = result.calls_per_sample
     # Calls timed eagerly: each sample's device lead covers the host's time to issue its k calls (measured in the
     # warm-up, per side), so the device runs them back to back and the interval times them, not the host's
@@ -364,7 +366,7 @@ def measure_pair(
     # the settle, KernelBench level 3's ResNet18, left the device waiting on the host and read 1.5% apart in A/A.)
     # Fixed for the run, not fed back: a call that synchronizes the host would otherwise grow its own lead every
     # sample.
-    lead = {side: (LEAD_FACTOR * longest * k if result.mode == "eager" else 0.0) for side in host_per_call}
+    lead = {side: (LEAD_FACTOR * longest * k if result.launch == "eager" else 0.0) for side in host_per_call}
     # The budget is the timed pairs': the warm-up, the estimates and the graph captures before them are the
     # harness's own cost (with the leads of a model of many launches, seconds: level 3's bidirectional GRU got
     # one pair of a 2 s budget when they counted).

@@ -31,17 +31,17 @@ class Counters:
     """Collects for one run; `reason` says why not when it cannot (off, no tool for the target, no tool here)."""
 
     def __init__(self, spec: KernelSpec, target: str, settings: EvalSettings, report_dir: Path,
-                 mode: str = "auto") -> None:  # auto | off | full (full: keep the .ncu-rep files too)
-        self.spec, self.target, self.settings, self.mode = spec, target, settings, mode
+                 collect: str = "auto") -> None:  # --counters: auto | off | full (full: keep the .ncu-rep files too)
+        self.spec, self.target, self.settings, self.choice = spec, target, settings, collect
         self.tool = tool_for(target)
         self.folder = Path(report_dir) / "ncu"
-        self.reason = "switched off (--counters off)" if mode == "off" else self.tool.unavailable(target)
+        self.reason = "switched off (--counters off)" if collect == "off" else self.tool.unavailable(target)
 
     def collect(self, iteration: int, implementation: Implementation, median_ms: float | None,
                 device_name: str = "") -> dict[str, Any]:
         label = "baseline" if iteration == 0 else f"{iteration:04d}"
         got = self.tool.collect(self.spec, implementation, self.target, self.folder, label, settings=self.settings,
-                                keep_report=self.mode == "full", device_name=device_name)
+                                keep_report=self.choice == "full", device_name=device_name)
         if not got.get("available") and not str(got.get("reason", "")).startswith("the profiled call failed"):
             # The tool itself failed (hung, not permitted, no output): the next version would cost the same again.
             self.reason = f"{self.tool.NAME} failed on an earlier kernel version ({got.get('reason')})"

@@ -41,7 +41,7 @@ TRIM_RULE = ("less history (2 attempts, then 1, then none), no other targets' co
 class LLMProposer(Proposer):
     """The KForge generator and analyst, talking to an OpenAI-compatible endpoint."""
 
-    mode = LLM
+    kind = LLM
 
     def __init__(self, client: LLMClient, spec: KernelSpec, target_kind: str, *,
                  references: Sequence[dict[str, Any]] = (), models: Sequence[str] = ()) -> None:
@@ -84,15 +84,20 @@ class LLMProposer(Proposer):
         if it.accepted:
             yield from self._analyse(it.iteration, view)
 
-    # -- parallel rounds ------------------------------------------------------------------------
+    # -- rounds ---------------------------------------------------------------------------------
 
     def propose_for(self, iteration: int, slot: int, taken: Sequence[dict[str, int]],
                     view: RunView) -> Steps[Proposal | None]:
         """One of the round's samples: the models take turns (by iteration), the parents are the beam's
-        members in turn (the kernel as written while there is no correct candidate)."""
-        parents: list[IterationRecord | None] = list(view.record.beam(view.beam)) or [None]
-        parent = parents[slot % len(parents)]
-        model = self.models[(iteration - 1) % len(self.models)] if self.models else None
+        members in turn (the kernel as written while there is no correct candidate). A round of one (no
+        --parallel) starts from the current best, with the run's own model, as `propose` does."""
+        parent: IterationRecord | None
+        if view.parallel == 1:
+            parent, model = view.record.best, None
+        else:
+            parents: list[IterationRecord | None] = list(view.record.beam(view.beam)) or [None]
+            parent = parents[slot % len(parents)]
+            model = self.models[(iteration - 1) % len(self.models)] if self.models else None
         # The sample's model for this request only: the analyst keeps the run's own model.
         source, reply = yield from self._write(iteration, view, view.source_of(parent.iteration if parent else 0),
                                                parent.speedup if parent is not None else None, model=model)

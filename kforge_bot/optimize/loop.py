@@ -7,7 +7,9 @@ Two proposers take turns at the same loop (kforge_bot.optimize.proposer says wha
 - `TunerProposer` (tuner_proposer.py): with no model configured, the built-in tuner searches the kernel's own
   parameters (block sizes, warps, stages, threads, tiles), guided by the same profile digest.
 A proposer reports what happened (its prompts, replies, advice) and the loop writes it: the loop is the
-trajectory's only writer. A sequential step and a parallel round take one path from proposal to record.
+trajectory's only writer. Every step is a round: up to `parallel` candidates proposed (`propose_for`, one per
+slot), evaluated, judged in order, then observed together (`observe_round`). A sequential step is a round of one,
+on the same path, and records no round number.
 
 A candidate is accepted only when `evaluate` says it is correct and faster than the kernel as written with
 confidence (the whole speedup interval above 1), and better than the current best by `min_gain`.
@@ -15,9 +17,10 @@ confidence (the whole speedup interval above 1), and better than the current bes
 Control flow uses the loop-control exceptions of `kforge_bot.errors` (as in mini-swe-agent): a
 `NonTerminating` signal (a malformed reply) costs its iteration and the run goes on; a `Terminating` one
 (budget spent, endpoint gone, no progress, near the roofline, search exhausted) ends the run and the best
-candidate so far stands (kforge_bot.optimize.stops). Everything the loop knows is in its trajectory
-(kforge_bot.optimize.trajectory), written as it happens, so a stopped run resumes where it was without spending
-an iteration twice.
+candidate so far stands. Before each round `stop_signal` (kforge_bot.optimize.stops), a pure function of the
+record, says whether the run goes on; the loop alone checks the budgets, the token budget included. Everything
+the loop knows is in its trajectory (kforge_bot.optimize.trajectory), written as it happens, so a stopped run
+resumes where it was without spending an iteration twice.
 """
 
 from __future__ import annotations
@@ -31,8 +34,7 @@ from typing import Any, TypeVar
 
 from kforge_bot.agents import generator
 from kforge_bot.config.policy import Budgets
-from kforge_bot.errors import (BudgetExhausted, KforgeError, MalformedReply, NearRoofline, NoProgress, NonTerminating,
-                               Terminating)
+from kforge_bot.errors import KforgeError, MalformedReply, NonTerminating, Terminating
 from kforge_bot.evaluate.baselines import CompiledBaseline, against_baselines, beats_every_baseline, requested_compiled
 from kforge_bot.evaluate.result import EvalResult
 from kforge_bot.optimize.counters import DETAILS_FILE, Counters, details_csv
@@ -42,7 +44,7 @@ from kforge_bot.optimize.hardware_context import hardware_context, hardware_text
 from kforge_bot.optimize.proposer import Proposal, Proposer, RunView, Steps
 from kforge_bot.optimize.record import IterationRecord, RunRecord
 from kforge_bot.optimize.roofline import WorkloadModel, workload
-from kforge_bot.optimize.stops import StopRules
+from kforge_bot.optimize.stops import StopRules, stop_signal, tokens_spent
 from kforge_bot.optimize.trajectory import Trajectory, sha256
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.text import one_line
@@ -52,12 +54,12 @@ T = TypeVar("T")
 
 @dataclass(eq=False)
 class _Candidate:
-    """One candidate on its way from proposal to record (a sequential step's, or one of a parallel round's)."""
+    """One candidate of a round on its way from proposal to record."""
 
     iteration: int
     proposal: Proposal
     started: float  # the loop's clock when its step began
-    round: int | None = None  # its parallel round; None: a sequential step
+    round: int | None = None  # its parallel round; None: a round of one (a sequential step)
     llm_s: float = 0.0  # waiting for the model while it was proposed
     loop_s: float = 0.0  # the loop's own time for it before judging
     source_sha256: str | None = None
@@ -159,12 +161,11 @@ class Loop:
             self._follow(self.proposer.prepare())
             self._ensure_baseline()
             self._follow(self.proposer.start(self.view()))
-            while True:
+            while True:  # one round per turn; a sequential step is a round of one
                 self._check_stop()
-                if self.parallel > 1 or len(self.record.pendings) > 1:
-                    self._round()
-                else:
-                    self._step(self.record.next_iteration)
+                started = self.clock()
+                batch, stop = self._open_round()
+                self._judge_round(batch, stop, started)
         except Terminating as exc:
             kind, reason = type(exc).__name__, str(exc)
         except KeyboardInterrupt:
@@ -178,41 +179,12 @@ class Loop:
         return self._prior_wall + (self.clock() - self._session_start)
 
     def _check_stop(self) -> None:
-        record, budgets = self.record, self.budgets
-        if record.iterations_used >= budgets.iterations:
-            raise BudgetExhausted(f"iteration budget spent ({record.iterations_used} of {budgets.iterations})",
-                                  budget="iterations")
-        if budgets.time_limit_s is not None:
-            elapsed, step = self.elapsed_s(), self._expected_step_s()
-            if elapsed >= budgets.time_limit_s:
-                raise BudgetExhausted(f"time limit reached ({elapsed:.0f} s of {budgets.time_limit_s:g} s)",
-                                      budget="time")
-            if elapsed + step > budgets.time_limit_s:  # an evaluation cannot be cut short: do not start one
-                raise BudgetExhausted(f"time limit: {elapsed:.0f} s of {budgets.time_limit_s:g} s spent and a step "
-                                      f"takes about {step:.0f} s", budget="time")
-        spent = int((record.usage or {}).get("total_tokens", 0))
-        if budgets.tokens is not None and spent >= budgets.tokens:
-            raise BudgetExhausted(f"token budget spent ({spent} of {budgets.tokens})", budget="tokens")
-        # Patience counts this session only: resuming a run that ran out of ideas asks for more tries.
-        misses = min(record.since_progress, record.iterations_used - self._done_before)
-        patience = self.rules.patience * self.parallel  # rounds of misses, counted in candidates
-        if misses >= patience:
-            raise NoProgress(f"no better candidate in the last {misses} iterations (patience {patience})")
-        which = "best" if record.best else "baseline"
-        position = record.position(which)
-        fraction = (position or {}).get("roofline_fraction")
-        if fraction is not None and fraction >= self.rules.roofline_fraction:
-            subject = "the best candidate" if record.best else "the kernel as written"
-            what = "roofline" if position and position.get("flops_known") else "peak bandwidth (compulsory traffic)"
-            raise NearRoofline(f"{subject} reaches {fraction:.0%} of its {what}; the stop is at "
-                               f"{self.rules.roofline_fraction:.0%}")
-        summary = (record.counters.get(record.best.iteration if record.best else 0) or {}).get("summary") or {}
-        light = summary.get("speed_of_light")
-        if light is not None and light >= self.rules.speed_of_light:
-            subject = "the best candidate" if record.best else "the kernel as written"
-            raise NearRoofline(f"{subject} runs at {light:.0%} of its speed of light by the hardware's counters "
-                               f"({summary.get('class')}, kernel {one_line(str(summary.get('dominant')), 60)}); the "
-                               f"stop is at {self.rules.speed_of_light:.0%}")
+        """Raise what `stop_signal` says ends the run before the next round."""
+        stop = stop_signal(self.record, self.budgets, self.rules, elapsed_s=self.elapsed_s(),
+                           step_s=self._expected_step_s(), parallel=self.parallel,
+                           session_iterations=self.record.iterations_used - self._done_before)
+        if stop is not None:
+            raise stop
 
     def _expected_step_s(self) -> float:
         """What the next iteration will probably take: the mean of the steps so far, else the first evaluation's
@@ -253,67 +225,39 @@ class Loop:
                                    runner=facts.name if facts else None)
         self.hardware_text = hardware_text(self.target, device, facts, self.record.ceilings)
 
-    # -- from proposal to record: one path for a step and for a round ----------------------------
+    # -- from proposal to record: one path, a sequential step being a round of one ----------------
 
-    def _step(self, iteration: int) -> None:
-        """One candidate at a time: propose it (or take the one a stopped run wrote), evaluate, record, observe."""
-        started = self.clock()
-        pending = self.record.pending
-        if pending is not None and pending.iteration == iteration and pending.file:
-            # The run stopped between writing this candidate and judging it: judge it now, spend nothing new.
-            candidate = self._pending_candidate(pending, started)
-        else:
-            try:
-                proposal = self._follow(self.proposer.propose(iteration, self.view()))
-            except NonTerminating as exc:
-                self._record_malformed(exc, iteration, started)
-                return
-            candidate = self._write_candidate(iteration, proposal, started)
-        batch: list[_Candidate] = []
-        self._enter(candidate, batch)
-        [it] = self._settle(batch)
-        self._follow(self.proposer.observe(it, self.view()))
-
-    def _round(self) -> None:
-        """One parallel round: propose up to `parallel` candidates (each goes to the pool as soon as it is
-        written, so evaluation overlaps the next proposal), then judge them in order. The loop's own time
-        per candidate (everything but waiting for the model and for evaluations) is measured as loop_s."""
+    def _open_round(self) -> tuple[list[_Candidate], Terminating | None]:
+        """The round's candidates, each evaluated as soon as it is written (on the pool when there is one, so
+        evaluation overlaps the next proposal): up to `parallel` new ones, or, after a stop, the stopped round's
+        (written, never judged) and nothing new. With them, the signal that ended the run while some were already
+        launched (they are judged first)."""
         record = self.record
-        round_start = self.clock()
         batch: list[_Candidate] = []
-        stop: Terminating | None = None
         pendings = record.pendings
-        if pendings:  # a stopped round: judge what it wrote, propose nothing new
-            round_no = max((it.round or 0) for it in pendings) or record.rounds + 1
+        numbered = self.parallel > 1 or len(pendings) > 1  # a round of one records no round, as before rounds
+        if pendings:
+            round_no = (max((it.round or 0) for it in pendings) or record.rounds + 1) if numbered else None
             for it in pendings:
                 self._enter(self._pending_candidate(it, self.clock(), round_no), batch)
-        else:
-            round_no = record.rounds + 1
-            stop = self._propose_round(round_no, batch)
-        judged = self._settle(batch)
-        self._follow(self.proposer.observe_round(judged, self.view()))
-        self._round_walls.append(self.clock() - round_start)
-        if stop is not None:
-            raise stop
-
-    def _propose_round(self, round_no: int, batch: list[_Candidate]) -> Terminating | None:
-        """Propose the round's candidates into `batch`, each launched as soon as it is written. Returns the
-        signal that ended the run while some were already launched (they are judged first)."""
-        budget = self.budgets.iterations - self.record.iterations_used
+            return batch, None
+        round_no = record.rounds + 1 if numbered else None
         taken: list[dict[str, int]] = []
-        for slot in range(min(self.parallel, budget)):
-            iteration = self.record.fresh_iteration
+        for slot in range(min(self.parallel, self.budgets.iterations - record.iterations_used)):
+            iteration = record.fresh_iteration
             started = self.clock()
             llm_before = self._llm_seconds(iteration)
             try:
+                if slot and (spent := tokens_spent(record, self.budgets)) is not None:
+                    raise spent  # an earlier sample spent the token budget: ask the model nothing more
                 proposal = self._follow(self.proposer.propose_for(iteration, slot, taken, self.view()))
             except NonTerminating as exc:
-                self._record_malformed(exc, iteration, started, round=round_no)
+                self._record_malformed(exc, iteration, started, **({} if round_no is None else {"round": round_no}))
                 continue
             except Terminating as exc:
                 if not batch:
                     raise
-                return exc  # judge what this round already launched, then stop
+                return batch, exc  # judge what this round already launched, then stop
             if proposal is None:
                 break
             if proposal.assignment:
@@ -321,7 +265,7 @@ class Loop:
             candidate = self._write_candidate(iteration, proposal, started, round_no)
             candidate.llm_s = self._llm_seconds(iteration) - llm_before
             self._enter(candidate, batch)
-        return None
+        return batch, None
 
     def _pending_candidate(self, it: IterationRecord, started: float, round_no: int | None = None) -> _Candidate:
         proposal = Proposal(self.trajectory.read_source(it.file or ""), it.change, it.assignment, it.parent, it.model)
@@ -357,9 +301,10 @@ class Loop:
                 candidate.done = self.evaluator(implementation)
         candidate.loop_s = max(0.0, self.clock() - candidate.started - candidate.llm_s)
 
-    def _settle(self, batch: list[_Candidate]) -> list[IterationRecord]:
-        """Judge a batch in order (wait for each result, accept or not, record it), then profile the best when
-        the batch brought a new one: every evaluation has returned, so the profiler runs beside no timed run."""
+    def _judge_round(self, batch: list[_Candidate], stop: Terminating | None, started: float) -> None:
+        """Judge the round in order (wait for each result, accept or not, record it), profile the best when the
+        round brought a new one (every evaluation has returned, so the profiler runs beside no timed run), let the
+        proposer observe the round, then raise `stop` if the run ended during it."""
         judged = []
         for candidate in batch:
             if candidate.twin is not None:  # the same source twice in one round: evaluated once, free for the twin
@@ -369,13 +314,21 @@ class Loop:
         best = self.record.best
         if best is not None and any(it.iteration == best.iteration for it in judged):
             self._profile_counters(best.iteration, self.spec.candidate_from_source(self.best_source()))
-        return judged
+        if judged:  # a malformed reply is no candidate: nothing to observe
+            # Observing may ask the model again (the analyst): not once the token budget is spent.
+            stop = stop or tokens_spent(self.record, self.budgets)
+            if stop is None:
+                self._follow(self.proposer.observe_round(judged, self.view()))
+        self._round_walls.append(self.clock() - started)
+        if stop is not None:
+            raise stop
 
     def _record_result(self, candidate: _Candidate, result: EvalResult, eval_s: float,
                        judging_since: float) -> IterationRecord:
         """Append a candidate's result (with the generator's feedback when it is not accepted) and keep an
-        accepted source as best<suffix>. A round's result also says its round and the loop's own time for the
-        candidate: its time before judging plus the judging up to this append."""
+        accepted source as best<suffix>. A numbered round's result also says its round and the loop's own time
+        for the candidate (everything but waiting for the model and for evaluations): its time before judging
+        plus the judging up to this append."""
         if self.record.compiled_baselines and result.correct and result.details.get("timing"):
             compiled = {k: CompiledBaseline.from_dict(v) for k, v in self.record.compiled_baselines.items()}
             result.details["baselines"] = against_baselines(result, compiled)

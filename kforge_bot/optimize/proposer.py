@@ -22,6 +22,7 @@ from typing import Any, ClassVar, TypeVar
 from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.optimize.record import IterationRecord, RunRecord
 
+# The two kinds of proposer (the start event records which one a run has, under "mode").
 TUNER = "tuner"
 LLM = "llm"
 
@@ -76,10 +77,11 @@ class RunView:
 
 class Proposer(ABC):
     """Every call the loop makes of a proposer, in the order of a run: describe (for the start event),
-    prepare (before the baseline is measured), start (after it), then propose and observe per candidate, or
-    propose_for and observe_round per parallel round."""
+    prepare (before the baseline is measured), start (after it), then per round (a sequential step is a round of
+    one) `propose_for` for each of its slots and `observe_round` once its candidates are judged. A proposer that
+    thinks one candidate at a time says only `propose` and `observe`: the defaults of the round's calls ask them."""
 
-    mode: ClassVar[str]
+    kind: ClassVar[str]  # TUNER or LLM
 
     def describe(self) -> dict[str, Any]:
         """What the start event records of this proposer (endpoint, model, ...)."""

@@ -233,8 +233,10 @@ class RunRecord:
 
     @property
     def fresh_iteration(self) -> int:
-        """The first iteration number no candidate has used yet (a parallel round writes several at once)."""
-        return max(self.iterations, default=0) + 1
+        """The number of the next candidate: the first after every judged or written one (a round writes several
+        before judging them). An iteration that holds only a reply (a run stopped between the model's answer and
+        its candidate) is asked again under its own number, its tokens kept with it."""
+        return max((n for n, it in self.iterations.items() if it.completed or it.file), default=0) + 1
 
     @property
     def pendings(self) -> list[IterationRecord]:

@@ -36,12 +36,12 @@ def quick_settings() -> EvalSettings:
 
 
 @dataclass
-class LoopOutcome:
-    """What a session of the run ended with: the record, the best source (when one beat the kernel as written)
-    and why it stopped."""
+class OptimizeOutcome:
+    """What a session of an optimize run (`OptimizeRun.run`) ended with: the record, the best source (when one beat
+    the kernel as written) and why it stopped."""
 
     record: RunRecord
-    mode: str
+    proposer_kind: str  # TUNER or LLM (kforge_bot.optimize.proposer)
     report_dir: Path
     best_source: str | None = None
     stop_kind: str = ""
@@ -56,8 +56,9 @@ class LoopOutcome:
         record = self.record
         start = record.start
         usage = record.usage or {}
-        out: dict[str, Any] = {"generator": "LLM (KForge generator + analyst)" if self.mode == LLM else "built-in tuner"}
-        if self.mode == LLM:
+        llm = self.proposer_kind == LLM
+        out: dict[str, Any] = {"generator": "LLM (KForge generator + analyst)" if llm else "built-in tuner"}
+        if llm:
             out["model"] = ", ".join(record.models) or start.get("model") or "n/a"
             out["endpoint"] = start.get("endpoint", "n/a")
             out["tokens"] = usage.get("total_tokens", 0)
@@ -82,7 +83,7 @@ class RunConfig:
 
     target: str
     budgets: Budgets = field(default_factory=Budgets)
-    rules: StopRules | None = None  # None: quick_rules(mode, budgets)
+    rules: StopRules | None = None  # None: quick_rules(proposer_kind, budgets)
     settings: EvalSettings = field(default_factory=quick_settings)
     endpoint: Any = None  # kforge_bot.agents.llm.Endpoint; None: the built-in tuner
     references: Sequence[dict[str, Any]] = ()
@@ -124,22 +125,22 @@ class RunConfig:
 class OptimizeRun:
     """One session of a run: `open` (new or resumed), `run`, then `finish` (end event and report)."""
 
-    def __init__(self, spec: KernelSpec, trajectory: Trajectory, loop: Loop, evaluator: Evaluator, mode: str,
+    def __init__(self, spec: KernelSpec, trajectory: Trajectory, loop: Loop, evaluator: Evaluator, proposer_kind: str,
                  config: RunConfig) -> None:
         self.spec = spec
         self.trajectory = trajectory
         self.loop = loop
         self.evaluator = evaluator
-        self.mode = mode
+        self.proposer_kind = proposer_kind  # TUNER or LLM
         self.config = config
-        self.outcome: LoopOutcome | None = None
+        self.outcome: OptimizeOutcome | None = None
         self.own_pool: Any = None  # a pool this run made, closed when it ends
 
     @classmethod
     def open(cls, spec: KernelSpec, config: RunConfig, report_dir: str | Path, *, resume: bool = False,
              progress: Progress | None = None) -> OptimizeRun:
         report_dir = Path(report_dir)
-        mode = TUNER if config.endpoint is None else LLM
+        proposer_kind = TUNER if config.endpoint is None else LLM
         if config.languages is not None and spec.format == "manifest" and spec.language not in config.languages:
             raise KforgeError(f"kernel {spec.name!r} is written in {spec.language}, and the policy allows candidates "
                               f"only in {', '.join(config.languages)}: none of its candidates could be accepted",
@@ -148,17 +149,16 @@ class OptimizeRun:
                                    "of those")
         if resume:
             trajectory = Trajectory.open(report_dir)
-            spec = _check_resumable(spec, trajectory, mode, config.target)
+            spec = _check_resumable(spec, trajectory, proposer_kind, config.target)
         else:
             trajectory = Trajectory.create(report_dir)
-        rules = config.rules or quick_rules(mode, config.budgets)
+        rules = config.rules or quick_rules(proposer_kind, config.budgets)
         proposer: Proposer
-        if mode == TUNER:
+        if proposer_kind == TUNER:
             proposer = TunerProposer(spec, cpu_count=config.cpu_count, min_gain=rules.min_gain)
         else:
-            factory = config.client_factory or (lambda endpoint, token_budget: LLMClient(
-                endpoint, token_budget=token_budget, timeout=endpoint.timeout_s))
-            client = factory(config.endpoint, token_budget=config.budgets.tokens)
+            factory = config.client_factory or (lambda endpoint: LLMClient(endpoint, timeout=endpoint.timeout_s))
+            client = factory(config.endpoint)  # the token budget is the loop's (stops.tokens_spent)
             proposer = LLMProposer(client, spec, config.target, references=config.references,
                                    models=config.models if len(config.models) > 1 else ())
         if not resume:
@@ -166,7 +166,7 @@ class OptimizeRun:
             baseline_file = trajectory.write_source(f"baseline{suffix}", spec.baseline.source)
             trajectory.append("start", schema=SCHEMA, kernel=spec.name, format=spec.format, root=spec.root,
                               kernel_file=spec.kernel_file, entry=spec.entry, language=spec.language,
-                              target=config.target, mode=mode, baseline_file=baseline_file,
+                              target=config.target, mode=proposer_kind, baseline_file=baseline_file,
                               baseline_sha256=sha256(spec.baseline.source), settings=config.settings.to_dict(),
                               budgets=config.budgets.limits(), rules=asdict(rules),
                               endpoint=proposer.describe().get("endpoint"), model=proposer.describe().get("model"),
@@ -189,11 +189,11 @@ class OptimizeRun:
         loop = Loop(spec, config.target, proposer, trajectory, evaluator, budgets=config.budgets, rules=rules,
                     workload_model=config.workload_model, progress=progress,
                     parallel=config.parallel, beam=config.beam, counters=counters, baselines=config.baselines)
-        run = cls(spec, trajectory, loop, evaluator, mode, config)
+        run = cls(spec, trajectory, loop, evaluator, proposer_kind, config)
         run.own_pool = pool if own_pool else None
         return run
 
-    def run(self) -> LoopOutcome:
+    def run(self) -> OptimizeOutcome:
         stopped_early = True
         try:
             kind, reason = self.loop.run()
@@ -208,8 +208,8 @@ class OptimizeRun:
                 self.own_pool = None
         record = self.trajectory.record
         best_source = self.loop.best_source() if record.best else None
-        self.outcome = LoopOutcome(record=record, mode=self.mode, report_dir=self.trajectory.root,
-                                   best_source=best_source, stop_kind=kind, stop_reason=reason)
+        self.outcome = OptimizeOutcome(record=record, proposer_kind=self.proposer_kind, report_dir=self.trajectory.root,
+                                       best_source=best_source, stop_kind=kind, stop_reason=reason)
         return self.outcome
 
     def finish(self, *, written_to: str | None = None, note: str | None = None) -> ReportFiles:
@@ -222,14 +222,14 @@ class OptimizeRun:
         return write_report(self.trajectory.root, self.trajectory.record)
 
 
-def _check_resumable(spec: KernelSpec, trajectory: Trajectory, mode: str, target: str) -> KernelSpec:
+def _check_resumable(spec: KernelSpec, trajectory: Trajectory, proposer_kind: str, target: str) -> KernelSpec:
     """The spec to continue with: the run's own kernel, as it was when the run started."""
     start = trajectory.record.start
     where = trajectory.path
     if start.get("kernel") != spec.name or start.get("kernel_file") != spec.kernel_file:
         raise KforgeError(f"this run optimized kernel {start.get('kernel')!r} ({start.get('kernel_file')}), "
                           f"not {spec.name!r}", path=where, hint="pass the same FILE and --kernel as the first time")
-    if start.get("mode") != mode:
+    if start.get("mode") != proposer_kind:  # the start event's key for it, since the first runs
         want = "an LLM endpoint (OPENAI_BASE_URL / OPENAI_API_KEY or --base-url)" if start.get("mode") == LLM else \
             "no LLM endpoint (unset OPENAI_BASE_URL and OPENAI_API_KEY)"
         raise KforgeError(f"this run used the {'LLM generator' if start.get('mode') == LLM else 'built-in tuner'}; "

@@ -14,7 +14,7 @@ folds each event into the run's state as it is appended, so `--resume` (replayin
 state the stopped run had, and the report is a function of the file alone.
 
 Events (each line also carries "event", "time" (Unix seconds) and "session"):
-    start            kernel, files, target, mode (llm | tuner), model/endpoint, settings, budgets, rules
+    start            kernel, files, target, mode (the proposer: llm | tuner), model/endpoint, settings, budgets, rules
     session          a session began (the first, or a resume)
     baseline         the kernel as written, evaluated against itself: its time, profile, correctness
     workload         bytes (and FLOPs when known) per shape set, for the roofline

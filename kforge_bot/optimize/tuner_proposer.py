@@ -16,7 +16,7 @@ from kforge_bot.tuner import tunables
 class TunerProposer(Proposer):
     """The built-in tuner as a proposer: every candidate is the ORIGINAL source with new parameter values."""
 
-    mode = TUNER
+    kind = TUNER
 
     def __init__(self, spec: KernelSpec, *, cpu_count: int | None = None, min_gain: float = 0.01) -> None:
         self.spec = spec

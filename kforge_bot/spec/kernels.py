@@ -21,8 +21,10 @@ from kforge_bot.spec import (
     MANIFEST_NAME,
     MAX_SOURCE_BYTES,
     KernelSpec,
+    find_manifest,
     is_kernelbench_source,
     load_kernelbench,
+    load_manifest,
     load_manifest_entry,
     read_manifest,
 )
@@ -162,3 +164,24 @@ def discover(checkout: str | Path, policy: Policy, *, strict: bool = True,
         else:
             found[rel_dir] = Kernel(rel_dir, spec.name, "gpumode", rel, spec, None, sources)
     return {k: v for k, v in found.items() if policy.is_kernel_path(v.file)}
+
+
+def sibling_references(spec: KernelSpec, file: Path, target: str) -> list[dict[str, Any]]:
+    """Working implementations for other targets (KForge's cross-platform reference): kernels in the same
+    kforge.yaml that are checked against the same reference callable and do not run on this target."""
+    if spec.format != "manifest":
+        return []
+    manifest = file if file.suffix in (".yaml", ".yml") else find_manifest(file)
+    if manifest is None:
+        return []
+    refs = []
+    for other in load_manifest(manifest).values():
+        if other.name == spec.name or other.kernel_file == spec.kernel_file or target in other.targets:
+            continue
+        if (other.reference.source, other.reference.symbol) != (spec.reference.source, spec.reference.symbol):
+            continue
+        refs.append({"target": ", ".join(other.targets), "language": other.language, "source": other.baseline.source,
+                     "file": other.kernel_file,
+                     "note": f"Kernel `{other.name}` ({other.kernel_file}) from the same kforge.yaml, checked there "
+                             "against the same reference."})
+    return refs

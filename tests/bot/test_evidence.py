@@ -8,7 +8,7 @@ import re
 from fakes.markdown import assert_nothing_live
 
 from kforge_bot.bot import evidence
-from kforge_bot.bot.evidence import KernelOutcome, TargetRow
+from kforge_bot.bot.evidence import KernelEvidence, TargetRow
 
 
 def _rows():
@@ -21,7 +21,7 @@ def _rows():
     )
 
 
-def _outcome(**kw) -> KernelOutcome:
+def _outcome(**kw) -> KernelEvidence:
     base = dict(
         kernel="rmsnorm", file="kernels/rmsnorm.py", targets=_rows(),
         correctness={"ok": True, "seeds": [0, 1, 2], "shape_sets": ["small", "large"], "max_abs_error": 0.00123,
@@ -36,7 +36,7 @@ def _outcome(**kw) -> KernelOutcome:
         diff="--- a/kernels/rmsnorm.py\n+++ b/kernels/rmsnorm.py\n-BLOCK = 128\n+BLOCK = 512\n",
         branch="kforge/pr-123/rmsnorm", pr_url="https://github.example/o/r/pull/456", pr_number=456)
     base.update(kw)
-    return KernelOutcome(**base)
+    return KernelEvidence(**base)
 
 
 def test_formatting():
@@ -124,7 +124,7 @@ def test_claims_follow_the_data():
 
 
 def test_missing_data_is_na_not_invented():
-    bare = KernelOutcome(kernel="gelu", file="k/gelu.py", targets=(TargetRow("cpu"),))
+    bare = KernelEvidence(kernel="gelu", file="k/gelu.py", targets=(TargetRow("cpu"),))
     body = evidence.render_pr_body(bare, pr_number=9, head_branch="f")
     assert "| cpu | n/a | n/a | n/a | n/a |" in body
     assert "No correctness record was attached to this result (n/a)." in body
@@ -171,10 +171,10 @@ def test_fences_survive_backticks_in_code():
 
 
 def test_comment_one_line_per_kernel_and_marker():
-    no_gain = KernelOutcome("softmax", "kernels/softmax.py",
+    no_gain = KernelEvidence("softmax", "kernels/softmax.py",
                             (TargetRow("b200", speedup=0.98, ci_low=0.96, ci_high=1.00, correct=True),),
                             skip_reason="no improvement over the baseline")
-    not_run = KernelOutcome("gelu", "kernels/gelu.py", skip_reason="skipped by policy (not a required kernel)")
+    not_run = KernelEvidence("gelu", "kernels/gelu.py", skip_reason="skipped by policy (not a required kernel)")
     text = evidence.render_comment([_outcome(), no_gain, not_run], pr_number=123)
     lines = [line for line in text.splitlines() if line.startswith("- ")]
     assert lines == [
@@ -194,7 +194,7 @@ def test_comment_for_a_run_that_did_not_happen():
 
 
 def test_summary_and_status():
-    no_gain = KernelOutcome("softmax", "kernels/softmax.py", skip_reason="no improvement")
+    no_gain = KernelEvidence("softmax", "kernels/softmax.py", skip_reason="no improvement")
     summary = evidence.render_summary([_outcome(), no_gain], note="trusted: same-repository PR by @ada")
     assert "| `rmsnorm` | b200 (`[self-hosted, b200]`) | 412 us | 229 us | 1.80x (1.78-1.82) |" in summary
     assert "| `softmax` | n/a | n/a | n/a | n/a | n/a | no PR: no improvement |" in summary
@@ -207,8 +207,8 @@ def test_summary_and_status():
 
 def test_round_trip_through_json():
     o = _outcome()
-    again = KernelOutcome.from_dict(json.loads(json.dumps(o.to_dict())))
-    assert again == KernelOutcome(**{**o.__dict__, "correctness": dict(o.correctness), "how_found": dict(o.how_found)})
+    again = KernelEvidence.from_dict(json.loads(json.dumps(o.to_dict())))
+    assert again == KernelEvidence(**{**o.__dict__, "correctness": dict(o.correctness), "how_found": dict(o.how_found)})
     assert again.targets[0].runner_labels == ("self-hosted", "b200")
 
 
@@ -226,13 +226,13 @@ def test_the_pr_body_shows_the_counters_before_and_after_table_and_its_reading()
 
     rows = parse_raw((Path(__file__).parents[1] / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
     counters = {"available": True, "kernels": rows, "summary": summary(rows)}
-    outcome = KernelOutcome(kernel="softmax", file="softmax.py", counters=section(counters, counters))
+    outcome = KernelEvidence(kernel="softmax", file="softmax.py", counters=section(counters, counters))
     body = render_pr_body(outcome, pr_number=7, head_branch="feature")
     profile = body[body.index("Profile: before and after"):]
     assert "**Hardware counters (Nsight Compute), before and after**" in profile
     assert "| before | scale |" in profile and "| after | scale |" in profile
     assert "The kernel as written spends" in profile and "The best candidate spends" in profile
-    missing = KernelOutcome(kernel="softmax", file="softmax.py",
+    missing = KernelEvidence(kernel="softmax", file="softmax.py",
                             counters=section(None, None, "ncu (Nsight Compute) is not on PATH"))
     assert "Hardware counters were not collected: ncu (Nsight Compute) is not on PATH." in render_profile(missing)
 
@@ -249,8 +249,8 @@ def test_a_backward_kernels_evidence_gives_each_direction_and_round_trips() -> N
     table = evidence.render_table([row])
     assert "By direction (the speedup above is forward+backward):" in table
     assert "| 1.10x (1.05-1.15) | 1.50x (1.40-1.60) | 1.30x (1.20-1.40) |" in table
-    outcome = KernelOutcome(kernel="rms_norm", file="ops/rms_norm.py", targets=(row,))
-    again = KernelOutcome.from_dict(json.loads(json.dumps(outcome.to_dict())))
+    outcome = KernelEvidence(kernel="rms_norm", file="ops/rms_norm.py", targets=(row,))
+    again = KernelEvidence.from_dict(json.loads(json.dumps(outcome.to_dict())))
     assert again.targets[0].directions == row.directions
     plain = evidence.render_table([target_row(EvalResult(verdict="pass", reason="", target="cuda", speedup=1.3,
                                                          speedup_ci=(1.2, 1.4)), "h200", kind="cuda")])
@@ -274,6 +274,6 @@ def test_the_pr_body_says_which_baseline_each_figure_is_against():
     body = evidence.render_pr_body(outcome, pr_number=1, head_branch="f")
     assert "The speedups in the table are against eager (the kernel as written" in body
     assert "- b200: 1.25x (1.10-1.40) against torch.compile (default)" in body
-    assert KernelOutcome.from_dict(json.loads(json.dumps(outcome.to_dict()))) == outcome
+    assert KernelEvidence.from_dict(json.loads(json.dumps(outcome.to_dict()))) == outcome
     # without other baselines the body is as before
     assert "against eager" not in evidence.render_pr_body(_outcome(), pr_number=1, head_branch="f")

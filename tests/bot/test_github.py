@@ -12,7 +12,7 @@ import pytest
 from kforge_bot import gitops
 from kforge_bot.bot import events, evidence, trust
 from kforge_bot.errors import KforgeError
-from kforge_bot.bot.evidence import KernelOutcome, TargetRow
+from kforge_bot.bot.evidence import KernelEvidence, TargetRow
 from kforge_bot.bot.github import GitHub
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, make_repos, write
@@ -306,7 +306,7 @@ def _event(fake, repos, number, *, fork=False, action="opened"):
 
 
 def _outcome(speedup=1.8, low=1.7, high=1.9):
-    return KernelOutcome(kernel="rmsnorm", file="kernels/rmsnorm.py",
+    return KernelEvidence(kernel="rmsnorm", file="kernels/rmsnorm.py",
                          targets=(TargetRow("cpu", ("self-hosted", "kforge-cpu"), 2.0, 2.0 / speedup, speedup, low,
                                             high, correct=True, target_kind="cpu"),),
                          correctness={"ok": True, "seeds": [0, 1, 2]})

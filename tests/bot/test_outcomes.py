@@ -26,10 +26,10 @@ def test_a_result_with_a_shape_set_regression_earns_no_pr_and_its_evidence_shows
     assert not ok and "a regression on shape set 0 (n=16)" in why
     row = outcomes.target_row(mixed, "cpu", kind="cpu")
     assert [s["shape_set"] for s in row.shapes] == [0, 1] and row.shapes[0]["regression"] is True
-    outcome = outcomes.KernelOutcome(kernel="mm", file="mm.py", targets=(row,))
+    outcome = outcomes.KernelEvidence(kernel="mm", file="mm.py", targets=(row,))
     body = render_pr_body(outcome, pr_number=7, head_branch="feature")
     assert "Per shape set (the speedup above is the geometric mean of these):" in body
     assert "| cpu | 0 (n=16) | 10.0 us | 200 us | 0.05x (0.04-0.06) | regression |" in body
     assert "| cpu | 1 (n=128) |" in body
     assert "| cpu | 0 (n=16) |" in render_summary([outcome])
-    assert outcomes.KernelOutcome.from_dict(outcome.to_dict()) == outcome
+    assert outcomes.KernelEvidence.from_dict(outcome.to_dict()) == outcome

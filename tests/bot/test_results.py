@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from kforge_bot.bot import results
-from kforge_bot.bot.evidence import KernelOutcome, TargetRow
-from kforge_bot.bot.outcomes import KernelRun
+from kforge_bot.bot.evidence import KernelEvidence, TargetRow
+from kforge_bot.bot.outcomes import KernelOutcome
 from kforge_bot.errors import KforgeError
 
 
 def _doc(target: str, source: str | None, speedup: float, low: float, high: float, correct: bool = True) -> dict:
     row = TargetRow(target, (), 2.0, 2.0 / speedup, speedup, low, high, correct=correct, target_kind="cuda")
-    run = KernelRun(id="mm", outcome=KernelOutcome(kernel="mm", file="kernels/mm.py", targets=(row,)),
+    run = KernelOutcome(id="mm", evidence=KernelEvidence(kernel="mm", file="kernels/mm.py", targets=(row,)),
                           target=target, kind="cuda", candidate=source, qualifies=low >= 1.05 and correct)
     return {"schema": results.SCHEMA, "pr": 1, "kernels": [run.to_dict()]}
 
@@ -21,23 +21,23 @@ def _doc(target: str, source: str | None, speedup: float, low: float, high: floa
 def test_aggregate_needs_one_candidate_good_everywhere():
     same = [_doc("b200", "A", 1.8, 1.7, 1.9), _doc("arc-b580", "A", 1.2, 1.1, 1.3)]
     [run] = results.aggregate(same, ("b200", "arc-b580"), 1.05)
-    assert run.qualifies and [r.target for r in run.outcome.targets] == ["arc-b580", "b200"]
+    assert run.qualifies and [r.target for r in run.evidence.targets] == ["arc-b580", "b200"]
 
     slower = [_doc("b200", "A", 1.8, 1.7, 1.9), _doc("arc-b580", "A", 0.9, 0.85, 0.95)]
     [run] = results.aggregate(slower, (), 1.05)
-    assert not run.qualifies and "not faster on arc-b580" in run.outcome.skip_reason
+    assert not run.qualifies and "not faster on arc-b580" in run.evidence.skip_reason
 
     wrong = [_doc("b200", "A", 1.8, 1.7, 1.9), _doc("arc-b580", "A", 1.5, 1.4, 1.6, correct=False)]
     [run] = results.aggregate(wrong, (), 1.05)
-    assert not run.qualifies and "not correct on arc-b580" in run.outcome.skip_reason
+    assert not run.qualifies and "not correct on arc-b580" in run.evidence.skip_reason
 
     different = [_doc("b200", "A", 1.8, 1.7, 1.9), _doc("arc-b580", "B", 1.5, 1.4, 1.6)]
     [run] = results.aggregate(different, ("b200", "arc-b580"), 1.05)
-    assert not run.qualifies and "was not measured on arc-b580" in run.outcome.skip_reason
+    assert not run.qualifies and "was not measured on arc-b580" in run.evidence.skip_reason
 
     missing_required = [_doc("b200", "A", 1.8, 1.7, 1.9)]
     [run] = results.aggregate(missing_required, ("b200", "h200"), 1.05)
-    assert not run.qualifies and "not measured on h200" in run.outcome.skip_reason
+    assert not run.qualifies and "not measured on h200" in run.evidence.skip_reason
 
 
 def test_load_results_dir_errors(tmp_path):
@@ -54,13 +54,13 @@ def test_a_pr_that_changed_the_kernels_test_qualifies_on_no_target():
     from kforge_bot.bot.outcomes import with_spec_note
 
     good = _doc("b200", "A", 1.8, 1.7, 1.9)
-    blocked = KernelRun.from_dict(_doc("arc-b580", "A", 1.5, 1.4, 1.6)["kernels"][0])
+    blocked = KernelOutcome.from_dict(_doc("arc-b580", "A", 1.5, 1.4, 1.6)["kernels"][0])
     blocked = with_spec_note(blocked, "spec-changed: the PR edits this kernel's tolerance", True)
-    assert not blocked.qualifies and blocked.outcome.skip_reason.startswith("spec-changed: ")
+    assert not blocked.qualifies and blocked.evidence.skip_reason.startswith("spec-changed: ")
     [run] = results.aggregate([good, {"schema": results.SCHEMA, "pr": 1, "kernels": [blocked.to_dict()]}], (), 1.05)
     assert not run.qualifies and run.candidate is None
-    assert run.outcome.skip_reason.startswith("spec-changed: the PR edits this kernel's tolerance")
-    fresh = KernelRun.from_dict(_doc("arc-b580", "A", 1.5, 1.4, 1.6)["kernels"][0])
+    assert run.evidence.skip_reason.startswith("spec-changed: the PR edits this kernel's tolerance")
+    fresh = KernelOutcome.from_dict(_doc("arc-b580", "A", 1.5, 1.4, 1.6)["kernels"][0])
     approved = with_spec_note(fresh, "approved with the label", False)
-    assert approved.qualifies and approved.outcome.skip_reason is None and approved.outcome.spec_note
+    assert approved.qualifies and approved.evidence.skip_reason is None and approved.evidence.spec_note
 

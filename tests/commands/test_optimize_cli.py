@@ -170,40 +170,6 @@ def test_an_endpoint_that_refuses_every_request_exits_1_before_any_evaluation(ke
     assert (tmp_path / "report" / "report.md").is_file()
 
 
-def test_kernels_checked_against_the_same_reference_on_other_targets_are_cross_platform_references(
-        kernel_dir: Path) -> None:
-    from kforge_bot.commands.optimize import sibling_references
-    from kforge_bot.spec import load_spec
-
-    (kernel_dir / "tiny_mm_gpu.py").write_text("def mm_bias_relu(a, w, bias):\n    return a  # a GPU version\n")
-    (kernel_dir / "tiny_mm_cpu2.py").write_text("def mm_bias_relu(a, w, bias):\n    return a  # another CPU one\n")
-    manifest = kernel_dir / "kforge.yaml"
-    manifest.write_text(manifest.read_text() + """
-  tiny_mm_gpu:
-    file: tiny_mm_gpu.py
-    entry: mm_bias_relu
-    reference: tiny_mm.py:reference
-    inputs: tiny_mm.py:make_inputs
-    targets: [cuda]
-    language: triton
-  tiny_mm_cpu2:
-    file: tiny_mm_cpu2.py
-    entry: mm_bias_relu
-    reference: tiny_mm.py:reference
-    inputs: tiny_mm.py:make_inputs
-    targets: [cpu]
-    language: c
-""")
-    spec = load_spec(manifest, "tiny_mm")
-    refs = sibling_references(spec, manifest, "cpu")
-    assert [r["file"] for r in refs] == ["tiny_mm_gpu.py"]  # the other CPU kernel is no other target's
-    assert refs[0]["target"] == "cuda" and refs[0]["language"] == "triton" and "a GPU version" in refs[0]["source"]
-    # Found from the kernel file too (the manifest above it); on cuda the CPU kernel is the other target's.
-    assert [r["file"] for r in sibling_references(spec, kernel_dir / "tiny_mm.py", "cuda")] == ["tiny_mm_cpu2.py"]
-    assert sibling_references(load_spec(REPO / "examples" / "kernelbench" / "softmax_problem.py"),
-                              REPO / "examples" / "kernelbench" / "softmax_problem.py", "cpu") == []
-
-
 @pytest.mark.slow
 def test_parallel_tuner_rounds_through_a_two_slot_pool_then_cache_hits(kernel_dir: Path, tmp_path: Path,
                                                                        quick_policy: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 from kforge_bot.evaluate.judge import _attach_timing, _profile_rejection, _sum_stats, judge
 from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
-from kforge_bot.evaluate.sandbox import ChildOutcome
+from kforge_bot.evaluate.sandbox import WorkerOutcome
 from kforge_bot.spec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
@@ -24,8 +24,8 @@ def _plan(tmp_path: Path, **settings: object) -> Plan:
                 settings=EvalSettings(**settings), seeds=[11, 22], out_dir=tmp_path)
 
 
-def _outcome(message: dict[str, object] | None = None, **outcome: object) -> ChildOutcome:
-    return ChildOutcome(messages=[{"type": "result", **message}] if message else [], **outcome)
+def _outcome(message: dict[str, object] | None = None, **outcome: object) -> WorkerOutcome:
+    return WorkerOutcome(messages=[{"type": "result", **message}] if message else [], **outcome)
 
 
 @pytest.mark.parametrize(("outcome", "verdict", "reason"), [
@@ -38,7 +38,7 @@ def _outcome(message: dict[str, object] | None = None, **outcome: object) -> Chi
      "SyntaxError: x"),
     (_outcome({"status": "unavailable", "reason": "no GPU"}), "crash", "no GPU"),
 ])
-def test_a_worker_that_ended_without_an_ok_outcome(tmp_path: Path, outcome: ChildOutcome, verdict: str,
+def test_a_worker_that_ended_without_an_ok_outcome(tmp_path: Path, outcome: WorkerOutcome, verdict: str,
                                                   reason: str) -> None:
     result = judge(_plan(tmp_path), outcome, {}, REFERENCE)
     assert result.verdict == verdict and reason in result.reason, (result.verdict, result.reason)

@@ -15,7 +15,7 @@ from kforge_bot.evaluate import api
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import ChildOutcome, _parse, run_worker
+from kforge_bot.evaluate.sandbox import WorkerOutcome, _parse, run_worker
 from kforge_bot.spec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
@@ -23,14 +23,14 @@ QUICK = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60)
 
 
 def test_child_outcome_descriptions() -> None:
-    outcome = ChildOutcome(messages=[{"type": "progress"}, {"type": "result", "n": 1}, {"type": "result", "n": 2}])
+    outcome = WorkerOutcome(messages=[{"type": "progress"}, {"type": "result", "n": 1}, {"type": "result", "n": 2}])
     assert outcome.result == {"type": "result", "n": 2}
-    assert ChildOutcome().result is None
-    assert "killed by SIGSEGV" == ChildOutcome(returncode=-signal.SIGSEGV).exit_description()
-    assert "killed by SIGKILL" == ChildOutcome(returncode=-9).exit_description()
-    assert "exited with status 3" in ChildOutcome(returncode=3).exit_description()
-    assert "did not finish" == ChildOutcome().exit_description()
-    assert "timed out after 12 s" in ChildOutcome(timed_out=True, wall_s=12.2).exit_description()
+    assert WorkerOutcome().result is None
+    assert "killed by SIGSEGV" == WorkerOutcome(returncode=-signal.SIGSEGV).exit_description()
+    assert "killed by SIGKILL" == WorkerOutcome(returncode=-9).exit_description()
+    assert "exited with status 3" in WorkerOutcome(returncode=3).exit_description()
+    assert "did not finish" == WorkerOutcome().exit_description()
+    assert "timed out after 12 s" in WorkerOutcome(timed_out=True, wall_s=12.2).exit_description()
 
 
 def test_only_lines_with_the_nonce_count() -> None:

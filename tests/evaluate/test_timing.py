@@ -64,14 +64,14 @@ def test_calls_per_sample_follow_the_replays_not_the_eager_launches(monkeypatch:
     """A 25 us kernel whose eager launch took ~70 us on the H200 got 3 calls a sample instead of 8 (0.2 ms of
     device work): noisier samples, a 1% slowdown missed in 2 of 5 runs. The count now comes from replays."""
     result = _measure(monkeypatch, replay_s=0.0002)
-    assert result.mode == "cuda_graph"
+    assert result.launch == "cuda_graph"
     eager_k = timing._calls_per_sample(10.0)  # what the eager warm-up alone would have chosen
     assert eager_k == 1 and result.calls_per_sample > eager_k
 
 
 def test_a_replay_that_is_long_enough_alone_is_timed_one_call_a_sample(monkeypatch: pytest.MonkeyPatch) -> None:
     result = _measure(monkeypatch, replay_s=0.006)  # over the (scaled) 5 ms a sample
-    assert result.mode == "cuda_graph" and result.calls_per_sample == 1
+    assert result.launch == "cuda_graph" and result.calls_per_sample == 1
 
 
 def test_calls_per_sample_bounds() -> None:
@@ -116,7 +116,7 @@ def test_each_samples_device_lead_covers_the_hosts_time_to_issue_its_calls(monke
                                  confidence=0.95, warmup_ms=WARM_MS, after_baseline=lambda out, i: None,
                                  after_candidate=lambda out, i: None)
     k = result.calls_per_sample
-    assert result.mode == "eager" and k >= 2
+    assert result.launch == "eager" and k >= 2
     timed_leads = LeadRecordingTarget.leads[-2 * len(result.baseline_ms):]
     # Busy-waits only ever last longer, so each sample's k calls took >= k ms of the host: so must its lead.
     assert all(lead >= k * 1.0 for lead in timed_leads), (k, timed_leads)
@@ -218,7 +218,7 @@ def test_a_short_kernel_off_cuda_is_timed_eagerly() -> None:
 
     result = timing.PairedTimes()
     assert timing._replay_if_short(result, CpuLike(), 0.001, (fn, fn), [[1]], (print, print)) == (fn, fn)
-    assert (result.mode, result.mode_note) == ("eager", "")
+    assert (result.launch, result.launch_note) == ("eager", "")
 
 
 class _RecordingGraph:
@@ -263,7 +263,7 @@ def test_every_timed_replay_starts_from_a_poisoned_output(monkeypatch: pytest.Mo
     result = timing.measure_pair(LaunchBoundTarget(), eager, eager, sets, timing_budget_s=0.05, target_precision=0.0,
                                  min_pairs=6, max_pairs=6, confidence=0.95, warmup_ms=1,
                                  after_baseline=poison_last, after_candidate=poison_last)
-    assert result.mode == "cuda_graph"
+    assert result.launch == "cuda_graph"
     assert result.calls_per_sample <= len(sets)  # one replay of each set's graph a sample, at most
     timed = result.calls_per_sample * len(result.candidate_ms)
     for side in ("b", "c"):
@@ -350,7 +350,7 @@ def test_every_output_of_an_eager_sample_of_several_calls_is_poisoned_before_it_
                                  target_precision=0.0, min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=1,
                                  after_baseline=poison, after_candidate=poison)
     k = result.calls_per_sample
-    assert result.mode == "eager" and k >= 2
+    assert result.launch == "eager" and k >= 2
     timed = made[-k * len(result.baseline_ms):]
     assert all(bool(t.isnan().all()) for t in timed)
 
@@ -515,7 +515,7 @@ def test_both_sides_of_an_eager_short_sample_get_the_same_lead(monkeypatch: pyte
     result = timing.measure_pair(LeadRecordingTarget(), quick, slow_host, [[1], [2], [3]], timing_budget_s=0.1,
                                  target_precision=0.5, min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=WARM_MS,
                                  after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
-    assert result.mode == "eager" and result.calls_per_sample >= 2
+    assert result.launch == "eager" and result.calls_per_sample >= 2
     timed_leads = LeadRecordingTarget.leads[-2 * len(result.baseline_ms):]
     assert len(set(timed_leads)) == 1 and timed_leads[0] > 0, timed_leads
 
@@ -551,7 +551,7 @@ def test_a_single_eager_call_a_sample_gets_a_lead_covering_its_launches(monkeypa
                                  timing_budget_s=0.1, target_precision=0.5, min_pairs=4, max_pairs=4,
                                  confidence=0.95, warmup_ms=5, after_baseline=lambda out, i: None,
                                  after_candidate=lambda out, i: None)
-    assert result.mode == "eager" and result.calls_per_sample == 1
+    assert result.launch == "eager" and result.calls_per_sample == 1
     timed_leads = LeadRecordingTarget.leads[-2 * len(result.baseline_ms):]
     assert all(lead >= 3.0 for lead in timed_leads), timed_leads
 
@@ -568,7 +568,7 @@ def test_the_graph_decision_follows_the_devices_time_not_the_hosts_launches(monk
                                  timing_budget_s=0.1, target_precision=0.5, min_pairs=4, max_pairs=4,
                                  confidence=0.95, warmup_ms=5, after_baseline=lambda out, i: None,
                                  after_candidate=lambda out, i: None)
-    assert result.mode == "cuda_graph"
+    assert result.launch == "cuda_graph"
     for side in ("baseline", "candidate"):
         figures = result.per_call_ms[side]
         assert figures["eager"] >= 20.0 and figures["device"] < figures["eager"] / 4, result.per_call_ms
@@ -588,6 +588,6 @@ def test_a_call_whose_launches_outlast_its_device_work_is_replayed_from_graphs_h
     result = timing.measure_pair(LaunchBoundTarget(), host_paced, host_paced, [[1], [2], [3]], timing_budget_s=0.1,
                                  target_precision=0.5, min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=5,
                                  after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
-    assert result.mode == "cuda_graph"
+    assert result.launch == "cuda_graph"
     assert timing.launch_bound({"baseline": {"host_issue": 40.0, "device": 24.0}})
     assert not timing.launch_bound({"baseline": {"host_issue": 2.3, "device": 3.1}})  # level 3's VGG16

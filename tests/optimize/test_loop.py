@@ -292,7 +292,7 @@ class Scripted(Proposer):
 
 
 def scripted_loop(tmp_path: Path, sources: list[str | None], iterations: int, parallel: int = 1,
-                  ) -> tuple[Loop, Scripted, list[str]]:
+                  kind: type[Scripted] | None = None, tokens: int | None = None) -> tuple[Loop, Scripted, list[str]]:
     from test_trajectory import result
 
     spec = load_spec(FIXTURE / "kforge.yaml")
@@ -305,8 +305,8 @@ def scripted_loop(tmp_path: Path, sources: list[str | None], iterations: int, pa
         speedup = {"fast\n": 1.5, "faster\n": 2.0}.get(candidate.source, 1.0)
         return EvalResult.from_dict(result(speedup=speedup, ci=(speedup - 0.1, speedup + 0.1))), 1.0
 
-    proposer = Scripted(sources)
-    loop = Loop(spec, "cpu", proposer, trajectory, evaluator, budgets=Budgets(iterations=iterations),
+    proposer = (kind or Scripted)(sources)
+    loop = Loop(spec, "cpu", proposer, trajectory, evaluator, budgets=Budgets(iterations=iterations, tokens=tokens),
                 rules=StopRules(patience=9), parallel=parallel)
     return loop, proposer, measured
 
@@ -447,3 +447,22 @@ def test_a_dropped_compiled_baseline_leaves_acceptance_against_eager(tmp_path: P
     assert result["accepted"] and result["result"]["details"]["accepted_against"] == "eager"
     report = render_markdown(loop.record)
     assert "the `compile` baseline: dropped: the compile baseline is compile_error" in report
+
+
+class Spending(Scripted):
+    """Each sample's reply costs 300 tokens (the client's running total rides on the reply event)."""
+
+    def propose(self, iteration: int, view: RunView) -> Steps[Proposal]:
+        proposal = yield from super().propose(iteration, view)
+        spent = int(view.record.usage.get("total_tokens", 0)) + 300
+        yield Event("reply", {"iteration": iteration, "agent": "generator", "text": "", "usage": {"total_tokens": spent}})
+        return proposal
+
+
+def test_the_loop_alone_owns_the_token_budget_and_asks_nothing_more_once_a_sample_spent_it(tmp_path: Path) -> None:
+    loop, proposer, _ = scripted_loop(tmp_path, ["fast\n", "faster\n", "never\n"], iterations=9, parallel=3,
+                                      kind=Spending, tokens=500)
+    assert loop.run() == ("BudgetExhausted", "token budget spent (600 of 500)")
+    assert proposer.sources == ["never\n"]  # the third sample was never asked for: 600 tokens were spent
+    assert [e["iteration"] for e in events(tmp_path, "result")] == [1, 2]  # what the round launched is judged
+    assert proposer.observed == []  # nor is the proposer's analyst asked about them

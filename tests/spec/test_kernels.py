@@ -12,9 +12,11 @@ from fakes.gitrepos import write
 
 from kforge_bot.config.policy import load_policy, parse_policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec.kernels import discover
+from kforge_bot.spec import load_spec
+from kforge_bot.spec.kernels import discover, sibling_references
 
 DEFAULT = load_policy(None)
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _repo(root: Path) -> Path:
@@ -82,3 +84,34 @@ def test_discovery_reads_nothing_outside_the_checkout_and_no_unsafe_name(tmp_pat
     (repo / "kforge.yaml").symlink_to(outside / "kforge.yaml")
     with pytest.raises(KforgeError, match="a manifest must be a file inside the checkout"):
         discover(repo, DEFAULT)
+
+
+def test_kernels_checked_against_the_same_reference_on_other_targets_are_cross_platform_references(
+        kernel_dir: Path) -> None:
+    (kernel_dir / "tiny_mm_gpu.py").write_text("def mm_bias_relu(a, w, bias):\n    return a  # a GPU version\n")
+    (kernel_dir / "tiny_mm_cpu2.py").write_text("def mm_bias_relu(a, w, bias):\n    return a  # another CPU one\n")
+    manifest = kernel_dir / "kforge.yaml"
+    manifest.write_text(manifest.read_text() + """
+  tiny_mm_gpu:
+    file: tiny_mm_gpu.py
+    entry: mm_bias_relu
+    reference: tiny_mm.py:reference
+    inputs: tiny_mm.py:make_inputs
+    targets: [cuda]
+    language: triton
+  tiny_mm_cpu2:
+    file: tiny_mm_cpu2.py
+    entry: mm_bias_relu
+    reference: tiny_mm.py:reference
+    inputs: tiny_mm.py:make_inputs
+    targets: [cpu]
+    language: c
+""")
+    spec = load_spec(manifest, "tiny_mm")
+    refs = sibling_references(spec, manifest, "cpu")
+    assert [r["file"] for r in refs] == ["tiny_mm_gpu.py"]  # the other CPU kernel is no other target's
+    assert refs[0]["target"] == "cuda" and refs[0]["language"] == "triton" and "a GPU version" in refs[0]["source"]
+    # Found from the kernel file too (the manifest above it); on cuda the CPU kernel is the other target's.
+    assert [r["file"] for r in sibling_references(spec, kernel_dir / "tiny_mm.py", "cuda")] == ["tiny_mm_cpu2.py"]
+    assert sibling_references(load_spec(REPO / "examples" / "kernelbench" / "softmax_problem.py"),
+                              REPO / "examples" / "kernelbench" / "softmax_problem.py", "cpu") == []
