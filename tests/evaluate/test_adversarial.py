@@ -27,7 +27,7 @@ SEEDS = [11, 22]
 # Correctness only and no profile where neither matters: each worker start costs seconds on a 2-core CI box.
 CHECK = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60)
 PROFILED = EvalSettings(seeds=2, measure=False, timeout_s=60)  # the fallback rule reads the framework profile
-TIMED = EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=60)  # hacks that wait for the timing
+TIMED = EvalSettings(seeds=2, timing_budget_s=0.3, profile=False, timeout_s=60)  # hacks that wait for the timing
 HANG = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=6)
 FAKE_SECRETS = {"GITHUB_TOKEN": "ghp_fakefakefake", "OPENAI_API_KEY": "sk-fakefakefake", "HF_TOKEN": "hf_fake"}
 

@@ -31,7 +31,7 @@ PROBLEM = GM / "scaled_add_py"
 SEEDS = [11, 22]
 CHECK = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=90)
 PROFILED = EvalSettings(seeds=2, measure=False, timeout_s=90)
-TIMED = EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=90)
+TIMED = EvalSettings(seeds=2, timing_budget_s=0.3, profile=False, timeout_s=90)
 
 # candidate -> (settings, verdict, regex the reason must match)
 CASES: dict[str, tuple[EvalSettings, str, str]] = {

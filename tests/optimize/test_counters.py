@@ -28,7 +28,7 @@ def _events(folder: Path, kind: str) -> list[dict]:
 def test_the_kernel_as_written_and_each_accepted_candidate_are_profiled(kernel_dir: Path, tmp_path: Path,
                                                                        recorded_ncu: None) -> None:
     report = tmp_path / "report"
-    settings = EvalSettings(seeds=2, time_budget_s=2.0, timeout_s=120)
+    settings = EvalSettings(seeds=2, timing_budget_s=2.0, timeout_s=120)
     run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
                            RunConfig(target="cpu", budgets=Budgets(iterations=1), settings=settings, cpu_count=2,
                                      rules=StopRules(patience=6, speed_of_light=1.01)), report)
@@ -51,7 +51,7 @@ def test_the_kernel_as_written_and_each_accepted_candidate_are_profiled(kernel_d
 def test_a_kernel_at_its_speed_of_light_ends_the_run_before_any_candidate(kernel_dir: Path, tmp_path: Path,
                                                                        recorded_ncu: None) -> None:
     report = tmp_path / "report"
-    settings = EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=120)
+    settings = EvalSettings(seeds=2, timing_budget_s=0.3, timeout_s=120)
     run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
                            RunConfig(target="cpu", budgets=Budgets(iterations=5), settings=settings, cpu_count=2,
                                      rules=StopRules(speed_of_light=0.5)), report)
@@ -63,7 +63,7 @@ def test_a_kernel_at_its_speed_of_light_ends_the_run_before_any_candidate(kernel
 
 def test_without_counters_the_run_says_why_once_and_goes_on(kernel_dir: Path, tmp_path: Path) -> None:
     report = tmp_path / "report"
-    settings = EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=120)
+    settings = EvalSettings(seeds=2, timing_budget_s=0.3, timeout_s=120)
     run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
                            RunConfig(target="cpu", budgets=Budgets(iterations=1), settings=settings, cpu_count=2),
                            report)
@@ -100,7 +100,7 @@ def test_after_ncu_itself_fails_the_run_stops_paying_for_it(kernel_dir: Path, tm
 def test_a_parallel_round_profiles_its_best_after_every_evaluation_returned(kernel_dir: Path, tmp_path: Path,
                                                                           recorded_ncu: None) -> None:
     report = tmp_path / "report"
-    settings = EvalSettings(seeds=2, time_budget_s=2.0, timeout_s=120)
+    settings = EvalSettings(seeds=2, timing_budget_s=2.0, timeout_s=120)
     run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
                            RunConfig(target="cpu", budgets=Budgets(iterations=2), settings=settings, cpu_count=2,
                                      parallel=2, rules=StopRules(patience=6, speed_of_light=1.01)), report)
