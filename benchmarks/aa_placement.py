@@ -77,7 +77,7 @@ def _harness(a, b, sets, keep_baseline: bool, budget_s: float) -> dict:
         poison([out])
 
     with torch.no_grad():
-        t = measure_pair(target, lambda i: a(i[0]), lambda i: b(i[0]), sets, time_budget_s=budget_s,
+        t = measure_pair(target, lambda i: a(i[0]), lambda i: b(i[0]), sets, timing_budget_s=budget_s,
                          target_precision=0.0005, min_pairs=10, max_pairs=400, confidence=0.95, warmup_ms=200,
                          after_baseline=after_b, after_candidate=after_c)
     speedup, ci = speedup_from_pairs(t.baseline_ms, t.candidate_ms, 0.95)

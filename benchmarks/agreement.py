@@ -78,7 +78,7 @@ def _kb_loop(fn, sets, trials: int, clear, *, sync_after_clear: bool = False, pr
 
 def _kforge(reference, compiled, sets, budget: float) -> dict:
     target = make_target("cuda")
-    result = measure_pair(target, lambda i: reference(*i), lambda i: compiled(*i), sets, time_budget_s=budget,
+    result = measure_pair(target, lambda i: reference(*i), lambda i: compiled(*i), sets, timing_budget_s=budget,
                           target_precision=0.002, min_pairs=30, max_pairs=2000, confidence=0.95, warmup_ms=50,
                           after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
     return {"reference_ms": statistics.median(result.baseline_ms), "compiled_ms": statistics.median(result.candidate_ms),

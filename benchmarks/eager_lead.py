@@ -50,7 +50,7 @@ def _pair(target, reference, candidate, sets, *, eager: bool, lead_factor: float
     timing.LEAD_FACTOR = lead_factor
     cuda_target.SETTLE_MS = saved[2] if settle_ms is None else settle_ms
     try:
-        r = timing.measure_pair(target, reference, candidate, sets, time_budget_s=1.5, target_precision=0.003,
+        r = timing.measure_pair(target, reference, candidate, sets, timing_budget_s=1.5, target_precision=0.003,
                                 min_pairs=30, max_pairs=3000, confidence=0.95, warmup_ms=30,
                                 after_baseline=lambda o, i: None, after_candidate=lambda o, i: None)
     finally:

@@ -400,7 +400,7 @@ def cpu_part(args: argparse.Namespace, results: Results) -> None:
                      f"    reference: kernels/k{i:02d}.py:reference", f"    inputs: kernels/k{i:02d}.py:make_inputs",
                      "    shapes: [{n: 64}]", "    targets: [cpu]"]
     (repo / "kforge.yaml").write_text("\n".join(manifest) + "\n")
-    policy_text = f"version: 1\nevaluation: {{time_budget_s: {args.cpu_budget:g}}}\n"
+    policy_text = f"version: 1\nevaluation: {{timing_budget_s: {args.cpu_budget:g}}}\n"
     (repo / "policy.yml").write_text(policy_text)
     (repo / ".gitignore").write_text(".kforge-cache/\n")
     sh("git", "init", "-q", "-b", "main")
@@ -466,7 +466,7 @@ def main() -> None:
                              "calibrated)")
     parser.add_argument("--skip-aa", action="store_true", help="GPU part: only calibration and the slowdown phase")
     parser.add_argument("--kernels", type=int, default=50, help="CPU part: managed kernels in the repository")
-    parser.add_argument("--cpu-budget", type=float, default=2.0, help="CPU part: policy evaluation.time_budget_s")
+    parser.add_argument("--cpu-budget", type=float, default=2.0, help="CPU part: policy evaluation.timing_budget_s")
     parser.add_argument("--skip-all", action="store_true", help="CPU part: skip the two --all runs (the cold one "
                                                                 "measures every kernel)")
     parser.add_argument("--smoke", action="store_true", help="run the GPU part's code on the CPU (10 us kernel) to "

@@ -48,7 +48,7 @@ def variant(spec, more_work: float):
 
 def run(kernel: str, extras: list[float], runs: int, target: str, budget: float) -> list[dict]:
     spec = load_spec(HERE / "harness_kernels" / "kforge.yaml", kernel)
-    settings = EvalSettings(seeds=1, time_budget_s=budget, rotate_sets=2, allow_framework_fallback=True,
+    settings = EvalSettings(seeds=1, timing_budget_s=budget, rotate_sets=2, allow_framework_fallback=True,
                             profile=False, target_precision=0.002)
     store = ReferenceStore()
     seeds = new_seeds(1)

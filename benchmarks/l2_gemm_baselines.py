@@ -66,7 +66,7 @@ def measure(problem: Path, target: str, budget: float, timeout: float, kinds: li
     from kforge_bot.spec import load_spec
 
     spec = load_spec(problem)
-    settings = EvalSettings(time_budget_s=budget, timeout_s=timeout)
+    settings = EvalSettings(timing_budget_s=budget, timeout_s=timeout)
     seeds = new_seeds(spec.seeds)
     store = ReferenceStore()
     row: dict = {"problem": problem.name}

@@ -57,7 +57,7 @@ def _rows(problem, mode: str, trials: int, budget: float, time_kb) -> dict:
         rows["kb"] = {f"{label}_ms": statistics.median(time_kb(fn, sets[0], num_trials=trials, verbose=False))
                       for label, fn in (("reference", model.forward), ("compiled", compiled))}
         result = measure_pair(make_target("cuda"), lambda i: model.forward(*i), lambda i: compiled(*i), sets,
-                              time_budget_s=budget, target_precision=0.002, min_pairs=30, max_pairs=2000,
+                              timing_budget_s=budget, target_precision=0.002, min_pairs=30, max_pairs=2000,
                               confidence=0.95, warmup_ms=50, after_baseline=lambda out, i: None,
                               after_candidate=lambda out, i: None)
         per_call = result.per_call_ms

@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.target == "cpu":
         spec = load_spec(MANIFEST, "matmul_bias_relu_cpu")
-        settings = EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=180, profile=False)
+        settings = EvalSettings(seeds=2, timing_budget_s=0.3, timeout_s=180, profile=False)
         n = 2 if args.smoke else 8
 
         def cpu_variants(spec: Any, count: int, salt: str) -> list[str]:
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         loop(spec, 2 if args.smoke else 4)
         pools("ray-cpu", spec, cpu_variants, n, args.section_cap_s, executor="ray")
     else:
-        settings = EvalSettings(seeds=2, time_budget_s=1.0, timeout_s=300)
+        settings = EvalSettings(seeds=2, timing_budget_s=1.0, timeout_s=300)
         # Throughput is about the pool, not the kernels: one modest shape per kernel keeps each evaluation a
         # few seconds (the examples' own shapes spend ~40 s per evaluation checking 512 MiB outputs).
         spec = replace(load_spec(MANIFEST, "softmax_triton"), shape_sets=({"rows": 4096, "cols": 4096},))

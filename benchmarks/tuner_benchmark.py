@@ -82,7 +82,7 @@ def measured_ceilings(target: str, device: str, override: str | None) -> tuple[C
 
 def bench_kernel(name: str, args: argparse.Namespace, runs_dir: Path, time_limit: float) -> dict[str, Any]:
     spec = load_spec(MANIFEST, name)
-    settings = EvalSettings(seeds=args.seeds, time_budget_s=args.time_budget, timeout_s=300.0,
+    settings = EvalSettings(seeds=args.seeds, timing_budget_s=args.time_budget, timeout_s=300.0,
                             rotate_sets=args.rotate_sets)
     config = RunConfig(target=args.target, budgets=Budgets(iterations=args.iterations, time_limit_s=time_limit),
                        settings=settings, workload_model=WORKLOADS.get(name), cpu_count=default_cpu_count())
@@ -151,7 +151,7 @@ def _fig(pos: dict[str, Any] | None) -> str:
 def markdown(data: dict[str, Any]) -> str:
     lines = [f"# Tuner benchmark: {data['target']} ({data['device']})", "",
              f"{data['date']}, host {data['host']}, torch {data['torch']}, triton {data['triton']}. "
-             f"Up to {data['iterations']} candidates per kernel, {data['time_budget_s']} s of interleaved timing per "
+             f"Up to {data['iterations']} candidates per kernel, {data['timing_budget_s']} s of interleaved timing per "
              f"candidate, {data['seeds']} seed(s) per shape set, {data.get('rotate_sets')} rotated input sets; the "
              f"built-in tuner (no LLM), {data.get('total_time_limit_s')} s shared by the kernels. Ceilings: "
              f"{data['ceilings_origin']}.", "",
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     data = {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "target": args.target,
         "device": device, "host": platform.node(), "torch": torch.__version__, "triton": triton_version,
-        "iterations": args.iterations, "time_budget_s": args.time_budget, "seeds": args.seeds,
+        "iterations": args.iterations, "timing_budget_s": args.time_budget, "seeds": args.seeds,
         "rotate_sets": args.rotate_sets,
         "total_time_limit_s": args.total_time_limit,
         "ceilings_origin": next((r["ceilings_origin"] for r in rows if r.get("ceilings_origin")), "none"),

@@ -237,14 +237,26 @@ class ResultCache:
 # be the machine's fault (a busy GPU, an OOM killer) and are measured again.
 EVAL_CACHEABLE = ("pass", "incorrect", "rejected")
 ENV_CACHE_DIR = "KFORGE_CACHE_DIR"
+OLD_ENV_CACHE_DIR = "KFORGE_BOT_CACHE_DIR"  # its earlier name (doctor's ceilings read it): still read, with a note
+_noted_old_name: list[bool] = []
 
 
-def user_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """$KFORGE_CACHE_DIR, else $XDG_CACHE_HOME/kforge-bot, else ~/.cache/kforge-bot: a folder an Actions cache
-    step can save and restore between runs."""
+def user_cache_dir(environ: Mapping[str, str] | None = None, *, unset: Path | None = None) -> Path:
+    """The one cache folder of every command (results, doctor's ceilings): $KFORGE_CACHE_DIR, else `unset` (the
+    gate's: the repository's .kforge-cache), else $XDG_CACHE_HOME/kforge-bot, else ~/.cache/kforge-bot: a folder an
+    Actions cache step can save and restore between runs."""
     env = os.environ if environ is None else environ
-    if env.get(ENV_CACHE_DIR):
-        return Path(env[ENV_CACHE_DIR]).expanduser()
+    chosen = env.get(ENV_CACHE_DIR)
+    if not chosen and env.get(OLD_ENV_CACHE_DIR):
+        chosen = env[OLD_ENV_CACHE_DIR]
+        if not _noted_old_name:
+            _noted_old_name.append(True)
+            print(f"kforge-bot: note: {OLD_ENV_CACHE_DIR} is deprecated; set {ENV_CACHE_DIR} instead (the same folder)",
+                  file=sys.stderr)
+    if chosen:
+        return Path(chosen).expanduser()
+    if unset is not None:
+        return unset
     base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
     return base / "kforge-bot"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -316,17 +315,10 @@ def fingerprint(target_kind: str, device_name: str) -> str:
     return f"{target_kind}-{slug}"
 
 
-def cache_dir() -> Path:
-    """$KFORGE_BOT_CACHE_DIR, else $XDG_CACHE_HOME/kforge-bot, else ~/.cache/kforge-bot."""
-    explicit = os.environ.get("KFORGE_BOT_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kforge-bot"
-
-
 def ceilings_path(target_kind: str, device_name: str) -> Path:
-    return cache_dir() / "ceilings" / f"{fingerprint(target_kind, device_name)}.json"
+    from kforge_bot.cache import user_cache_dir  # here: the result cache's module is not needed to read runner facts
+
+    return user_cache_dir() / "ceilings" / f"{fingerprint(target_kind, device_name)}.json"
 
 
 def _ceilings_from_mapping(data: Any, path: str | Path) -> tuple[Ceilings, dict[str, Any]]:

@@ -4,7 +4,9 @@ real gate runs (a cached run measures nothing; a different target fingerprint mi
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -171,7 +173,7 @@ kernels:
     shapes: [{n: 128}]
     targets: [cpu]
 """
-POLICY = "version: 1\ngate: {threshold: 0.5}\nevaluation: {seeds: 2, time_budget_s: 1.0, timeout_s: 120}\n"
+POLICY = "version: 1\ngate: {threshold: 0.5}\nevaluation: {seeds: 2, timing_budget_s: 1.0, timeout_s: 120}\n"
 
 
 def gate_cli(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
@@ -255,7 +257,7 @@ def test_evaluator_cache_is_separated_by_hardware_and_never_stores_a_cached_resu
     candidate = spec.candidate_from_source(DOUBLE.replace("return x * 2.0", "return 2.0 * x"))
     crashing = spec.candidate_from_source(DOUBLE.replace("    return x * 2.0\n", "    import ctypes\n"
                                                          "    ctypes.string_at(0)\n"))  # a real SIGSEGV
-    settings = EvalSettings(seeds=2, time_budget_s=0.3, min_pairs=10, profile=False, timeout_s=60)
+    settings = EvalSettings(seeds=2, timing_budget_s=0.3, min_pairs=10, profile=False, timeout_s=60)
     store = ResultCache(tmp_path / "cache")
     calls = []
 
@@ -327,3 +329,38 @@ def test_a_src_layout_kernels_key_does_not_depend_on_where_the_checkout_is(tmp_p
         spec = load_manifest(tmp_path / where / "kforge.yaml")["swiglu"]
         keys.append(json.dumps(portable(spec.to_dict()), sort_keys=True))
     assert keys[0] == keys[1] and '"import_roots": ["src"]' in keys[0]
+
+
+def test_one_cache_folder_named_by_one_variable(tmp_path: Path) -> None:
+    """KFORGE_CACHE_DIR decides the folder of every cache (results, doctor's ceilings); without it, the gate's
+    repository folder or ~/.cache/kforge-bot."""
+    from kforge_bot import hardware
+    from kforge_bot.cache import user_cache_dir
+
+    mine = tmp_path / "mine"
+    assert user_cache_dir({"KFORGE_CACHE_DIR": str(mine)}) == mine
+    assert user_cache_dir({"KFORGE_CACHE_DIR": str(mine)}, unset=tmp_path / "repo") == mine
+    assert user_cache_dir({}, unset=tmp_path / "repo") == tmp_path / "repo"
+    assert user_cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "kforge-bot"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("KFORGE_BOT_CACHE_DIR", raising=False)
+        mp.setenv("KFORGE_CACHE_DIR", str(mine))
+        assert hardware.ceilings_path("cuda", "NVIDIA H200") == mine / "ceilings" / "cuda-nvidia-h200.json"
+
+
+def test_the_old_cache_variable_still_works_with_one_note(tmp_path: Path) -> None:
+    """KFORGE_BOT_CACHE_DIR (doctor's ceilings read it before) is still honoured, below KFORGE_CACHE_DIR, and says
+    once, on stderr, that it is deprecated."""
+    code = ("from kforge_bot.cache import user_cache_dir\n"
+            "from kforge_bot.hardware import ceilings_path\n"
+            "print(user_cache_dir()); print(user_cache_dir()); print(ceilings_path('cpu', 'x'))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("KFORGE_CACHE_DIR", "KFORGE_BOT_CACHE_DIR")}
+    old = subprocess.run([sys.executable, "-c", code], env={**env, "KFORGE_BOT_CACHE_DIR": str(tmp_path / "old")},
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert old.stdout.split() == [str(tmp_path / "old")] * 2 + [str(tmp_path / "old" / "ceilings" / "cpu-x.json")]
+    notes = old.stderr.strip().splitlines()
+    assert len(notes) == 1 and "KFORGE_BOT_CACHE_DIR is deprecated" in notes[0] and "KFORGE_CACHE_DIR" in notes[0]
+    both = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                          env={**env, "KFORGE_BOT_CACHE_DIR": str(tmp_path / "old"),
+                               "KFORGE_CACHE_DIR": str(tmp_path / "new")})
+    assert both.stdout.split()[0] == str(tmp_path / "new") and both.stderr == ""

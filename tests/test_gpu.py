@@ -20,7 +20,7 @@ pytestmark = pytest.mark.gpu
 
 DATA = Path(__file__).parent / "data" / "gpu"
 EXAMPLES = Path(__file__).parents[1] / "examples"
-QUICK = EvalSettings(seeds=2, time_budget_s=1.0, timeout_s=240)
+QUICK = EvalSettings(seeds=2, timing_budget_s=1.0, timeout_s=240)
 
 
 def _candidate(name: str) -> Implementation:
@@ -77,7 +77,7 @@ def test_a_kernel_that_hangs_after_a_fast_warm_up_costs_seconds_not_the_timeout(
     serves the next evaluation."""
     started = time.monotonic()
     hung = evaluate(_problem(), _candidate("hang_after_warmup.py"), "cuda",
-                    EvalSettings(seeds=2, time_budget_s=1, timeout_s=300, stall_floor_s=8))
+                    EvalSettings(seeds=2, timing_budget_s=1, timeout_s=300, stall_floor_s=8))
     assert hung.verdict == "timeout", hung.reason
     assert "made no progress for 8 s once built" in hung.reason
     assert time.monotonic() - started < 120
@@ -90,7 +90,7 @@ def test_a_large_problem_for_its_device_memory_budget_is_cut_down_or_refused_by_
     and one timed set need and what the full plan needs, the evaluation is cut down and says so; below it,
     a one-line error names the sizes and the device memory, never a reference killed by SIGKILL."""
     spec, candidate = _problem(), _candidate("good_triton.py")
-    settings = EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=240)
+    settings = EvalSettings(seeds=2, timing_budget_s=0.5, timeout_s=240)
     plan = Plan(role="candidate", target="cuda", spec=spec, baseline=spec.baseline, candidate=candidate,
                 settings=settings, seeds=[1, 2], out_dir=tmp_path)
     size = [4 << 22]  # bytes of 1 << 22 fp32 values, in and out
@@ -152,7 +152,7 @@ def test_a_candidate_after_a_long_low_activity_baseline_times_as_it_does_back_to
         return inputs[0][:1].clone()
 
     def median_candidate(baseline):
-        r = measure_pair(target, baseline, fast, sets, time_budget_s=2.0, target_precision=0.002, min_pairs=30,
+        r = measure_pair(target, baseline, fast, sets, timing_budget_s=2.0, target_precision=0.002, min_pairs=30,
                          max_pairs=400, confidence=0.95, warmup_ms=50, after_baseline=lambda o, i: None,
                          after_candidate=lambda o, i: None)
         return sorted(r.candidate_ms)[len(r.candidate_ms) // 2]
@@ -196,7 +196,7 @@ def test_both_sides_replay_into_the_same_output_memory_so_an_a_a_in_graph_mode_r
             del copy
             t.fill_(float("nan"))
 
-    result = timing.measure_pair(target, scale, scale_again, sets, time_budget_s=3.0, target_precision=0.002,
+    result = timing.measure_pair(target, scale, scale_again, sets, timing_budget_s=3.0, target_precision=0.002,
                                  min_pairs=30, max_pairs=400, confidence=0.95, warmup_ms=50,
                                  after_baseline=poison, after_candidate=poison)
     assert result.launch == "cuda_graph", result.launch_note
@@ -261,7 +261,7 @@ def test_a_graph_that_answers_from_a_capture_time_cache_is_caught_by_the_checks_
 @pytest.mark.parametrize("kernel", ["softmax_triton", "rmsnorm_triton", "matmul_bias_relu_triton", "rmsnorm_cuda"])
 def test_bundled_cuda_examples_are_correct_against_their_references(kernel):
     spec = load_spec(EXAMPLES / "kforge.yaml", kernel)
-    result = evaluate(spec, spec.baseline, "cuda", EvalSettings(seeds=2, time_budget_s=1.0, timeout_s=300),
+    result = evaluate(spec, spec.baseline, "cuda", EvalSettings(seeds=2, timing_budget_s=1.0, timeout_s=300),
                       baseline=spec.reference)
     assert result.verdict == "pass", result.reason
     assert result.speedup is not None

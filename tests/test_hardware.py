@@ -155,7 +155,7 @@ def test_fingerprint_is_a_safe_file_name():
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("KFORGE_BOT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KFORGE_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path / "cache"
 
 

@@ -28,9 +28,9 @@ from kforge_bot.bot.results import PrReport, aggregate, load_results_dir
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.plan import material
-from kforge_bot.gate.target_choice import kernel_target, parse_target
 from kforge_bot.hardware import get_runner
 from kforge_bot.spec import kernel_implementation, kernels
+from kforge_bot.targets import choose_target
 
 Log = Callable[[str], None]
 # (spec, device kind, policy) -> (best candidate source or None, its EvalResult or None, how it was found)
@@ -129,7 +129,7 @@ class Options:
     iterations: int | None = None
     model: str | None = None  # the first of `models`, kept for callers that name one
     publish: bool = True
-    time_budget_s: float | None = None
+    timing_budget_s: float | None = None
     work_dir: str | None = None  # where trajectories go (default: a temp dir)
     models: Sequence[str] = ()  # several models take turns writing candidates, as in `optimize --model a --model b`
 
@@ -182,7 +182,7 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
     for sha in (head_sha, base_sha):
         gitops.ensure_commit(repo, sha)
     merge_base = gitops.merge_base(repo, base_sha, head_sha)
-    choices = [parse_target(t) for t in (options.targets or ("auto",))]
+    targets = [choose_target(t) for t in (options.targets or ("auto",))]
     with contextlib.ExitStack() as stack:
         base_root = stack.enter_context(gitops.worktree(repo, merge_base)).resolve()
         head_root = stack.enter_context(gitops.worktree(repo, head_sha)).resolve()
@@ -199,13 +199,13 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
                 report.kernels.append(skipped(kernel.id, kernel.name, kernel.file,
                                               f"skipped by the policy ({rule.matched})"))
                 continue
-            kind, choice, why = None, None, ""
-            for c in choices:
-                kind, why = kernel_target(c, spec)  # the base's targets
+            kind, chosen, why = None, None, ""
+            for target in targets:
+                kind, why = target.kernel_kind(spec.targets)  # the base's targets
                 if kind is not None:
-                    choice = c
+                    chosen = target
                     break
-            if kind is None or choice is None:
+            if kind is None or chosen is None:
                 report.kernels.append(skipped(kernel.id, kernel.name, kernel.file, why))
                 continue
             if kernel.spec.format == "manifest" and not policy.allows_language(kernel.spec.language):
@@ -213,25 +213,25 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
                                               f"written in {kernel.spec.language}; the policy allows candidates only "
                                               f"in {', '.join(policy.languages)}"))
                 continue
-            target = choice.runner or kind
+            runs_on = chosen.runner or kind  # the report's name for it: the runner class when one was named
             labels: tuple[str, ...] = ()
-            if choice.runner:
-                labels = tuple(get_runner(choice.runner).labels)
-            log(f"{kernel.name}: optimizing on {target}" + (f" ({spec_note})" if spec_note else ""))
+            if chosen.runner:
+                labels = tuple(get_runner(chosen.runner).labels)
+            log(f"{kernel.name}: optimizing on {runs_on}" + (f" ({spec_note})" if spec_note else ""))
             try:
                 source, result, how = optimize(spec, kind, policy, iterations=options.iterations,
                                                model=options.model, models=options.models,
-                                               time_budget_s=options.time_budget_s,
+                                               timing_budget_s=options.timing_budget_s,
                                                work_dir=options.work_dir, log=log)
             except KforgeError as exc:  # this kernel cannot be optimized (it fails its test): the others go on
                 why = str(exc).replace(f"{head_root}{os.sep}", "").replace(f"{base_root}{os.sep}", "")
-                failed = skipped(kernel.id, kernel.name, kernel.file, f"not optimized: {why}", target=target)
+                failed = skipped(kernel.id, kernel.name, kernel.file, f"not optimized: {why}", target=runs_on)
                 report.kernels.append(with_spec_note(failed, spec_note, blocked))
                 log(f"{kernel.name}: not optimized: {why}")
                 continue
             # The kernel's text as the spec loader read it (inside the checkout), not the file again.
             baseline_source = kernel_implementation(kernel.spec).source
-            run = outcome_for(kernel.id, kernel.name, kernel.file, kernel.format, target=target, kind=kind,
+            run = outcome_for(kernel.id, kernel.name, kernel.file, kernel.format, target=runs_on, kind=kind,
                               labels=labels, baseline_source=baseline_source, candidate=source, result=result,
                               how=how, min_speedup=policy.min_speedup, spec=spec)
             run = with_spec_note(run, spec_note, blocked)

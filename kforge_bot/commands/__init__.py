@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
-from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,7 @@ import click
 from rich.console import Console
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.hardware import all_runners
-from kforge_bot.spec import TARGET_KINDS, KernelSpec
+from kforge_bot.targets import choose_target
 
 
 def examples(*lines: str) -> str:
@@ -82,41 +81,48 @@ def write_json(data: object, json_path: str | None) -> None:
     path.write_text(text + "\n", encoding="utf-8")
 
 
+def renamed_option(name: str, old_name: str, dest: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
+    """An option under its new `name`, with its earlier spelling `old_name` kept working as a hidden alias (scripts
+    and workflows written against it); given both, the new one wins."""
+    legacy = f"{dest}_from_{old_name.lstrip('-').replace('-', '_')}"
+
+    def decorate(command: Callable[..., Any]) -> Any:
+        @functools.wraps(command)
+        def merged(*args: Any, **params: Any) -> Any:
+            old_value = params.pop(legacy, None)
+            if params.get(dest) is None:
+                params[dest] = old_value
+            return command(*args, **params)
+
+        hidden = click.option(old_name, legacy, type=kwargs.get("type"), default=None, hidden=True)(merged)
+        return click.option(name, dest, **kwargs)(hidden)
+
+    return decorate
+
+
+def timing_budget_option(help_text: str, maximum: float) -> Callable[[Callable[..., Any]], Any]:
+    """`--timing-budget S`: seconds of interleaved timing in ONE evaluation (EvalSettings.timing_budget_s), never a
+    whole run's (that is `budgets:` and optimize's --time-limit). `--time-budget`, its earlier name, still works."""
+    return renamed_option("--timing-budget", "--time-budget", "timing_budget", type=click.FloatRange(0.1, maximum),
+                          default=None, help=help_text)
+
+
 def target_option(help_text: str, **kwargs: object):  # -> a click decorator
     """`--target` the same way on every command: auto, a device kind, or a runner class (h200, b200, arc-b580,
-    ...), which means that class's device kind here. Anything else is refused at parse time, naming both lists."""
+    ...), which means that class's device kind here. Anything else is refused as the options are read, naming both
+    lists (kforge_bot.targets.choose_target, which the command calls again to check the device is here)."""
     class TargetName(click.ParamType):
         name = "target"
 
         def convert(self, value: object, param: object, ctx: object) -> str:
             text = str(value).strip()
             try:
-                target_kind(text)
-                return text
-            except KeyError:
-                runners = all_runners()
-            self.fail(f"{text!r}: use auto, a device kind ({', '.join(TARGET_KINDS)}) or a runner class "
-                      f"({', '.join(sorted(runners))})", param, ctx)  # type: ignore[arg-type]
+                choose_target(text, here=False)
+            except KforgeError as exc:
+                self.fail(f"{text!r}: {exc.hint or exc}", param, ctx)  # type: ignore[arg-type]
+            return text
 
     options = {"default": "auto", "show_default": True, **kwargs}
     return click.option("--target", type=TargetName(), metavar="auto|KIND|RUNNER",
                         help=f"{help_text} auto, a device kind (cpu, cuda, xpu, mps) or a runner class "
                              "(h200, b200, arc-b580, ...: its device kind here).", **options)
-
-
-def target_kind(value: str) -> str:
-    """A --target value as the device kind to run on (a runner class names its kind)."""
-    if value == "auto" or value in TARGET_KINDS:
-        return value
-    return all_runners()[value].target
-
-
-def judged_by_policy(settings: EvalSettings, policy: Any, spec: KernelSpec, target: str) -> EvalSettings:
-    """`settings` with the policy's rule for which shape set counts as a regression (gate.threshold for the target
-    kind, gate.rules' per-shape thresholds and informational sets): the same rule the gate and optimize apply."""
-    kind = target.split(":")[0]
-    if kind == "auto":
-        from kforge_bot.targets import resolve_target_name  # probes devices: only when asked for auto
-
-        kind = resolve_target_name(kind, spec.targets).split(":")[0]
-    return replace(settings, **policy.rule_for(spec.name, spec.kernel_file, kind).shape_settings())

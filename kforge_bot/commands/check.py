@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,10 @@ from rich.table import Table
 
 from kforge_bot.commands import (
     examples,
-    judged_by_policy,
     json_option,
     output_console,
-    target_kind,
     target_option,
+    timing_budget_option,
     write_json,
 )
 from kforge_bot.config.choices import BASELINE_KINDS
@@ -42,7 +42,7 @@ from kforge_bot.spec import (
     load_spec,
 )
 from kforge_bot.spec.kernels import discover
-from kforge_bot.targets import resolve_target_name
+from kforge_bot.targets import TargetChoice, choose_target
 
 
 def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Implementation, Implementation, str]:
@@ -275,18 +275,22 @@ class _Progress:
 @click.option("--all", "all_kernels", is_flag=True,
               help="Check every kernel REFERENCE (a repository folder, default .) manages, as `list` shows them.")
 @click.option("--policy", "policy_path", default=None,
-              help="Policy file or built-in name: with --all, which paths hold kernels; always, the isolation "
-                   "default.")
+              help="Policy file or built-in name: its evaluation settings (seeds, timing budget, timeout, worker "
+                   "limits), the isolation default and, with --all, which paths hold kernels. Without one: the default "
+                   "policy with a quick look (the kernel's own seeds, 3 s of timing).")
 @click.option("--candidate", "candidate_path", type=click.Path(path_type=Path), default=None,
               help="Candidate file (KernelBench: defines ModelNew; manifest kernel: defines the entry).")
 @click.option("--kernel", default=None, help="Kernel name, when REFERENCE is a kforge.yaml with several.")
 @target_option("Where to run.")
 @json_option("The full report.")
-@click.option("--seeds", type=click.IntRange(1, 100), default=None, help="Correctness seeds per shape set.")
-@click.option("--time-budget", type=click.FloatRange(0.1, 600), default=3.0, show_default=True,
-              help="Seconds of interleaved timing, at most.")
-@click.option("--timeout", type=click.FloatRange(1, 7200), default=300.0, show_default=True,
-              help="Seconds before the candidate's process is killed (compilation included).")
+@click.option("--seeds", type=click.IntRange(1, 100), default=None,
+              help="Correctness seeds per shape set (default: the policy's evaluation.seeds; without --policy, the "
+                   "kernel's own).")
+@timing_budget_option("Seconds of interleaved timing in this evaluation, at most (default: the policy's "
+                      "evaluation.timing_budget_s; without --policy, 3).", maximum=600)
+@click.option("--timeout", type=click.FloatRange(1, 7200), default=None,
+              help="Seconds before the candidate's process is killed, compilation included (default: the policy's "
+                   "evaluation.timeout_s, 300).")
 @click.option("--no-timing", is_flag=True, help="Check correctness only.")
 @click.option("--allow-fallback", is_flag=True, help="Accept candidates that call the framework op they replace.")
 @click.option("--isolation", type=click.Choice(["required", "preferred", "off"]), default=None,
@@ -296,28 +300,33 @@ class _Progress:
               help="Also time the baseline under torch.compile (compile; compile-max-autotune) and report the "
                    "speedup against it and against the faster of eager and it (default: the policy's baseline).")
 def check(reference: Path | None, all_kernels: bool, policy_path: str | None, candidate_path: Path | None,
-          kernel: str | None, target: str, json_path: str | None, seeds: int | None, time_budget: float,
-          timeout: float, no_timing: bool, allow_fallback: bool, isolation: str | None,
+          kernel: str | None, target: str, json_path: str | None, seeds: int | None, timing_budget: float | None,
+          timeout: float | None, no_timing: bool, allow_fallback: bool, isolation: str | None,
           baselines: tuple[str, ...]) -> None:
     """Evaluate a kernel against its reference: correctness, then speed (interleaved, with a 95% CI)."""
     policy = load_policy(policy_path)
-    target = target_kind(target)
-    isolation = isolation or policy.isolation_mode("check")
-    settings = EvalSettings(seeds=seeds, time_budget_s=time_budget, timeout_s=timeout, measure=not no_timing,
-                            allow_framework_fallback=allow_fallback or policy.allow_framework_fallback,
-                            isolation=isolation)
+    chosen = choose_target(target)
+    flags = {"quick": policy_path is None, "seeds": seeds, "timing_budget_s": timing_budget, "timeout_s": timeout,
+             "measure": not no_timing, "isolation": isolation, "allow_framework_fallback": allow_fallback or None}
+
+    def settings_for(spec: KernelSpec, kind: str) -> EvalSettings:
+        """The policy's settings and its rule for the kernel on `kind`, the flags over them."""
+        return policy.eval_settings("check", rule=policy.rule_for(spec.name, spec.kernel_file, kind), **flags)
+
+    isolation = policy.eval_settings("check", **flags).isolation
     if all_kernels:
         if candidate_path is not None or kernel is not None:
             raise KforgeError("--all checks each kernel as written against its reference",
                               hint="drop --candidate and --kernel, or check one kernel without --all")
-        _check_all(reference or Path("."), policy, target, settings, json_path)
+        _check_all(reference or Path("."), policy, chosen, settings_for, isolation, json_path)
         return
     if reference is None:
         raise KforgeError("which kernel? give a kernel file, a kforge.yaml or a KernelBench problem",
                           hint="kforge-bot check FILE, or kforge-bot check --all [REPO] for every managed kernel")
     spec = load_spec(reference, kernel)
     candidate, baseline, title = resolve_candidate(spec, candidate_path)
-    settings = judged_by_policy(settings, policy, spec, target)
+    kind = chosen.device_kind(spec.targets)
+    settings = settings_for(spec, kind)
     click.echo(announcement(isolation), err=True)
     quiet_json = json_path is not None and str(json_path) == "-"
     kinds = requested_compiled(baselines or policy.baseline)
@@ -326,10 +335,10 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
         with _Progress(enabled=sys.stderr.isatty() and not quiet_json) as progress:
             # One set of secret seeds for the candidate and the compiled baselines: one reference run serves both.
             seeds_used = new_seeds(settings.seeds or spec.seeds)
-            result = evaluate(spec, candidate, target, settings, baseline=baseline, progress=progress,
+            result = evaluate(spec, candidate, kind, settings, baseline=baseline, progress=progress,
                               seeds=seeds_used, references=store)
             if kinds:
-                attach_baselines(result, spec, baseline, kinds, target, settings, seeds=seeds_used,
+                attach_baselines(result, spec, baseline, kinds, kind, settings, seeds=seeds_used,
                                  references=store, progress=progress)
     finally:
         store.cleanup()
@@ -340,7 +349,8 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
     sys.exit(0 if result.correct else 1)
 
 
-def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, json_path: str | None) -> None:
+def _check_all(repo: Path, policy: Any, target: TargetChoice, settings_for: Callable[[KernelSpec, str], EvalSettings],
+               isolation: str, json_path: str | None) -> None:
     """Every managed kernel of `repo` against its reference, one line each (exit 1 if any is not correct)."""
     if not repo.is_dir():
         raise KforgeError("not a directory", path=repo, hint="with --all, give the repository's root (default .)")
@@ -349,7 +359,7 @@ def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, jso
     if not kernels:
         raise KforgeError("no managed kernels here", path=repo,
                           hint="add a kforge.yaml or KernelBench files within the policy's kernel_paths")
-    click.echo(announcement(settings.isolation), err=True)
+    click.echo(announcement(isolation), err=True)
     rows: list[dict[str, Any]] = []
     for managed in kernels:
         row: dict[str, Any] = {"kernel": managed.id, "file": managed.file}
@@ -357,16 +367,13 @@ def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, jso
             row.update(verdict="error", reason=f"does not load: {managed.error}")
         else:
             spec = managed.spec
-            try:
-                kind = resolve_target_name(target, spec.targets)
-                if spec.targets and kind not in spec.targets:
-                    raise KforgeError(f"runs on {', '.join(spec.targets)}, not {kind}")
-            except KforgeError as exc:
-                row.update(verdict="skipped", reason=str(exc))
+            kind, why = target.kernel_kind(spec.targets)
+            if kind is None:
+                row.update(verdict="skipped", reason=why)
             else:
                 candidate, baseline, title = resolve_candidate(spec, None)
                 try:
-                    result = evaluate(spec, candidate, kind, judged_by_policy(settings, policy, spec, kind),
+                    result = evaluate(spec, candidate, kind, settings_for(spec, kind),
                                       baseline=baseline)
                 except KforgeError as exc:  # this kernel's reference or inputs fail: the others still run
                     row.update(verdict="error", reason=str(exc), target=kind)
@@ -379,9 +386,9 @@ def _check_all(repo: Path, policy: Any, target: str, settings: EvalSettings, jso
         click.echo(f"note: {note}", err=True)
     failed = [r for r in rows if r["verdict"] not in ("pass", "skipped")]
     click.echo(f"{len(rows)} kernel(s): {sum(r['verdict'] == 'pass' for r in rows)} correct, {len(failed)} not, "
-               f"{sum(r['verdict'] == 'skipped' for r in rows)} skipped (no {target} target)")
+               f"{sum(r['verdict'] == 'skipped' for r in rows)} skipped (no {target.requested} target)")
     checked = [r for r in rows if r["verdict"] != "skipped"]
-    nothing = "" if checked else nothing_checked(rows, target)
+    nothing = "" if checked else nothing_checked(rows, target.requested)
     if nothing:  # a CI job that checks nothing must not be green forever
         click.echo(nothing)
     write_json({"repo": str(repo.resolve()), "kernels": rows, "notes": notes, "nothing_checked": nothing or None},

@@ -10,10 +10,11 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from kforge_bot.commands import examples, json_option, output_console, target_kind, target_option, write_json
+from kforge_bot.commands import examples, json_option, output_console, target_option, write_json
 from kforge_bot.doctor.measure import quick_default
 from kforge_bot.doctor.report import build_report, save_report_ceilings
 from kforge_bot.errors import KforgeError
+from kforge_bot.targets import choose_target
 
 
 @click.command("doctor", epilog=examples(
@@ -33,7 +34,7 @@ def doctor(target: str, json_path: str | None, save: bool, save_to: str | None, 
 
     Measurements run in a child process. Exit status 0 when the device was found and measured,
     1 when it is missing or a measurement failed, 2 on bad input."""
-    target = target_kind(target)
+    target = choose_target(target, here=False).kind or "auto"  # a device this machine lacks is what doctor reports
     quick = quick_default() if quick is None else quick
     if (save or save_to) and quick:  # say so before minutes of measuring
         raise KforgeError("refusing to save quick-mode figures as ceilings",

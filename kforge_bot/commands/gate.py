@@ -25,7 +25,7 @@ from kforge_bot import gitops
 from kforge_bot.bot import events
 from kforge_bot.bot.evidence import fmt_time
 from kforge_bot.bot.github import GitHub
-from kforge_bot.commands import examples, json_option, output_console, write_json
+from kforge_bot.commands import examples, json_option, output_console, timing_budget_option, write_json
 from kforge_bot.config.policy import load_policy_from_base
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import announcement
@@ -306,15 +306,15 @@ def _post_status(report: GateReport, target: str) -> None:
               help="Result cache directory (default: $KFORGE_CACHE_DIR, else .kforge-cache in the repository, "
                    "which fits actions/cache).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
-@click.option("--time-budget", type=click.FloatRange(0.1, 3600), default=None,
-              help="Seconds of interleaved timing per kernel (default: the policy's evaluation.time_budget_s).")
+@timing_budget_option("Seconds of interleaved timing in each kernel's evaluation (default: the policy's "
+                      "evaluation.timing_budget_s).", maximum=3600)
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="A directory inside the git repository.")
 @click.option("--require-all-targets", is_flag=True, default=None,
               help="Fail when a policy-required target cannot be measured on this runner (default: the policy's "
                    "gate.require_all_targets; otherwise it is reported as skipped).")
 def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str | None, json_path: str | None,
-         cache_dir: Path | None, no_cache: bool, time_budget: float | None, repo: Path,
+         cache_dir: Path | None, no_cache: bool, timing_budget: float | None, repo: Path,
          require_all_targets: bool | None) -> None:
     """Measure the kernels a change touches, base against head on this device, and fail on a
     regression, an incorrect kernel or one that no longer builds."""
@@ -334,7 +334,7 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
             progress.print(f"[dim]kforge gate:[/dim] {escape(message)}")  # the message may quote what a change wrote
 
     report = run_gate(repo, base, head, policy=policy, all_kernels=all_kernels, target=target,
-                      cache_dir=cache_dir, use_cache=not no_cache, time_budget_s=time_budget, log=log,
+                      cache_dir=cache_dir, use_cache=not no_cache, timing_budget_s=timing_budget, log=log,
                       require_all_targets=True if require_all_targets else None, before_first_run=announce,
                       spec_change_approved=spec_change_approved(policy.trust.spec_change_label))
     data = report.to_dict()

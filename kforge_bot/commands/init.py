@@ -22,7 +22,7 @@ from typing import Any
 import click
 import yaml
 
-from kforge_bot.commands import examples, target_kind, target_option
+from kforge_bot.commands import examples, target_option
 from kforge_bot.config.yamlcheck import load_yaml_file
 from kforge_bot.errors import KforgeError
 from kforge_bot.libscan.from_tests import TestEvidence, read_tests
@@ -30,6 +30,7 @@ from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark
 from kforge_bot.libscan.modules import Library, Module, dotted_name
 from kforge_bot.libscan.vendors import vendor_of, vendor_target
 from kforge_bot.spec import MANIFEST_NAME, defines, is_kernelbench_source
+from kforge_bot.targets import choose_target
 
 SKIP_DIRS = {".git", ".venv", "venv", "env", "node_modules", "build", "dist", "site-packages", "__pycache__",
              ".tox", ".mypy_cache", ".pytest_cache", ".kforge-cache"}
@@ -109,15 +110,13 @@ def _drafter(repo: Path, target: str, isolation: str | None) -> Callable[..., An
     if not configured():
         raise KforgeError("--draft needs an LLM endpoint", hint="set OPENAI_BASE_URL (and OPENAI_API_KEY if it "
                                                                 "needs one), or run init without --draft")
-    kind = target_kind(target)
-    if kind == "auto":
-        from kforge_bot.targets import resolve_target_name
-
-        kind = resolve_target_name("auto", ("cuda", "xpu", "cpu")).split(":")[0]
-    isolation = isolation or load_policy(None).isolation_mode("check")
-    click.echo(announcement(isolation), err=True)
+    kind = choose_target(target, here=False).device_kind(("cuda", "xpu", "cpu"))
+    # A draft is checked for correctness only, on one seed, sandboxed as `check` would run it.
+    settings = load_policy(None).eval_settings("check", seeds=1, measure=False, profile=False,
+                                               isolation=isolation, timeout_s=300.0)
+    click.echo(announcement(settings.isolation), err=True)
     modules = frozenset(dotted_name(p.relative_to(repo).as_posix()).split(".")[0] for p in _python_files(repo))
-    return Drafter(repo, LLMClient(endpoint_from_env()), kind, isolation, DRAFTS_FOLDER, modules)
+    return Drafter(repo, LLMClient(endpoint_from_env()), kind, settings, DRAFTS_FOLDER, modules)
 
 
 def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft_limit: int = 0) -> Proposal:
@@ -148,7 +147,7 @@ def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft
     _kernel_notes(state, graph, orphans)
 
     head = ["# kforge.yaml proposed by `kforge-bot init`: fill in each TODO and review what is marked 'review',",
-            "# then run `kforge-bot list` and `kforge-bot check --all`. Keys: README.md, 'Describing kernels'.",
+            "# then run `kforge-bot list` and `kforge-bot check --all`. Keys: docs/manifest.md.",
             "version: 1"]
     if not state.entries:
         head.append("# no new Triton or torch-extension kernel files to propose (KernelBench problems need no entry)")

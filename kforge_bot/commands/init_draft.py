@@ -30,11 +30,11 @@ class DraftOutcome:
 class Drafter:
     """Drafts and checks one launcher's reference and inputs at a time."""
 
-    def __init__(self, repo: Path, client: LLMClient, target: str, isolation: str, folder: str,
-                 library_modules: frozenset[str], attempts: int = 2, timeout_s: float = 300.0) -> None:
+    def __init__(self, repo: Path, client: LLMClient, target: str, settings: EvalSettings, folder: str,
+                 library_modules: frozenset[str], attempts: int = 2) -> None:
         self.library_modules = library_modules
         self.repo, self.client, self.target, self.attempts, self.folder = repo, client, target, attempts, folder
-        self.settings = EvalSettings(seeds=1, measure=False, profile=False, isolation=isolation, timeout_s=timeout_s)
+        self.settings = settings  # a correctness check (Policy.eval_settings)
         self.model = client.resolve_model()
 
     def __call__(self, name: str, slug: str, launcher: Launcher, found: TestEvidence | None) -> DraftOutcome:

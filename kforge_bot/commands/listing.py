@@ -11,7 +11,6 @@ from kforge_bot.config.policy import load_policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import import_problem
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec.kernels import discover
 
 
@@ -34,7 +33,7 @@ def list_kernels(repo: Path, policy_path: str | None, json_path: str | None, try
     notes: list[str] = []
     policy = load_policy(policy_path)
     kernels = discover(repo, policy, strict=False, notes=notes)
-    settings = EvalSettings(isolation=policy.isolation_mode("check"))
+    settings = policy.eval_settings("check")  # imports only, sandboxed as `check` runs them
     if try_imports and kernels and json_path != "-":
         click.echo(announcement(settings.isolation), err=True)
     rows = []

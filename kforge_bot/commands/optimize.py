@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,8 @@ from kforge_bot.agents.llm import configured, endpoint_from_env
 from kforge_bot.cache import user_cache_dir
 from kforge_bot.commands import (
     examples,
-    judged_by_policy,
     json_option,
     output_console,
-    target_kind,
     target_option,
     write_json,
 )
@@ -31,17 +28,16 @@ from kforge_bot.config.choices import BASELINE_KINDS
 from kforge_bot.config.policy import load_policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.evaluate.shapes import DEFINITION, text_lines
 from kforge_bot.optimize.display import Display
 from kforge_bot.optimize.proposer import LLM, TUNER
 from kforge_bot.optimize.report import ReportFiles
-from kforge_bot.optimize.run import OptimizeOutcome, OptimizeRun, RunConfig, default_cpu_count, quick_settings
+from kforge_bot.optimize.run import OptimizeOutcome, OptimizeRun, RunConfig, default_cpu_count
 from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, read_events
 from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.spec import load_spec
 from kforge_bot.spec.kernels import sibling_references
-from kforge_bot.targets import resolve_target_name
+from kforge_bot.targets import choose_target
 
 
 @click.command("optimize", epilog=examples(
@@ -121,39 +117,36 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
         raise KforgeError("--out and --write exclude each other", hint="choose where the best candidate goes")
     if resume_dir is not None and report_dir is not None and resume_dir.resolve() != report_dir.resolve():
         raise KforgeError("--resume continues the run in its own folder; drop --report or give the same folder")
-    target = target_kind(target)
     spec = load_spec(file, kernel)
     if write_in_place and spec.format == "kernelbench":
         raise KforgeError("--write would replace the problem's reference Model with a candidate", path=spec.kernel_path,
                           hint="for a KernelBench problem, write the candidate (ModelNew) with --out")
     recorded_target = _recorded_target(resume_dir) if resume_dir is not None else None
-    target_name = resolve_target_name(recorded_target if (target == "auto" and recorded_target) else target,
-                                      spec.targets)
-    config = build_config(target_name, policy_path, iterations, budget_tokens, time_limit, patience)
-    # Which shape set counts as a regression (a candidate with one is never accepted): the policy's rule, as in
-    # check and the gate.
-    config.settings = judged_by_policy(config.settings, load_policy(policy_path), spec, target_name)
-    # The same evaluation flags as `check`, over the policy's (or the quick) settings.
-    config.settings.seeds = seeds or config.settings.seeds
-    config.settings.timeout_s = timeout or config.settings.timeout_s
-    config.settings.allow_framework_fallback = allow_fallback or config.settings.allow_framework_fallback
+    # A resumed run stays on the device it started on, unless another is named.
+    kind = choose_target(recorded_target if target == "auto" and recorded_target else target).device_kind(spec.targets)
+    endpoint = endpoint_from_env(base_url=base_url, api_key=api_key, model=models[0] if models else None,
+                                 max_tokens=max_tokens) if configured(base_url=base_url, api_key=api_key) else None
+    # Without --policy: the default policy's budgets and a quick look per candidate. The same evaluation flags
+    # as `check`, over the policy's.
+    config = RunConfig.from_policy(load_policy(policy_path), spec, kind, command="optimize",
+                                   quick=policy_path is None, endpoint=endpoint, models=models, iterations=iterations,
+                                   tokens=budget_tokens, time_limit_s=time_limit, patience=patience, seeds=seeds,
+                                   timeout_s=timeout, allow_framework_fallback=allow_fallback or None)
     click.echo(announcement(config.settings.isolation), err=True)
     config.parallel, config.beam, config.workers = parallel, beam, workers
     config.counters = counters
     config.baselines = tuple(dict.fromkeys(("eager", *baselines))) if baselines else config.baselines
-    config.executor, config.ray_address, config.models = executor, ray_address, list(models)
+    config.executor, config.ray_address = executor, ray_address
     if not no_cache:
         config.cache_dir = cache_dir or user_cache_dir()
-    if configured(base_url=base_url, api_key=api_key):
-        config.endpoint = endpoint_from_env(base_url=base_url, api_key=api_key, model=models[0] if models else None,
-                                            max_tokens=max_tokens)
-        config.references = sibling_references(spec, file, target_name)
+    if endpoint is not None:
+        config.references = sibling_references(spec, file, kind)
     config.cpu_count = default_cpu_count()
 
     console = output_console(stderr=json_path == "-")  # stdout carries the JSON then
     folder = resume_dir or report_dir or Path(tempfile.mkdtemp(prefix=f"kforge-optimize-{spec.name}-"))
     display = Display(console, config.budgets, TUNER if config.endpoint is None else LLM)
-    _announce(console, f"{spec.name} ({spec.kernel_file}) on {target_name}"
+    _announce(console, f"{spec.name} ({spec.kernel_file}) on {kind}"
               + (f", resuming {folder}" if resume_dir else ""), config, folder)
     run = OptimizeRun.open(spec, config, folder, resume=resume_dir is not None, progress=display.on_progress)
     run.trajectory.listeners.append(display.on_event)
@@ -181,7 +174,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
                       markup=False)
     record = outcome.record
     best = record.best if outcome.improved else None
-    write_json({"kernel": spec.name, "target": target_name, "mode": run.proposer_kind, "improved": outcome.improved,
+    write_json({"kernel": spec.name, "target": kind, "mode": run.proposer_kind, "improved": outcome.improved,
                 "best": None if best is None else {"iteration": best.iteration, "speedup": best.speedup,
                                                    "speedup_ci": best.speedup_ci, "change": best.change,
                                                    "per_shape": [p.to_dict() for p in best.per_shape]},
@@ -249,24 +242,6 @@ def _print_outcome(console: Any, run: OptimizeRun, outcome: OptimizeOutcome, fil
                       + escape(f"{kernel_file} left untouched" + (", nothing written to --out" if to_out else "")))
     console.print(f"report: {files.markdown}" + ("" if files.plot else f" (plot skipped: {files.plot_note})"),
                   markup=False)
-
-
-def build_config(target: str, policy_path: str | None, iterations: int | None, budget_tokens: int | None,
-                 time_limit: float | None, patience: int | None = None) -> RunConfig:
-    """Budgets and evaluation settings: flags over the policy; without --policy, quick evaluation settings."""
-    policy = load_policy(policy_path)
-    if policy_path is not None:
-        ev = policy.evaluation
-        settings = EvalSettings(seeds=ev.seeds, time_budget_s=ev.time_budget_s, timeout_s=ev.timeout_s,
-                                allow_framework_fallback=policy.allow_framework_fallback, **ev.limit_settings())
-    else:
-        settings = quick_settings(policy.allow_framework_fallback)
-    settings.isolation = policy.isolation_mode("optimize")
-    given = policy.budgets
-    budgets = replace(given, iterations=iterations or given.iterations, tokens=budget_tokens or given.tokens,
-                      time_limit_s=time_limit or given.time_limit_s, patience=patience or given.patience)
-    return RunConfig(target=target, budgets=budgets, settings=settings, languages=policy.languages,
-                     baselines=policy.baseline)
 
 
 def _recorded_target(folder: Path) -> str | None:

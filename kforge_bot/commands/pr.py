@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,10 @@ from kforge_bot import gitops
 from kforge_bot.agents.llm import configured, endpoint_from_env
 from kforge_bot.bot import prbot, results
 from kforge_bot.bot.github import GitHub
-from kforge_bot.commands import examples, json_option, json_refusal, judged_by_policy, write_json
+from kforge_bot.commands import examples, json_option, json_refusal, timing_budget_option, write_json
 from kforge_bot.config.policy import load_policy, load_policy_from_base
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.result import EvalResult
 from kforge_bot.optimize.counters import section, tool_title
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
 
@@ -39,8 +38,8 @@ def _announce_isolation(isolation: str) -> None:
         click.echo(_ANNOUNCED[0], err=True)
 
 
-def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | None = None,
-                     model: str | None = None, models: Sequence[str] = (), time_budget_s: float | None = None,
+def _optimize_kernel(spec: Any, kind: str, policy: Any, *, iterations: int | None = None,
+                     model: str | None = None, models: Sequence[str] = (), timing_budget_s: float | None = None,
                      work_dir: str | None = None,
                      log: Any = None) -> tuple[str | None, Any, dict[str, Any]]:
     """The ONLY place the PR bot touches the optimize loop (kforge_bot.optimize.run).
@@ -51,24 +50,16 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
     candidate beat the kernel as written."""
     endpoint = endpoint_from_env(model=model) if configured() else None
     _announce_isolation(policy.isolation_mode("pr"))
-    settings = EvalSettings(seeds=policy.evaluation.seeds, isolation=policy.isolation_mode("pr"),
-                            time_budget_s=time_budget_s or policy.evaluation.time_budget_s,
-                            timeout_s=policy.evaluation.timeout_s,
-                            allow_framework_fallback=policy.allow_framework_fallback,
-                            **policy.evaluation.limit_settings())
-    settings = judged_by_policy(settings, policy, spec, target)  # which shape set is a regression (as check, gate)
-    budgets = replace(policy.budgets, iterations=iterations or policy.budgets.iterations,
-                      tokens=policy.budgets.tokens if endpoint is not None else None)
-    config = RunConfig(target=target, budgets=budgets, settings=settings, endpoint=endpoint,
-                       languages=policy.languages, models=list(models), baselines=policy.baseline)
+    config = RunConfig.from_policy(policy, spec, kind, command="pr", endpoint=endpoint, models=models,
+                                   iterations=iterations, timing_budget_s=timing_budget_s)
     root = Path(work_dir or tempfile.mkdtemp(prefix="kforge-pr-"))
     root.mkdir(parents=True, exist_ok=True)
     # A fresh folder per run: a self-hosted runner keeps --work-dir between runs, and the loop
     # refuses a report folder that already holds a run.
-    report_dir = Path(tempfile.mkdtemp(prefix=f"{spec.name}-{target}-", dir=root))
+    report_dir = Path(tempfile.mkdtemp(prefix=f"{spec.name}-{kind}-", dir=root))
     if log:
         log(f"{spec.name}: {'LLM ' + endpoint.describe() if endpoint else 'no LLM endpoint configured: built-in tuner'}"
-            f", {budgets.iterations} iteration(s)")
+            f", {config.budgets.iterations} iteration(s)")
     run = OptimizeRun.open(spec, config, report_dir)
     outcome = run.run()
     run.finish()  # report.md beside the trajectory: the job's reports artifact holds what a reviewer reads
@@ -100,8 +91,8 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
                    "turns, as in optimize. No endpoint: the tuner.")
 @click.option("--iterations", type=click.IntRange(1, 100_000), default=None,
               help="Loop iterations per kernel (default: the policy's budgets.iterations).")
-@click.option("--time-budget", type=click.FloatRange(0.1, 3600), default=None,
-              help="Seconds of interleaved timing per evaluation (default: the policy's evaluation.time_budget_s).")
+@timing_budget_option("Seconds of interleaved timing in each candidate's evaluation (default: the policy's "
+                      "evaluation.timing_budget_s).", maximum=3600)
 @click.option("--policy", "policy_path", default=None,
               help="Policy file, or a shipped one (default, strict); a file in the checkout is read as the PR's base "
                    "commit has it.")
@@ -114,7 +105,7 @@ def _optimize_kernel(spec: Any, target: str, policy: Any, *, iterations: int | N
               help="Combine the results files of per-target jobs in this directory and publish (no optimizing).")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the loop's trajectories go (default: a temporary directory).")
-def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None, time_budget: float | None,
+def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None, timing_budget: float | None,
        policy_path: str | None, json_path: str | None, results_path: Path | None, no_publish: bool,
        aggregate_dir: Path | None, work_dir: Path | None) -> None:
     """Optimize the kernels a pull request changed and open follow-up PRs with the evidence."""
@@ -146,7 +137,7 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
 
     options = prbot.Options(targets=targets, iterations=iterations, model=models[0] if models else None,
                             models=models if len(models) > 1 else (), publish=not no_publish,
-                            time_budget_s=time_budget, work_dir=str(work_dir) if work_dir else None)
+                            timing_budget_s=timing_budget, work_dir=str(work_dir) if work_dir else None)
     report = prbot.run_pr(env, base_policy, options, gh=gh, optimize=_optimize_kernel, aggregate_dir=aggregate_dir,
                           log=log)
     write_json(report.to_dict(), json_path)

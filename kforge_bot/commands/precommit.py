@@ -24,18 +24,17 @@ from typing import Any
 import click
 
 from kforge_bot import gitops
-from kforge_bot.commands import examples, target_kind, target_option
+from kforge_bot.commands import examples, target_option
 from kforge_bot.config.policy import Policy, load_policy
 from kforge_bot.config.yamlcheck import load_yaml_file, load_yaml_text
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.gate.decision import harness_verdict
 from kforge_bot.gate.plan import dependencies
-from kforge_bot.gate.target_choice import TargetChoice, kernel_target, parse_target
 from kforge_bot.spec import MANIFEST_NAME, has_own_reference, kernel_implementation, load_manifest
 from kforge_bot.spec.kernels import Kernel, discover
+from kforge_bot.targets import TargetChoice, choose_target
 
 _POLICY_SUFFIXES = (".yml", ".yaml")
 _SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cl", ".metal", ".ptx",
@@ -98,7 +97,7 @@ def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> 
     """Validate staged manifests and policies, and check staged kernels for correctness (no timing)."""
     root, in_git = _root()
     policy = load_policy(policy_path)
-    choice: TargetChoice = parse_target(target_kind(target))
+    chosen = choose_target(target)
     rel_files: set[str] = set()
     for f in files:
         path = (Path.cwd() / f).resolve()
@@ -126,7 +125,7 @@ def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> 
     committed = _Committed(root, in_git, policy)
     try:
         for kernel in sorted(selected, key=lambda k: k.id):
-            _check(kernel, policy, choice, committed, problems, say)
+            _check(kernel, policy, chosen, committed, problems, say)
     finally:
         committed.cleanup()
     for note in notes:
@@ -194,7 +193,7 @@ class _Committed:
         self._tmp.cleanup()
 
 
-def _check(kernel: Kernel, policy: Policy, choice: TargetChoice, committed: _Committed, problems: list[str],
+def _check(kernel: Kernel, policy: Policy, target: TargetChoice, committed: _Committed, problems: list[str],
            say: Callable[[str], Any]) -> None:
     """One kernel's correctness check (no timing) against its oracle; a failure is added to `problems`."""
     if kernel.spec is None:
@@ -204,7 +203,7 @@ def _check(kernel: Kernel, policy: Policy, choice: TargetChoice, committed: _Com
     if rule.skip:
         say(f"{kernel.name}: skipped by the policy ({rule.matched})")
         return
-    kind, why = kernel_target(choice, kernel.spec)
+    kind, why = target.kernel_kind(kernel.spec.targets)
     if kind is None:
         say(f"{kernel.name}: correctness check SKIPPED: {why} (its manifest entry and files were validated)")
         return
@@ -221,10 +220,8 @@ def _check(kernel: Kernel, policy: Policy, choice: TargetChoice, committed: _Com
         else:
             against = "itself (new kernel without a reference: it must run and give sane outputs)"
     judged = replace(spec, reference=oracle) if oracle is not None else spec
-    settings = EvalSettings(seeds=policy.evaluation.seeds, measure=False, profile=False,
-                            isolation=policy.isolation_mode("precommit"),
-                            allow_framework_fallback=True, timeout_s=policy.evaluation.timeout_s,
-                            **policy.evaluation.limit_settings())
+    # Correctness only; a repository's own kernels may call framework ops (their business, as in the gate).
+    settings = policy.eval_settings("precommit", measure=False, profile=False, allow_framework_fallback=True)
     say(f"{kernel.name}: checking {kernel.file} against {against} on {kind} ...")
     try:
         result = evaluate(judged, kernel_implementation(spec), kind, settings, baseline=judged.reference)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -21,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kforge_bot.config.choices import BASELINE_KINDS, ISOLATION_MODES
+from kforge_bot.config.eval_settings import EvalSettings
 from kforge_bot.config.yamlcheck import Checker, join, load_yaml_file, load_yaml_text
 from kforge_bot.errors import KforgeError
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
@@ -119,7 +121,7 @@ class Budgets:
 
     iterations: int = 10
     tokens: int | None = 500_000
-    time_limit_s: float | None = 3600.0
+    time_limit_s: float | None = 3600.0  # the whole run's wall time (one evaluation's are Evaluation's)
     speed_of_light: float = 0.9  # stop once the hardware counters put the best kernel at this fraction of peak
     patience: int | None = None  # stop after this many candidates in a row without a new best; None: 6 (tuner), 4 (LLM)
 
@@ -140,9 +142,11 @@ class Trust:
 
 @dataclass(frozen=True)
 class Evaluation:
-    seeds: int = 3
-    time_budget_s: float = 10.0
-    timeout_s: float = 300.0
+    """The policy's `evaluation:`, for ONE evaluation (a whole run's limits are Budgets)."""
+
+    seeds: int | None = 3  # None (the quick look only): the kernel's own
+    timing_budget_s: float = 10.0  # seconds of interleaved timing (its earlier key: time_budget_s)
+    timeout_s: float = 300.0  # seconds before the worker is killed, compilation included
     # Each worker's limits (kforge_bot.evaluate.limits has the defaults, used where these are None).
     memory_limit_gb: float | None = None
     process_limit: int | None = None
@@ -155,6 +159,11 @@ class Evaluation:
         return {"memory_limit_bytes": None if self.memory_limit_gb is None else int(self.memory_limit_gb * gib),
                 "process_limit": self.process_limit, "cpu_limit_s": self.cpu_limit_s,
                 "scratch_limit_bytes": None if self.scratch_limit_gb is None else int(self.scratch_limit_gb * gib)}
+
+
+# What `check` and `optimize` evaluate with when no policy file is given: a quick look, seconds per evaluation (the
+# default policy's 10 s of timing are the gate's and the PR bot's). Worker limits and isolation stay the policy's.
+QUICK_EVALUATION = {"check": Evaluation(seeds=None, timing_budget_s=3.0), "optimize": Evaluation(seeds=2, timing_budget_s=2.0)}
 
 
 @dataclass(frozen=True)
@@ -182,6 +191,21 @@ class Policy:
         if command in ("gate", "pr") and env.get("GITHUB_ACTIONS") == "true":
             return "required"  # a floor no file can lower: the runner holds tokens and the checkout's credentials
         return self.isolation if self.isolation is not None else "preferred"
+
+    def eval_settings(self, command: str, *, quick: bool = False, rule: GateRule | None = None,
+                      **flags: Any) -> EvalSettings:
+        """The settings `command` evaluates with: the policy's `evaluation` (seeds, timing budget, timeout, worker
+        limits), its isolation for the command and its `allow_framework_fallback`; `quick`: QUICK_EVALUATION's
+        seeds and timing instead (check and optimize without a policy file); `rule`: the judged kernel's gate rule
+        (rule_for), which shape set counts as a regression, as every command judges it. `flags` are EvalSettings
+        fields from the command line or the command itself; one that is None was not given: the policy's stays."""
+        ev = QUICK_EVALUATION[command] if quick else self.evaluation
+        settings: dict[str, Any] = {"seeds": ev.seeds, "timing_budget_s": ev.timing_budget_s, "timeout_s": ev.timeout_s,
+                                    "isolation": self.isolation_mode(command),
+                                    "allow_framework_fallback": self.allow_framework_fallback,
+                                    **self.evaluation.limit_settings(), **(rule.shape_settings() if rule else {})}
+        settings.update({key: value for key, value in flags.items() if value is not None})
+        return EvalSettings(**settings)
 
     def rule_for(self, kernel_name: str, path: str, target: str | None = None) -> GateRule:
         """Gate settings for a kernel measured on `target` (a kind: cpu, cuda, xpu, mps): the first
@@ -481,13 +505,20 @@ def _parse_trust(ck: Checker, raw: Any, base: Trust) -> Trust:
 
 
 def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
-    e = ck.mapping(raw, "evaluation", allowed=("seeds", "time_budget_s", "timeout_s", "memory_limit_gb",
-                                               "process_limit", "cpu_limit_s", "scratch_limit_gb"))
+    e = ck.mapping(raw, "evaluation", allowed=("seeds", "timing_budget_s", OLD_TIMING_BUDGET_KEY, "timeout_s",
+                                               "memory_limit_gb", "process_limit", "cpu_limit_s", "scratch_limit_gb"))
     ekw: dict[str, Any] = {}
     if "seeds" in e:
         ekw["seeds"] = ck.integer(e["seeds"], "evaluation.seeds", minimum=1, maximum=100)
-    if "time_budget_s" in e:
-        ekw["time_budget_s"] = ck.number(e["time_budget_s"], "evaluation.time_budget_s", minimum=0, exclusive_minimum=True)
+    budget_key = OLD_TIMING_BUDGET_KEY if OLD_TIMING_BUDGET_KEY in e else "timing_budget_s"
+    if budget_key == OLD_TIMING_BUDGET_KEY:
+        if "timing_budget_s" in e:
+            ck.fail(f"evaluation.{OLD_TIMING_BUDGET_KEY}", "is the earlier name of evaluation.timing_budget_s",
+                    hint=f"keep timing_budget_s and drop {OLD_TIMING_BUDGET_KEY}")
+        _note_once(f"{ck.path}: note: evaluation.{OLD_TIMING_BUDGET_KEY} is deprecated; call it "
+                   "evaluation.timing_budget_s (the same seconds of timing in one evaluation)")
+    if budget_key in e:
+        ekw["timing_budget_s"] = ck.number(e[budget_key], f"evaluation.{budget_key}", minimum=0, exclusive_minimum=True)
     if "timeout_s" in e:
         ekw["timeout_s"] = ck.number(e["timeout_s"], "evaluation.timeout_s", minimum=0, exclusive_minimum=True)
     for key in ("memory_limit_gb", "cpu_limit_s", "scratch_limit_gb"):  # null: the default (evaluate.limits)
@@ -496,9 +527,21 @@ def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
     if e.get("process_limit") is not None:
         ekw["process_limit"] = ck.integer(e["process_limit"], "evaluation.process_limit", minimum=16)
     ev = Evaluation(**{**asdict_shallow(base), **ekw})
-    if ev.timeout_s < ev.time_budget_s:
-        ck.fail("evaluation.timeout_s", f"must be at least evaluation.time_budget_s ({ev.time_budget_s:g}), got {ev.timeout_s:g}")
+    if ev.timeout_s < ev.timing_budget_s:
+        ck.fail("evaluation.timeout_s", f"must be at least evaluation.timing_budget_s ({ev.timing_budget_s:g}), got {ev.timeout_s:g}")
     return ev
+
+
+# evaluation.timing_budget_s's earlier name (before "budget" was kept for a whole run's): still read, with a note.
+OLD_TIMING_BUDGET_KEY = "time_budget_s"
+_noted: set[str] = set()
+
+
+def _note_once(text: str) -> None:
+    """A deprecation note on stderr, once per process however many times the policy is loaded."""
+    if text not in _noted:
+        _noted.add(text)
+        print(text, file=sys.stderr)
 
 
 def asdict_shallow(obj: Any) -> dict[str, Any]:

@@ -111,8 +111,12 @@ def json_schema() -> dict[str, Any]:
                 "type": "object", "additionalProperties": False,
                 "properties": {
                     "seeds": {"type": "integer", "minimum": 1, "maximum": 100, "default": d.evaluation.seeds},
-                    "time_budget_s": {**pos, "default": d.evaluation.time_budget_s},
-                    "timeout_s": {**pos, "default": d.evaluation.timeout_s},
+                    "timing_budget_s": {**pos, "default": d.evaluation.timing_budget_s,
+                                        "description": "seconds of interleaved timing in one evaluation"},
+                    "time_budget_s": {**pos, "deprecated": True, "description": "the earlier name of timing_budget_s"},
+                    "timeout_s": {**pos, "default": d.evaluation.timeout_s,
+                                  "description": "seconds before one evaluation's worker is killed, compilation "
+                                                 "included"},
                     "memory_limit_gb": {**optional_pos, "description": "each worker process's address space "
                                         "(RLIMIT_AS); unset: half the machine's on cpu and mps, none on GPUs"},
                     "process_limit": {"type": ["integer", "null"], "minimum": 16,

@@ -11,7 +11,7 @@ import statistics
 import time
 from typing import Any, Callable
 
-from kforge_bot.targets import AUTO_ORDER, cpu_model
+from kforge_bot.targets import choose_target, cpu_model
 
 QUICK_ENV = "KFORGE_DOCTOR_QUICK"
 
@@ -96,10 +96,8 @@ def _resolve_kind(torch: Any, requested: str) -> tuple[str | None, dict[str, boo
         "mps": bool(torch.backends.mps.is_available()),
         "cpu": True,
     }
-    if requested == "auto":
-        for k in AUTO_ORDER:
-            if avail[k]:
-                return k, avail, None
+    if requested == "auto":  # what auto means everywhere (the CPU when nothing else is here)
+        return choose_target("auto").device_kind(), avail, None
     if avail.get(requested):
         return requested, avail, None
     why = {

@@ -29,7 +29,7 @@ from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerProcess, raise_on_s
 from kforge_bot.evaluate.spares import Spare, SpareWorkers
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.spec import Implementation, KernelSpec
-from kforge_bot.targets import resolve_target_name
+from kforge_bot.targets import TargetChoice, choose_target
 
 
 def new_seeds(count: int) -> list[int]:
@@ -41,7 +41,7 @@ def new_seeds(count: int) -> list[int]:
 def evaluate(
     spec: KernelSpec,
     candidate: Implementation,
-    target: str = "auto",
+    target: str | TargetChoice = "auto",
     settings: EvalSettings | None = None,
     *,
     baseline: Implementation | None = None,
@@ -51,30 +51,30 @@ def evaluate(
     spares: SpareWorkers | None = None,
 ) -> EvalResult:
     settings = settings or EvalSettings()
-    target_name = resolve_target_name(target, spec.targets)
+    kind = choose_target(target).device_kind(spec.targets)
     baseline = baseline or spec.baseline
     seeds = seeds or new_seeds(settings.seeds or spec.seeds)
-    rejected = _static_rejection(candidate, target_name)
+    rejected = _static_rejection(candidate, kind)
     if rejected is not None:
         return rejected
 
     store = references or ReferenceStore()
     # The sandbox's view less its scratch: one lookup of the folders it shows, for this evaluation's worker, the
     # key a spare must match, and the next spare.
-    template = sandbox_view(spec, [candidate, baseline], target_name, Path("/scratch"), settings)
-    key = json.dumps([target_name, None if template is None else
+    template = sandbox_view(spec, [candidate, baseline], kind, Path("/scratch"), settings)
+    key = json.dumps([kind, None if template is None else
                       [sorted(map(str, template.readable)), sorted(map(str, template.writable)), template.devices,
                        str(template.bytecode)]])
     spare = spares.take(key) if spares is not None else None
     # The next spare: on a GPU, started now and held off the device until this timing is over (spares.py).
-    spare_early = spares is not None and target_name.split(":")[0] != "cpu"
+    spare_early = spares is not None and kind != "cpu"
     if spare_early:
-        spares.prepare(key, lambda: _start_spare(template, target_name, spares.root, hold_device=True))
+        spares.prepare(key, lambda: _start_spare(template, kind, spares.root, hold_device=True))
     work = spare.work if spare is not None else Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=scratch_root()))
     try:
-        full = Plan(role="candidate", target=target_name, spec=spec, baseline=baseline, candidate=candidate,
+        full = Plan(role="candidate", target=kind, spec=spec, baseline=baseline, candidate=candidate,
                     settings=settings, seeds=seeds, out_dir=work, await_fit=True,
-                    limits=limits_for(settings, target_name, template is not None, str(scratch_root())))
+                    limits=limits_for(settings, kind, template is not None, str(scratch_root())))
         result = _run_and_judge(full, store, template, spare, progress)
     finally:
         remove_scratch(work)
@@ -83,7 +83,7 @@ def evaluate(
     if spare_early:  # timing is over: the spare may make its device context now
         spares.release()
     elif spares is not None:  # the CPU: the next candidate's worker starts only now, while the caller moves on
-        spares.prepare(key, lambda: _start_spare(template, target_name, spares.root))
+        spares.prepare(key, lambda: _start_spare(template, kind, spares.root))
     return result
 
 
@@ -92,14 +92,14 @@ def import_problem(spec: KernelSpec, settings: EvalSettings, timeout_s: float = 
     None where they import, else why not in one line. The target is the first of the kernel's own this machine has,
     else the CPU (an import needs no device)."""
     try:
-        target = resolve_target_name("auto", spec.targets)
+        kind = choose_target("auto").device_kind(spec.targets)
     except KforgeError:
-        target = "cpu"
+        kind = "cpu"
     work = Path(tempfile.mkdtemp(prefix="kforge-import-", dir=scratch_root()))
     try:
-        plan = Plan(role="imports", target=target, spec=spec, baseline=spec.baseline, candidate=None,
+        plan = Plan(role="imports", target=kind, spec=spec, baseline=spec.baseline, candidate=None,
                     settings=settings, seeds=[0], out_dir=work)
-        outcome = run_worker(plan.to_dict(), work, timeout_s, view=sandbox_view(spec, [spec.baseline], target, work,
+        outcome = run_worker(plan.to_dict(), work, timeout_s, view=sandbox_view(spec, [spec.baseline], kind, work,
                                                                                 settings))
         raise_on_sandbox_failure(outcome)
     finally:

@@ -17,7 +17,7 @@ would stop a candidate from writing into it.
 Whoever can write the cache can run code in every worker and in the bot, so it is used only where nobody
 else can: an absolute path, a real folder (not a link) owned by this user and writable by nobody else, every
 folder above it owned by this user or root and, if others may write there, sticky (as /tmp is). It lives
-beside the result cache, not inside it (`~/.cache/kforge-bot` is what the README has Actions cache and
+beside the result cache, not inside it (`~/.cache/kforge-bot` is what docs/scaling.md has Actions cache and
 restore across runs). The filling process starts in an empty folder of its own and says which harness it
 imported, so nothing in the cache's folder or the current one is imported in its place.
 

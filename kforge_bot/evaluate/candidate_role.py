@@ -541,7 +541,7 @@ class ShapeTiming:
             self.first_baseline_call()
             times = measure_pair(
                 self.run.target, baseline or self.call_baseline, candidate or self.call_candidate, self.sets,
-                time_budget_s=settings.time_budget_s / len(shape_sets),
+                timing_budget_s=settings.timing_budget_s / len(shape_sets),
                 target_precision=settings.target_precision,
                 min_pairs=settings.min_pairs,
                 max_pairs=settings.max_pairs,
@@ -570,7 +570,7 @@ class ShapeTiming:
                 entry.copy_inplace = True
         if len(shape_sets) > 1 and times.stop_reason.startswith("time budget"):
             # "1.5 s" beside a 3 s --time-budget reads as a mistake unless it says it is this shape set's share.
-            times.stop_reason += f" (this shape set's share of {settings.time_budget_s:g} s)"
+            times.stop_reason += f" (this shape set's share of {settings.timing_budget_s:g} s)"
         return times
 
     def after_direction(self, out: Any, index: int) -> None:
@@ -670,7 +670,7 @@ class ShapeTiming:
                 # As a timed sample ran it: every output poisoned, the device settled, then the sets' graphs in
                 # an order timing used, the one checked as late as it ever came (a graph that could tell a check
                 # from a timed sample by the outputs of the graphs before it is checked as timed; a kernel that
-                # times its own memory or the clock can still tell them apart: README's honest limits).
+                # times its own memory or the clock can still tell them apart: docs/evaluation.md, Honest limits).
                 replays.poison_outputs()
                 self.run.target.settle()  # after the poison, as in timing: the outputs' lines flushed alike
                 order = a_sample_holding(r, self.calls_per_sample, len(self.sets))

@@ -53,14 +53,6 @@ def shape_status(ci: Sequence[float] | None, threshold: float) -> str:
     return "pass"
 
 
-@dataclass(frozen=True)
-class ShapeRule:
-    """How one shape set is judged: the slowdown that counts as a regression, or informational (never one)."""
-
-    threshold: float = 0.0
-    informational: bool = False
-
-
 @dataclass
 class ShapeSpeedup:
     """One shape set's timing: its speedup (median per-pair ratio), interval, medians and the rule it is judged by."""

@@ -285,16 +285,16 @@ def _replay_if_short(result: PairedTimes, target: Target, estimate: float,
     return baseline, candidate
 
 
-def _stop_reason(pair: int, now: float, budget_end: float, time_budget_s: float, min_pairs: int,
+def _stop_reason(pair: int, now: float, budget_end: float, timing_budget_s: float, min_pairs: int,
                  max_pairs: int) -> str:
     """Why the loop stops after `pair` pairs (the budget, the pair limit), or "" to go on."""
     if pair >= max_pairs:
         return f"reached {max_pairs} pairs"
     if now >= budget_end and pair >= min_pairs:
-        return f"time budget of {time_budget_s:g} s spent"
+        return f"time budget of {timing_budget_s:g} s spent"
     # min_pairs of a very slow kernel: stop anyway (never sooner than MIN_OVERRUN_S past the budget, so a loaded host
     # that stretches a short budget's samples still gets its minimum)
-    if now >= budget_end + max(4 * time_budget_s, MIN_OVERRUN_S):
+    if now >= budget_end + max(4 * timing_budget_s, MIN_OVERRUN_S):
         return "time budget far exceeded before the minimum number of pairs"
     return ""
 
@@ -305,7 +305,7 @@ def measure_pair(
     candidate: Callable[[list[Any]], Any],
     input_sets: list[list[Any]],
     *,
-    time_budget_s: float,
+    timing_budget_s: float,
     target_precision: float,
     min_pairs: int,
     max_pairs: int,
@@ -370,7 +370,7 @@ def measure_pair(
     # The budget is the timed pairs': the warm-up, the estimates and the graph captures before them are the
     # harness's own cost (with the leads of a model of many launches, seconds: level 3's bidirectional GRU got
     # one pair of a 2 s budget when they counted).
-    budget_end = _monotonic() + time_budget_s
+    budget_end = _monotonic() + timing_budget_s
     repeats = RepeatCheck(tolerance)
     busy_after: dict[str, list[float]] = {"b": [], "c": []}
     busy_before: dict[str, list[float]] = {"b": [], "c": []}
@@ -418,7 +418,7 @@ def measure_pair(
             if relative_half_width(ci, speedup) <= target_precision:
                 result.stop_reason = f"confidence interval within +-{target_precision:.1%}"
                 break
-        result.stop_reason = _stop_reason(pair, now, budget_end, time_budget_s, min_pairs, max_pairs)
+        result.stop_reason = _stop_reason(pair, now, budget_end, timing_budget_s, min_pairs, max_pairs)
         if result.stop_reason:
             break
     result.busy_after_ms = {"baseline": _upper_quartile(busy_after["b"]),

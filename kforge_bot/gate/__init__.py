@@ -49,8 +49,8 @@ Which file does what:
 - `base_spec.py`: the spec a head kernel is judged under, and what of its test a change edits;
 - `decision.py`: the rule above as pure functions of plain data (`timing_decision`, `harness_verdict`,
   `exit_code`) and how a change and a threshold are written;
-- `target_choice.py`: which device kind each kernel is measured on (`--target`), and the policy's
-  required targets;
+- `required_targets.py`: the policy's required targets, and whether a run measured each (which device kind
+  a kernel is measured on is `--target`'s TargetChoice.kernel_kind, in kforge_bot.targets);
 - `plan.py`: what a kernel's result depends on at a revision (its files and spec), so an unchanged
   kernel is not measured;
 - `measure.py`: `compare`, the measurements of one kernel (confirmation run included);

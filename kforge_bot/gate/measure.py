@@ -33,32 +33,29 @@ class Measurement:
     cacheable: bool = True  # False when the verdict rests on a failure that may be the machine's
 
 
-def gate_settings(policy: Policy, rule: GateRule, time_budget_s: float | None = None) -> EvalSettings:
+def gate_settings(policy: Policy, rule: GateRule, timing_budget_s: float | None = None) -> EvalSettings:
     """How hard the gate looks: the policy's evaluation budget, the rule's confidence, and a precision
     goal a quarter of the threshold (so the interval can clear the bound when it is not close)."""
-    return EvalSettings(
-        isolation=policy.isolation_mode("gate"),
-        seeds=policy.evaluation.seeds,
-        time_budget_s=time_budget_s if time_budget_s is not None else policy.evaluation.time_budget_s,
-        timeout_s=policy.evaluation.timeout_s,
+    return policy.eval_settings(
+        "gate",
+        rule=rule,
+        timing_budget_s=timing_budget_s,
         confidence=rule.confidence,
         target_precision=min(0.005, max(rule.threshold / 4.0, 0.001)),
         # The gate compares a repository's own kernels; calling framework ops is their business.
         allow_framework_fallback=True,
         profile=False,
-        **policy.evaluation.limit_settings(),
-        **rule.shape_settings(),
     )
 
 
 def confirmation_settings(settings: EvalSettings) -> EvalSettings:
-    return replace(settings, time_budget_s=settings.time_budget_s * CONFIRM_FACTOR,
+    return replace(settings, timing_budget_s=settings.timing_budget_s * CONFIRM_FACTOR,
                    max_pairs=int(settings.max_pairs * CONFIRM_FACTOR),
                    target_precision=settings.target_precision / 2.0,
-                   timeout_s=settings.timeout_s + settings.time_budget_s * CONFIRM_FACTOR)
+                   timeout_s=settings.timeout_s + settings.timing_budget_s * CONFIRM_FACTOR)
 
 
-def compare(spec: KernelSpec, head: Implementation, base: Implementation | None, target: str,
+def compare(spec: KernelSpec, head: Implementation, base: Implementation | None, kind: str,
             settings: EvalSettings, threshold: float, *, oracle: Implementation | None = None,
             evaluator: Evaluator | None = None, references: Any = None,
             seeds: list[int] | None = None) -> Measurement:
@@ -81,7 +78,7 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
     def run(s: KernelSpec, cand: Implementation, against: Implementation, how: EvalSettings) -> EvalResult:
         nonlocal runs
         runs += 1
-        return run_one(s, cand, target, how, baseline=against, seeds=seeds, references=store)
+        return run_one(s, cand, kind, how, baseline=against, seeds=seeds, references=store)
 
     def done(m: Measurement) -> Measurement:
         m.wall_s, m.runs = time.monotonic() - started, runs
@@ -131,8 +128,8 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
             # Passing what could not be timed would let any slowdown through; failing says what to fix.
             note = confirm.details.get("speedup_ci_note") or "no timing came back"
             return done(Measurement("error", f"could not be timed, even with a confirmation run of "
-                                             f"{confirmation_settings(settings).time_budget_s:g} s ({note}); raise the "
-                                             "policy's evaluation.time_budget_s", result=confirm, first=result,
+                                             f"{confirmation_settings(settings).timing_budget_s:g} s ({note}); raise the "
+                                             "policy's evaluation.timing_budget_s", result=confirm, first=result,
                                     cacheable=False))
         final = "pass" if decision == "uncertain" else decision
         reason = _timing_reason(final, confirm, threshold)

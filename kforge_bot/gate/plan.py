@@ -18,10 +18,11 @@ from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.measure import gate_settings
 from kforge_bot.gate.report import KernelReport
-from kforge_bot.gate.target_choice import RequiredTarget, TargetChoice, kernel_target, required_status
+from kforge_bot.gate.required_targets import required_status
 from kforge_bot.spec import kernel_implementation
 from kforge_bot.spec.dependencies import local_closure
 from kforge_bot.spec.kernels import Kernel
+from kforge_bot.targets import TargetChoice
 
 
 def dependencies(kernel: Kernel, checkout: Path) -> list[Path]:
@@ -74,13 +75,13 @@ class Planner:
     """What the gate does with each kernel of one run (base and head checked out at `base_root`, `head_root`)."""
 
     policy: Policy
-    choice: TargetChoice
-    required: list[RequiredTarget]
+    target: TargetChoice  # what --target chose; each kernel's device `kind` follows from it
+    required: list[TargetChoice]
     head_root: Path
     base_root: Path
     changed: set[str]  # paths the change touches (renames: both names)
     all_kernels: bool
-    time_budget_s: float | None
+    timing_budget_s: float | None
     cache: ResultCache | None
     fingerprint: Callable[[str], TargetFingerprint]
     measure: bool
@@ -122,16 +123,16 @@ class Planner:
             return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
                                 f"skipped by the policy ({rule.matched}" + (f": {rule.reason})" if rule.reason else ")"),
                                 rule=rule.matched, touched_by=touched)
-        kind, why = kernel_target(self.choice, ruled)
+        kind, why = self.target.kernel_kind(ruled.targets)
         if kind is None:
-            needs = required_status(self.required, ruled, None, "", self.choice)
+            needs = required_status(self.required, ruled, None, "", self.target)
             return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped", why, touched_by=touched,
                                 required=needs, spec_changes=changes)
         fp = self.fingerprint(kind)
         self.targets[kind] = fp.to_dict()
         rule = self.policy.rule_for(kernel.name, path, kind)  # the threshold for this target kind
-        needs = required_status(self.required, ruled, kind, fp.device_name, self.choice)
-        settings = gate_settings(self.policy, rule, self.time_budget_s)
+        needs = required_status(self.required, ruled, kind, fp.device_name, self.target)
+        settings = gate_settings(self.policy, rule, self.timing_budget_s)
         key_material = {"kernel": kid, "head": head_mat, "base": base_mat if usable_base else None,
                         "rule": {"threshold": rule.threshold, "confidence": rule.confidence},
                         "settings": settings.key_material(), "target": fp.to_dict(),

@@ -164,11 +164,11 @@ def _trim(result: EvalResult) -> dict[str, Any]:
     return data
 
 
-def report_from(kernel: Kernel, m: Measurement, rule: GateRule, target: str, touched: list[str],
+def report_from(kernel: Kernel, m: Measurement, rule: GateRule, kind: str, touched: list[str],
                  new: bool) -> KernelReport:
     r = m.result
     report = KernelReport(id=kernel.id, name=kernel.name, file=kernel.file, format=kernel.format, verdict=m.verdict,
-                          reason=m.reason, target=target, threshold=rule.threshold, confidence=rule.confidence,
+                          reason=m.reason, target=kind, threshold=rule.threshold, confidence=rule.confidence,
                           threshold_from=rule.threshold_from, rule=rule.matched, new=new, measured=True,
                           confirmed=m.first is not None, touched_by=touched, wall_s=round(m.wall_s, 3))
     if r is not None:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kforge_bot import gitops
-from kforge_bot.cache import DEFAULT_DIR, ENV_CACHE_DIR, ResultCache, TargetFingerprint, probe_fingerprint
+from kforge_bot.cache import DEFAULT_DIR, ResultCache, TargetFingerprint, probe_fingerprint, user_cache_dir
 from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec
@@ -19,10 +19,11 @@ from kforge_bot.gate.decision import CACHEABLE, fmt_threshold
 from kforge_bot.gate.measure import Evaluator, compare
 from kforge_bot.gate.plan import Planner, ToMeasure
 from kforge_bot.gate.report import GateReport, KernelReport, report_from
-from kforge_bot.gate.target_choice import TargetChoice, parse_target, required_targets
+from kforge_bot.gate.required_targets import required_targets
 from kforge_bot.hardware import get_runner
 from kforge_bot.spec import has_own_reference, kernel_implementation
 from kforge_bot.spec.kernels import Kernel, discover
+from kforge_bot.targets import TargetChoice, choose_target
 
 Log = Callable[[str], None]
 
@@ -36,8 +37,8 @@ def repo_root(path: str | Path) -> Path:
 
 
 def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy, all_kernels: bool = False,
-             target: str = "auto", cache_dir: str | Path | None = None, use_cache: bool = True,
-             time_budget_s: float | None = None, fingerprints: Mapping[str, TargetFingerprint] | None = None,
+             target: str | TargetChoice = "auto", cache_dir: str | Path | None = None, use_cache: bool = True,
+             timing_budget_s: float | None = None, fingerprints: Mapping[str, TargetFingerprint] | None = None,
              log: Log | None = None, evaluator: Evaluator | None = None, measure: bool = True,
              before_first_run: Callable[[], None] | None = None,
              require_all_targets: bool | None = None, spec_change_approved: bool = False) -> GateReport:
@@ -50,7 +51,7 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
 
     started = time.monotonic()
     say = log or (lambda _msg: None)
-    choice = parse_target(target)
+    target = choose_target(target)
     required = required_targets(policy)
     strict_targets = policy.gate.require_all_targets if require_all_targets is None else require_all_targets
     root = repo_root(repo)
@@ -60,14 +61,14 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
     changed = _changed_paths(root, merge_base, head_sha)
     # One setting for every command's cache: --cache-dir, then $KFORGE_CACHE_DIR (as optimize reads it), then the
     # repository's .kforge-cache, which actions/cache can carry between runs.
-    chosen = cache_dir or os.environ.get(ENV_CACHE_DIR)
-    cache = ResultCache(Path(chosen) if chosen else root / DEFAULT_DIR) if use_cache else None
+    chosen = Path(cache_dir) if cache_dir else user_cache_dir(unset=root / DEFAULT_DIR)
+    cache = ResultCache(chosen) if use_cache else None
     report = GateReport(repo=str(root), base_ref=base, head_ref=head, base_sha=base_sha, head_sha=head_sha,
                         merge_base=merge_base, kernels=[], policy=policy.source, all_kernels=all_kernels,
                         cache_dir=str(cache.directory) if cache else None,
                         required_targets=list(policy.required_targets), require_all_targets=strict_targets,
                         all_skipped=policy.gate.all_skipped)
-    fingerprint = _fingerprints(choice, fingerprints)
+    fingerprint = _fingerprints(target, fingerprints)
 
     with contextlib.ExitStack() as stack:
         say(f"checking out {merge_base[:12]} (base) and {head_sha[:12]} (head)")
@@ -81,7 +82,7 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
         base_kernels = discover(base_root, policy, strict=False, notes=base_notes)
         report.notes.extend(f"base: {n}" for n in base_notes)
         report.removed.extend(_gone(base_kernels, head_kernels, head_root))
-        planner = Planner(policy, choice, required, head_root, base_root, changed, all_kernels, time_budget_s, cache,
+        planner = Planner(policy, target, required, head_root, base_root, changed, all_kernels, timing_budget_s, cache,
                           fingerprint, measure, report.targets, spec_change_approved)
         for kid in sorted(head_kernels):
             kernel = head_kernels[kid]
@@ -117,7 +118,7 @@ def _changed_paths(root: Path, merge_base: str, head_sha: str) -> set[str]:
     return changed
 
 
-def _fingerprints(choice: TargetChoice, pinned: Mapping[str, TargetFingerprint] | None
+def _fingerprints(target: TargetChoice, pinned: Mapping[str, TargetFingerprint] | None
                   ) -> Callable[[str], TargetFingerprint]:
     """Each device kind's fingerprint, probed once (unless pinned); with --target a runner class, the device
     must be of that class."""
@@ -127,10 +128,10 @@ def _fingerprints(choice: TargetChoice, pinned: Mapping[str, TargetFingerprint] 
         if kind not in known:
             known[kind] = probe_fingerprint(kind)
             fp = known[kind]
-            if choice.runner is not None and kind == choice.kind:
-                runner = get_runner(choice.runner)
+            if target.runner is not None and kind == target.kind:
+                runner = get_runner(target.runner)
                 if not runner.is_catch_all and not runner.matches(fp.device_name):
-                    raise KforgeError(f"--target {choice.runner}: this machine's {kind} device is "
+                    raise KforgeError(f"--target {target.runner}: this machine's {kind} device is "
                                       f"{fp.device_name!r}, not a {runner.title}",
                                       hint="run on a runner of that class, or pass the device kind instead")
         return known[kind]

@@ -4,7 +4,7 @@ Every exchange with the model is reported to the loop as it happens (kforge_bot.
 before the request, then the reply (or the endpoint's failure), then what came of it (the analyst's advice).
 
 A prompt longer than the model's context window (the server says so: kforge_bot.agents.llm raises
-ContextLengthExceeded) is sent again shorter, step by step, until one fits (TRIM_RULE, also in the README):
+ContextLengthExceeded) is sent again shorter, step by step, until one fits (TRIM_RULE, also in docs/optimize.md):
   generator  1: the last 2 attempts, their messages cut to 1,000 characters, no other targets' code;
              2: the last attempt, cut to 300 characters, only the analyst's top recommendation;
              3: no attempts, no recommendations: the task, the contract and the current best alone.

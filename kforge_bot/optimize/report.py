@@ -85,7 +85,8 @@ def _overview(record: RunRecord) -> str:
     rows.append(("stopped because", _cell(stop["reason"]) if stop else "the run did not record a stop (killed?)"))
     settings = start.get("settings") or {}
     if settings:
-        evaluation = (f"{settings.get('seeds') or 'spec'} seeds per shape set, up to {settings.get('time_budget_s')} s "
+        timing = settings.get("timing_budget_s", settings.get("time_budget_s"))  # the latter: runs recorded before
+        evaluation = (f"{settings.get('seeds') or 'spec'} seeds per shape set, up to {timing} s "
                       f"of interleaved timing per candidate, {int(settings.get('confidence', 0.95) * 100)}% intervals")
         rows.append(("evaluation", evaluation))
     return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)

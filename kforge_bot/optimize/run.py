@@ -10,7 +10,7 @@ from typing import Any
 
 from kforge_bot.agents.llm import LLMClient
 from kforge_bot.cache import ResultCache, probe_fingerprint
-from kforge_bot.config.policy import Budgets
+from kforge_bot.config.policy import Budgets, Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.optimize.counters import Counters
@@ -29,9 +29,10 @@ from kforge_bot.scale.compile_ahead import needs_build
 from kforge_bot.spec import Implementation, KernelSpec
 
 
-def quick_settings(allow_framework_fallback: bool = False) -> EvalSettings:
-    """Evaluation when no policy is given: the quickstart's CPU example in a few minutes."""
-    return EvalSettings(seeds=2, time_budget_s=2.0, timeout_s=300.0, allow_framework_fallback=allow_framework_fallback)
+def quick_settings() -> EvalSettings:
+    """Evaluation when no policy is given (the default policy's quick look): the quickstart's CPU example in a few
+    minutes."""
+    return Policy().eval_settings("optimize", quick=True)
 
 
 @dataclass
@@ -100,6 +101,25 @@ class RunConfig:
     languages: Sequence[str] | None = None  # the policy's: candidates in other languages are rejected unrun
     counters: str = "auto"  # ncu for the baseline and accepted candidates: auto (where it can), off, full (+ .ncu-rep)
     baselines: tuple[str, ...] = ("eager",)  # the policy's baseline (or --baseline): compiled ones are measured too
+
+    @classmethod
+    def from_policy(cls, policy: Policy, spec: KernelSpec, target: str, *, command: str, quick: bool = False,
+                    endpoint: Any = None, models: Sequence[str] = (), iterations: int | None = None,
+                    tokens: int | None = None, time_limit_s: float | None = None, patience: int | None = None,
+                    **flags: Any) -> RunConfig:
+        """The one way a run is configured from a policy, for `kforge-bot optimize` and the PR bot alike: the
+        policy's budgets (a run without a model spends no tokens), its evaluation settings for `command` (quick: the
+        quick look) with the kernel's gate rule (which shape set counts as a regression, as in check and the gate),
+        its languages and baselines. Budget arguments and `flags` (EvalSettings fields) left None take the
+        policy's."""
+        given = policy.budgets
+        budgets = replace(given, iterations=iterations or given.iterations,
+                          tokens=(tokens or given.tokens) if endpoint is not None else None,
+                          time_limit_s=time_limit_s or given.time_limit_s, patience=patience or given.patience)
+        settings = policy.eval_settings(command, quick=quick, rule=policy.rule_for(spec.name, spec.kernel_file, target),
+                                        **flags)
+        return cls(target=target, budgets=budgets, settings=settings, endpoint=endpoint, languages=policy.languages,
+                   models=list(models), baselines=policy.baseline)
 
 
 class OptimizeRun:

@@ -98,10 +98,11 @@ class EvalPool:
     def describe(self) -> str:
         return f"{self.size} slot(s): " + ", ".join(s.device.describe() for s in self.slots)
 
-    def slot_deadline(self, settings: Any) -> float:
+    def slot_deadline_s(self, settings: Any) -> float:
+        """How long one job may hold a slot before it counts as hung: more than one evaluation's `timeout_s` (the
+        candidate's worker), as the job also runs the reference's and is handed over to the slot."""
         if self._slot_deadline_s is not None:
             return self._slot_deadline_s
-
         return float(settings.timeout_s) + REFERENCE_TIMEOUT_S + 120.0
 
     @property

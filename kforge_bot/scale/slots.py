@@ -171,7 +171,7 @@ class Slot:
                 "settings": job.settings.to_dict(), "seeds": list(job.seeds),
                 "baseline": job.baseline.to_dict() if job.baseline is not None else None}
         self.conn.send((job_id, data))
-        deadline = taken + self.pool.slot_deadline(job.settings)
+        deadline = taken + self.pool.slot_deadline_s(job.settings)
         failure = ""
         reply: tuple[Any, ...] | None = None
         while reply is None:
@@ -193,7 +193,7 @@ class Slot:
                 failure = f"died ({_exit_words(code)})"
                 break
             if time.monotonic() > deadline:
-                failure = f"stopped answering for {self.pool.slot_deadline(job.settings):.0f} s and was killed"
+                failure = f"stopped answering for {self.pool.slot_deadline_s(job.settings):.0f} s and was killed"
                 break
             if self.pool.aborting:
                 self._discard()

@@ -652,7 +652,7 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     data = load_yaml_file(path)
     if not isinstance(data, dict) or not isinstance(data.get("kernels"), dict) or not data["kernels"]:
         raise KforgeError("expected a top-level 'kernels:' mapping of kernel names to settings", path=path,
-                          hint="see the README's kforge.yaml section")
+                          hint="see kforge-bot's docs/manifest.md")
     unknown = sorted(set(data) - {"version", "kernels"})
     if unknown:
         raise KforgeError(f"unknown top-level key {unknown[0]!r}", path=path,

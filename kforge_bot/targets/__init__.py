@@ -1,9 +1,12 @@
-"""Device targets behind one protocol, chosen by name or `auto`."""
+"""Device targets behind one protocol, and the one way a target is chosen (choose_target): by name, runner class or
+`auto`."""
 
 from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from kforge_bot.errors import KforgeError
@@ -28,18 +31,77 @@ def target_class(name: str):  # -> type[Target]; imported lazily so `import kfor
     raise KforgeError(f"unknown target {name!r}", hint=f"use one of {', '.join(TARGET_KINDS)} or auto")
 
 
-def resolve_target_name(name: str, allowed: tuple[str, ...] | None = None) -> str:
-    """'auto' -> the first available device kind (among `allowed`); a named kind must be available."""
-    if name == "auto":
-        for kind in AUTO_ORDER:
-            if (allowed is None or kind in allowed) and available(kind):
-                return kind
-        raise KforgeError("no device this kernel supports is available here",
-                          hint=f"kernel targets: {', '.join(allowed or ())}")
-    if not (_device_nodes_present(name) or available(name)):
-        raise KforgeError(f"target {name!r} is not available on this machine",
+@dataclass(frozen=True)
+class TargetChoice:
+    """A target as the user (`--target`) or the policy (`required_targets`) names it: auto, a device kind, or a
+    hardware runner class (h200, b200, arc-b580, ...), which means that class's device kind."""
+
+    requested: str  # as written
+    kind: str | None  # the device kind; None for auto: the first of AUTO_ORDER here, among a kernel's targets
+    runner: str | None = None  # the runner class, when one was named
+
+    def device_kind(self, kernel_targets: Sequence[str] | None = None) -> str:
+        """The device kind to run on: the named one, or for auto the first this machine has among `kernel_targets`
+        (all kinds when None); a KforgeError when there is none."""
+        kind = self.kind or _first_here(kernel_targets)
+        if kind is None:
+            raise KforgeError("no device this kernel supports is available here",
+                              hint=f"kernel targets: {', '.join(kernel_targets or ())}")
+        return kind
+
+    def kernel_kind(self, kernel_targets: Sequence[str]) -> tuple[str | None, str]:
+        """(the device kind to measure a kernel on, "") or (None, why the kernel is skipped): a named kind the kernel
+        does not run on, or none of its kinds on this machine."""
+        if self.kind is not None:
+            if self.kind not in kernel_targets:
+                return None, f"the kernel does not run on {self.kind} (its targets: {', '.join(kernel_targets)})"
+            return self.kind, ""
+        kind = _first_here(kernel_targets)
+        return (kind, "") if kind else (None, f"none of the kernel's targets ({', '.join(kernel_targets)}) is on this "
+                                              "machine")
+
+    @property
+    def needs(self) -> str:
+        """What measuring it takes, for a report: the kind, or the runner class and its title."""
+        if self.runner is None:
+            return self.kind or self.requested
+        from kforge_bot.hardware import get_runner
+
+        return f"{self.runner}: {get_runner(self.runner).title.split(' (')[0]}"
+
+
+def _first_here(kinds: Sequence[str] | None) -> str | None:
+    """What auto picks: the first kind of AUTO_ORDER (among `kinds`, all when None) this machine has."""
+    return next((kind for kind in AUTO_ORDER if (kinds is None or kind in kinds) and available(kind)), None)
+
+
+def choose_target(requested: str | TargetChoice = "auto", *, here: bool = True) -> TargetChoice:
+    """The one reading of a target, for every command, the gate, the PR bot and evaluate: auto, a device kind or a
+    runner class. `here`: a named kind must be on this machine (a KforgeError saying so); without it, only the
+    name is checked (what `--target` accepts as the options are read)."""
+    if isinstance(requested, TargetChoice):
+        return requested
+    value = (requested or "auto").strip()
+    if value == "auto":
+        return TargetChoice("auto", None)
+    if value in TARGET_KINDS:
+        choice = TargetChoice(value, value)
+    else:
+        from kforge_bot.hardware import all_runners  # reads the runner files: only for a name that is no kind
+
+        runners = all_runners()
+        if value not in runners:
+            raise KforgeError(f"unknown target {value!r}",
+                              hint=f"use auto, a device kind ({', '.join(TARGET_KINDS)}) or a runner class "
+                                   f"({', '.join(sorted(runners))})")
+        choice = TargetChoice(value, runners[value].target, value)
+    if here and choice.kind is not None and not (_device_nodes_present(choice.kind) or available(choice.kind)):
+        if choice.runner is not None:
+            raise KforgeError(f"target {value!r} needs a {choice.kind} device, and this machine has none",
+                              hint="run on a runner of that class, or use --target auto")
+        raise KforgeError(f"target {value!r} is not available on this machine",
                           hint="run `kforge-bot doctor` to see what is, or use --target auto")
-    return name
+    return choice
 
 
 def available(kind: str) -> bool:

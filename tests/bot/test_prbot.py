@@ -125,7 +125,7 @@ POLICY = """\
 version: 1
 min_speedup: {min_speedup}
 budgets: {{iterations: 1, tokens: 1000, time_limit_s: 600}}
-evaluation: {{seeds: 1, time_budget_s: 1.0, timeout_s: 240}}
+evaluation: {{seeds: 1, timing_budget_s: 1.0, timeout_s: 240}}
 """
 
 

@@ -152,7 +152,7 @@ def test_check_all_judges_every_managed_kernel_a_line_each(tmp_path: Path) -> No
     lines = proc.stdout.splitlines()
     assert "problems/softmax.py: pass: correct on every case" in lines
     assert any(line.startswith("problems/broken.py: error: ") and "no inputs today" in line for line in lines)
-    assert "gpu_only: skipped: runs on cuda, not cpu" in lines
+    assert "gpu_only: skipped: the kernel does not run on cpu (its targets: cuda)" in lines
     assert lines[-1] == "3 kernel(s): 1 correct, 1 not, 1 skipped (no cpu target)"
     report = json.loads((tmp_path / "all.json").read_text())
     assert [k["verdict"] for k in report["kernels"]] == ["skipped", "error", "pass"]
@@ -189,8 +189,8 @@ def test_check_all_that_skipped_every_kernel_exits_1_saying_nothing_was_checked(
     proc = _check("--all", repo, "--target", "cpu", "--no-timing", "--json", tmp_path / "all.json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[-1] == ("error: nothing was checked: all 1 kernel(s) were skipped on target cpu (runs on cuda, not "
-                         "cpu); run on a machine with their device, or pass --target")
+    assert lines[-1] == ("error: nothing was checked: all 1 kernel(s) were skipped on target cpu (the kernel does not "
+                         "run on cpu (its targets: cuda)); run on a machine with their device, or pass --target")
     assert json.loads((tmp_path / "all.json").read_text())["nothing_checked"] == lines[-1]
 
 
@@ -306,3 +306,60 @@ def test_check_takes_a_gpumode_problem_folder_as_it_is(tmp_path: Path) -> None:
     wrong = _check(problem / "task.yml", "--candidate", DATA / "gpumode" / "candidates" / "near_miss.py",
                    "--seeds", "2", "--no-timing")
     assert wrong.returncode == 1 and "check_implementation failed" in wrong.stdout
+
+
+def _settings_check_evaluates_with(monkeypatch: pytest.MonkeyPatch, *args: str | Path) -> tuple[object, dict]:
+    """The EvalSettings `check` ran its (real) evaluation with, and its JSON report."""
+    from click.testing import CliRunner
+
+    from kforge_bot.cli import cli
+    from kforge_bot.commands import check as check_command
+
+    seen: list[object] = []
+    real = check_command.evaluate
+
+    def evaluate(spec, candidate, target, settings, **kwargs):  # the real evaluation, its settings noted
+        seen.append(settings)
+        return real(spec, candidate, target, settings, **kwargs)
+
+    monkeypatch.setattr(check_command, "evaluate", evaluate)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    result = CliRunner().invoke(cli, ["check", *map(str, args), "--json", "-"])
+    assert result.exit_code == 0, result.output
+    assert len(seen) == 1
+    return seen[0], json.loads(result.stdout[result.stdout.index("{"):])
+
+
+def test_check_evaluates_with_the_policys_seeds_timing_budget_and_timeout(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32: `check --policy FILE` ignored the policy's evaluation section (it took the kernel's seeds, 3 s of
+    timing and a 300 s timeout whatever the file said). Now the file decides, and a flag overrides it."""
+    policy = tmp_path / "policy.yml"
+    policy.write_text("evaluation:\n  seeds: 1\n  timing_budget_s: 0.25\n  timeout_s: 120\n")
+    settings, report = _settings_check_evaluates_with(monkeypatch, SOFTMAX, "--candidate", ADV / "honest.py",
+                                                      "--policy", policy)
+    assert (settings.seeds, settings.timing_budget_s, settings.timeout_s) == (1, 0.25, 120)
+    assert len(report["correctness"]["seeds"]) == 1  # the evaluation really drew the policy's one seed
+    settings, report = _settings_check_evaluates_with(monkeypatch, SOFTMAX, "--candidate", ADV / "honest.py",
+                                                      "--policy", policy, "--seeds", "2", "--timing-budget", "0.3",
+                                                      "--timeout", "100")
+    assert (settings.seeds, settings.timing_budget_s, settings.timeout_s) == (2, 0.3, 100)
+    assert len(report["correctness"]["seeds"]) == 2
+
+
+def test_check_without_a_policy_takes_a_quick_look_and_the_old_flag_still_works(monkeypatch: pytest.MonkeyPatch
+                                                                               ) -> None:
+    """No --policy: the kernel's own seeds and 3 s of timing (not the default policy's 10 s). `--time-budget`, the
+    timing budget's earlier name, is a hidden alias that still sets it; the help shows only --timing-budget."""
+    settings, _ = _settings_check_evaluates_with(monkeypatch, SOFTMAX, "--candidate", ADV / "honest.py",
+                                                 "--no-timing")
+    assert (settings.seeds, settings.timing_budget_s, settings.timeout_s) == (None, 3.0, 300.0)
+    settings, _ = _settings_check_evaluates_with(monkeypatch, SOFTMAX, "--candidate", ADV / "honest.py",
+                                                 "--no-timing", "--time-budget", "0.4")
+    assert settings.timing_budget_s == 0.4
+    from click.testing import CliRunner
+
+    from kforge_bot.cli import cli
+
+    shown = CliRunner().invoke(cli, ["check", "--help"]).output
+    assert "--timing-budget" in shown and "--time-budget" not in shown

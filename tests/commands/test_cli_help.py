@@ -43,7 +43,7 @@ def test_each_help_shows_examples_that_use_real_options(name: str) -> None:
 
 
 def test_shell_completion_completes_subcommands_and_options() -> None:
-    """The README's completion lines work: click's completion protocol through the installed entry point."""
+    """The completion lines in docs/cli.md work: click's completion protocol through the installed entry point."""
     import os
     import subprocess
     import sys
@@ -91,7 +91,34 @@ def test_target_is_one_vocabulary_on_every_command() -> None:
         assert result.exit_code == 2, (name, result.output)
         assert "use auto, a device kind (cpu, cuda, xpu, mps) or a runner class (" in result.output, name
         assert "h200" in result.output
-    from kforge_bot.commands import target_kind
+    from kforge_bot.targets import choose_target
 
-    assert (target_kind("h200"), target_kind("arc-b580"), target_kind("cpu"), target_kind("auto")) == \
-        ("cuda", "xpu", "cpu", "auto")
+    assert [choose_target(name, here=False).kind for name in ("h200", "arc-b580", "cpu", "auto")] == \
+        ["cuda", "xpu", "cpu", None]
+
+
+def test_the_per_evaluation_timing_budget_is_named_so_and_its_old_flag_still_works() -> None:
+    """`--timing-budget` (seconds of timing in one evaluation) on check, gate and pr; `--time-budget`, its earlier
+    name, is a hidden alias that still sets it (the new one wins when both are given)."""
+    from kforge_bot.commands import timing_budget_option
+
+    seen: list[float | None] = []
+
+    @click.command()
+    @timing_budget_option("Seconds.", maximum=60)
+    def command(timing_budget: float | None) -> None:
+        seen.append(timing_budget)
+
+    runner = CliRunner()
+    for args, expected in ((["--timing-budget", "2"], 2.0), (["--time-budget", "3"], 3.0), ([], None),
+                           (["--time-budget", "3", "--timing-budget", "4"], 4.0)):
+        result = runner.invoke(command, args)
+        assert result.exit_code == 0, result.output
+        assert seen.pop() == expected, args
+    refused = runner.invoke(command, ["--time-budget", "0"])  # the alias is checked as the new flag is
+    assert refused.exit_code == 2 and "0.1<=x<=60" in refused.output
+    for name in ("check", "gate", "pr"):
+        command_ = cli.get_command(click.Context(cli), name)
+        assert {"--timing-budget", "--time-budget"} <= _options(command_), name
+        shown = runner.invoke(cli, [name, "--help"]).output
+        assert "--timing-budget" in shown and "--time-budget" not in shown, name

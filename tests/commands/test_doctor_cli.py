@@ -70,14 +70,14 @@ def test_report_ceilings_are_a_loadable_roofline(quick_report, tmp_path, monkeyp
     c = hardware.load_ceilings(report_file)
     assert c.origin == "measured" and c.bandwidth_gbs == quick_report["measurements"]["copy"]["gbs"]
     # Saved where hardware.py looks, they become this machine's roofline.
-    monkeypatch.setenv("KFORGE_BOT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KFORGE_CACHE_DIR", str(tmp_path / "cache"))
     assert hardware.ceilings_for("cpu", rec["device_name"]) is None
     hardware.save_ceilings(rec)
     assert hardware.ceilings_for("cpu", rec["device_name"]).tflops == {"fp32": pytest.approx(rec["tflops"]["fp32"])}
 
 
 def test_quick_figures_are_never_saved_as_ceilings(tmp_path):
-    r = _cli("doctor", "--target", "cpu", "--save", env={"KFORGE_BOT_CACHE_DIR": str(tmp_path), measure.QUICK_ENV: "1"})
+    r = _cli("doctor", "--target", "cpu", "--save", env={"KFORGE_CACHE_DIR": str(tmp_path), measure.QUICK_ENV: "1"})
     assert r.returncode == 2
     assert "refusing to save quick-mode figures as ceilings" in r.stderr
     with pytest.raises(KforgeError, match="refusing to save quick-mode"):  # the library refuses too

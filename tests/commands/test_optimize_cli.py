@@ -25,7 +25,7 @@ ADVICE = "Recommendations:\n1. Raise TILE_N from 32 to 64 so the inner loop vect
 @pytest.fixture
 def quick_policy(tmp_path: Path) -> Path:
     path = tmp_path / "policy.yml"
-    path.write_text("evaluation:\n  seeds: 2\n  time_budget_s: 0.5\n  timeout_s: 120\n")
+    path.write_text("evaluation:\n  seeds: 2\n  timing_budget_s: 0.5\n  timeout_s: 120\n")
     return path
 
 
@@ -34,7 +34,7 @@ def steady_policy(tmp_path: Path) -> Path:
     """Twice the timing of quick_policy, for tests that need TILE_N 64 accepted (a confident speedup): with
     0.5 s a busy CI host once put its interval's lower end below 1."""
     path = tmp_path / "steady.yml"
-    path.write_text("evaluation:\n  seeds: 2\n  time_budget_s: 1.0\n  timeout_s: 120\n")
+    path.write_text("evaluation:\n  seeds: 2\n  timing_budget_s: 1.0\n  timeout_s: 120\n")
     return path
 
 
@@ -283,7 +283,7 @@ def test_resume_judges_an_interrupted_rounds_candidates_without_asking_the_model
         # Session 1, in this process: Ctrl-C arrives right after the round wrote its second candidate.
         config = RunConfig(target="cpu", budgets=Budgets(iterations=2), endpoint=Endpoint(server.base_url, "sk-test",
                            "kforge-test-model"), parallel=2,
-                           settings=EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120))
+                           settings=EvalSettings(seeds=2, timing_budget_s=0.5, timeout_s=120))
         run = OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"), config, report)
 
         interrupted_at: list[float] = []

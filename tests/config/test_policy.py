@@ -86,7 +86,7 @@ def _load(tmp_path: Path, text: str) -> pol.Policy:
     ("kernel_paths: ['../x']\n", "kernel_paths[0]: expected a repository-relative glob"),
     ("required_targets: [H200!]\n", "required_targets[0]: expected a target kind"),
     ("evaluation:\n  seeds: 0\n", "evaluation.seeds: expected an integer between 1 and 100, got 0"),
-    ("evaluation:\n  timeout_s: 5\n  time_budget_s: 10\n", "evaluation.timeout_s: must be at least evaluation.time_budget_s"),
+    ("evaluation:\n  timeout_s: 5\n  timing_budget_s: 10\n", "evaluation.timeout_s: must be at least evaluation.timing_budget_s"),
     ("version: 2\n", "version: expected 1, got 2"),
     ("- a\n- b\n", "expected a mapping, got a list"),
     ("gate:\n  threshold: 0.1\n  threshold: 0.2\n", "duplicate key 'threshold'"),
@@ -275,13 +275,19 @@ def test_a_near_miss_of_a_policy_key_is_named() -> None:
     assert "languges: unknown key" in str(caught.value) and "did you mean 'languages'?" in str(caught.value)
 
 
+def _run_config(path, **flags):  # -> RunConfig: as `kforge-bot optimize --policy PATH` builds it
+    from kforge_bot.optimize.run import RunConfig
+    from kforge_bot.spec import load_spec
+
+    spec = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
+    return RunConfig.from_policy(pol.load_policy(path), spec, "cpu", command="optimize", quick=path is None, **flags)
+
+
 def test_the_speed_of_light_stop_is_a_fraction_and_reaches_the_run(tmp_path):
     path = tmp_path / "p.yml"
     path.write_text("version: 1\nbudgets:\n  speed_of_light: 0.8\n")
     assert pol.load_policy(path).budgets.speed_of_light == 0.8
-    from kforge_bot.commands.optimize import build_config
-
-    assert build_config("cpu", str(path), None, None, None).budgets.speed_of_light == 0.8
+    assert _run_config(path).budgets.speed_of_light == 0.8
     path.write_text("version: 1\nbudgets:\n  speed_of_light: 90\n")
     with pytest.raises(KforgeError) as bad:
         pol.load_policy(path)
@@ -292,11 +298,9 @@ def test_patience_is_a_count_and_reaches_the_run_rules(tmp_path):
     path = tmp_path / "p.yml"
     path.write_text("version: 1\nbudgets:\n  patience: 12\n")
     assert pol.load_policy(path).budgets.patience == 12
-    from kforge_bot.commands.optimize import build_config
-
-    assert build_config("cpu", str(path), None, None, None).budgets.patience == 12
-    assert build_config("cpu", str(path), None, None, None, 3).budgets.patience == 3  # --patience over the policy
-    assert build_config("cpu", None, None, None, None).budgets.patience is None  # the mode's own: 6 tuner, 4 LLM
+    assert _run_config(path).budgets.patience == 12
+    assert _run_config(path, patience=3).budgets.patience == 3  # --patience over the policy
+    assert _run_config(None).budgets.patience is None  # the mode's own: 6 tuner, 4 LLM
     path.write_text("version: 1\nbudgets:\n  patience: 0\n")
     with pytest.raises(KforgeError) as bad:
         pol.load_policy(path)
@@ -343,3 +347,55 @@ def test_yaml_anchors_in_a_policy_are_refused(tmp_path):
     path.write_text("gate: &g {confidence: 0.9}\nevaluation: {seeds: 2}\n")
     with pytest.raises(KforgeError, match=r"p.yml: not valid YAML \(line 1, column 7: YAML anchors"):
         pol.load_policy(path)
+
+
+def test_eval_settings_are_the_policys_with_the_flags_given_over_them(tmp_path):
+    """One step from a policy to a command's EvalSettings (check, precommit, optimize, the PR bot, the gate)."""
+    path = tmp_path / "p.yml"
+    path.write_text("version: 1\nallow_framework_fallback: true\nisolation: required\n"
+                    "evaluation: {seeds: 4, timing_budget_s: 6, timeout_s: 90, memory_limit_gb: 2}\n")
+    policy = pol.load_policy(path)
+    s = policy.eval_settings("check")
+    assert (s.seeds, s.timing_budget_s, s.timeout_s, s.isolation, s.allow_framework_fallback) == (4, 6, 90, "required", True)
+    assert s.memory_limit_bytes == 2 << 30
+    s = policy.eval_settings("check", seeds=2, timing_budget_s=None, timeout_s=30, measure=False)  # None: not given
+    assert (s.seeds, s.timing_budget_s, s.timeout_s, s.measure) == (2, 6, 30, False)
+    quick = policy.eval_settings("optimize", quick=True)  # no policy file: a quick look, the rest as the policy's
+    assert (quick.seeds, quick.timing_budget_s, quick.memory_limit_bytes) == (2, 2.0, 2 << 30)
+    assert pol.load_policy(None).eval_settings("check", quick=True).seeds is None  # the kernel's own seeds
+
+
+def test_one_run_config_from_the_policy_for_optimize_and_the_pr_bot(tmp_path):
+    path = tmp_path / "p.yml"
+    path.write_text("version: 1\nbudgets: {iterations: 7, tokens: 900}\nevaluation: {seeds: 5, timing_budget_s: 4}\n"
+                    "gate: {rules: [{kernel: softmax, threshold: 0.2}]}\nlanguages: [triton]\n")
+    tuner = _run_config(path)
+    assert (tuner.budgets.iterations, tuner.budgets.tokens) == (7, None)  # no model: no tokens to spend
+    assert (tuner.settings.seeds, tuner.settings.timing_budget_s, tuner.settings.regression_threshold) == (5, 4, 0.2)
+    assert tuner.languages == ("triton",)
+    llm = _run_config(path, endpoint=object(), iterations=2, tokens=50, timing_budget_s=1.5)
+    assert (llm.budgets.iterations, llm.budgets.tokens, llm.settings.timing_budget_s) == (2, 50, 1.5)
+
+
+def test_the_timing_budgets_earlier_key_still_works_with_one_note(tmp_path):
+    """evaluation.time_budget_s was renamed timing_budget_s (one evaluation's timing, never a run's budget): a file
+    with the old key loads as before and says once, on stderr, what to call it; both keys at once is a mistake."""
+    old = tmp_path / "old.yml"
+    old.write_text("version: 1\nevaluation:\n  time_budget_s: 7\n  timeout_s: 60\n")
+    code = ("import sys\nfrom kforge_bot.config.policy import load_policy\n"
+            "for _ in range(2):\n    print(load_policy(sys.argv[1]).evaluation.timing_budget_s)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(old)], capture_output=True, text=True, timeout=120,
+                          check=True)
+    assert done.stdout.split() == ["7.0", "7.0"] or done.stdout.split() == ["7", "7"]
+    notes = done.stderr.strip().splitlines()
+    assert len(notes) == 1 and notes[0] == (f"{old}: note: evaluation.time_budget_s is deprecated; call it "
+                                            "evaluation.timing_budget_s (the same seconds of timing in one evaluation)")
+    both = tmp_path / "both.yml"
+    both.write_text("version: 1\nevaluation:\n  time_budget_s: 7\n  timing_budget_s: 8\n")
+    with pytest.raises(KforgeError) as caught:
+        pol.load_policy(both)
+    assert "evaluation.time_budget_s: is the earlier name of evaluation.timing_budget_s" in str(caught.value)
+    bad = tmp_path / "bad.yml"
+    bad.write_text("version: 1\nevaluation:\n  time_budget_s: -1\n")
+    with pytest.raises(KforgeError, match="evaluation.time_budget_s"):  # named as the file writes it
+        pol.load_policy(bad)

@@ -98,7 +98,7 @@ def _cand(source: str, filename: str = "cand.py") -> Implementation:
 def test_a_genuinely_faster_candidate_passes_with_a_speedup_interval_above_one(tmp_path: Path,
                                                                               single_threaded: None) -> None:
     spec = _kb(tmp_path, REDUNDANT)
-    result = evaluate(spec, _cand(FASTER), "cpu", EvalSettings(seeds=2, time_budget_s=0.5))
+    result = evaluate(spec, _cand(FASTER), "cpu", EvalSettings(seeds=2, timing_budget_s=0.5))
     assert result.verdict == "pass", result.reason
     assert result.faster and result.speedup_ci is not None
     low, high = result.speedup_ci
@@ -130,7 +130,7 @@ def test_a_against_a_has_an_interval_containing_one(tmp_path: Path, single_threa
     # rarely spans two runs.
     intervals = []
     for _ in range(2):
-        result = evaluate(spec, spec.baseline, "cpu", EvalSettings(seeds=2, time_budget_s=1.5, confidence=0.999))
+        result = evaluate(spec, spec.baseline, "cpu", EvalSettings(seeds=2, timing_budget_s=1.5, confidence=0.999))
         assert result.verdict == "pass", result.reason  # not 'framework fallback': it is an A/A run
         assert 0.8 < result.speedup < 1.25, (result.speedup, result.speedup_ci)
         low, high = result.speedup_ci
@@ -144,7 +144,7 @@ def test_a_against_a_has_an_interval_containing_one(tmp_path: Path, single_threa
 
 def test_manifest_kernel_against_its_reference_on_every_shape_set(single_threaded: None) -> None:
     spec = load_manifest(MANIFEST_REPO / "kforge.yaml")["rmsnorm"]
-    result = evaluate(spec, spec.baseline, "cpu", EvalSettings(time_budget_s=0.4, profile=False),
+    result = evaluate(spec, spec.baseline, "cpu", EvalSettings(timing_budget_s=0.4, profile=False),
                       baseline=spec.reference)
     assert result.verdict == "pass", result.reason
     corr = result.correctness
@@ -239,7 +239,7 @@ def test_correctness_verdicts_on_manifest_and_multi_output_kernels(tmp_path: Pat
 
 def test_too_few_pairs_give_no_interval_rather_than_a_false_one(tmp_path: Path, single_threaded: None) -> None:
     spec = _kb(tmp_path, REDUNDANT)
-    settings = EvalSettings(seeds=2, time_budget_s=0.2, min_pairs=1, max_pairs=3, profile=False)
+    settings = EvalSettings(seeds=2, timing_budget_s=0.2, min_pairs=1, max_pairs=3, profile=False)
     result = evaluate(spec, _cand(FASTER), "cpu", settings)
     assert result.verdict == "pass" and result.speedup is not None
     assert result.speedup_ci is None and not result.faster  # three pairs (or fewer) cannot establish anything
@@ -310,16 +310,16 @@ def test_references_are_computed_once_per_store_and_never_left_on_disk(tmp_path:
 
 def test_targets_and_seeds() -> None:
     spec = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
-    from kforge_bot.targets import resolve_target_name
+    from kforge_bot.targets import choose_target
 
-    assert resolve_target_name("cpu", spec.targets) == "cpu"
+    assert choose_target("cpu").device_kind(spec.targets) == "cpu"
     if not __import__("torch").cuda.is_available():
-        assert resolve_target_name("auto", spec.targets) == "cpu"
+        assert choose_target("auto").device_kind(spec.targets) == "cpu"
         with pytest.raises(KforgeError) as info:
             evaluate(spec, spec.baseline, "cuda")
         assert "target 'cuda' is not available on this machine" in str(info.value)
     with pytest.raises(KforgeError):
-        resolve_target_name("tpu")
+        choose_target("tpu")
     cpu_less = load_manifest(MANIFEST_REPO / "kforge.yaml")["scale"]
     assert "cpu" in cpu_less.targets
     a, b = new_seeds(3), new_seeds(3)
@@ -384,7 +384,7 @@ def test_a_torch_compile_candidate_is_not_mistaken_for_a_hack(tmp_path: Path) ->
     if shutil.which("g++") is None and shutil.which("c++") is None:
         pytest.skip("torch.compile on the CPU needs a C++ compiler; none here")
     spec = load_spec(Path(__file__).parents[1] / "data" / "adversarial" / "problem.py")
-    result = evaluate(spec, _cand(COMPILED), "cpu", EvalSettings(seeds=2, time_budget_s=0.3, timeout_s=300))
+    result = evaluate(spec, _cand(COMPILED), "cpu", EvalSettings(seeds=2, timing_budget_s=0.3, timeout_s=300))
     assert result.verdict == "pass", result.reason
 
 
@@ -398,7 +398,7 @@ def test_a_time_below_the_hardware_floor_is_rejected_and_a_sane_one_passes(tmp_p
     slow = tmp_path / "slow.json"
     slow.write_text(json.dumps({"kind": "kforge-bot-ceilings", "bandwidth_gbs": 0.001}))
     monkeypatch.setenv("KFORGE_CEILINGS", str(slow))
-    settings = EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=60)
+    settings = EvalSettings(seeds=2, timing_budget_s=0.3, profile=False, timeout_s=60)
     result = evaluate(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu", settings)
     assert result.verdict == "rejected", result.reason
     assert "below the hardware's floor" in result.reason and "0.001 GB/s" in result.reason
@@ -419,7 +419,7 @@ def test_weights_both_sides_hold_are_read_from_one_place_and_may_not_be_written(
     instances): the candidate's equal parameters and buffers point at the baseline's. A candidate that writes
     into them (to change the baseline's work) is rejected, though its own answers are right."""
     spec = load_spec(SHARED / "problem.py")
-    settings = EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=60)
+    settings = EvalSettings(seeds=2, timing_budget_s=0.3, profile=False, timeout_s=60)
     store = ReferenceStore()
     try:
         honest = evaluate(spec, Implementation.from_file(SHARED / "honest.py", "ModelNew"), "cpu", settings,
@@ -442,7 +442,7 @@ def test_a_large_problem_for_its_memory_budget_is_cut_down_or_refused_by_name(
     problem = tmp_path / "big_softmax.py"
     problem.write_text((ADV / "problem.py").read_text().replace("torch.randn(64, 256)", "torch.randn(1024, 2048)"))
     spec = load_spec(problem)
-    settings = EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=60)
+    settings = EvalSettings(seeds=2, timing_budget_s=0.3, profile=False, timeout_s=60)
     honest = Implementation.from_file(ADV / "honest.py", "ModelNew")
     monkeypatch.setenv("KFORGE_MEMORY_BUDGET", "300M")
     result = evaluate(spec, honest, "cpu", settings)
@@ -465,7 +465,7 @@ def test_a_crash_says_whose_code_crashed(tmp_path: Path) -> None:
     broken = Implementation("def kernel(x, y):\n    raise RuntimeError('CUDA error: fake')\n", "kernel", "k.py",
                             spec.root)
     unbuildable = Implementation("raise ImportError('the base does not build')\n", "kernel", "k.py", spec.root)
-    settings = EvalSettings(seeds=1, time_budget_s=0.3, profile=False)
+    settings = EvalSettings(seeds=1, timing_budget_s=0.3, profile=False)
     cases = {"candidate": (broken, fine), "baseline": (fine, broken), "baseline build": (fine, unbuildable)}
     for expected, (candidate, baseline) in cases.items():
         result = evaluate(spec, candidate, "cpu", settings, baseline=baseline)

@@ -31,7 +31,7 @@ def _isolation() -> str:
 def _check(spec: KernelSpec, source: str | None = None, *, measure: bool = False) -> EvalResult:
     """The kernel as written (or `source` as new text for its file) against the manifest's reference."""
     candidate = spec.baseline if source is None else spec.candidate_from_source(source)
-    settings = EvalSettings(seeds=2, measure=measure, profile=False, time_budget_s=0.3, min_pairs=3,
+    settings = EvalSettings(seeds=2, measure=measure, profile=False, timing_budget_s=0.3, min_pairs=3,
                             allow_framework_fallback=True, isolation=_isolation())
     return evaluate(spec, candidate, "cpu", settings, baseline=spec.reference)
 
@@ -124,7 +124,7 @@ def test_a_backward_kernel_timed_against_itself_passes_every_check_after_timing(
     """The gate's comparison: the kernel against another version of itself, both wrapped alike. Each timed input
     set keeps its own upstream gradients (a set's are not another's, whatever list holds its tensors)."""
     spec = library["rms_norm_autograd"]
-    settings = EvalSettings(seeds=2, profile=False, time_budget_s=0.3, min_pairs=3, allow_framework_fallback=True,
+    settings = EvalSettings(seeds=2, profile=False, timing_budget_s=0.3, min_pairs=3, allow_framework_fallback=True,
                             isolation=_isolation())
     result = evaluate(spec, spec.baseline, "cpu", settings, baseline=spec.baseline)
     assert result.verdict == "pass", result.reason

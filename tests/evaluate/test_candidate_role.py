@@ -28,7 +28,7 @@ from kforge_bot.spec import Implementation, load_spec
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
 # max_pairs ends these runs; the budget only has to let min_pairs through on a loaded 2-core machine (beside two busy
 # loops a pair took 40-435 ms: 0.05 s gave one pair, 0.5 s two).
-TIMED = EvalSettings(seeds=2, time_budget_s=2.0, min_pairs=3, max_pairs=6, warmup_ms=1, rotate_sets=2, profile=False)
+TIMED = EvalSettings(seeds=2, timing_budget_s=2.0, min_pairs=3, max_pairs=6, warmup_ms=1, rotate_sets=2, profile=False)
 
 
 class Recorder:
@@ -174,7 +174,7 @@ def test_poison_and_fill_write_in_place() -> None:
 
 def test_the_phases_and_the_report_are_what_the_parent_reads() -> None:
     spec = load_spec(ADV / "problem.py")
-    settings = EvalSettings(seeds=2, time_budget_s=0.2, timeout_s=120)
+    settings = EvalSettings(seeds=2, timing_budget_s=0.2, timeout_s=120)
     result = evaluate(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu", settings)
     assert result.verdict == "pass", result.reason
     phases = result.details["phases"]["candidate_worker"]

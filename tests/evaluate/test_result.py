@@ -22,10 +22,10 @@ def test_timing_stats_round_trip_and_report_their_spread() -> None:
 
 
 def test_settings_round_trip_and_their_cache_key_leaves_out_the_sandbox_mode() -> None:
-    settings = EvalSettings(seeds=2, time_budget_s=1.5, isolation="required", measure=False)
+    settings = EvalSettings(seeds=2, timing_budget_s=1.5, isolation="required", measure=False)
     assert EvalSettings.from_dict(_through_json(settings.to_dict())) == settings
     key = settings.key_material()
-    assert "isolation" not in key and key["time_budget_s"] == 1.5 and key["seeds"] == 2
+    assert "isolation" not in key and key["timing_budget_s"] == 1.5 and key["seeds"] == 2
     assert EvalSettings(isolation="off").key_material() == EvalSettings(isolation="required").key_material()
     assert EvalSettings(seeds=3).key_material() != EvalSettings(seeds=2).key_material()
 

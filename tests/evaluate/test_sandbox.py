@@ -185,7 +185,7 @@ def test_a_hang_after_a_fast_warm_up_costs_the_no_progress_limit_not_the_timeout
     monkeypatch.setattr(api, "STALL_FACTOR", 0.0)
     spec = load_spec(ADV / "problem.py")
     candidate = Implementation(HANG_AFTER_WARMUP, "ModelNew", "hang_late.py", str(tmp_path))
-    settings = EvalSettings(seeds=2, time_budget_s=5, profile=False, timeout_s=300, stall_floor_s=3)
+    settings = EvalSettings(seeds=2, timing_budget_s=5, profile=False, timeout_s=300, stall_floor_s=3)
     started = time.monotonic()
     result = evaluate(spec, candidate, "cpu", settings)
     assert result.verdict == "timeout", result.reason
@@ -221,7 +221,7 @@ def test_a_first_call_that_builds_is_build_time_not_a_hang(tmp_path: Path, monke
     monkeypatch.setattr(api, "STALL_FACTOR", 0.0)
     spec = load_spec(ADV / "problem.py")
     lazy = Implementation(BUILDS_ON_FIRST_CALL.format(name="ModelNew"), "ModelNew", "lazy.py", str(tmp_path))
-    settings = EvalSettings(seeds=2, time_budget_s=0.5, profile=False, timeout_s=120, stall_floor_s=2,
+    settings = EvalSettings(seeds=2, timing_budget_s=0.5, profile=False, timeout_s=120, stall_floor_s=2,
                             allow_framework_fallback=True)
     result = evaluate(spec, lazy, "cpu", settings)
     assert result.verdict == "pass", result.reason
@@ -238,7 +238,7 @@ def test_a_first_call_that_builds_is_build_time_not_a_hang(tmp_path: Path, monke
 def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:
     spec = load_spec(ADV / "problem.py")
     result = evaluate(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu",
-                      EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=60))
+                      EvalSettings(seeds=2, timing_budget_s=0.3, profile=False, timeout_s=60))
     assert result.verdict == "pass", result.reason
     phases = result.details["phases"]
     assert set(phases["parent"]) == {"reference_s", "candidate_worker_s", "compare_s", "total_s"}

@@ -55,7 +55,7 @@ def _measure(monkeypatch: pytest.MonkeyPatch, replay_s: float) -> timing.PairedT
         return []
 
     monkeypatch.setattr(timing, "capture_graphs", lambda target, fns, sets: ((replay, replay), ""))
-    return timing.measure_pair(LaunchBoundTarget(), eager, eager, [[1], [2], [3]], time_budget_s=0.2,
+    return timing.measure_pair(LaunchBoundTarget(), eager, eager, [[1], [2], [3]], timing_budget_s=0.2,
                                target_precision=0.5, min_pairs=5, max_pairs=10, confidence=0.95, warmup_ms=5,
                                after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
 
@@ -112,7 +112,7 @@ def test_each_samples_device_lead_covers_the_hosts_time_to_issue_its_calls(monke
         return []
 
     result = timing.measure_pair(LeadRecordingTarget(), launch_bound, launch_bound, [[1], [2], [3]],
-                                 time_budget_s=0.1, target_precision=0.5, min_pairs=5, max_pairs=8,
+                                 timing_budget_s=0.1, target_precision=0.5, min_pairs=5, max_pairs=8,
                                  confidence=0.95, warmup_ms=WARM_MS, after_baseline=lambda out, i: None,
                                  after_candidate=lambda out, i: None)
     k = result.calls_per_sample
@@ -144,7 +144,7 @@ def test_the_per_sample_checks_run_once_a_candidate_sample_and_each_timed_call_i
 
     # A budget the 4 pairs fit in on a loaded host (past 5x it the loop stops short of its minimum).
     result = timing.measure_pair(LaunchBoundTarget(), launch_bound, launch_bound, [[1], [2], [3]],
-                                 time_budget_s=2.0, target_precision=0.0, min_pairs=4, max_pairs=4,
+                                 timing_budget_s=2.0, target_precision=0.0, min_pairs=4, max_pairs=4,
                                  confidence=0.95, warmup_ms=WARM_MS, after_baseline=lambda out, i: None,
                                  after_candidate=count_call, after_candidate_sample=count_sample)
     k, timed = result.calls_per_sample, len(result.candidate_ms)
@@ -189,7 +189,7 @@ def test_every_sample_starts_right_after_the_device_settles_whichever_side_ran_b
         calls.append("call")
         return []
 
-    result = timing.measure_pair(target, fn, fn, [[1], [2]], time_budget_s=0.05, target_precision=0.5,
+    result = timing.measure_pair(target, fn, fn, [[1], [2]], timing_budget_s=0.05, target_precision=0.5,
                                  min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=1,
                                  after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
     samples = 2 * len(result.baseline_ms)
@@ -260,7 +260,7 @@ def test_every_timed_replay_starts_from_a_poisoned_output(monkeypatch: pytest.Mo
     def poison_last(out: Any, index: int) -> None:  # what the harness's callbacks do: the last output only
         out.fill_(float("nan"))
 
-    result = timing.measure_pair(LaunchBoundTarget(), eager, eager, sets, time_budget_s=0.05, target_precision=0.0,
+    result = timing.measure_pair(LaunchBoundTarget(), eager, eager, sets, timing_budget_s=0.05, target_precision=0.0,
                                  min_pairs=6, max_pairs=6, confidence=0.95, warmup_ms=1,
                                  after_baseline=poison_last, after_candidate=poison_last)
     assert result.launch == "cuda_graph"
@@ -309,7 +309,7 @@ def test_a_graph_idle_in_some_timed_samples_is_refused_and_every_set_kept_comes_
     def measure(candidate_graph: type) -> timing.PairedTimes:
         monkeypatch.setattr(timing, "capture_graphs",
                             lambda target, fns, s: ((replays(_RecordingGraph), replays(candidate_graph)), ""))
-        return timing.measure_pair(LaunchBoundTarget(), eager, eager, sets, time_budget_s=0.05, target_precision=0.0,
+        return timing.measure_pair(LaunchBoundTarget(), eager, eager, sets, timing_budget_s=0.05, target_precision=0.0,
                                    min_pairs=6, max_pairs=6, confidence=0.95, warmup_ms=1,
                                    after_baseline=lambda out, i: None, after_candidate=lambda out, i: kept.append(i))
 
@@ -346,7 +346,7 @@ def test_every_output_of_an_eager_sample_of_several_calls_is_poisoned_before_it_
         out.fill_(float("nan"))
 
     sets = [[torch.full((8,), float(i))] for i in range(3)]
-    result = timing.measure_pair(LaunchBoundTarget(), baseline, candidate, sets, time_budget_s=0.05,
+    result = timing.measure_pair(LaunchBoundTarget(), baseline, candidate, sets, timing_budget_s=0.05,
                                  target_precision=0.0, min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=1,
                                  after_baseline=poison, after_candidate=poison)
     k = result.calls_per_sample
@@ -390,7 +390,7 @@ def test_an_eager_candidate_idle_in_some_calls_of_a_sample_is_refused(monkeypatc
         return honest(inputs)
 
     sets = [[torch.full((8,), float(i))] for i in range(3)]
-    kwargs = dict(time_budget_s=0.05, target_precision=0.0, min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=WARM_MS,
+    kwargs = dict(timing_budget_s=0.05, target_precision=0.0, min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=WARM_MS,
                   after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
     assert timing.measure_pair(LaunchBoundTarget(), honest, honest, sets, **kwargs).calls_per_sample >= 2
     with pytest.raises(CheckFailure, match="differs from an earlier timed call"):
@@ -441,7 +441,7 @@ def _hidden_work(hidden_ms: float, when: str = "after", every: int = 1) -> timin
             return []
         return call
 
-    return timing.measure_pair(target, side("b"), side("c"), [[1], [2], [3]], time_budget_s=0.05,
+    return timing.measure_pair(target, side("b"), side("c"), [[1], [2], [3]], timing_budget_s=0.05,
                                target_precision=0.0, min_pairs=12, max_pairs=12, confidence=0.95, warmup_ms=1,
                                after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
 
@@ -512,7 +512,7 @@ def test_both_sides_of_an_eager_short_sample_get_the_same_lead(monkeypatch: pyte
         _busy(0.003)
         return []
 
-    result = timing.measure_pair(LeadRecordingTarget(), quick, slow_host, [[1], [2], [3]], time_budget_s=0.1,
+    result = timing.measure_pair(LeadRecordingTarget(), quick, slow_host, [[1], [2], [3]], timing_budget_s=0.1,
                                  target_precision=0.5, min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=WARM_MS,
                                  after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
     assert result.launch == "eager" and result.calls_per_sample >= 2
@@ -548,7 +548,7 @@ def test_a_single_eager_call_a_sample_gets_a_lead_covering_its_launches(monkeypa
         return []
 
     result = timing.measure_pair(LeadRecordingTarget(), launch_bound, launch_bound, [[1], [2], [3]],
-                                 time_budget_s=0.1, target_precision=0.5, min_pairs=4, max_pairs=4,
+                                 timing_budget_s=0.1, target_precision=0.5, min_pairs=4, max_pairs=4,
                                  confidence=0.95, warmup_ms=5, after_baseline=lambda out, i: None,
                                  after_candidate=lambda out, i: None)
     assert result.launch == "eager" and result.calls_per_sample == 1
@@ -565,7 +565,7 @@ def test_the_graph_decision_follows_the_devices_time_not_the_hosts_launches(monk
     monkeypatch.setattr(timing, "capture_graphs", lambda target, fns, sets: (fns, ""))
     LeadRecordingTarget.leads = []
     result = timing.measure_pair(HostBoundTarget(), HostBoundTarget.call, HostBoundTarget.call, [[1], [2], [3]],
-                                 time_budget_s=0.1, target_precision=0.5, min_pairs=4, max_pairs=4,
+                                 timing_budget_s=0.1, target_precision=0.5, min_pairs=4, max_pairs=4,
                                  confidence=0.95, warmup_ms=5, after_baseline=lambda out, i: None,
                                  after_candidate=lambda out, i: None)
     assert result.launch == "cuda_graph"
@@ -585,7 +585,7 @@ def test_a_call_whose_launches_outlast_its_device_work_is_replayed_from_graphs_h
         _busy(0.003)
         return []
 
-    result = timing.measure_pair(LaunchBoundTarget(), host_paced, host_paced, [[1], [2], [3]], time_budget_s=0.1,
+    result = timing.measure_pair(LaunchBoundTarget(), host_paced, host_paced, [[1], [2], [3]], timing_budget_s=0.1,
                                  target_precision=0.5, min_pairs=4, max_pairs=4, confidence=0.95, warmup_ms=5,
                                  after_baseline=lambda out, i: None, after_candidate=lambda out, i: None)
     assert result.launch == "cuda_graph"

@@ -59,7 +59,7 @@ def get_init_inputs():
 POLICY = """\
 version: 1
 gate: {threshold: 0.25, confidence: 0.95}
-evaluation: {seeds: 2, time_budget_s: 1.0, timeout_s: 120}
+evaluation: {seeds: 2, timing_budget_s: 1.0, timeout_s: 120}
 """
 
 

@@ -336,12 +336,18 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 pass
             server.died = True
             self.close_connection = True
+            httpd = server._httpd
+            assert httpd is not None
+            # The listening socket goes first, before the client sees the drop: a client that retries at once must
+            # be refused, not queued on a backlog nobody accepts from (under load it was, and timed out instead).
+            try:
+                httpd.socket.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             try:
                 self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-            httpd = server._httpd
-            assert httpd is not None
 
             def go_away() -> None:  # stop serving, then stop listening: later connections are refused
                 httpd.shutdown()

@@ -22,7 +22,7 @@ POLICY = """\
 version: 1
 min_speedup: 1.01
 budgets: {iterations: 1, tokens: 1000, time_limit_s: 600}
-evaluation: {seeds: 1, time_budget_s: 0.5, timeout_s: 240}
+evaluation: {seeds: 1, timing_budget_s: 0.5, timeout_s: 240}
 """
 
 

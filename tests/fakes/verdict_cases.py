@@ -22,7 +22,7 @@ def judging_settings(timeout_s: float) -> tuple[EvalSettings, EvalSettings, Eval
     seconds on a 2-core CI box. The framework-fallback rule reads the profile; some hacks wait for the timing."""
     return (EvalSettings(seeds=2, measure=False, profile=False, timeout_s=timeout_s),
             EvalSettings(seeds=2, measure=False, timeout_s=timeout_s),
-            EvalSettings(seeds=2, time_budget_s=0.3, profile=False, timeout_s=timeout_s))
+            EvalSettings(seeds=2, timing_budget_s=0.3, profile=False, timeout_s=timeout_s))
 
 
 def judge_all(spec: KernelSpec, cases: dict[str, Case], candidate: Callable[[str], Implementation],

@@ -12,8 +12,9 @@ from kforge_bot.cache import TargetFingerprint
 from kforge_bot.config.policy import load_policy, parse_policy
 from kforge_bot.gate.plan import Planner, ToMeasure, dependencies, material
 from kforge_bot.gate.report import KernelReport
-from kforge_bot.gate.target_choice import parse_target, required_targets
+from kforge_bot.gate.required_targets import required_targets
 from kforge_bot.spec.kernels import discover
+from kforge_bot.targets import choose_target
 
 
 def _checkout(root: Path, helper: str = "def scale(x):\n    return x * 2.0\n") -> Path:
@@ -48,8 +49,8 @@ def test_material_changes_with_an_imported_helper_and_not_with_the_checkouts_pla
 
 def _planner(base: Path, head: Path, *, changed: set[str], measure: bool = True, policy=None) -> Planner:
     fp = TargetFingerprint("cpu", "test cpu", "torch")
-    return Planner(policy or load_policy(None), parse_target("cpu"), required_targets(load_policy(None)), head, base,
-                   changed, all_kernels=False, time_budget_s=None, cache=None, fingerprint=lambda kind: fp,
+    return Planner(policy or load_policy(None), choose_target("cpu"), required_targets(load_policy(None)), head, base,
+                   changed, all_kernels=False, timing_budget_s=None, cache=None, fingerprint=lambda kind: fp,
                    measure=measure, targets={})
 
 

@@ -164,7 +164,7 @@ def shaped(tmp_path_factory):
     write(root, "ref.py", REF)
     write(root, "mm.py", SLOW_ON_LARGE)
     write(root, "kforge.yaml", shaped_manifest("mm", [16, 128]))
-    policy = POLICY.replace("time_budget_s: 1.0", "time_budget_s: 2.0")  # two shape sets share it
+    policy = POLICY.replace("timing_budget_s: 1.0", "timing_budget_s: 2.0")  # two shape sets share it
     write(root, "policy.yml", policy)
     write(root, "informational.yml", policy.replace(
         "gate: {threshold: 0.25, confidence: 0.95}",

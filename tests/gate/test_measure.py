@@ -37,13 +37,13 @@ def timed(low: float, high: float) -> EvalResult:
 def test_straddling_result_gets_one_confirmation_which_decides(tiny_spec):
     head = tiny_spec.baseline
     base = Implementation("def kernel(x, y):\n    return x * 2.0 + y\n", "kernel", "k.py")
-    settings = EvalSettings(time_budget_s=1.0, confidence=0.95)
+    settings = EvalSettings(timing_budget_s=1.0, confidence=0.95)
 
     fake = Scripted([timed(0.95, 0.99), timed(0.955, 0.975)])
     m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
     assert m.verdict == "regression" and m.first is not None and m.reason.startswith("confirmed")
     assert len(fake.calls) == 2
-    assert fake.calls[1]["settings"].time_budget_s == pytest.approx(3.0)
+    assert fake.calls[1]["settings"].timing_budget_s == pytest.approx(3.0)
     assert fake.calls[1]["settings"] == confirmation_settings(fake.calls[0]["settings"])
     assert fake.calls[0]["seeds"] == fake.calls[1]["seeds"]  # one reference computation serves both runs
 

@@ -25,9 +25,10 @@ def _events(folder: Path, kind: str) -> list[dict]:
     return [e for e in map(json.loads, (folder / "trajectory.jsonl").read_text().splitlines()) if e["event"] == kind]
 
 
-def _tuner_run(kernel_dir: Path, report: Path, *, iterations: int, time_budget_s: float, **config: Any) -> OptimizeRun:
+def _tuner_run(kernel_dir: Path, report: Path, *, iterations: int, timing_budget_s: float,
+               **config: Any) -> OptimizeRun:
     """The built-in tuner (no model) on the fixture kernel, on the CPU, its report in `report`."""
-    settings = EvalSettings(seeds=2, time_budget_s=time_budget_s, timeout_s=120)
+    settings = EvalSettings(seeds=2, timing_budget_s=timing_budget_s, timeout_s=120)
     return OptimizeRun.open(load_spec(kernel_dir / "kforge.yaml"),
                             RunConfig(target="cpu", budgets=Budgets(iterations=iterations), settings=settings,
                                       cpu_count=2, **config), report)
@@ -37,7 +38,7 @@ def _tuner_run(kernel_dir: Path, report: Path, *, iterations: int, time_budget_s
 def test_the_kernel_as_written_and_each_accepted_candidate_are_profiled(kernel_dir: Path, tmp_path: Path,
                                                                        recorded_ncu: None) -> None:
     report = tmp_path / "report"
-    run = _tuner_run(kernel_dir, report, iterations=1, time_budget_s=2.0,
+    run = _tuner_run(kernel_dir, report, iterations=1, timing_budget_s=2.0,
                      rules=StopRules(patience=6, speed_of_light=1.01))
     outcome = run.run()
     files = run.finish()
@@ -58,7 +59,8 @@ def test_the_kernel_as_written_and_each_accepted_candidate_are_profiled(kernel_d
 def test_a_kernel_at_its_speed_of_light_ends_the_run_before_any_candidate(kernel_dir: Path, tmp_path: Path,
                                                                        recorded_ncu: None) -> None:
     report = tmp_path / "report"
-    run = _tuner_run(kernel_dir, report, iterations=5, time_budget_s=0.3, rules=StopRules(speed_of_light=0.5))
+    run = _tuner_run(kernel_dir, report, iterations=5, timing_budget_s=0.3,
+                     rules=StopRules(speed_of_light=0.5))
     outcome = run.run()
     assert outcome.stop_kind == "NearRoofline", outcome.stop_reason
     assert "of its speed of light by the hardware's counters" in outcome.stop_reason
@@ -67,7 +69,7 @@ def test_a_kernel_at_its_speed_of_light_ends_the_run_before_any_candidate(kernel
 
 def test_without_counters_the_run_says_why_once_and_goes_on(kernel_dir: Path, tmp_path: Path) -> None:
     report = tmp_path / "report"
-    run = _tuner_run(kernel_dir, report, iterations=1, time_budget_s=0.3)
+    run = _tuner_run(kernel_dir, report, iterations=1, timing_budget_s=0.3)
     run.run()
     files = run.finish()
     said = _events(report, "counters")
@@ -101,7 +103,7 @@ def test_after_ncu_itself_fails_the_run_stops_paying_for_it(kernel_dir: Path, tm
 def test_a_parallel_round_profiles_its_best_after_every_evaluation_returned(kernel_dir: Path, tmp_path: Path,
                                                                           recorded_ncu: None) -> None:
     report = tmp_path / "report"
-    run = _tuner_run(kernel_dir, report, iterations=2, time_budget_s=2.0, parallel=2,
+    run = _tuner_run(kernel_dir, report, iterations=2, timing_budget_s=2.0, parallel=2,
                      rules=StopRules(patience=6, speed_of_light=1.01))
     outcome = run.run()
     profiled = [e["iteration"] for e in _events(report, "counters")]

@@ -12,7 +12,7 @@ from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.optimize.evaluator import Evaluator
 from kforge_bot.spec import Implementation, load_spec
 
-SETTINGS = EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120)
+SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.5, timeout_s=120)
 KB = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
 
 

@@ -25,7 +25,7 @@ from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.spec import Implementation, load_spec
 
 FIXTURE = Path(__file__).parents[1] / "data" / "optimize"
-SETTINGS = EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120)
+SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.5, timeout_s=120)
 
 
 def source_with(base: str, **subs: str) -> str:
@@ -145,7 +145,7 @@ def test_tuner_finds_a_faster_variant_and_resumes_without_proposing_it_again(ker
     report = tmp_path / "report"
     # A longer timing budget than the other tests: the verdict rests on a measured interval, and 0.5 s of
     # pairs on a busy 2-core CI machine once left it straddling 1.
-    settings = EvalSettings(seeds=2, time_budget_s=2.0, timeout_s=120)
+    settings = EvalSettings(seeds=2, timing_budget_s=2.0, timeout_s=120)
     run = OptimizeRun.open(spec, RunConfig(target="cpu", budgets=Budgets(iterations=1), settings=settings,
                                            cpu_count=2), report)
     outcome = run.run()
@@ -358,7 +358,7 @@ def test_a_candidate_far_slower_on_one_shape_set_is_not_accepted_however_fast_on
     (folder / "mm.py").write_text(SLOW_ON_LARGE)
     (folder / "kforge.yaml").write_text(shaped_manifest("mm", [16, 96, 128]))
     spec = load_spec(folder / "kforge.yaml")
-    settings = EvalSettings(seeds=2, time_budget_s=3.0, timeout_s=120, allow_framework_fallback=True)
+    settings = EvalSettings(seeds=2, timing_budget_s=3.0, timeout_s=120, allow_framework_fallback=True)
     settings = replace(settings, **load_policy().rule_for(spec.name, spec.kernel_file, "cpu").shape_settings())
     trajectory = Trajectory.create(tmp_path / "run")
     trajectory.append("start", schema=1, kernel=spec.name, kernel_file=spec.kernel_file, mode="llm", target="cpu")

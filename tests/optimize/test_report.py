@@ -19,7 +19,7 @@ def llm_run(tmp_path: Path, *, improved: bool, flops: float | None = None, ceili
     t.append("start", schema=1, kernel="tiny_mm", kernel_file="tiny_mm.py", entry="mm_bias_relu", language="c",
              mode="llm", target="cpu", endpoint="m at http://127.0.0.1:1/v1", model="m",
              baseline_file="candidates/baseline.py", baseline_sha256="x", budgets={"iterations": 4, "tokens": 9000},
-             settings={"seeds": 2, "time_budget_s": 0.5, "confidence": 0.95})
+             settings={"seeds": 2, "timing_budget_s": 0.5, "confidence": 0.95})
     t.append("session", resumed=False)
     t.append("baseline", result=result(speedup=1.0, ci=(0.98, 1.02), base_ms=5.0, cand_ms=5.0), eval_s=6.0)
     t.append("workload", shape_sets=[{"bytes": 8_000_000, "flops": flops}], basis="test workload")

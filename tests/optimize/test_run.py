@@ -14,7 +14,7 @@ from kforge_bot.optimize.run import OptimizeRun, RunConfig
 from kforge_bot.optimize.trajectory import read_events
 from kforge_bot.spec import load_spec
 
-SETTINGS = EvalSettings(seeds=2, time_budget_s=0.5, timeout_s=120)
+SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.5, timeout_s=120)
 
 
 def test_a_kernel_in_a_language_the_policy_refuses_is_an_error_up_front(kernel_dir: Path, tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ from fakes.gate_repos import tiny_spec_in
 
 from kforge_bot.config.policy import parse_policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.gate.target_choice import TargetChoice, parse_target, required_status, required_targets
+from kforge_bot.gate.required_targets import required_status, required_targets
+from kforge_bot.targets import TargetChoice, choose_target
 
 
 @pytest.fixture()
@@ -20,13 +21,13 @@ def tiny_spec(tmp_path):
 def test_required_targets_resolve_and_apply_only_where_a_kernel_runs(tiny_spec):
     policy = parse_policy({"required_targets": ["cuda", "h200", "cpu"]}, "p.yml")
     req = required_targets(policy)
-    assert [(r.name, r.kind, r.runner) for r in req] == [("cuda", "cuda", None), ("h200", "cuda", "h200"),
+    assert [(r.requested, r.kind, r.runner) for r in req] == [("cuda", "cuda", None), ("h200", "cuda", "h200"),
                                                           ("cpu", "cpu", None)]
     with pytest.raises(KforgeError) as err:
         required_targets(parse_policy({"required_targets": ["tpu9000"]}, "p.yml"))
     assert "p.yml: required_targets: unknown target 'tpu9000'" in str(err.value)
 
-    auto = parse_target("auto")
+    auto = choose_target("auto")
     both = dc_replace(tiny_spec, targets=("cpu", "cuda"))
     assert required_status(req, both, "cpu", "some cpu", auto) == {
         "cuda": "skipped (needs cuda)", "h200": "skipped (needs h200: NVIDIA H200 SXM)", "cpu": "measured"}

@@ -1,0 +1,105 @@
+"""The README and the reference pages in docs/: MkDocs builds them strictly, and every link resolves.
+
+MkDocs checks the links between pages (and their anchors); links to the repository's other files are absolute
+GitHub addresses (so that they work on the built site and on GitHub alike), which MkDocs cannot check: they are
+checked here against the checkout, as are the README's relative links."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REPO_URL = "https://github.com/kforge-bot/kforge-bot"
+# [text](target): the target up to the first space or closing parenthesis
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6} +(.+?) *$", re.MULTILINE)
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+
+
+def build(project: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    pytest.importorskip("mkdocs", reason="mkdocs is in the dev extra: pip install -e '.[dev]'")
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                          cwd=project, capture_output=True, text=True, timeout=300)
+
+
+def copy_of_the_docs(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "mkdocs.yml", project / "mkdocs.yml")
+    shutil.copytree(ROOT / "docs", project / "docs")
+    return project
+
+
+def links(markdown: str) -> list[str]:
+    return LINK.findall(FENCE.sub("", markdown))
+
+
+def anchors(markdown: str) -> set[str]:
+    """The ids GitHub and MkDocs both give a page's headings (lower case, punctuation dropped, spaces to '-')."""
+    found = set()
+    for heading in HEADING.findall(FENCE.sub("", markdown)):
+        text = re.sub(r"[^\w\- ]", "", heading.replace("`", "")).strip().lower()
+        found.add(re.sub(r"[\s]+", "-", text))
+    return found
+
+
+def test_the_docs_build_strictly(tmp_path: Path) -> None:
+    proc = build(ROOT, tmp_path / "site")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (tmp_path / "site" / "evaluation" / "index.html").is_file()
+
+
+@pytest.mark.parametrize("broken", ["[a page](no-such-page.md)", "[a section](cli.md#no-such-section)"])
+def test_a_broken_link_between_pages_fails_the_build(tmp_path: Path, broken: str) -> None:
+    project = copy_of_the_docs(tmp_path)
+    index = project / "docs" / "index.md"
+    index.write_text(index.read_text() + f"\nSee {broken}.\n")
+    proc = build(project, tmp_path / "site")
+    # It fails, and on that link: the copy as it was builds (test_the_docs_build_strictly).
+    assert proc.returncode != 0
+    assert broken.split("(")[1].rstrip(")").split("#")[-1] in proc.stdout + proc.stderr
+
+
+def test_links_to_repository_files_point_at_files_that_exist() -> None:
+    """Absolute links into this repository (docs/ and the README) and the README's relative links resolve in the
+    checkout, anchors into docs/ pages included."""
+    broken = []
+    sources = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+    for source in sources:
+        for target in links(source.read_text()):
+            if target.startswith(REPO_URL + "/blob/main/") or target.startswith(REPO_URL + "/tree/main/"):
+                path = target.split("/main/", 1)[1]
+            elif target.startswith(REPO_URL + "#"):  # the README, as GitHub shows it on the repository's page
+                path = "README.md" + target.removeprefix(REPO_URL)
+            elif target.startswith(("http://", "https://", "mailto:")):
+                continue
+            elif source.name == "README.md" and not target.startswith("#"):
+                path = target
+            else:
+                continue  # between pages: MkDocs checks those
+            path, _, anchor = path.partition("#")
+            file = ROOT / path
+            if not file.exists():
+                broken.append(f"{source.relative_to(ROOT)}: {target}")
+            elif anchor and anchor != "readme" and file.suffix == ".md" and anchor not in anchors(file.read_text()):
+                broken.append(f"{source.relative_to(ROOT)}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_the_readme_is_short_and_says_first_what_the_project_is() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) < 300
+    first_paragraph = text.split("\n\n")[1]
+    assert first_paragraph.startswith("kforge-bot ")
+    # The two commands that work on a fresh machine come right after it, before any section.
+    commands = text.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert commands[0].startswith("python3 -m venv .venv") and "kforge-bot optimize examples/kforge.yaml" in commands[0]
+    assert commands[1].endswith("python -m pytest -q")
+    assert "https://download.pytorch.org/whl/cpu" in text.split("## ", 1)[0]
+
