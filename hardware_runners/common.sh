@@ -128,7 +128,8 @@ run_doctor() {
   [ -x "$KFORGE_VENV/bin/kforge-bot" ] || die "kforge-bot is not installed (run: $0 install-python)"
   mkdir -p "$KFORGE_HOME/state"
   # --save stores the measured ceilings in the cache of the user running this; run it as the
-  # runner user so jobs find them (XDG_CACHE_HOME or ~/.cache/kforge-bot/ceilings/).
+  # runner user so jobs find them ($KFORGE_CACHE_DIR, XDG_CACHE_HOME or ~/.cache/kforge-bot, then ceilings/),
+  # signed with that user's key: a ceilings file this machine did not write is ignored.
   "$KFORGE_VENV/bin/kforge-bot" doctor --target "$TARGET_KIND" --save --json "$KFORGE_HOME/state/doctor.json" "$@"
 }
 

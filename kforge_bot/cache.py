@@ -169,6 +169,16 @@ def _signature(secret: bytes, record: Mapping[str, Any]) -> str:
     return hmac.new(secret, blob.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
+def sign(record: Mapping[str, Any]) -> str:
+    """This machine's signature of a record written into the cache folder (which a workflow may restore from a
+    shared cache, or point into a checkout): what is read back must be what this machine wrote."""
+    return _signature(machine_secret(), record)
+
+
+def signed_here(record: Mapping[str, Any], signature: Any) -> bool:
+    return isinstance(signature, str) and hmac.compare_digest(signature, sign(record))
+
+
 class ResultCache:
     """`<dir>/<key>.json`, written atomically and signed with this machine's key (HMAC-SHA256): an entry is
     used only if it verifies, so one written by anyone but the bot on this machine (a worker, a pull
@@ -253,6 +263,8 @@ def user_cache_dir(environ: Mapping[str, str] | None = None, *, unset: Path | No
             _noted_old_name.append(True)
             print(f"kforge-bot: note: {OLD_ENV_CACHE_DIR} is deprecated; set {ENV_CACHE_DIR} instead (the same folder)",
                   file=sys.stderr)
+            if environ is None:  # children (pool slots, Ray actors, doctor's probes) inherit the new name: one note
+                os.environ.setdefault(ENV_CACHE_DIR, chosen)
     if chosen:
         return Path(chosen).expanduser()
     if unset is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -365,12 +366,16 @@ def ceilings_record(target_kind: str, device_name: str, bandwidth_gbs: float | N
 
 
 def save_ceilings(record: Mapping[str, Any], path: str | Path | None = None) -> Path:
-    """Write a ceilings record where `ceilings_for` finds it (or to `path`); returns the path."""
+    """Write a ceilings record where `ceilings_for` finds it, signed by this machine (or to `path`, as it is);
+    returns the path."""
+    from kforge_bot.cache import sign
+
     _ceilings_from_mapping(dict(record), path or "<ceilings record>")  # never write what we cannot read
     target = Path(path) if path else ceilings_path(record["target"], record["device_name"])
+    written = dict(record) if path else {**record, SIGNATURE_KEY: sign(record)}
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(written, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(target)
     return target
 
@@ -382,9 +387,35 @@ def ceilings_for(target_kind: str, device_name: str, override: str | Path | None
         return load_ceilings(override)
     saved = ceilings_path(target_kind, device_name)
     if saved.is_file():
-        return load_ceilings(saved)
+        measured = _signed_ceilings(saved)
+        if measured is not None:
+            return measured
     runner = facts_for(target_kind, device_name)
     return runner.datasheet_ceilings() if runner else None
+
+
+SIGNATURE_KEY = "signature"
+_unsigned_noted: set[Path] = set()
+
+
+def _signed_ceilings(path: Path) -> Ceilings | None:
+    """The saved measurement, if this machine wrote it. Ceilings bound the fastest time a kernel may report, so a
+    file planted in the cache folder (restored from a shared cache, or committed where a workflow points
+    $KFORGE_CACHE_DIR into a checkout) must not raise them: an unsigned or foreign one is ignored, with a note."""
+    from kforge_bot.cache import signed_here
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None
+    record = {k: v for k, v in data.items() if k != SIGNATURE_KEY} if isinstance(data, dict) else None
+    if record is not None and signed_here(record, data.get(SIGNATURE_KEY)):
+        return _ceilings_from_mapping(record, path)[0]
+    if path not in _unsigned_noted:
+        _unsigned_noted.add(path)
+        print(f"kforge-bot: note: {path}: ignored: not a ceilings file this machine's `kforge-bot doctor --save` "
+              "signed (run it again here)", file=sys.stderr)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

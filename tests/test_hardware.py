@@ -321,3 +321,21 @@ def test_registration_refuses_without_its_inputs(tmp_path):
     r = subprocess.run(["bash", script, "jit"], capture_output=True, text=True, timeout=60,
                        env={**env, "GITHUB_SCOPE": "repos/o/r", "KFORGE_RUNNER_TOKEN_FILE": str(token)})
     assert r.returncode == 1 and "must be owned by root with mode 600" in r.stderr
+
+
+def test_a_ceilings_file_this_machine_did_not_sign_is_ignored(tmp_path, monkeypatch, capsys):
+    """Ceilings bound the fastest time a kernel may report. With $KFORGE_CACHE_DIR in a checkout (or restored from
+    a shared cache) a pull request could plant a file claiming a huge bandwidth and switch the bound off."""
+    monkeypatch.setenv("KFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KFORGE_CACHE_SECRET", "this-machine")
+    datasheet = hardware.ceilings_for("cuda", "NVIDIA H200")
+    planted = hardware.ceilings_path("cuda", "NVIDIA H200")
+    planted.parent.mkdir(parents=True)
+    rec = hardware.ceilings_record("cuda", "NVIDIA H200", 1e9, {"fp16": 1e9}, "2026-12-04T00:00:00Z", {})
+    planted.write_text(json.dumps(rec))
+    assert hardware.ceilings_for("cuda", "NVIDIA H200") == datasheet
+    assert "not a ceilings file this machine" in capsys.readouterr().err
+    hardware.save_ceilings(rec)  # doctor --save here: signed, so read back
+    assert hardware.ceilings_for("cuda", "NVIDIA H200").bandwidth_gbs == 1e9
+    monkeypatch.setenv("KFORGE_CACHE_SECRET", "another-machine")
+    assert hardware.ceilings_for("cuda", "NVIDIA H200") == datasheet

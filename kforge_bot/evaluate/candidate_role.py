@@ -569,7 +569,7 @@ class ShapeTiming:
             for entry in self.entries:
                 entry.copy_inplace = True
         if len(shape_sets) > 1 and times.stop_reason.startswith("time budget"):
-            # "1.5 s" beside a 3 s --time-budget reads as a mistake unless it says it is this shape set's share.
+            # "1.5 s" beside a 3 s --timing-budget reads as a mistake unless it says it is this shape set's share.
             times.stop_reason += f" (this shape set's share of {settings.timing_budget_s:g} s)"
         return times
 

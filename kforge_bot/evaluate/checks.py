@@ -139,42 +139,36 @@ def output_slots(outputs: list[Any], inputs: list[Any]) -> set[int]:
 
 
 def unread_inputs(make: Callable[[], list[Any]], call: Callable[[list[Any]], list[Any]], outputs: list[Any],
-                  seed: int) -> set[int]:
-    """The tensor inputs the reference never reads: given other values there, it answers exactly as before. In a GPU
-    MODE problem these are the output buffers data carries for submissions to write (the reference may return a
-    fresh tensor instead), so a submission's writes to them and outputs in them are its results, not tampering.
-    A reference that fails on the other values, or answers differently, reads that input."""
+                  seed: int, count: int) -> set[int]:
+    """The floating-point inputs the reference never reads: given other values there, it answers exactly as
+    before. In a GPU MODE problem these are the output buffers data carries for submissions to write (the reference
+    may return a fresh tensor instead), so a submission's writes to them and outputs in them are its results, not
+    tampering. A reference that fails on the other values, or answers differently, reads that input. Integer
+    inputs are never probed: other values there may be offsets a reference kernel would read out of bounds (an
+    integer buffer the reference writes is found by output_slots)."""
     found: set[int] = set()
-    count = len(make())
     for i in range(count):
         values = make()
-        if not isinstance(values[i], torch.Tensor) or not values[i].numel():
+        tensor = values[i] if i < len(values) else None
+        if not isinstance(tensor, torch.Tensor) or not tensor.numel() or not (
+                tensor.is_floating_point() or tensor.is_complex()):
             continue
-        before = values[i].clone()
-        _refill(values[i], seed + i)
-        if torch.equal(before, values[i]):
-            continue  # no other values to try (a constant integer input): it may be read
         try:
+            with torch.no_grad():
+                _refill(tensor, seed + i)
             again = call(values)
-        except Exception:  # noqa: BLE001 - the trusted reference on values it may not expect: it reads them
+        except Exception:  # noqa: BLE001 - an input it cannot take other values in, or fails on: it reads it
             continue
-        if len(again) == len(outputs) and all(
-                torch.equal(a, b) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else a == b
-                for a, b in zip(again, outputs)):
+        if len(again) == len(outputs) and all(isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+                                              and torch.equal(a, b) for a, b in zip(again, outputs)):
             found.add(i)
     return found
 
 
 def _refill(tensor: torch.Tensor, seed: int) -> None:
-    """Other values of the same kind and range (integers stay within the input's own, to stay valid indices)."""
+    """Other values of the same kind, drawn from the seed."""
     generator = torch.Generator(device=tensor.device).manual_seed(seed % (1 << 63))
-    if tensor.dtype == torch.bool:
-        tensor.copy_(torch.randint(0, 2, tensor.shape, generator=generator, device=tensor.device).bool())
-    elif tensor.is_floating_point() or tensor.is_complex():
-        tensor.copy_(torch.rand(tensor.shape, generator=generator, device=tensor.device) * 2 - 1)
-    else:
-        low, high = int(tensor.min()), int(tensor.max())
-        tensor.copy_(torch.randint(low, high + 1, tensor.shape, generator=generator, device=tensor.device))
+    tensor.copy_(torch.rand(tensor.shape, generator=generator, device=tensor.device) * 2 - 1)
 
 
 def aliases_any(output: torch.Tensor, inputs: list[Any], slots: frozenset[int]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kforge_bot.config.eval_settings import EvalSettings  # defined beside the policy that fills it
+from kforge_bot.config.eval_settings import EvalSettings  # noqa: F401 - defined beside the policy that fills it
 from kforge_bot.evaluate.shapes import ShapeSpeedup, from_timing, regressions
 
 VERDICTS = ("pass", "incorrect", "rejected", "compile_error", "crash", "timeout")

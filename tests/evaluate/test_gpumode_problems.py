@@ -141,5 +141,12 @@ def test_unread_inputs_are_the_ones_the_answer_does_not_depend_on() -> None:
         x, index, _, constant = values
         return [x[index] + constant.sum()]
 
-    # x and index are read; the buffer is not; a constant integer input cannot be told apart, so it counts as read
-    assert unread_inputs(make, reference, reference(make()), seed=5) == {2}
+    # x is read; the float buffer is not; integer inputs are never probed (other values could be offsets out of
+    # bounds); an input that cannot take other values (an expanded view) counts as read, and nothing crashes
+    assert unread_inputs(make, reference, reference(make()), seed=5, count=4) == {2}
+
+    def make_expanded() -> list[torch.Tensor]:
+        x, index, _, constant = make()
+        return [x, index, torch.zeros(4).expand(4, 4), constant]
+
+    assert unread_inputs(make_expanded, reference, reference(make()), seed=5, count=4) == set()
