@@ -365,6 +365,10 @@ def ceilings_record(target_kind: str, device_name: str, bandwidth_gbs: float | N
     }
 
 
+SIGNATURE_KEY = "signature"  # this machine's signature of a saved ceilings record (cache.sign)
+_unsigned_noted: set[Path] = set()  # files already noted as ignored: one note each per process
+
+
 def save_ceilings(record: Mapping[str, Any], path: str | Path | None = None) -> Path:
     """Write a ceilings record where `ceilings_for` finds it, signed by this machine (or to `path`, as it is);
     returns the path."""
@@ -392,10 +396,6 @@ def ceilings_for(target_kind: str, device_name: str, override: str | Path | None
             return measured
     runner = facts_for(target_kind, device_name)
     return runner.datasheet_ceilings() if runner else None
-
-
-SIGNATURE_KEY = "signature"
-_unsigned_noted: set[Path] = set()
 
 
 def _signed_ceilings(path: Path) -> Ceilings | None:
