@@ -7,7 +7,8 @@ single-GPU Python track (pmpp_v2), each with an honest candidate and a wrong one
 The problems and their example submissions are gpu-mode/reference-kernels, carried into an ignored folder
 (.gpumode/, fetched, never committed). The honest candidates are their public example submissions (a Triton kernel
 for vectoradd; the reference's own code, solutions/correct/, for the others, checked with --allow-fallback since
-they call the very framework ops the reference does); the wrong ones are theirs too (solutions/wrong/: a no-op that
+they call the very framework ops the reference does; and, since vectorsum's public one fails GPU MODE's own
+check_implementation, a Triton kernel of ours: benchmarks/gpumode_candidates/); the wrong ones are theirs too (solutions/wrong/: a no-op that
 returns the unwritten output buffer, a bf16 matmul, a sum that skips 1% of a large input). Every check is a
 subprocess, as a user runs it; each report goes to gpumode_checks.jsonl and a table to gpumode_checks.md.
 CUBLAS_WORKSPACE_CONFIG is set as GPU MODE's runners need it: their references enter DeterministicContext, which
@@ -38,6 +39,7 @@ CASES = [
     ("matmul_py", "solutions/correct/ref.py", "pass", ["--allow-fallback"]),
     ("matmul_py", "solutions/wrong/low-precision.py", "fail", []),
     ("vectorsum_py", "solutions/correct/pytorch.py", "pass", ["--allow-fallback"]),
+    ("vectorsum_py", str(ROOT / "benchmarks" / "gpumode_candidates" / "vectorsum_triton.py"), "pass", []),
     ("vectorsum_py", "solutions/wrong/cheat.py", "fail", []),
 ]
 # vectoradd's wrong candidate: GPU MODE ships none; this one adds A to itself.

@@ -58,7 +58,7 @@ for step in $steps; do
     scale)   timeout ${SCALE_TIMEOUT:-560} python3 benchmarks/scale_benchmark.py ${SCALE_SECTIONS:+--sections $SCALE_SECTIONS} ${SCALE_ARGS:-} \
                --out "$out" > "$out/scale.log" 2>&1; tail -40 "$out/scale.log" ;;
     gpumode) timeout ${GM_TIMEOUT:-540} python3 benchmarks/gpumode_h200.py --problems "${GM_PROBLEMS:-.gpumode/reference-kernels/problems/pmpp_v2}" \
-               --time-budget "${GM_BUDGET:-1}" --out "$out" 2>&1 | grep -v "^\[" | tail -40 ;;  # .gpumode/: gpu-mode/reference-kernels
+               --time-budget "${GM_BUDGET:-1}" ${GM_ONLY:+--only "$GM_ONLY"} --out "$out" 2>&1 | grep -v "^\[" | tail -40 ;;  # .gpumode/: gpu-mode/reference-kernels
     l2-baselines) timeout ${L2_TIMEOUT:-540} python3 benchmarks/l2_gemm_baselines.py --kernelbench .kb --target cuda \
                --time-budget "${L2_BUDGET:-1.5}" ${L2_ARGS:-} --out "$out" 2>&1 | grep -v "^\[" | tail -60 ;;  # 37 problems: 8 GPUs
     parallel) timeout ${PARALLEL_TIMEOUT:-300} python3 benchmarks/optimize_throughput.py --target cuda \
