@@ -80,6 +80,10 @@ def check(problem: Path, candidate: Path, flags: list[str], target: str, budget:
             "device": data.get("device_name"), "isolation": details.get("isolation"),
             "timed_shape_sets": [t.get("shape_set") for t in details.get("timing") or []],
             "cases_checked": (data.get("correctness") or {}).get("cases_checked"),
+            # Each timed set's medians, for the roofline check of the results file.
+            "per_set": [{"shape_set": t.get("shape_set"), "reference_ms": (t.get("baseline") or {}).get("median_ms"),
+                         "candidate_ms": (t.get("candidate") or {}).get("median_ms"), "speedup": t.get("speedup")}
+                        for t in details.get("timing") or []],
             "memory_fit": (details.get("memory_fit") or {}).get("note")}
 
 
@@ -120,6 +124,9 @@ def main() -> None:
         rows.append(row)
         print(f"{problem} {row['candidate']}: {row['verdict']} (expected {expected}) {row.get('speedup')} "
               f"{row['reason'][:200]}", flush=True)
+        for t in row.get("per_set") or []:
+            print(f"  set {t['shape_set']}: reference {t['reference_ms']:.4f} ms, candidate {t['candidate_ms']:.4f} ms, "
+                  f"{t['speedup']:.3f}x", flush=True)
     extra.unlink(missing_ok=True)
     device = next((r.get("device") for r in rows if r.get("device")), target)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
