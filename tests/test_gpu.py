@@ -232,6 +232,40 @@ def test_work_on_a_side_stream_joined_back_before_the_call_returns_passes():
         assert busy["candidate"] - busy["baseline"] < 0.02, (figure, busy)
 
 
+@pytest.mark.parametrize("problem, op", [("sum_problem.py", "x.sum()"),
+                                         ("sum64_problem.py", "x.to(torch.float64).sum().to(torch.float32)")])
+def test_an_input_kept_in_a_persisting_l2_carveout_gains_nothing_across_samples(tmp_path, problem, op):
+    """gpu-mode/pygpubench#49: a candidate reserves a persisting-L2 carveout and marks its input persisting, so
+    ordinary writes (the settle's flush) cannot evict it, and the lines stay for its later samples and the
+    baseline's. Each settle demotes persisting lines and releases the carveout before the flush: the reference's
+    own work, so marked, times as the reference (both problems are far above their hardware floor, which alone
+    could not catch a gain)."""
+    source = (DATA / "persisting_l2.py").read_text().replace("return x.sum()", f"return {op}")
+    (tmp_path / "candidate.py").write_text(source)
+    result = evaluate(load_spec(DATA / problem), Implementation.from_file(tmp_path / "candidate.py", "ModelNew"),
+                      "cuda", EvalSettings(seeds=2, timing_budget_s=2.0, timeout_s=240, allow_framework_fallback=True))
+    assert result.verdict == "pass", result.reason
+    assert result.speedup is not None and result.speedup < 1.03, (result.speedup, result.speedup_ci)
+
+
+def test_lines_a_candidate_leaves_persisting_in_l2_do_not_slow_the_baseline(tmp_path):
+    """gpu-mode/pygpubench#49 turned on the baseline: a candidate that demotes persisting lines for its own work and
+    then leaves 8 MiB persisting slowed vectorsum's reference (its 16 MiB float64 temporary goes through L2) from
+    24.5 us to 36.6 us on the H200 (+49%), since the settle's flush cannot evict persisting lines; a larger
+    reference would pay that and more while the candidate paid a fixed host cost. The settle demotes them first
+    now: the reference times the same beside that candidate as beside an honest one."""
+    settings = EvalSettings(seeds=2, timing_budget_s=2.0, timeout_s=240, allow_framework_fallback=True)
+    spec = load_spec(DATA / "sum64_problem.py")
+    (tmp_path / "twin.py").write_text((DATA / "sum64_problem.py").read_text().replace("class Model(", "class ModelNew("))
+    honest = evaluate(spec, Implementation.from_file(tmp_path / "twin.py", "ModelNew"), "cuda", settings)
+    attack = evaluate(spec, _candidate("persisting_l2_for_the_baseline.py"), "cuda", settings)
+    assert honest.verdict == "pass" and attack.verdict in ("pass", "rejected"), (honest.reason, attack.reason)
+    if attack.verdict == "pass":
+        beside_honest = honest.details["timing"][0]["baseline"]["median_ms"]
+        beside_attack = attack.details["timing"][0]["baseline"]["median_ms"]
+        assert beside_attack < 1.10 * beside_honest, (beside_attack, beside_honest)
+
+
 def test_never_written_output_is_not_accepted():
     result = evaluate(_problem(), _candidate("never_written.py"), "cuda", QUICK)
     assert result.verdict in ("incorrect", "rejected"), result.reason

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
 from typing import Any, Callable
 
@@ -35,6 +36,37 @@ MAX_FLUSH_LEAD_MS = 25.0
 # SETTLE_MS = 0 is the loop before 2026-12-02 (kept for benchmarks/agreement.py): one flush, a host wait, then a
 # one-block spin of this many cycles (25-100 us) so the host's launch latency falls outside the interval.
 PREFILL_CYCLES = 100_000
+# Persisting L2 (gpu-mode/pygpubench#49): a call may reserve an L2 carveout (cuCtxSetLimit) and mark its input
+# persisting (a stream access-policy window); the flush's ordinary writes do not evict such lines, so the input
+# would start every later sample in L2. Each settle demotes every persisting line to normal and releases the
+# carveout before the flush, so the flush evicts them: a call can keep data in L2 only within its own sample.
+_LIMIT_PERSISTING_L2 = 0x06  # CU_LIMIT_PERSISTING_L2_CACHE_SIZE (cuda.h)
+
+
+def _bind_persisting_l2_reset() -> Callable[[], bool] | None:
+    """Bound at import, before any candidate code exists, like the timer's functions above."""
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+        set_limit, get_limit, reset = driver.cuCtxSetLimit, driver.cuCtxGetLimit, driver.cuCtxResetPersistingL2Cache
+    except (OSError, AttributeError):
+        return None  # no driver, or one older than CUDA 11 (no persisting L2 to reset)
+    set_limit.argtypes = [ctypes.c_int, ctypes.c_size_t]
+    get_limit.argtypes = [ctypes.POINTER(ctypes.c_size_t), ctypes.c_int]
+    size = ctypes.c_size_t()
+
+    def reset_persisting_l2() -> bool:
+        """True when no line is left persisting and no carveout reserved (False: the driver refused, e.g. a
+        device without persisting L2, where there is nothing to reset)."""
+        if get_limit(ctypes.byref(size), _LIMIT_PERSISTING_L2) != 0:
+            return False
+        if size.value and set_limit(_LIMIT_PERSISTING_L2, 0) != 0:
+            return False
+        return reset() == 0
+
+    return reset_persisting_l2
+
+
+_reset_persisting_l2 = _bind_persisting_l2_reset()
 _cycles_per_ms: list[float] = []  # the spin's speed, measured once per process
 _fill_ms: list[float] = []  # one flush's time, measured once per process
 
@@ -105,6 +137,8 @@ class CudaTarget(Target):
         flushes = max(1, math.ceil(flush_ms / self._flush_ms())) if SETTLE_MS > 0 else 0  # measured once, first
         spin = int((busy_ms - flush_ms) * _spin_cycles_per_ms()) if busy_ms > flush_ms else 0  # likewise
         _device_sync(self.index)  # the last sample's outputs are checked and poisoned: nothing left running
+        if _reset_persisting_l2 is not None:
+            _reset_persisting_l2()  # before the flush, which then evicts the demoted lines
         if mark is not None:
             mark()
         if SETTLE_MS <= 0:
