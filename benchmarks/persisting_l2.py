@@ -1,11 +1,13 @@
-"""What a persisting-L2 carveout buys a call across samples on this GPU, and what the settle's reset costs.
+"""What a persisting-L2 carveout does to a call's time across samples on this GPU, and what the settle's reset costs.
 
-    python benchmarks/persisting_l2.py [--mib 8] [--samples 200]
+    python benchmarks/persisting_l2.py [--op sum|sum64] [--mib 8] [--samples 200]
 
-The reference of tests/data/gpu/sum_problem.py (x.to(float64).sum(), x of --mib MiB), timed by CUDA events after a
-cache flush, three ways, interleaved sample by sample: plain; with its input marked persisting in a carveout
-(gpu-mode/pygpubench#49) and the flush alone before each sample (the settle before the fix); and the same with the
-harness's settle (CudaTarget.settle, which resets persisting L2 first). Prints the medians and the reset's host cost.
+The reference of tests/data/gpu/sum_problem.py (x.sum()) or sum64_problem.py (x.to(float64).sum()), x of --mib MiB,
+timed by CUDA events, in three blocks of samples, each block after the harness's settle (so none inherits another's
+L2 state): plain (the harness's settle, no window); its input marked persisting in the largest carveout
+(gpu-mode/pygpubench#49) with the flush alone before each sample (the settle before the reset); and the same with
+the harness's settle (CudaTarget.settle, which demotes persisting lines first). Prints the medians and the reset's
+host cost.
 """
 
 from __future__ import annotations
@@ -76,9 +78,6 @@ def main() -> None:
     carveout, window = device_attribute(108), device_attribute(109)
     print(f"max persisting L2 {carveout / 2**20:.1f} MiB, max access-policy window {window / 2**20:.1f} MiB")
 
-    def no_settle() -> None:  # warm: x read just before, the upper bound of what keeping it in L2 buys
-        torch.cuda.synchronize()
-
     def sample(settle, on: bool) -> float:
         persist(x, on, carveout)
         settle()
@@ -88,15 +87,15 @@ def main() -> None:
         end.synchronize()
         return start.elapsed_time(end) * 1000.0
 
-    ways = {"plain": (flush_only, False), "persisting, flush only": (flush_only, True),
-            "persisting, harness settle": (target.settle, True), "warm (no flush)": (no_settle, False)}
-    times: dict[str, list[float]] = {name: [] for name in ways}
-    for _ in range(10):
-        for settle, on in ways.values():
+    ways = {"plain": (target.settle, False), "persisting, flush only": (flush_only, True),
+            "persisting, harness settle": (target.settle, True)}
+    times: dict[str, list[float]] = {}
+    for name, (settle, on) in ways.items():  # in blocks: a persisting line can only help the samples after it
+        persist(x, False, carveout)
+        target.settle()
+        for _ in range(10):
             sample(settle, on)
-    for _ in range(args.samples):
-        for name, (settle, on) in ways.items():
-            times[name].append(sample(settle, on))
+        times[name] = [sample(settle, on) for _ in range(args.samples)]
     persist(x, False, carveout)
     reset = getattr(cuda_target, "_reset_persisting_l2", None)  # absent before the fix
     cost = []
