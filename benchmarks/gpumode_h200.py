@@ -8,8 +8,9 @@ The problems and their example submissions are gpu-mode/reference-kernels, carri
 (.gpumode/, fetched, never committed). The honest candidates are their public example submissions (a Triton kernel
 for vectoradd; the reference's own code, solutions/correct/, for the others, checked with --allow-fallback since
 they call the very framework ops the reference does; and, since vectorsum's public one fails GPU MODE's own
-check_implementation, a Triton kernel of ours: benchmarks/gpumode_candidates/); the wrong ones are theirs too (solutions/wrong/: a no-op that
-returns the unwritten output buffer, a bf16 matmul, a sum that skips 1% of a large input). Every check is a
+check_implementation, a Triton kernel of ours: benchmarks/gpumode_candidates/); the wrong ones are theirs too
+(solutions/wrong/: a no-op that returns the unwritten output buffer, a bf16 matmul, a sum that skips 1% of a large
+input). Every check is a
 subprocess, as a user runs it; each report goes to gpumode_checks.jsonl and a table to gpumode_checks.md.
 CUBLAS_WORKSPACE_CONFIG is set as GPU MODE's runners need it: their references enter DeterministicContext, which
 turns on torch.use_deterministic_algorithms, and cuBLAS refuses a deterministic GEMM without it.
