@@ -126,8 +126,8 @@ def main() -> None:
         print(f"{problem} {row['candidate']}: {row['verdict']} (expected {expected}) {row.get('speedup')} "
               f"{row['reason'][:200]}", flush=True)
         for t in row.get("per_set") or []:
-            print(f"  set {t['shape_set']}: reference {t['reference_ms']:.4f} ms, candidate {t['candidate_ms']:.4f} ms, "
-                  f"{t['speedup']:.3f}x", flush=True)
+            print(f"  set {t['shape_set']}: reference {t['reference_ms']:.4f} ms, "
+                  f"candidate {t['candidate_ms']:.4f} ms, {t['speedup']:.3f}x", flush=True)
     extra.unlink(missing_ok=True)
     device = next((r.get("device") for r in rows if r.get("device")), target)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -256,7 +256,8 @@ def test_lines_a_candidate_leaves_persisting_in_l2_do_not_slow_the_baseline(tmp_
     now: the reference times the same beside that candidate as beside an honest one."""
     settings = EvalSettings(seeds=2, timing_budget_s=2.0, timeout_s=240, allow_framework_fallback=True)
     spec = load_spec(DATA / "sum64_problem.py")
-    (tmp_path / "twin.py").write_text((DATA / "sum64_problem.py").read_text().replace("class Model(", "class ModelNew("))
+    twin = (DATA / "sum64_problem.py").read_text().replace("class Model(", "class ModelNew(")
+    (tmp_path / "twin.py").write_text(twin)
     honest = evaluate(spec, Implementation.from_file(tmp_path / "twin.py", "ModelNew"), "cuda", settings)
     attack = evaluate(spec, _candidate("persisting_l2_for_the_baseline.py"), "cuda", settings)
     assert honest.verdict == "pass" and attack.verdict in ("pass", "rejected"), (honest.reason, attack.reason)
