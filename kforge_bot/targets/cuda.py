@@ -43,10 +43,11 @@ PREFILL_CYCLES = 100_000
 _LIMIT_PERSISTING_L2 = 0x06  # CU_LIMIT_PERSISTING_L2_CACHE_SIZE (cuda.h)
 
 
-def _bind_persisting_l2_reset() -> Callable[[], bool] | None:
-    """Bound at import, before any candidate code exists, like the timer's functions above."""
+def _bind_persisting_l2_reset(library: str = "libcuda.so.1") -> Callable[[], bool] | None:
+    """Bound at import, before any candidate code exists, like the timer's functions above. `library`: the CUDA
+    driver (another name only in tests, for a stand-in with the same three functions)."""
     try:
-        driver = ctypes.CDLL("libcuda.so.1")
+        driver = ctypes.CDLL(library)
         set_limit, get_limit, reset = driver.cuCtxSetLimit, driver.cuCtxGetLimit, driver.cuCtxResetPersistingL2Cache
     except (OSError, AttributeError):
         return None  # no driver, or one older than CUDA 11 (no persisting L2 to reset)
