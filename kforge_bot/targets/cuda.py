@@ -36,10 +36,12 @@ MAX_FLUSH_LEAD_MS = 25.0
 # SETTLE_MS = 0 is the loop before 2026-12-02 (kept for benchmarks/agreement.py): one flush, a host wait, then a
 # one-block spin of this many cycles (25-100 us) so the host's launch latency falls outside the interval.
 PREFILL_CYCLES = 100_000
-# Persisting L2 (gpu-mode/pygpubench#49): a call may reserve an L2 carveout (cuCtxSetLimit) and mark its input
-# persisting (a stream access-policy window); the flush's ordinary writes do not evict such lines, so the input
-# would start every later sample in L2. Each settle demotes every persisting line to normal and releases the
-# carveout before the flush, so the flush evicts them: a call can keep data in L2 only within its own sample.
+# Persisting L2 (gpu-mode/pygpubench#49): a call may reserve an L2 carveout (cuCtxSetLimit) and mark data
+# persisting (a stream access-policy window); the flush's ordinary writes do not evict such lines, so they stayed
+# into later samples and took L2 from them, the baseline's included (vectorsum's reference ran 47-60% slower beside
+# such a candidate on the H200: benchmarks/results/persisting_l2_h200.md). Each settle demotes every persisting
+# line and releases the carveout before the flush, which then evicts them: a call keeps data in L2 only within
+# its own sample.
 _LIMIT_PERSISTING_L2 = 0x06  # CU_LIMIT_PERSISTING_L2_CACHE_SIZE (cuda.h)
 
 
