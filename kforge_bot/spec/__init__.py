@@ -157,8 +157,13 @@ class KernelSpec:
 
     def candidate_from_source(self, source: str, filename: str | None = None) -> Implementation:
         """A candidate for this kernel: new text for `kernel_file`, defining `entry` (or, where the entry lives in
-        another file, imported under the kernel file's module name by that file)."""
-        return replace(self.baseline, source=source, filename=filename or Path(self.kernel_file).name)
+        another file, imported under the kernel file's module name by that file). A KernelBench or GPU MODE
+        candidate is its `entry` (ModelNew, custom_kernel), or the reference's symbol where it is the reference's
+        own file edited (the tuner's edits of a problem with no ModelNew or submission.py)."""
+        symbol = self.baseline.symbol
+        if self.format in ("kernelbench", "gpumode"):
+            symbol = entry_or_written(source, self.entry, self.baseline.symbol)
+        return replace(self.baseline, source=source, symbol=symbol, filename=filename or Path(self.kernel_file).name)
 
     def with_baseline(self, baseline: Implementation) -> KernelSpec:
         return replace(self, baseline=baseline)
@@ -249,14 +254,25 @@ def defines(source: str, symbol: str) -> bool:
         return False
 
 
+def entry_or_written(source: str, entry: str, written: str) -> str:
+    """Which symbol of a source is the kernel where a candidate's name (`entry`: ModelNew, custom_kernel) differs
+    from the problem's (`written`: Model, ref_kernel): `written` where the source defines only that (the problem's
+    own file), else `entry`, so that a source that does not parse or lacks it is judged by its own error."""
+    return written if not defines(source, entry) and defines(source, written) else entry
+
+
+def kernelbench_class(source: str) -> str:
+    """Which class of a KernelBench source is the kernel: ModelNew where it defines one, else Model."""
+    return entry_or_written(source, "ModelNew", "Model")
+
+
 def kernel_implementation(spec: KernelSpec) -> Implementation:
     """The code a kernel is, as written: the manifest's entry, or a KernelBench file's ModelNew (Model when
     the file has no ModelNew), or a GPU MODE problem's submission.py (its ref_kernel where it has none). The one
-    place that decides which class of a KernelBench file is the kernel."""
+    place that decides which class of a KernelBench file is the kernel (by kernelbench_class)."""
     if spec.format == "kernelbench":
         # The baseline, not the reference: a head kernel judged under the base's test keeps its own file there.
-        symbol = "ModelNew" if defines(spec.baseline.source, "ModelNew") else "Model"
-        return replace(spec.baseline, symbol=symbol)
+        return replace(spec.baseline, symbol=kernelbench_class(spec.baseline.source))
     return spec.kernel or spec.baseline
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -366,3 +367,86 @@ def test_a_server_that_dies_mid_run_stops_it_with_a_resume_hint_and_loses_nothin
     record = Trajectory.open(report).record
     assert [it.iteration for it in record.completed] == [1, 2]
     assert (report / "candidates" / "0001.py").read_text() == first
+
+
+# ------------------------------------------------------------- a model on each format, end to end (slow)
+
+# The kernels as written and the faster candidates work row by row: a whole-batch op enters torch's parallel region,
+# whose time a busy 2-core host makes erratic (tens of milliseconds for one 64x512 softmax).
+ROW_LOOP_SOFTMAX = "torch.stack([(row - row.max()).exp() / (row - row.max()).exp().sum() for row in x])"
+PER_ROW_SOFTMAX = "torch.stack([torch.softmax(row, dim=0) for row in x])"
+BROKEN_CALL = "softmax_rows_fused(x)"  # names nothing: the candidate's own NameError must reach the generator
+
+
+def kernelbench_row_softmax(folder: Path) -> Path:
+    """tests/data/kb/softmax.py with its Model written one row at a time, each row's exponentials computed twice
+    (so a candidate can be confidently faster on a busy CPU): the loop once judged every candidate of a KernelBench
+    problem as lacking Model."""
+    source = (REPO / "tests" / "data" / "kb" / "softmax.py").read_text()
+    slow = source.replace("return torch.softmax(x, dim=1)", f"return {ROW_LOOP_SOFTMAX}")
+    assert slow != source
+    folder.mkdir()
+    (folder / "softmax.py").write_text(slow)
+    return folder / "softmax.py"
+
+
+def manifest_row_softmax(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "rowsoftmax.py").write_text(
+        "import torch\n\n\ndef row_softmax(x):\n    return " + ROW_LOOP_SOFTMAX + "\n\n\n"
+        "def make_inputs(rows, cols):\n    return (torch.randn(rows, cols),)\n")
+    (folder / "kforge.yaml").write_text(
+        "version: 1\nkernels:\n  rowsoftmax:\n    file: rowsoftmax.py\n    entry: row_softmax\n"
+        "    inputs: rowsoftmax.py:make_inputs\n    shapes: [{rows: 64, cols: 512}]\n    targets: [cpu]\n")
+    return folder / "kforge.yaml"
+
+
+def gpumode_row_loop(folder: Path) -> Path:
+    """tests/data/gpumode's scaled_add problem, its submission written one row at a time."""
+    shutil.copytree(REPO / "tests" / "data" / "gpumode", folder)
+    (folder / "scaled_add_py" / "submission.py").write_text(
+        "import torch\nfrom task import input_t, output_t\n\n\ndef custom_kernel(data: input_t) -> output_t:\n"
+        "    a, b, out = data\n    for i in range(a.shape[0]):\n        out[i] = torch.relu(a[i] + 2 * b[i])\n"
+        "    return out\n")
+    return folder / "scaled_add_py"
+
+
+def candidates_of(fmt: str) -> tuple[str, str]:
+    """(broken, faster) candidate sources a model writes for each format."""
+    if fmt == "kernelbench":
+        head = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        return head + f"        return {BROKEN_CALL}\n", head + f"        return {PER_ROW_SOFTMAX}\n"
+    if fmt == "manifest":
+        head = "import torch\n\n\ndef row_softmax(x):\n"
+        tail = "\n\ndef make_inputs(rows, cols):\n    return (torch.randn(rows, cols),)\n"
+        return head + f"    return {BROKEN_CALL}\n" + tail, head + f"    return {PER_ROW_SOFTMAX}\n" + tail
+    head = "import torch\nfrom task import input_t, output_t\n\n\ndef custom_kernel(data: input_t) -> output_t:\n"
+    return (head + f"    a, b, out = data\n    return {BROKEN_CALL}\n",
+            head + "    a, b, out = data\n    torch.add(a, b, alpha=2, out=out)\n    return out.clamp_(min=0)\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["kernelbench", "manifest", "gpumode"])
+def test_a_model_improves_each_format_and_a_broken_candidate_s_own_error_reaches_it(
+        fmt: str, tmp_path: Path, steady_policy: Path) -> None:
+    problem = {"kernelbench": kernelbench_row_softmax, "manifest": manifest_row_softmax,
+               "gpumode": gpumode_row_loop}[fmt](tmp_path / "problem")
+    broken, faster = candidates_of(fmt)
+    report, out = tmp_path / "report", tmp_path / "best.py"
+    with ScriptedLLMServer([reply(ADVICE), reply(fenced(broken)), reply(fenced(faster)), reply(ADVICE)],
+                           api_key="sk-test") as server:
+        proc = kforge("optimize", problem, "--target", "cpu", "--iterations", "2", "--policy", steady_policy,
+                      "--report", report, "--out", out, "--no-cache", "--base-url", server.base_url,
+                      "--api-key", "sk-test", "--model", "kforge-test-model")
+        bodies = server.chat_requests
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = Trajectory.open(report).record
+    first, second = record.iterations[1], record.iterations[2]
+    assert "NameError" in first.reason and "softmax_rows_fused" in first.reason, first.reason
+    assert "defines no" not in first.reason
+    # The generator's next request carries the candidate's real error, not the harness's.
+    assert [agent_of(b) for b in bodies[:3]] == ["analyst", "generator", "generator"]
+    repair = "\n".join(m["content"] for m in bodies[2]["messages"])
+    assert "NameError" in repair and "softmax_rows_fused" in repair
+    assert second.verdict == "pass" and second.accepted and record.best is second, second.reason
+    assert out.read_text() == faster

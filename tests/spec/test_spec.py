@@ -105,6 +105,17 @@ def test_candidate_from_source_targets_the_kernel_file() -> None:
     assert impl.root == str((MANIFEST_REPO / "kernels").resolve())
 
 
+
+def test_a_kernelbench_or_gpumode_candidate_is_its_entry_unless_it_is_the_problem_s_own_file_edited() -> None:
+    kb = load_spec(KB_SOFTMAX)
+    assert kb.candidate_from_source((DATA / "kb" / "softmax_new.py").read_text()).symbol == "ModelNew"
+    assert kb.candidate_from_source(KB_SOFTMAX.read_text() + "\n# the tuner's edit\n").symbol == "Model"
+    assert kb.candidate_from_source("class ModelNew(:\n").symbol == "ModelNew"  # judged by its SyntaxError
+    gm = load_spec(DATA / "gpumode" / "scaled_add_py")
+    submission = (DATA / "gpumode" / "scaled_add_py" / "submission.py").read_text()
+    assert gm.candidate_from_source(submission).symbol == "custom_kernel"
+    assert gm.candidate_from_source("def custom_kernel(data):\n    return nope\n").symbol == "custom_kernel"
+
 # ------------------------------------------------------------------------------------------- manifests
 
 
