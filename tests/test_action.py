@@ -293,3 +293,54 @@ def test_a_policy_file_named_relative_to_the_workspace_is_still_found(tmp_path):
     assert codes == [0, 0, 0], (tmp_path / "stderr.txt").read_text()
     argv = json.loads((tmp_path / "cli.json").read_text())["argv"]
     assert argv[argv.index("--policy") + 1] == str((tmp_path / "workspace" / "ci" / "kforge-policy.yml").resolve())
+
+
+# GitHub's own actions the examples use: they live on github.com, which this test cannot reach, so they are held
+# to this list (a new one is a deliberate change here) rather than resolved.
+GITHUB_ACTIONS = {"actions/checkout@v4", "actions/setup-python@v5", "actions/upload-artifact@v4",
+                  "actions/download-artifact@v4"}
+GITHUB_HOSTED = {"ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04"}
+BOT_ACTION = re.compile(r"^kforge-bot/kforge-bot@(\S+)$")
+BOT_INSTALL = re.compile(r"git\+https://github\.com/kforge-bot/kforge-bot@([^\"'\s]+)")
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_the_example_workflows_copied_into_a_repository_name_only_references_that_resolve(tmp_path):
+    """Copied as the docs say, every kforge-bot reference the examples name (the action and the pip install) is one
+    reference that resolves in this repository, with the files it needs there; every runner label is one the
+    runner docs set up; GitHub's own actions are the known ones."""
+    user = tmp_path / "user-repo"
+    (user / ".github" / "workflows").mkdir(parents=True)
+    for example in (PR_WORKFLOW, GATE_WORKFLOW):
+        shutil.copy(example, user / ".github" / "workflows" / example.name)
+    assert _git(user, "init", "-q").returncode == 0
+    upstream = tmp_path / "kforge-bot"  # this repository, as the examples fetch it
+    assert _git(tmp_path, "clone", "-q", "--no-checkout", str(ROOT), str(upstream)).returncode == 0
+    documented = [set(runner.labels) for runner in all_runners().values()]
+    refs: dict[str, set[str]] = {}
+    for workflow in sorted((user / ".github" / "workflows").glob("*.yml")):
+        text = workflow.read_text()
+        for ref in BOT_INSTALL.findall(text):
+            refs.setdefault(ref, set()).add("pyproject.toml")
+        for job in yaml.safe_load(text)["jobs"].values():
+            for step in job["steps"]:
+                uses = step.get("uses", "")
+                if m := BOT_ACTION.match(uses):
+                    refs.setdefault(m.group(1), set()).add("action.yml")
+                elif uses:
+                    assert uses in GITHUB_ACTIONS, f"{workflow.name}: {uses}"
+            for entry in job.get("strategy", {}).get("matrix", {}).get("include", [{}]):
+                labels = entry.get("runner", job["runs-on"])
+                labels = {labels} if isinstance(labels, str) else set(labels)
+                assert labels <= GITHUB_HOSTED or any(labels <= runner for runner in documented), (workflow.name,
+                                                                                                    labels)
+    assert len(refs) == 1, f"the examples name kforge-bot at several references: {sorted(refs)}"
+    [(ref, needed)] = refs.items()
+    resolved = [name for name in (ref, f"origin/{ref}") if _git(upstream, "rev-parse", "--verify", "-q",
+                                                                 f"{name}^{{commit}}").returncode == 0]
+    assert resolved, f"kforge-bot@{ref} does not resolve in this repository"
+    for file in needed | {"pyproject.toml"}:
+        assert _git(upstream, "cat-file", "-e", f"{resolved[0]}:{file}").returncode == 0, (ref, file)

@@ -1,8 +1,8 @@
 """The README and the reference pages in docs/: MkDocs builds them strictly, and every link resolves.
 
-MkDocs checks the links between pages (and their anchors); links to the repository's other files are absolute
-GitHub addresses (so that they work on the built site and on GitHub alike), which MkDocs cannot check: they are
-checked here against the checkout, as are the README's relative links."""
+MkDocs checks the links between pages (and their anchors); pages link the repository's other files as `repo:PATH`
+(docs_hooks/repo_links.py makes them addresses under mkdocs.yml's repo_url, the one place that names the
+repository), which MkDocs cannot check: they are checked here against the checkout, as are the README's links."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-REPO_URL = "https://github.com/kforge-bot/kforge-bot"
+REPO_URL = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["repo_url"]
 # [text](target): the target up to the first space or closing parenthesis
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6} +(.+?) *$", re.MULTILINE)
@@ -33,6 +34,7 @@ def copy_of_the_docs(tmp_path: Path) -> Path:
     project.mkdir()
     shutil.copy(ROOT / "mkdocs.yml", project / "mkdocs.yml")
     shutil.copytree(ROOT / "docs", project / "docs")
+    shutil.copytree(ROOT / "docs_hooks", project / "docs_hooks")
     return project
 
 
@@ -73,7 +75,9 @@ def test_links_to_repository_files_point_at_files_that_exist() -> None:
     sources = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
     for source in sources:
         for target in links(source.read_text()):
-            if target.startswith(REPO_URL + "/blob/main/") or target.startswith(REPO_URL + "/tree/main/"):
+            if target.startswith("repo:"):
+                path = target.removeprefix("repo:") or "README.md"
+            elif target.startswith(REPO_URL + "/blob/main/") or target.startswith(REPO_URL + "/tree/main/"):
                 path = target.split("/main/", 1)[1]
             elif target.startswith(REPO_URL + "#"):  # the README, as GitHub shows it on the repository's page
                 path = "README.md" + target.removeprefix(REPO_URL)
@@ -90,6 +94,24 @@ def test_links_to_repository_files_point_at_files_that_exist() -> None:
             elif anchor and anchor != "readme" and file.suffix == ".md" and anchor not in anchors(file.read_text()):
                 broken.append(f"{source.relative_to(ROOT)}: {target} (no such heading)")
     assert broken == []
+
+
+def test_the_repository_s_address_is_set_once_in_mkdocs_yml() -> None:
+    """Pages name the repository's files as repo:PATH, never by an address; the package's URLs use the same one."""
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        named = [target for target in links(page.read_text()) if "github.com/kforge-bot" in target]
+        assert named == [], f"{page.name}: link the repository's files as repo:PATH"
+    pyproject = (ROOT / "pyproject.toml").read_text().split("[project.urls]", 1)[1].split("\n[", 1)[0]
+    addresses = re.findall(r'"(https://[^"]+)"', pyproject)
+    assert addresses and all(a == REPO_URL or a.startswith(REPO_URL + "/") for a in addresses)
+
+
+def test_a_repo_link_becomes_an_address_under_repo_url(tmp_path: Path) -> None:
+    project = copy_of_the_docs(tmp_path)
+    proc = build(project, tmp_path / "site")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    html = (tmp_path / "site" / "security" / "index.html").read_text()
+    assert f'href="{REPO_URL}/blob/main/SECURITY.md"' in html and "repo:" not in html
 
 
 def test_the_readme_is_short_and_says_first_what_the_project_is() -> None:

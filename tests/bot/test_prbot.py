@@ -674,7 +674,7 @@ def test_pr_opens_one_follow_up_then_updates_it(world, measured):
     first_body, first_comment = pr.body, comment.body
     world.push_to_feature("a comment about the scale")
     jobs2 = actions.trigger("pull_request_target", world.event(action="synchronize"))
-    assert [s["name"] for s in jobs2["optimize"]["steps"]][:2] == ["actions/checkout@v4", "kforge-bot/kforge-bot@v0"]
+    assert [s["name"] for s in jobs2["optimize"]["steps"]][:2] == ["actions/checkout@v4", "kforge-bot/kforge-bot@main"]
     assert all(s["rc"] == 0 for j in jobs2.values() for s in j["steps"]), jobs2
     # The optimize job's summary lists the kernel and its report folder, and links the uploaded reports
     # (report.md, trajectory, candidates: the run's raw files, counters where the runner has a profiler).
