@@ -11,7 +11,12 @@ What local servers (llama.cpp, Ollama, vLLM) taught this client:
   full (13,900 tokens in 300 s on a CPU, then the timeout and a retry of the same work).
 - Replies are streamed, so the timeout is the longest silence between two pieces of the reply (the first
   one included), not the whole reply's time: a slow CPU model that keeps writing is never cut off, a server
-  that stopped answering is found after `timeout` seconds.
+  that stopped answering is found after `timeout` seconds. A server (or proxy) that answers a streamed request
+  with one JSON completion is read as that completion; one that refuses `stream`/`stream_options` (HTTP 400 or
+  422 naming them) is asked once more without them, and never with them again for the client's life (the run).
+- `check()`, before a run's first evaluation, asks for the model list (and, for a model the list does not name,
+  one 1-token completion): a refused connection, a rejected key or a model the server does not serve is a
+  KforgeError in seconds, not a failed run after the baseline's evaluation.
 - A `max_tokens` the server refuses (vLLM: prompt + max_tokens over the window; OpenAI: over the model's
   completion limit) is lowered to what the server says it allows, once, and the request is sent again.
 - A prompt longer than the context window raises `ContextLengthExceeded` with the sizes when the server says
@@ -24,12 +29,14 @@ What local servers (llama.cpp, Ollama, vLLM) taught this client:
 from __future__ import annotations
 
 import email.utils
+import json
 import os
 import random
 import re
 import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
+from types import SimpleNamespace
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from kforge_bot.errors import ContextLengthExceeded, KforgeError, LLMUnavailable, MalformedReply
@@ -50,6 +57,7 @@ DEFAULT_TIMEOUT_S = 300.0
 # Local servers (vLLM, Ollama) accept any key, but the client insists on one.
 _PLACEHOLDER_KEY = "unused"
 _RETRYABLE_STATUS = {408, 409, 429}
+CHECK_TIMEOUT_S = 20.0  # the endpoint check's longest wait: a server that takes longer to list its models is down
 
 T = TypeVar("T")
 
@@ -63,6 +71,7 @@ class Endpoint:
     model: str | None = None
     max_tokens: int = DEFAULT_MAX_TOKENS  # the most tokens one reply may have (sent with every request)
     timeout_s: float = DEFAULT_TIMEOUT_S  # the longest silence from the server, before the first token or between two
+    stream: bool = True  # False: the server refuses streamed replies (found by LLMClient.check or a first request)
 
     def describe(self) -> str:
         """For logs and reports; never shows the key."""
@@ -228,6 +237,10 @@ class LLMClient:
     _client: Any = field(default=None, repr=False)
     _limit_key: str = field(default="max_tokens", repr=False)  # "max_completion_tokens" once a server asks for it
     _completion_cap: int | None = field(default=None, repr=False)  # the model's own limit, once a server said it
+    _streams: bool = field(default=True, repr=False)  # False once a server refused `stream`: never sent again
+
+    def __post_init__(self) -> None:
+        self._streams = self.endpoint.stream
 
     def _openai(self) -> Any:
         if self._client is None:
@@ -277,8 +290,9 @@ class LLMClient:
         limit = min(max_tokens, self.endpoint.max_tokens) if max_tokens else self.endpoint.max_tokens
         if self._completion_cap is not None:
             limit = min(limit, self._completion_cap)
-        kwargs: dict[str, Any] = {"model": model, "messages": [dict(m) for m in messages], "stream": True,
-                                  "stream_options": {"include_usage": True}, self._limit_key: limit}
+        kwargs: dict[str, Any] = {"model": model, "messages": [dict(m) for m in messages], self._limit_key: limit}
+        if self._streams:
+            kwargs.update(STREAMING)
         if temperature is not None:
             kwargs["temperature"] = temperature
         attempts = 0
@@ -288,6 +302,14 @@ class LLMClient:
             except _LimitRefused as refused:
                 attempts += refused.attempts
                 self._adjust_limit(kwargs, refused)
+                continue
+            except LLMUnavailable as exc:
+                if not ("stream" in kwargs and refuses_streaming(exc)):
+                    raise
+                attempts += exc.attempts
+                self._streams = False  # this server takes whole replies only: ask so for the rest of the run
+                for key in STREAMING:
+                    kwargs.pop(key)
                 continue
             attempts += tries
             break
@@ -316,10 +338,62 @@ class LLMClient:
             self._completion_cap = refused.allowed  # the model's own limit: every later request obeys it
         kwargs[self._limit_key] = refused.allowed
 
+    def check(self) -> Endpoint:
+        """One cheap look before a run: the server answers, takes the key and serves the model (the configured one,
+        else its only one). Returns the endpoint with its model named and whether it streams; raises KforgeError
+        with the fix, in seconds."""
+        import openai  # lazy, as above
+
+        where = self.endpoint.base_url or "https://api.openai.com/v1"
+        quick = LLMClient(self.endpoint, timeout=min(self.timeout, CHECK_TIMEOUT_S), retry=RetryPolicy(max_attempts=1))
+        try:
+            offered = quick.list_models()
+        except LLMUnavailable as exc:
+            if exc.status in (401, 403):
+                raise KforgeError(f"the LLM endpoint {where} rejected the API key (HTTP {exc.status})",
+                                  hint=f"check {ENV_API_KEY} or --api-key") from None
+            if exc.status is None:
+                raise KforgeError(f"cannot reach the LLM endpoint {where}: {_reason(exc)}",
+                                  hint=f"check {ENV_BASE_URL} or --base-url, and that the server runs") from None
+            offered = []  # a proxy without GET /models: the completion below decides
+        model = self.endpoint.model or (offered[0] if len(offered) == 1 else None)
+        if model is None:
+            raise KforgeError(f"no model chosen and the endpoint offers {len(offered)} "
+                              f"(offered: {', '.join(offered[:10]) or 'none'})", hint=f"set {ENV_MODEL} or pass --model")
+        if model not in offered:  # some servers answer any name (llama.cpp): the server's answer decides
+            try:
+                quick.chat([{"role": "user", "content": "Reply with OK."}], max_tokens=1, model=model)
+            except MalformedReply:
+                pass  # it answered: the endpoint, key and model work
+            except (LLMUnavailable, openai.OpenAIError) as exc:
+                status = getattr(exc, "status", None)
+                if status in (401, 403):
+                    raise KforgeError(f"the LLM endpoint {where} rejected the API key (HTTP {status})",
+                                      hint=f"check {ENV_API_KEY} or --api-key") from None
+                if status in (400, 404, 422):
+                    raise KforgeError(f"the LLM endpoint {where} does not serve model {model!r} (HTTP {status}; "
+                                      f"offered: {', '.join(offered[:10]) or 'not listed'})",
+                                      hint=f"check {ENV_MODEL} or --model") from None
+                raise KforgeError(f"the LLM endpoint {where} failed a 1-token request: {_reason(exc)}",
+                                  hint=f"check {ENV_BASE_URL} or --base-url") from None
+        self.endpoint = replace(self.endpoint, model=model, stream=quick._streams)
+        self._streams = quick._streams
+        return self.endpoint
+
     def _stream(self, kwargs: dict[str, Any]) -> _Streamed:
-        """Send the request and read the streamed reply to its end (inside the retry policy: a connection
-        that drops mid-reply is retried like one that never answered)."""
+        """Send the request and read the reply to its end: streamed, or whole where the server sent one JSON
+        completion instead (inside the retry policy: a connection that drops mid-reply is retried like one that
+        never answered)."""
+        if "stream" not in kwargs:
+            return _Streamed.whole(self._openai().chat.completions.create(**kwargs))
         stream = self._openai().chat.completions.create(**kwargs)
+        if "json" in stream.response.headers.get("content-type", ""):
+            try:  # not server-sent events: an ordinary completion, as some proxies and small servers answer
+                return _Streamed.whole(json.loads(stream.response.read(), object_hook=lambda d: SimpleNamespace(**d)))
+            except ValueError as exc:
+                raise MalformedReply(f"the endpoint answered with JSON that does not parse ({exc})") from None
+            finally:
+                stream.close()
         got = _Streamed()
         try:
             for chunk in stream:
@@ -429,6 +503,22 @@ class _Streamed:
             if getattr(choice, "finish_reason", None):
                 self.finish_reason = choice.finish_reason
 
+    @classmethod
+    def whole(cls, completion: Any) -> _Streamed:
+        """A reply that came whole (a chat.completion object, or its JSON as attributes)."""
+        got = cls(model=getattr(completion, "model", None), usage=getattr(completion, "usage", None))
+        for choice in getattr(completion, "choices", None) or []:
+            if getattr(choice, "index", 0) not in (0, None):
+                continue
+            got.had_choice = True
+            message = getattr(choice, "message", None)
+            if message is not None and getattr(message, "content", None):
+                got.parts.append(str(message.content))
+            if message is not None and getattr(message, "refusal", None):
+                got.refusal.append(str(message.refusal))
+            got.finish_reason = getattr(choice, "finish_reason", None) or "stop"
+        return got
+
     def to_reply(self, messages: Sequence[Mapping[str, str]], attempts: int, model: str) -> Reply:
         text = "".join(self.parts) or "".join(self.refusal)
         usage = self.usage
@@ -503,6 +593,21 @@ def _raise_refusal(body: Any, last: str, attempts: int) -> None:
     if "max_tokens" in message or "max_completion_tokens" in message or inner.get("param") in ("max_tokens",
                                                                                                  "max_completion_tokens"):
         raise _LimitRefused(message, attempts)
+
+
+STREAMING = {"stream": True, "stream_options": {"include_usage": True}}
+
+
+def refuses_streaming(exc: LLMUnavailable) -> bool:
+    """A server's refusal of the streaming parameters themselves (HTTP 400 or 422 naming them), not of the
+    request: it answers the same request without them."""
+    return exc.status in (400, 422) and "stream" in str(exc).lower()
+
+
+def _reason(exc: BaseException) -> str:
+    """The cause in a few words: 'connection failed (...)' reads better without the endpoint said twice."""
+    text = str(exc)
+    return one_line(text.split(": ", 1)[1] if text.startswith("LLM endpoint ") and ": " in text else text, 200)
 
 
 def _int(value: Any) -> int | None:

@@ -1,8 +1,9 @@
 """`kforge-bot optimize FILE`: the generator/analyst loop on one kernel, or the built-in tuner without a model.
 
 Exit codes: 0 the run finished (the best candidate written to --out or in place with --write when one beat
-the kernel as written; otherwise nothing is written and the report says so); 1 the LLM endpoint could not
-be used at all (no iteration ran); 2 usage or configuration error.
+the kernel as written; otherwise nothing is written and the report says so); 1 the LLM endpoint failed during
+the run before any iteration ran; 2 usage or configuration error (a wrong endpoint address, API key or model name
+included: checked before any evaluation).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from kforge_bot.agents.llm import configured, endpoint_from_env
+from kforge_bot.agents.llm import LLMClient, configured, endpoint_from_env
 from kforge_bot.cache import user_cache_dir
 from kforge_bot.commands import (
     examples,
@@ -121,11 +122,16 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     if write_in_place and spec.format == "kernelbench":
         raise KforgeError("--write would replace the problem's reference Model with a candidate", path=spec.kernel_path,
                           hint="for a KernelBench problem, write the candidate (ModelNew) with --out")
-    recorded_target = _recorded_target(resume_dir) if resume_dir is not None else None
+    recorded = _recorded_start(resume_dir) if resume_dir is not None else {}
+    recorded_target = recorded.get("target")
     # A resumed run stays on the device it started on, unless another is named.
     kind = choose_target(recorded_target if target == "auto" and recorded_target else target).device_kind(spec.targets)
     endpoint = endpoint_from_env(base_url=base_url, api_key=api_key, model=models[0] if models else None,
                                  max_tokens=max_tokens) if configured(base_url=base_url, api_key=api_key) else None
+    # A wrong address, key or model: one line in seconds, before any evaluation (a resumed tuner run is refused
+    # for the endpoint itself, by OptimizeRun.open).
+    if endpoint is not None and recorded.get("mode") in (None, LLM):
+        endpoint = LLMClient(endpoint, timeout=endpoint.timeout_s).check()
     # Without --policy: the default policy's budgets and a quick look per candidate. The same evaluation flags
     # as `check`, over the policy's.
     config = RunConfig.from_policy(load_policy(policy_path), spec, kind, command="optimize",
@@ -244,9 +250,10 @@ def _print_outcome(console: Any, run: OptimizeRun, outcome: OptimizeOutcome, fil
                   markup=False)
 
 
-def _recorded_target(folder: Path) -> str | None:
+def _recorded_start(folder: Path) -> dict[str, Any]:
+    """The start event of the run in `folder` ({} where there is none: OptimizeRun.open says what is wrong)."""
     path = folder / TRAJECTORY_FILE
     if not path.is_file():
-        return None  # OptimizeRun.open says what is wrong
+        return {}
     events = read_events(path)
-    return events[0].get("target") if events and events[0].get("event") == "start" else None
+    return events[0] if events and events[0].get("event") == "start" else {}

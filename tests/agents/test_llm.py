@@ -420,3 +420,69 @@ def test_a_server_that_dies_mid_reply_is_retried_then_unavailable():
         with pytest.raises(LLMUnavailable, match="failed after 3 attempts: connection failed") as info:
             client.chat(MESSAGES)
     assert info.value.attempts == 3 and len(sleeps) == 2 and s.died
+
+
+# --- endpoints as they are: reply shapes, a server without streaming, the check before a run -----------------
+
+
+@pytest.mark.parametrize("dialect", ["llama.cpp", "vllm", "ollama", "json-proxy"])
+def test_each_server_s_reply_shape_reads_as_one_completion_with_its_usage(dialect: str) -> None:
+    with ScriptedLLMServer([reply("```python\nx = 1\n```", prompt_tokens=120, completion_tokens=9)],
+                           dialect=dialect) as server:
+        client = LLMClient(Endpoint(server.base_url, None, "kforge-test-model"), timeout=5.0)
+        got = client.chat(MESSAGES)
+        [body] = server.chat_requests
+    assert got.text == "```python\nx = 1\n```" and got.finish_reason == "stop"
+    assert (got.prompt_tokens, got.completion_tokens, got.usage_estimated) == (120, 9, False)
+    assert body["stream"] is True  # every one of them was asked for a stream; the proxy answered whole
+
+
+def test_a_server_that_refuses_streaming_is_asked_again_without_it_and_never_with_it_again() -> None:
+    with ScriptedLLMServer([reply("first", prompt_tokens=10, completion_tokens=1),
+                            reply("second", prompt_tokens=10, completion_tokens=1)], dialect="no-stream") as server:
+        client = LLMClient(Endpoint(server.base_url, None, "kforge-test-model"), timeout=5.0)
+        assert client.chat(MESSAGES).text == "first"
+        assert client.chat(MESSAGES).text == "second"
+        bodies = server.chat_requests
+    assert [("stream" in b, "stream_options" in b) for b in bodies] == [(True, True), (False, False), (False, False)]
+    assert client.usage.calls == 2 and client.usage.total_tokens == 22
+
+
+def test_the_check_passes_a_working_endpoint_and_names_its_only_model() -> None:
+    with ScriptedLLMServer([], dialect="vllm") as server:
+        checked = LLMClient(Endpoint(server.base_url, None, None), timeout=5.0).check()
+        assert [r.method for r in server.requests] == ["GET"]  # listed: no completion spent
+    assert checked.model == "kforge-test-model" and checked.stream
+
+
+def test_the_check_lets_llama_cpp_serve_a_name_it_does_not_list() -> None:
+    with ScriptedLLMServer([reply("O", finish_reason="length")], models=("/models/gemma-3-270m.gguf",),
+                           dialect="llama.cpp") as server:
+        checked = LLMClient(Endpoint(server.base_url, None, "gemma"), timeout=5.0).check()
+        [body] = server.chat_requests
+    assert checked.model == "gemma" and body["max_tokens"] == 1
+
+
+def test_the_check_finds_a_server_without_streaming_before_the_run() -> None:
+    with ScriptedLLMServer([reply("O")], models=("listed-model",), dialect="no-stream") as server:
+        checked = LLMClient(Endpoint(server.base_url, None, "other-name"), timeout=5.0).check()
+    assert checked.stream is False and LLMClient(checked)._streams is False
+
+
+@pytest.mark.parametrize("case", ["refused", "bad key", "vllm unknown model", "ollama unknown model"])
+def test_the_check_fails_in_seconds_with_one_line_naming_the_fix(case: str) -> None:
+    dialect = "ollama" if case.startswith("ollama") else "vllm"
+    with ScriptedLLMServer([], api_key="the-key", dialect=dialect) as server:
+        url = "http://127.0.0.1:9/v1" if case == "refused" else server.base_url
+        key = "a-wrong-key" if case == "bad key" else "the-key"
+        model = "no-such-model" if "unknown" in case else "kforge-test-model"
+        started = time.monotonic()
+        with pytest.raises(KforgeError) as exc:
+            LLMClient(Endpoint(url, key, model), timeout=300.0).check()
+    assert time.monotonic() - started < 10
+    text = str(exc.value)
+    assert "\n" not in text and "a-wrong-key" not in text and "the-key" not in text
+    expected = {"refused": ("cannot reach", "OPENAI_BASE_URL"), "bad key": ("rejected the API key", "OPENAI_API_KEY"),
+                "vllm unknown model": ("does not serve model 'no-such-model'", "KFORGE_MODEL"),
+                "ollama unknown model": ("does not serve model 'no-such-model'", "KFORGE_MODEL")}[case]
+    assert all(part in text for part in expected), text

@@ -17,6 +17,16 @@ connection mid-reply and stops listening, as a server that crashed.
         ...
         assert "error: expected" in server.chat_requests[1]["messages"][-1]["content"]
 
+`dialect` plays the reply shapes of servers that differ from OpenAI's (each from its own docs or tracker):
+- "llama.cpp": usage (with llama.cpp's `timings`) rides on the chunk that carries the finish reason, not on a last
+  chunk of its own (ggml-org/llama.cpp#15443); /v1/models names the one model, `owned_by: llamacpp`; any model
+  name is served.
+- "vllm": OpenAI's stream (usage in a last chunk with no choices); an unknown model is vLLM's 404 (strict).
+- "ollama": OpenAI's stream with `system_fingerprint: fp_ollama`; an unknown model is a 404 whose message says to
+  pull it (strict).
+- "json-proxy": answers a streamed request with one ordinary `chat.completion` (Content-Type application/json).
+- "no-stream": refuses `stream` itself with HTTP 400, as a server without streaming does.
+
 A request that finds the queue empty gets HTTP 400 "scripted server: no response queued", so a test
 that makes more calls than it scripted fails loudly rather than hanging.
 """
@@ -34,6 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterable, Union
 
 DEFAULT_MODEL = "kforge-test-model"
+DIALECTS = ("openai", "llama.cpp", "vllm", "ollama", "json-proxy", "no-stream")
 
 
 @dataclass
@@ -134,7 +145,10 @@ def _estimate(text: str) -> int:
 class ScriptedLLMServer:
     def __init__(self, responses: Iterable[Response] = (), *, models: Iterable[str] = (DEFAULT_MODEL,),
                  api_key: str | None = None, n_ctx: int | None = None, max_model_len: int | None = None,
-                 strict_models: bool = False):
+                 strict_models: bool = False, dialect: str = "openai"):
+        assert dialect in DIALECTS, dialect
+        self.dialect = dialect
+        strict_models = strict_models or dialect in ("vllm", "ollama")
         self._queue: deque[Response] = deque(responses)
         self.models = list(models)
         self.api_key = api_key  # when set, other keys get 401 like the real API
@@ -253,7 +267,8 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 return
             if self.path.rstrip("/").endswith("/models"):
                 created = int(time.time())
-                data = [{"id": m, "object": "model", "created": created, "owned_by": "kforge-tests"} for m in server.models]
+                owner = "llamacpp" if server.dialect == "llama.cpp" else "kforge-tests"
+                data = [{"id": m, "object": "model", "created": created, "owned_by": owner} for m in server.models]
                 self._send(200, {"object": "list", "data": data})
             else:
                 self._send(404, _error_body(f"Unknown request URL: GET {self.path}.", "invalid_request_error", "unknown_url"))
@@ -289,7 +304,12 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 error = scripted.body or _error_body(scripted.message, scripted.error_type, scripted.code)
                 self._send(scripted.status, error, scripted.headers)
                 return
-            if body.get("stream"):
+            if body.get("stream") and server.dialect == "no-stream":
+                server._queue.appendleft(scripted)  # refused before any reply is spent
+                self._send(400, _error_body("streaming is not supported by this server", "invalid_request_error",
+                                            None))
+                return
+            if body.get("stream") and server.dialect != "json-proxy":
                 self._stream(body, scripted)
                 return
             # Not streamed: the whole reply arrives once it is all written, as from a real server.
@@ -313,7 +333,7 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
         def _stream(self, request: dict[str, Any], scripted: Text) -> None:
             try:
                 self._start_stream()
-                for chunk in _chunks(request, scripted):
+                for chunk in _chunks(request, scripted, server.dialect):
                     if chunk.get("_pause") is not None:
                         if server._stop.wait(chunk["_pause"]):
                             return
@@ -360,6 +380,9 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
 
 def _server_refusal(server: ScriptedLLMServer, request: dict[str, Any]) -> HTTPError | None:
     """What a local server refuses by itself, before any scripted reply is spent."""
+    if server.strict_models and request["model"] not in server.models and server.dialect == "ollama":
+        message = f'model "{request["model"]}" not found, try pulling it first'
+        return HTTPError(404, message, body=_error_body(message, "api_error", None))
     if server.strict_models and request["model"] not in server.models:
         message = f"The model `{request['model']}` does not exist."
         return HTTPError(404, message, body={"object": "error", "message": message, "type": "NotFoundError",
@@ -378,10 +401,11 @@ def _pieces(scripted: Text) -> list[str]:
     return [scripted.content[i:i + size] for i in range(0, len(scripted.content), size)]
 
 
-def _chunks(request: dict[str, Any], scripted: Text) -> list[dict[str, Any]]:
+def _chunks(request: dict[str, Any], scripted: Text, dialect: str = "openai") -> list[dict[str, Any]]:
     """The reply as `chat.completion.chunk` events (and `{"_pause": s}` markers between pieces)."""
+    fingerprint = "fp_ollama" if dialect == "ollama" else "fp_kforge_tests"
     base = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": request["model"], "system_fingerprint": "fp_kforge_tests"}
+            "model": request["model"], "system_fingerprint": fingerprint}
     with_usage = bool((request.get("stream_options") or {}).get("include_usage")) and not scripted.omit_usage
 
     def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
@@ -399,8 +423,11 @@ def _chunks(request: dict[str, Any], scripted: Text) -> list[dict[str, Any]]:
     if with_usage:
         prompt = scripted.prompt_tokens if scripted.prompt_tokens is not None else prompt_tokens_of(request)
         done = scripted.completion_tokens if scripted.completion_tokens is not None else _estimate(scripted.content)
-        out.append({**base, "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": done,
-                                                     "total_tokens": prompt + done}})
+        usage = {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+        if dialect == "llama.cpp":  # on the finishing chunk, beside llama.cpp's timings
+            out[-1].update(usage=usage, timings={"prompt_n": prompt, "predicted_n": done, "predicted_ms": 1.0})
+        else:
+            out.append({**base, "choices": [], "usage": usage})
     return out
 
 
