@@ -83,6 +83,13 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(2)
     except SystemExit:
         raise
+    except OSError as exc:
+        # A file or folder the machine refused (permissions, a read-only checkout, a full disk) after the early
+        # checks: the user's to fix, so one line naming it, never a traceback. Other OSErrors are bugs: raised.
+        if exc.filename is None:
+            raise
+        click.echo(f"kforge-bot: error: {exc.filename}: {exc.strerror or exc}", err=True)
+        sys.exit(2)
 
 
 def run() -> None:

@@ -125,3 +125,16 @@ def test_the_readme_is_short_and_says_first_what_the_project_is() -> None:
     assert commands[1].endswith("python -m pytest -q")
     assert "https://download.pytorch.org/whl/cpu" in text.split("## ", 1)[0]
 
+
+
+def test_every_row_of_the_exit_code_table_names_a_test_that_exists() -> None:
+    """docs/cli.md's exit-code table is the one statement of them; each row names the test that holds it."""
+    table = (ROOT / "docs" / "cli.md").read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 10
+    sources = {path: path.read_text() for path in (ROOT / "tests").rglob("test_*.py")}
+    for row in rows:
+        names = re.findall(r"`(test_\w+)`", row.rsplit("|", 2)[1])
+        assert names, row
+        for name in names:
+            assert any(f"def {name}(" in text for text in sources.values()), f"{name} (docs/cli.md) is no test"

@@ -20,10 +20,12 @@ from kforge_bot.agents.llm import LLMClient, configured, endpoint_from_env
 from kforge_bot.cache import user_cache_dir
 from kforge_bot.commands import (
     examples,
+    folder_refusal,
     json_option,
     output_console,
     target_option,
     write_json,
+    write_refusal,
 )
 from kforge_bot.config.choices import BASELINE_KINDS
 from kforge_bot.config.policy import load_policy
@@ -36,7 +38,7 @@ from kforge_bot.optimize.report import ReportFiles
 from kforge_bot.optimize.run import OptimizeOutcome, OptimizeRun, RunConfig, default_cpu_count
 from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, read_events
 from kforge_bot.optimize.tuner_proposer import TunerProposer
-from kforge_bot.spec import load_spec
+from kforge_bot.spec import kernel_implementation, load_spec, parse_python
 from kforge_bot.spec.kernels import sibling_references
 from kforge_bot.targets import choose_target
 
@@ -122,6 +124,8 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     if write_in_place and spec.format == "kernelbench":
         raise KforgeError("--write would replace the problem's reference Model with a candidate", path=spec.kernel_path,
                           hint="for a KernelBench problem, write the candidate (ModelNew) with --out")
+    _refuse_unwritable(spec.kernel_path if write_in_place else out_path, write_in_place, resume_dir or report_dir)
+    _refuse_unparsable(spec)
     recorded = _recorded_start(resume_dir) if resume_dir is not None else {}
     recorded_target = recorded.get("target")
     # A resumed run stays on the device it started on, unless another is named.
@@ -248,6 +252,28 @@ def _print_outcome(console: Any, run: OptimizeRun, outcome: OptimizeOutcome, fil
                       + escape(f"{kernel_file} left untouched" + (", nothing written to --out" if to_out else "")))
     console.print(f"report: {files.markdown}" + ("" if files.plot else f" (plot skipped: {files.plot_note})"),
                   markup=False)
+
+
+def _refuse_unwritable(best_to: Path | None, in_place: bool, report_dir: Path | None) -> None:
+    """Where the run will write, checked before its work: an hour of measurements must not end in "cannot write"."""
+    if best_to is not None:
+        flag = "--write" if in_place else "--out"
+        refusal = write_refusal(best_to, f"the best candidate ({flag})",
+                                "make the checkout writable, or give --out a path you can write" if in_place
+                                else "give --out a path in a folder you can write")
+        if refusal is not None:
+            raise refusal
+    if report_dir is not None:
+        refusal = folder_refusal(report_dir, "the run's report", "give --report a folder you can read and write")
+        if refusal is not None:
+            raise refusal
+
+
+def _refuse_unparsable(spec: Any) -> None:
+    """A Python kernel that does not parse, said at once with its line (the baseline would only fail after
+    workers started)."""
+    if spec.kernel_path.suffix == ".py":
+        parse_python(spec.kernel_path, kernel_implementation(spec).source)
 
 
 def _recorded_start(folder: Path) -> dict[str, Any]:

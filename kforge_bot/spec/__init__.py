@@ -701,7 +701,7 @@ def load_spec(path: str | Path, kernel: str | None = None) -> KernelSpec:
 
     path = Path(path)
     if gpumode.is_gpumode_problem(path) and (path.is_dir() or path.name == gpumode.TASK_NAME):
-        return gpumode.load_gpumode(path)
+        return _only_kernel(gpumode.load_gpumode(path), kernel, "a GPU MODE problem")
     if path.is_dir():
         manifest = path / MANIFEST_NAME
         if not manifest.is_file():
@@ -724,7 +724,7 @@ def load_spec(path: str | Path, kernel: str | None = None) -> KernelSpec:
     source = read_source(path)
     parse_python(path, source)
     if is_kernelbench_source(source):
-        return load_kernelbench(path)
+        return _only_kernel(load_kernelbench(path), kernel, "a KernelBench problem")
     manifest = find_manifest(path)
     if manifest is not None:
         kernels = load_manifest(manifest)
@@ -738,6 +738,14 @@ def load_spec(path: str | Path, kernel: str | None = None) -> KernelSpec:
                               f"({', '.join(k.name for k in matches)})", path=path)
     raise KforgeError("not a KernelBench problem (class Model, get_inputs, get_init_inputs) and not named in "
                       "any kforge.yaml above it", path=path, hint="add it to kforge.yaml or use KernelBench format")
+
+
+def _only_kernel(spec: KernelSpec, kernel: str | None, what: str) -> KernelSpec:
+    """A file or folder that is one kernel: `--kernel` may only name it, never be silently ignored."""
+    if kernel is not None and kernel != spec.name:
+        raise KforgeError(f"--kernel {kernel!r}: this is {what}, one kernel named {spec.name!r}", path=spec.kernel_path,
+                          hint="drop --kernel (it chooses among a kforge.yaml's kernels)")
+    return spec
 
 
 def discover_kernels(root: str | Path) -> list[KernelSpec]:

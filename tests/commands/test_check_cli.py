@@ -48,6 +48,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Compl
         "bad_manifest": (bad_manifest / "k.py",),
         "bad_target": (SOFTMAX, "--target", "tpu"),
         "bad_seeds": (SOFTMAX, "--seeds", "0"),
+        "kernel_on_kernelbench": (SOFTMAX, "--kernel", "foo"),
     }
     with ThreadPoolExecutor(2) as pool:
         futures = {name: pool.submit(_check, *args) for name, args in commands.items()}
@@ -126,6 +127,7 @@ def test_without_a_candidate_a_kernelbench_problem_runs_against_itself(runs: dic
     ("bad_manifest", "kforge.yaml: kernels.k.tolerance: expected {atol: number, rtol: number}"),
     ("bad_target", "'tpu': use auto, a device kind"),
     ("bad_seeds", "--seeds"),
+    ("kernel_on_kernelbench", "--kernel 'foo': this is a KernelBench problem"),
 ])
 def test_configuration_and_usage_errors_exit_2_with_one_line(runs: dict, name: str, needle: str) -> None:
     run = runs[name]

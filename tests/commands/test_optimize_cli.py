@@ -100,6 +100,49 @@ def test_resume_refuses_another_mode_or_a_changed_kernel(kernel_dir: Path, tmp_p
     assert code == 2 and "tiny_mm.py changed since this run started" in out
 
 
+@pytest.mark.parametrize("case", ["--write read-only checkout", "--out unwritable folder",
+                                  "--report under unreadable folder", "--report unwritable folder",
+                                  "kernel syntax error"])
+def test_a_failure_the_user_causes_is_one_line_before_any_work(case: str, kernel_dir: Path, tmp_path: Path,
+                                                               quick_policy: Path) -> None:
+    if os.geteuid() == 0 and case != "kernel syntax error":
+        pytest.skip("root writes through permissions: run as a plain user (kforge-ci)")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    args: list[str | Path] = ["--report", tmp_path / "report"]
+    if case == "--write read-only checkout":
+        args = ["--write"]
+        (kernel_dir / "tiny_mm.py").chmod(0o444)
+        kernel_dir.chmod(0o555)
+    elif case == "--out unwritable folder":
+        args += ["--out", locked / "faster.py"]
+        locked.chmod(0o555)
+    elif case == "--report under unreadable folder":
+        args = ["--report", locked / "inner" / "report"]
+        locked.chmod(0o000)
+    elif case == "--report unwritable folder":
+        args = ["--report", locked]
+        locked.chmod(0o555)
+    else:
+        path = kernel_dir / "tiny_mm.py"
+        path.write_text(path.read_text().replace("def ", "def (", 1))
+    try:
+        started = time.monotonic()
+        proc = kforge("optimize", kernel_dir / "kforge.yaml", "--policy", quick_policy, *args)
+        took = time.monotonic() - started
+    finally:
+        kernel_dir.chmod(0o755)
+        locked.chmod(0o755)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in out, out
+    [line] = [x for x in proc.stderr.splitlines() if x.strip()]
+    expected = {"--write read-only checkout": "(--write)", "--out unwritable folder": "(--out)",
+                "--report under unreadable folder": "report", "--report unwritable folder": "report",
+                "kernel syntax error": "syntax error"}[case]
+    assert line.startswith("kforge-bot: error:") and expected in line, line
+    assert "evaluating" not in out and took < 30  # refused before the baseline's evaluation
+
+
 # ---------------------------------------------------------------------------------- whole runs (slow)
 
 

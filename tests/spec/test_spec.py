@@ -444,3 +444,11 @@ def test_counts_are_capped(tmp_path: Path) -> None:
         load_manifest(_write(tmp_path, {f"k{i}": GOOD for i in range(257)}))
     with pytest.raises(KforgeError, match=r"kernels.k.shapes: 65 shape sets, at most 64"):
         load_manifest(_write(tmp_path, {"k": {**GOOD, "shapes": [{}] * 65}}))
+
+
+def test_kernel_names_only_the_one_kernel_of_a_kernelbench_file_or_gpumode_folder() -> None:
+    assert load_spec(KB_SOFTMAX, "softmax").name == "softmax"
+    with pytest.raises(KforgeError, match="--kernel 'foo': this is a KernelBench problem"):
+        load_spec(KB_SOFTMAX, "foo")
+    with pytest.raises(KforgeError, match="--kernel 'foo': this is a GPU MODE problem"):
+        load_spec(DATA / "gpumode" / "scaled_add_py", "foo")
