@@ -124,6 +124,9 @@ def test_the_readme_is_short_and_says_first_what_the_project_is() -> None:
     assert commands[0].startswith("python3 -m venv .venv") and "kforge-bot optimize examples/kforge.yaml" in commands[0]
     assert commands[1].endswith("python -m pytest -q")
     assert "https://download.pytorch.org/whl/cpu" in text.split("## ", 1)[0]
+    # A CPU torch wherever it runs (the CPU index in the command itself), and what draws the report's picture.
+    assert "pip install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu" in commands[0]
+    assert "pip install -e '.[plot]'" in commands[0]
 
 
 

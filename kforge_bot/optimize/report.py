@@ -35,8 +35,10 @@ def write_report(report_dir: str | Path, record: RunRecord) -> ReportFiles:
     plot_path = report_dir / PLOT_FILE
     skipped = render_plot(record, plot_path)
     plot = None if skipped else plot_path
-    note = skipped or ("speedup per iteration; the best's speedup per shape set; roofline position of the kernel as "
-                       "written and the best")
+    missing = roofline_missing(record)
+    note = skipped or ("speedup per iteration; the best's speedup per shape set; " +
+                       ("the roofline (the device's ceilings) with the kernel as written and the best on it"
+                        if missing is None else f"no roofline panel ({missing})"))
     markdown = report_dir / REPORT_FILE
     markdown.write_text(render_markdown(record, plot_file=PLOT_FILE if plot else None, plot_note=note),
                         encoding="utf-8")
@@ -326,11 +328,13 @@ def render_plot(record: RunRecord, path: str | Path) -> str | None:
     matplotlib.use("Agg")  # files only: no display needed
     import matplotlib.pyplot as plt  # after choosing the backend
 
-    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(17, 4.5))
+    roofline = roofline_missing(record) is None  # a panel only where it can show the roof and the kernel under it
+    fig, axes = plt.subplots(1, 3 if roofline else 2, figsize=(17 if roofline else 12, 4.5))
     try:
-        _speedup_panel(left, record)
-        _shapes_panel(middle, record)
-        _roofline_panel(right, record)
+        _speedup_panel(axes[0], record)
+        _shapes_panel(axes[1], record)
+        if roofline:
+            _roofline_panel(axes[2], record)
         fig.suptitle(f"kforge-bot optimize: {record.start.get('kernel', '?')} on {record.start.get('target', '?')}")
         fig.tight_layout()
         fig.savefig(str(path), dpi=110)
@@ -391,64 +395,66 @@ def _shapes_panel(ax: Any, record: RunRecord) -> None:
     ax.bar(xs, ys, color=colors, yerr=[lo, hi], capsize=3)
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="kernel as written")
     ax.set_xticks(xs, [p.label.replace(" (", "\n(") for p in sets], fontsize=7)
-    ax.set_yscale("log")
+    ends = [v for p in sets for v in (p.ci or (p.speedup, p.speedup))] + [1.0]
+    if max(ends) / max(min(ends), 1e-12) >= 10:  # a log axis where the sets span a decade; linear inside one
+        ax.set_yscale("log")
+        _plain_log_ticks(ax.yaxis, "{:g}x")
+    else:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
     ax.set_ylabel("speedup (95% CI; red: regression)")
     ax.legend(fontsize=8, loc="best")
 
 
-def _roofline_panel(ax: Any, record: RunRecord) -> None:
+def _plain_log_ticks(axis: Any, form: str) -> None:
+    """A log axis ticked at 1, 2, 5 of each decade and labelled as people write numbers (0.5x, 2x, 200), never
+    matplotlib's "2x10^0" for a range inside one decade."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: form.format(float(f"{value:.3g}"))))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def roofline_missing(record: RunRecord) -> str | None:
+    """Why no roofline can be drawn for this run (None: it can): it needs the kernel's FLOPs and arithmetic
+    intensity, and the device's bandwidth and compute ceilings."""
     base = record.position("baseline")
-    best = record.position("best")
-    ceilings = record.ceilings or {}
-    ax.set_title("roofline position")
     if not base:
-        why = (record.workload or {}).get("error") or "bytes per call or times unknown"
-        ax.text(0.5, 0.5, f"position unknown:\n{why}", ha="center", va="center", wrap=True)
-        ax.set_axis_off()
-        return
-    bw = ceilings.get("bandwidth_gbs")
+        return (record.workload or {}).get("error") or "bytes per call or times unknown"
+    ceilings = record.ceilings or {}
+    if not base.get("flops_known") or not base.get("arithmetic_intensity"):
+        return "the kernel's FLOP count is unknown"
+    if not ceilings.get("bandwidth_gbs") or not (ceilings.get("tflops") or {}).get(base.get("precision", "fp32")):
+        return "no ceilings known for this device: `kforge-bot doctor --save` measures them"
+    return None
+
+
+def _roofline_panel(ax: Any, record: RunRecord) -> None:
+    """The roof (bandwidth slope, compute ceiling) and the kernel as written and the best under it."""
+    base, best = record.position("baseline"), record.position("best")
+    ceilings = record.ceilings or {}
+    bw = ceilings["bandwidth_gbs"]
     precision = base.get("precision", "fp32")
-    peak = (ceilings.get("tflops") or {}).get(precision)
-    if base.get("flops_known") and bw and peak and base.get("arithmetic_intensity"):
-        lo = min(p["arithmetic_intensity"] for p in (base, best) if p) / 10
-        hi = max(max(p["arithmetic_intensity"] for p in (base, best) if p) * 10, peak * 1e3 / bw * 4)
-        xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
-        ax.loglog(xs, [min(peak, x * bw / 1e3) for x in xs], color="black", label=f"roof ({ceilings.get('origin')})")
-        for pos, color, label in ((base, "tab:grey", "kernel as written"), (best, "tab:green", "best")):
-            if pos:
-                ax.scatter([pos["arithmetic_intensity"]], [pos["achieved_tflops"]], color=color, s=60,
-                           label=f"{label}: {pos['roofline_fraction']:.0%} of roof")
-        ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-        ax.set_ylabel(f"{precision} TFLOP/s")
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3, which="both")
-        return
-    names = ["kernel as written"] + (["best"] if best else [])
-    if base.get("flops_known") and base.get("achieved_tflops") is not None:
-        # FLOPs known (the profiler's count for the reference) but no compute ceiling: a matmul's position is its
-        # FLOP rate, not the bandwidth of its compulsory traffic.
-        values = [base["achieved_tflops"] * 1e3] + ([best["achieved_tflops"] * 1e3] if best else [])
-        bars = ax.bar(names, values, color=["tab:grey", "tab:green"][: len(values)])
-        for bar, pos in zip(bars, [base, best]):
-            ai = (pos or {}).get("arithmetic_intensity")
-            text = f"{bar.get_height():.1f} GFLOP/s" + (f"\n{ai:.1f} FLOP/byte" if ai else "")
-            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
-                        fontsize=8)
-        ax.set_xlabel("no compute ceiling known for this device: `kforge-bot doctor --save` measures one")
-        ax.set_ylabel(f"achieved {precision} GFLOP/s (the profiler's FLOP count)")
-        return
-    values = [base["achieved_gbs"]] + ([best["achieved_gbs"]] if best else [])
-    bars = ax.bar(names, values, color=["tab:grey", "tab:green"][: len(values)])
-    for bar, pos in zip(bars, [base, best]):
-        frac = (pos or {}).get("bandwidth_fraction")
-        text = f"{bar.get_height():.1f} GB/s" + (f"\n{frac:.0%} of peak" if frac is not None else "")
-        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
-    if bw:
-        ax.axhline(bw, color="black", linestyle="--", label=f"peak bandwidth {bw:g} GB/s ({ceilings.get('origin')})")
-        ax.legend(fontsize=8)
-    else:
-        ax.set_xlabel("no ceilings known for this device: `kforge-bot doctor --save` measures them")
-    ax.set_ylabel("achieved bandwidth, compulsory traffic (GB/s)")
+    peak = ceilings["tflops"][precision]
+    ax.set_title("roofline position")
+    ridge = peak * 1e3 / bw  # FLOP/byte where the bandwidth slope meets the compute ceiling
+    intensities = [p["arithmetic_intensity"] for p in (base, best) if p]
+    lo, hi = min(*intensities, ridge) / 10, max(*intensities, ridge) * 10  # the slope, the ridge and the kernel
+    xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
+    ax.loglog(xs, [min(peak, x * bw / 1e3) for x in xs], color="black", label=f"roof ({ceilings.get('origin')})")
+    ax.axvline(ridge, color="black", linestyle=":", linewidth=0.8)
+    _plain_log_ticks(ax.xaxis, "{:g}")
+    _plain_log_ticks(ax.yaxis, "{:g}")
+    for pos, color, label in ((base, "tab:grey", "kernel as written"), (best, "tab:green", "best")):
+        if pos:
+            ax.scatter([pos["arithmetic_intensity"]], [pos["achieved_tflops"]], color=color, s=60,
+                       label=f"{label}: {pos['roofline_fraction']:.0%} of roof")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel(f"{precision} TFLOP/s")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
 
 
 # ---------------------------------------------------------------------------------------- formatting
