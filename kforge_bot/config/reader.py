@@ -112,14 +112,15 @@ def _opened(path: str | Path, boundary: str | Path | None, limit: int, named_in:
         raise KforgeError(f"{prefix}file not found", path=resolved) from None
     except OSError as exc:
         raise KforgeError(f"{prefix}cannot read: {exc.strerror}", path=resolved) from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
+    info = os.fstat(fd)  # the open file's own type: no race between a check of the name and the open
+    if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+        os.close(fd)
         if not stat.S_ISREG(info.st_mode):
             raise KforgeError(f"{prefix}not a regular file (a device, FIFO, socket or folder): not read",
                               path=resolved, hint="name a file committed to the repository")
-        if info.st_size > limit:
-            raise KforgeError(f"{prefix}too large ({info.st_size} bytes, at most {limit}): not read", path=resolved,
-                              hint="split it, or remove what is not needed")
+        raise KforgeError(f"{prefix}too large ({info.st_size} bytes, at most {limit}): not read", path=resolved,
+                          hint="split it, or remove what is not needed")
+    with os.fdopen(fd, "rb") as handle:
         yield handle
 
 
@@ -130,7 +131,7 @@ def read_text(path: str | Path, boundary: str | Path | None = None, *, limit: in
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise KforgeError(f"{key + ': ' if key else ''}not UTF-8 text (a binary file?)", path=path) from None
+        raise KforgeError(f"{key + ': ' if key else ''}cannot read: not UTF-8 text (a binary file?)", path=path) from None
 
 
 def read_yaml(path: str | Path, boundary: str | Path | None = None, *, named_in: str | Path | None = None,
