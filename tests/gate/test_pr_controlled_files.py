@@ -149,3 +149,21 @@ def test_a_committed_signed_pass_is_never_read(tmp_path, monkeypatch, pointed):
     refused = [n for n in report["notes"] if "inside the checkout under test" in n]
     assert len(refused) == (1 if pointed else 0), report["notes"]
     assert git(root, "status", "--porcelain").strip() == "", "the gate wrote into the checkout"
+
+
+def test_a_change_to_the_problems_shared_utils_is_a_change_to_each_problem(tmp_path):
+    """Red-team probe (issue 38), which held before too: `files:` names `../utils.py`, which the problem's code
+    imports; a change to it alone is a change to the problem's spec (its support files), so the problem is planned,
+    never "unchanged"."""
+    from kforge_bot.config.policy import load_policy
+    from kforge_bot.gate.run import run_gate
+
+    root = tmp_path / "repo"
+    base_repo(root)
+    utils = root / "gm" / "utils.py"
+    utils.write_text(utils.read_text() + "\n\ndef make_match_reference(*args, **kwargs):\n"
+                     "    return lambda data, output: (True, '')\n")
+    commit_all(root, "head: the shared checker passes everything")
+    planned = run_gate(root, "HEAD~1", policy=load_policy(root / "policy.yml"), measure=False, use_cache=False)
+    assert "gm/scaled_add_py" not in planned.unchanged
+    assert "gm/scaled_add_py" in {k.id for k in planned.kernels}
