@@ -27,8 +27,8 @@ import os
 import re
 from pathlib import Path
 
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH|COOKIE|SESSION"
-                         r"|_KEY$|_DSN$|WEBHOOK|_URL$)", re.IGNORECASE)
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH|COOKIE"
+                         r"|SESSION|_KEY$|_DSN$|WEBHOOK|_URL$)", re.IGNORECASE)
 SECRET_PREFIXES = ("GITHUB_", "ACTIONS_", "OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GH_", "HF_",
                    "HUGGING_FACE_", "RUNNER_", "KFORGE_LLM_", "SSH_")
 KEPT_NAMES = frozenset({

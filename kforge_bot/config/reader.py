@@ -131,7 +131,8 @@ def read_text(path: str | Path, boundary: str | Path | None = None, *, limit: in
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise KforgeError(f"{key + ': ' if key else ''}cannot read: not UTF-8 text (a binary file?)", path=path) from None
+        prefix = f"{key}: " if key else ""
+        raise KforgeError(f"{prefix}cannot read: not UTF-8 text (a binary file?)", path=path) from None
 
 
 def read_yaml(path: str | Path, boundary: str | Path | None = None, *, named_in: str | Path | None = None,

@@ -36,13 +36,11 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
-import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kforge_bot.config import reader
-from kforge_bot.config.reader import MAX_SOURCE_BYTES, SAFE_NAME_RE
 from kforge_bot.config.yamlcheck import did_you_mean
 from kforge_bot.errors import KforgeError
 
@@ -53,7 +51,6 @@ TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")  # the device kinds: the one list e
 DEFAULT_SEEDS = 3
 # A kernel's name reaches branch names, log lines, annotations and PR text: letters, digits and ._- only, so
 # that no name can carry a newline, a workflow command (`::error`) or Markdown.
-KERNEL_NAME_RE = SAFE_NAME_RE
 MAX_MANIFEST_KERNELS = 256
 MAX_SHAPE_SETS = 64
 
@@ -326,7 +323,7 @@ def find_manifest(start: str | Path) -> Path | None:
 
 def check_kernel_name(name: Any, manifest: Path) -> str:
     """A manifest's kernel name, or a one-line error that quotes it escaped (it may hold a newline)."""
-    if not isinstance(name, str) or not KERNEL_NAME_RE.fullmatch(name):
+    if not isinstance(name, str) or not reader.is_safe_name(name):
         shown = ascii(name) if len(ascii(name)) <= 40 else ascii(name)[:37] + "..."
         raise KforgeError(f"kernels: kernel name {shown} is not allowed", path=manifest,
                           hint="use letters, digits, '.', '_' and '-' (at most 64, starting with a letter or digit)")

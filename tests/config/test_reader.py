@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "kforge_bot"
 # (`path.read_text()`, `os.open`, `yaml.safe_load`, `tarfile.open`).
 _OPENING_NAMES = {"open", "read_text", "read_bytes", "fdopen"}
 _YAML_LOADS = {"load", "safe_load", "full_load", "unsafe_load", "load_all", "safe_load_all"}
+_COPIES = {"copy", "copy2", "copyfile", "copytree"}  # shutil's: they read what they copy
 
 # (module, the call as written) -> why it reads no file a pull request controls.
 ALLOWED: dict[tuple[str, str], str] = {
@@ -59,6 +60,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.optimize.trajectory", "open"): "the optimize run's own report folder (appended)",
     ("kforge_bot.optimize.trajectory", "path.read_text"): "the optimize run's own report folder",
     ("kforge_bot.commands.gate", "open"): "$GITHUB_STEP_SUMMARY, appended",
+    ("kforge_bot.evaluate.loading", "shutil.copytree"): "compile-ahead builds the bot made, copied in the worker",
+    ("kforge_bot.counters.ncu", "shutil.copy"): "the profiler's report from its own scratch",
 }
 
 
@@ -71,7 +74,8 @@ def opening_calls(path: Path) -> list[str]:
         func = node.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         receiver = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
-        if name in _OPENING_NAMES or (name in _YAML_LOADS and receiver == "yaml"):
+        if name in _OPENING_NAMES or (name in _YAML_LOADS and receiver == "yaml") or (
+                name in _COPIES and receiver == "shutil"):
             if isinstance(func, ast.Attribute) and name == "open" and receiver[:1].isupper() and "(" not in receiver:
                 continue  # a class's own constructor named `open` (OptimizeRun.open): no file by that call
             if receiver == "reader":
@@ -104,10 +108,12 @@ def test_the_rule_sees_every_way_to_open_a_file(tmp_path: Path) -> None:
                       "    b = yaml.safe_load(open(folder / name))\n"
                       "    c = (folder / name).read_bytes()\n"
                       "    d = OptimizeRun.open(folder), reader.read_text(folder / name, folder)\n"
+                      "    shutil.copy(folder / name, '/tmp')\n"
                       "    with (folder / name).open() as handle:\n"
                       "        return a, b, c, d, handle\n")
     assert sorted(opening_calls(sample)) == sorted(["Path(folder, name).read_text", "yaml.safe_load", "open",
-                                                    "(folder / name).read_bytes", "(folder / name).open"])
+                                                    "(folder / name).read_bytes", "(folder / name).open",
+                                                    "shutil.copy"])
 
 
 # --------------------------------------------------------------------------------------- the reader's rules
