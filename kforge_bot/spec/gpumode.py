@@ -29,8 +29,8 @@ from typing import Any
 
 from kforge_bot.config import reader
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import (TARGET_KINDS, Implementation, KernelSpec, defines, guess_language, parse_python,
-                             read_source)
+from kforge_bot.spec import (MAX_SHAPE_SETS, TARGET_KINDS, Implementation, KernelSpec, defines, guess_language,
+                             parse_python, read_source)
 
 TASK_NAME = "task.yml"
 REFERENCE = "reference.py"
@@ -38,6 +38,7 @@ SUBMISSION = "submission.py"
 ENTRY = "custom_kernel"
 SEED_KEY = "seed"
 _SUBMISSION_SOURCE = "@SUBMISSION@"  # task.yml's placeholder for the submission in `files:`
+MAX_SUPPORT_FILES = 16  # GPU MODE's problems list two or three; each is read whole on the host
 
 
 def is_gpumode_problem(path: str | Path) -> bool:
@@ -69,6 +70,9 @@ def load_gpumode(path: str | Path, boundary: str | Path | None = None) -> Kernel
                           hint="use a single-GPU problem")
     tests = _keyword_sets(task, "tests", task_file)
     benchmarks = _keyword_sets(task, "benchmarks", task_file, required=False)
+    if len(tests) + len(benchmarks) > MAX_SHAPE_SETS:  # as a manifest's shapes: each set is run, checked and timed
+        raise KforgeError(f"tests and benchmarks: {len(tests) + len(benchmarks)} keyword sets, at most "
+                          f"{MAX_SHAPE_SETS}", path=task_file, hint="keep the sets that matter")
     reference_path = folder / REFERENCE
     source = read_source(reference_path, boundary)
     parse_python(reference_path, source)
@@ -161,6 +165,9 @@ def _support_files(task: dict[str, Any], folder: Path, task_file: Path,
         entries = [{"name": n, "source": n} for n in ("task.py", "utils.py") if (folder / n).is_file()]
     if not isinstance(entries, list):
         raise KforgeError("files: expected a list of {name, source}", path=task_file)
+    if len(entries) > MAX_SUPPORT_FILES:
+        raise KforgeError(f"files: {len(entries)} entries, at most {MAX_SUPPORT_FILES}", path=task_file,
+                          hint="list the problem's own modules (task.py, utils.py)")
     found: list[tuple[str, str]] = []
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) \

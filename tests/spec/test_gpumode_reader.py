@@ -87,3 +87,19 @@ def test_a_problem_folder_name_must_be_a_safe_name(tmp_path: Path, name: str) ->
     shutil.copytree(root / "gm" / "scaled_add_py", root / "gm" / name)
     with pytest.raises(KforgeError, match="problem folder's name .* is not allowed"):
         load_spec(root / "gm" / name)
+
+
+def test_counts_are_capped_as_a_manifest_s_are(tmp_path: Path) -> None:
+    """Red-team (issue 38): a task.yml of a hundred keyword sets (each run, checked and timed), or of a hundred
+    `files:` entries naming one 8 MiB file (each read whole on the host), is refused in one line."""
+    root = _checkout(tmp_path)
+    problem = root / "gm" / "scaled_add_py"
+    task = problem / "task.yml"
+    original = task.read_text()
+    task.write_text(original.replace('tests:\n', "tests:\n" + '  - {"size": 8, "seed": 1}\n' * 100))
+    with pytest.raises(KforgeError, match="keyword sets, at most 64"):
+        load_spec(problem)
+    many = "".join(f'  - {{"name": "m{i}.py", "source": "task.py"}}\n' for i in range(100))
+    task.write_text(original.replace("files:\n", "files:\n" + many))
+    with pytest.raises(KforgeError, match="files: 10[0-9] entries, at most 16"):
+        load_spec(problem)
