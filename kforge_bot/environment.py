@@ -6,10 +6,12 @@ An allowlist, not the parent's environment minus a denylist: a runner holds secr
 runs a pull request's code. What is kept, and why:
 
 - the system: PATH (compilers, ninja), HOME, USER and LOGNAME (tools that look themselves up), SHELL, TERM, TZ,
-  TMPDIR, LANG, LANGUAGE and LC_* (the locale, which compilers' messages and Python's text encoding follow);
+  TMPDIR, XDG_CACHE_HOME (the sandbox points it into its scratch), LANG, LANGUAGE and LC_* (the locale, which
+  compilers' messages and Python's text encoding follow);
 - the toolchains: CUDA_* (CUDA_VISIBLE_DEVICES chooses the device the lead gave this process; CUDA_HOME,
   CUDA_PATH, CUDA_CACHE_PATH, CUDA_LAUNCH_BLOCKING), NVIDIA_*, CC, CXX, CUDAHOSTCXX, NVCC_*, LD_LIBRARY_PATH,
-  LIBRARY_PATH, CPATH, ROCM_PATH, HIP_*, HSA_*, ROCR_*, ONEAPI_*, SYCL_*, ZE_* (Level Zero's device selection);
+  LIBRARY_PATH, CPATH, ROCM_PATH, HIP_*, HSA_*, ROCR_*, ONEAPI_*, SYCL_*, ZE_* (Level Zero's device selection),
+  MAX_JOBS (how many compilers torch's extension builds run at once);
 - the frameworks: TORCH_*, TORCHINDUCTOR_*, PYTORCH_*, TRITON_* (their caches and settings: the sandbox points
   the caches into its scratch), OMP_*, MKL_*, KMP_*, OPENBLAS_NUM_THREADS (how many threads a CPU kernel uses);
 - Python: PYTHONPATH (rebuilt below), PYTHONHASHSEED, PYTHONPYCACHEPREFIX, VIRTUAL_ENV, CONDA_PREFIX;
@@ -32,8 +34,8 @@ SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PR
 SECRET_PREFIXES = ("GITHUB_", "ACTIONS_", "OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GH_", "HF_",
                    "HUGGING_FACE_", "RUNNER_", "KFORGE_LLM_", "SSH_")
 KEPT_NAMES = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "LANG", "LANGUAGE",
-    "CC", "CXX", "CUDAHOSTCXX", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "ROCM_PATH",
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "XDG_CACHE_HOME", "LANG", "LANGUAGE",
+    "CC", "CXX", "CUDAHOSTCXX", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "ROCM_PATH", "MAX_JOBS",
     "OPENBLAS_NUM_THREADS", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONPYCACHEPREFIX", "VIRTUAL_ENV", "CONDA_PREFIX",
 })
 KEPT_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NVCC_", "HIP_", "HSA_", "ROCR_", "ONEAPI_", "SYCL_", "ZE_", "TORCH_",
