@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot import HARNESS_VERSION
+from kforge_bot.config import reader
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
 from kforge_bot.spec.dependencies import local_closure
@@ -44,9 +45,9 @@ def file_digests(paths: Iterable[Path], repo_root: Path) -> dict[str, str]:
     for path in paths:
         path = Path(path).resolve()
         rel = path.relative_to(repo_root).as_posix() if path.is_relative_to(repo_root) else str(path)
-        try:
-            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
+        try:  # through the reader: a link out of the checkout, a device or a FIFO is not read
+            out[rel] = reader.sha256(path, repo_root)
+        except KforgeError:
             out[rel] = "missing"
     return dict(sorted(out.items()))
 
@@ -249,6 +250,12 @@ EVAL_CACHEABLE = ("pass", "incorrect", "rejected")
 ENV_CACHE_DIR = "KFORGE_CACHE_DIR"
 OLD_ENV_CACHE_DIR = "KFORGE_BOT_CACHE_DIR"  # its earlier name (doctor's ceilings read it): still read, with a note
 _noted_old_name: list[bool] = []
+
+
+def cache_inside_checkout(directory: str | Path, checkout: str | Path) -> bool:
+    """Whether a cache folder lies inside the checkout under test (links resolved): there a pull request can
+    commit entries, and anything read back is the pull request's, so the gate never uses one."""
+    return Path(directory).expanduser().resolve().is_relative_to(Path(checkout).resolve())
 
 
 def user_cache_dir(environ: Mapping[str, str] | None = None, *, unset: Path | None = None) -> Path:

@@ -18,7 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from kforge_bot.config.yamlcheck import Checker, join, load_yaml_file
+from kforge_bot.config import reader
+from kforge_bot.config.yamlcheck import Checker, join
 from kforge_bot.errors import KforgeError
 from kforge_bot.spec import TARGET_KINDS
 
@@ -267,7 +268,7 @@ def parse_runner(raw: Any, path: str | Path) -> RunnerFacts:
 
 def load_runner(path: str | Path) -> RunnerFacts:
     """Read and validate one runner file; a malformed one raises KforgeError naming file and key."""
-    runner = parse_runner(load_yaml_file(path), path)
+    runner = parse_runner(reader.read_yaml(path), path)
     stem = Path(path).stem
     if stem not in (runner.name, "runner"):
         raise KforgeError(f"name: '{runner.name}' does not match the file name '{stem}'", path=path,

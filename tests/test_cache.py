@@ -183,7 +183,10 @@ def gate_cli(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, float
 
 
 @pytest.mark.slow
-def test_second_gate_run_is_all_cache_hits_and_another_device_misses(tmp_path):
+def test_second_gate_run_is_all_cache_hits_and_another_device_misses(tmp_path, monkeypatch):
+    # The gate's default cache: the user's cache folder ($XDG_CACHE_HOME/kforge-bot), never the checkout.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("KFORGE_CACHE_DIR", raising=False)
     root = tmp_path / "repo"
     init_repo(root)
     write(root, "ref.py", REF)
@@ -206,10 +209,10 @@ def test_second_gate_run_is_all_cache_hits_and_another_device_misses(tmp_path):
     assert kernels["k"]["verdict"] == "pass" and kernels["k"]["speedup_ci"] is not None
     assert kernels["problems/fresh.py"]["verdict"] == "pass" and kernels["problems/fresh.py"]["new"]
     assert not any(k["cached"] for k in kernels.values())
-    cache_dir = root / ".kforge-cache"
+    cache_dir = tmp_path / "xdg" / "kforge-bot"
     assert len(ResultCache(cache_dir)) == 2
     assert subprocess.run(["git", "status", "--porcelain"], cwd=root, check=False, capture_output=True,
-                          text=True).stdout == ""  # the cache ignores itself
+                          text=True).stdout == ""  # nothing written into the checkout
 
     second, _ = gate_cli(root, *args)
     assert second.returncode == 0, second.stderr
@@ -232,7 +235,7 @@ def test_second_gate_run_is_all_cache_hits_and_another_device_misses(tmp_path):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KFORGE_CACHE_DIR", str(elsewhere))
         plan = run_gate(root, "HEAD~1", policy=policy, fingerprints=here, measure=False)
-    assert not any(k.cached for k in plan.kernels)  # the repository's .kforge-cache would have hit
+    assert not any(k.cached for k in plan.kernels)  # the default folder would have hit
 
 
 # ------------------------------------------------------------------------------- optimize's evaluations

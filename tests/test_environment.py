@@ -27,3 +27,21 @@ def test_scrubbed_environment_drops_credentials_and_keeps_the_rest() -> None:
     package_root = str(Path(__file__).resolve().parents[1])
     assert clean["PYTHONPATH"].split(os.pathsep) == [package_root, "/somewhere"]
     assert clean["PYTHONUNBUFFERED"] == "1"
+
+
+def test_only_the_named_variables_reach_a_child() -> None:
+    """An allowlist (issue 38): a runner's secrets under names no denylist knows never reach a worker; what a
+    worker needs (its device, toolchains, caches, locale, the harness's own settings) does."""
+    needed = {"CUDA_VISIBLE_DEVICES": "1", "TRITON_CACHE_DIR": "/c/t", "TORCH_EXTENSIONS_DIR": "/c/e",
+              "TORCHINDUCTOR_CACHE_DIR": "/c/i", "LC_ALL": "C.UTF-8", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+              "CUDA_HOME": "/usr/local/cuda", "ZE_AFFINITY_MASK": "0", "KFORGE_MEMORY_BUDGET": "8G", "USER": "ci"}
+    runner_secrets = {"PIP_INDEX_URL": "https://u:tok@pypi.example/simple", "SLACK_WEBHOOK_URL": "https://hooks/x",
+                      "SENTRY_DSN": "https://k@sentry.example/1", "DATABASE_URL": "postgres://u:p@db/x",
+                      "KAGGLE_KEY": "k", "KAGGLE_USERNAME": "u", "NPM_CONFIG_REGISTRY": "https://r",
+                      "KFORGE_CACHE_SECRET": "s", "KFORGE_LLM_API_KEY": "s", "TORCH_HUB_TOKEN": "s",
+                      "CI_JOB_JWT": "j", "DOCKER_CONFIG": "/d", "http_proxy": "http://u:p@proxy"}
+    clean = scrubbed_environment({**needed, **runner_secrets})
+    for name, value in needed.items():
+        assert clean[name] == value, name
+    leaked = sorted(set(runner_secrets) & set(clean))
+    assert not leaked, leaked

@@ -303,8 +303,8 @@ def _post_status(report: GateReport, target: str) -> None:
                    "the repository. Default: the shipped default policy.")
 @json_option("The full report.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
-              help="Result cache directory (default: $KFORGE_CACHE_DIR, else .kforge-cache in the repository, "
-                   "which fits actions/cache).")
+              help="Result cache directory (default: $KFORGE_CACHE_DIR, else ~/.cache/kforge-bot, which fits "
+                   "actions/cache); one inside the checkout is not used.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @timing_budget_option("Seconds of interleaved timing in each kernel's evaluation (default: the policy's "
                       "evaluation.timing_budget_s).", maximum=3600)

@@ -23,7 +23,7 @@ import click
 import yaml
 
 from kforge_bot.commands import examples, target_option
-from kforge_bot.config.yamlcheck import load_yaml_file
+from kforge_bot.config import reader
 from kforge_bot.errors import KforgeError
 from kforge_bot.libscan.from_tests import TestEvidence, read_tests
 from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
@@ -423,7 +423,7 @@ def _already_managed(repo: Path) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {}
     for manifest in repo.rglob(MANIFEST_NAME):
         try:
-            kernels = (load_yaml_file(manifest) or {}).get("kernels") or {}
+            kernels = (reader.read_yaml(manifest, repo) or {}).get("kernels") or {}
         except (KforgeError, AttributeError):
             continue
         for entry in kernels.values() if isinstance(kernels, dict) else ():

@@ -26,7 +26,8 @@ import click
 from kforge_bot import gitops
 from kforge_bot.commands import examples, target_option
 from kforge_bot.config.policy import Policy, load_policy
-from kforge_bot.config.yamlcheck import load_yaml_file, load_yaml_text
+from kforge_bot.config import reader
+from kforge_bot.config.yamlcheck import load_yaml_text
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.isolation import announcement
@@ -79,9 +80,9 @@ def _head_manifest_entry(root: Path, manifest_rel: str, name: str) -> object:
         return None
 
 
-def _working_manifest_entry(path: Path, name: str) -> object:
+def _working_manifest_entry(path: Path, name: str, root: Path) -> object:
     try:
-        data = load_yaml_file(path)
+        data = reader.read_yaml(path, root)
     except KforgeError:
         return None
     return _kernel_entry(data, name)
@@ -167,7 +168,7 @@ def _touched(kernel: Kernel, root: Path, rel_files: set[str]) -> bool:
         return True
     manifest_rel = kernel.manifest
     return manifest_rel is not None and manifest_rel in rel_files and \
-        _working_manifest_entry(root / manifest_rel, kernel.name) != _head_manifest_entry(root, manifest_rel,
+        _working_manifest_entry(root / manifest_rel, kernel.name, root) != _head_manifest_entry(root, manifest_rel,
                                                                                            kernel.name)
 
 

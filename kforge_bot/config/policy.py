@@ -23,7 +23,8 @@ from typing import Any
 
 from kforge_bot.config.choices import BASELINE_KINDS, ISOLATION_MODES
 from kforge_bot.config.eval_settings import EvalSettings
-from kforge_bot.config.yamlcheck import Checker, join, load_yaml_file, load_yaml_text
+from kforge_bot.config import reader
+from kforge_bot.config.yamlcheck import Checker, join, load_yaml_text
 from kforge_bot.errors import KforgeError
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
 from kforge_bot.spec import LANGUAGES as SPEC_LANGUAGES
@@ -568,7 +569,7 @@ def load_policy(path: str | Path | None = None) -> Policy:
     if not p.exists():
         raise KforgeError("policy file not found", path=p,
                           hint="pass a YAML file, or one of the shipped policies: " + ", ".join(shipped_policies()))
-    return parse_policy(load_yaml_file(p), p)
+    return parse_policy(reader.read_yaml(p), p)
 
 
 def load_policy_from_base(repo: str | Path, rev: str, path: str | Path | None) -> Policy:

@@ -6,7 +6,8 @@ YAML's own leniency is narrowed: duplicate keys are an error (PyYAML silently ke
 a boolean never passes for a number (bool is an int in Python), and anchors and aliases are refused:
 files a pull request can edit (kforge.yaml, policies) must not expand into more than they hold (a
 739-byte file of nested aliases grew past 1.5 GB once the gate walked it). A file over MAX_YAML_BYTES
-is refused before it is parsed.
+is refused before it is parsed. Files are read by kforge_bot.config.reader (the one reader of files a pull
+request controls), which parses YAML with `load_yaml_text`.
 """
 
 from __future__ import annotations
@@ -65,20 +66,6 @@ def load_yaml_text(text: str, path: str | Path) -> Any:
         problem = getattr(exc, "problem", None) or str(exc)
         hint = "write the values out" if "are not allowed" in str(problem) else "fix the YAML syntax"
         raise KforgeError(f"not valid YAML ({where}{problem})", path=path, hint=hint) from None
-
-
-def load_yaml_file(path: str | Path) -> Any:
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_YAML_BYTES:
-            raise KforgeError(f"too large for a configuration file ({p.stat().st_size} bytes, at most "
-                              f"{MAX_YAML_BYTES})", path=p, hint="split it, or remove what is not configuration")
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KforgeError("file not found", path=p) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KforgeError(f"cannot read: {exc.__class__.__name__}: {exc}", path=p) from None
-    return load_yaml_text(text, p)
 
 
 def did_you_mean(word: str, allowed: Iterable[str]) -> str:

@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kforge_bot import gitops
-from kforge_bot.cache import DEFAULT_DIR, ResultCache, TargetFingerprint, probe_fingerprint, user_cache_dir
+from kforge_bot.cache import (ResultCache, TargetFingerprint, cache_inside_checkout, probe_fingerprint,
+                              user_cache_dir)
 from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec
@@ -60,14 +61,19 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
     merge_base = gitops.merge_base(root, base_sha, head_sha)
     changed = _changed_paths(root, merge_base, head_sha)
     # One setting for every command's cache: --cache-dir, then $KFORGE_CACHE_DIR (as optimize reads it), then the
-    # repository's .kforge-cache, which actions/cache can carry between runs.
-    chosen = Path(cache_dir) if cache_dir else user_cache_dir(unset=root / DEFAULT_DIR)
-    cache = ResultCache(chosen) if use_cache else None
+    # user's cache folder, which actions/cache can carry between runs.
+    chosen = Path(cache_dir) if cache_dir else user_cache_dir()
+    refused = use_cache and cache_inside_checkout(chosen, root)
+    cache = ResultCache(chosen) if use_cache and not refused else None
     report = GateReport(repo=str(root), base_ref=base, head_ref=head, base_sha=base_sha, head_sha=head_sha,
                         merge_base=merge_base, kernels=[], policy=policy.source, all_kernels=all_kernels,
                         cache_dir=str(cache.directory) if cache else None,
                         required_targets=list(policy.required_targets), require_all_targets=strict_targets,
                         all_skipped=policy.gate.all_skipped)
+    if refused:
+        report.notes.append(f"the result cache {chosen} lies inside the checkout under test, where a pull request "
+                            "can commit entries: not used (point --cache-dir or $KFORGE_CACHE_DIR outside it)")
+        say(report.notes[-1])
     fingerprint = _fingerprints(target, fingerprints)
 
     with contextlib.ExitStack() as stack:

@@ -9,6 +9,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kforge_bot.config import reader
+from kforge_bot.errors import KforgeError
+
 _MAX_HOPS = 8  # re-export chains longer than this are not followed (and cycles end)
 
 
@@ -124,9 +127,9 @@ class Library:
         modules = []
         for path in files:
             try:
-                source = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
+                source = reader.read_text(path, root)
+            except KforgeError:
+                continue  # outside the library, not a regular file, too large or not text
             module = parse_module(path.relative_to(root).as_posix(), source)
             if module is not None:
                 modules.append(module)

@@ -36,12 +36,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
-import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.config.yamlcheck import did_you_mean, load_yaml_file
+from kforge_bot.config import reader
+from kforge_bot.config.yamlcheck import did_you_mean
 from kforge_bot.errors import KforgeError
 
 MANIFEST_NAME = "kforge.yaml"
@@ -51,10 +51,8 @@ TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")  # the device kinds: the one list e
 DEFAULT_SEEDS = 3
 # A kernel's name reaches branch names, log lines, annotations and PR text: letters, digits and ._- only, so
 # that no name can carry a newline, a workflow command (`::error`) or Markdown.
-KERNEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_MANIFEST_KERNELS = 256
 MAX_SHAPE_SETS = 64
-MAX_SOURCE_BYTES = 8 << 20  # a kernel, reference or inputs file
 
 
 @dataclass(frozen=True)
@@ -200,16 +198,10 @@ class KernelSpec:
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def read_source(path: Path) -> str:
-    """A kernel, reference or inputs file's text, or a one-line KforgeError naming it (missing, too large, binary)."""
-    try:
-        if path.stat().st_size > MAX_SOURCE_BYTES:
-            raise KforgeError(f"larger than {MAX_SOURCE_BYTES >> 20} MiB: not read as a kernel source", path=path)
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KforgeError("file not found", path=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KforgeError(f"cannot read file: {exc}", path=path) from None
+def read_source(path: Path, boundary: Path | None = None) -> str:
+    """A kernel, reference or inputs file's text, or a one-line KforgeError naming it (outside `boundary`, missing,
+    not a regular file, too large, binary): kforge_bot.config.reader's."""
+    return reader.read_text(path, boundary)
 
 
 def parse_python(path: Path, source: str) -> ast.Module:
@@ -347,7 +339,7 @@ def find_manifest(start: str | Path) -> Path | None:
 
 def check_kernel_name(name: Any, manifest: Path) -> str:
     """A manifest's kernel name, or a one-line error that quotes it escaped (it may hold a newline)."""
-    if not isinstance(name, str) or not KERNEL_NAME_RE.fullmatch(name):
+    if not isinstance(name, str) or not reader.is_safe_name(name):
         shown = ascii(name) if len(ascii(name)) <= 40 else ascii(name)[:37] + "..."
         raise KforgeError(f"kernels: kernel name {shown} is not allowed", path=manifest,
                           hint="use letters, digits, '.', '_' and '-' (at most 64, starting with a letter or digit)")
@@ -389,7 +381,7 @@ def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path,
     if not file_path.is_file():
         raise KforgeError(f"{file_key or key}: file {rel!r} does not exist", path=manifest,
                           hint="paths are relative to the manifest's directory")
-    source = read_source(file_path)
+    source = read_source(file_path, boundary)
     if not defines(source, symbol):
         parse_python(file_path, source)  # a syntax error is the better message
         raise KforgeError(f"{key}: {rel} defines no top-level {symbol!r}", path=manifest)
@@ -571,7 +563,7 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
             raise KforgeError(f"{where}: {kernel_file if module is None else entry_file} has no module name below "
                               "the manifest's folder or its import_roots", path=manifest,
                               hint="every folder on the way must be a Python identifier")
-        source = read_source(kernel_path)
+        source = read_source(kernel_path, boundary)
         kernel = Implementation(source=source, symbol=symbol, filename=Path(kernel_file).name, root=str(root),
                                 module=module, entry_module="" if entry_module == module else entry_module,
                                 paths=paths)
@@ -665,7 +657,7 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     """A kforge.yaml's parsed data, its shape checked (the `kernels:` mapping, its size, its names); its entries
     are checked one by one by `load_manifest_entry`."""
     path = Path(path).resolve()
-    data = load_yaml_file(path)
+    data = reader.read_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("kernels"), dict) or not data["kernels"]:
         raise KforgeError("expected a top-level 'kernels:' mapping of kernel names to settings", path=path,
                           hint="see kforge-bot's docs/manifest.md")
@@ -760,9 +752,9 @@ def discover_kernels(root: str | Path) -> list[KernelSpec]:
         if skip_dirs.intersection(file.relative_to(root).parts):
             continue
         try:
-            source = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
+            source = reader.read_text(file, root)
+        except KforgeError:
+            continue  # outside the checkout, not a regular file, too large or not text: no kernel
         if is_kernelbench_source(source):
             specs.append(load_kernelbench(file))
     return specs

@@ -8,14 +8,17 @@ Followed from the kernel's files (and its reference's and inputs'), transitively
   `Path(__file__).parent / "x.bin"`), looked up beside the file, under the import roots and the checkout's root;
 - quoted `#include "..."` lines, in C/C++/CUDA files and in the source strings a Python file builds inline,
   resolved against the including file's folder and the include folders the kernel builds with (`-I` flags and
-  `extra_include_paths` entries, literal);
+  `extra_include_paths` entries, literal); `#include <...>` lines against those include folders alone (a
+  header of the checkout found through `-I`; one found nowhere in it is the system's or the toolkit's);
 - what cannot be resolved statically counts as the whole folder of the file that does it (all files below it),
   or the whole checkout where the file builds paths above its folder (`..`, `os.pardir`, nested `dirname`/`parent`);
   a module imported by a name made at run time (`importlib.import_module(name)`, `__import__(name)`) counts as
   every file under the import roots:
-  a file read by a path computed at run time (`open(name)`, `torch.load(path)`), an include folder or a build
-  source that is not a literal, an `#include` of a macro.
+  a file read by a path computed at run time (`open(name)`, `torch.load(path)`, `Path(name).read_text()`), an
+  include folder or a build source that is not a literal, an `#include` of a macro, and an edit of `sys.path`
+  (`sys.path.insert(0, folder)`: what the file imports afterwards may come from any folder it names).
 Nothing outside the checkout counts (installed packages, system headers), and a symlink counts where it points.
+Files are read through kforge_bot.config.reader (inside the checkout, regular files, bounded).
 """
 
 from __future__ import annotations
@@ -26,10 +29,14 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from kforge_bot.config import reader
+from kforge_bot.errors import KforgeError
+
 _C_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".cl", ".metal", ".sycl", ".inl",
                ".inc")
 _STRING_PATH = re.compile(r"^[\w.\-/]+$")
 _QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"', re.MULTILINE)
+_ANGLE_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*<([^>\n]+)>', re.MULTILINE)
 _MACRO_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[A-Za-z_]", re.MULTILINE)
 # Calls that read a file by the path they are given (a method of that name on anything: np.load, torch.load,
 # cpp_extension.load, Path.read_bytes, ...). Modules whose `load` takes an open file, already followed, are not.
@@ -96,6 +103,7 @@ class _Scan:
         self.literals: list[str] = []
         self.include_dirs: list[str] = []
         self.inline_includes: list[str] = []
+        self.inline_angle_includes: list[str] = []  # `#include <...>`: found through the include folders only
         self.reads: list[list[str]] = []  # per file-reading call: the literal names its path may be
         self.dynamic = False
         self.imports_by_name = False
@@ -147,8 +155,7 @@ def _scan_call(node: ast.Call, scan: _Scan) -> None:
                     isinstance(e, ast.Constant) for e in keyword.value.elts):
                 scan.dynamic = True  # an include folder computed at run time
         elif keyword.arg in ("extra_cflags", "extra_cuda_cflags"):
-            flags = _literal_strings(keyword.value)
-            scan.include_dirs.extend(f[2:] for f in flags if f.startswith("-I") and len(f) > 2)
+            scan.include_dirs.extend(include_flags(_literal_strings(keyword.value)))
             if not isinstance(keyword.value, (ast.List, ast.Tuple)) or not all(
                     isinstance(e, ast.Constant) for e in keyword.value.elts):
                 scan.dynamic = True
@@ -165,11 +172,12 @@ def _scan_call(node: ast.Call, scan: _Scan) -> None:
         return
     if name == "load_inline":
         return  # its sources are strings in the file (their includes are followed); its folders are above
-    if name in ("read_text", "read_bytes") and not node.args:
-        return  # Path(...).read_text(): the path's own literals are followed wherever they appear
     if name == "open" and _writes(node):
         return  # a file it writes (into its scratch, if anywhere), not one it reads
-    if name == "spec_from_file_location":  # (name, location)
+    if isinstance(node.func, ast.Attribute) and name in ("read_text", "read_bytes", "open") and not node.args:
+        # `Path(...).read_text()`, `path.open()`: the path is the receiver; with no literal in it, made at run time
+        target: ast.AST | None = node.func.value
+    elif name == "spec_from_file_location":  # (name, location)
         target = node.args[1] if len(node.args) > 1 else next(
             (k.value for k in node.keywords if k.arg == "location"), None)
     else:
@@ -180,6 +188,32 @@ def _scan_call(node: ast.Call, scan: _Scan) -> None:
         scan.reads.append(names)
     else:
         scan.dynamic = True  # a file read by a path computed at run time
+
+
+def include_flags(flags: Sequence[str]) -> list[str]:
+    """The folders compiler flags add to the include search: `-Idir`, `-I dir`, `-isystem dir`, `-iquote dir`."""
+    found = []
+    for i, flag in enumerate(flags):
+        if flag.startswith("-I") and len(flag) > 2:
+            found.append(flag[2:])
+        elif flag in ("-I", "-isystem", "-iquote", "-idirafter") and i + 1 < len(flags):
+            found.append(flags[i + 1])
+    return found
+
+
+def _edits_sys_path(node: ast.AST) -> bool:
+    """`sys.path.insert(...)`, `.append`, `.extend`, `sys.path[:0] = ...`, `sys.path += ...`, `sys.path = ...`."""
+    def is_sys_path(n: ast.AST) -> bool:
+        n = n.value if isinstance(n, ast.Subscript) else n
+        return isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) \
+            and n.value.id == "sys"
+
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in ("insert", "append", "extend") and is_sys_path(node.func.value)
+    if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(is_sys_path(t) for t in targets)
+    return False
 
 
 def _scan_python(source: str, file: Path) -> _Scan | None:
@@ -201,9 +235,12 @@ def _scan_python(source: str, file: Path) -> _Scan | None:
                     scan.modules.append((f"{module}.{alias.name}" if module else alias.name, base))
         elif isinstance(node, ast.Call):
             _scan_call(node, scan)
+            scan.imports_by_name = scan.imports_by_name or _edits_sys_path(node)
             scan.climbs = scan.climbs or _callee(node)[0] == "dirname" and any(
                 isinstance(a, ast.Call) and _callee(a)[0] == "dirname" for a in node.args)
-        elif isinstance(node, ast.Attribute):
+        elif isinstance(node, (ast.Assign, ast.AugAssign)) and _edits_sys_path(node):
+            scan.imports_by_name = True  # what it imports next may come from any folder
+        if isinstance(node, ast.Attribute):
             scan.climbs = scan.climbs or node.attr in ("pardir", "parents") or (
                 node.attr == "parent" and isinstance(node.value, ast.Attribute) and node.value.attr == "parent")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -213,6 +250,7 @@ def _scan_python(source: str, file: Path) -> _Scan | None:
                 scan.literals.append(text)
             elif "#" in text and "include" in text:  # an inline C/C++/CUDA source
                 scan.inline_includes.extend(_QUOTED_INCLUDE.findall(text))
+                scan.inline_angle_includes.extend(_ANGLE_INCLUDE.findall(text))
                 scan.dynamic = scan.dynamic or bool(_MACRO_INCLUDE.search(text))
     return scan
 
@@ -228,9 +266,9 @@ def _first_existing(name: str, folders: Iterable[Path]) -> Path | None:
 def _python_dependencies(file: Path, import_roots: Sequence[Path], repo_root: Path,
                          include_dirs: set[Path]) -> set[Path]:
     try:
-        scan = _scan_python(file.read_text(encoding="utf-8"), file)
-    except (OSError, UnicodeDecodeError):
-        return set()
+        scan = _scan_python(reader.read_text(file, repo_root), file)
+    except KforgeError:
+        return set()  # outside the checkout, not a regular file, too large or not text
     if scan is None:
         return set()  # a file that does not parse has no imports to follow; its own hash still changes
     found: set[Path] = set()
@@ -252,28 +290,31 @@ def _python_dependencies(file: Path, import_roots: Sequence[Path], repo_root: Pa
             if (folder / text).is_dir():
                 include_dirs.add((folder / text).resolve())
                 break
-    for name in scan.inline_includes:
-        hit = _first_existing(name, (file.parent, *sorted(include_dirs)))
-        if hit is not None:
-            found.add(hit)
+    found.update(_includes(scan.inline_includes, scan.inline_angle_includes, file, include_dirs))
     if dynamic:  # a path made at run time that climbs above its folder may reach any file of the checkout
         found.update(whole_folder(repo_root if scan.climbs else file.parent))
-    if scan.imports_by_name:
+    if scan.imports_by_name:  # a module named at run time, or sys.path edited: its folder too (above, if it climbs)
         for root in import_roots:
             found.update(whole_folder(root))
+        found.update(whole_folder(repo_root if scan.climbs else file.parent))
     return found
 
 
-def _c_dependencies(file: Path, include_dirs: set[Path]) -> set[Path]:
+def _includes(quoted: Iterable[str], angled: Iterable[str], file: Path, include_dirs: set[Path]) -> set[Path]:
+    """The checkout's headers that `#include "..."` (beside `file`, then the include folders) and `#include <...>`
+    (the include folders only) name; one found nowhere in them is the system's or the toolkit's."""
+    folders = sorted(include_dirs)
+    hits = [_first_existing(n, (file.parent, *folders)) for n in quoted]
+    hits += [_first_existing(n, folders) for n in angled]
+    return {hit for hit in hits if hit is not None}
+
+
+def _c_dependencies(file: Path, repo_root: Path, include_dirs: set[Path]) -> set[Path]:
     try:
-        text = file.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = reader.read_bytes(file, repo_root).decode("utf-8", errors="replace")
+    except KforgeError:
         return set()
-    found: set[Path] = set()
-    for name in _QUOTED_INCLUDE.findall(text):
-        hit = _first_existing(name, (file.parent, *sorted(include_dirs)))
-        if hit is not None:
-            found.add(hit)  # one that is nowhere in the checkout is the system's or the toolkit's
+    found = _includes(_QUOTED_INCLUDE.findall(text), _ANGLE_INCLUDE.findall(text), file, include_dirs)
     if _MACRO_INCLUDE.search(text):
         found.update(whole_folder(file.parent))  # `#include SOME_MACRO`: the preprocessor decides
     return found
@@ -287,7 +328,7 @@ def direct_dependencies(file: Path, import_roots: Sequence[Path], repo_root: Pat
     if file.suffix == ".py":
         found = _python_dependencies(file, import_roots, repo_root, include_dirs)
     elif file.suffix in _C_SUFFIXES:
-        found = _c_dependencies(file, include_dirs)
+        found = _c_dependencies(file, repo_root, include_dirs)
     else:
         return set()
     resolved = {p.resolve() for p in found}

@@ -16,7 +16,10 @@ seeds as `seed=` (as it seeds every format). `data` reaches `ref_kernel` and `cu
 never instead of them. The modules `files:` lists (task.py, and utils.py, often `../utils.py`) are written
 beside every implementation in its worker, as GPU MODE's evaluator copies them into one folder.
 
-Nothing here imports user code: files are read as text (and YAML), as kforge_bot.spec does.
+Nothing here imports user code: files are read as text (and YAML) through kforge_bot.config.reader, inside the
+checkout (`boundary`): a `files:` entry may climb to the problems' shared `../utils.py`, never out of the repository,
+never to a device or a link out. The folder's name is the kernel's name in every report, so it is held to the
+reader's safe-name rule.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.config import reader
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import (TARGET_KINDS, Implementation, KernelSpec, defines, guess_language, parse_python,
-                             read_source)
+from kforge_bot.spec import (MAX_SHAPE_SETS, TARGET_KINDS, Implementation, KernelSpec, defines, guess_language,
+                             parse_python, read_source)
 
 TASK_NAME = "task.yml"
 REFERENCE = "reference.py"
@@ -34,6 +38,7 @@ SUBMISSION = "submission.py"
 ENTRY = "custom_kernel"
 SEED_KEY = "seed"
 _SUBMISSION_SOURCE = "@SUBMISSION@"  # task.yml's placeholder for the submission in `files:`
+MAX_SUPPORT_FILES = 16  # GPU MODE's problems list two or three; each is read whole on the host
 
 
 def is_gpumode_problem(path: str | Path) -> bool:
@@ -43,12 +48,19 @@ def is_gpumode_problem(path: str | Path) -> bool:
     return (folder / TASK_NAME).is_file() and (folder / REFERENCE).is_file()
 
 
-def load_gpumode(path: str | Path) -> KernelSpec:
-    """The spec of one GPU MODE problem, from its folder or its task.yml."""
-    path = Path(path).resolve()
+def load_gpumode(path: str | Path, boundary: str | Path | None = None) -> KernelSpec:
+    """The spec of one GPU MODE problem, from its folder or its task.yml. Every file it reads lies inside
+    `boundary` (the checkout; default: the git working tree the folder is in, else the folder's parent)."""
+    path = Path(path).absolute()
     folder = path.parent if path.name == TASK_NAME else path
+    if not reader.is_safe_name(folder.name):
+        raise KforgeError(f"the problem folder's name {ascii(folder.name)[:40]} is not allowed", path=folder.parent,
+                          hint="name it with letters, digits, '.', '_' and '-' (at most 64, starting with a letter "
+                               "or digit): it is the kernel's name in every report")
+    boundary = Path(boundary).resolve() if boundary is not None else reader.checkout_root(folder)
+    folder = reader.resolve_inside(folder, boundary)
     task_file = folder / TASK_NAME
-    task = _load_task(task_file)
+    task = _load_task(task_file, boundary)
     lang = task.get("lang", "py")
     if lang != "py":
         raise KforgeError(f"lang: {lang!r} problems are not supported (a Python submission defines custom_kernel)",
@@ -58,8 +70,11 @@ def load_gpumode(path: str | Path) -> KernelSpec:
                           hint="use a single-GPU problem")
     tests = _keyword_sets(task, "tests", task_file)
     benchmarks = _keyword_sets(task, "benchmarks", task_file, required=False)
+    if len(tests) + len(benchmarks) > MAX_SHAPE_SETS:  # as a manifest's shapes: each set is run, checked and timed
+        raise KforgeError(f"tests and benchmarks: {len(tests) + len(benchmarks)} keyword sets, at most "
+                          f"{MAX_SHAPE_SETS}", path=task_file, hint="keep the sets that matter")
     reference_path = folder / REFERENCE
-    source = read_source(reference_path)
+    source = read_source(reference_path, boundary)
     parse_python(reference_path, source)
     for symbol in ("generate_input", "ref_kernel"):
         if not defines(source, symbol):
@@ -68,8 +83,9 @@ def load_gpumode(path: str | Path) -> KernelSpec:
     reference = Implementation(source=source, symbol="ref_kernel", filename=REFERENCE, root=str(folder))
     submission = folder / SUBMISSION
     kernel = None  # the problem's submission.py, where it has one: the kernel as written (the gate, check without it)
-    if submission.is_file() and defines(read_source(submission), ENTRY):
-        kernel = Implementation(source=read_source(submission), symbol=ENTRY, filename=SUBMISSION, root=str(folder))
+    submission_source = read_source(submission, boundary) if submission.is_file() else ""
+    if defines(submission_source, ENTRY):
+        kernel = Implementation(source=submission_source, symbol=ENTRY, filename=SUBMISSION, root=str(folder))
     inputs = Implementation(source=source, symbol="generate_input", filename=REFERENCE, root=str(folder))
     shape_sets = tuple(tests + benchmarks)
     timed = tuple(range(len(tests), len(shape_sets))) if benchmarks else tuple(range(len(tests)))
@@ -91,7 +107,7 @@ def load_gpumode(path: str | Path) -> KernelSpec:
         seed_kwarg=SEED_KEY,
         data_arg=True,
         oracle_symbol="check_implementation" if defines(source, "check_implementation") else None,
-        support=_support_files(task, folder, task_file),
+        support=_support_files(task, folder, task_file, boundary),
         kernel=kernel,
     )
 
@@ -101,15 +117,8 @@ def candidate_file(spec: KernelSpec, path: str | Path) -> Implementation:
     return Implementation.from_file(path, ENTRY, root=spec.root)
 
 
-def _load_task(task_file: Path) -> dict[str, Any]:
-    import yaml  # as kforge_bot.spec: workers never read YAML
-
-    try:
-        data = yaml.safe_load(read_source(task_file))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise KforgeError(f"{where}invalid YAML: {getattr(exc, 'problem', exc)}", path=task_file) from None
+def _load_task(task_file: Path, boundary: Path) -> dict[str, Any]:
+    data = reader.read_yaml(task_file, boundary)  # bounded and strict, as every file a pull request controls
     if not isinstance(data, dict):
         raise KforgeError("expected a mapping with tests: and benchmarks:", path=task_file,
                           hint="a GPU MODE task.yml lists keyword sets under tests: and benchmarks:")
@@ -145,7 +154,8 @@ def _tolerance(task: dict[str, Any], task_file: Path) -> dict[str, float] | None
     return {k: float(v) for k, v in given.items()}
 
 
-def _support_files(task: dict[str, Any], folder: Path, task_file: Path) -> tuple[tuple[str, str], ...]:
+def _support_files(task: dict[str, Any], folder: Path, task_file: Path,
+                   boundary: Path) -> tuple[tuple[str, str], ...]:
     """The modules `files:` names (their task.py and utils.py), read from where it says; without `files:`, the
     folder's task.py and utils.py. The submission, the reference (imported from the folder) and the evaluator
     (config.main: kforge-bot is the evaluator) are not among them."""
@@ -155,6 +165,9 @@ def _support_files(task: dict[str, Any], folder: Path, task_file: Path) -> tuple
         entries = [{"name": n, "source": n} for n in ("task.py", "utils.py") if (folder / n).is_file()]
     if not isinstance(entries, list):
         raise KforgeError("files: expected a list of {name, source}", path=task_file)
+    if len(entries) > MAX_SUPPORT_FILES:
+        raise KforgeError(f"files: {len(entries)} entries, at most {MAX_SUPPORT_FILES}", path=task_file,
+                          hint="list the problem's own modules (task.py, utils.py)")
     found: list[tuple[str, str]] = []
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) \
@@ -168,5 +181,6 @@ def _support_files(task: dict[str, Any], folder: Path, task_file: Path) -> tuple
         if Path(source).is_absolute():
             raise KforgeError(f"files[{i}].source: {source!r} must be relative to the problem's folder",
                               path=task_file)
-        found.append((name, read_source(folder / source)))
+        found.append((name, reader.read_text(folder / source, boundary, named_in=task_file,
+                                             key=f"files[{i}].source")))
     return tuple(found)

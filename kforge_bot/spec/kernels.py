@@ -8,18 +8,18 @@ The gate, the PR bot, `check --all`, `list` and the pre-commit hook all find ker
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kforge_bot.cache import DEFAULT_DIR
+from kforge_bot.config import reader
 from kforge_bot.config.policy import Policy
+from kforge_bot.config.reader import is_safe_path
 from kforge_bot.errors import KforgeError
 from kforge_bot.spec import (
     MANIFEST_NAME,
-    MAX_SOURCE_BYTES,
     KernelSpec,
     find_manifest,
     is_kernelbench_source,
@@ -30,9 +30,9 @@ from kforge_bot.spec import (
 )
 from kforge_bot.spec.gpumode import REFERENCE, SUBMISSION, TASK_NAME, is_gpumode_problem, load_gpumode
 
-# A KernelBench file's path is its kernel's id and name: it reaches logs, annotations and PR text, so it is
-# held to the characters a kernel name may use (and '/').
-SAFE_PATH_RE = re.compile(r"[A-Za-z0-9._/-]{1,255}")
+# A KernelBench file's path, a manifest's and a GPU MODE problem folder's are kernel ids and names: they reach
+# logs, annotations and PR text, so they are held to the reader's safe paths (the characters a kernel name may use,
+# and '/').
 SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", DEFAULT_DIR, "build", "dist",
                        ".tox", ".mypy_cache", ".pytest_cache"})
 
@@ -124,7 +124,7 @@ def discover(checkout: str | Path, policy: Policy, *, strict: bool = True,
     files = list(_walk(checkout))
     for manifest in (f for f in files if f.name == MANIFEST_NAME):
         rel = manifest.relative_to(checkout).as_posix()
-        if not manifest.resolve().is_relative_to(checkout) or not SAFE_PATH_RE.fullmatch(rel):
+        if not manifest.resolve().is_relative_to(checkout) or not is_safe_path(rel):
             message = f"{ascii(rel)[:60]}: a manifest must be a file inside the checkout, its path letters, digits and ._-/"
             if strict:
                 raise KforgeError(message, hint="move or rename it")
@@ -136,15 +136,13 @@ def discover(checkout: str | Path, policy: Policy, *, strict: bool = True,
         rel = path.relative_to(checkout).as_posix()
         if not path.resolve().is_relative_to(checkout):
             continue  # a symbolic link out of the checkout: never read on the host
-        if not SAFE_PATH_RE.fullmatch(rel):
+        if not is_safe_path(rel):
             notes.append(f"skipped {ascii(rel)[:60]}: a kernel file's path may use letters, digits and ._-/ only")
             continue
         try:
-            if path.stat().st_size > MAX_SOURCE_BYTES:
-                continue  # not read whole to find out whether it is a KernelBench problem
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
+            source = reader.read_text(path, checkout)
+        except KforgeError:
+            continue  # not a regular file, too large or not text: no KernelBench problem
         if not is_kernelbench_source(source):
             continue
         try:
@@ -155,10 +153,17 @@ def discover(checkout: str | Path, policy: Policy, *, strict: bool = True,
             found[rel] = Kernel(rel, spec.name, "kernelbench", rel, spec, None, (rel,))
     for task in (f for f in files if f.name == TASK_NAME and is_gpumode_problem(f)):
         rel_dir = task.parent.relative_to(checkout).as_posix()
+        if not is_safe_path(rel_dir):  # its name would render in the summary and the PR comment
+            message = (f"skipped the GPU MODE problem {ascii(rel_dir)[:60]}: a problem folder's path may use "
+                       "letters, digits and ._-/ only")
+            if strict:
+                raise KforgeError(message, hint="rename the folder")
+            notes.append(message)
+            continue
         rel = f"{rel_dir}/{SUBMISSION}" if rel_dir != "." else SUBMISSION
         sources = tuple(f"{rel_dir}/{n}" if rel_dir != "." else n for n in (SUBMISSION, REFERENCE, TASK_NAME))
         try:
-            spec = load_gpumode(task.parent)
+            spec = load_gpumode(task.parent, checkout)
         except KforgeError as exc:
             found[rel_dir] = Kernel(rel_dir, task.parent.name, "gpumode", rel, None, str(exc), sources)
         else:

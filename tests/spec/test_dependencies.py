@@ -115,3 +115,49 @@ def test_a_computed_read_that_climbs_out_of_its_folder_counts_the_whole_checkout
                                    'def weights(name):\n    return torch.load(Path(__file__).parent.parent / name)\n')
     assert "data/w.bin" in rel(local_closure([tmp_path / "k/kernel.py"], [tmp_path / "k"], tmp_path), tmp_path)
     assert "data/w.bin" in rel(local_closure([tmp_path / "n/kernel.py"], [tmp_path / "n"], tmp_path), tmp_path)
+
+
+# ------------------------------------------------------------------------- the three misses of issue 38
+
+
+def test_a_path_made_at_run_time_and_read_by_its_method_counts_the_whole_folder(tmp_path: Path) -> None:
+    """`Path(name).read_text()`: the path is the receiver, made at run time, so the folder counts; with literals
+    in it, the file they name."""
+    write(tmp_path, "k/kernel.py", 'from pathlib import Path\n\ndef scale(name):\n'
+                                   '    return float(Path(__file__).with_name(name).read_text())\n')
+    write(tmp_path, "k/scale.txt", "2.0")
+    assert rel(local_closure([tmp_path / "k/kernel.py"], [tmp_path / "k"], tmp_path), tmp_path) == [
+        "k/kernel.py", "k/scale.txt"]
+    write(tmp_path, "m/kernel.py", 'from pathlib import Path\nW = (Path(__file__).parent / "w.bin").read_bytes()\n')
+    write(tmp_path, "m/w.bin", "w")
+    write(tmp_path, "m/other.bin", "not read")
+    assert rel(local_closure([tmp_path / "m/kernel.py"], [tmp_path / "m"], tmp_path), tmp_path) == [
+        "m/kernel.py", "m/w.bin"]
+
+
+def test_a_module_imported_after_the_kernel_edits_sys_path_counts(tmp_path: Path) -> None:
+    """`sys.path.insert(0, <its folder>/vendor); import helper`: helper is no module under the import roots, so the
+    folder the edit can reach counts (the checkout's, where the edit climbs above the kernel's folder)."""
+    write(tmp_path, "k/kernel.py", 'import os, sys\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), '
+                                   '"vendor"))\nimport helper\n')
+    write(tmp_path, "k/vendor/helper.py", "SCALE = 2\n")
+    assert "k/vendor/helper.py" in rel(local_closure([tmp_path / "k/kernel.py"], [tmp_path / "k"], tmp_path),
+                                       tmp_path)
+    write(tmp_path, "m/kernel.py", 'import sys\nsys.path += ["../shared"]\nimport helper2\n')
+    write(tmp_path, "shared/helper2.py", "SCALE = 2\n")
+    assert "shared/helper2.py" in rel(local_closure([tmp_path / "m/kernel.py"], [tmp_path / "m"], tmp_path),
+                                      tmp_path)
+
+
+def test_an_angle_include_found_through_an_include_flag_counts(tmp_path: Path) -> None:
+    """`#include <tile.h>` with `-Iinclude` (one flag or two) is the checkout's header; `<torch/extension.h>`, found
+    in no include folder of the checkout, is the toolkit's."""
+    write(tmp_path, "kernel.py", 'from torch.utils.cpp_extension import load\n'
+                                 'M = load(name="k", sources=["k.cu"], extra_cuda_cflags=["-O3", "-Iinclude"],\n'
+                                 '         extra_cflags=["-isystem", "third"])\n')
+    write(tmp_path, "k.cu", "#include <tile.h>\n#include <vendor.h>\n#include <torch/extension.h>\n")
+    write(tmp_path, "include/tile.h", "#define TILE 32\n")
+    write(tmp_path, "third/vendor.h", "")
+    write(tmp_path, "include/unused.h", "")
+    assert rel(local_closure([tmp_path / "kernel.py"], [tmp_path], tmp_path), tmp_path) == [
+        "include/tile.h", "k.cu", "kernel.py", "third/vendor.h"]

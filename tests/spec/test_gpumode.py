@@ -69,7 +69,9 @@ def _copy(tmp_path: Path) -> Path:
     (lambda t: t.replace('"source": "../utils.py"', '"source": "../missing.py"'), r"file not found"),
     (lambda t: t.replace("tolerance: {atol: 1.0e-2, rtol: 1.0e-2}", "tolerance: {atol: -1}"),
      r"tolerance: expected \{atol: number, rtol: number\}"),
-    (lambda t: t + "tests: [1, 2]\n", r"tests: expected a non-empty list"),
+    (lambda t: t.replace('tests:\n  - {"size": 33, "seed": 4242}\n  - {"size": 64, "seed": 5236}\n',
+                         "tests: [1, 2]\n"), r"tests: expected a non-empty list"),
+    (lambda t: t + "tests: [1, 2]\n", r"duplicate key 'tests'"),
 ])
 def test_bad_task_yml_is_one_line_naming_the_file(tmp_path: Path, edit, message: str) -> None:
     import re

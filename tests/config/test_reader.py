@@ -1,0 +1,179 @@
+"""The one reader of files a pull request controls (kforge_bot.config.reader), and the wall around it: no other
+module of the package opens a file, parses YAML or reads a path's text, except those listed below, each for a file
+the bot or the runner wrote (never one a pull request names)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from kforge_bot.config import reader
+from kforge_bot.errors import KforgeError
+
+PACKAGE = Path(__file__).resolve().parents[2] / "kforge_bot"
+
+# The calls that open or read a file by its path, or parse YAML: on a name (`open`), or as a method of anything
+# (`path.read_text()`, `os.open`, `yaml.safe_load`, `tarfile.open`).
+_OPENING_NAMES = {"open", "read_text", "read_bytes", "fdopen"}
+_YAML_LOADS = {"load", "safe_load", "full_load", "unsafe_load", "load_all", "safe_load_all"}
+_COPIES = {"copy", "copy2", "copyfile", "copytree"}  # shutil's: they read what they copy
+
+# (module, the call as written) -> why it reads no file a pull request controls.
+ALLOWED: dict[tuple[str, str], str] = {
+    ("kforge_bot.config.reader", "os.open"): "the reader itself",
+    ("kforge_bot.config.reader", "os.fdopen"): "the reader itself",
+    ("kforge_bot.config.reader", "read_bytes"): "the reader itself",
+    ("kforge_bot.config.reader", "read_text"): "the reader itself",
+    ("kforge_bot.config.yamlcheck", "yaml.load"): "parses text the reader (or git, for the base's policy) gave it",
+    ("kforge_bot.doctor.report", "out.read_text"): "the JSON a doctor probe wrote into its own temporary folder",
+    ("kforge_bot.evaluate.worker", "open"): "/proc/meminfo, inside the worker's sandbox",
+    ("kforge_bot.evaluate.bytecode", "(directory / 'primed.json').read_text"):
+        "the bot's own bytecode cache folder (outside any checkout)",
+    ("kforge_bot.evaluate.bytecode", "os.open"): "the lock file of the bot's own bytecode cache folder",
+    ("kforge_bot.evaluate.bytecode", "os.fdopen"): "a temporary file the bot made in its bytecode cache folder",
+    ("kforge_bot.evaluate.sandbox", "os.open"): "the sandbox's own scratch folders, walked without following links",
+    ("kforge_bot.evaluate.tensorfile", "os.open"): "tensors a worker wrote into its own scratch (O_NOFOLLOW)",
+    ("kforge_bot.agents.generator", "resources.files('kforge_bot.agents').joinpath('prompts', name).read_text"):
+        "the package's own prompt files",
+    ("kforge_bot.gitops", "tarfile.open"): "the stream `git archive` writes (the tree, not a path the tree names)",
+    ("kforge_bot.counters.unitrace", "Path(path).read_text"): "unitrace's output files in the profiler's scratch",
+    ("kforge_bot.counters.unitrace", "path.read_text"): "unitrace's output files in the profiler's scratch",
+    ("kforge_bot.counters.profiled_run", "os.open"): "the profiler's report in its own scratch (O_NOFOLLOW)",
+    ("kforge_bot.counters.profiled_worker", "request_path.read_text"): "the request the bot wrote for the profiler",
+    ("kforge_bot.counters.profiled_worker", "os.open"): "the profiler's log file in its own scratch",
+    ("kforge_bot.targets", "Path('/proc/cpuinfo').read_text"): "the host's CPU model",
+    ("kforge_bot.scale.orphans", "open"): "/proc/<pid>/environ of processes the bot started (its own marker)",
+    ("kforge_bot.scale.compile_ahead", "os.open"): "the compile-ahead build folders the bot made",
+    ("kforge_bot.bot.results", "path.read_text"): "the PR bot's own results files",
+    ("kforge_bot.bot.results", "open"): "the PR bot's own results files (appended)",
+    ("kforge_bot.bot.events", "p.read_text"): "the event payload the Actions runner wrote ($GITHUB_EVENT_PATH)",
+    ("kforge_bot.cache", "path.read_text"): "the cache-signing key in ~/.config/kforge-bot",
+    ("kforge_bot.cache", "os.fdopen"): "a temporary file the cache made",
+    ("kforge_bot.cache", "self.path(key).read_text"):
+        "an entry of the result cache, a folder the gate never takes inside the checkout",
+    ("kforge_bot.hardware", "p.read_text"): "a ceilings file the user passes (doctor --save wrote it)",
+    ("kforge_bot.hardware", "path.read_text"): "the signed ceilings in the user's cache folder",
+    ("kforge_bot.optimize.trajectory", "open"): "the optimize run's own report folder (appended)",
+    ("kforge_bot.optimize.trajectory", "path.read_text"): "the optimize run's own report folder",
+    ("kforge_bot.commands.gate", "open"): "$GITHUB_STEP_SUMMARY, appended",
+    ("kforge_bot.evaluate.loading", "shutil.copytree"): "compile-ahead builds the bot made, copied in the worker",
+    ("kforge_bot.counters.ncu", "shutil.copy"): "the profiler's report from its own scratch",
+}
+
+
+def opening_calls(path: Path) -> list[str]:
+    """Every call in a module that opens or reads a file by its path, or parses YAML, as written."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        receiver = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+        if name in _OPENING_NAMES or (name in _YAML_LOADS and receiver == "yaml") or (
+                name in _COPIES and receiver == "shutil"):
+            if isinstance(func, ast.Attribute) and name == "open" and receiver[:1].isupper() and "(" not in receiver:
+                continue  # a class's own constructor named `open` (OptimizeRun.open): no file by that call
+            if receiver == "reader":
+                continue  # the reader's own functions: the one way in
+            found.append(ast.unparse(func))
+    return found
+
+
+def _module(path: Path) -> str:
+    return ".".join(("kforge_bot", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+
+
+def test_no_module_but_the_reader_opens_files_a_pull_request_names() -> None:
+    outside = sorted({f"{_module(p)}: {call}" for p in PACKAGE.rglob("*.py") for call in opening_calls(p)
+                      if (_module(p), call) not in ALLOWED})
+    assert not outside, "read through kforge_bot.config.reader, or list why it is no PR's file:\n" + "\n".join(outside)
+
+
+def test_every_allowed_call_still_exists() -> None:
+    """An exception that no longer matches a call is dropped, so the list stays the list of what is read."""
+    present = {(_module(p), call) for p in PACKAGE.rglob("*.py") for call in opening_calls(p)}
+    assert not set(ALLOWED) - present, sorted(set(ALLOWED) - present)
+
+
+def test_the_rule_sees_every_way_to_open_a_file(tmp_path: Path) -> None:
+    sample = tmp_path / "x.py"
+    sample.write_text("import yaml\nfrom pathlib import Path\n\n"
+                      "def f(folder, name):\n"
+                      "    a = Path(folder, name).read_text()\n"
+                      "    b = yaml.safe_load(open(folder / name))\n"
+                      "    c = (folder / name).read_bytes()\n"
+                      "    d = OptimizeRun.open(folder), reader.read_text(folder / name, folder)\n"
+                      "    shutil.copy(folder / name, '/tmp')\n"
+                      "    with (folder / name).open() as handle:\n"
+                      "        return a, b, c, d, handle\n")
+    assert sorted(opening_calls(sample)) == sorted(["Path(folder, name).read_text", "yaml.safe_load", "open",
+                                                    "(folder / name).read_bytes", "(folder / name).open",
+                                                    "shutil.copy"])
+
+
+# --------------------------------------------------------------------------------------- the reader's rules
+
+
+def test_a_path_out_of_the_checkout_is_refused_by_dots_or_by_link(tmp_path: Path) -> None:
+    checkout = tmp_path / "repo"
+    (checkout / "p").mkdir(parents=True)
+    (tmp_path / "outside.txt").write_text("secret")
+    (checkout / "p" / "link.txt").symlink_to(tmp_path / "outside.txt")
+    (checkout / "p" / "env").symlink_to("/proc/self/environ")
+    for name in ("../../outside.txt", "link.txt", "env", "../../../../../proc/self/environ"):
+        with pytest.raises(KforgeError, match="resolves outside the checkout"):
+            reader.read_text(checkout / "p" / name, checkout)
+    (checkout / "p" / "ok.txt").write_text("fine")
+    assert reader.read_text(checkout / "p" / ".." / "p" / "ok.txt", checkout) == "fine"
+
+
+def test_only_regular_files_are_read(tmp_path: Path) -> None:
+    """A device, a FIFO and a folder are refused from the open file's own type; a FIFO without a writer does not
+    hang the reader (without a boundary, as for a file the user passes)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    done: list[str] = []
+
+    def attempt() -> None:
+        for path in (Path("/dev/zero"), fifo, tmp_path):
+            with pytest.raises(KforgeError, match="not a regular file|cannot read"):
+                reader.read_text(path)
+            done.append(str(path))
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert len(done) == 3, f"the reader hung or read one of them: {done}"
+    assert not reader.is_regular_file(fifo) and not reader.is_regular_file("/dev/zero")
+
+
+def test_sizes_are_capped_before_reading(tmp_path: Path) -> None:
+    big = tmp_path / "big.py"
+    big.write_bytes(b"#" * 101)
+    with pytest.raises(KforgeError, match="too large"):
+        reader.read_text(big, tmp_path, limit=100)
+    assert reader.read_text(big, tmp_path, limit=101) == "#" * 101
+    with pytest.raises(KforgeError, match="too large"):
+        reader.sha256(big, tmp_path, limit=100)
+
+
+def test_yaml_goes_through_the_strict_loader(tmp_path: Path) -> None:
+    task = tmp_path / "task.yml"
+    task.write_text("a: &x [1, 2]\nb: *x\n")
+    with pytest.raises(KforgeError, match="anchors"):
+        reader.read_yaml(task, tmp_path)
+
+
+def test_safe_names_render_nothing_but_themselves() -> None:
+    for good in ("vectoradd_py", "amd-fp8.mm", "a1"):
+        assert reader.is_safe_name(good)
+    for bad in ("[x](https://e.com)", "![i](https://e.com/i.png)", "@octocat", "a b", "..", ".hidden", "", "a" * 65,
+                "x\n::error::y", "`code`"):
+        assert not reader.is_safe_name(bad), bad
+    assert reader.is_safe_path("problems/pmpp/vectoradd_py") and not reader.is_safe_path("a/../b")
+    assert not reader.is_safe_path("problems/@octocat")
