@@ -48,9 +48,10 @@ class EvalSettings:
     informational_shapes: tuple[int, ...] = ()  # shape sets reported but never a regression
     # A timing is no verdict (`inconclusive`) beyond these (evaluate.conditions; policy evaluation.disturbance):
     # the share of a side's samples preempted, the gap between the sides' shares, the share on a crowded machine.
-    max_preempted_share: float = 0.25
-    max_preempted_gap: float = 0.15
-    max_crowded_share: float = 0.5
+    # None: evaluate.conditions' defaults.
+    max_preempted_share: float | None = None
+    max_preempted_gap: float | None = None
+    max_crowded_share: float | None = None
     cpu_threads: int | None = None  # torch's (and OpenMP's) threads in the workers; None: the framework's default
     # What the gate makes of an inconclusive timing after its retry (policy gate.inconclusive): fail | pass.
     inconclusive: str = "fail"

@@ -158,10 +158,10 @@ class EntryCall:
             if cached_key == key:
                 cached.copy_(_draw_upstream(seed, i, cached))
 
-    def moved(self, old_key: tuple[int, ...], inputs: list[Any]) -> None:
-        """The input set once keyed `old_key` (`_key`) now holds new tensors (timing's fresh storage): its seed and
+    def moved(self, old_inputs: list[Any], inputs: list[Any]) -> None:
+        """The input set that held `old_inputs` now holds new tensors (timing's fresh storage): its seed and
         upstream gradients go with it."""
-        key = self._key(inputs)
+        old_key, key = self._key(old_inputs), self._key(inputs)
         if old_key not in self._seeds or key == old_key:
             return
         self._seeds[key] = self._seeds.pop(old_key)

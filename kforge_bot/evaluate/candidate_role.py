@@ -518,14 +518,13 @@ class ShapeTiming:
         freed, so no new tensor is given the storage it replaces."""
         for r in sets:
             inputs = self.sets[r]
-            old_key = calls.EntryCall._key(inputs)
             old = list(inputs)
             for i, value in enumerate(old):
                 if type(value) is torch.Tensor:
                     copy = torch.Tensor.clone(torch.Tensor.detach(value))
                     inputs[i] = copy.requires_grad_() if value.requires_grad else copy
             for entry in self.entries:
-                entry.moved(old_key, inputs)
+                entry.moved(old, inputs)
             del old
 
     def no_helper_processes(self, when: str) -> None:

@@ -39,9 +39,17 @@ SLOWDOWN_REASONS = 0x08 | 0x20 | 0x40 | 0x80
 class Limits:
     """How disturbed a timing may be and still count (policy evaluation.disturbance; 1.0 switches a rule off)."""
 
-    preempted_share: float = PREEMPTED_SHARE
-    preempted_gap: float = PREEMPTED_GAP
-    crowded_share: float = CROWDED_SHARE
+    preempted_share: float
+    preempted_gap: float
+    crowded_share: float
+
+
+def policy_limits(preempted_share: float | None = None, preempted_gap: float | None = None,
+           crowded_share: float | None = None) -> Limits:
+    """The policy's limits, this module's defaults where it sets none (read when called)."""
+    return Limits(PREEMPTED_SHARE if preempted_share is None else preempted_share,
+                  PREEMPTED_GAP if preempted_gap is None else preempted_gap,
+                  CROWDED_SHARE if crowded_share is None else crowded_share)
 
 
 def _read(path: str) -> str:
@@ -188,22 +196,22 @@ def summarize(readings: list[dict[str, Any]]) -> dict[str, Any]:
 def disturbance(sides: dict[str, dict[str, Any]], limits: Limits | None = None) -> str | None:
     """Why one timing's conditions (`summarize` per side: "baseline", "candidate") make it no verdict, in one
     line, or None where they are within the limits."""
-    limits = limits or Limits()
+    allowed = limits or policy_limits()
     b, c = sides.get("baseline") or {}, sides.get("candidate") or {}
     if not b or not c:
         return None
     pb, pc = b.get("preempted_share", 0.0), c.get("preempted_share", 0.0)
-    if abs(pb - pc) > limits.preempted_gap:
+    if abs(pb - pc) > allowed.preempted_gap:
         more, less = ("baseline", "candidate") if pb > pc else ("candidate", "baseline")
         return (f"the {more}'s samples were preempted far more often than the {less}'s ({max(pb, pc):.0%} against "
                 f"{min(pb, pc):.0%}): load hit one side harder")
-    if max(pb, pc) > limits.preempted_share:
+    if max(pb, pc) > allowed.preempted_share:
         return (f"{max(pb, pc):.0%} of one side's samples were preempted by other work (limit "
-                f"{limits.preempted_share:.0%})")
+                f"{allowed.preempted_share:.0%})")
     crowded = max(b.get("crowded_share", 0.0), c.get("crowded_share", 0.0))
-    if crowded > limits.crowded_share:
+    if crowded > allowed.crowded_share:
         return (f"the machine had more runnable tasks than its {b.get('cores', CORES)} cores during {crowded:.0%} "
-                f"of the samples (limit {limits.crowded_share:.0%})")
+                f"of the samples (limit {allowed.crowded_share:.0%})")
     for side in (b, c):
         if side.get("throttled_share", 0.0) > 0.0:
             return f"the GPU throttled its clocks during {side['throttled_share']:.0%} of one side's samples"
