@@ -144,6 +144,16 @@ class Trust:
 
 
 @dataclass(frozen=True)
+class Disturbance:
+    """How disturbed a timing may be and still count (evaluate.conditions.Limits), as shares of the timed samples;
+    None: the harness's default."""
+
+    preempted_share: float | None = None  # a side's samples with an involuntary context switch
+    preempted_gap: float | None = None  # ... more on one side than on the other
+    crowded_share: float | None = None  # samples on a machine with more runnable tasks than cores
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """The policy's `evaluation:`, for ONE evaluation (a whole run's limits are Budgets)."""
 
@@ -156,15 +166,14 @@ class Evaluation:
     cpu_limit_s: float | None = None
     scratch_limit_gb: float | None = None
     cpu_threads: int | None = None  # torch's and OpenMP's threads in every worker (runners that share cores)
-    # How disturbed a timing may be and still count (evaluate.conditions.Limits): shares of the timed samples.
-    disturbance: tuple[tuple[str, float], ...] = ()
+    disturbance: Disturbance = field(default_factory=lambda: Disturbance())
 
     def limit_settings(self) -> dict[str, Any]:
         """These limits as EvalSettings' keyword arguments."""
         gib = 1 << 30
         return {"memory_limit_bytes": None if self.memory_limit_gb is None else int(self.memory_limit_gb * gib),
                 "process_limit": self.process_limit, "cpu_limit_s": self.cpu_limit_s, "cpu_threads": self.cpu_threads,
-                **{f"max_{name}": value for name, value in self.disturbance},
+                **{f"max_{name}": value for name, value in asdict_shallow(self.disturbance).items()},
                 "scratch_limit_bytes": None if self.scratch_limit_gb is None else int(self.scratch_limit_gb * gib)}
 
 
@@ -546,8 +555,9 @@ def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
     if e.get("disturbance") is not None:
         d = ck.mapping(e["disturbance"], "evaluation.disturbance",
                        allowed=("preempted_share", "preempted_gap", "crowded_share"))
-        ekw["disturbance"] = tuple((k, ck.number(v, f"evaluation.disturbance.{k}", minimum=0, maximum=1))
-                                   for k, v in sorted(d.items()))
+        ekw["disturbance"] = Disturbance(**{k: None if v is None else ck.number(v, f"evaluation.disturbance.{k}",
+                                                                                  minimum=0, maximum=1)
+                                            for k, v in d.items()})
     ev = Evaluation(**{**asdict_shallow(base), **ekw})
     if ev.timeout_s < ev.timing_budget_s:
         ck.fail("evaluation.timeout_s", f"must be at least evaluation.timing_budget_s ({ev.timing_budget_s:g}), got {ev.timeout_s:g}")
