@@ -95,7 +95,8 @@ def judge(plan: Plan, outcome: WorkerOutcome, ref_outputs: dict[str, list[Any]],
 def _attach_conditions(result: EvalResult, settings: EvalSettings) -> str | None:
     """Each shape set's timing conditions (evaluate.conditions) summarised in `details.conditions`, and the one
     line saying what disturbed the timing where the policy's limits say it was (else None)."""
-    limits = conditions.policy_limits(settings.max_preempted_share, settings.max_preempted_gap, settings.max_crowded_share)
+    limits = conditions.policy_limits(settings.max_preempted_share, settings.max_preempted_gap,
+                                      settings.max_crowded_share)
     per_shape = []
     disturbed = None
     for entry in result.details.get("timing") or []:

@@ -405,8 +405,8 @@ def test_timing_keys_reach_the_evaluation_settings(tmp_path):
     """evaluation.cpu_threads pins the workers' threads; evaluation.disturbance sets the detector's limits;
     gate.inconclusive says what an undecided timing does to the gate."""
     path = tmp_path / "p.yml"
-    path.write_text("version: 1\nevaluation:\n  cpu_threads: 1\n  disturbance: {preempted_share: 0.4, crowded_share: 1}\n"
-                    "gate:\n  inconclusive: pass\n")
+    path.write_text("version: 1\nevaluation:\n  cpu_threads: 1\n"
+                    "  disturbance: {preempted_share: 0.4, crowded_share: 1}\ngate:\n  inconclusive: pass\n")
     settings = pol.load_policy(path).eval_settings("gate")
     assert settings.cpu_threads == 1 and settings.inconclusive == "pass"
     assert (settings.max_preempted_share, settings.max_preempted_gap, settings.max_crowded_share) == (0.4, None, 1.0)
