@@ -143,3 +143,19 @@ def test_beside_a_busy_loop_on_the_worker_s_core_the_verdict_is_inconclusive(one
     assert result.speedup is not None  # the figures stay, for what they are worth, with the conditions beside them
     shown = result.details["conditions"]
     assert shown["disturbed"] and "threads busy" in shown["threads"]
+
+
+def test_the_policy_s_cpu_threads_pin_torch_and_openmp_in_the_workers_and_the_result_says_the_threads() -> None:
+    spec = load_spec(ADV / "problem.py")
+    candidate = Implementation.from_file(Path(__file__).parents[1] / "data" / "steering" / "threads_seen.py",
+                                         "ModelNew")
+    pinned = evaluate(spec, candidate, "cpu", EvalSettings(seeds=2, timing_budget_s=0.3, profile=False, timeout_s=120,
+                                                            cpu_threads=1, max_preempted_share=1.0,
+                                                            max_preempted_gap=1.0, max_crowded_share=1.0))
+    assert pinned.verdict == "pass", pinned.reason
+    assert "threads busy" in pinned.details["conditions"]["threads"]
+    sides = pinned.details["conditions"]["per_shape"][0]
+    assert sides["baseline"]["busy_threads"] <= 1.3 and sides["candidate"]["busy_threads"] <= 1.3
+    if (os.cpu_count() or 1) > 1:  # unpinned, torch takes every core: the candidate sees more than one thread
+        free = evaluate(spec, candidate, "cpu", EvalSettings(seeds=2, measure=False, profile=False, timeout_s=120))
+        assert free.verdict == "crash" and "threads (" in free.reason, free.reason
