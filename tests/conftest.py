@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,12 @@ import pytest
 collect_ignore_glob = ["data/kernel_library/*"]
 
 OPTIMIZE_FIXTURE = Path(__file__).parent / "data" / "optimize"
+
+# Every kforge-bot process the suite starts finds tests/fakes/quiet_machine first on its path, whose sitecustomize
+# turns the timing-disturbance detector off there as `timing_disturbance_off` does here (helpers that set their own
+# PYTHONPATH put it first too).
+QUIET_MACHINE = Path(__file__).parent / "fakes" / "quiet_machine"
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(QUIET_MACHINE), os.environ.get("PYTHONPATH", "")) if p)
 
 
 @pytest.fixture
