@@ -10,7 +10,9 @@ inputs of the call before it. The loop stops once the speedup's confidence inter
 time budget is spent; the parent recomputes every statistic from the raw samples it receives. After each
 sample the whole device is synchronized and the timer says how long it stayed busy after the timed region, and
 how long the settle before it took: a candidate whose calls run work on another stream outside the region is
-rejected (check_no_hidden_work).
+rejected (check_no_hidden_work). Around every sample the worker reads the conditions it ran in (evaluate.conditions:
+preemptions, CPU time, runnable tasks, threads, GPU clocks), which the parent judges; before every eager sample the
+input sets it calls get fresh storage (`fresh_inputs`), so a memo of an earlier call's tensors finds nothing.
 """
 
 from __future__ import annotations
