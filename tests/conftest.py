@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,12 @@ import pytest
 collect_ignore_glob = ["data/kernel_library/*"]
 
 OPTIMIZE_FIXTURE = Path(__file__).parent / "data" / "optimize"
+
+# Every kforge-bot process the suite starts finds tests/fakes/quiet_machine first on its path, whose sitecustomize
+# turns the timing-disturbance detector off there as `timing_disturbance_off` does here (helpers that set their own
+# PYTHONPATH put it first too).
+QUIET_MACHINE = Path(__file__).parent / "fakes" / "quiet_machine"
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(QUIET_MACHINE), os.environ.get("PYTHONPATH", "")) if p)
 
 
 @pytest.fixture
@@ -59,6 +66,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def timing_disturbance_off(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite runs on shared, loaded machines (tests must pass beside busy loops), where the timing-disturbance
+    detector (evaluate.conditions) would call most timings inconclusive: its limits are off here, except in tests
+    marked `disturbance`, which test it at the defaults or at limits of their own."""
+    if "disturbance" in request.keywords:
+        return
+    from kforge_bot.evaluate import conditions
+
+    for name in ("PREEMPTED_SHARE", "PREEMPTED_GAP", "CROWDED_SHARE"):
+        monkeypatch.setattr(conditions, name, 1.0)
 
 
 @pytest.fixture(scope="session")

@@ -149,7 +149,7 @@ def launch_bound_notes(timing: list[dict[str, Any]]) -> list[str]:
 
 def render(result: EvalResult, title: str) -> None:
     console = output_console()
-    color = "green" if result.correct else "red"
+    color = "green" if result.correct else "yellow" if result.verdict == "inconclusive" else "red"
     console.print(f"[bold]{title}[/bold]")
     several = len(result.per_shape) > 1
     # With several shape sets the medians shown are geometric means over them: their ratio is what the headline
@@ -188,6 +188,11 @@ def render(result: EvalResult, title: str) -> None:
                       + directions_text(result.details["directions"]))
     for line in launch_bound_notes(result.details.get("timing", [])):
         console.print(line)
+    shown = result.details.get("conditions")
+    if shown:  # each side's busy threads, and what disturbed the timing (docs/inconclusive.md)
+        console.print(f"conditions: {shown['threads']}" + (f"; disturbed: {shown['disturbed']}"
+                                                           if shown.get("disturbed") else ""), markup=False,
+                      soft_wrap=True)
     _render_baselines(console, result.details.get("baselines"))
     if result.speedup_ci and result.correct:
         lo, hi = result.speedup_ci

@@ -52,6 +52,8 @@ def _notes(k: KernelReport) -> str:
     if k.directions:  # a kernel with a backward: each direction's change (the table's is forward+backward)
         bits.append(", ".join(f"{name} {k.directions[name]['change']}" for name in ("forward", "backward")
                               if name in k.directions))
+    if k.conditions:  # how many threads each side kept busy, and what disturbed the timing
+        bits.append(k.conditions)
     return ", ".join(bits)
 
 

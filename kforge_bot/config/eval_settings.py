@@ -46,6 +46,15 @@ class EvalSettings:
     regression_threshold: float = 0.0
     shape_thresholds: dict[int, float] = field(default_factory=dict)  # per shape set (index), over the above
     informational_shapes: tuple[int, ...] = ()  # shape sets reported but never a regression
+    # A timing is no verdict (`inconclusive`) beyond these (evaluate.conditions; policy evaluation.disturbance):
+    # the share of a side's samples preempted, the gap between the sides' shares, the share on a crowded machine.
+    # None: evaluate.conditions' defaults.
+    max_preempted_share: float | None = None
+    max_preempted_gap: float | None = None
+    max_crowded_share: float | None = None
+    cpu_threads: int | None = None  # torch's (and OpenMP's) threads in the workers; None: the framework's default
+    # What the gate makes of an inconclusive timing after its retry (policy gate.inconclusive): fail | pass.
+    inconclusive: str = "fail"
 
     def __post_init__(self) -> None:
         # Through JSON (the pool, the cache, the worker's plan) the keys come back as strings and tuples as lists.

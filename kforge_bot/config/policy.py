@@ -110,6 +110,9 @@ class Gate:
     # A run in which every changed kernel was skipped (none could be measured here) checked nothing: "fail" (a CI
     # job set up on the wrong machine must not stay green) or "pass".
     all_skipped: str = "fail"
+    # A timing that decided nothing (disturbed twice, or straddling the threshold after its confirmation run):
+    # "fail" or "pass" (evaluate.conditions, docs/inconclusive.md).
+    inconclusive: str = "fail"
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,16 @@ class Trust:
 
 
 @dataclass(frozen=True)
+class Disturbance:
+    """How disturbed a timing may be and still count (evaluate.conditions.Limits), as shares of the timed samples;
+    None: the harness's default."""
+
+    preempted_share: float | None = None  # a side's samples with an involuntary context switch
+    preempted_gap: float | None = None  # ... more on one side than on the other
+    crowded_share: float | None = None  # samples on a machine with more runnable tasks than cores
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """The policy's `evaluation:`, for ONE evaluation (a whole run's limits are Budgets)."""
 
@@ -153,12 +166,15 @@ class Evaluation:
     process_limit: int | None = None
     cpu_limit_s: float | None = None
     scratch_limit_gb: float | None = None
+    cpu_threads: int | None = None  # torch's and OpenMP's threads in every worker (runners that share cores)
+    disturbance: Disturbance = field(default_factory=lambda: Disturbance())
 
     def limit_settings(self) -> dict[str, Any]:
         """These limits as EvalSettings' keyword arguments."""
         gib = 1 << 30
         return {"memory_limit_bytes": None if self.memory_limit_gb is None else int(self.memory_limit_gb * gib),
-                "process_limit": self.process_limit, "cpu_limit_s": self.cpu_limit_s,
+                "process_limit": self.process_limit, "cpu_limit_s": self.cpu_limit_s, "cpu_threads": self.cpu_threads,
+                **{f"max_{name}": value for name, value in asdict_shallow(self.disturbance).items()},
                 "scratch_limit_bytes": None if self.scratch_limit_gb is None else int(self.scratch_limit_gb * gib)}
 
 
@@ -204,6 +220,7 @@ class Policy:
         settings: dict[str, Any] = {"seeds": ev.seeds, "timing_budget_s": ev.timing_budget_s, "timeout_s": ev.timeout_s,
                                     "isolation": self.isolation_mode(command),
                                     "allow_framework_fallback": self.allow_framework_fallback,
+                                    "inconclusive": self.gate.inconclusive,
                                     **self.evaluation.limit_settings(), **(rule.shape_settings() if rule else {})}
         settings.update({key: value for key, value in flags.items() if value is not None})
         return EvalSettings(**settings)
@@ -410,7 +427,8 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
 
 
 def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
-    g = ck.mapping(raw, "gate", allowed=("threshold", "confidence", "rules", "require_all_targets", "all_skipped"))
+    g = ck.mapping(raw, "gate", allowed=("threshold", "confidence", "rules", "require_all_targets", "all_skipped",
+                                         "inconclusive"))
     gkw: dict[str, Any] = {}
     if "threshold" in g:
         # A mapping sets the kinds it names; the others keep their defaults (DEFAULT_THRESHOLDS).
@@ -422,6 +440,11 @@ def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
         if gkw["all_skipped"] not in ("fail", "pass"):
             ck.fail("gate.all_skipped", f"expected fail or pass, got {gkw['all_skipped']!r}",
                     hint="fail: a gate run that measured no changed kernel fails; pass: it passes")
+    if "inconclusive" in g:
+        gkw["inconclusive"] = ck.string(g["inconclusive"], "gate.inconclusive")
+        if gkw["inconclusive"] not in ("fail", "pass"):
+            ck.fail("gate.inconclusive", f"expected fail or pass, got {gkw['inconclusive']!r}",
+                    hint="fail: a timing that decided nothing fails the gate; pass: it passes (never cached)")
     if "confidence" in g:
         gkw["confidence"] = _confidence(ck, g["confidence"], "gate.confidence")
     if "rules" in g:
@@ -507,7 +530,8 @@ def _parse_trust(ck: Checker, raw: Any, base: Trust) -> Trust:
 
 def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
     e = ck.mapping(raw, "evaluation", allowed=("seeds", "timing_budget_s", OLD_TIMING_BUDGET_KEY, "timeout_s",
-                                               "memory_limit_gb", "process_limit", "cpu_limit_s", "scratch_limit_gb"))
+                                               "memory_limit_gb", "process_limit", "cpu_limit_s", "scratch_limit_gb",
+                                               "cpu_threads", "disturbance"))
     ekw: dict[str, Any] = {}
     if "seeds" in e:
         ekw["seeds"] = ck.integer(e["seeds"], "evaluation.seeds", minimum=1, maximum=100)
@@ -527,6 +551,14 @@ def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
             ekw[key] = ck.number(e[key], f"evaluation.{key}", minimum=0, exclusive_minimum=True)
     if e.get("process_limit") is not None:
         ekw["process_limit"] = ck.integer(e["process_limit"], "evaluation.process_limit", minimum=16)
+    if e.get("cpu_threads") is not None:
+        ekw["cpu_threads"] = ck.integer(e["cpu_threads"], "evaluation.cpu_threads", minimum=1, maximum=4096)
+    if e.get("disturbance") is not None:
+        d = ck.mapping(e["disturbance"], "evaluation.disturbance",
+                       allowed=("preempted_share", "preempted_gap", "crowded_share"))
+        ekw["disturbance"] = Disturbance(**{k: None if v is None else ck.number(v, f"evaluation.disturbance.{k}",
+                                                                                  minimum=0, maximum=1)
+                                            for k, v in d.items()})
     ev = Evaluation(**{**asdict_shallow(base), **ekw})
     if ev.timeout_s < ev.timing_budget_s:
         ck.fail("evaluation.timeout_s", f"must be at least evaluation.timing_budget_s ({ev.timing_budget_s:g}), got {ev.timeout_s:g}")

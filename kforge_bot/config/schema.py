@@ -52,6 +52,10 @@ def json_schema() -> dict[str, Any]:
                     "all_skipped": {"enum": ["fail", "pass"], "default": d.gate.all_skipped,
                                     "description": "A run in which every changed kernel was skipped (none "
                                                    "measured here) fails, or passes."},
+                    "inconclusive": {"enum": ["fail", "pass"], "default": d.gate.inconclusive,
+                                     "description": "A timing that decided nothing (disturbed twice, or straddling "
+                                                    "the threshold after its confirmation run) fails, or passes "
+                                                    "(never cached)."},
                     "rules": {"type": "array", "items": {
                         "type": "object", "additionalProperties": False,
                         "anyOf": [{"required": ["path"]}, {"required": ["kernel"]}],
@@ -125,6 +129,18 @@ def json_schema() -> dict[str, Any]:
                                                                    "timeout_s x cores"},
                     "scratch_limit_gb": {**optional_pos, "description": "a worker's scratch folder, any one file, "
                                          "each private tmpfs; unset: half the scratch file system, at most 64"},
+                    "cpu_threads": {"type": ["integer", "null"], "minimum": 1, "maximum": 4096,
+                                    "description": "torch's and OpenMP's threads in every worker (runners that "
+                                                   "share cores); unset: the framework's default"},
+                    "disturbance": {
+                        "type": "object", "additionalProperties": False,
+                        "description": "how disturbed a timing may be and still count (else inconclusive): shares "
+                                       "of the timed samples; 1 switches a rule off",
+                        "properties": {key: {"type": ["number", "null"], "minimum": 0, "maximum": 1,
+                                             "description": text} for key, text in (
+                            ("preempted_share", "a side's samples with an involuntary context switch (default 0.25)"),
+                            ("preempted_gap", "... more on one side than the other (default 0.15)"),
+                            ("crowded_share", "samples with more runnable tasks than cores (default 0.5)"))}},
                 }},
         },
     }

@@ -158,6 +158,16 @@ class EntryCall:
             if cached_key == key:
                 cached.copy_(_draw_upstream(seed, i, cached))
 
+    def moved(self, old_inputs: list[Any], inputs: list[Any]) -> None:
+        """The input set that held `old_inputs` now holds new tensors (timing's fresh storage): its seed and
+        upstream gradients go with it."""
+        old_key, key = self._key(old_inputs), self._key(inputs)
+        if old_key not in self._seeds or key == old_key:
+            return
+        self._seeds[key] = self._seeds.pop(old_key)
+        for (cached_key, i) in [k for k in self._upstream if k[0] == old_key]:
+            self._upstream[(key, i)] = self._upstream.pop((cached_key, i))
+
     def upstream(self, inputs: Any, outs: list[torch.Tensor]) -> list[torch.Tensor]:
         """Random upstream gradients for `outs`, drawn from the input set's seed (the same on every side); kept for
         a bound set, drawn afresh (seed 0) for one never bound (a profiled call)."""

@@ -18,7 +18,7 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
-from kforge_bot.evaluate import calls, checks, loading
+from kforge_bot.evaluate import calls, checks, conditions, loading
 from kforge_bot.evaluate.guards import AuditGuard, ThreadWatch, hooks_and_modes_left
 from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.profile import count_flops, profile_call
@@ -500,6 +500,7 @@ class ShapeTiming:
 
     def after_candidate_sample(self) -> None:
         self.run.between_samples()  # patched clock or harness function: rejected before the next sample uses it
+        self.no_helper_processes(f"timed run, shape set {self.shape}")
         for inputs in self.sets:  # a method set on a timed input would tell the candidate when it is refilled
             checks.check_inputs_plain(inputs)
 
@@ -509,6 +510,31 @@ class ShapeTiming:
         self.kept[index] = [o.clone() for o in outputs]
         # Replayed graphs write the same static outputs every time: poisoned, an unwritten one shows as NaN.
         checks.poison_outputs(outputs)
+
+    def fresh_inputs(self, sets: list[int]) -> None:
+        """Before a timed sample, outside the timed region: the sets it calls get new tensors (new objects, new
+        storage, version counters at zero) holding the same values, so a kernel that memoizes by tensor object,
+        version or pointer computes on every timed call as it did in the checks. Made before the old ones are
+        freed, so no new tensor is given the storage it replaces."""
+        for r in sets:
+            inputs = self.sets[r]
+            old = list(inputs)
+            for i, value in enumerate(old):
+                if type(value) is torch.Tensor:
+                    copy = torch.Tensor.clone(torch.Tensor.detach(value))
+                    inputs[i] = copy.requires_grad_() if value.requires_grad else copy
+            for entry in self.entries:
+                entry.moved(old, inputs)
+            del old
+
+    def no_helper_processes(self, when: str) -> None:
+        """No process but this worker may be alive while a timed sample runs: a helper busy only while the
+        baseline runs would slow it and make the candidate look fast (conditions.others_alive)."""
+        others = conditions.others_alive()
+        if others:
+            raise Stop("rejected", f"{when}: {len(others)} process(es) besides the worker were alive while timed "
+                                   f"samples ran ({', '.join(others[:3])}); a kernel's work must stay in its calls, "
+                                   "and processes beside the timed samples could slow one side")
 
     def restore_inplace(self, side: str) -> None:
         """Between samples, outside the timed region: in-place inputs back as they were made."""
@@ -539,6 +565,7 @@ class ShapeTiming:
             entry.copy_inplace = False  # the in-place results are the buffers (kept or checked, then put back)
         try:
             self.first_baseline_call()
+            self.no_helper_processes(f"before timing shape set {self.shape}")
             times = measure_pair(
                 self.run.target, baseline or self.call_baseline, candidate or self.call_candidate, self.sets,
                 timing_budget_s=settings.timing_budget_s / len(shape_sets),
@@ -554,6 +581,7 @@ class ShapeTiming:
                 tolerance=self.plan.spec.tolerance,
                 after_candidate_sample=self.after_candidate_sample,
                 refresh=refresh,
+                fresh_inputs=None if direction else self.fresh_inputs,
             )
         except checks.CheckFailure as failure:
             what = f", {direction}" if direction else ""

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from kforge_bot.evaluate import bound, isolation, outputs
+from kforge_bot.evaluate import bound, conditions, isolation, outputs
 from kforge_bot.evaluate.plan import Case, Plan
 from kforge_bot.evaluate.result import DIRECTIONS, EvalResult, EvalSettings, TimingStats, directions_text
 from kforge_bot.evaluate.shapes import DEFINITION, ShapeSpeedup, combine, regression_text
@@ -85,7 +85,46 @@ def judge(plan: Plan, outcome: WorkerOutcome, ref_outputs: dict[str, list[Any]],
             base.reason += f"; but {slow}"
         if base.details.get("directions"):  # a backward: the headline is forward+backward; each direction said
             base.reason += "; " + directions_text(base.details["directions"])
+        disturbed = _attach_conditions(base, plan.settings)
+        if disturbed:
+            base.verdict = "inconclusive"
+            base.reason = f"timing disturbed: {disturbed}; not a verdict on its speed ({base.reason})"
     return base
+
+
+def _attach_conditions(result: EvalResult, settings: EvalSettings) -> str | None:
+    """Each shape set's timing conditions (evaluate.conditions) summarised in `details.conditions`, and the one
+    line saying what disturbed the timing where the policy's limits say it was (else None)."""
+    limits = conditions.policy_limits(settings.max_preempted_share, settings.max_preempted_gap,
+                                      settings.max_crowded_share)
+    per_shape = []
+    disturbed = None
+    for entry in result.details.get("timing") or []:
+        sides = entry.get("conditions") or {}
+        why = conditions.disturbance(sides, limits)
+        per_shape.append({"shape_set": entry["shape_set"], **sides, "disturbed": why})
+        if why and disturbed is None:
+            disturbed = f"shape set {entry['shape_set']}: {why}" if len(result.per_shape) > 1 else why
+    if per_shape:
+        result.details["conditions"] = {"per_shape": per_shape, "disturbed": disturbed,
+                                        "threads": threads_text(per_shape)}
+    return disturbed
+
+
+def threads_text(per_shape: list[dict[str, Any]]) -> str:
+    """'baseline 1.9 threads busy, candidate 1.0 (process 3 threads, 2 cores)': each side's CPU time per wall
+    second in its timed samples (medians over the shape sets' medians)."""
+    sides = {}
+    for name in ("baseline", "candidate"):
+        busy = sorted(p[name]["busy_threads"] for p in per_shape if (p.get(name) or {}).get("busy_threads") is not None)
+        if busy:
+            sides[name] = busy[len(busy) // 2]
+    if not sides:
+        return ""
+    threads = max(int((p.get("candidate") or {}).get("threads", 0)) for p in per_shape)
+    cores = next((p["candidate"].get("cores") for p in per_shape if p.get("candidate")), None)
+    return (", ".join(f"{name} {value:.1f} threads busy" for name, value in sides.items())
+            + f" (process {threads} threads, {cores} cores)")
 
 
 def _ended_without_result(base: EvalResult, outcome: WorkerOutcome) -> bool:
@@ -313,7 +352,8 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], settings: E
                           "mode": t.get("mode", "eager"), "mode_note": t.get("mode_note", ""),
                           "busy_after_ms": t.get("busy_after_ms", {}),
                           "busy_before_ms": t.get("busy_before_ms", {}),
-                          "per_call_ms": t.get("per_call_ms", {})})
+                          "per_call_ms": t.get("per_call_ms", {}),
+                          "conditions": t.get("conditions", {})})
     result.per_shape = []
     for entry in per_shape:
         s = entry["shape_set"]

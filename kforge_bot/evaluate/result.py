@@ -8,7 +8,8 @@ from typing import Any
 from kforge_bot.config.eval_settings import EvalSettings  # noqa: F401 - defined beside the policy that fills it
 from kforge_bot.evaluate.shapes import ShapeSpeedup, from_timing, regressions
 
-VERDICTS = ("pass", "incorrect", "rejected", "compile_error", "crash", "timeout")
+# inconclusive: correct, but its timing was disturbed (evaluate.conditions): no verdict on its speed.
+VERDICTS = ("pass", "incorrect", "rejected", "compile_error", "crash", "timeout", "inconclusive")
 # A kernel with a backward is timed by direction (details.directions); the headline is forward+backward.
 DIRECTIONS = ("forward", "backward", "forward+backward")
 

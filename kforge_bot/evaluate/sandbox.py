@@ -35,6 +35,7 @@ from typing import Any, Callable
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import bytecode, isolation, limits, outputs
+from kforge_bot.evaluate.activity import BuildWatch
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
@@ -59,6 +60,8 @@ class WorkerOutcome:
     sandboxed: bool = False
     built: bool = False  # the worker said it had imported and built what it runs (phase "imported")
     stalled_s: float | None = None  # killed after this long without a message once built
+    # Killed inside a first call that had stopped looking like a build (evaluate.activity): its CPU seconds since.
+    quiet_build_cpu_s: float | None = None
     shared: outputs.SharedOutputs | None = None  # outputs handed over as device memory; the caller closes it
     overfilled: int | None = None  # stopped with its scratch folder over this many bytes (evaluate.limits)
 
@@ -82,6 +85,9 @@ class WorkerOutcome:
         if self.overfilled is not None:
             return (f"wrote more than {_size(self.overfilled)} into its scratch folder (the limit) and was stopped; "
                     "raise the policy's evaluation.scratch_limit_gb if the kernel needs that much")
+        if self.stalled_s is not None and self.quiet_build_cpu_s is not None:
+            return (f"hung in a first call: no compiler ran and it read or wrote no files for {self.stalled_s:.0f} s "
+                    f"(the no-progress limit; {self.quiet_build_cpu_s:.0f} s of CPU meanwhile), so not a build")
         if self.stalled_s is not None:
             return (f"made no progress for {self.stalled_s:.0f} s once built (a call ran over {STALL_FACTOR:g}x the "
                     "reference's slowest case, at least the no-progress floor): a hang, or too slow to judge")
@@ -214,8 +220,9 @@ class WorkerProcess:
             stall_s: float | None = None, scratch_limit: int | None = None) -> WorkerOutcome:
         """Send `request` (None: sent already, with `send`), collect the messages until the worker exits or
         `timeout_s` passes (counted from now), then kill its process group. Once the worker says it is built,
-        `stall_s` without a message also ends it (a hang costs that, not the whole timeout), except inside a first
-        call on a shape set, which may compile (candidate_role.CandidateRun.first_call); a scratch folder over
+        `stall_s` without a message also ends it (a hang costs that, not the whole timeout); inside a first call on
+        a shape set, which may build (candidate_role.CandidateRun.first_call), `stall_s` without a message and
+        without a sign of a build (a compiler process, files read or written: evaluate.activity); a scratch folder over
         `scratch_limit` bytes (looked at every SCRATCH_CHECK_S, and once more at the end) ends it too. Never raises
         for the child's failures; runs once."""
         assert not self._done, "a worker process runs one request"
@@ -234,7 +241,9 @@ class WorkerProcess:
         eof = False
         last_message = started
         next_scratch_check = started + SCRATCH_CHECK_S
-        building = False  # inside a side's first call on a shape set: build time, bounded by timeout_s alone
+        building = False  # inside a side's first call on a shape set: build time while it looks like one
+        watch: BuildWatch | None = None
+        next_look = started
         try:
             while not eof:
                 now = time.monotonic()
@@ -250,6 +259,14 @@ class WorkerProcess:
                 if stall_s is not None and outcome.built and not building and now - last_message > stall_s:
                     outcome.timed_out, outcome.stalled_s = True, stall_s
                     break
+                if stall_s is not None and building and now >= next_look:
+                    next_look = now + SCRATCH_CHECK_S
+                    watch = watch or BuildWatch(proc.pid, last_message)
+                    watch.look(now)
+                    if now - max(last_message, watch.last_active) > stall_s:
+                        outcome.timed_out, outcome.stalled_s = True, stall_s
+                        outcome.quiet_build_cpu_s = watch.cpu_s
+                        break
                 for _key, _ in selector.select(timeout=min(remaining, SCRATCH_CHECK_S)):
                     chunk = os.read(read_fd, 1 << 16)
                     if not chunk:
@@ -267,6 +284,7 @@ class WorkerProcess:
                         last_message = time.monotonic()
                         outcome.built = outcome.built or message.get("phase") == "imported"
                         building = message.get("phase") == "first_call"
+                        watch = None  # a new first call: its build is watched from its own start
                         if on_message is not None:
                             on_message(message)
                     if received > MAX_CHANNEL_BYTES or len(buffer) > MAX_LINE_BYTES:

@@ -10,7 +10,9 @@ inputs of the call before it. The loop stops once the speedup's confidence inter
 time budget is spent; the parent recomputes every statistic from the raw samples it receives. After each
 sample the whole device is synchronized and the timer says how long it stayed busy after the timed region, and
 how long the settle before it took: a candidate whose calls run work on another stream outside the region is
-rejected (check_no_hidden_work).
+rejected (check_no_hidden_work). Around every sample the worker reads the conditions it ran in (evaluate.conditions:
+preemptions, CPU time, runnable tasks, threads, GPU clocks), which the parent judges; before every eager sample the
+input sets it calls get fresh storage (`fresh_inputs`), so a memo of an earlier call's tensors finds nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
+from kforge_bot.evaluate import conditions
 from kforge_bot.evaluate.checks import CheckFailure, poison_outputs, tolerance_for
 from kforge_bot.evaluate.graphs import GraphReplays, capture_graphs, tensors_of
 from kforge_bot.evaluate.stats import relative_half_width, speedup_from_pairs
@@ -56,6 +59,8 @@ class PairedTimes:
     # launch it than that lead stalls the device: about what a user calling it eagerly pays), the device's own time a
     # call (queued behind a lead longer than its launches: `_device_estimate`), and the host's time to issue one.
     per_call_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Per side, the conditions its timed samples ran in (conditions.summarize): the parent judges them.
+    conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The candidate as it was timed, where that was not its own function (graph replays): the checks after
     # timing must run the code that was timed. Not part of the report.
     timed_candidate: GraphReplays | None = field(default=None, repr=False, compare=False)
@@ -71,6 +76,7 @@ class PairedTimes:
             "busy_after_ms": self.busy_after_ms,
             "busy_before_ms": self.busy_before_ms,
             "per_call_ms": self.per_call_ms,
+            "conditions": self.conditions,
             "wall_s": self.wall_s,
         }
 
@@ -318,6 +324,7 @@ def measure_pair(
     tolerance: dict[str, float] | None = None,
     after_candidate_sample: Callable[[], None] | None = None,
     refresh: Callable[[str], None] | None = None,
+    fresh_inputs: Callable[[list[int]], None] | None = None,
 ) -> PairedTimes:
     """Interleaved A/B timing until the CI is tight, the budget is spent, or `max_pairs` is reached.
 
@@ -332,6 +339,9 @@ def measure_pair(
     `refresh(side)` ("b" or "c"), where given, runs after each sample and its callbacks, outside the timed region:
     it puts back what the calls consumed (in-place inputs restored, a backward's graphs built again). Each input set
     is then called at most once a sample, eagerly (a replayed graph would not see the refreshed state).
+    `fresh_inputs(sets)`, where given, runs before every eager timed sample, outside the timed region: the input sets
+    the sample calls get storage of their own, so no call is answered from a memo of an earlier one's tensors.
+    Every sample's conditions are read around it (conditions.Gauge) and summarised per side in the result.
     """
     started = _monotonic()
     sample_done = after_candidate_sample or (lambda: None)
@@ -374,6 +384,9 @@ def measure_pair(
     repeats = RepeatCheck(tolerance)
     busy_after: dict[str, list[float]] = {"b": [], "c": []}
     busy_before: dict[str, list[float]] = {"b": [], "c": []}
+    readings: dict[str, list[dict[str, Any]]] = {"b": [], "c": []}
+    gauge = conditions.Gauge(conditions.NvmlClocks.open(target.kind, getattr(target, "index", 0)))
+    fresh = fresh_inputs if result.launch == "eager" else None  # a replayed graph runs no code a memo could live in
     pair = 0
     while True:
         order = ((baseline, "b"), (candidate, "c")) if pair % 2 == 0 else ((candidate, "c"), (baseline, "b"))
@@ -383,7 +396,11 @@ def measure_pair(
             # candidate's next outputs could be given. Both sides alike, so their memory traffic matches.
             outs: list[Any] = []
             calls = sample_sets(pair, k, len(input_sets))
+            if fresh is not None:
+                fresh(sorted(set(calls)))
+            gauge.begin()
             sample = _timed(target, fn, input_sets, calls, lead[side], outs)
+            readings[side].append(gauge.take())
             busy_after[side].append(sample.busy_after_ms)
             busy_before[side].append(sample.busy_before_ms)
             if side == "b":
@@ -421,6 +438,8 @@ def measure_pair(
         result.stop_reason = _stop_reason(pair, now, budget_end, timing_budget_s, min_pairs, max_pairs)
         if result.stop_reason:
             break
+    result.conditions = {"baseline": conditions.summarize(readings["b"]),
+                         "candidate": conditions.summarize(readings["c"])}
     result.busy_after_ms = {"baseline": _upper_quartile(busy_after["b"]),
                             "candidate": _upper_quartile(busy_after["c"])}
     result.busy_before_ms = {"baseline": _upper_quartile(busy_before["b"]),

@@ -219,7 +219,13 @@ def main(argv: list[str]) -> int:
     STARTED = _clock()  # the request's arrival: phases count from here (the worker may have started early)
     workdir = plan.out_dir / f"src_{plan.role}"
     workdir.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(plan.threads) if plan.threads else None
+    threads = plan.threads or plan.settings.cpu_threads
+    if threads:  # the policy's evaluation.cpu_threads: torch's pool, and OpenMP's for kernels built with it
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+    # torch.compile's compile workers would outlive the build as processes beside every timed sample, which the
+    # harness refuses (candidate_role.ShapeTiming.no_helper_processes): compile in the worker's own process.
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     try:
         if plan.role == "reference":
             run_reference(plan, channel, workdir)

@@ -9,10 +9,12 @@ from kforge_bot.evaluate.result import EvalResult
 from kforge_bot.evaluate.shapes import regression_bound as regression_bound  # the rule's bound, re-exported
 from kforge_bot.evaluate.shapes import shape_status
 
-VERDICTS = ("pass", "improved", "regression", "incorrect", "error", "spec-changed", "skipped")
+VERDICTS = ("pass", "improved", "regression", "incorrect", "error", "spec-changed", "inconclusive", "skipped")
 # spec-changed: the change edits the kernel's own test (kforge_bot/gate/base_spec.py) and no maintainer has
 # approved that with the policy's trust.spec_change_label.
-FAILING = ("regression", "incorrect", "error", "spec-changed")
+# inconclusive: the timing could not decide (disturbed twice, or still straddling the threshold after the confirmation
+# run); it fails unless the policy's gate.inconclusive is `pass`, and is never cached.
+FAILING = ("regression", "incorrect", "error", "spec-changed", "inconclusive")
 # Decisions that depend only on content and settings: safe to reuse. Errors are not cached, since
 # a timeout or a missing package can come from the machine rather than the code.
 CACHEABLE = ("pass", "improved", "regression", "incorrect", "spec-changed")

@@ -55,6 +55,9 @@ class KernelReport:
     # A kernel with a backward: per direction (forward, backward, forward+backward) its speedup, interval and
     # change, as the headline's are (the headline is forward+backward).
     directions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The timing's conditions in a line: each side's busy threads (evaluate.judge.threads_text), and what disturbed
+    # it where something did (the whole summary is in `evaluation.details.conditions`).
+    conditions: str = ""
 
     @property
     def change(self) -> str:
@@ -181,6 +184,9 @@ def report_from(kernel: Kernel, m: Measurement, rule: GateRule, kind: str, touch
         report.speedup = r.speedup if not new else None
         report.speedup_ci = list(r.speedup_ci) if r.speedup_ci and not new else None
         report.evaluation = _trim(r)
+        shown = r.details.get("conditions") or {}
+        report.conditions = "; ".join(x for x in (shown.get("threads"), shown.get("disturbed") and
+                                                  f"disturbed: {shown['disturbed']}") if x)
         if not new:
             report.directions = {name: {"speedup": f["speedup"], "speedup_ci": f["speedup_ci"],
                                         "change": fmt_change(f["speedup"], f["speedup_ci"])}

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fakes.gate_repos import QUIET_MACHINE
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import action_checkout, commit_all, git, push_branches, write
 from fakes.pr_repos import open_pull
@@ -229,7 +230,8 @@ class World:
         env = {**os.environ, "GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(event),
                "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": self.fake.api_url, "GITHUB_TOKEN": self.fake.token,
                "GITHUB_WORKSPACE": str(self.work), "GITHUB_STEP_SUMMARY": str(self.summary),
-               "PYTHONPATH": str(ROOT), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
+               "PYTHONPATH": os.pathsep.join((str(QUIET_MACHINE), str(ROOT))), "GIT_CONFIG_NOSYSTEM": "1",
+               "GIT_TERMINAL_PROMPT": "0"}
         for key in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL", "KFORGE_POLICY"):
             env.pop(key, None)  # the built-in tuner, and only the policy given here
         cmd = [sys.executable, "-m", "kforge_bot.cli", "pr", "--policy", str(policy), "--json", str(self.results),
@@ -480,7 +482,8 @@ class Actions:
         ctx = {**ctx, "steps": {}, "runner": {"temp": str(temp)}}
         git(base, "clone", "-q", str(w.origin), str(workspace))
         env_base = {"PATH": os.environ["PATH"], "HOME": str(base / tag), "LANG": "C.UTF-8",
-                    "PYTHONPATH": str(ROOT), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
+                    "PYTHONPATH": os.pathsep.join((str(QUIET_MACHINE), str(ROOT))), "GIT_CONFIG_NOSYSTEM": "1",
+                    "GIT_TERMINAL_PROMPT": "0",
                     "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": ctx["github"]["event_name"],
                     "GITHUB_EVENT_PATH": str(base / "event.json"), "GITHUB_REPOSITORY": REPO,
                     "GITHUB_API_URL": w.fake.api_url, "GITHUB_SERVER_URL": ctx["github"]["server_url"],

@@ -399,3 +399,21 @@ def test_the_timing_budgets_earlier_key_still_works_with_one_note(tmp_path):
     bad.write_text("version: 1\nevaluation:\n  time_budget_s: -1\n")
     with pytest.raises(KforgeError, match="evaluation.time_budget_s"):  # named as the file writes it
         pol.load_policy(bad)
+
+
+def test_timing_keys_reach_the_evaluation_settings(tmp_path):
+    """evaluation.cpu_threads pins the workers' threads; evaluation.disturbance sets the detector's limits;
+    gate.inconclusive says what an undecided timing does to the gate."""
+    path = tmp_path / "p.yml"
+    path.write_text("version: 1\nevaluation:\n  cpu_threads: 1\n"
+                    "  disturbance: {preempted_share: 0.4, crowded_share: 1}\ngate:\n  inconclusive: pass\n")
+    settings = pol.load_policy(path).eval_settings("gate")
+    assert settings.cpu_threads == 1 and settings.inconclusive == "pass"
+    assert (settings.max_preempted_share, settings.max_preempted_gap, settings.max_crowded_share) == (0.4, None, 1.0)
+    assert pol.load_policy(None).eval_settings("gate").inconclusive == "fail"
+    path.write_text("version: 1\ngate:\n  inconclusive: maybe\n")
+    with pytest.raises(KforgeError, match="gate.inconclusive: expected fail or pass, got 'maybe'"):
+        pol.load_policy(path)
+    path.write_text("version: 1\nevaluation:\n  disturbance: {preempted: 0.4}\n")
+    with pytest.raises(KforgeError, match="evaluation.disturbance"):
+        pol.load_policy(path)

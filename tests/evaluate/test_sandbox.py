@@ -195,7 +195,11 @@ def test_a_hang_after_a_fast_warm_up_costs_the_no_progress_limit_not_the_timeout
     assert phases["no_progress_limit_s"] == 3 and phases["parent"]["candidate_worker_s"] < 60
 
 
+# A lazy build as the host sees one: a compiler run after run for 6 s (load_inline, a Triton JIT, torch.compile),
+# then the call. A first call that only sleeps or spins is no build (test_a_first_call_that_builds_nothing_...).
 BUILDS_ON_FIRST_CALL = '''
+import os
+import subprocess
 import time
 
 import torch
@@ -204,10 +208,17 @@ import torch.nn as nn
 built = set()
 
 
+def build():
+    began = time.monotonic()
+    while time.monotonic() - began < 6:
+        subprocess.run(["cc", "-O2", "-c", "-x", "c", "-", "-o", os.devnull], input=b"int f(int x) {{ return 3 * x; }}",
+                       check=True)
+
+
 class {name}(nn.Module):
     def forward(self, x):
         if x.shape not in built:  # a lazy build on the first call per shape (load_inline, torch.compile, autotune)
-            time.sleep(6)
+            build()
             built.add(x.shape)
         return torch.softmax(x, dim=1)
 '''
@@ -233,6 +244,19 @@ def test_a_first_call_that_builds_is_build_time_not_a_hang(tmp_path: Path, monke
     against = evaluate(spec, honest, "cpu", settings, baseline=lazy_base)
     assert against.verdict == "pass", against.reason
     assert against.details["phases"]["candidate_worker"]["first_call_s"]["baseline, shape set 0"] >= 6
+
+
+def test_a_first_call_that_builds_nothing_is_a_hang_found_in_seconds_not_at_the_timeout() -> None:
+    """A kernel that never returns from its first call: no compiler runs and no file is read or written, so once the
+    no-progress limit (here the 3 s floor) passes without either it is a hang, long before the 300 s timeout (an
+    H100 judged the same case only at the timeout)."""
+    spec = load_spec(ADV / "problem.py")
+    settings = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=300, stall_floor_s=3)
+    started = time.monotonic()
+    result = evaluate(spec, Implementation.from_file(ADV / "hang.py", "ModelNew"), "cpu", settings)
+    assert result.verdict == "timeout", result.reason
+    assert "hung in a first call: no compiler ran and it read or wrote no files for 3 s" in result.reason
+    assert time.monotonic() - started < 60
 
 
 def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fakes.gate_repos import PACKAGE_ROOT
+from fakes.gate_repos import PACKAGE_ROOT, QUIET_MACHINE
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import action_checkout, git, push_branches
 from fakes.webhooks import example
@@ -61,7 +61,8 @@ class PullRequest:
                     "GITHUB_API_URL": self.fake.api_url, "GITHUB_TOKEN": self.fake.token,
                     "GITHUB_WORKSPACE": str(self.work), "GITHUB_STEP_SUMMARY": str(self.summary),
                     "GITHUB_SERVER_URL": "https://github.example", "GITHUB_RUN_ID": "4242",
-                    "PYTHONPATH": str(PACKAGE_ROOT), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"})
+                    "PYTHONPATH": os.pathsep.join((str(QUIET_MACHINE), str(PACKAGE_ROOT))), "GIT_CONFIG_NOSYSTEM": "1",
+                    "GIT_TERMINAL_PROMPT": "0"})
         cmd = [sys.executable, "-m", "kforge_bot.cli", "pr", "--policy", str(self.work / POLICY_PATH),
                "--json", str(self.results), "--target", "cpu", "--work-dir", str(self.tmp / "reports"), *args]
         return subprocess.run(cmd, cwd=tempfile.mkdtemp(dir=self.tmp), env=env, capture_output=True, text=True,

@@ -31,7 +31,7 @@ def test_counts_exit_code_and_unmeasured_required_targets() -> None:
                            required={"cuda": "skipped (needs cuda)"})
     report = _report(ok, skipped)
     assert report.counts() == {"pass": 1, "improved": 0, "regression": 0, "incorrect": 0, "error": 0,
-                               "spec-changed": 0, "skipped": 1}
+                               "spec-changed": 0, "inconclusive": 0, "skipped": 1}
     assert report.unmeasured_required() == {"cuda": ["gpu"]}
     assert report.exit_code == 0  # reported, not failing, without require_all_targets
     assert _report(ok, skipped, strict=True).exit_code == 1

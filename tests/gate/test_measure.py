@@ -49,7 +49,7 @@ def test_straddling_result_gets_one_confirmation_which_decides(tiny_spec):
 
     fake = Scripted([timed(0.95, 0.99), timed(0.97, 0.995)])
     m = compare(tiny_spec, head, base, "cpu", settings, 0.02, evaluator=fake)
-    assert m.verdict == "pass" and "not resolved" in m.reason
+    assert m.verdict == "inconclusive" and "not resolved" in m.reason and not m.cacheable
 
     untimed = EvalResult(verdict="pass", reason="too few pairs", target="cpu", speedup=0.5, speedup_ci=None)
     fake = Scripted([untimed, untimed])  # no interval even after confirming: not judged, so not passed
@@ -87,3 +87,43 @@ def test_a_crash_is_charged_to_the_side_whose_code_crashed_and_the_head_never_ru
     m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
     assert m.verdict == "error" and m.reason.startswith("confirmation run: the base version failed")
 
+
+
+def test_an_interval_straddling_the_threshold_after_confirmation_is_inconclusive_and_fails(tiny_spec):
+    """Attack (issue 38, 3.3): an interval still straddling the threshold after the confirmation run (0.7x-7.7x)
+    counted as a pass."""
+    head = tiny_spec.baseline
+    base = Implementation("def kernel(x, y):\n    return x * 2.0 + y\n", "kernel", "k.py")
+    fake = Scripted([timed(0.7, 7.7), timed(0.7, 7.7)])
+    m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
+    assert m.verdict == "inconclusive" and "fails the gate" in m.reason, m.reason
+    assert not m.cacheable and len(fake.calls) == 2
+    # The policy's gate.inconclusive: pass lets it through, still never cached.
+    fake = Scripted([timed(0.7, 7.7), timed(0.7, 7.7)])
+    m = compare(tiny_spec, head, base, "cpu", EvalSettings(inconclusive="pass"), 0.02, evaluator=fake)
+    assert m.verdict == "pass" and m.reason.startswith("inconclusive, passed by the policy") and not m.cacheable
+
+
+def disturbed(low: float, high: float) -> EvalResult:
+    result = timed(low, high)
+    result.verdict, result.reason = "inconclusive", "timing disturbed: the baseline's samples were preempted"
+    return result
+
+
+def test_a_disturbed_timing_is_measured_once_more_and_decides_only_when_undisturbed(tiny_spec):
+    head = tiny_spec.baseline
+    base = Implementation("def kernel(x, y):\n    return x * 2.0 + y\n", "kernel", "k.py")
+    fake = Scripted([disturbed(3.0, 9.0), timed(0.99, 1.01)])  # disturbed, then a clean pass
+    m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
+    assert m.verdict == "pass" and len(fake.calls) == 2
+    assert m.result.details["disturbed_before"].startswith("timing disturbed")
+
+    fake = Scripted([disturbed(3.0, 9.0), disturbed(3.0, 9.0)])  # disturbed twice: no verdict, fails by default
+    m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
+    assert m.verdict == "inconclusive" and m.reason.startswith("disturbed twice: timing disturbed") and not m.cacheable
+    assert len(fake.calls) == 2
+
+    fake = Scripted([timed(0.95, 0.99), disturbed(3.0, 9.0), disturbed(3.0, 9.0)])  # the confirmation, twice
+    m = compare(tiny_spec, head, base, "cpu", EvalSettings(), 0.02, evaluator=fake)
+    assert m.verdict == "inconclusive" and m.reason.startswith("confirmation run disturbed twice")
+    assert len(fake.calls) == 3

@@ -90,3 +90,31 @@ def test_with_a_pool_the_evaluation_is_a_future_carrying_where_it_ran() -> None:
     assert seconds == 3.0 and result.details["pool"] == {"slot": 1, "device": "cpu", "queue_s": 0.25,
                                                          "prepare": None, "prepare_s": 0.0}
     evaluator.close()
+
+
+def test_the_cache_keeps_only_undisturbed_results_each_with_its_conditions(tmp_path: Path) -> None:
+    """A timing the conditions called disturbed (`inconclusive`) is never stored: measured under load, it would be
+    replayed on a quiet machine. What is stored carries the conditions it was measured in."""
+    from kforge_bot.cache import ResultCache
+
+    conditions = {"per_shape": [{"shape_set": 0, "baseline": {"preempted_share": 0.9}, "disturbed": "load"}],
+                  "disturbed": "load", "threads": "baseline 0.6 threads busy, candidate 0.6 threads busy"}
+    verdicts = ["inconclusive", "pass"]
+
+    def evaluate_fn(spec: Any, candidate: Implementation, *args: Any, **kwargs: Any) -> EvalResult:
+        verdict = verdicts.pop(0)
+        shown = conditions if verdict == "inconclusive" else {**conditions, "disturbed": None}
+        return EvalResult(verdict=verdict, reason="timing disturbed: load" if verdict == "inconclusive" else "ok",
+                          target="cpu", speedup=1.5, details={"conditions": shown})
+
+    cache = ResultCache(tmp_path / "cache")
+    evaluator = Evaluator(KB, "cpu", SETTINGS, evaluate_fn=evaluate_fn, cache=cache,
+                          fingerprint=TargetFingerprint("cpu", "Test CPU A", "2.13.0"))
+    assert evaluator(KB.baseline)[0].verdict == "inconclusive"
+    assert len(cache) == 0
+    assert evaluator(KB.baseline)[0].verdict == "pass"  # measured again, undisturbed: stored
+    assert len(cache) == 1
+    again, seconds = evaluator(KB.baseline)
+    assert again.cached and seconds == 0.0 and again.details["conditions"]["disturbed"] is None
+    assert again.details["conditions"]["threads"].startswith("baseline 0.6 threads busy")
+    evaluator.close()
