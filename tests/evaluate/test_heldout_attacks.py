@@ -7,6 +7,7 @@ Written to fail before held-out variants existed: every attack here passed `eval
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,7 @@ def candidate_for(spec: KernelSpec, fmt: str, body: str) -> Implementation:
         source = f"import torch\n\n\ndef kernel(x):\n{_body(body, 4)}\n"
     else:
         source = f"import torch\n\n\ndef custom_kernel(data):\n    x = data\n{_body(body, 4)}\n"
-    return spec.candidate_from_source(source)
+    return replace(spec.candidate_from_source(source), symbol=spec.entry)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -108,11 +109,13 @@ def candidate_for(spec: KernelSpec, fmt: str, body: str) -> Implementation:
 def test_listed_shapes_only_candidate_is_incorrect_and_the_honest_one_passes(tmp_path: Path, fmt: str,
                                                                              problem: str, attack: str) -> None:
     spec = write_problem(tmp_path / fmt, fmt, problem)
-    honest = evaluate(spec, candidate_for(spec, fmt, CANDIDATES[(problem, "honest")]), "cpu", SETTINGS)
-    assert honest.verdict == "pass", honest.reason
-    assert [v for v in honest.correctness["heldout"] if "skipped" not in v], honest.correctness["heldout"]
     result = evaluate(spec, candidate_for(spec, fmt, CANDIDATES[(problem, attack)]), "cpu", SETTINGS)
     assert result.verdict == "incorrect", result.reason
     # The reason names the variant: its sizes and its seed.
     assert "held-out variant" in result.reason and " seed " in result.reason, result.reason
     assert any(name in result.reason for name in ("dim=", "cols=", "inputs x")), result.reason
+    honest = evaluate(spec, candidate_for(spec, fmt, CANDIDATES[(problem, "honest")]), "cpu", SETTINGS)
+    assert honest.verdict == "pass", honest.reason
+    # Checked on the variants, none skipped: the reference runs them all.
+    assert len(honest.correctness["heldout"]) == 2, honest.correctness["heldout"]
+    assert not [v for v in honest.correctness["heldout"] if "skipped" in v], honest.correctness["heldout"]
