@@ -34,7 +34,7 @@ from typing import Any
 
 VARIANTS = 2  # one with a smaller batch, one with a larger
 MIN_SIZE = 4  # sizes below this are flags, axes or kernel widths: kept (but the batch's)
-VERSION = "1"  # of the variants drawn: part of every verdict's harness version
+LABEL_PREFIX = "held-out variant"  # every held-out case's label starts so (optimize's generator is never told more)
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class Variant:
         """'held-out variant 1 (batch_size=67, dim=1001; inputs x2.50+0.70, ...) seed 123'."""
         sizes = ", ".join(f"{k}={self.sizes[k]}" for k in self.moved) or "listed sizes"
         values = f"; {self.values.text()}" if self.values else ""
-        return f"held-out variant {self.index} ({sizes}{values}) seed {self.seed}"
+        return f"{LABEL_PREFIX} {self.index} ({sizes}{values}) seed {self.seed}"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
