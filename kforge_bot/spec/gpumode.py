@@ -33,7 +33,9 @@ REFERENCE = "reference.py"
 SUBMISSION = "submission.py"
 ENTRY = "custom_kernel"
 SEED_KEY = "seed"
-_SUBMISSION_SOURCE = "@SUBMISSION@"  # task.yml's placeholder for the submission in `files:`
+_SUBMISSION_SOURCE = "@SUBMISSION@"
+# A layout some problems use beside GPU MODE's: inputs, a forward and its backward, checked by their own eval.py.
+FORWARD_BACKWARD = ("generate_inputs", "reference_forward", "reference_backward")  # task.yml's placeholder for the submission in `files:`
 
 
 def is_gpumode_problem(path: str | Path) -> bool:
@@ -61,6 +63,12 @@ def load_gpumode(path: str | Path) -> KernelSpec:
     reference_path = folder / REFERENCE
     source = read_source(reference_path)
     parse_python(reference_path, source)
+    if not defines(source, "ref_kernel") and all(defines(source, s) for s in FORWARD_BACKWARD):
+        raise KforgeError("a forward-and-backward problem (generate_inputs, reference_forward, reference_backward, "
+                          "its own eval.py) is not read as GPU MODE's layout", path=reference_path,
+                          hint="supported: GPU MODE's layout (reference.py with generate_input(**kw) and "
+                               "ref_kernel(data)); for a forward with its backward, a kforge.yaml kernel with "
+                               "`backward: {inputs: [...]}` (docs/manifest.md)")
     for symbol in ("generate_input", "ref_kernel"):
         if not defines(source, symbol):
             raise KforgeError(f"defines no top-level {symbol!r}", path=reference_path,
