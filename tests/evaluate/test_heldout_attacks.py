@@ -119,3 +119,54 @@ def test_listed_shapes_only_candidate_is_incorrect_and_the_honest_one_passes(tmp
     # Checked on the variants, none skipped: the reference runs them all.
     assert len(honest.correctness["heldout"]) == 2, honest.correctness["heldout"]
     assert not [v for v in honest.correctness["heldout"] if "skipped" in v], honest.correctness["heldout"]
+
+
+def _chunked_manifest(root: Path, constraints: str) -> KernelSpec:
+    """A kernel honestly meant for rows a multiple of 256 long: its reference says so (an assert)."""
+    root.mkdir(parents=True)
+    (root / "kernel.py").write_text("import torch\n\n\ndef kernel(x):\n    assert x.shape[-1] % 256 == 0\n"
+                                    "    return x / x.pow(2).mean(dim=-1, keepdim=True).sqrt()\n")
+    (root / "inputs.py").write_text("import torch\n\n\ndef make_inputs(rows, cols):\n"
+                                    "    return [torch.randn(rows, cols)]\n")
+    (root / "kforge.yaml").write_text(textwrap.dedent(f'''
+        version: 1
+        kernels:
+          chunked:
+            file: kernel.py
+            entry: kernel
+            inputs: inputs.py:make_inputs
+            shapes: [{{rows: {ROWS}, cols: {COLS}}}]
+            targets: [cpu]
+    ''') + constraints)
+    return load_spec(root / "kforge.yaml", "chunked")
+
+
+def test_a_constraint_keeps_variants_in_the_kernel_s_domain(tmp_path: Path) -> None:
+    spec = _chunked_manifest(tmp_path / "k", "    constraints: {cols: {multiple_of: 256}}\n")
+    result = evaluate(spec, candidate_for(spec, "manifest", CANDIDATES[("rownorm", "chunks256")]), "cpu", SETTINGS)
+    assert result.verdict == "pass", result.reason
+    checked = result.correctness["heldout"]
+    assert len(checked) == 2 and not [v for v in checked if "skipped" in v], checked
+    assert all(v["sizes"]["cols"] % 256 == 0 and v["sizes"]["cols"] != COLS for v in checked), checked
+
+
+def test_a_variant_the_reference_cannot_run_is_moved_back_or_skipped_never_held_against_the_candidate(
+        tmp_path: Path) -> None:
+    spec = _chunked_manifest(tmp_path / "k", "")
+    result = evaluate(spec, candidate_for(spec, "manifest", CANDIDATES[("rownorm", "chunks256")]), "cpu", SETTINGS)
+    assert result.verdict == "pass", result.reason
+    checked = result.correctness["heldout"]
+    # Every size moved breaks the reference's assert: the batch alone is moved, and what failed is reported.
+    assert all(v["sizes"]["cols"] == COLS and v["sizes"]["rows"] != ROWS for v in checked), checked
+    assert all("AssertionError" in " ".join(v["reference_could_not_run"]) for v in checked), checked
+
+
+def test_a_variant_the_reference_runs_in_no_form_is_skipped_and_reported(tmp_path: Path) -> None:
+    spec = _chunked_manifest(tmp_path / "k", "")
+    fixed = replace(spec.reference, source=spec.reference.source.replace(
+        "assert x.shape[-1] % 256 == 0", f"assert tuple(x.shape) == ({ROWS}, {COLS})"))
+    spec = replace(spec, reference=fixed, baseline=fixed)
+    result = evaluate(spec, candidate_for(spec, "manifest", CANDIDATES[("rownorm", "reshape")]), "cpu", SETTINGS)
+    assert result.verdict == "pass", result.reason  # the listed shape is all the kernel is for
+    skipped = result.correctness["heldout"]
+    assert len(skipped) == 2 and all("AssertionError" in v["skipped"] for v in skipped), skipped
