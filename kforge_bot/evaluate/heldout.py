@@ -98,10 +98,10 @@ def module_sizes(source: str, readers: Sequence[str] = ("get_inputs", "get_init_
         return {}
     values: dict[str, int] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
             value = _int_value(node.value, values)
-            if value is not None:
-                values[node.targets[0].id] = value
+            for target in node.targets if value is not None else ():
+                values[target.id] = value  # type: ignore[attr-defined]
     read: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in readers:

@@ -21,12 +21,13 @@ batch_size = 16
 dim = 16 * 1024
 features = dim // 2
 kernel_size = 3
+height = width = 32
 unused = 7
 flag = True
 
 
 def get_inputs():
-    return [torch.randn(batch_size, dim, kernel_size)]
+    return [torch.randn(batch_size, dim, kernel_size, height, width)]
 
 
 def get_init_inputs():
@@ -35,7 +36,8 @@ def get_init_inputs():
 
 
 def test_module_sizes_are_the_integers_the_input_functions_read() -> None:
-    assert heldout.module_sizes(KB_SOURCE) == {"batch_size": 16, "dim": 16384, "features": 8192, "kernel_size": 3}
+    assert heldout.module_sizes(KB_SOURCE) == {"batch_size": 16, "dim": 16384, "features": 8192, "kernel_size": 3,
+                                              "height": 32, "width": 32}
 
 
 def test_nearby_sizes_are_odd_and_move_the_asked_way() -> None:
