@@ -81,6 +81,10 @@ def judge_one(problem: Path, target: str, measure: bool, budget: float, cost: bo
     return row
 
 
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def table(rows: list[dict]) -> str:
     lines = ["| problem | A/A verdict | variants checked | variants (sizes, or why not) | held-out s (reference) |",
              "|---|---|---|---|---|"]
@@ -88,7 +92,7 @@ def table(rows: list[dict]) -> str:
         held = r.get("heldout") or []
         checked = sum(1 for v in held if not v.get("skipped"))
         lines.append(f"| {r['problem']} | {r['verdict']} | {checked}/{len(held)} | {variants_text(held)} | "
-                     f"{r.get('heldout_reference_s') if r.get('heldout_reference_s') is not None else '-'} |")
+                     f"{_seconds(r.get('heldout_reference_s'))} |")
     passed = sum(r["verdict"] == "pass" for r in rows)
     full = sum(1 for r in rows if r.get("heldout") and not any(v.get("skipped") for v in r["heldout"]))
     lines += ["", f"{len(rows)} problems: {passed} A/A pass; {full} ran every variant; "
