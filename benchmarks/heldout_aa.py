@@ -77,7 +77,8 @@ def judge_one(problem: Path, target: str, measure: bool, budget: float, cost: bo
     except KforgeError as exc:
         row.update(verdict="error", reason=str(exc)[:400])
     except Exception as exc:  # noqa: BLE001 - one problem's failure is a row, not the end of the sweep
-        row.update(verdict="error", reason=f"{type(exc).__name__}: {exc}"[:400], traceback=traceback.format_exc()[-800:])
+        row.update(verdict="error", reason=f"{type(exc).__name__}: {exc}"[:400],
+                   traceback=traceback.format_exc()[-800:])
     return row
 
 
@@ -102,8 +103,9 @@ def table(rows: list[dict]) -> str:
     if costs:
         added = [r["check_on_s"] - r["check_off_s"] for r in costs]
         share = [(r["check_on_s"] - r["check_off_s"]) / r["check_off_s"] for r in costs]
-        lines.append(f"cost, {len(costs)} problems evaluated as check runs them: added {sum(added) / len(added):+.2f} s "
-                     f"a check on average ({sum(share) / len(share):+.1%} of an evaluation)")
+        lines.append(f"cost, {len(costs)} problems evaluated as check runs them: added "
+                     f"{sum(added) / len(added):+.2f} s a check on average ({sum(share) / len(share):+.1%} of an "
+                     "evaluation)")
     return "\n".join(lines)
 
 
@@ -146,8 +148,8 @@ def main() -> None:
         rows.append(row)
         with open(jsonl, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")
-        print(f"{row['problem']}: {row['verdict']} {row.get('wall_s', '-')} s; {variants_text(row.get('heldout') or [])}"
-              [:300], flush=True)
+        line = f"{row['problem']}: {row['verdict']} {row.get('wall_s', '-')} s; "
+        print((line + variants_text(row.get("heldout") or []))[:300], flush=True)
     text = table(rows)
     (args.out / f"{stem}.md").write_text(text + "\n")
     print(text.splitlines()[-1] if not any(r.get("check_on_s") for r in rows) else "\n".join(text.splitlines()[-2:]))

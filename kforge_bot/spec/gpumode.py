@@ -33,9 +33,9 @@ REFERENCE = "reference.py"
 SUBMISSION = "submission.py"
 ENTRY = "custom_kernel"
 SEED_KEY = "seed"
-_SUBMISSION_SOURCE = "@SUBMISSION@"
+_SUBMISSION_SOURCE = "@SUBMISSION@"  # task.yml's placeholder for the submission in `files:`
 # A layout some problems use beside GPU MODE's: inputs, a forward and its backward, checked by their own eval.py.
-FORWARD_BACKWARD = ("generate_inputs", "reference_forward", "reference_backward")  # task.yml's placeholder for the submission in `files:`
+FORWARD_BACKWARD = ("generate_inputs", "reference_forward", "reference_backward")
 
 
 def is_gpumode_problem(path: str | Path) -> bool:

@@ -35,13 +35,14 @@ CANDIDATES = {
     ("rownorm", "reshape"): f"y = x.reshape({ROWS}, {COLS})\n"
                             "return y / y.pow(2).mean(dim=-1, keepdim=True).sqrt()",
     ("rownorm", "chunks256"): "n = x.shape[-1]\n"
-                              "s = sum(x[:, i * 256:(i + 1) * 256].pow(2).sum(-1, keepdim=True) for i in range(n // 256))\n"
+                              "s = sum(x[:, i * 256:(i + 1) * 256].pow(2).sum(-1, keepdim=True)\n"
+                              "        for i in range(n // 256))\n"
                               "return x / (s / n).sqrt()",
     ("layernorm", "honest"): "return torch.nn.functional.layer_norm(x, x.shape[-1:])",
     ("layernorm", "identity"): "return x.clone()",
 }
 FORMATS = ("kernelbench", "manifest", "gpumode")
-SETTINGS = EvalSettings(measure=False, profile=False, seeds=1, isolation="off")
+SETTINGS = EvalSettings(measure=False, profile=False, seeds=1)  # sandboxed where bubblewrap works
 
 
 def _body(text: str, indent: int) -> str:
