@@ -29,7 +29,7 @@ from kforge_bot.spec import load_spec  # noqa: E402
 from kforge_bot.targets import cpu_model  # noqa: E402
 
 PROBLEMS = {
-    "kernelbench": (HERE.parent / "examples" / "kernelbench" / "softmax_problem.py", None),
+    "kernelbench": (HERE.parent / "tests" / "data" / "kb" / "softmax.py", None),
     "manifest": (HERE.parent / "tests" / "data" / "manifest_repo" / "kforge.yaml", "rmsnorm"),
     "gpumode": (HERE.parent / "tests" / "data" / "gpumode" / "scaled_add_py", None),
 }

@@ -142,11 +142,12 @@ class CandidateRun:
     def save(self, outputs: list[Any], name: str) -> None:
         self.saved[name] = save(outputs, self.plan.out_dir / name)
 
-    def first_call(self, side: str, shape: int, call: Callable[[], T]) -> T:
-        """`call`, a side's call on a shape set. The first one may build (torch.compile, a lazy load_inline, a
-        Triton JIT, an autotune sweep): the worker says so before and after, and the parent bounds it by the
-        whole timeout, not by its no-progress limit (sandbox.WorkerProcess.run); `phases.first_call_s` keeps it."""
-        key = f"{side}, shape set {shape}"
+    def first_call(self, side: str, shape: int | str, call: Callable[[], T]) -> T:
+        """`call`, a side's call on a shape set (or a held-out variant's sizes: "held-out variant 1"). The first one
+        may build (torch.compile, a lazy load_inline, a Triton JIT, an autotune sweep): the worker says so before and
+        after, and the parent bounds it by the whole timeout, not by its no-progress limit
+        (sandbox.WorkerProcess.run); `phases.first_call_s` keeps it."""
+        key = f"{side}, shape set {shape}" if isinstance(shape, int) else f"{side}, {shape}"
         if key in self.first_calls:
             return call()
         self.channel.send("progress", phase="first_call", side=side, shape=shape)
@@ -365,7 +366,7 @@ class CandidateRun:
         if entry is not None:
             entry.bind(inputs, case.seed)
         try:
-            outputs = self.first_call("candidate", case.shape + 1000 * (1 + variant.index),
+            outputs = self.first_call("candidate", f"{heldout.LABEL_PREFIX} {variant.index}",
                                       lambda: self.call(cand_fn, inputs, f"running {case.label}"))
         except Stop as stop:
             if stop.status not in ("crash", "compile_error"):

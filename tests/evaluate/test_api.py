@@ -451,7 +451,8 @@ def test_a_large_problem_for_its_memory_budget_is_cut_down_or_refused_by_name(
     assert result.verdict == "pass", result.reason
     assert result.details["memory_fit"]["seeds"] == 1 and result.details["memory_fit"]["rotate_sets"] == 1
     assert "cut to 1 seed(s) and 1 timed input set(s) to fit in memory" in result.details["memory_fit"]["note"]
-    assert result.correctness["cases_checked"] == 3  # one seed, the timed output, the set with elements changed
+    # one seed, the timed output, the set with elements changed; and the two held-out variants
+    assert result.correctness["cases_checked"] == 3 + 2
     monkeypatch.setenv("KFORGE_MEMORY_BUDGET", "150M")
     with pytest.raises(KforgeError) as caught:
         evaluate(spec, honest, "cpu", settings)
