@@ -135,36 +135,20 @@ def reference_heldout(plan: Plan, inputs_module: Any, ref_module: Any, ref_obj: 
     """Each held-out variant in the first form the reference runs with finite outputs (their outputs saved as
     the variant's case), or skipped with every form's reason: a variant the reference cannot run is never held
     against a candidate."""
-    spec = plan.spec
-    listed_init = loading.init_key(spec, inputs_module)
+    listed_init = loading.init_key(plan.spec, inputs_module)
     settled: list[heldout.Variant] = []
     for forms in plan.heldout_forms():
         reasons: list[str] = []
         for form in forms:
             case = plan.heldout_case(form)
             try:
-                with heldout.module_globals([inputs_module, ref_module], form):
-                    call = reference
-                    if loading.init_key(spec, inputs_module) != listed_init:  # sizes get_init_inputs reads: built again
-                        call = calls.wrap(ref_obj, loading.build_callable(ref_obj, spec, inputs_module, device,
-                                                                          plan.init_seed),
-                                          spec, own_oracle=spec.reference_returns == "outputs", module=ref_module)
-                    shape = heldout.shape_of(form, spec.shape_sets[form.base])
-                    inputs = loading.make_inputs(spec, inputs_module, shape, form.seed, device)
-                    heldout.change_values(inputs, form.values, form.seed, slots)
-                    if isinstance(call, calls.EntryCall):
-                        call.bind(inputs, form.seed)
-                        call.copy_inplace = True
-                    outputs = as_list(loading.call(call, inputs))
-                checks.check_plain_outputs(outputs, device.type)
-                if form.values is not None and not all(bool(torch.isfinite(o).all()) for o in outputs
-                                                       if o.is_floating_point()):
-                    raise ValueError("non-finite outputs on the changed values")
+                outputs = _reference_form(plan, form, inputs_module, ref_module, ref_obj, reference, device, slots,
+                                          listed_init)
             except Exception as exc:  # noqa: BLE001 - the reference cannot run this form: the next one, or skipped
                 reasons.append(f"{heldout.form_text(form)}: {short_error(exc)[:200]}")
                 continue
             save(outputs, plan.out_dir / case.ref_file)
-            del inputs, outputs
+            del outputs
             settled.append(replace(form, attempts=tuple(reasons)))
             channel.send("progress", phase="reference", case=case.label)
             break
@@ -172,6 +156,30 @@ def reference_heldout(plan: Plan, inputs_module: Any, ref_module: Any, ref_obj: 
             if forms:
                 settled.append(heldout.skipped(forms, reasons))
     return settled
+
+
+def _reference_form(plan: Plan, form: heldout.Variant, inputs_module: Any, ref_module: Any, ref_obj: Any,
+                    reference: Any, device: torch.device, slots: frozenset[int], listed_init: str) -> list[Any]:
+    """The reference's outputs on one form of a variant (its own frame: a form too large for the device leaves
+    nothing behind for the next). Raises where the reference cannot run it, or gives non-finite outputs on changed
+    values."""
+    spec = plan.spec
+    with heldout.module_globals([inputs_module, ref_module], form):
+        call = reference
+        if loading.init_key(spec, inputs_module) != listed_init:  # sizes get_init_inputs reads: built again
+            call = calls.wrap(ref_obj, loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed),
+                              spec, own_oracle=spec.reference_returns == "outputs", module=ref_module)
+        inputs = loading.make_inputs(spec, inputs_module, heldout.shape_of(form, spec.shape_sets[form.base]),
+                                     form.seed, device)
+        heldout.change_values(inputs, form.values, form.seed, slots)
+        if isinstance(call, calls.EntryCall):
+            call.bind(inputs, form.seed)
+            call.copy_inplace = True
+        outputs = as_list(loading.call(call, inputs))
+    checks.check_plain_outputs(outputs, device.type)
+    if form.values is not None and not all(bool(torch.isfinite(o).all()) for o in outputs if o.is_floating_point()):
+        raise ValueError("non-finite outputs on the changed values")
+    return outputs
 
 
 def run_imports(plan: Plan, channel: Channel, workdir: Path) -> None:
