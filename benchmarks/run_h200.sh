@@ -5,6 +5,7 @@
 #                    [harness|harness-short] [tuner]
 #                    [gate|gate-slowdown|gate-spin] [scale] [parallel] [library]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
 #                    [gpumode] (gpu-mode/reference-kernels in .gpumode/) [l2-baselines] (KernelBench in .kb/; 8 GPUs)
+#                    [heldout] (KernelBench L1+L2 A/A with held-out variants, one shard per GPU; KernelBench in .kb/)
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
 # The device returns at most 8 files from $OUT: keep one call's steps under that (the output tail of each step
 # is printed too, so a figure survives even when its file does not come back).
@@ -61,6 +62,13 @@ for step in $steps; do
                --time-budget "${GM_BUDGET:-1}" ${GM_ONLY:+--only "$GM_ONLY"} --out "$out" 2>&1 | grep -v "^\[" | tail -40 ;;  # .gpumode/: gpu-mode/reference-kernels
     l2-baselines) timeout ${L2_TIMEOUT:-540} python3 benchmarks/l2_gemm_baselines.py --kernelbench .kb --target cuda \
                --time-budget "${L2_BUDGET:-1.5}" ${L2_ARGS:-} --out "$out" 2>&1 | grep -v "^\[" | tail -60 ;;  # 37 problems: 8 GPUs
+    heldout) n=$(nvidia-smi -L 2>/dev/null | wc -l); n=${HELDOUT_SHARDS:-${n:-1}}; [ "$n" -ge 1 ] || n=1
+             rm -rf /tmp/heldout-aa; for i in $(seq 0 $((n - 1))); do
+               CUDA_VISIBLE_DEVICES=$((i % $(nvidia-smi -L | wc -l))) timeout ${HELDOUT_TIMEOUT:-560} python3 benchmarks/heldout_aa.py \
+                 --kernelbench .kb --problems "${HELDOUT_PROBLEMS:-1/all,2/all}" --shard $i/$n --cost-every ${HELDOUT_COST_EVERY:-10} \
+                 --max-seconds ${HELDOUT_MAX_S:-500} --out /tmp/heldout-aa > /tmp/heldout-aa-$i.log 2>&1 &
+             done; wait; tail -2 /tmp/heldout-aa-*.log | grep -v "^$"
+             python3 benchmarks/heldout_aa.py --kernelbench .kb --out /tmp/heldout-aa --merge "$out" ;;  # issue 42
     parallel) timeout ${PARALLEL_TIMEOUT:-300} python3 benchmarks/optimize_throughput.py --target cuda \
                --problem examples/kernelbench/softmax_problem.py --candidates 8 --parallel 4 --crash-at 2 \
                --out "$out/parallel" 2>&1 | tail -6 ;;

@@ -28,6 +28,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "list": ("kforge_bot.commands.listing", "list_kernels", "List the kernels a repository manages (manifests, KernelBench files)."),
     "init": ("kforge_bot.commands.init", "init", "Propose a kforge.yaml for a repository's Triton and torch-extension kernels."),
     "policy": ("kforge_bot.commands.policy", "policy", "Validate and show policy files."),
+    "recheck": ("kforge_bot.commands.recheck", "recheck",
+                "Judge accepted kernels (optimize runs, follow-up branches) again under today's harness."),
 }
 
 

@@ -18,6 +18,7 @@ from string import Template
 from typing import Any, Mapping, Sequence
 
 from kforge_bot.errors import KforgeError, MalformedReply
+from kforge_bot.evaluate.heldout import LABEL_PREFIX
 
 # Kernel language -> (prompt guide file, title). "triton" picks its XPU guide on xpu targets.
 _GUIDES: dict[str, tuple[str, str]] = {
@@ -72,6 +73,13 @@ def load_prompt(name: str) -> str:
 # History: what went wrong so far, as plain dicts the loop can store in its trajectory.
 
 
+# A failure on a held-out variant (kforge_bot.evaluate.heldout) is told as this line alone: which sizes, values or
+# seed failed would let the next candidate fit those too.
+HELD_OUT_FEEDBACK = ("incorrect on a held-out shape: the kernel was also checked on sizes and input values that are "
+                     "not listed (which ones is not shown); it must work for any size and values the inputs allow, "
+                     "not only the listed ones")
+
+
 def failure_from_result(result: Mapping[str, Any], *, iteration: int | None = None, source: str | None = None) -> dict[str, Any]:
     """A history entry from an evaluation result dict (verdict, reason, correctness, speedup...).
 
@@ -81,13 +89,18 @@ def failure_from_result(result: Mapping[str, Any], *, iteration: int | None = No
     correctness = result.get("correctness") or {}
     outputs = [dict(o) for o in correctness.get("outputs") or []]
     for record in correctness.get("records") or []:  # the harness's per-case records
+        if str(record.get("case") or "").startswith(LABEL_PREFIX):
+            continue  # a held-out case's sizes, values and seed are never shown
         where = {k: record[k] for k in ("case", "shape_set", "seed") if record.get(k) is not None}
         outputs += [{**o, **where} for o in record.get("outputs") or []]
     bad = [o for o in outputs if not o.get("ok", True)]
+    reason = str(result.get("reason") or "")
+    if LABEL_PREFIX in reason:
+        reason = HELD_OUT_FEEDBACK
     entry: dict[str, Any] = {
         "iteration": iteration,
         "verdict": str(result.get("verdict", "unknown")),
-        "reason": str(result.get("reason") or ""),
+        "reason": reason,
         "outputs": bad,
         "speedup": result.get("speedup"),
         "speedup_ci": list(result["speedup_ci"]) if result.get("speedup_ci") else None,

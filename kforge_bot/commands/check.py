@@ -92,6 +92,19 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
     return kernel, reference, f"{spec.kernel_file}:{spec.entry} vs reference {where}:{reference.symbol}"
 
 
+def heldout_lines(variants: list[dict[str, Any]]) -> list[str]:
+    """'held-out: 2 variants checked' and one line per variant the reference could not run (never counted against
+    the candidate)."""
+    if not variants:
+        return []
+    checked = [v for v in variants if not v.get("skipped")]
+    lines = [f"held-out: {len(checked)} of {len(variants)} variant(s) checked (sizes and values not listed; never "
+             "timed)"]
+    lines += [f"  skipped {v['label']}: the reference cannot run it ({v['skipped']})" for v in variants
+              if v.get("skipped")]
+    return lines
+
+
 def _case_breakdown(correctness: dict[str, Any]) -> str:
     """What the compared outputs were, so the count adds up: the seeds on each shape set, the same buffers
     refilled, the timed runs, and the checks after timing."""
@@ -180,6 +193,8 @@ def render(result: EvalResult, title: str) -> None:
     if corr.get("cases_checked"):
         console.print(f"correctness: {corr['cases_checked']} outputs compared ({_case_breakdown(corr)}), "
                       f"max abs error {corr['max_abs_error']:.3g}, max relative error {corr['max_rel_norm_error']:.3g}")
+    for line in heldout_lines(corr.get("heldout") or []):
+        console.print(line, markup=False, soft_wrap=True)
     fit = result.details.get("memory_fit")
     if fit:
         console.print(f"memory: {fit['note']}")

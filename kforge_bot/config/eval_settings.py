@@ -33,6 +33,7 @@ class EvalSettings:
     timeout_s: float = 300.0  # the candidate's whole worker process, compilation included
     stall_floor_s: float = 30.0  # once built, a candidate silent for max(this, 50x the reference's slowest case) is hung
     measure: bool = True  # False: correctness only
+    heldout: bool = True  # held-out shapes and values checked beside the listed ones (evaluate.heldout)
     allow_framework_fallback: bool = False
     profile: bool = True
     isolation: str = "preferred"  # required | preferred | off: the OS sandbox for every worker (evaluate.isolation)

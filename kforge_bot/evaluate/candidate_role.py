@@ -18,7 +18,7 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
-from kforge_bot.evaluate import calls, checks, conditions, loading
+from kforge_bot.evaluate import calls, checks, conditions, heldout, loading
 from kforge_bot.evaluate.guards import AuditGuard, ThreadWatch, hooks_and_modes_left
 from kforge_bot.evaluate.plan import Case, Fit, Plan
 from kforge_bot.evaluate.profile import count_flops, profile_call
@@ -142,11 +142,12 @@ class CandidateRun:
     def save(self, outputs: list[Any], name: str) -> None:
         self.saved[name] = save(outputs, self.plan.out_dir / name)
 
-    def first_call(self, side: str, shape: int, call: Callable[[], T]) -> T:
-        """`call`, a side's call on a shape set. The first one may build (torch.compile, a lazy load_inline, a
-        Triton JIT, an autotune sweep): the worker says so before and after, and the parent bounds it by the
-        whole timeout, not by its no-progress limit (sandbox.WorkerProcess.run); `phases.first_call_s` keeps it."""
-        key = f"{side}, shape set {shape}"
+    def first_call(self, side: str, shape: int | str, call: Callable[[], T]) -> T:
+        """`call`, a side's call on a shape set (or a held-out variant's sizes: "held-out variant 1"). The first one
+        may build (torch.compile, a lazy load_inline, a Triton JIT, an autotune sweep): the worker says so before and
+        after, and the parent bounds it by the whole timeout, not by its no-progress limit
+        (sandbox.WorkerProcess.run); `phases.first_call_s` keeps it."""
+        key = f"{side}, shape set {shape}" if isinstance(shape, int) else f"{side}, {shape}"
         if key in self.first_calls:
             return call()
         self.channel.send("progress", phase="first_call", side=side, shape=shape)
@@ -204,6 +205,7 @@ class CandidateRun:
         base_module = self.base_module = loading.import_implementation(plan.baseline, workdir, "baseline",
                                                                        spec.support)
         base_obj = self.base_obj = loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename)
+        self.listed_init = loading.init_key(spec, inputs_module)  # a held-out variant's that differs is built again
         # The reference's weights are the ones every side gets. Where the baseline is the reference (KernelBench,
         # most manifests), the baseline built from the same seed is that instance: one model build, not two.
         baseline_is_reference = plan.baseline.to_dict() == spec.reference.to_dict()
@@ -254,6 +256,7 @@ class CandidateRun:
         try:
             cand_module = loading.import_implementation(plan.candidate, self.workdir, "candidate", self.spec.support)
             cand_obj = loading.lookup(cand_module, plan.candidate.symbol, plan.candidate.filename)
+            self.cand_module, self.cand_obj = cand_module, cand_obj
             self.candidate = loading.build_callable(cand_obj, self.spec, self.inputs_module, self.device,
                                                     plan.init_seed, state_from=self.state_source)
         except Exception as exc:  # noqa: BLE001 - any failure to build is the candidate's
@@ -303,6 +306,8 @@ class CandidateRun:
         """Every shape set, every seed; inputs must stay unchanged; outputs plain and fresh."""
         for case in self.plan.correctness_cases():
             self._correctness_case(case)
+        for case in self.plan.heldout_cases():
+            self._heldout_case(case)
         self.guard("while running")
         self.shared_unchanged("after the correctness calls")
         self.lap("correctness_s")
@@ -329,6 +334,52 @@ class CandidateRun:
             self._problem_oracle(case, inputs, before, returned)
         if case.reuse_file:
             self._same_buffers_again(case, inputs, outputs)
+        self.channel.send("progress", phase="correctness", case=case.label)
+
+    def _heldout_case(self, case: Case) -> None:
+        """A held-out variant (evaluate.heldout): the candidate on sizes and values no listed case has, built
+        again where the variant changes its constructor's arguments. Failing to run there is being wrong there."""
+        spec, variant = self.spec, heldout.Variant.from_dict(case.variant or {})
+        cand_fn = self.cand_fn
+        with heldout.module_globals([self.inputs_module, self.base_module], variant):
+            if loading.init_key(spec, self.inputs_module) != self.listed_init:
+                weights = loading.build_callable(self.base_obj, spec, self.inputs_module, self.device,
+                                                 self.plan.init_seed)
+                try:
+                    built = loading.build_callable(self.cand_obj, spec, self.inputs_module, self.device,
+                                                   self.plan.init_seed,
+                                                   state_from=weights if isinstance(weights, torch.nn.Module) else None)
+                except Exception as exc:  # noqa: BLE001 - the candidate cannot be built for these sizes
+                    self.no_reaching_in(f"building for {case.label}")
+                    raise Stop("incorrect", f"{case.label}: the candidate could not be built: {short_error(exc)}",
+                               traceback.format_exc()[-4000:]) from None
+                cand_fn = calls.wrap(self.cand_obj, built, spec, own_oracle=False, module=self.cand_module)
+                del weights
+            shape = heldout.shape_of(variant, spec.shape_sets[case.shape])
+            inputs = loading.make_inputs(spec, self.inputs_module, shape, case.seed, self.device)
+            heldout.change_values(inputs, variant.values, variant.seed, self.output_slots)
+        self.no_threads_left(f"building for {case.label}")
+        self.guard(f"building for {case.label}")
+        self.restore_state()
+        before = checks.snapshot_inputs(inputs)
+        entry = cand_fn if isinstance(cand_fn, calls.EntryCall) else None
+        if entry is not None:
+            entry.bind(inputs, case.seed)
+        try:
+            outputs = self.first_call("candidate", f"{heldout.LABEL_PREFIX} {variant.index}",
+                                      lambda: self.call(cand_fn, inputs, f"running {case.label}"))
+        except Stop as stop:
+            if stop.status not in ("crash", "compile_error"):
+                raise
+            raise Stop("incorrect", f"{stop.reason} (it runs on the listed shapes only?)", stop.detail) from None
+        try:
+            checks.check_plain_outputs(outputs, self.device.type)
+            checks.check_no_alias(outputs if entry is None else entry.fresh(outputs), inputs, self.output_slots)
+            checks.check_inputs_unchanged(inputs, before, () if entry is None else entry.inplace,
+                                          skip=self.output_slots)
+        except checks.CheckFailure as failure:
+            raise Stop(failure.kind, f"{case.label}: {failure}") from None
+        self.save(outputs, case.cand_file)
         self.channel.send("progress", phase="correctness", case=case.label)
 
     def _problem_oracle(self, case: Case, inputs: list[Any], before: list[Any], returned: Any) -> None:

@@ -59,7 +59,7 @@ def check_plain_outputs(outputs: list[Any], device_type: str) -> None:
             kind = "rejected" if isinstance(out, torch.Tensor) else "incorrect"
             raise CheckFailure(kind, f"output {i} is a {name}, not a plain torch.Tensor "
                                      "(tensor subclasses can defer work past the timed region)")
-        own = _own_attributes(out)
+        own = [name for name in _own_attributes(out) if not compiler_bookkeeping(out, name, _tensor_dict(out)[name])]
         if own:
             raise CheckFailure("rejected", f"output {i} has attributes of its own ({', '.join(own[:5])}): set on one "
                                            "tensor, a name like clone or fill_ runs the candidate's code when the "
@@ -78,11 +78,45 @@ def _own_attributes(t: torch.Tensor) -> list[str]:
 
 def check_inputs_plain(inputs: list[Any]) -> None:
     """Inputs the candidate was handed must not have gained attributes: a method set on one (copy_,
-    is_floating_point, ...) tells the candidate when the harness refills or perturbs it."""
+    is_floating_point, ...) tells the candidate when the harness refills or perturbs it. torch.compile's own
+    marks (`compiler_bookkeeping`) are not the candidate's: an honest compiled kernel leaves them."""
     for i, t in enumerate(inputs):
-        if type(t) is torch.Tensor and _tensor_dict(t):  # noqa: E721
-            raise CheckFailure("rejected", f"input {i} was given attributes of its own "
-                                           f"({', '.join(sorted(map(str, _tensor_dict(t)))[:5])})")
+        if type(t) is torch.Tensor:  # noqa: E721
+            own = [name for name, value in _tensor_dict(t).items() if not compiler_bookkeeping(t, name, value)]
+            if own:
+                raise CheckFailure("rejected", f"input {i} was given attributes of its own "
+                                               f"({', '.join(sorted(map(str, own))[:5])})")
+
+
+# What torch.compile (dynamo's mark_dynamic, mark_static, and the shape guards it installs on the inputs it sees,
+# torch/_dynamo/decorators.py) sets on a tensor: per dimension, indices, ranges, hints and ids.
+_DIM_INDICES = ("_dynamo_dynamic_indices", "_dynamo_weak_dynamic_indices", "_dynamo_unbacked_indices",
+                "_dynamo_strict_unbacked_indices", "_dynamo_static_indices", "_dynamo_propagated_dynamic_indices")
+_PER_DIM = ("_dynamo_dynamic_range", "_dynamo_hint_overrides", "_dynamo_unbacked_bounds", "_dynamo_shape_ids")
+_FLAGS = {"_dynamo_marked_static": bool, "_dynamo_static_input_type": str}
+
+
+def compiler_bookkeeping(t: torch.Tensor, name: Any, value: Any) -> bool:
+    """Whether one attribute on an input is torch.compile's own bookkeeping: one of the names it sets, holding
+    what it puts there (dimension indices of this tensor, a few plain numbers per dimension, a flag). Anything
+    else under those names (a tensor, a function, a cache) is state a candidate stashed, and is refused."""
+    if not isinstance(name, str):
+        return False
+    dims = t.dim()
+    if name in _DIM_INDICES:
+        return isinstance(value, (set, frozenset)) and all(type(i) is int and 0 <= i < dims for i in value)
+    if name in _PER_DIM:
+        items = list(value.items()) if isinstance(value, dict) else list(value) if isinstance(value, (set, frozenset)) \
+            else None
+        return items is not None and len(items) <= max(dims, 1) and all(_plain_numbers(item) for item in items)
+    kind = _FLAGS.get(name)
+    return kind is not None and type(value) is kind and (kind is not str or len(value) <= 32)
+
+
+def _plain_numbers(value: Any, depth: int = 0) -> bool:
+    if value is None or type(value) in (int, float, bool) or (type(value) is str and len(value) <= 64):
+        return True
+    return depth < 2 and type(value) is tuple and len(value) <= 4 and all(_plain_numbers(v, depth + 1) for v in value)
 
 
 def _tensor_dict(t: torch.Tensor) -> dict[str, Any]:

@@ -12,7 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from kforge_bot.evaluate import bound, conditions, isolation, outputs
+from kforge_bot import HARNESS_VERSION, __version__
+from kforge_bot.evaluate import bound, conditions, heldout, isolation, outputs
 from kforge_bot.evaluate.plan import Case, Plan
 from kforge_bot.evaluate.result import DIRECTIONS, EvalResult, EvalSettings, TimingStats, directions_text
 from kforge_bot.evaluate.shapes import DEFINITION, ShapeSpeedup, combine, regression_text
@@ -26,7 +27,8 @@ def judge(plan: Plan, outcome: WorkerOutcome, ref_outputs: dict[str, list[Any]],
     profile, and its timing (statistics from the raw samples, checked against the hardware's floor)."""
     base = EvalResult(verdict="crash", reason="", target=plan.target,
                       device_name=ref_result.get("device_name", ""), target_info=ref_result.get("target_info", {}))
-    base.details = {"wall_s": round(outcome.wall_s, 3), "log_tail": outcome.log_tail[-4000:],
+    base.details = {"harness_version": harness_version(), "wall_s": round(outcome.wall_s, 3),
+                    "log_tail": outcome.log_tail[-4000:],
                     "isolation": isolation.probe().describe() if outcome.sandboxed else "not sandboxed"}
     if ref_result.get("input_bytes") is not None:
         base.details["input_bytes"] = ref_result["input_bytes"]  # per shape set, tensors only
@@ -125,6 +127,12 @@ def threads_text(per_shape: list[dict[str, Any]]) -> str:
     cores = next((p["candidate"].get("cores") for p in per_shape if p.get("candidate")), None)
     return (", ".join(f"{name} {value:.1f} threads busy" for name, value in sides.items())
             + f" (process {threads} threads, {cores} cores)")
+
+
+def harness_version() -> str:
+    """What judged a verdict: the package's version and the harness's (kforge_bot.HARNESS_VERSION), which `recheck`
+    compares with today's."""
+    return f"{__version__}+harness.{HARNESS_VERSION}"
 
 
 def _ended_without_result(base: EvalResult, outcome: WorkerOutcome) -> bool:
@@ -254,6 +262,10 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
                 failure = "rejected|" + failure.split("|", 1)[1] + " (result cached across calls?)"
         if failure:
             break
+    for case in plan.heldout_cases() if failure is None else ():
+        failure = check(case, case.cand_file, case.ref_file, case.label)
+        if failure:
+            break
     if failure is None:
         for case in plan.timing_cases():
             if not written(case.cand_file) and not (plan.out_dir / case.cand_file).is_file():
@@ -302,10 +314,26 @@ def _correctness_summary(plan: Plan, records: list[dict[str, Any]], via: set[str
                    "earlier outputs not overwritten", "timed outputs", "elements of each timed input set changed",
                    "values moved between timed buffers"],
         "records": records,
+        "heldout": heldout_summary(plan),
     }
     if failure:
         summary["status"], summary["reason"] = failure.split("|", 1)
     return summary
+
+
+def heldout_summary(plan: Plan) -> list[dict[str, Any]]:
+    """Each held-out variant as checked (its label), or skipped and why (the reference could not run it)."""
+    out = []
+    for data in plan.heldout or ():
+        variant = heldout.Variant.from_dict(data)
+        entry: dict[str, Any] = {"variant": variant.index, "label": variant.label, "sizes": variant.sizes,
+                                 "seed": variant.seed}
+        if variant.skipped:
+            entry["skipped"] = variant.skipped
+        elif variant.attempts:
+            entry["reference_could_not_run"] = list(variant.attempts)
+        out.append(entry)
+    return out
 
 
 def _profile_rejection(plan: Plan, profile: dict[str, Any]) -> str | None:

@@ -285,6 +285,17 @@ def init_args(spec: KernelSpec, inputs_module: ModuleType) -> tuple[list[Any], d
     return [], dict(spec.init_kwargs)
 
 
+def init_key(spec: KernelSpec, inputs_module: ModuleType) -> str:
+    """What a module entry's constructor gets, as text: a KernelBench held-out variant may change it (its sizes
+    are read by get_init_inputs), and a changed one is built again."""
+    if not spec.init_symbol:
+        return ""
+    try:
+        return repr(init_args(spec, inputs_module))
+    except Exception as exc:  # noqa: BLE001 - the constructor's arguments fail: building the variant says why
+        return f"error: {exc}"
+
+
 def build_callable(obj: Any, spec: KernelSpec, inputs_module: ModuleType, device: torch.device,
                    seed: int, state_from: torch.nn.Module | None = None) -> Callable[..., Any]:
     """A function is called as is; an nn.Module class is built (seeded) with the spec's init inputs."""

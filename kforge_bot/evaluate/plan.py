@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.evaluate import heldout
 from kforge_bot.evaluate.limits import Limits
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
@@ -27,6 +28,7 @@ class Case:
     reuse_file: str | None = None
     reuse_ref_file: str | None = None
     perturbed: bool = False  # the seed's inputs with elements overwritten (checks.perturb_elements)
+    variant: dict[str, Any] | None = None  # a held-out variant's (heldout.Variant.to_dict): checked, never timed
 
 
 @dataclass
@@ -45,6 +47,24 @@ class Plan:
     # reference's files): it imports and builds, then waits for one line, the Fit, before its first call.
     await_fit: bool = False
     limits: Limits | None = None  # what the worker sets on itself before any user code runs (evaluate.limits)
+    # The held-out variants as the reference settled them (Fit.heldout); None until it has (evaluate.heldout).
+    heldout: tuple[dict[str, Any], ...] | None = None
+
+    def heldout_forms(self) -> list[list[heldout.Variant]]:
+        """Each held-out variant's forms, in the order the reference tries them (none where the settings say so)."""
+        if not self.settings.heldout:
+            return []
+        sizes = heldout.module_sizes(self.spec.inputs_source.source) if self.spec.format == "kernelbench" else None
+        return heldout.draw(self.spec.shape_sets, self.seeds, globals_sizes=sizes, constraints=self.spec.constraints)
+
+    def heldout_case(self, variant: heldout.Variant) -> Case:
+        return Case(shape=variant.base, seed=variant.seed, ref_file=f"ref_h{variant.index}.out",
+                    cand_file=f"cand_h{variant.index}.out", label=variant.label, variant=variant.to_dict())
+
+    def heldout_cases(self) -> list[Case]:
+        """The variants the reference ran (skipped ones are not cases)."""
+        variants = [heldout.Variant.from_dict(v) for v in self.heldout or ()]
+        return [self.heldout_case(v) for v in variants if not v.skipped]
 
     def correctness_cases(self) -> list[Case]:
         cases = []
@@ -106,13 +126,13 @@ class Plan:
                 for s in self.spec.timed_indices() for r in range(self.settings.rotate_sets)]
 
     def all_cases(self) -> list[Case]:
-        return self.correctness_cases() + self.timing_cases() + self.changed_cases()
+        return self.correctness_cases() + self.heldout_cases() + self.timing_cases() + self.changed_cases()
 
     def candidate_outputs(self) -> int:
         """How many output files the candidate's worker writes (each compared, then deleted, at the end)."""
         reuse = sum(1 for c in self.correctness_cases() if c.reuse_file)
-        return len(self.correctness_cases()) + reuse + len(self.timing_cases()) + len(self.changed_cases()) \
-            + len(self.moved_cases())
+        return len(self.correctness_cases()) + reuse + len(self.heldout_cases()) + len(self.timing_cases()) \
+            + len(self.changed_cases()) + len(self.moved_cases())
 
     def fitted(self, fit: Fit) -> Plan:
         """This plan with the fit's seeds and timed sets (fewer for a large problem, more timed sets for a short
@@ -123,9 +143,11 @@ class Plan:
                              f"plan's ({len(self.seeds)} seeds, at most {most} timed sets)")
         seeds = fit.seeds or len(self.seeds)
         rotations = fit.rotate_sets or self.settings.rotate_sets
-        if seeds == len(self.seeds) and rotations == self.settings.rotate_sets:
+        held = self.heldout if fit.heldout is None else fit.heldout
+        if seeds == len(self.seeds) and rotations == self.settings.rotate_sets and held == self.heldout:
             return self
-        return replace(self, seeds=self.seeds[:seeds], settings=replace(self.settings, rotate_sets=rotations))
+        return replace(self, seeds=self.seeds[:seeds], settings=replace(self.settings, rotate_sets=rotations),
+                       heldout=held)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,6 +163,7 @@ class Plan:
             "threads": self.threads,
             "await_fit": self.await_fit,
             "limits": self.limits.to_dict() if self.limits else None,
+            "heldout": None if self.heldout is None else list(self.heldout),
         }
 
     @classmethod
@@ -158,6 +181,7 @@ class Plan:
             threads=data.get("threads", 0),
             await_fit=bool(data.get("await_fit", False)),
             limits=Limits.from_dict(data["limits"]) if data.get("limits") else None,
+            heldout=None if data.get("heldout") is None else tuple(data["heldout"]),
         )
 
 
@@ -185,17 +209,22 @@ class Fit:
     # The inputs the reference's outputs lie in (GPU MODE's data carries the output buffer): output buffers, which
     # a candidate's output may be and every call writes. Measured by the trusted reference, never the candidate.
     output_slots: tuple[int, ...] = ()
+    # The held-out variants in the form the reference ran them, or skipped with why (heldout.Variant.to_dict).
+    heldout: tuple[dict[str, Any], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"seeds": self.seeds, "rotate_sets": self.rotate_sets, "note": self.note,
-                "device_outputs": self.device_outputs, "output_slots": list(self.output_slots)}
+                "device_outputs": self.device_outputs, "output_slots": list(self.output_slots),
+                "heldout": None if self.heldout is None else list(self.heldout)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fit:
         """A missing count keeps the plan's own (an older reference result, or no measurement at all)."""
+        held = data.get("heldout")
         return cls(int(data.get("seeds") or 0), int(data.get("rotate_sets") or 0),
                    str(data.get("note") or ""), bool(data.get("device_outputs", True)),
-                   tuple(int(i) for i in data.get("output_slots") or ()))
+                   tuple(int(i) for i in data.get("output_slots") or ()),
+                   None if held is None else tuple(dict(v) for v in held))
 
 
 class DoesNotFit(Exception):

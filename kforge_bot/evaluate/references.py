@@ -43,8 +43,8 @@ class ReferenceStore:
     def key(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings) -> str:
         material = json.dumps([spec.reference.to_dict(), spec.inputs_source.to_dict(), spec.inputs_symbol,
                                spec.init_symbol, spec.init_kwargs, list(spec.shape_sets), target, seeds,
-                               settings.measure, settings.rotate_sets, settings.short_kernel_sets], sort_keys=True,
-                              default=str)
+                               settings.measure, settings.heldout, settings.rotate_sets, settings.short_kernel_sets],
+                              sort_keys=True, default=str)
         return hashlib.sha256(material.encode()).hexdigest()[:16]
 
     def ensure(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings,

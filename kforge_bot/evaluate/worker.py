@@ -32,7 +32,7 @@ _BEGAN = time.monotonic()
 import torch  # noqa: E402
 
 _TORCH_AT = time.monotonic()
-from kforge_bot.evaluate import calls, checks, limits, loading  # noqa: E402
+from kforge_bot.evaluate import calls, checks, heldout, limits, loading  # noqa: E402
 from kforge_bot.evaluate.candidate_role import run_candidate  # noqa: E402
 from kforge_bot.evaluate.outputs import make_sink  # noqa: E402
 from kforge_bot.evaluate.plan import DoesNotFit, Plan, fit_plan  # noqa: E402
@@ -118,12 +118,68 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
         if case.ref_file not in done:
             compute(case)
     phases["cases_s"] = _clock() - STARTED - phases["setup_s"]
+    held_started = _clock()
+    fit = replace(fit, heldout=tuple(v.to_dict() for v in reference_heldout(
+        plan, inputs_module, ref_module, ref_obj, reference, device, frozenset(slots), channel)))
+    phases["heldout_s"] = _clock() - held_started
     # No profile here: the candidate's worker profiles the reference beside the baseline and the candidate, with
     # the profiler it warmed up while this worker ran (its first use costs seconds in a fresh process).
     # The slowest case (inputs made, the call, the outputs saved) sets how long a candidate's case may run.
     channel.send("result", status="ok", device_name=target.device_name(), fit=fit.to_dict(),
                  target_info=target.describe(), input_bytes=input_bytes, output_bytes=output_bytes,
                  slowest_case_s=slowest, phases=phases)
+
+
+def reference_heldout(plan: Plan, inputs_module: Any, ref_module: Any, ref_obj: Any, reference: Any,
+                      device: torch.device, slots: frozenset[int], channel: Channel) -> list[heldout.Variant]:
+    """Each held-out variant in the first form the reference runs with finite outputs (their outputs saved as
+    the variant's case), or skipped with every form's reason: a variant the reference cannot run is never held
+    against a candidate."""
+    listed_init = loading.init_key(plan.spec, inputs_module)
+    settled: list[heldout.Variant] = []
+    for forms in plan.heldout_forms():
+        reasons: list[str] = []
+        for form in forms:
+            case = plan.heldout_case(form)
+            try:
+                outputs = _reference_form(plan, form, inputs_module, ref_module, ref_obj, reference, device, slots,
+                                          listed_init)
+            except Exception as exc:  # noqa: BLE001 - the reference cannot run this form: the next one, or skipped
+                reasons.append(f"{heldout.form_text(form)}: {short_error(exc)[:200]}")
+                continue
+            save(outputs, plan.out_dir / case.ref_file)
+            del outputs
+            settled.append(replace(form, attempts=tuple(reasons)))
+            channel.send("progress", phase="reference", case=case.label)
+            break
+        else:
+            if forms:
+                settled.append(heldout.skipped(forms, reasons))
+    return settled
+
+
+def _reference_form(plan: Plan, form: heldout.Variant, inputs_module: Any, ref_module: Any, ref_obj: Any,
+                    reference: Any, device: torch.device, slots: frozenset[int], listed_init: str) -> list[Any]:
+    """The reference's outputs on one form of a variant (its own frame: a form too large for the device leaves
+    nothing behind for the next). Raises where the reference cannot run it, or gives non-finite outputs on changed
+    values."""
+    spec = plan.spec
+    with heldout.module_globals([inputs_module, ref_module], form):
+        call = reference
+        if loading.init_key(spec, inputs_module) != listed_init:  # sizes get_init_inputs reads: built again
+            call = calls.wrap(ref_obj, loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed),
+                              spec, own_oracle=spec.reference_returns == "outputs", module=ref_module)
+        inputs = loading.make_inputs(spec, inputs_module, heldout.shape_of(form, spec.shape_sets[form.base]),
+                                     form.seed, device)
+        heldout.change_values(inputs, form.values, form.seed, slots)
+        if isinstance(call, calls.EntryCall):
+            call.bind(inputs, form.seed)
+            call.copy_inplace = True
+        outputs = as_list(loading.call(call, inputs))
+    checks.check_plain_outputs(outputs, device.type)
+    if form.values is not None and not all(bool(torch.isfinite(o).all()) for o in outputs if o.is_floating_point()):
+        raise ValueError("non-finite outputs on the changed values")
+    return outputs
 
 
 def run_imports(plan: Plan, channel: Channel, workdir: Path) -> None:

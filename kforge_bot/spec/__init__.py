@@ -139,6 +139,8 @@ class KernelSpec:
     oracle_symbol: str | None = None
     support: tuple[tuple[str, str], ...] = ()  # (file name, source): modules every implementation imports, beside it
     kernel: Implementation | None = None  # the kernel as written where it is neither (GPU MODE's submission.py)
+    # Per size, the domain a kernel is honestly meant for (multiple_of, min, max, fixed): held-out variants keep to it.
+    constraints: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def timed_indices(self) -> tuple[int, ...]:
         """The shape sets that are timed: every one, unless the format times a subset (GPU MODE's benchmarks)."""
@@ -389,7 +391,8 @@ def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path,
 
 
 _KERNEL_KEYS = {"file", "entry", "reference", "inputs", "shapes", "init", "tolerance", "targets", "language", "seeds",
-                "import_roots", "outputs", "inplace", "backward"}
+                "import_roots", "outputs", "inplace", "backward", "constraints"}
+CONSTRAINT_KEYS = ("multiple_of", "min", "max", "fixed")
 
 
 def _import_roots(value: Any, where: str, root: Path, manifest: Path, boundary: Path) -> tuple[str, ...]:
@@ -614,6 +617,7 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
     if language not in LANGUAGES:
         raise KforgeError(f"{where}.language: expected one of {', '.join(LANGUAGES)}, got {language!r}",
                           path=manifest)
+    constraints = _constraints(entry.get("constraints"), shapes, where, manifest)
     seeds = entry.get("seeds", DEFAULT_SEEDS)
     if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= 100:
         raise KforgeError(f"{where}.seeds: expected an integer from 1 to 100, got {seeds!r}", path=manifest)
@@ -641,7 +645,52 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
         reference_returns="outputs" if "reference" in entry else "entry",
         import_roots=import_roots,
         entry_file=str(Path(entry_file)) if elsewhere else "",
+        constraints=constraints,
     )
+
+
+def _constraints(value: Any, shapes: list[dict[str, Any]], where: str, manifest: Path) -> dict[str, dict[str, Any]]:
+    """`constraints: {n: {multiple_of: 256, min: 256, max: 65536}, batch: {fixed: true}}`: the domain a kernel is
+    honestly meant for, per size (held-out variants keep to it, kforge_bot.evaluate.heldout). Every listed shape set
+    must lie in it."""
+    if value is None:
+        return {}
+    key = f"{where}.constraints"
+    if not isinstance(value, dict):
+        raise KforgeError(f"{key}: expected a mapping of size name to {{multiple_of, min, max, fixed}}", path=manifest)
+    sizes = {k for s in shapes for k, v in s.items() if type(v) is int}
+    out: dict[str, dict[str, Any]] = {}
+    for name, rule in value.items():
+        if name not in sizes:
+            raise KforgeError(f"{key}.{name}: no shape set has an integer size {name!r}", path=manifest,
+                              hint=f"{did_you_mean(str(name), sorted(sizes))}constrain a size the shapes list")
+        if not isinstance(rule, dict) or not rule:
+            raise KforgeError(f"{key}.{name}: expected a mapping with any of {', '.join(CONSTRAINT_KEYS)}",
+                              path=manifest)
+        unknown = sorted(set(rule) - set(CONSTRAINT_KEYS))
+        if unknown:
+            raise KforgeError(f"{key}.{name}: unknown key {unknown[0]!r}", path=manifest,
+                              hint=f"{did_you_mean(str(unknown[0]), list(CONSTRAINT_KEYS))}allowed keys: "
+                                   f"{', '.join(CONSTRAINT_KEYS)}")
+        for bound in ("multiple_of", "min", "max"):
+            if bound in rule and (type(rule[bound]) is not int or rule[bound] < 1):
+                raise KforgeError(f"{key}.{name}.{bound}: expected a positive integer, got {rule[bound]!r}",
+                                  path=manifest)
+        if "fixed" in rule and not isinstance(rule["fixed"], bool):
+            raise KforgeError(f"{key}.{name}.fixed: expected true or false, got {rule['fixed']!r}", path=manifest)
+        if rule.get("min", 1) > rule.get("max", rule.get("min", 1)):
+            raise KforgeError(f"{key}.{name}: min {rule['min']} is above max {rule['max']}", path=manifest)
+        for i, shape in enumerate(shapes):
+            size = shape.get(name)
+            if type(size) is not int:
+                continue
+            broken = ("multiple_of" in rule and size % rule["multiple_of"]) or size < rule.get("min", size) \
+                or size > rule.get("max", size)
+            if broken:
+                raise KforgeError(f"{where}.shapes[{i}].{name}: {size} breaks its constraint {rule}", path=manifest,
+                                  hint="a listed shape must lie in the domain the constraint declares")
+        out[str(name)] = dict(rule)
+    return out
 
 
 def load_manifest_entry(manifest: str | Path, name: str, entry: Any, boundary: Path | None = None) -> KernelSpec:

@@ -39,6 +39,8 @@ ENTRY = "custom_kernel"
 SEED_KEY = "seed"
 _SUBMISSION_SOURCE = "@SUBMISSION@"  # task.yml's placeholder for the submission in `files:`
 MAX_SUPPORT_FILES = 16  # GPU MODE's problems list two or three; each is read whole on the host
+# A layout some problems use beside GPU MODE's: inputs, a forward and its backward, checked by their own eval.py.
+FORWARD_BACKWARD = ("generate_inputs", "reference_forward", "reference_backward")
 
 
 def is_gpumode_problem(path: str | Path) -> bool:
@@ -76,6 +78,12 @@ def load_gpumode(path: str | Path, boundary: str | Path | None = None) -> Kernel
     reference_path = folder / REFERENCE
     source = read_source(reference_path, boundary)
     parse_python(reference_path, source)
+    if not defines(source, "ref_kernel") and all(defines(source, s) for s in FORWARD_BACKWARD):
+        raise KforgeError("a forward-and-backward problem (generate_inputs, reference_forward, reference_backward, "
+                          "its own eval.py) is not read as GPU MODE's layout", path=reference_path,
+                          hint="supported: GPU MODE's layout (reference.py with generate_input(**kw) and "
+                               "ref_kernel(data)); for a forward with its backward, a kforge.yaml kernel with "
+                               "`backward: {inputs: [...]}` (docs/manifest.md)")
     for symbol in ("generate_input", "ref_kernel"):
         if not defines(source, symbol):
             raise KforgeError(f"defines no top-level {symbol!r}", path=reference_path,

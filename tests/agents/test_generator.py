@@ -298,3 +298,16 @@ def test_repair_conversation_through_the_scripted_server():
     assert "ValueError: arange's range must be a power of 2" in prompts[2]
     assert "BLOCK=x.shape[1]" in prompts[2].split("### Your last attempt (the one that failed)")[1]
     assert client.usage.calls == 3 and client.usage.prompt_tokens > 1500 and client.usage.completion_tokens > 432
+
+
+def test_a_held_out_failure_is_told_without_its_sizes_values_or_seed():
+    label = "held-out variant 1 (batch_size=67, dim=1001; inputs x2.50+0.70, 1% of elements x8) seed 4242"
+    result = {"verdict": "incorrect", "reason": f"{label}: output 0: 3 of 67 elements outside atol=0.0001",
+              "correctness": {"records": [
+                  {"case": "shape set 0 seed 7", "outputs": [{"index": 0, "ok": True}]},
+                  {"case": label, "seed": 4242, "outputs": [{"index": 0, "ok": False, "shape": [67, 1001]}]}]}}
+    entry = gen.failure_from_result(result, iteration=3)
+    text = user_prompt(history=[entry])
+    assert entry["reason"] == gen.HELD_OUT_FEEDBACK and "held-out shape" in text
+    for secret in ("1001", "67", "4242", "x2.50"):
+        assert secret not in text

@@ -240,7 +240,7 @@ def test_the_bot_is_unaffected_after_crashes_and_hangs(default_layer: dict[str, 
     spec = load_spec(ADV / "problem.py")
     result = evaluate(spec, _candidate("honest"), "cpu", CHECK, seeds=SEEDS, references=store)
     assert result.verdict == "pass", result.reason
-    assert result.correctness["cases_checked"] == 3  # two seeds, plus the same-buffers call
+    assert result.correctness["cases_checked"] == 3 + 2  # two seeds, the same-buffers call, two held-out variants
     # and no worker process is left behind
     me = os.getpid()
     for stat in Path("/proc").glob("[0-9]*/stat"):

@@ -151,8 +151,10 @@ def test_manifest_kernel_against_its_reference_on_every_shape_set(single_threade
     assert len(corr["seeds"]) == 2  # the manifest's `seeds: 2`
     assert corr["shape_sets"] == [{"rows": 64, "cols": 128}, {"rows": 16, "cols": 512}]
     assert {r["shape_set"] for r in corr["records"]} == {0, 1}
-    # per shape set: 2 seeds + same-buffers call, 3 timed outputs, 3 changed-element calls, 3 moved-buffer calls
-    assert corr["cases_checked"] == 24 and corr["timed_outputs_checked"] == 6
+    # per shape set: 2 seeds + same-buffers call, 3 timed outputs, 3 changed-element calls, 3 moved-buffer calls;
+    # and the two held-out variants (evaluate.heldout)
+    assert corr["cases_checked"] == 24 + 2 and corr["timed_outputs_checked"] == 6
+    assert len(corr["heldout"]) == 2 and not any(v.get("skipped") for v in corr["heldout"])
     assert corr["tolerance"] == {"atol": 1e-5, "rtol": 1e-5}
     assert all(o["atol"] == 1e-5 for r in corr["records"] for o in r["outputs"])
     assert 0 < corr["max_abs_error"] < 1e-5
@@ -449,7 +451,8 @@ def test_a_large_problem_for_its_memory_budget_is_cut_down_or_refused_by_name(
     assert result.verdict == "pass", result.reason
     assert result.details["memory_fit"]["seeds"] == 1 and result.details["memory_fit"]["rotate_sets"] == 1
     assert "cut to 1 seed(s) and 1 timed input set(s) to fit in memory" in result.details["memory_fit"]["note"]
-    assert result.correctness["cases_checked"] == 3  # one seed, the timed output, the set with elements changed
+    # one seed, the timed output, the set with elements changed; and the two held-out variants
+    assert result.correctness["cases_checked"] == 3 + 2
     monkeypatch.setenv("KFORGE_MEMORY_BUDGET", "150M")
     with pytest.raises(KforgeError) as caught:
         evaluate(spec, honest, "cpu", settings)

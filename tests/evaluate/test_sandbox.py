@@ -272,7 +272,8 @@ def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:
     # Each side's first call on the shape set (build time, if it builds): the candidate's, in correctness; the
     # baseline's, before its timing's warm-up.
     first = phases["candidate_worker"]["first_call_s"]
-    assert set(first) == {"candidate, shape set 0", "baseline, shape set 0"} and all(v >= 0 for v in first.values())
+    assert set(first) == {"candidate, shape set 0", "baseline, shape set 0", "candidate, held-out variant 0",
+                          "candidate, held-out variant 1"} and all(v >= 0 for v in first.values())
     # Each worker's start, from its own clocks against the parent's: interpreter and imports (and their parts),
     # device warm-up, and which of request and worker waited for the other.
     for worker in ("candidate_worker", "reference_worker"):

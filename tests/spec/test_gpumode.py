@@ -111,3 +111,19 @@ def test_discover_lists_gpumode_problems_and_keeps_a_broken_one(tmp_path: Path) 
     assert (good.format, good.file, good.error) == ("gpumode", "gm/lax_check_py/submission.py", None)
     assert good.spec is not None and good.spec.format == "gpumode"
     assert bad.spec is None and "lang: 'cu'" in (bad.error or "")
+
+
+def test_a_forward_and_backward_problem_is_refused_with_the_supported_layouts(tmp_path: Path) -> None:
+    folder = tmp_path / "swiglu"
+    folder.mkdir()
+    (folder / "task.yml").write_text('lang: "py"\ntests:\n  - {"n": 64, "seed": 1}\n')
+    (folder / "eval.py").write_text("# the problem's own evaluator\n")
+    (folder / "reference.py").write_text(
+        "import torch\n\n\ndef generate_inputs(n, seed=0):\n    return torch.randn(n), torch.randn(n)\n\n\n"
+        "def reference_forward(gate, up):\n    return torch.nn.functional.silu(gate) * up\n\n\n"
+        "def reference_backward(gate, up, grad):\n    return grad * up, grad * gate\n")
+    with pytest.raises(KforgeError) as caught:
+        load_gpumode(folder)
+    text = str(caught.value)
+    assert "\n" not in text and "reference.py" in text and "forward-and-backward" in text
+    assert "generate_input(**kw) and ref_kernel(data)" in text and "backward:" in text

@@ -452,3 +452,29 @@ def test_kernel_names_only_the_one_kernel_of_a_kernelbench_file_or_gpumode_folde
         load_spec(KB_SOFTMAX, "foo")
     with pytest.raises(KforgeError, match="--kernel 'foo': this is a GPU MODE problem"):
         load_spec(DATA / "gpumode" / "scaled_add_py", "foo")
+
+
+@pytest.mark.parametrize("constraints,message", [
+    ("{cols: {multiple_of: 256}}", None),
+    ("{rows: {fixed: true}, cols: {min: 512, max: 4096}}", None),
+    ("{colz: {multiple_of: 256}}", "no shape set has an integer size 'colz'"),
+    ("{cols: {multiple: 256}}", "unknown key 'multiple'"),
+    ("{cols: {multiple_of: 0}}", "multiple_of: expected a positive integer"),
+    ("{cols: {fixed: 1}}", "fixed: expected true or false"),
+    ("{cols: {min: 9000, max: 10}}", "min 9000 is above max 10"),
+    ("{cols: {multiple_of: 3000}}", "shapes[0].cols: 1024 breaks its constraint"),
+    ("[cols]", "expected a mapping of size name"),
+])
+def test_manifest_constraints_are_validated_with_one_line_errors(tmp_path: Path, constraints: str,
+                                                                  message: str | None) -> None:
+    (tmp_path / "k.py").write_text("def k(x):\n    return x\n\n\ndef make(rows, cols):\n    return []\n")
+    (tmp_path / "kforge.yaml").write_text(
+        "version: 1\nkernels:\n  k:\n    file: k.py\n    entry: k\n    inputs: k.py:make\n"
+        f"    shapes: [{{rows: 64, cols: 1024}}]\n    constraints: {constraints}\n")
+    if message is None:
+        spec = load_spec(tmp_path / "kforge.yaml", "k")
+        assert spec.constraints and KernelSpec.from_dict(spec.to_dict()) == spec
+        return
+    with pytest.raises(KforgeError) as caught:
+        load_spec(tmp_path / "kforge.yaml", "k")
+    assert message in str(caught.value) and "kforge.yaml" in str(caught.value) and "\n" not in str(caught.value)
