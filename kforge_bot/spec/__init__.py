@@ -57,6 +57,10 @@ MAX_SHAPE_SETS = 64
 MAX_SOURCE_BYTES = 8 << 20  # a kernel, reference or inputs file
 
 
+class ManifestOverCap(KforgeError):
+    """A manifest naming more kernels than one may: never read as a repository without kernels."""
+
+
 @dataclass(frozen=True)
 class Implementation:
     """Source text plus the symbol to call. `root` goes on sys.path so the source's own imports resolve."""
@@ -661,8 +665,8 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
         raise KforgeError(f"version: unsupported manifest version {data['version']!r}", path=path,
                           hint="this kforge-bot reads version 1")
     if len(data["kernels"]) > MAX_MANIFEST_KERNELS:
-        raise KforgeError(f"kernels: {len(data['kernels'])} kernels, at most {MAX_MANIFEST_KERNELS} in one manifest",
-                          path=path, hint="split them over manifests in subfolders")
+        raise ManifestOverCap(f"kernels: {len(data['kernels'])} kernels, over the cap of {MAX_MANIFEST_KERNELS} in one "
+                              "manifest", path=path, hint="split them over manifests in subfolders")
     for name in data["kernels"]:
         check_kernel_name(name, path)
     return data

@@ -65,3 +65,20 @@ def test_lists_gpumode_problem_folders() -> None:
     assert rows["scaled_add_py"]["format"] == "gpumode" and rows["scaled_add_py"]["shape_sets"] == 3
     assert rows["scaled_add_py"]["file"] == "scaled_add_py/submission.py"
     assert rows["lax_check_py"]["error"] is None
+
+
+def test_a_repository_over_the_kernel_cap_fails_list_and_check_all_with_one_line(tmp_path: Path) -> None:
+    """`list` said "no managed kernels" and exited 0 for a manifest of 263 kernels; `check --all` said there were
+    none. Both now fail with the cap's line (exit 2)."""
+    from fakes.gate_repos import PLAIN, REF, manifest
+    from fakes.gate_repos import cli as real_cli
+
+    (tmp_path / "ref.py").write_text(REF)
+    (tmp_path / "k0.py").write_text(PLAIN)
+    (tmp_path / "kforge.yaml").write_text(manifest([f"k{i}" for i in range(263)]))
+    for args in (["list", str(tmp_path)], ["check", "--all", str(tmp_path)]):
+        result = real_cli(*args, cwd=tmp_path)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.strip().endswith("263 kernels, over the cap of 256 in one manifest (split them over "
+                                              "manifests in subfolders)") and len(result.stderr.splitlines()) == 1
+        assert "no managed kernels" not in result.stdout + result.stderr
