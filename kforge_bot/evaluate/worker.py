@@ -212,6 +212,7 @@ def main(argv: list[str]) -> int:
     plan = Plan.from_dict(json.loads(sys.stdin.readline()))
     if plan.limits is not None:
         limits.apply(plan.limits)  # before any user code: nothing it starts can raise them again
+    os.environ.update(plan.spec.env)  # the manifest's `env:` (allowlisted names, from the base's manifest)
     if not plan.await_fit:
         sys.stdin.close()
     use_sink(make_sink(int(output_fd) if output_fd else None, nonce, plan.target, trusted=plan.role == "reference"))

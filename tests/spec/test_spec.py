@@ -429,7 +429,7 @@ def test_kernel_names_are_held_to_a_safe_charset(tmp_path: Path, name: str) -> N
 
 def test_counts_are_capped(tmp_path: Path) -> None:
     """Class 8: sizes and counts of what a manifest asks for are bounded."""
-    with pytest.raises(KforgeError, match=r"kernels: 257 kernels, at most 256"):
+    with pytest.raises(KforgeError, match=r"kernels: 257 kernels, over the cap of 256"):
         load_manifest(_write(tmp_path, {f"k{i}": GOOD for i in range(257)}))
     with pytest.raises(KforgeError, match=r"kernels.k.shapes: 65 shape sets, at most 64"):
         load_manifest(_write(tmp_path, {"k": {**GOOD, "shapes": [{}] * 65}}))
