@@ -657,9 +657,6 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
     names = entry_parameters(launcher.source, symbol)
     grad_inputs = _positions(grad_inputs, names, "backward.inputs", where, manifest)
     inplace = _positions(inplace, names, "inplace", where, manifest)
-    if grad_inputs and inplace:
-        raise KforgeError(f"{where}: backward and inplace together are not supported", path=manifest,
-                          hint="check the in-place forward and the backward as two kernels")
 
     shapes = entry.get("shapes", [{}])
     if not isinstance(shapes, list) or not shapes or not all(isinstance(s, dict) for s in shapes):

@@ -98,3 +98,18 @@ def test_keyword_values_must_be_plain(lib: Path) -> None:
         _edit(lib, "gelu_tanh", kwargs={"approximate": {"nested": 1}})
     with pytest.raises(KforgeError, match=r"shapes\[0\]\.kwargs"):
         _edit(lib, "gelu_tanh", kwargs={"approximate": "tanh"}, shapes=[{"n": 4, "kwargs": ["x"]}])
+
+
+def test_backward_through_an_in_place_forward_is_checked_and_timed(lib: Path) -> None:
+    """RoPE's backward entries had to use a copying path: `backward` with `inplace` was refused. Both directions are
+    now checked (the in-place results, then the gradients) and timed, each side's forward starting from the inputs
+    as they were made."""
+    spec = load_manifest(lib / "kforge.yaml")["rotate_inplace"]
+    isolation = "required" if sandboxing.probe().available else "off"
+    settings = EvalSettings(seeds=2, measure=True, profile=False, timing_budget_s=0.3, min_pairs=3,
+                            allow_framework_fallback=True, isolation=isolation)
+    result = evaluate(spec, spec.baseline, "cpu", settings, baseline=spec.reference)
+    assert result.verdict in ("pass", "improved", "regression", "inconclusive"), result.reason
+    assert {"forward", "backward"} <= set(result.details["directions"])
+    wrong = (lib / "src/kwlib/ops/act.py").read_text().replace("return dq * 2.0, dk", "return dq, dk")
+    assert _check(spec, wrong).verdict == "incorrect"

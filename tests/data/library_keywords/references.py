@@ -21,3 +21,7 @@ def scaled_add(x, y, *, alpha=1.0, dtype=torch.float32):
 
 def softplus(x, beta=1.0):
     return torch.nn.functional.softplus(x, beta=beta)
+
+
+def rotate(q, k):
+    return q * 2.0, k + 1.0

@@ -23,3 +23,17 @@ class SoftplusFunction(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         # A gradient computed in float16: within the backward's own tolerance, not the forward's.
         return (grad * torch.sigmoid(ctx.beta * x)).half().float(), None
+
+
+class RotateFunction(torch.autograd.Function):
+    """Writes q and k in place (as RoPE kernels do in the model's layout) and returns views of them."""
+
+    @staticmethod
+    def forward(ctx, q, k):
+        q.mul_(2.0)
+        k.add_(1.0)
+        return q.view(q.shape), k.view(k.shape)
+
+    @staticmethod
+    def backward(ctx, dq, dk):
+        return dq * 2.0, dk
