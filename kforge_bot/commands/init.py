@@ -455,7 +455,8 @@ def _launcher_entry(name: str, launcher: Launcher, backward: list[str], found: T
         lines.append("    shapes:  # drafted; review")
         lines += [f"      - {_flow(shape)}" for shape in draft.shapes]
     elif not own_inputs and found is not None and found.inputs_code is not None and found.shapes:
-        more = f", the largest {len(found.shapes)} of {found.shapes_total}" if found.shapes_total > len(found.shapes) else ""
+        more = f", the largest {len(found.shapes)} of {found.shapes_total}" \
+            if found.shapes_total > len(found.shapes) else ""
         lines.append(f"    shapes:  # from {found.test} (pytest.mark.parametrize{more}); review")
         lines += [f"      - {_flow(shape)}" for shape in found.shapes]
         counts["shapes_from_tests"] += 1

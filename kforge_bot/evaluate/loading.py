@@ -99,6 +99,21 @@ def import_implementation(impl: Implementation, workdir: Path, tag: str,
     return module
 
 
+def import_as_written(impl: Implementation, workdir: Path, tag: str) -> ModuleType:
+    """An implementation as its files have it (`list --import`): a module of a package is imported by its name from
+    its import roots and stays imported, so the next kernel of the same library finds the package loaded (one import
+    of the library per worker); anything else, or a package imported without its __init__, as import_implementation
+    does. Never for a candidate: it serves no text but the files'."""
+    if not impl.module or not impl.package_init:
+        return import_implementation(impl, workdir, tag)
+    roots = [Path(p).resolve() for p in impl.paths] + ([Path(impl.root).resolve()] if impl.root else [])
+    for root in roots:
+        _read_source_only(root)
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+    return importlib.import_module(impl.entry_module or impl.module)
+
+
 class _SourceAs(importlib.abc.MetaPathFinder):
     """Serves one module name from a given file: the implementation's text stands where its package has the
     kernel's file, for every importer (the launcher, the package's own __init__)."""

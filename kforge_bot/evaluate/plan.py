@@ -7,7 +7,7 @@ never takes a worker's word for which cases exist.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ class Plan:
     # reference's files): it imports and builds, then waits for one line, the Fit, before its first call.
     await_fit: bool = False
     limits: Limits | None = None  # what the worker sets on itself before any user code runs (evaluate.limits)
+    also: list[KernelSpec] = field(default_factory=list)  # role "imports": more kernels imported in the same worker
 
     def correctness_cases(self) -> list[Case]:
         cases = []
@@ -141,6 +142,7 @@ class Plan:
             "threads": self.threads,
             "await_fit": self.await_fit,
             "limits": self.limits.to_dict() if self.limits else None,
+            "also": [s.to_dict() for s in self.also],
         }
 
     @classmethod
@@ -158,6 +160,7 @@ class Plan:
             threads=data.get("threads", 0),
             await_fit=bool(data.get("await_fit", False)),
             limits=Limits.from_dict(data["limits"]) if data.get("limits") else None,
+            also=[KernelSpec.from_dict(s) for s in data.get("also") or ()],
         )
 
 

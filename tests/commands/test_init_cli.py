@@ -125,7 +125,8 @@ def test_init_on_a_kernel_library_finds_its_launchers_and_the_references_its_tes
     }
     assert "backward: {inputs: [x], launcher: rms_norm_backward, args: [grad.0, input.x, input.w, output.1]}" in \
         result.output
-    assert "outputs: 0  # it returns several values; tests/test_ops.py::test_rms_norm compares this one" in result.output
+    assert "outputs: 0  # it returns several values; tests/test_ops.py::test_rms_norm compares this one" in \
+        result.output
     assert "once the manifest has" not in result.output  # no stale comment about keys the manifest has
     assert "autotuned: _softmax_kernel" in result.output
     # References and sizes from the tests, marked for review.
@@ -354,7 +355,8 @@ def test_init_path_scans_one_folder_and_never_enters_an_application(tmp_path: Pa
     read = {p.relative_to(repo).as_posix() for p in _python_files(repo)}
     assert not any(r.startswith("apps/") for r in read) and "src/srclib/ops/mm.py" in read
     only = {p.relative_to(repo).as_posix() for p in _python_files(repo, ("src/srclib/ops",))}
-    assert only == {"src/srclib/__init__.py", "src/srclib/ops/__init__.py", "src/srclib/ops/mm.py", "src/srclib/ops/rms_norm.py",
+    assert only == {"src/srclib/__init__.py", "src/srclib/ops/__init__.py", "src/srclib/ops/mm.py",
+                    "src/srclib/ops/rms_norm.py",
                     "src/srclib/ops/rope.py", "tests/test_mm.py", "tests/test_rope.py"}
     result = CliRunner().invoke(cli, ["init", str(repo), "src/srclib/ops"])
     assert result.exit_code == 0, result.output
