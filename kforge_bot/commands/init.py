@@ -141,7 +141,7 @@ def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft
     """The proposed manifest for the repository at `repo`; `drafter` (init --draft) is asked for up to
     `draft_limit` launchers that neither their file nor the tests give a reference and inputs; `scan` (folders
     relative to `repo`) limits the library to them (tests are read wherever they are)."""
-    files = sorted(_python_files(repo, scan))
+    files = sorted(_library_files(repo, scan))
     library = Library.read(repo, files)
     graph = CallGraph.build(library)
     launchers, orphans = graph.launchers()
@@ -629,6 +629,32 @@ def _python_files(repo: Path, scan: tuple[str, ...] = ()):
                     yield path
             except OSError:
                 continue
+
+
+_KERNEL_MARKERS = ("triton", "load_inline", "cpp_extension")
+
+
+def _library_files(repo: Path, scan: tuple[str, ...] = ()) -> list[Path]:
+    """_python_files, less every top-level folder (tests aside) none of whose files mentions Triton or a torch
+    extension: an application beside the library (a server, a UI's backend) is read as text, never parsed."""
+    by_top: dict[str, list[Path]] = {}
+    for path in _python_files(repo, scan):
+        parts = path.relative_to(repo).parts
+        by_top.setdefault(parts[0] if len(parts) > 1 else "", []).append(path)
+    kept: list[Path] = []
+    for top, paths in by_top.items():
+        if top and not is_test_file(f"{top}/x.py") and not any(_mentions_kernels(p) for p in paths):
+            continue
+        kept.extend(paths)
+    return kept
+
+
+def _mentions_kernels(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(marker in text for marker in _KERNEL_MARKERS)
 
 
 def _on_the_way(rel: str, scan: tuple[str, ...]) -> bool:

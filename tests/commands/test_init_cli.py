@@ -350,10 +350,14 @@ def test_init_path_scans_one_folder_and_never_enters_an_application(tmp_path: Pa
     shutil.copytree(DATA / "kernel_library_src", repo)
     (repo / "apps" / "viewer" / "broken.py").write_text("def (:\n")  # parsed, it would only be skipped: never read
     (repo / "apps" / "viewer" / "big.py").write_text("x = 1\n" * 400_000)
-    from kforge_bot.commands.init import _python_files
+    from kforge_bot.commands.init import _library_files, _python_files
 
     read = {p.relative_to(repo).as_posix() for p in _python_files(repo)}
     assert not any(r.startswith("apps/") for r in read) and "src/srclib/ops/mm.py" in read
+    # An application in a folder of any name, which mentions no kernel, is read as text and never parsed.
+    parsed = {p.relative_to(repo).as_posix() for p in _library_files(repo)}
+    assert "server/api/routes.py" in read and not any(r.startswith("server/") for r in parsed)
+    assert "src/srclib/ops/mm.py" in parsed and "tests/test_mm.py" in parsed
     only = {p.relative_to(repo).as_posix() for p in _python_files(repo, ("src/srclib/ops",))}
     assert only == {"src/srclib/__init__.py", "src/srclib/ops/__init__.py", "src/srclib/ops/mm.py",
                     "src/srclib/ops/rms_norm.py",
