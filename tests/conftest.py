@@ -11,7 +11,7 @@ import pytest
 
 # tests/data/kernel_library is a kernel library `kforge-bot init` reads as text: its own tests are data, not
 # kforge's (a conftest.py of its own there would shadow this one's name for `from conftest import ...`).
-collect_ignore_glob = ["data/kernel_library/*"]
+collect_ignore_glob = ["data/kernel_library/*", "data/kernel_library_src/*"]
 
 OPTIMIZE_FIXTURE = Path(__file__).parent / "data" / "optimize"
 

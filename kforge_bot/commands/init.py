@@ -12,6 +12,7 @@ What the user must still write is marked TODO. KernelBench problems need no entr
 from __future__ import annotations
 
 import ast
+import os
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -29,16 +30,19 @@ from kforge_bot.libscan.from_tests import TestEvidence, read_tests
 from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
 from kforge_bot.libscan.modules import Library, Module, dotted_name
 from kforge_bot.libscan.vendors import vendor_of, vendor_target
-from kforge_bot.spec import MANIFEST_NAME, defines, is_kernelbench_source
+from kforge_bot.spec import MANIFEST_NAME, MAX_MANIFEST_KERNELS, defines, is_kernelbench_source
 from kforge_bot.targets import choose_target
 
 SKIP_DIRS = {".git", ".venv", "venv", "env", "node_modules", "build", "dist", "site-packages", "__pycache__",
              ".tox", ".mypy_cache", ".pytest_cache", ".kforge-cache"}
+# Folders that hold no library kernels (an application, docs, vendored third-party code): never parsed.
+NOT_LIBRARY_DIRS = {"apps", "app", "docs", "doc", "third_party", "thirdparty", "3rdparty", "vendored", "_vendor",
+                    "external", "extern", "deps", "notebooks", "website", "site"}
+MAX_SCANNED_BYTES = 1 << 20  # a larger .py file is generated or data, not a kernel library's source
 REFERENCE_NAMES = ("reference", "ref", "torch_reference", "reference_impl")
 INPUT_NAMES = ("make_inputs", "get_inputs", "inputs")
 REFERENCES_MODULE = "kforge_references.py"  # where init writes the references and inputs it read from tests
 DRAFTS_FOLDER = "kforge_drafts"  # where `--draft` writes each checked draft, one module per kernel
-TRITON_TARGETS = ["cuda", "xpu"]
 
 
 @dataclass
@@ -57,6 +61,7 @@ class Proposal:
     "kforge-bot init ../repo --write # write it as ../repo/kforge.yaml (never over an existing one)",
     "kforge-bot init --draft --target cuda  # with OPENAI_BASE_URL set: LLM drafts, each run on cuda first"))
 @click.argument("repo", type=click.Path(path_type=Path, file_okay=False), default=".")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, file_okay=False))
 @click.option("--write", "write_file", is_flag=True,
               help=f"Write REPO/kforge.yaml (and REPO/{REFERENCES_MODULE} when tests gave references, REPO/"
                    f"{DRAFTS_FOLDER}/ for checked drafts) instead of printing them.")
@@ -68,13 +73,16 @@ class Proposal:
 @target_option("Where --draft runs the drafts against the kernel:", default="auto")
 @click.option("--isolation", type=click.Choice(["required", "preferred", "off"]), default=None,
               help="The OS sandbox for the drafts' runs (default: the policy's, as for `check`).")
-def init(repo: Path, write_file: bool, draft: bool, draft_limit: int, target: str, isolation: str | None) -> None:
-    """Propose a kforge.yaml: an entry per public launcher of a Triton kernel or torch-extension file."""
+def init(repo: Path, paths: tuple[Path, ...], write_file: bool, draft: bool, draft_limit: int, target: str,
+         isolation: str | None) -> None:
+    """Propose a kforge.yaml: an entry per public launcher of a Triton kernel or torch-extension file. PATHS
+    (folders below REPO) limit the scan to the library's own folders; its tests are read wherever they are."""
     if not repo.is_dir():
         raise KforgeError("not a directory", path=repo, hint="give the repository's root")
     repo = repo.resolve()
+    scan = tuple(_scan_folder(repo, path) for path in paths)
     drafter = _drafter(repo, target, isolation) if draft else None
-    proposal = propose_library(repo, drafter, draft_limit)
+    proposal = propose_library(repo, drafter, draft_limit, scan)
     if not write_file:
         click.echo(proposal.manifest, nl=False)
         extra = ([(REFERENCES_MODULE, proposal.references)] if proposal.references is not None else []) + \
@@ -119,15 +127,27 @@ def _drafter(repo: Path, target: str, isolation: str | None) -> Callable[..., An
     return Drafter(repo, LLMClient(endpoint_from_env()), kind, settings, DRAFTS_FOLDER, modules)
 
 
-def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft_limit: int = 0) -> Proposal:
+def _scan_folder(repo: Path, path: Path) -> str:
+    """A PATH argument as a folder relative to the repository (given relative to it, or to the working folder)."""
+    for candidate in (repo / path, path.resolve()):
+        if candidate.is_dir() and candidate.resolve().is_relative_to(repo):
+            return candidate.resolve().relative_to(repo).as_posix()
+    raise KforgeError("not a folder inside the repository", path=path,
+                      hint=f"give a folder below {repo}, e.g. the library's package")
+
+
+def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft_limit: int = 0,
+                    scan: tuple[str, ...] = ()) -> Proposal:
     """The proposed manifest for the repository at `repo`; `drafter` (init --draft) is asked for up to
-    `draft_limit` launchers that neither their file nor the tests give a reference and inputs."""
-    files = sorted(_python_files(repo))
+    `draft_limit` launchers that neither their file nor the tests give a reference and inputs; `scan` (folders
+    relative to `repo`) limits the library to them (tests are read wherever they are)."""
+    files = sorted(_library_files(repo, scan))
     library = Library.read(repo, files)
     graph = CallGraph.build(library)
     launchers, orphans = graph.launchers()
+    launchers = _prefer_exported(library, graph, launchers)
     kernel_files = {k[0] for k in graph.kernels} | {la.module.rel for la in launchers}
-    state = _State(library, _already_managed(repo), Counter())
+    state = _State(library, _already_managed(repo), Counter(), _triton_targets(library))
     state.counts["kernels"] = len(graph.kernels)
     state.counts["kernels_launched"] = sum(1 for k in graph.kernels if graph.launched(k))
     state.counts["helpers_avoided"] = len(_helpers(library, graph, launchers, kernel_files))
@@ -158,6 +178,10 @@ def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft
         + ", ".join(where[:3]) + (f", ... ({len(where) - 3} more)" if len(where) > 3 else "")
         for vendor, where in sorted(state.skipped.items())]
     state.counts["entries"] = len(state.entries)
+    if len(state.entries) > MAX_MANIFEST_KERNELS:  # a proposal no manifest could hold: never written, never shown
+        raise KforgeError(f"{len(state.entries)} entries found, over the cap of {MAX_MANIFEST_KERNELS} kernels in "
+                          "one manifest", path=repo, hint="propose one part at a time: `kforge-bot init REPO "
+                                                          "FOLDER` scans only FOLDER (e.g. the package's ops/)")
     module_text = _references_module(state.references) if state.references else None
     return Proposal("\n".join(head + state.entries + notes) + "\n", module_text, len(state.entries), state.counts,
                     state.drafts)
@@ -170,6 +194,7 @@ class _State:
     library: Library
     managed: dict[str, dict[str, str]]
     counts: Counter[str]
+    targets: list[str] = field(default_factory=lambda: ["cuda"])  # a generic Triton kernel's targets
     entries: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     references: list[tuple[str, list[str]]] = field(default_factory=list)
@@ -202,9 +227,16 @@ def _launcher_entries(state: _State, rel: str, group: list[Launcher], evidence: 
             if draft.accepted:
                 state.counts["drafts_accepted"] += 1
                 state.drafts[draft.file] = draft.source
-        text, generated = _launcher_entry(name, launcher, pairs.get(launcher.symbol, []), found, state.counts, draft)
+        text, generated = _launcher_entry(name, launcher, pairs.get(launcher.symbol, []), found, state.counts, draft,
+                                          state.targets)
         state.entries.append(text)
         state.references.extend(generated)
+        function = _autograd_user(state, launcher)
+        if function is not None:  # its backward, checked through autograd with the forward's inputs
+            text, generated = _launcher_entry(f"{name}.autograd", function, [], found, state.counts, None,
+                                              state.targets)
+            state.entries.append(text)
+            state.references.extend(generated)
 
 
 def _extension_or_kernelbench(state: _State, rel: str, kernel_files: set[str]) -> None:
@@ -268,6 +300,63 @@ def _pair_backward(forward: list[Launcher], backward: list[Launcher]) -> dict[st
     return pairs
 
 
+def _autograd_user(state: _State, launcher: Launcher) -> Launcher | None:
+    """A public autograd.Function of the launcher's module that calls it with the same leading parameters: an
+    entry of its own checks the backward (its `.apply` takes the forward's inputs)."""
+    module = launcher.module
+    forward = _parameters(module.defs[launcher.symbol])
+    for symbol, node in module.defs.items():
+        if symbol.startswith("_") or not isinstance(node, ast.ClassDef) or \
+                not any(ast.unparse(base).split(".")[-1] == "Function" for base in node.bases):
+            continue
+        calls = {n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        params = _parameters(node)
+        if launcher.symbol in calls and forward and params[:len(forward)] == forward:
+            return Launcher(module, symbol, "autograd", launcher.kernels)
+    return None
+
+
+def _triton_targets(library: Library) -> list[str]:
+    """A generic Triton kernel's targets: cuda, and xpu only where the library has an Intel backend of its own."""
+    intel = any(vendor_of(rel) == "intel" for rel in library.by_rel)
+    return ["cuda", "xpu"] if intel else ["cuda"]
+
+
+def _exported(library: Library) -> set[Node]:
+    """The (file, symbol) pairs a package's `__init__.py` re-exports: the library's public names."""
+    found: set[Node] = set()
+    for module in library.modules():
+        if not module.is_package or is_test_file(module.rel):
+            continue
+        for local in module.imports:
+            ref = library.resolve(module, local)
+            if ref is not None and ref.symbol is not None:
+                found.add((ref.module.rel, ref.symbol))
+    return found
+
+
+def _prefer_exported(library: Library, graph: CallGraph, launchers: list[Launcher]) -> list[Launcher]:
+    """A launcher its package does not export, called by one in its module that is exported (`general_mm` under
+    `mm`), gives way to that one: an entry names what users call."""
+    exported = _exported(library)
+    if not exported:
+        return launchers
+    by_key = {(la.module.rel, la.symbol): la for la in launchers}
+    kept: dict[Node, Launcher] = {}
+    for launcher in launchers:
+        key = (launcher.module.rel, launcher.symbol)
+        callers = sorted(u for u in graph.users.get(key, ()) if u[0] == key[0] and u in exported
+                         and graph.kinds.get(u) in ("function", "module")) if key not in exported else []
+        if not callers:
+            kept.setdefault(key, launcher)
+            continue
+        owner = kept.get(callers[0]) or by_key.get(callers[0]) or Launcher(launcher.module, callers[0][1],
+                                                                            graph.kinds[callers[0]])
+        kept[callers[0]] = owner
+        owner.kernels.extend(k for k in launcher.kernels if k not in owner.kernels)
+    return sorted(kept.values(), key=lambda la: (la.module.rel, la.module.defs[la.symbol].lineno))
+
+
 def _vendor(launcher: Launcher) -> str | None:
     own = vendor_of(launcher.module.rel)
     if own is not None:
@@ -311,19 +400,20 @@ def _needs_draft(launcher: Launcher, found: TestEvidence | None) -> bool:
 
 
 def _launcher_entry(name: str, launcher: Launcher, backward: list[str], found: TestEvidence | None,
-                    counts: Counter[str], draft: Any = None) -> tuple[str, list[tuple[str, list[str]]]]:
+                    counts: Counter[str], draft: Any = None, triton_targets: list[str] | None = None
+                    ) -> tuple[str, list[tuple[str, list[str]]]]:
     module = launcher.module
     rel = module.rel
     kernels = ", ".join(k.name if k.module is module else f"{k.name} ({k.module.rel})" for k in launcher.kernels)
     autotuned = [k.name for k in launcher.kernels if k.autotuned]
     what = f"{launcher.symbol} launches {kernels}" + (f"; autotuned: {', '.join(autotuned)}" if autotuned else "")
-    lines = [f"  {name}:  # {what}", f"    file: {rel}"]
     elsewhere = sorted({k.module.rel for k in launcher.kernels if k.module is not module})
-    if elsewhere:
-        lines.append(f"    # TODO: the kernels live in {', '.join(elsewhere)}; optimize rewrites only `file:`. Once the "
-                     f"manifest lets the entry live in another file: file: {elsewhere[0]}, entry: {rel}:{launcher.symbol}")
-    lines.append(f"    entry: {launcher.symbol}" + ("  # an nn.Module: give its constructor's arguments in init:"
-                                                    if launcher.kind == "module" else ""))
+    lines = [f"  {name}:  # {what}", f"    file: {elsewhere[0] if elsewhere else rel}"]
+    if len(elsewhere) > 1:
+        lines.append(f"    # the kernels live in {', '.join(elsewhere)}; optimize rewrites only `file:`")
+    entry = f"{rel}:{launcher.symbol}" if elsewhere else launcher.symbol
+    lines.append(f"    entry: {entry}" + ("  # an nn.Module: give its constructor's arguments in init:"
+                                          if launcher.kind == "module" else ""))
     own_reference = next((n for n in REFERENCE_NAMES if defines(module.source, n)), None)
     own_inputs = next((n for n in INPUT_NAMES if defines(module.source, n)), None)
     generated: list[tuple[str, list[str]]] = []
@@ -365,7 +455,8 @@ def _launcher_entry(name: str, launcher: Launcher, backward: list[str], found: T
         lines.append("    shapes:  # drafted; review")
         lines += [f"      - {_flow(shape)}" for shape in draft.shapes]
     elif not own_inputs and found is not None and found.inputs_code is not None and found.shapes:
-        more = f", the first {len(found.shapes)} of {found.shapes_total}" if found.shapes_total > len(found.shapes) else ""
+        more = f", the largest {len(found.shapes)} of {found.shapes_total}" \
+            if found.shapes_total > len(found.shapes) else ""
         lines.append(f"    shapes:  # from {found.test} (pytest.mark.parametrize{more}); review")
         lines += [f"      - {_flow(shape)}" for shape in found.shapes]
         counts["shapes_from_tests"] += 1
@@ -376,22 +467,100 @@ def _launcher_entry(name: str, launcher: Launcher, backward: list[str], found: T
             f"{{{', '.join(f'{p}: ...' for p in required)}}}" if required else
             "TODO: keyword arguments for the inputs callable, one mapping per size to check and time"
             if not own_inputs else f"{own_inputs}'s defaults; add a mapping per size to check and time"))
-    if _returns_tuple(module.defs[launcher.symbol]):
-        which = (f" ({found.test} compares output {found.output_index})"
-                 if found is not None and found.output_index is not None else "")
-        select = found.output_index if found is not None and found.output_index is not None else "INDEX_OR_NAME"
-        lines.append(f"    # TODO: the launcher returns several values{which}; once the manifest has `outputs:`, "
-                     f"outputs: {select} (until then, a wrapper that returns it)")
-    if backward:
-        lines.append(f"    # TODO: backward launcher(s) {', '.join(backward)}: declare once the manifest has `backward:`")
+    lines += _returns_lines(launcher, found)
+    lines += _backward_lines(launcher, backward)
     root = "/".join(rel.split("/")[:len(rel.split("/")) - len(module.name.split(".")) - (module.is_package)])
     if root:
-        lines.append(f"    # TODO: {rel} imports as `{module.name}`; once the manifest has `import_roots:`, "
-                     f"import_roots: [{root}]")
+        lines.append(f"    import_roots: [{root}]  # {rel} imports as `{module.name}`")
     target = vendor_target(_vendor(launcher) or "") or None
-    lines.append(f"    targets: [{target}]" if target else f"    targets: [{', '.join(TRITON_TARGETS)}]")
+    lines.append(f"    targets: [{target or ', '.join(triton_targets or ['cuda'])}]")
     lines.append("    language: triton")
     return "\n".join(lines), generated
+
+
+def _parameters(node: ast.stmt) -> list[str]:
+    """A launcher's parameters (an autograd.Function's forward's, less ctx)."""
+    if isinstance(node, ast.ClassDef):
+        node = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), node)
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+    return [n for n in names if n not in ("self", "ctx", "cls")]
+
+
+def _returned_names(node: ast.stmt) -> list[list[str]]:
+    """Each `return`'s values as names ('' for anything else) of a function (not of functions inside it)."""
+    found: list[list[str]] = []
+    pending = list(ast.iter_child_nodes(node))
+    while pending:
+        sub = pending.pop()
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(sub, ast.Return) and sub.value is not None:
+            values = sub.value.elts if isinstance(sub.value, ast.Tuple) else [sub.value]
+            found.append([v.id if isinstance(v, ast.Name) else "" for v in values])
+        pending.extend(ast.iter_child_nodes(sub))
+    return found
+
+
+def _returns_lines(launcher: Launcher, found: TestEvidence | None) -> list[str]:
+    """`outputs:` and `inplace:` as the launcher's code shows them: inputs it returns are written in place (RoPE's
+    q and k); of several values returned, the one the tests compare (else the first) is the result."""
+    node = launcher.module.defs[launcher.symbol]
+    if launcher.kind != "function":
+        return []
+    params = _parameters(node)
+    returns = _returned_names(node)
+    if len(returns) == 1 and returns[0] and all(n in params for n in returns[0]):
+        return ["    outputs: []  # it returns its inputs: written in place", f"    inplace: [{', '.join(returns[0])}]"]
+    if any(len(r) > 1 for r in returns):
+        if found is not None and found.output_index is not None:
+            return [f"    outputs: {found.output_index}  # it returns several values; {found.test} compares this one"]
+        return ["    outputs: 0  # it returns several values: the first taken as the result; review"]
+    return []
+
+
+def _backward_lines(launcher: Launcher, backward: list[str]) -> list[str]:
+    """`backward:` where the code shows it: an autograd.Function (autograd through it), or a backward launcher whose
+    parameters are the upstream gradient, the forward's inputs and the values the forward returns."""
+    node = launcher.module.defs[launcher.symbol]
+    if launcher.kind == "autograd":
+        tensors = [p for p in _parameters(node) if p not in ("eps", "dim", "scale")]
+        return [f"    backward: {{inputs: [{', '.join(tensors[:2])}]}}  # review: the inputs whose gradients count"]
+    for name in backward:
+        mapped = _backward_args(node, launcher.module.defs.get(name))
+        if mapped is not None:
+            args, inputs = mapped
+            return [f"    backward: {{inputs: [{', '.join(inputs)}], launcher: {name}, args: [{', '.join(args)}]}}"
+                    "  # review"]
+    return [f"    # backward launcher {name} (its arguments could not be matched to the forward's; see docs/manifest.md"
+            " for backward:)" for name in backward]
+
+
+def _backward_args(forward: ast.stmt, backward: ast.stmt | None) -> tuple[list[str], list[str]] | None:
+    """The backward launcher's arguments as grad.N / input.NAME / output.N, and the inputs it returns gradients of
+    (`dx` for `x`), or None when a parameter matches nothing."""
+    if backward is None:
+        return None
+    params = _parameters(forward)
+    outputs = next((r for r in _returned_names(forward) if len(r) > 1), [])
+    args: list[str] = []
+    grads = 0
+    for name in _parameters(backward):
+        if name in params:
+            args.append(f"input.{name}")
+        elif name in outputs and outputs.index(name) > 0:
+            args.append(f"output.{outputs.index(name)}")
+        elif re.fullmatch(r"(d|grad_?)\w+", name) and grads == 0:
+            args.append("grad.0")
+            grads += 1
+        else:
+            return None
+    returned = next(iter(_returned_names(backward)), [])
+    inputs = [re.sub(r"^(d|grad_?)", "", n) for n in returned]
+    if not inputs or not all(n in params for n in inputs) or grads != 1:
+        return None
+    return args, inputs
 
 
 def _flow(shape: dict[str, object]) -> str:
@@ -428,17 +597,70 @@ def _already_managed(repo: Path) -> dict[str, dict[str, str]]:
             continue
         for entry in kernels.values() if isinstance(kernels, dict) else ():
             if isinstance(entry, dict) and isinstance(entry.get("file"), str):
-                path = (manifest.parent / entry["file"]).resolve()
+                file, symbol = entry["file"], str(entry.get("entry"))
+                launcher, _, named = symbol.rpartition(":")
+                if launcher.endswith(".py"):  # an entry in a launcher file of its own: that file is what it names
+                    file, symbol = launcher, named
+                path = (manifest.parent / file).resolve()
                 if path.is_relative_to(repo):
-                    found.setdefault(path.relative_to(repo).as_posix(), {})[str(entry.get("entry"))] = \
+                    found.setdefault(path.relative_to(repo).as_posix(), {})[symbol] = \
                         manifest.relative_to(repo).as_posix()
     return found
 
 
-def _python_files(repo: Path):
-    for path in repo.rglob("*.py"):
-        if not any(part in SKIP_DIRS or part.startswith(".") for part in path.relative_to(repo).parts[:-1]):
-            yield path
+def _python_files(repo: Path, scan: tuple[str, ...] = ()):
+    """The repository's Python files, less folders that hold no library (and, with `scan`, all but those folders
+    and the tests), pruned as the walk goes: an application's tree is never entered."""
+    for folder, dirs, files in os.walk(repo):
+        rel = Path(folder).relative_to(repo).as_posix()
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and d.lower() not in NOT_LIBRARY_DIRS
+                         and not d.startswith(".")
+                         and (not scan or _on_the_way(f"{rel}/{d}".removeprefix("./"), scan)))
+        inside = not scan or any(f"{rel}/".startswith(f"{s}/") or rel == s for s in scan) or \
+            is_test_file(f"{rel}/x.py")
+        for name in sorted(files):
+            path = Path(folder) / name
+            # Above a scanned folder, its packages' __init__.py: they name its modules and say what is exported.
+            if not name.endswith(".py") or not (inside or name == "__init__.py"
+                                                or is_test_file(path.relative_to(repo).as_posix())):
+                continue
+            try:
+                if path.stat().st_size <= MAX_SCANNED_BYTES:
+                    yield path
+            except OSError:
+                continue
+
+
+_KERNEL_MARKERS = ("triton", "load_inline", "cpp_extension")
+
+
+def _library_files(repo: Path, scan: tuple[str, ...] = ()) -> list[Path]:
+    """_python_files, less every top-level folder (tests aside) none of whose files mentions Triton or a torch
+    extension: an application beside the library (a server, a UI's backend) is read as text, never parsed."""
+    by_top: dict[str, list[Path]] = {}
+    for path in _python_files(repo, scan):
+        parts = path.relative_to(repo).parts
+        by_top.setdefault(parts[0] if len(parts) > 1 else "", []).append(path)
+    kept: list[Path] = []
+    for top, paths in by_top.items():
+        if top and not is_test_file(f"{top}/x.py") and not any(_mentions_kernels(p) for p in paths):
+            continue
+        kept.extend(paths)
+    return kept
+
+
+def _mentions_kernels(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(marker in text for marker in _KERNEL_MARKERS)
+
+
+def _on_the_way(rel: str, scan: tuple[str, ...]) -> bool:
+    """Whether the walk must enter `rel`: a scanned folder, one above it, one below it, or a tests folder."""
+    return any(rel == s or s.startswith(f"{rel}/") or rel.startswith(f"{s}/") for s in scan) or \
+        is_test_file(f"{rel}/x.py")
 
 
 def _extension_language(source: str) -> str | None:

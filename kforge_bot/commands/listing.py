@@ -9,7 +9,7 @@ import click
 from kforge_bot.commands import examples, json_option, write_json
 from kforge_bot.config.policy import load_policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.api import import_problem
+from kforge_bot.evaluate.api import import_problems
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.spec.kernels import discover
 
@@ -37,12 +37,16 @@ def list_kernels(repo: Path, policy_path: str | None, json_path: str | None, try
     if try_imports and kernels and json_path != "-":
         click.echo(announcement(settings.isolation), err=True)
     rows = []
-    for kernel in sorted(kernels.values(), key=lambda k: k.id):
+    ordered = sorted(kernels.values(), key=lambda k: k.id)
+    loaded = [k.spec for k in ordered if k.spec is not None]
+    # One worker per target (and env:), importing each library once for all its kernels.
+    problems = dict(zip(map(id, loaded), import_problems(loaded, settings))) if try_imports and loaded else {}
+    for kernel in ordered:
         spec = kernel.spec
         error = kernel.error
         imports = "not tried"
         if try_imports and spec is not None:
-            problem = import_problem(spec, settings)
+            problem = problems[id(spec)]
             imports = "ok" if problem is None else problem
             error = error or (None if problem is None else f"does not import in its worker: {problem}")
         rows.append({"id": kernel.id, "format": kernel.format, "file": kernel.file,

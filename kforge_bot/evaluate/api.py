@@ -15,6 +15,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
@@ -108,6 +109,44 @@ def import_problem(spec: KernelSpec, settings: EvalSettings, timeout_s: float = 
     if message.get("status") == "ok":
         return None
     return str(message.get("reason") or f"its worker {outcome.exit_description()}")
+
+
+def import_problems(specs: list[KernelSpec], settings: EvalSettings, timeout_s: float = 120.0,
+                    per_kernel_s: float = 10.0) -> list[str | None]:
+    """import_problem for many kernels, in as few workers as there are groups of one target, `env:` and import
+    roots (what one kernel imports never depends on another's roots): each worker imports a library once and looks
+    every entry of the group up in it (`list --import`). One problem (or None) per spec,
+    in order; a worker that dies takes its whole group with it, each kernel saying so."""
+    def kind_of(spec: KernelSpec) -> str:
+        try:
+            return choose_target("auto").device_kind(spec.targets)
+        except KforgeError:
+            return "cpu"
+
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, spec in enumerate(specs):
+        key = (kind_of(spec), tuple(sorted(spec.env.items())), spec.root, spec.baseline.paths)
+        groups.setdefault(key, []).append(i)
+    problems: list[str | None] = [None] * len(specs)
+    for (kind, *_), members in groups.items():
+        batch = [specs[i] for i in members]
+        work = Path(tempfile.mkdtemp(prefix="kforge-import-", dir=scratch_root()))
+        try:
+            plan = Plan(role="imports", target=kind, spec=batch[0], baseline=batch[0].baseline, candidate=None,
+                        settings=settings, seeds=[0], out_dir=work, also=batch[1:])
+            seen = [impl for s in batch for impl in (s.baseline, s.reference, s.inputs_source)]
+            outcome = run_worker(plan.to_dict(), work, timeout_s + per_kernel_s * len(batch),
+                                 view=sandbox_view(batch[0], seen, kind, work, settings))
+            raise_on_sandbox_failure(outcome)
+        finally:
+            remove_scratch(work)
+        message = outcome.result or {}
+        found = message.get("imports")
+        if not isinstance(found, list) or len(found) != len(batch):
+            found = [str(message.get("reason") or f"its worker {outcome.exit_description()}")] * len(batch)
+        for i, problem in zip(members, found):
+            problems[i] = None if problem is None else str(problem)
+    return problems
 
 
 def _static_rejection(candidate: Implementation, target: str) -> EvalResult | None:

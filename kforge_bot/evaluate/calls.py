@@ -196,7 +196,10 @@ class EntryCall:
         if not self.grads:
             return self.forward(*inputs)
         results, graph = self.build_graph(list(inputs))
-        return [o.detach() if isinstance(o, torch.Tensor) else o for o in results] + self.backward(*graph)
+        results = [o.detach() if isinstance(o, torch.Tensor) else o for o in results]
+        if self.inplace and self.copy_inplace:  # the inputs it wrote, as the forward alone gives them
+            results[len(results) - len(self.inplace):] = [o.clone() for o in results[len(results) - len(self.inplace):]]
+        return results + self.backward(*graph)
 
     def build_graph(self, inputs: list[Any]) -> tuple[list[Any], tuple[Any, list[Any], list[torch.Tensor]]]:
         """The forward with autograd: (its results, (the differentiable ones, the leaves, their upstream
@@ -218,6 +221,10 @@ class EntryCall:
             value = self.fn(*leaves)
         outs = self._results(value, leaves, copy=False)
         differentiable = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+        if not differentiable and self.inplace:
+            # An in-place forward (RoPE's rotating q and k) whose results are the inputs it wrote: the returns (views
+            # of them, in the order `inplace` lists them) carry the graph.
+            differentiable = [o for o in flatten_outputs(value) if isinstance(o, torch.Tensor) and o.requires_grad]
         if not differentiable:
             raise CheckFailure("incorrect", "no output carries a gradient (the entry's outputs are not connected to "
                                             "its inputs by autograd: declare an autograd.Function as the entry)")

@@ -671,7 +671,11 @@ class ShapeTiming:
         def build(side: str) -> None:
             for r, inputs in enumerate(self.sets):
                 if r not in graphs[side]:
-                    graphs[side][r] = sides[side].build_graph(inputs)[1]
+                    # An in-place forward (RoPE's) writes copies of the inputs it writes: each side's graph starts
+                    # from the inputs as they were made, and no later write reaches a view another graph holds.
+                    own = [v.clone() if i in self.inplace else v for i, v in enumerate(inputs)] if self.inplace \
+                        else inputs
+                    graphs[side][r] = sides[side].build_graph(own)[1]
             self.run.target.synchronize()  # the forward's work done before the next timed region
 
         def backward_of(side: str) -> Callable[[list[Any]], Any]:

@@ -245,7 +245,8 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
         finally:
             (plan.out_dir / cand_file).unlink(missing_ok=True)  # compared once; outputs must not pile up
         ref = ref_outputs[ref_file]
-        per_output = compare_outputs(cand, ref, tolerance, device, gradients=len(plan.spec.grad_inputs))
+        per_output = compare_outputs(cand, ref, tolerance, device, gradients=len(plan.spec.grad_inputs),
+                                     gradient_override=plan.spec.backward_tolerance)
         del cand
         records.append({"case": label, "shape_set": case.shape, "seed": case.seed, "outputs": per_output})
         bad = next((o for o in per_output if not o["ok"]), None)
@@ -309,6 +310,7 @@ def _correctness_summary(plan: Plan, records: list[dict[str, Any]], via: set[str
         "max_abs_error": worst_abs,
         "max_rel_norm_error": worst_rel,
         "tolerance": plan.spec.tolerance or "by dtype",
+        **({"backward_tolerance": plan.spec.backward_tolerance} if plan.spec.backward_tolerance else {}),
         "checks": ["shape and dtype", "NaN/Inf", "elementwise atol/rtol", "relative norm", "non-constant",
                    "inputs unchanged", "no aliasing", "plain tensors", "same buffers new values",
                    "earlier outputs not overwritten", "timed outputs", "elements of each timed input set changed",

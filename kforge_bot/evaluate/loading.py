@@ -99,6 +99,21 @@ def import_implementation(impl: Implementation, workdir: Path, tag: str,
     return module
 
 
+def import_as_written(impl: Implementation, workdir: Path, tag: str) -> ModuleType:
+    """An implementation as its files have it (`list --import`): a module of a package is imported by its name from
+    its import roots and stays imported, so the next kernel of the same library finds the package loaded (one import
+    of the library per worker); anything else, or a package imported without its __init__, as import_implementation
+    does. Never for a candidate: it serves no text but the files'."""
+    if not impl.module or not impl.package_init:
+        return import_implementation(impl, workdir, tag)
+    roots = [Path(p).resolve() for p in impl.paths] + ([Path(impl.root).resolve()] if impl.root else [])
+    for root in roots:
+        _read_source_only(root)
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+    return importlib.import_module(impl.entry_module or impl.module)
+
+
 class _SourceAs(importlib.abc.MetaPathFinder):
     """Serves one module name from a given file: the implementation's text stands where its package has the
     kernel's file, for every importer (the launcher, the package's own __init__)."""
@@ -133,10 +148,13 @@ def _import_in_package(impl: Implementation, path: Path) -> ModuleType:
     added = [str(r) for r in roots if str(r) not in sys.path]
     sys.path[:0] = added
     sys.meta_path.insert(0, finder)
+    stubs = [] if impl.package_init else _empty_packages(packaged, roots)
     try:
         module = importlib.import_module(impl.entry_module or impl.module)
     finally:
         sys.meta_path.remove(finder)
+        for name in stubs:
+            sys.modules.pop(name, None)
         for name in set(sys.modules) - before:
             mod = sys.modules[name]
             if name in packaged or any(_local_to(mod, r) for r in roots) or _local_to(mod, path.parent):
@@ -145,6 +163,27 @@ def _import_in_package(impl: Implementation, path: Path) -> ModuleType:
         for name, mod in aside.items():
             sys.modules.setdefault(name, mod)
     return module
+
+
+def _empty_packages(modules: list[str], roots: list[Path]) -> list[str]:
+    """The packages above `modules`, put in sys.modules as empty packages over their folders (`package_init:
+    false`): their submodules import, their __init__.py never runs. Returns the names put there."""
+    made: list[str] = []
+    for dotted in modules:
+        parts = dotted.split(".")
+        for depth in range(1, len(parts)):
+            name = ".".join(parts[:depth])
+            if name in sys.modules:
+                continue
+            folders = [str(r.joinpath(*parts[:depth])) for r in roots if r.joinpath(*parts[:depth]).is_dir()]
+            spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            spec.submodule_search_locations = folders
+            package = importlib.util.module_from_spec(spec)
+            sys.modules[name] = package
+            if depth > 1:
+                setattr(sys.modules[".".join(parts[:depth - 1])], parts[depth - 1], package)
+            made.append(name)
+    return made
 
 
 def _extensions_dir(shared: Path, workdir: Path) -> str:
@@ -251,6 +290,7 @@ def make_inputs(spec: KernelSpec, inputs_module: ModuleType, shape_set: dict[str
     inputs callable's seed keyword (GPU MODE's `seed`), the harness's secret seed goes there too."""
     fn = lookup(inputs_module, spec.inputs_symbol, "the inputs module")
     kwargs = dict(shape_set)
+    call_kwargs = {**spec.call_kwargs, **(kwargs.pop("kwargs", None) or {})}  # the entry's, not the inputs callable's
     try:
         if "device" in _inspect.signature(fn).parameters:
             kwargs["device"] = device
@@ -275,7 +315,57 @@ def make_inputs(spec: KernelSpec, inputs_module: ModuleType, shape_set: dict[str
     if not isinstance(values, (list, tuple)):
         raise TypeError(f"{spec.inputs_symbol}() returned {type(values).__name__}; expected a list or tuple")
     moved = [v.to(device) if isinstance(v, torch.Tensor) and v.device != device else v for v in values]
-    return moved
+    return moved + [CallKwargs(call_kwargs)] if call_kwargs else moved
+
+
+class CallKwargs(tuple):  # type: ignore[type-arg]
+    """An input set's keyword arguments for the entry (`kwargs:`), last in its inputs: every side's callable
+    (keyword_call) takes it off and passes its items by name. Immutable: a kernel never holds it, only a copy."""
+
+    def __new__(cls, kwargs: dict[str, Any]) -> CallKwargs:
+        return super().__new__(cls, sorted(kwargs.items()))
+
+    def values_for_call(self) -> dict[str, Any]:
+        return {name: _dtype_or_value(value) for name, value in self}
+
+
+def _dtype_or_value(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith("torch."):
+        found = getattr(torch, value.removeprefix("torch."), None)
+        if isinstance(found, torch.dtype):
+            return found
+    return value
+
+
+def keyword_call(fn: Callable[..., Any], names: list[str] | None = None) -> Callable[..., Any]:
+    """`fn` called with an input set's CallKwargs (last of its arguments) passed by name. `names`: an
+    autograd.Function's forward parameters, whose `apply` takes no keywords: they go by position, with the
+    forward's defaults filling the gap."""
+    defaults: dict[str, Any] = {}
+    if names is not None:
+        forward = getattr(getattr(fn, "__self__", None), "forward", None)
+        try:
+            params = list(_inspect.signature(forward).parameters.values())[1:] if forward else []
+        except (TypeError, ValueError):
+            params = []
+        defaults = {p.name: p.default for p in params if p.default is not _inspect.Parameter.empty}
+
+    def call(*args: Any) -> Any:
+        if not args or type(args[-1]) is not CallKwargs:
+            return fn(*args)
+        kwargs = args[-1].values_for_call()
+        positional = list(args[:-1])
+        if names is None:
+            return fn(*positional, **kwargs)
+        for name in names[len(positional):]:
+            if name not in kwargs and name not in defaults:
+                break
+            positional.append(kwargs.pop(name, defaults.get(name)))
+        if kwargs:
+            raise TypeError(f"the entry takes no keyword argument {next(iter(kwargs))!r}")
+        return fn(*positional)
+
+    return call
 
 
 def init_args(spec: KernelSpec, inputs_module: ModuleType) -> tuple[list[Any], dict[str, Any]]:
@@ -305,11 +395,20 @@ def build_callable(obj: Any, spec: KernelSpec, inputs_module: ModuleType, device
         if state_from is not None:
             _copy_matching_state(state_from, module)
         return module.to(device).eval()
+    keywords = bool(spec.call_kwargs) or any("kwargs" in s for s in spec.shape_sets)
     if isinstance(obj, type) and issubclass(obj, torch.autograd.Function):
-        return obj.apply  # an autograd.Function is called through apply (its forward's arguments, without ctx)
+        # Called through apply (its forward's arguments, without ctx).
+        return keyword_call(obj.apply, _forward_names(obj)) if keywords else obj.apply
     if callable(obj):
-        return obj
+        return keyword_call(obj) if keywords else obj
     raise TypeError(f"{type(obj).__name__} object is not callable")
+
+
+def _forward_names(function: type) -> list[str]:
+    try:
+        return list(_inspect.signature(function.forward).parameters)[1:]  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return []
 
 
 def _construct(cls: type, args: list[Any], kwargs: dict[str, Any], seed: int, device: torch.device) -> Any:

@@ -7,7 +7,7 @@ never takes a worker's word for which cases exist.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,7 @@ class Plan:
         """The variants the reference ran (skipped ones are not cases)."""
         variants = [heldout.Variant.from_dict(v) for v in self.heldout or ()]
         return [self.heldout_case(v) for v in variants if not v.skipped]
+    also: list[KernelSpec] = field(default_factory=list)  # role "imports": more kernels imported in the same worker
 
     def correctness_cases(self) -> list[Case]:
         cases = []
@@ -164,6 +165,7 @@ class Plan:
             "await_fit": self.await_fit,
             "limits": self.limits.to_dict() if self.limits else None,
             "heldout": None if self.heldout is None else list(self.heldout),
+            "also": [s.to_dict() for s in self.also],
         }
 
     @classmethod
@@ -182,6 +184,7 @@ class Plan:
             await_fit=bool(data.get("await_fit", False)),
             limits=Limits.from_dict(data["limits"]) if data.get("limits") else None,
             heldout=None if data.get("heldout") is None else tuple(data["heldout"]),
+            also=[KernelSpec.from_dict(s) for s in data.get("also") or ()],
         )
 
 

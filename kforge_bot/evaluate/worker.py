@@ -183,12 +183,22 @@ def _reference_form(plan: Plan, form: heldout.Variant, inputs_module: Any, ref_m
 
 
 def run_imports(plan: Plan, channel: Channel, workdir: Path) -> None:
-    """`list --import`: the kernel's inputs, reference and entry imported and looked up, nothing called."""
-    spec = plan.spec
-    for tag, impl in (("inputs", spec.inputs_source), ("reference", spec.reference), ("kernel", plan.baseline)):
-        module = loading.import_implementation(impl, workdir, tag)
-        loading.lookup(module, impl.symbol, impl.filename)
-    channel.send("result", status="ok")
+    """`list --import`: each kernel's inputs, reference and entry imported and looked up, nothing called. The
+    kernels of one batch (plan.also) share the worker and the library's import: a package is imported as written,
+    once, and each entry looked up in it; `imports` holds each kernel's problem (None: it imports)."""
+    problems: list[str | None] = []
+    for n, spec in enumerate([plan.spec, *plan.also]):
+        try:
+            for tag, impl in (("inputs", spec.inputs_source), ("reference", spec.reference),
+                              ("kernel", spec.baseline)):
+                module = loading.import_as_written(impl, workdir, f"{tag}{n}")
+                loading.lookup(module, impl.symbol, impl.filename)
+        except Exception as exc:  # noqa: BLE001 - this kernel's import, said in one line; the next one still runs
+            problems.append(short_error(exc))
+        else:
+            problems.append(None)
+    first = problems[0]
+    channel.send("result", status="ok" if first is None else "error", reason=first, imports=problems)
 
 
 def _tensor_bytes(values: list[Any]) -> int:
@@ -268,6 +278,7 @@ def main(argv: list[str]) -> int:
     plan = Plan.from_dict(json.loads(sys.stdin.readline()))
     if plan.limits is not None:
         limits.apply(plan.limits)  # before any user code: nothing it starts can raise them again
+    os.environ.update(plan.spec.env)  # the manifest's `env:` (allowlisted names, from the base's manifest)
     if not plan.await_fit:
         sys.stdin.close()
     use_sink(make_sink(int(output_fd) if output_fd else None, nonce, plan.target, trusted=plan.role == "reference"))

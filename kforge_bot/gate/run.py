@@ -85,7 +85,10 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
         except KforgeError as exc:  # named as a repository path, not the temporary checkout's
             raise KforgeError(str(exc).replace(f"{head_root}{os.sep}", "")) from None
         base_notes: list[str] = []
-        base_kernels = discover(base_root, policy, strict=False, notes=base_notes)
+        try:
+            base_kernels = discover(base_root, policy, strict=False, notes=base_notes)
+        except KforgeError as exc:  # a base manifest over the kernel cap: named as the base's path
+            raise KforgeError("base: " + str(exc).replace(f"{base_root}{os.sep}", "")) from None
         report.notes.extend(f"base: {n}" for n in base_notes)
         report.removed.extend(_gone(base_kernels, head_kernels, head_root))
         planner = Planner(policy, target, required, head_root, base_root, changed, all_kernels, timing_budget_s, cache,

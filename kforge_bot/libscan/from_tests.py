@@ -16,6 +16,7 @@ import copy
 import itertools
 import operator
 import re
+import sys
 from dataclasses import dataclass, field
 
 from kforge_bot.libscan.launchers import Launcher, is_test_file
@@ -25,6 +26,9 @@ _COMPARE = re.compile(r"allclose|assert\w*close|assert\w*equal|close\w*assert", 
 _COPIES = {"clone", "detach", "requires_grad_", "contiguous", "detach_"}
 _DEVICE_WORDS = re.compile(r"device|cuda|xpu", re.I)
 _MAX_SHAPES = 4
+# What a reference may import besides the library itself: a test module that needs more (transformers, a model zoo)
+# does not import where the bot runs the reference, so nothing is taken from it.
+_ALONE = frozenset({"torch", "triton", "numpy", "pytest", "einops", *sys.stdlib_module_names})
 _BUILTINS = set(dir(builtins))
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.LShift: operator.lshift,
                ast.FloorDiv: operator.floordiv, ast.Pow: lambda a, b: a ** b if abs(b) < 64 else None}
@@ -380,12 +384,75 @@ class _TestReader:
             ev.notes.append("the parametrize values are not literals")
             return
         ev.dtype_params = [p for p in ordered if any(isinstance(c.get(p), _DType) for c in combos)]
-        ev.shapes = [{k: (str(v) if isinstance(v, _DType) else v) for k, v in c.items()} for c in combos[:_MAX_SHAPES]]
+        ev.shapes = [{k: (str(v) if isinstance(v, _DType) else v) for k, v in c.items()} for c in _largest(combos)]
         ev.shapes_total = len(combos)
         returned = ", ".join(ast.unparse(_drop_device(a)) for a in arguments)
         ev.inputs_code = [ast.unparse(s) for s in statements] + [f"return ({returned}{',' if len(arguments) == 1 else ''})"]
         ev.inputs_params = ordered
         ev.imports = list(dict.fromkeys([*ev.imports, *imports]))
+
+
+def foreign_import(library: Library, name: str, seen: set[str] | None = None) -> str | None:
+    """The first package outside the library (and torch, triton, numpy, pytest, the standard library) that importing
+    module `name` needs, following the library's own modules (its test helpers too); None: it imports alone."""
+    seen = set() if seen is None else seen
+    if name in seen:
+        return None
+    seen.add(name)
+    module = library.find_module(name)
+    if module is None:
+        top = name.split(".")[0]
+        return None if top in _ALONE or top in library.by_name else top
+    for node in ast.walk(module.tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            targets = [node.module]
+        elif isinstance(node, ast.ImportFrom) and node.module:  # relative: within the library
+            package = module.name if module.is_package else module.name.rpartition(".")[0]
+            base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1])
+            targets = [f"{base}.{node.module}".strip(".")]
+        for target in targets:
+            found = foreign_import(library, target, seen)
+            if found is not None:
+                return found
+    return None
+
+
+def _imported_modules(lines: list[str]) -> list[str]:
+    names: list[str] = []
+    for line in lines:
+        for node in ast.walk(ast.parse(line)):
+            if isinstance(node, ast.Import):
+                names += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.append(node.module)
+    return names
+
+
+def _keep_only_what_imports_alone(library: Library, test: Module, ev: TestEvidence) -> None:
+    """A reference from a test is taken only where it imports with the library alone."""
+    needed = ([test.name] if ev.reference_symbol else []) + _imported_modules(ev.imports)
+    foreign = next((f for f in (foreign_import(library, n) for n in needed) if f is not None), None)
+    if foreign is not None and (ev.reference_symbol or ev.reference_code):
+        ev.notes.append(f"its reference needs {foreign!r}, which the library alone does not provide")
+        ev.reference_symbol = ev.reference_code = None
+        ev.inputs_code = None
+
+
+def _largest(combos: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The _MAX_SHAPES largest size sets (by the product of their integers), in the test's order: a test's first
+    sizes are often its smallest, which time launch overhead rather than the kernel."""
+    def size(combo: dict[str, object]) -> int:
+        product = 1
+        for value in combo.values():
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                product *= value
+        return product
+
+    chosen = set(sorted(range(len(combos)), key=lambda i: -size(combos[i]))[:_MAX_SHAPES])
+    return [c for i, c in enumerate(combos) if i in chosen]
 
 
 def read_tests(library: Library, launchers: list[Launcher]) -> dict[tuple[str, str], TestEvidence]:
@@ -410,6 +477,7 @@ def read_tests(library: Library, launchers: list[Launcher]) -> dict[tuple[str, s
                 if key in found and (found[key].reference_code or found[key].reference_symbol):
                     continue
                 evidence = _TestReader(library, module, function, wanted[key], call).read()
+                _keep_only_what_imports_alone(library, module, evidence)
                 if key not in found or evidence.reference_code or evidence.reference_symbol:
                     found[key] = evidence
     return found

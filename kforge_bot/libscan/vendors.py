@@ -21,6 +21,7 @@ _VENDORS: dict[str, str] = {
     "kunlunxin": "kunlunxin", "kunlun": "kunlunxin", "iluvatar": "iluvatar", "corex": "iluvatar",
     "metax": "metax", "maca": "metax", "enflame": "enflame", "gcu": "enflame", "tsingmicro": "tsingmicro",
     "aipu": "aipu", "sunrise": "sunrise", "cpu_backend": "cpu",
+    "arm": "arm", "aarch64": "arm", "arm64": "arm",  # an ARM CPU backend: no GPU target runs it
     "nvidia": "nvidia", "cuda": "nvidia",
 }
 # Vendor -> the manifest target that runs its kernels (absent: none does).

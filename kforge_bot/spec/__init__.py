@@ -55,6 +55,10 @@ MAX_MANIFEST_KERNELS = 256
 MAX_SHAPE_SETS = 64
 
 
+class ManifestOverCap(KforgeError):
+    """A manifest naming more kernels than one may: never read as a repository without kernels."""
+
+
 @dataclass(frozen=True)
 class Implementation:
     """Source text plus the symbol to call. `root` goes on sys.path so the source's own imports resolve."""
@@ -69,6 +73,9 @@ class Implementation:
     module: str = ""
     entry_module: str = ""
     paths: tuple[str, ...] = ()
+    # False: the packages above `module` are made empty in the worker, their __init__.py never run (a package whose
+    # __init__ pulls a whole training stack); the module and what it imports itself load as usual.
+    package_init: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,6 +135,11 @@ class KernelSpec:
     # gradients come from autograd through the entry (an autograd.Function).
     backward_launcher: dict[str, Any] = field(default_factory=dict)
     reference_returns: str = "entry"
+    # Keyword arguments every call of the entry (and of the reference) gets (`kwargs:`); a shape set's own `kwargs`
+    # key adds to them for that set. A string "torch.<dtype>" stands for the dtype.
+    call_kwargs: dict[str, Any] = field(default_factory=dict)
+    backward_tolerance: dict[str, float] | None = None  # the gradients' (`tolerance.backward`); None: `tolerance`
+    env: dict[str, str] = field(default_factory=dict)  # set in every worker before any import (`env:`)
     import_roots: tuple[str, ...] = ()  # relative to root, as the manifest says them
     entry_file: str = ""  # relative to root: where the entry lives, when not in kernel_file
     # GPU MODE problems (kforge_bot.spec.gpumode); the defaults are every other format's behaviour.
@@ -391,8 +403,69 @@ def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path,
 
 
 _KERNEL_KEYS = {"file", "entry", "reference", "inputs", "shapes", "init", "tolerance", "targets", "language", "seeds",
-                "import_roots", "outputs", "inplace", "backward", "constraints"}
+                "import_roots", "outputs", "inplace", "backward", "constraints", "kwargs", "env",
+                "package_init"}
 CONSTRAINT_KEYS = ("multiple_of", "min", "max", "fixed")
+# `env:` names: upper-case, and none a runtime, the loader, Python, torch, Triton, CUDA or the bot itself reads (those
+# would change how the harness runs, not what the library imports).
+ENV_NAME_RE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+ENV_RESERVED_PREFIXES = ("LD_", "PYTHON", "PATH", "HOME", "TMP", "TEMP", "TRITON", "CUDA", "NVIDIA", "TORCH",
+                         "PYTORCH", "NCCL", "OMP_", "MKL_", "KMP_", "KFORGE", "GITHUB", "OPENAI", "RUNNER", "ACTIONS",
+                         "SSL_", "HTTP", "NO_PROXY", "XDG_", "USER", "SHELL", "LANG", "LC_", "GCC", "CC", "CXX",
+                         "NVCC", "HIP", "ROCM", "XPU", "ZE_", "SYCL", "ONEAPI", "DYLD", "MALLOC", "GLIBC", "BWRAP")
+MAX_ENV_VALUE = 256
+
+
+def _kwargs(value: Any, where: str, manifest: Path) -> dict[str, Any]:
+    """`kwargs:` keyword arguments for the entry: names to plain values (a string "torch.float16" is the dtype)."""
+    if value is None:
+        return {}
+    plain = (str, int, float, bool, type(None))
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k.isidentifier() for k in value) or not all(
+            isinstance(v, plain) or (isinstance(v, list) and all(isinstance(i, plain) for i in v))
+            for v in value.values()):
+        raise KforgeError(f"{where}: expected a mapping of keyword names to numbers, strings, booleans or lists",
+                          path=manifest, hint='e.g. kwargs: {approximate: tanh, alpha: 0.5, dtype: torch.float16}')
+    return dict(value)
+
+
+def _env(value: Any, where: str, manifest: Path) -> dict[str, str]:
+    """`env:` variables a library reads when it is imported (GEMS_VENDOR), allowlisted by name."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise KforgeError(f"{where}.env: expected a mapping of variable names to values", path=manifest)
+    env: dict[str, str] = {}
+    for name, raw in value.items():
+        if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name) or name.startswith(ENV_RESERVED_PREFIXES):
+            raise KforgeError(f"{where}.env: {str(name)[:64]!r} is not a name a manifest may set", path=manifest,
+                              hint="upper-case letters, digits and _, and none of the runtime's own "
+                                   "(LD_*, PYTHON*, TRITON*, CUDA*, TORCH*, KFORGE*, ...): see docs/manifest.md")
+        text = str(raw).lower() if isinstance(raw, bool) else str(raw)
+        if not isinstance(raw, (str, int, float, bool)) or len(text) > MAX_ENV_VALUE or not text.isprintable():
+            raise KforgeError(f"{where}.env.{name}: expected a printable value of at most {MAX_ENV_VALUE} characters",
+                              path=manifest)
+        env[name] = text
+    return env
+
+
+def _tolerances(value: Any, where: str, manifest: Path) -> tuple[dict[str, float] | None, dict[str, float] | None]:
+    """`tolerance:` {atol, rtol} for every output, with an optional `backward: {atol, rtol}` for the gradients."""
+    def one(part: Any, label: str) -> dict[str, float]:
+        if not isinstance(part, dict) or set(part) - {"atol", "rtol"} or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in part.values()):
+            raise KforgeError(f"{where}.{label}: expected {{atol: number, rtol: number}} with values >= 0",
+                              path=manifest, hint="a backward's own: tolerance: {atol: ..., rtol: ..., backward: "
+                                                  "{atol: ..., rtol: ...}}")
+        return {k: float(v) for k, v in part.items()}
+
+    if value is None:
+        return None, None
+    if not isinstance(value, dict):
+        one(value, "tolerance")
+    forward = {k: v for k, v in value.items() if k != "backward"}
+    backward = one(value["backward"], "tolerance.backward") if "backward" in value else None
+    return (one(forward, "tolerance") if forward else None), backward
 
 
 def _import_roots(value: Any, where: str, root: Path, manifest: Path, boundary: Path) -> tuple[str, ...]:
@@ -571,6 +644,14 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
                                 module=module, entry_module="" if entry_module == module else entry_module,
                                 paths=paths)
 
+    package_init = entry.get("package_init", True)
+    if not isinstance(package_init, bool):
+        raise KforgeError(f"{where}.package_init: expected true or false, got {package_init!r}", path=manifest)
+    if not package_init and not (elsewhere or import_roots):
+        raise KforgeError(f"{where}.package_init: false needs a kernel in a package (import_roots, or an entry in a "
+                          "module)", path=manifest)
+    if not package_init:
+        kernel = replace(kernel, package_init=False)
     if "reference" in entry:
         ref_file, ref_symbol = _ref(entry["reference"], f"{where}.reference", manifest, kernel_file)
         reference = _implementation(root, ref_file, ref_symbol, f"{where}.reference", manifest, boundary,
@@ -588,9 +669,6 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
     names = entry_parameters(launcher.source, symbol)
     grad_inputs = _positions(grad_inputs, names, "backward.inputs", where, manifest)
     inplace = _positions(inplace, names, "inplace", where, manifest)
-    if grad_inputs and inplace:
-        raise KforgeError(f"{where}: backward and inplace together are not supported", path=manifest,
-                          hint="check the in-place forward and the backward as two kernels")
 
     shapes = entry.get("shapes", [{}])
     if not isinstance(shapes, list) or not shapes or not all(isinstance(s, dict) for s in shapes):
@@ -602,13 +680,12 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
     init = {} if init is None else init  # `init:` with no value means none; `init: []` is a mistake
     if not isinstance(init, dict):
         raise KforgeError(f"{where}.init: expected a mapping of keyword arguments", path=manifest)
-    tolerance = entry.get("tolerance")
-    if tolerance is not None:
-        if not isinstance(tolerance, dict) or set(tolerance) - {"atol", "rtol"} or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in tolerance.values()):
-            raise KforgeError(f"{where}.tolerance: expected {{atol: number, rtol: number}} with values >= 0",
-                              path=manifest)
-        tolerance = {k: float(v) for k, v in tolerance.items()}
+    tolerance, backward_tolerance = _tolerances(entry.get("tolerance"), where, manifest)
+    call_kwargs = _kwargs(entry.get("kwargs"), f"{where}.kwargs", manifest)
+    for i, shape in enumerate(shapes):
+        if "kwargs" in shape:
+            _kwargs(shape["kwargs"], f"{where}.shapes[{i}].kwargs", manifest)
+    env = _env(entry.get("env"), where, manifest)
     targets = entry.get("targets", list(TARGET_KINDS))
     if not isinstance(targets, list) or not targets or any(t not in TARGET_KINDS for t in targets):
         raise KforgeError(f"{where}.targets: expected a list drawn from {', '.join(TARGET_KINDS)}, got {targets!r}",
@@ -643,6 +720,9 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
         grad_inputs=grad_inputs,
         backward_launcher=backward_launcher,
         reference_returns="outputs" if "reference" in entry else "entry",
+        call_kwargs=call_kwargs,
+        backward_tolerance=backward_tolerance,
+        env=env,
         import_roots=import_roots,
         entry_file=str(Path(entry_file)) if elsewhere else "",
         constraints=constraints,
@@ -718,8 +798,8 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
         raise KforgeError(f"version: unsupported manifest version {data['version']!r}", path=path,
                           hint="this kforge-bot reads version 1")
     if len(data["kernels"]) > MAX_MANIFEST_KERNELS:
-        raise KforgeError(f"kernels: {len(data['kernels'])} kernels, at most {MAX_MANIFEST_KERNELS} in one manifest",
-                          path=path, hint="split them over manifests in subfolders")
+        raise ManifestOverCap(f"kernels: {len(data['kernels'])} kernels, over the cap of {MAX_MANIFEST_KERNELS} in one "
+                              "manifest", path=path, hint="split them over manifests in subfolders")
     for name in data["kernels"]:
         check_kernel_name(name, path)
     return data

@@ -21,6 +21,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.spec import (
     MANIFEST_NAME,
     KernelSpec,
+    ManifestOverCap,
     find_manifest,
     is_kernelbench_source,
     load_kernelbench,
@@ -81,8 +82,8 @@ def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[
     try:
         entries = read_manifest(manifest)["kernels"]
     except KforgeError as exc:
-        if strict:
-            raise  # the problem is the manifest as a whole, not one kernel
+        if strict or isinstance(exc, ManifestOverCap):
+            raise  # the problem is the manifest as a whole (an over-cap one is never an empty repository)
         notes.append(f"{prefix}{MANIFEST_NAME} does not load at this revision ({exc}); its kernels count as absent")
         return []
     kernels: list[Kernel] = []

@@ -68,7 +68,7 @@ def test_init_proposes_entries_with_todos_and_names_what_it_found(tmp_path: Path
     assert set(kernels) == {"kernels.scale", "kernels.add_one"}  # not the plain file, KernelBench or the venv
     scale = kernels["kernels.scale"]
     assert (scale["file"], scale["entry"], scale["language"], scale["targets"]) == \
-        ("kernels/scale.py", "scale", "triton", ["cuda", "xpu"])
+        ("kernels/scale.py", "scale", "triton", ["cuda"])  # no xpu: the library has no Intel backend
     assert scale["inputs"] == "kernels/scale.py:make_inputs"
     assert kernels["kernels.add_one"]["language"] == "cuda"
     assert "TODO: write reference(...), the same call in plain PyTorch" in result.output
@@ -118,14 +118,16 @@ def test_init_on_a_kernel_library_finds_its_launchers_and_the_references_its_tes
     # The public launcher, across modules and through private helpers; never a helper, never the backward.
     assert {n: (k["file"], k["entry"]) for n, k in kernels.items()} == {
         "ops.rms_norm": ("mylib/ops/rms_norm.py", "rms_norm_forward"),
-        "ops.fused": ("mylib/ops/fused.py", "fused_add_mul"),
+        "ops.fused": ("mylib/kernels/fused_kernels.py", "mylib/ops/fused.py:fused_add_mul"),  # file: its kernels
         "ops.scale": ("mylib/ops/scale.py", "scale"),
         "ops.softmax": ("mylib/ops/softmax.py", "softmax"),
         "ops.backends.xpu.softmax": ("mylib/ops/backends/xpu/softmax.py", "softmax"),
     }
-    assert "the kernels live in mylib/kernels/fused_kernels.py" in result.output
-    assert "backward launcher(s) rms_norm_backward" in result.output
-    assert "returns several values (tests/test_ops.py::test_rms_norm compares output 0)" in result.output
+    assert "backward: {inputs: [x], launcher: rms_norm_backward, args: [grad.0, input.x, input.w, output.1]}" in \
+        result.output
+    assert "outputs: 0  # it returns several values; tests/test_ops.py::test_rms_norm compares this one" in \
+        result.output
+    assert "once the manifest has" not in result.output  # no stale comment about keys the manifest has
     assert "autotuned: _softmax_kernel" in result.output
     # References and sizes from the tests, marked for review.
     assert kernels["ops.fused"]["reference"] == "tests/test_ops.py:torch_fused"
@@ -301,4 +303,84 @@ def test_init_names_the_import_root_of_a_src_layout(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["init", str(repo)])
     assert result.exit_code == 0, result.output
     assert list(yaml.safe_load(result.output)["kernels"]) == ["ops.add"]
-    assert "imports as `pkg.ops.add`; once the manifest has `import_roots:`, import_roots: [src]" in result.output
+    assert "    import_roots: [src]  # src/pkg/ops/add.py imports as `pkg.ops.add`" in result.output
+
+
+def test_init_on_a_src_layout_proposes_what_loads_as_written(tmp_path: Path) -> None:
+    """The stumbles of issue 45 on tests/data/kernel_library_src: `import_roots:` only in a stale comment, `outputs:`,
+    `inplace:` and `backward:` never proposed, an internal helper named instead of the exported launcher, an ARM CPU
+    backend marked cuda, `xpu` claimed without an xpu backend, a reference taken from a test that needs
+    transformers, and toy sizes chosen over the tests' largest."""
+    import shutil
+
+    repo = tmp_path / "lib"
+    shutil.copytree(DATA / "kernel_library_src", repo)
+    result = CliRunner().invoke(cli, ["init", str(repo)])
+    assert result.exit_code == 0, result.output
+    kernels = yaml.safe_load(result.output)["kernels"]
+    assert set(kernels) == {"ops.mm", "ops.rms_norm", "ops.rms_norm.autograd", "ops.rope"}
+    assert kernels["ops.mm"]["entry"] == "mm"  # what the package exports, not general_mm
+    assert all(k["import_roots"] == ["src"] and k["targets"] == ["cuda"] for k in kernels.values())
+    assert "skipped 1 launcher(s) in arm's backend folders" in result.output
+    assert "blit" not in result.output and "apps/" not in result.output
+    assert (kernels["ops.rope"]["outputs"], kernels["ops.rope"]["inplace"]) == ([], ["q", "k"])
+    assert kernels["ops.rms_norm"]["outputs"] == 0
+    assert kernels["ops.rms_norm"]["backward"] == {"inputs": ["x"], "launcher": "rms_norm_backward",
+                                                   "args": ["grad.0", "input.x", "input.w", "output.1"]}
+    assert kernels["ops.rms_norm.autograd"]["entry"] == "RMSNormFunction"
+    assert kernels["ops.rms_norm.autograd"]["backward"] == {"inputs": ["x", "w"]}
+    assert "its reference needs 'transformers', which the library alone does not provide" in result.output
+    assert kernels["ops.rope"]["reference"] == "src/srclib/ops/rope.py:reference"  # a TODO, not the test's
+    assert kernels["ops.mm"]["shapes"] == [{"m": 4096, "n": 4096}, {"m": 2048, "n": 8192}, {"m": 64, "n": 64},
+                                           {"m": 1024, "n": 1024}]
+    assert "once the manifest has" not in result.output
+    # Written, the entries the tests completed load through kforge's own loader as proposed.
+    assert CliRunner().invoke(cli, ["init", str(repo), "--write"]).exit_code == 0
+    raw = yaml.safe_load((repo / "kforge.yaml").read_text())["kernels"]
+    spec = load_manifest_entry(repo / "kforge.yaml", "ops.mm", raw["ops.mm"])
+    assert spec.import_roots == ("src",) and spec.kernel_file == "src/srclib/ops/mm.py"
+
+
+def test_init_path_scans_one_folder_and_never_enters_an_application(tmp_path: Path) -> None:
+    """Library C: init parsed 47 MB of an unrelated app folder. Folders that hold no library are never entered, and
+    `init REPO PATH` reads only PATH (and the tests)."""
+    import shutil
+
+    repo = tmp_path / "lib"
+    shutil.copytree(DATA / "kernel_library_src", repo)
+    (repo / "apps" / "viewer" / "broken.py").write_text("def (:\n")  # parsed, it would only be skipped: never read
+    (repo / "apps" / "viewer" / "big.py").write_text("x = 1\n" * 400_000)
+    from kforge_bot.commands.init import _library_files, _python_files
+
+    read = {p.relative_to(repo).as_posix() for p in _python_files(repo)}
+    assert not any(r.startswith("apps/") for r in read) and "src/srclib/ops/mm.py" in read
+    # An application in a folder of any name, which mentions no kernel, is read as text and never parsed.
+    parsed = {p.relative_to(repo).as_posix() for p in _library_files(repo)}
+    assert "server/api/routes.py" in read and not any(r.startswith("server/") for r in parsed)
+    assert "src/srclib/ops/mm.py" in parsed and "tests/test_mm.py" in parsed
+    only = {p.relative_to(repo).as_posix() for p in _python_files(repo, ("src/srclib/ops",))}
+    assert only == {"src/srclib/__init__.py", "src/srclib/ops/__init__.py", "src/srclib/ops/mm.py",
+                    "src/srclib/ops/rms_norm.py",
+                    "src/srclib/ops/rope.py", "tests/test_mm.py", "tests/test_rope.py"}
+    result = CliRunner().invoke(cli, ["init", str(repo), "src/srclib/ops"])
+    assert result.exit_code == 0, result.output
+    assert set(yaml.safe_load(result.output)["kernels"]) == {"ops.mm", "ops.rms_norm", "ops.rms_norm.autograd",
+                                                               "ops.rope"}
+    assert "arm's backend" not in result.output  # outside the folder scanned
+    outside = CliRunner().invoke(cli, ["init", str(repo), str(tmp_path)])
+    assert isinstance(outside.exception, KforgeError) and "not a folder inside the repository" in str(outside.exception)
+
+
+def test_init_over_the_kernel_cap_refuses_with_one_line_naming_it(tmp_path: Path) -> None:
+    """Library B's 263 proposed entries made a manifest that `list` read as empty. init now refuses, naming the
+    cap and the way to propose a part."""
+    repo = tmp_path / "big"
+    (repo / "ops").mkdir(parents=True)
+    launchers = "".join(f"\n\ndef op{i}(x):\n    _k[(1,)](x)\n    return x\n" for i in range(257))
+    (repo / "ops" / "many.py").write_text("import triton\n\n\n@triton.jit\ndef _k(x):\n    pass\n" + launchers)
+    for args in (["init", str(repo)], ["init", str(repo), "--write"]):
+        result = CliRunner().invoke(cli, args)
+        assert isinstance(result.exception, KforgeError), result.output  # the CLI's one line, exit 2
+        assert "257 entries found, over the cap of 256 kernels in one manifest" in str(result.exception)
+        assert "`kforge-bot init REPO FOLDER` scans only FOLDER" in str(result.exception)
+    assert not (repo / "kforge.yaml").exists()

@@ -65,3 +65,51 @@ def test_lists_gpumode_problem_folders() -> None:
     assert rows["scaled_add_py"]["format"] == "gpumode" and rows["scaled_add_py"]["shape_sets"] == 3
     assert rows["scaled_add_py"]["file"] == "scaled_add_py/submission.py"
     assert rows["lax_check_py"]["error"] is None
+
+
+def test_a_repository_over_the_kernel_cap_fails_list_and_check_all_with_one_line(tmp_path: Path) -> None:
+    """`list` said "no managed kernels" and exited 0 for a manifest of 263 kernels; `check --all` said there were
+    none. Both now fail with the cap's line (exit 2)."""
+    from fakes.gate_repos import PLAIN, REF, manifest
+    from fakes.gate_repos import cli as real_cli
+
+    (tmp_path / "ref.py").write_text(REF)
+    (tmp_path / "k0.py").write_text(PLAIN)
+    (tmp_path / "kforge.yaml").write_text(manifest([f"k{i}" for i in range(263)]))
+    for args in (["list", str(tmp_path)], ["check", "--all", str(tmp_path)]):
+        result = real_cli(*args, cwd=tmp_path)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.strip().endswith("263 kernels, over the cap of 256 in one manifest (split them over "
+                                              "manifests in subfolders)") and len(result.stderr.splitlines()) == 1
+        assert "no managed kernels" not in result.stdout + result.stderr
+
+
+def test_list_import_imports_a_library_once_per_worker(tmp_path: Path, monkeypatch) -> None:
+    """`list --import` took about 10 s an entry (a worker each, the library imported each time: 7 min for
+    Liger-Kernel's 42). Its kernels now share one worker per target, which imports the package once: this one
+    refuses a second import in the same process, and every entry still imports."""
+    from kforge_bot.evaluate import api
+
+    repo = tmp_path / "lib"
+    (repo / "src" / "oncelib" / "ops").mkdir(parents=True)
+    (repo / "src" / "oncelib" / "__init__.py").write_text(
+        "import builtins\n\nif getattr(builtins, '_oncelib_imported', False):\n"
+        "    raise ImportError('oncelib imported twice in one process')\nbuiltins._oncelib_imported = True\n"
+        "from oncelib.ops import a, b, c  # noqa: F401\n")
+    (repo / "src" / "oncelib" / "ops" / "__init__.py").write_text("")
+    entries = []
+    for name in ("a", "b", "c"):
+        (repo / "src" / "oncelib" / "ops" / f"{name}.py").write_text(f"def {name}(x):\n    return x + 1\n")
+        entries.append(f"  {name}:\n    file: src/oncelib/ops/{name}.py\n    entry: oncelib.ops.{name}:{name}\n"
+                       f"    import_roots: [src]\n    inputs: inputs.py:make\n    shapes: [{{n: 4}}]\n"
+                       f"    targets: [cpu]\n")
+    (repo / "inputs.py").write_text("import torch\n\n\ndef make(n):\n    return (torch.randn(n),)\n")
+    (repo / "kforge.yaml").write_text("version: 1\nkernels:\n" + "".join(entries))
+    workers = []
+    real = api.run_worker
+    monkeypatch.setattr(api, "run_worker", lambda *a, **k: workers.append(1) or real(*a, **k))
+    result = CliRunner().invoke(cli, ["list", str(repo), "--import", "--json", str(tmp_path / "list.json")])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "list.json").read_text())["kernels"]
+    assert [r["imports"] for r in rows] == ["ok", "ok", "ok"]
+    assert len(workers) == 1

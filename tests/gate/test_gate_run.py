@@ -600,3 +600,19 @@ def test_a_gpumode_problem_folder_is_gated_as_it_is(tmp_path):
     (entry,) = report.kernels
     assert entry.id == "gm/scaled_add_py" and entry.verdict == "incorrect", entry.reason
     assert report.exit_code == 1
+
+
+def test_a_manifest_over_the_kernel_cap_fails_the_gate_on_base_or_head(tmp_path):
+    """Over the cap, the base's manifest was noted and its kernels counted absent: the gate now stops with the
+    cap's line, whichever side has it."""
+    from kforge_bot.errors import KforgeError
+
+    root = one_kernel_repo(tmp_path / "repo")
+    write(root, "kforge.yaml", manifest([f"k{i}" for i in range(257)]))
+    commit_all(root, "over the cap")
+    with pytest.raises(KforgeError, match="257 kernels, over the cap of 256"):  # the head's
+        run_gate(root, "HEAD~1", policy=load_policy(None), measure=False, use_cache=False)
+    write(root, "kforge.yaml", manifest(["k"]))
+    commit_all(root, "back under it")
+    with pytest.raises(KforgeError, match="base: kforge.yaml: kernels: 257 kernels, over the cap of 256"):
+        run_gate(root, "HEAD~1", policy=load_policy(None), measure=False, use_cache=False)

@@ -115,3 +115,13 @@ def test_kernels_checked_against_the_same_reference_on_other_targets_are_cross_p
     assert [r["file"] for r in sibling_references(spec, kernel_dir / "tiny_mm.py", "cuda")] == ["tiny_mm_cpu2.py"]
     assert sibling_references(load_spec(REPO / "examples" / "kernelbench" / "softmax_problem.py"),
                               REPO / "examples" / "kernelbench" / "softmax_problem.py", "cpu") == []
+
+
+def test_a_manifest_over_the_kernel_cap_is_an_error_even_where_others_are_noted(tmp_path: Path) -> None:
+    """A 263-kernel manifest made `list` say "no managed kernels" and exit 0: the cap turned into an empty
+    repository. It is now an error that names the cap, strict or not."""
+    root = _repo(tmp_path)
+    write(root, "kforge.yaml", manifest([f"k{i}" for i in range(257)]))
+    for strict in (True, False):
+        with pytest.raises(KforgeError, match="257 kernels, over the cap of 256 in one manifest"):
+            discover(root, DEFAULT, strict=strict)

@@ -258,8 +258,9 @@ MALFORMED = [
     ("inplace-bad-name", {"k": {**GOOD, "inplace": ["x-y"]}}, ["kernels.k.inplace"]),
     ("backward-not-mapping", {"k": {**GOOD, "backward": ["x"]}}, ["kernels.k.backward", "inputs"]),
     ("backward-no-inputs", {"k": {**GOOD, "backward": {"inputs": []}}}, ["kernels.k.backward.inputs"]),
-    ("backward-and-inplace", {"k": {**GOOD, "backward": {"inputs": [0]}, "inplace": [0]}},
-     ["kernels.k", "backward and inplace"]),
+    ("tolerance-backward-not-mapping", {"k": {**GOOD, "tolerance": {"atol": 0.1, "backward": 0.1}}},
+     ["kernels.k.tolerance.backward", "atol"]),
+    ("package-init-not-bool", {"k": {**GOOD, "package_init": "no"}}, ["kernels.k.package_init", "true or false"]),
     ("inplace-unknown-parameter", {"k": {**GOOD, "inplace": ["y"]}}, ["kernels.k.inplace", "'y'", "has: x"]),
     ("backward-launcher-without-args", {"k": {**GOOD, "backward": {"inputs": [0], "launcher": "back"}}},
      ["kernels.k.backward", "args"]),
@@ -440,7 +441,7 @@ def test_kernel_names_are_held_to_a_safe_charset(tmp_path: Path, name: str) -> N
 
 def test_counts_are_capped(tmp_path: Path) -> None:
     """Class 8: sizes and counts of what a manifest asks for are bounded."""
-    with pytest.raises(KforgeError, match=r"kernels: 257 kernels, at most 256"):
+    with pytest.raises(KforgeError, match=r"kernels: 257 kernels, over the cap of 256"):
         load_manifest(_write(tmp_path, {f"k{i}": GOOD for i in range(257)}))
     with pytest.raises(KforgeError, match=r"kernels.k.shapes: 65 shape sets, at most 64"):
         load_manifest(_write(tmp_path, {"k": {**GOOD, "shapes": [{}] * 65}}))
