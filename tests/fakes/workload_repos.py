@@ -69,17 +69,16 @@ def softmax(x):
         out.append([v / total for v in e])
     return torch.tensor(out, dtype=torch.float32, device=x.device)
 """
-# The base's softmax with the probabilities below 0.008 dropped (work a sparse attention could skip): within the
-# kernel's own tolerance (atol 0.01), and enough to change the model's greedy tokens.
-SOFTMAX_SPARSE = """\
+# The base's softmax through exp2 with log2(e) rounded to 1.4375 (a constant written short): within the kernel's
+# own tolerance (relative error about 0.5%), and enough to change the model's greedy tokens from the fifth on.
+SOFTMAX_SHORT_LOG2E = """\
 import torch
 
 
 def softmax(x):
     x = x.float()
-    e = torch.exp(x - x.amax(-1, keepdim=True))
-    p = e / e.sum(-1, keepdim=True)
-    return torch.where(p < 0.008, torch.zeros_like(p), p)
+    e = torch.exp2((x - x.amax(-1, keepdim=True)) * 1.4375)
+    return e / e.sum(-1, keepdim=True)
 """
 RMSNORM = """\
 import torch
@@ -139,13 +138,13 @@ workloads:
   decode:
     file: tinylm/workload_cpu.py
     entry: decode
-    args: {size: tiny, prompt: 160, new_tokens: 8}
+    args: {size: tiny, prompt: 232, new_tokens: 16}
     seed: 0
     unit: tokens/s
-    items: 8
-    compare: {tokens: 8}
+    items: 16
+    compare: {tokens: 16}
     warmup: 2
-    repeats: 8
+    repeats: 5
     targets: [cpu]
 """
 POLICY = """\

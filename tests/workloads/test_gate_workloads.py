@@ -13,7 +13,7 @@ import pytest
 
 from fakes.gate_repos import cli
 from fakes.gitrepos import commit_all, git, write
-from fakes.workload_repos import SOFTMAX, SOFTMAX_FAST_ALONE, SOFTMAX_SPARSE, tinylm_repo
+from fakes.workload_repos import SOFTMAX, SOFTMAX_FAST_ALONE, SOFTMAX_SHORT_LOG2E, tinylm_repo
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -51,7 +51,7 @@ def test_a_kernel_faster_alone_that_slows_the_model_fails_the_gate(tmp_path: Pat
 
 
 def test_a_kernel_that_changes_the_greedy_tokens_fails_the_gate(tmp_path: Path) -> None:
-    repo = head_with_softmax(tmp_path, SOFTMAX_SPARSE)
+    repo = head_with_softmax(tmp_path, SOFTMAX_SHORT_LOG2E)
     code, report = gate(repo, tmp_path)
     kernels, workloads = rows(report)
     assert kernels["softmax"]["verdict"] not in ("incorrect", "error")
@@ -71,7 +71,7 @@ def test_an_a_a_change_passes_with_its_interval_and_noise_floor(tmp_path: Path) 
     assert code == 0
 
 
-@pytest.mark.parametrize("source", [SOFTMAX_FAST_ALONE, SOFTMAX_SPARSE], ids=["faster-alone", "other-tokens"])
+@pytest.mark.parametrize("source", [SOFTMAX_FAST_ALONE, SOFTMAX_SHORT_LOG2E], ids=["faster-alone", "other-tokens"])
 def test_without_workloads_the_kernel_gate_alone_passes_both(tmp_path: Path, source: str) -> None:
     repo = head_with_softmax(tmp_path, source, workloads=False)
     code, report = gate(repo, tmp_path)
