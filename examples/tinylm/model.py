@@ -46,7 +46,8 @@ class TinyLM:
         # token (at 1x the tiny model's greedy tokens barely depend on attention).
         self.embed = weight(config.vocab, d, scale=1.0)
         self.pos = weight(config.max_seq, d, scale=0.1)
-        self.blocks = [{"ln1": norm(), "qkv": weight(d, 3 * d, scale=d ** -0.5), "out": weight(d, d, scale=2 * d ** -0.5),
+        self.blocks = [{"ln1": norm(), "qkv": weight(d, 3 * d, scale=d ** -0.5),
+                        "out": weight(d, d, scale=2 * d ** -0.5),
                         "ln2": norm(), "w1": weight(d, config.ffn, scale=d ** -0.5),
                         "w3": weight(d, config.ffn, scale=d ** -0.5),
                         "w2": weight(config.ffn, d, scale=config.ffn ** -0.5)} for _ in range(config.layers)]

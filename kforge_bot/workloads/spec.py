@@ -157,7 +157,8 @@ def _workload(name: Any, entry: Any, manifest: Path) -> WorkloadSpec:
 
 
 def _compare(value: Any, where: str, manifest: Path) -> dict[str, Any]:
-    hint = "e.g. compare: {tokens: 32} (the first 32 greedy tokens exactly) or compare: {logits: {atol: 0.01, rtol: 0.01}}"
+    hint = ("e.g. compare: {tokens: 32} (the first 32 greedy tokens exactly) or "
+            "compare: {logits: {atol: 0.01, rtol: 0.01}}")
     if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in COMPARISONS:
         raise KforgeError(f"{where}.compare: expected one of tokens: N or logits: {{atol, rtol}}", path=manifest,
                           hint=hint)

@@ -15,7 +15,8 @@ GOOD = {"file": "prog.py", "entry": "decode", "unit": "tokens/s", "items": 8, "c
 
 
 def manifest_in(tmp_path: Path) -> Path:
-    (tmp_path / "prog.py").write_text("def decode(m):\n    return m\n\n\ndef make_inputs(seed, device):\n    return 1\n")
+    program = "def decode(m):\n    return m\n\n\ndef make_inputs(seed, device):\n    return 1\n"
+    (tmp_path / "prog.py").write_text(program)
     path = tmp_path / "kforge.yaml"
     path.write_text("version: 1\nkernels: {}\n")
     return path
