@@ -151,14 +151,15 @@ POLICY = """\
 version: 1
 gate:
   threshold: 0.25
-  workloads: {threshold: 0.25, precision: 0.05, min_pairs: 6, max_pairs: 10, budget_s: 300}
 evaluation: {seeds: 2, timing_budget_s: 1.0, timeout_s: 120}
 """
+WORKLOAD_POLICY = "  workloads: {threshold: 0.25, precision: 0.05, min_pairs: 6, max_pairs: 8, budget_s: 300}\n"
 
 
 def tinylm_repo(root: Path, *, workloads: bool = True) -> Path:
-    """A repository whose main holds tinylm, its CPU kernels, their manifest (with the decode workload unless
-    `workloads` is False: the manifest as a kforge-bot without workloads reads it) and the policy."""
+    """A repository whose main holds tinylm, its CPU kernels, their manifest and the policy, with the decode
+    workload and the policy's gate.workloads unless `workloads` is False (files a kforge-bot without workloads
+    reads)."""
     init_repo(root)
     for name in ("__init__.py", "model.py"):
         write(root, f"tinylm/{name}", (TINYLM / name).read_text())
@@ -169,6 +170,7 @@ def tinylm_repo(root: Path, *, workloads: bool = True) -> Path:
     write(root, "kernels/rmsnorm.py", RMSNORM)
     write(root, "kernels/swiglu.py", SWIGLU)
     write(root, "kforge.yaml", KERNELS + (WORKLOADS if workloads else ""))
-    write(root, "policy.yml", POLICY)
+    write(root, "policy.yml", POLICY.replace("  threshold: 0.25\n", "  threshold: 0.25\n" + WORKLOAD_POLICY)
+          if workloads else POLICY)
     commit_all(root, "base")
     return root
