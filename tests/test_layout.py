@@ -35,6 +35,9 @@ RULES = {
     "libscan": (("kforge_bot.libscan",), ("kforge_bot.evaluate", "kforge_bot.agents", "kforge_bot.commands",
                                           "kforge_bot.optimize", "kforge_bot.scale", "torch", "triton", "git",
                                           "github", *BOT)),
+    # Workloads measure beside the judge, with its sandbox and statistics: nothing of the loop, the bot or the CLI.
+    "workloads": (("kforge_bot.workloads",), ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.scale",
+                                              "kforge_bot.tuner", "openai", "github", *BOT, *OPTIMIZE)),
     # One way: the loop asks its proposers and writes what they report; they never reach back into it.
     "proposers": (("kforge_bot.optimize.proposer", "kforge_bot.optimize.tuner_proposer",
                    "kforge_bot.optimize.llm_proposer"),

@@ -111,7 +111,16 @@ def table_rows(report: GateReport, quote: Callable[[str], str] = str) -> list[li
             rows.append([f"{name}, {shape_label(shape)}", _ms(shape.get("baseline_ms")), _ms(shape.get("candidate_ms")),
                          str(shape.get("change", "n/a")), fmt_threshold(shape.get("threshold"), k.target),
                          shape_verdict(shape), f"{shape.get('pairs', 0)} pairs"])
+    for w in report.workloads:  # each a row of its own (kforge_bot.workloads.gate)
+        notes = "; ".join(b for b in (quote(w.reason) if w.reason else "",
+                                      f"noise floor {w.noise_floor:.2%}" if w.noise_floor is not None else "") if b)
+        rows.append([f"workload {w.name}", _rate(w.base_rate, w.unit), _rate(w.head_rate, w.unit), w.change,
+                     fmt_threshold(w.threshold, w.target), w.verdict, notes])
     return rows
+
+
+def _rate(value: float | None, unit: str) -> str:
+    return "-" if value is None else f"{value:.4g} {unit}"
 
 
 def shape_label(shape: dict) -> str:
@@ -138,7 +147,7 @@ NOTES_COLUMN = TABLE_HEADER.index("notes")
 def render_markdown(report: GateReport) -> str:
     failed = report.exit_code != 0
     lines = [f"### kforge-bot gate: {'failed' if failed else 'passed'}", "", headline(report), ""]
-    if report.kernels:
+    if report.kernels or report.workloads:
         lines.append("| " + " | ".join(TABLE_HEADER) + " |")
         lines.append("|" + "---|" * len(TABLE_HEADER))
         for row in table_rows(report, markdown_text):
@@ -220,7 +229,7 @@ def render_console(report: GateReport) -> None:
     failed = report.exit_code != 0
     console.print(f"[bold]kforge-bot gate: {'[red]failed[/red]' if failed else '[green]passed[/green]'}[/bold] "
                   f"- {headline(report)}")
-    if report.kernels and not console.is_terminal:
+    if (report.kernels or report.workloads) and not console.is_terminal:
         # Into a log: one whole line per kernel (greppable, never folded), not a table padded to a width.
         for row in table_rows(report):
             cells = dict(zip(TABLE_HEADER, row))
@@ -230,7 +239,7 @@ def render_console(report: GateReport) -> None:
         console.print("change = head time / base time - 1 (positive: slower), with the policy's confidence interval; "
                       "threshold = the slowdown that counts as a regression on that target. " + SHAPES_NOTE,
                       soft_wrap=True)
-    elif report.kernels:
+    elif report.kernels or report.workloads:
         table = Table(show_header=True, header_style="bold")
         for col in TABLE_HEADER:
             table.add_column(col, overflow="fold")

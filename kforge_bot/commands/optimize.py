@@ -32,6 +32,7 @@ from kforge_bot.config.policy import load_policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.shapes import DEFINITION, text_lines
+from kforge_bot.gate.decision import FAILING
 from kforge_bot.optimize.display import Display
 from kforge_bot.optimize.proposer import LLM, TUNER
 from kforge_bot.optimize.report import ReportFiles
@@ -41,6 +42,7 @@ from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.spec import kernel_implementation, load_spec, parse_python
 from kforge_bot.spec.kernels import sibling_references
 from kforge_bot.targets import choose_target
+from kforge_bot.workloads.candidate import candidate_end_to_end, find_workload
 
 
 @click.command("optimize", epilog=examples(
@@ -105,6 +107,11 @@ from kforge_bot.targets import choose_target
 @click.option("--baseline", "baselines", multiple=True, type=click.Choice(BASELINE_KINDS),
               help="Also time the kernel as written under torch.compile (compile; compile-max-autotune): a candidate "
                    "is accepted only if faster than the faster of eager and it (default: the policy's baseline).")
+@click.option("--workload", "workload_name", default=None,
+              help="A workload of the kernel's kforge.yaml: report the best candidate's end-to-end change on it.")
+@click.option("--workload-accept", is_flag=True,
+              help="With --workload: write the best candidate only when the workload is not slower (the gate's "
+                   "rule at gate.workloads.threshold) and its output matches.")
 @json_option("The run's outcome: the best candidate, its speedup and interval, why the run stopped, the report.")
 def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...], iterations: int | None,
              budget_tokens: int | None, time_limit: float | None, patience: int | None, out_path: Path | None, write_in_place: bool,
@@ -112,7 +119,8 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
              policy_path: str | None, parallel: int, beam: int, workers: int | None, executor: str,
              ray_address: str | None, cache_dir: Path | None, no_cache: bool, seeds: int | None,
              timeout: float | None, allow_fallback: bool, max_tokens: int | None, counters: str,
-             baselines: tuple[str, ...], json_path: str | None) -> None:
+             baselines: tuple[str, ...], workload_name: str | None, workload_accept: bool,
+             json_path: str | None) -> None:
     """Optimize one kernel: an LLM generator and analyst when an endpoint is configured
     (OPENAI_BASE_URL / OPENAI_API_KEY), else the built-in tuner. Every candidate is checked and timed
     against the kernel as written; the best one that is faster with confidence is kept."""
@@ -124,6 +132,9 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
     if write_in_place and spec.format == "kernelbench":
         raise KforgeError("--write would replace the problem's reference Model with a candidate", path=spec.kernel_path,
                           hint="for a KernelBench problem, write the candidate (ModelNew) with --out")
+    if workload_accept and workload_name is None:
+        raise KforgeError("--workload-accept needs --workload NAME", hint="name the workload that decides")
+    workload = find_workload(spec, workload_name) if workload_name else None  # before the run: a typo costs nothing
     _refuse_unwritable(spec.kernel_path if write_in_place else out_path, write_in_place, resume_dir or report_dir)
     _refuse_unparsable(spec)
     recorded = _recorded_start(resume_dir) if resume_dir is not None else {}
@@ -171,8 +182,17 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
                       f"--resume {folder}", markup=False)
         raise
 
-    written = _write_best(outcome, spec.kernel_path if write_in_place else out_path)
+    end_to_end = None
+    if workload is not None and outcome.improved and outcome.best_source is not None:
+        console.print(f"workload {workload.name}: the best candidate against the kernel as written, end to end",
+                      markup=False)
+        end_to_end = candidate_end_to_end(spec, workload, outcome.best_source, kind, load_policy(policy_path))
+        console.print(f"workload {workload.name}: {end_to_end.verdict}: {end_to_end.reason}", markup=False)
+    refused = workload_accept and end_to_end is not None and end_to_end.verdict in FAILING
+    written = None if refused else _write_best(outcome, spec.kernel_path if write_in_place else out_path)
     note = None if outcome.improved else "no candidate beat the kernel as written; the original was left untouched"
+    if refused:
+        note = f"the best candidate was not written: workload {workload_name} is {end_to_end.verdict} end to end"
     files = run.finish(written_to=written, note=note)
     _print_outcome(console, run, outcome, files, written, spec.kernel_file, out_path is not None)
     again = f"kforge-bot optimize {file} " + (f"--kernel {kernel} " if kernel else "") + f"--resume {folder}"
@@ -188,7 +208,8 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
                 "best": None if best is None else {"iteration": best.iteration, "speedup": best.speedup,
                                                    "speedup_ci": best.speedup_ci, "change": best.change,
                                                    "per_shape": [p.to_dict() for p in best.per_shape]},
-                "written_to": written, "iterations": record.iterations_used, "stop": outcome.stop_kind,
+                "written_to": written, "workload": None if end_to_end is None else end_to_end.to_dict(),
+                "iterations": record.iterations_used, "stop": outcome.stop_kind,
                 "stop_reason": outcome.stop_reason, "report_dir": str(folder), "report": str(files.markdown)},
                json_path)
     if outcome.stop_kind in ("LLMUnavailable", "ContextLengthExceeded") and record.iterations_used == 0:

@@ -100,6 +100,25 @@ class GateRule:
 
 
 @dataclass(frozen=True)
+class WorkloadGate:
+    """`gate.workloads`: how the gate judges a workload (kforge_bot.workloads): its own threshold per target kind,
+    the interval's half-width it measures to (None: a quarter of the threshold, 0.1% to 0.5%), the pairs of fresh
+    processes it may spend, and the seconds."""
+
+    threshold: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
+    precision: float | None = None
+    min_pairs: int = 6  # the fewest paired ratios with a 95% interval for their median
+    max_pairs: int = 40
+    budget_s: float = 300.0
+
+    def threshold_for(self, kind: str) -> float:
+        return self.threshold[kind]
+
+    def precision_for(self, kind: str) -> float:
+        return self.precision if self.precision is not None else min(0.005, max(self.threshold[kind] / 4, 0.001))
+
+
+@dataclass(frozen=True)
 class Gate:
     threshold: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))  # every kind
     confidence: float = 0.95
@@ -113,6 +132,7 @@ class Gate:
     # A timing that decided nothing (disturbed twice, or straddling the threshold after its confirmation run):
     # "fail" or "pass" (evaluate.conditions, docs/inconclusive.md).
     inconclusive: str = "fail"
+    workloads: WorkloadGate = field(default_factory=WorkloadGate)
 
 
 @dataclass(frozen=True)
@@ -281,6 +301,8 @@ class Policy:
                 written["shape_sets"] = {s.index: {k: v for k, v in asdict(s).items()
                                                    if k != "index" and v not in (None, False)}
                                          for s in rule.shape_sets}
+        if d["gate"]["workloads"]["precision"] is None:  # unset: a quarter of the threshold (precision_for)
+            del d["gate"]["workloads"]["precision"]
         if d["budgets"]["patience"] is None:  # unset: the proposer's own, which a file says by leaving it out
             del d["budgets"]["patience"]
         return _lists(d)
@@ -428,8 +450,10 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
 
 def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
     g = ck.mapping(raw, "gate", allowed=("threshold", "confidence", "rules", "require_all_targets", "all_skipped",
-                                         "inconclusive"))
+                                         "inconclusive", "workloads"))
     gkw: dict[str, Any] = {}
+    if "workloads" in g:
+        gkw["workloads"] = _parse_workload_gate(ck, g["workloads"])
     if "threshold" in g:
         # A mapping sets the kinds it names; the others keep their defaults (DEFAULT_THRESHOLDS).
         gkw["threshold"] = {**DEFAULT_THRESHOLDS, **_threshold(ck, g["threshold"], "gate.threshold")}
@@ -470,6 +494,26 @@ def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
             ))
         gkw["rules"] = tuple(rules)
     return Gate(**{**asdict_shallow(base), **gkw})
+
+
+def _parse_workload_gate(ck: Checker, raw: Any) -> WorkloadGate:
+    w = ck.mapping(raw, "gate.workloads", allowed=("threshold", "precision", "min_pairs", "max_pairs", "budget_s"))
+    kw: dict[str, Any] = {}
+    if "threshold" in w:
+        kw["threshold"] = {**DEFAULT_THRESHOLDS, **_threshold(ck, w["threshold"], "gate.workloads.threshold")}
+    if "precision" in w:
+        kw["precision"] = ck.number(w["precision"], "gate.workloads.precision", minimum=0, maximum=1,
+                                    exclusive_minimum=True)
+    if "min_pairs" in w:
+        kw["min_pairs"] = ck.integer(w["min_pairs"], "gate.workloads.min_pairs", minimum=2, maximum=1000)
+    if "max_pairs" in w:
+        kw["max_pairs"] = ck.integer(w["max_pairs"], "gate.workloads.max_pairs", minimum=2, maximum=1000)
+    if "budget_s" in w:
+        kw["budget_s"] = ck.number(w["budget_s"], "gate.workloads.budget_s", minimum=0, exclusive_minimum=True)
+    made = WorkloadGate(**kw)
+    if made.max_pairs < made.min_pairs:
+        ck.fail("gate.workloads.max_pairs", f"{made.max_pairs} is below min_pairs ({made.min_pairs})")
+    return made
 
 
 def _shape_sets(ck: Checker, raw: Any, key: str) -> tuple[ShapeSetSpec, ...]:

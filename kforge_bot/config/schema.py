@@ -56,6 +56,22 @@ def json_schema() -> dict[str, Any]:
                                      "description": "A timing that decided nothing (disturbed twice, or straddling "
                                                     "the threshold after its confirmation run) fails, or passes "
                                                     "(never cached)."},
+                    "workloads": {
+                        "type": "object", "additionalProperties": False,
+                        "description": "How the gate judges a manifest's workloads (docs/workloads.md).",
+                        "properties": {
+                            "threshold": {**threshold, "default": dict(d.gate.workloads.threshold),
+                                          "description": "Relative end-to-end slowdown that fails a workload."},
+                            "precision": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
+                                          "description": "Half-width of the paired ratio's interval to measure to; "
+                                                         "unset: a quarter of the threshold, 0.1% to 0.5%."},
+                            "min_pairs": {"type": "integer", "minimum": 2, "maximum": 1000,
+                                          "default": d.gate.workloads.min_pairs},
+                            "max_pairs": {"type": "integer", "minimum": 2, "maximum": 1000,
+                                          "default": d.gate.workloads.max_pairs},
+                            "budget_s": {**pos, "default": d.gate.workloads.budget_s,
+                                         "description": "Seconds of base/head process pairs per workload."},
+                        }},
                     "rules": {"type": "array", "items": {
                         "type": "object", "additionalProperties": False,
                         "anyOf": [{"required": ["path"]}, {"required": ["kernel"]}],

@@ -111,12 +111,14 @@ class WorkerProcess:
     worker imports torch while the reference's worker computes the expected outputs, and gets the candidate
     only once those outputs are off the disk."""
 
+    entry_module = "kforge_bot.evaluate.worker"  # whose main() the child runs (workloads run their own)
+
     def __init__(self, workdir: Path, role: str, env: dict[str, str] | None = None,
                  view: isolation.View | None = None, warm: str | None = None, hold_device: bool = False) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         env = scrubbed_environment() if env is None else env
         # Not `-m`: the worker module would be __main__, reachable from user code under that name.
-        argv = [sys.executable, "-c", "import sys; from kforge_bot.evaluate.worker import main; main(sys.argv[1:])"]
+        argv = [sys.executable, "-c", f"import sys; from {self.entry_module} import main; main(sys.argv[1:])"]
         self.sandboxed = view is not None
         if view is not None:
             env = isolation.environment(env, view)

@@ -99,6 +99,7 @@ class GateReport:
     required_targets: list[str] = field(default_factory=list)  # the policy's, as written
     require_all_targets: bool = False
     all_skipped: str = "fail"  # the policy's gate.all_skipped
+    workloads: list[Any] = field(default_factory=list)  # kforge_bot.workloads.gate.WorkloadReport, a row each
 
     def nothing_measured(self) -> str:
         """The one line for a run whose every changed kernel was skipped, where the policy makes that fail."""
@@ -118,12 +119,12 @@ class GateReport:
     @property
     def exit_code(self) -> int:
         missing = sum(len(v) for v in self.unmeasured_required().values())
-        return exit_code([k.verdict for k in self.kernels], missing, self.require_all_targets) \
+        return exit_code([k.verdict for k in (*self.kernels, *self.workloads)], missing, self.require_all_targets) \
             or (1 if self.nothing_measured() else 0)
 
     def counts(self) -> dict[str, int]:
         out = {v: 0 for v in VERDICTS}
-        for k in self.kernels:
+        for k in (*self.kernels, *self.workloads):
             out[k.verdict] += 1
         return out
 
@@ -148,6 +149,7 @@ class GateReport:
             },
             "nothing_measured": self.nothing_measured() or None,
             "kernels": [k.to_dict() for k in self.kernels],
+            "workloads": [w.to_dict() for w in self.workloads],
             "unchanged": self.unchanged,
             "removed": self.removed,
             "notes": self.notes,

@@ -25,6 +25,7 @@ from kforge_bot.hardware import get_runner
 from kforge_bot.spec import has_own_reference, kernel_implementation
 from kforge_bot.spec.kernels import Kernel, discover
 from kforge_bot.targets import TargetChoice, choose_target
+from kforge_bot.workloads.gate import gate_workloads
 
 Log = Callable[[str], None]
 
@@ -107,6 +108,9 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
                     before_first_run()  # says whether the code about to run is sandboxed
                     before_first_run = None
                 report.kernels.append(_measure(planned, planner, cache, evaluator, say))
+        # The workloads that use the changed kernels, end to end (kforge_bot/workloads/gate.py).
+        report.workloads.extend(gate_workloads(base_root, head_root, changed, policy, target, head_kernels.values(),
+                                               report.kernels, policy.eval_settings("gate"), say, measure))
     if cache is not None and cache.rejected:
         note = (f"ignored {len(cache.rejected)} cache entr{'y' if len(cache.rejected) == 1 else 'ies'} that failed "
                 f"authentication (not written by this machine's bot) and measured again: "

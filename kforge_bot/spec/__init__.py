@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ DEFAULT_SEEDS = 3
 # A kernel's name reaches branch names, log lines, annotations and PR text: letters, digits and ._- only, so
 # that no name can carry a newline, a workflow command (`::error`) or Markdown.
 MAX_MANIFEST_KERNELS = 256
+# `workloads:` is read by kforge_bot.workloads.spec (programs that use the kernels, timed end to end).
+TOP_KEYS = ("version", "kernels", "workloads")
 MAX_SHAPE_SETS = 64
 
 
@@ -790,10 +793,10 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("kernels"), dict) or not data["kernels"]:
         raise KforgeError("expected a top-level 'kernels:' mapping of kernel names to settings", path=path,
                           hint="see kforge-bot's docs/manifest.md")
-    unknown = sorted(set(data) - {"version", "kernels"})
+    unknown = sorted(set(data) - set(TOP_KEYS))
     if unknown:
         raise KforgeError(f"unknown top-level key {unknown[0]!r}", path=path,
-                          hint=f"{did_you_mean(unknown[0], ('version', 'kernels'))}allowed: version, kernels")
+                          hint=f"{did_you_mean(unknown[0], TOP_KEYS)}allowed: {', '.join(TOP_KEYS)}")
     if data.get("version", 1) != 1:
         raise KforgeError(f"version: unsupported manifest version {data['version']!r}", path=path,
                           hint="this kforge-bot reads version 1")
