@@ -28,6 +28,10 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "list": ("kforge_bot.commands.listing", "list_kernels", "List the kernels a repository manages (manifests, KernelBench files)."),
     "init": ("kforge_bot.commands.init", "init", "Propose a kforge.yaml for a repository's Triton and torch-extension kernels."),
     "policy": ("kforge_bot.commands.policy", "policy", "Validate and show policy files."),
+    "bisect": ("kforge_bot.commands.bisect", "bisect", "Find the first commit where a kernel regressed past the threshold."),
+    "history": ("kforge_bot.commands.history", "history", "The performance history: series, change points, dashboard."),
+    "ack": ("kforge_bot.commands.history", "ack", "Acknowledge a change point (accepted, with a reason)."),
+    "track": ("kforge_bot.commands.track", "track", "Measure every managed kernel at a commit; append to the history."),
 }
 
 
