@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import getpass
+import os
+import sys
 from pathlib import Path
 
 import click
@@ -28,25 +30,64 @@ REMOTE_HELP = f"Where {HISTORY_REF} is shared (default: origin if the clone has 
 @json_option("The series, change points and acknowledgements.")
 @click.option("--html", "html_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the static dashboard (one page per kernel) into this folder.")
+@click.option("--alert", is_flag=True,
+              help="Re-measure each open regression (the commits on each side, interleaved), bisect it to the commit, "
+                   "and open or comment on the kernel's GitHub issue (with GITHUB_TOKEN and GITHUB_REPOSITORY set).")
+@click.option("--policy", "policy_path", default=None,
+              help="Policy file (or a shipped one) for --alert's measurements, read as --rev has it.")
 @click.option("--remote", default=None, help=REMOTE_HELP)
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="A directory inside the git repository.")
-def history(kernels: tuple[str, ...], rev: str, json_path: str | None, html_dir: Path | None, remote: str | None,
-            repo: Path) -> None:
+def history(kernels: tuple[str, ...], rev: str, json_path: str | None, html_dir: Path | None, alert: bool,
+            policy_path: str | None, remote: str | None, repo: Path) -> None:
     """Show the performance history kept on refs/kforge/history: each kernel's series per shape set over the main
     line's commits, the change points found in them (past the policy's threshold), and their acknowledgements."""
     root = repo_root(repo)
     report = load_report(root, Store(root, default_remote(root, remote)), rev, kernels)
+    console = output_console()
     if json_path != "-":
-        console = output_console()
         for line in text_lines(report):
             console.print(line, markup=False, soft_wrap=True)
-    write_json(report.to_dict(), json_path)
+    data = report.to_dict()
+    confirmed = []
+    if alert:
+        confirmed = _alert(root, report, policy_path, rev, quiet=json_path == "-")
+        data["alerts"] = [a.to_dict() for a in confirmed]
+    write_json(data, json_path)
     if html_dir is not None:
         from kforge_bot.history.dashboard import write_site
 
         index = write_site(report, html_dir)
         click.echo(f"dashboard: {index}", err=True)
+    sys.exit(1 if any(a.confirmed for a in confirmed) else 0)
+
+
+def _alert(root: Path, report, policy_path: str | None, rev: str, quiet: bool) -> list:  # noqa: ANN001
+    """Confirm the open regressions by re-measuring, bisect them, and file them (kforge_bot/history/alerts.py)."""
+    from kforge_bot.bot.github import GitHub
+    from kforge_bot.config.policy import load_policy_from_base
+    from kforge_bot.history.alerts import confirm, file_issue
+
+    policy = load_policy_from_base(root, gitops.resolve(root, rev), policy_path)
+    alerts = confirm(root, report, policy)
+    can_file = bool(os.environ.get("GITHUB_TOKEN") and os.environ.get("GITHUB_REPOSITORY"))
+    gh = GitHub.from_env() if can_file and any(a.confirmed for a in alerts) else None
+    run_url = None
+    if os.environ.get("GITHUB_RUN_ID") and os.environ.get("GITHUB_SERVER_URL"):
+        run_url = (f"{os.environ['GITHUB_SERVER_URL']}/{os.environ['GITHUB_REPOSITORY']}/actions/runs/"
+                   f"{os.environ['GITHUB_RUN_ID']}")
+    for a in alerts:
+        where = ""
+        if a.confirmed and gh is not None:
+            ref = file_issue(gh, a, run_url)
+            where = f"; issue {ref.action}: {ref.url}"
+        elif a.confirmed:
+            where = "; no issue filed (GITHUB_TOKEN and GITHUB_REPOSITORY are not both set)"
+        if not quiet:
+            word = "confirmed" if a.confirmed else f"not confirmed ({a.result.status})"
+            click.echo(f"change point {a.change.id}: {word}; first bad commit {a.result.first_bad or '-'}, "
+                       f"{a.result.change}{where}", err=True)
+    return alerts
 
 
 @click.command("ack", epilog=examples(

@@ -12,7 +12,7 @@ from fakes.gitrepos import commit_all, git, write
 REFERENCE = """\
 import torch
 
-WORK = 100
+WORK = 400
 
 
 def reference(x, y):

@@ -13,7 +13,7 @@ import pytest
 from fakes.gate_repos import cli
 from fakes.history_repos import scripted_history
 
-REPS = [100] * 10 + [125] * 10 + [133] * 10
+REPS = [400] * 10 + [500] * 10 + [530] * 10
 pytestmark = pytest.mark.timeout(1500)
 
 
