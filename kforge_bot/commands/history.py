@@ -91,22 +91,68 @@ def _alert(root: Path, report, policy_path: str | None, rev: str, quiet: bool) -
 
 
 @click.command("ack", epilog=examples(
-    "kforge-bot ack softmax@1a2b3c4d5e6f --reason 'the fp32 accumulation the accuracy fix needs'"))
-@click.argument("change_id")
-@click.option("--reason", required=True, help="Why the new level is accepted (kept in the history).")
+    "kforge-bot ack softmax@1a2b3c4d5e6f --reason 'the fp32 accumulation the accuracy fix needs'",
+    "kforge-bot ack --from-event      # in the Action, on an issue_comment: `/kforge ack KERNEL@COMMIT reason`"))
+@click.argument("change_id", required=False)
+@click.option("--reason", default=None, help="Why the new level is accepted (kept in the history).")
 @click.option("--by", default=None, help="Who accepts it (default: git's user.name, else the login).")
+@click.option("--from-event", is_flag=True,
+              help="Take `/kforge ack KERNEL@COMMIT reason` from the issue_comment event (GITHUB_EVENT_PATH); only "
+                   "a commenter the policy trusts, with write access, is obeyed.")
+@click.option("--policy", "policy_path", default=None, help="Policy file (its trust rules), read as HEAD has it.")
 @click.option("--remote", default=None, help=REMOTE_HELP)
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="A directory inside the git repository.")
-def ack(change_id: str, reason: str, by: str | None, remote: str | None, repo: Path) -> None:
+def ack(change_id: str | None, reason: str | None, by: str | None, from_event: bool, policy_path: str | None,
+        remote: str | None, repo: Path) -> None:
     """Acknowledge the change point CHANGE_ID (KERNEL@COMMIT, as `kforge-bot history` lists it): its level becomes
     the new normal and it alerts no more."""
     root = repo_root(repo)
+    store = Store(root, default_remote(root, remote))
+    if from_event:
+        _ack_from_event(root, store, policy_path)
+        return
+    if not change_id or not reason:
+        raise click.UsageError("give CHANGE_ID and --reason (or --from-event)")
     kernel, prefix = parse_id(change_id)
-    commit = gitops.resolve(root, prefix)
-    record = make_ack(kernel, commit, by or _who(root), reason, via="cli")
-    Store(root, default_remote(root, remote)).update(lambda _files: {ack_path(record["id"]): record},
-                                                     f"ack {record['id']}")
+    record = make_ack(kernel, gitops.resolve(root, prefix), by or _who(root), reason, via="cli")
+    store.update(lambda _files: {ack_path(record["id"]): record}, f"ack {record['id']}")
+    click.echo(f"acknowledged {record['id']} ({record['by']}): {record['reason']}")
+
+
+def _ack_from_event(root: Path, store: Store, policy_path: str | None) -> None:
+    import json
+
+    from kforge_bot.bot.github import GitHub
+    from kforge_bot.config.policy import load_policy_from_base
+    from kforge_bot.errors import KforgeError
+    from kforge_bot.history.ack_comment import parse_ack_comment, refusal
+    from kforge_bot.text import code_span, markdown_text
+
+    path, name = os.environ.get("GITHUB_EVENT_PATH"), os.environ.get("GITHUB_EVENT_NAME")
+    if not path or not name:
+        raise KforgeError("--from-event needs GITHUB_EVENT_PATH and GITHUB_EVENT_NAME", hint="run it in the Action")
+    try:
+        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise KforgeError(f"cannot read the event: {exc}", path=path) from None
+    request = parse_ack_comment(name, payload)
+    if isinstance(request, str):
+        click.echo(f"kforge ack: nothing to do: {request}")
+        return
+    policy = load_policy_from_base(root, gitops.resolve(root, "HEAD"), policy_path)
+    gh = GitHub.from_env()
+    refused = refusal(request, gh.permission(request.sender), policy.trust.allowed_associations)
+    if refused:
+        click.echo(f"kforge ack: {refused}")
+        return
+    kernel, prefix = parse_id(request.change_id)
+    record = make_ack(kernel, gitops.resolve(root, prefix), request.sender, request.reason,
+                      via=f"comment on #{request.number}" + (f" ({request.url})" if request.url else ""))
+    store.update(lambda _files: {ack_path(record["id"]): record}, f"ack {record['id']}")
+    gh.upsert_comment(request.number, f"kforge-bot: change point {code_span(record['id'])} acknowledged by "
+                                      f"{markdown_text(request.sender)}: {markdown_text(record['reason'])}. "
+                                      "Its level is the new normal.", f"<!-- kforge-ack {record['id']} -->")
     click.echo(f"acknowledged {record['id']} ({record['by']}): {record['reason']}")
 
 
