@@ -102,6 +102,12 @@ def kernel_page(name: str, series: list[Series], changes: list[ChangePoint], bas
         body.append(f"<h2>{html.escape(s.part)}</h2><p>{html.escape(s.target)} on <code>{html.escape(s.runner)}"
                     f"</code>: {unit}, with the harness's 95% interval; threshold {s.threshold:.1%}.</p>")
         body.append(chart(s, mine))
+        moved = "; ".join(f"at {html.escape(s.points[i].commit[:10])}: " + ", ".join(
+            f"{html.escape(k)} {html.escape(a or '?')} to {html.escape(b or '?')}" for k, (a, b) in what.items())
+            for i, what in s.software_changes())
+        body.append("<p><small>Dashed line: a change point (red open, grey acknowledged, green faster). "
+                    + (f"Dotted blue line: the runner's software changed ({moved}).</small></p>" if moved
+                       else "</small></p>"))
         if mine:
             body.append("<table><tr><th>change point</th><th>commit</th><th>size</th><th>status</th></tr>")
             for c in mine:
