@@ -16,6 +16,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kforge_bot.errors import KforgeError
 from kforge_bot.history.series import Series
 
 PENALTY = 4.0
@@ -65,7 +66,12 @@ def fingerprint(change: ChangePoint) -> str:
 def breakpoints(values: list[float], penalty: float = PENALTY, min_size: int = MIN_SEGMENT) -> list[int]:
     """Indices where a new level starts (ruptures' PELT on log values)."""
     import numpy as np
-    import ruptures
+
+    try:
+        import ruptures
+    except ImportError:
+        raise KforgeError("finding change points needs the ruptures library",
+                          hint="pip install 'kforge-bot[history]'") from None
 
     if len(values) < 2 * min_size:
         return []
