@@ -12,7 +12,8 @@ its own, given by --spa-python; the same threshold applied to its change points)
 
     python benchmarks/history_false_alarms.py --out benchmarks/results [--spa-python /tmp/spa/bin/python]
 
-Results: <out>/history_false_alarms_cpu.json and .md (machine, date, conditions).
+Results: <out>/history_false_alarms_<target>.json (machine, date, conditions).
+On the H200: `--target cuda` (the kernel's torch work on the GPU).
 """
 
 from __future__ import annotations
@@ -53,17 +54,21 @@ print(json.dumps(out))
 """
 
 
-def aa_repo(root: Path, commits: int, reps: int) -> None:
+def aa_repo(root: Path, commits: int, reps: int, target: str, budget: float) -> None:
     root.mkdir(parents=True)
     git(root, "init", "-q", "-b", "main")
-    write(root, "ref.py", REFERENCE.replace("WORK = 400", f"WORK = {reps}"))
+    reference = REFERENCE.replace("WORK = 400", f"WORK = {reps}")
+    if target != "cpu":
+        reference = reference.replace("torch.randn(n, n), torch.randn(n, n)",
+                                      f"torch.randn(n, n, device='{target}'), torch.randn(n, n, device='{target}')")
+    write(root, "ref.py", reference)
     write(root, "noisy.py", kernel_source(reps))
     shapes = ", ".join(f"{{n: {n}}}" for n in SIZES)
     write(root, "kforge.yaml", f"version: 1\nkernels:\n  noisy:\n    file: noisy.py\n    entry: kernel\n"
                                f"    reference: ref.py:reference\n    inputs: ref.py:make_inputs\n"
-                               f"    shapes: [{shapes}]\n    targets: [cpu]\n")
-    write(root, "policy.yml", f"version: 1\ngate: {{threshold: {{cpu: {THRESHOLD}}}, confidence: 0.95}}\n"
-                              "evaluation: {seeds: 1, timing_budget_s: 5.0, timeout_s: 600}\n")
+                               f"    shapes: [{shapes}]\n    targets: [{target}]\n")
+    write(root, "policy.yml", f"version: 1\ngate: {{threshold: {THRESHOLD}, confidence: 0.95}}\n"
+                              f"evaluation: {{seeds: 1, timing_budget_s: {budget}, timeout_s: 600}}\n")
     for i in range(commits):
         write(root, "NOTES.md", f"commit {i}\n")
         commit_all(root, f"commit {i}")
@@ -103,16 +108,18 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--spa-python", default=None, help="a Python with signal-processing-algorithms installed")
     parser.add_argument("--repo", type=Path, default=None, help="reuse an A/A repository already tracked")
+    parser.add_argument("--target", default="cpu", help="cpu, or cuda (the H200 run)")
+    parser.add_argument("--budget", type=float, default=5.0, help="seconds of timing per commit (all 50 sets)")
     args = parser.parse_args()
     started = time.time()
     repo = args.repo
     if repo is None:
         repo = Path(tempfile.mkdtemp(prefix="kforge-aa-")) / "repo"
-        aa_repo(repo, args.commits, args.reps)
+        aa_repo(repo, args.commits, args.reps, args.target, args.budget)
         first = git(repo, "rev-list", "--max-parents=0", "HEAD")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.run([sys.executable, "-m", "kforge_bot.cli", "track", "--rev", first, "--range",
-                               f"{first}..HEAD", "--policy", "policy.yml"], cwd=repo, env=env, capture_output=True,
+                               f"{first}..HEAD", "--policy", "policy.yml", "--target", args.target], cwd=repo, env=env, capture_output=True,
                               text=True)
         if proc.returncode != 0:
             sys.exit(f"track failed: {proc.stderr[-2000:]}")
@@ -152,7 +159,8 @@ def main() -> None:
                                           / __import__("statistics").mean([p.value for p in s.points])), 4)
                       for s in series[:5]}}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "history_false_alarms_cpu.json").write_text(json.dumps(data, indent=1) + "\n")
+    data["target"] = args.target
+    (args.out / f"history_false_alarms_{args.target}.json").write_text(json.dumps(data, indent=1) + "\n")
     print(json.dumps({k: v for k, v in data.items() if k != "aa_alarm_details"}, indent=1))
     print(f"repository: {repo}")
 

@@ -57,7 +57,7 @@ kernels:
 POLICY = """\
 version: 1
 gate: {threshold: {cpu: 0.03}, confidence: 0.95}
-evaluation: {seeds: 1, timing_budget_s: 0.5, timeout_s: 120}
+evaluation: {seeds: 1, timing_budget_s: 1.5, timeout_s: 120}
 """
 
 
