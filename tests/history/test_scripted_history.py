@@ -39,8 +39,9 @@ def test_track_history_bisect_ack(tmp_path) -> None:
 
     budget = math.log2(30) + 2
     for good, bad, first in ((shas[0], shas[-1], shas[10]), (shas[10], shas[-1], shas[20])):
+        # Twice the policy's timing per step: a bisection takes few steps, and each must judge a 6% step at 3%.
         result = run("bisect", "--good", good, "--bad", bad, "--kernel", "noisy", "--policy", "policy.yml",
-                     cwd=repo)["results"][0]
+                     "--timing-budget", "3", cwd=repo)["results"][0]
         assert result["status"] == "found", result
         assert result["first_bad"] == first, result
         assert result["measurements"] <= budget, result
