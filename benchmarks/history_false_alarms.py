@@ -119,7 +119,8 @@ def main() -> None:
         first = git(repo, "rev-list", "--max-parents=0", "HEAD")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.run([sys.executable, "-m", "kforge_bot.cli", "track", "--rev", first, "--range",
-                               f"{first}..HEAD", "--policy", "policy.yml", "--target", args.target], cwd=repo, env=env, capture_output=True,
+                               f"{first}..HEAD", "--policy", "policy.yml", "--target", args.target], cwd=repo, env=env,
+                              capture_output=True,
                               text=True)
         if proc.returncode != 0:
             sys.exit(f"track failed: {proc.stderr[-2000:]}")

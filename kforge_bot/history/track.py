@@ -56,7 +56,8 @@ def direction_entries(result: EvalResult) -> dict[str, Any]:
     out = {}
     for name, figures in (result.details.get("directions") or {}).items():
         speedup = figures.get("speedup")
-        out[name] = {"relative": 1.0 / speedup if speedup else None, "relative_ci": inverse_ci(figures.get("speedup_ci"))}
+        out[name] = {"relative": 1.0 / speedup if speedup else None,
+                     "relative_ci": inverse_ci(figures.get("speedup_ci"))}
     return out
 
 

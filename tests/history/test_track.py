@@ -41,8 +41,8 @@ def test_a_kernel_that_does_not_load_is_recorded_and_fails_the_run(tmp_path) -> 
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    write(repo, "kforge.yaml", "version: 1\nkernels:\n  k:\n    file: k.py\n    entry: kernel\n    reference: ref.py:r\n"
-                               "    inputs: ref.py:i\n    targets: [cpu]\n")
+    write(repo, "kforge.yaml", "version: 1\nkernels:\n  k:\n    file: k.py\n    entry: kernel\n"
+                               "    reference: ref.py:r\n    inputs: ref.py:i\n    targets: [cpu]\n")
     write(repo, "k.py", "def kernel(x):\n    return x\n")
     commit_all(repo, "no ref.py")
     proc = cli("track", "--json", "-", cwd=repo)
