@@ -4,6 +4,7 @@
 #                    [output-probe] [eager-lead] [sweep] [l3-agreement]
 #                    [harness|harness-short] [tuner]
 #                    [gate|gate-slowdown|gate-spin] [scale] [parallel] [library]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
+#                    [history-lib] [history-aa] (issue 43; Liger-Kernel in .libs/, ruptures in .whl/)
 #                    [gpumode] (gpu-mode/reference-kernels in .gpumode/) [l2-baselines] (KernelBench in .kb/; 8 GPUs)
 #                    [heldout] (KernelBench L1+L2 A/A with held-out variants, one shard per GPU; KernelBench in .kb/)
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
@@ -31,6 +32,10 @@ for step in $steps; do
     library) timeout ${LIB_TIMEOUT:-560} python3 benchmarks/real_library.py --library "${LIB_DIR:-.libs/Liger-Kernel}" \
                ${LIB_BASE:+--base "$LIB_BASE"} ${LIB_HEAD:+--head "$LIB_HEAD"} --steps "${LIB_STEPS:-list,check,gate}" \
                ${LIB_TIMEOUTS:+--timeouts "$LIB_TIMEOUTS"} ${LIB_OPT_KERNEL:+--optimize-kernel "$LIB_OPT_KERNEL"} --out "$out" 2>&1 | tail -${LIB_TAIL:-80} ;;  # a real library through list --import, check --all, the gate (issue 30)
+    history-lib) timeout ${HLIB_TIMEOUT:-560} python3 benchmarks/history_library.py --library "${LIB_DIR:-.libs/Liger-Kernel}" \
+               --commits "${HLIB_COMMITS:-20}" --kernels "${HLIB_KERNELS:-rms_norm}" --out "$out" 2>&1 | tail -40 ;;  # issue 43: track, history, alert, bisect
+    history-aa) timeout ${HAA_TIMEOUT:-560} python3 benchmarks/history_false_alarms.py --target cuda --budget "${HAA_BUDGET:-5}" \
+               --out "$out" 2>&1 | tail -40 ;;  # issue 43: A/A false alarms of the change-point rule, 50 series x 30 commits
     sandbox) python3 -c "from kforge_bot.doctor.probes import probe_sandbox; print(probe_sandbox('cuda'))"
              python3 benchmarks/sandbox_cost.py --devices cuda --runs 20 --json "$out/sandbox_cost_h200.json" ;;
     probe)   timeout 90 python3 benchmarks/worker_start.py; timeout 120 python3 benchmarks/ncu_probe.py --out "$out" ;;

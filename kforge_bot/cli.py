@@ -30,6 +30,10 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "policy": ("kforge_bot.commands.policy", "policy", "Validate and show policy files."),
     "recheck": ("kforge_bot.commands.recheck", "recheck",
                 "Judge accepted kernels (optimize runs, follow-up branches) again under today's harness."),
+    "bisect": ("kforge_bot.commands.bisect", "bisect", "Find the first commit where a kernel regressed past the threshold."),
+    "history": ("kforge_bot.commands.history", "history", "The performance history: series, change points, dashboard."),
+    "ack": ("kforge_bot.commands.history", "ack", "Acknowledge a change point (accepted, with a reason)."),
+    "track": ("kforge_bot.commands.track", "track", "Measure every managed kernel at a commit; append to the history."),
 }
 
 

@@ -325,18 +325,19 @@ def ensure_commit(repo_path: str | Path, sha: str, remote: str = "origin") -> No
     _ensure_commit(open_repo(repo_path), sha, remote)
 
 
-def commit_files(repo_path: str | Path, parent: str, files: Mapping[str, str | bytes | None], message: str,
+def commit_files(repo_path: str | Path, parent: str | None, files: Mapping[str, str | bytes | None], message: str,
                  identity: Identity = BOT_IDENTITY) -> str:
-    """A new commit on `parent` with `files` replaced (None deletes), made without touching the
-    working tree or the real index: the Action's checkout stays exactly as it was."""
+    """A new commit on `parent` (None: a root commit) with `files` replaced (None deletes), made without touching
+    the working tree or the real index: the Action's checkout stays exactly as it was."""
     if not files:
         raise KforgeError("nothing to commit: no files given")
     repo = open_repo(repo_path)
-    parent_sha = resolve(repo_path, parent)
-    parent_tree = repo.commit(parent_sha).tree
+    parent_sha = resolve(repo_path, parent) if parent is not None else None
+    parent_tree = repo.commit(parent_sha).tree if parent_sha is not None else None
     with tempfile.TemporaryDirectory(prefix="kforge-index-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        _run(repo, "read-tree", parent_sha, env=env, what="cannot read the parent tree")
+        _run(repo, "read-tree", *([parent_sha] if parent_sha else ["--empty"]), env=env,
+             what="cannot read the parent tree")
         for path, content in sorted(files.items()):
             if path.startswith("/") or ".." in Path(path).parts:
                 raise KforgeError("refusing a path outside the repository", path=path)
@@ -346,7 +347,7 @@ def commit_files(repo_path: str | Path, parent: str, files: Mapping[str, str | b
             data = content.encode("utf-8") if isinstance(content, str) else content
             blob = _run(repo, "hash-object", "-w", "--stdin", stdin=data, what=f"cannot store {path}").strip()
             try:
-                mode = f"{(parent_tree / path).mode:o}"
+                mode = f"{(parent_tree / path).mode:o}" if parent_tree is not None else "100644"
             except KeyError:
                 mode = "100644"
             _run(repo, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}", env=env,
@@ -354,8 +355,22 @@ def commit_files(repo_path: str | Path, parent: str, files: Mapping[str, str | b
         tree = _run(repo, "write-tree", env=env, what="cannot write the tree").strip()
     ident = {"GIT_AUTHOR_NAME": identity.name, "GIT_AUTHOR_EMAIL": identity.email,
              "GIT_COMMITTER_NAME": identity.name, "GIT_COMMITTER_EMAIL": identity.email}
-    return _run(repo, "commit-tree", tree, "-p", parent_sha, "-m", message, env=ident,
+    parents = ["-p", parent_sha] if parent_sha else []
+    return _run(repo, "commit-tree", tree, *parents, "-m", message, env=ident,
                 what="cannot create the commit").strip()
+
+
+def run_git(repo_path: str | Path, *args: str, what: str, hint: str | None = None) -> str:
+    """A git command in `repo_path` as the bot runs every one (SAFE_CONFIG, no system configuration); its stdout,
+    or a KforgeError saying `what` failed."""
+    return _cli(repo_path, *args, what=what, hint=hint)
+
+
+def ref_sha(repo_path: str | Path, ref: str) -> str | None:
+    """The commit a full ref name (refs/...) points to here, or None where it does not exist."""
+    proc = subprocess.run(git_command("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"), cwd=str(repo_path),
+                          capture_output=True, text=True, check=False, env=git_environment())
+    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def push_bot_branch(repo_path: str | Path, *, branch: str, parent: str, files: Mapping[str, str | bytes | None],

@@ -22,6 +22,7 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 EXAMPLES = WORKFLOWS / "examples"
 PR_WORKFLOW = EXAMPLES / "kforge-pr.yml"
 GATE_WORKFLOW = EXAMPLES / "kforge-gate.yml"
+HISTORY_WORKFLOW = EXAMPLES / "kforge-history.yml"
 
 _LINT_JS = """
 const { createLinter } = require(process.argv[1]);
@@ -70,7 +71,7 @@ def test_action_metadata_validates():
 
 
 def test_example_workflows_validate():
-    proc = _check_jsonschema("vendor.github-workflows", PR_WORKFLOW, GATE_WORKFLOW)
+    proc = _check_jsonschema("vendor.github-workflows", PR_WORKFLOW, GATE_WORKFLOW, HISTORY_WORKFLOW)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -107,7 +108,7 @@ def test_inputs_reach_scripts_only_through_env():
             used |= set(re.findall(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", str(value)))
     assert used == inputs, f"inputs that never reach the script: {sorted(inputs - used)}"
     assert set(action["outputs"]) == {"pr-numbers", "results-file", "reports-dir"}
-    for workflow in (PR_WORKFLOW, GATE_WORKFLOW):
+    for workflow in (PR_WORKFLOW, GATE_WORKFLOW, HISTORY_WORKFLOW):
         for job in _load(workflow)["jobs"].values():
             for step in job["steps"]:
                 assert "${{" not in step.get("run", ""), f"{workflow.name}: expression in run:"

@@ -245,6 +245,30 @@ class GitHub:
         return FollowUp(number=existing.number, url=existing.url, state="open", merged=False,
                         head_sha=existing.head_sha, action="updated")
 
+    def open_or_comment_issue(self, *, title: str, body: str, marker: str, comment: str, comment_marker: str,
+                              label: str) -> CommentRef:
+        """The one open issue carrying `marker` (a hidden HTML comment) and `label`: opened with `body` when there is
+        none, else `comment` added to it, once (a comment already carrying `comment_marker` is left as it is). The
+        issue's or the comment's reference; action created | commented | unchanged."""
+        if marker not in body:
+            body = f"{body.rstrip()}\n\n{marker}\n"
+        if comment_marker not in body:
+            body = f"{body.rstrip()}\n{comment_marker}\n"
+        with self._call(f"looking for the open issue labelled {label!r}"):
+            found = next((i for i in self._repo.get_issues(state="open", labels=[label])
+                          if i.pull_request is None and marker in (i.body or "")), None)
+        if found is None:
+            with self._call("opening an issue", hint_422="the title or body is invalid (too long?)"):
+                issue = self._repo.create_issue(title=title, body=body, labels=[label])
+            return CommentRef(id=issue.number, url=issue.html_url, action="created")
+        if comment_marker in (found.body or ""):
+            return CommentRef(id=found.number, url=found.html_url, action="unchanged")
+        with self._call(f"commenting on issue #{found.number}"):
+            if any(comment_marker in (c.body or "") for c in found.get_comments()):
+                return CommentRef(id=found.number, url=found.html_url, action="unchanged")
+            made = found.create_comment(f"{comment.rstrip()}\n\n{comment_marker}\n")
+        return CommentRef(id=made.id, url=made.html_url, action="commented")
+
     def close_pull(self, number: int, comment: str | None = None) -> None:
         with self._call(f"closing pull request #{number}"):
             if comment:

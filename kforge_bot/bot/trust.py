@@ -40,6 +40,13 @@ def _trusted(association: str | None, permission: str | None, associations: froz
     return permission is None or permission.lower() in WRITE_PERMISSIONS
 
 
+def may_command(association: str | None, permission: str | None,
+                associations: Iterable[str] = TRUSTED_ASSOCIATIONS) -> bool:
+    """Whether a commenter may command the bot (the rule every comment command follows, `/kforge ack` included):
+    a trusted association and, when looked up, write permission."""
+    return _trusted(association, permission, frozenset(a.upper() for a in associations))
+
+
 def _who(login: str | None, association: str | None, permission: str | None) -> str:
     facts = [association or "unknown association"]
     if permission is not None:

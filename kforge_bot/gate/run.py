@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 from kforge_bot import gitops
@@ -43,12 +43,14 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
              timing_budget_s: float | None = None, fingerprints: Mapping[str, TargetFingerprint] | None = None,
              log: Log | None = None, evaluator: Evaluator | None = None, measure: bool = True,
              before_first_run: Callable[[], None] | None = None,
-             require_all_targets: bool | None = None, spec_change_approved: bool = False) -> GateReport:
+             require_all_targets: bool | None = None, spec_change_approved: bool = False,
+             only: Collection[str] = ()) -> GateReport:
     """Run the gate. `fingerprints` pins the target fingerprint per kind (otherwise probed);
     `measure=False` plans only: it reports cache hits and what would be measured, measuring nothing.
     `require_all_targets` (default: the policy's) makes an unmeasured required target fail the run.
     `spec_change_approved`: a maintainer's label lets a change to a kernel's own test count (otherwise
-    such a kernel is `spec-changed`, judged under the base's test only). Pass the base's policy
+    such a kernel is `spec-changed`, judged under the base's test only). `only`: the kernels (ids or names) to
+    plan, the others left out of the report (bisect's). Pass the base's policy
     (kforge_bot.config.policy.load_policy_from_base)."""
 
     started = time.monotonic()
@@ -96,6 +98,8 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
                           fingerprint, measure, report.targets, spec_change_approved)
         for kid in sorted(head_kernels):
             kernel = head_kernels[kid]
+            if only and kid not in only and kernel.name not in only:
+                continue
             planned = planner.plan(kid, kernel, base_kernels.get(kid))
             if planned is None:
                 report.unchanged.append(kid)

@@ -15,7 +15,10 @@ Endpoints (the ones kforge_bot.bot.github uses, under an /api/v3 prefix as on Gi
   POST   /repos/{owner}/{repo}/pulls
   GET    /repos/{owner}/{repo}/pulls/{pull_number}
   PATCH  /repos/{owner}/{repo}/pulls/{pull_number}       title, body, state, base
-  GET    /repos/{owner}/{repo}/issues/{issue_number}/comments   paging
+  GET    /repos/{owner}/{repo}/issues                    state, labels (issues only: no pull requests here)
+  POST   /repos/{owner}/{repo}/issues
+  GET    /repos/{owner}/{repo}/issues/{issue_number}     an issue (PyGithub completes a listed one's absent fields)
+  GET    /repos/{owner}/{repo}/issues/{issue_number}/comments   paging (a pull request's or an issue's)
   POST   /repos/{owner}/{repo}/issues/{issue_number}/comments
   PATCH  /repos/{owner}/{repo}/issues/comments/{comment_id}
   DELETE /repos/{owner}/{repo}/issues/{issue_number}/labels/{name}
@@ -101,6 +104,18 @@ class Pull:
 
 
 @dataclass
+class Issue:
+    number: int
+    repo: str
+    title: str
+    body: str | None
+    user: str
+    labels: list[str] = field(default_factory=list)
+    state: str = "open"
+    id: int = 0
+
+
+@dataclass
 class Comment:
     id: int
     repo: str
@@ -117,6 +132,7 @@ class FakeGitHub:
         self.users: dict[str, dict[str, Any]] = {}
         self.pulls: dict[tuple[str, int], Pull] = {}
         self.comments: dict[int, Comment] = {}
+        self.issues: dict[tuple[str, int], Issue] = {}
         self.statuses: list[dict[str, Any]] = []
         self.permissions: dict[tuple[str, str], str] = {}
         self.requests: list[Request] = []
@@ -194,7 +210,7 @@ class FakeGitHub:
         return c.id
 
     def _next_number(self, repo: str) -> int:
-        used = [n for (r, n) in self.pulls if r == repo]
+        used = [n for (r, n) in [*self.pulls, *self.issues] if r == repo]
         return max(used, default=0) + 1
 
     def inject(self, method: str, template: str, status: int, message: str = "injected", *,
@@ -362,6 +378,9 @@ class FakeGitHub:
             ("POST", "/repos/{owner}/{repo}/pulls", self._create_pull),
             ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", self._get_pull),
             ("PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}", self._update_pull),
+            ("GET", "/repos/{owner}/{repo}/issues", self._list_issues),
+            ("POST", "/repos/{owner}/{repo}/issues", self._create_issue),
+            ("GET", "/repos/{owner}/{repo}/issues/{issue_number}", self._get_issue),
             ("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments", self._list_comments),
             ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments", self._create_comment),
             ("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}", self._update_comment),
@@ -511,14 +530,57 @@ class FakeGitHub:
                 setattr(pull, attr, body[key])
         return 200, self._pull(pull), {}
 
+    def _thread_or_404(self, full_name: str, number: str) -> Pull | Issue:
+        issue = self.issues.get((full_name, int(number))) if number.isdigit() else None
+        return issue if issue is not None else self._pull_or_404(full_name, number)
+
+    def _issue(self, i: Issue) -> dict[str, Any]:
+        api, web = f"{self.api_url}/repos/{i.repo}", f"{self.host}/{i.repo}"
+        return {"id": i.id, "node_id": f"I_{i.id}", "url": f"{api}/issues/{i.number}", "repository_url": api,
+                "labels_url": f"{api}/issues/{i.number}/labels{{/name}}", "comments_url": f"{api}/issues/{i.number}/comments",
+                "events_url": f"{api}/issues/{i.number}/events", "html_url": f"{web}/issues/{i.number}",
+                "number": i.number, "state": i.state, "title": i.title, "body": i.body, "user": self._user(i.user),
+                "labels": [self._label(i.repo, name) for name in i.labels], "assignee": None, "assignees": [],
+                "milestone": None, "locked": False, "comments": len(self.comments_on(i.repo, i.number)),
+                "closed_at": None, "created_at": STAMP, "updated_at": STAMP, "author_association": "NONE"}
+
+    def issues_of(self, repo: str) -> list[Issue]:
+        return sorted((i for (r, _), i in self.issues.items() if r == repo), key=lambda i: i.number)
+
+    def _list_issues(self, *, full_name: str, query: dict[str, str], body: Any):
+        state = query.get("state", "open")
+        wanted = [name for name in query.get("labels", "").split(",") if name]
+        items = [i for i in self.issues_of(full_name) if state == "all" or i.state == state]
+        items = [i for i in items if all(name in i.labels for name in wanted)]
+        items.sort(key=lambda i: -i.number)
+        page, links = self._page(items, query, f"{PREFIX}/repos/{full_name}/issues")
+        return 200, [self._issue(i) for i in page], links
+
+    def _create_issue(self, *, full_name: str, query: dict[str, str], body: Any):
+        body = body if isinstance(body, dict) else {}
+        if not body.get("title"):
+            raise ApiError(422, "Validation Failed", [{"resource": "Issue", "field": "title", "code": "missing_field"}])
+        self._check_body("Issue", body.get("body"))
+        issue = Issue(number=self._next_number(full_name), repo=full_name, title=str(body["title"]),
+                      body=body.get("body"), user=self.bot_login, labels=[str(x) for x in body.get("labels") or []],
+                      id=self._id())
+        self.issues[(full_name, issue.number)] = issue
+        return 201, self._issue(issue), {"Location": self._issue(issue)["url"]}
+
+    def _get_issue(self, *, full_name: str, issue_number: str, query: dict[str, str], body: Any):
+        issue = self.issues.get((full_name, int(issue_number))) if issue_number.isdigit() else None
+        if issue is None:
+            raise ApiError(404, "Not Found")
+        return 200, self._issue(issue), {}
+
     def _list_comments(self, *, full_name: str, issue_number: str, query: dict[str, str], body: Any):
-        pull = self._pull_or_404(full_name, issue_number)
+        pull = self._thread_or_404(full_name, issue_number)
         items = self.comments_on(full_name, pull.number)
         page, links = self._page(items, query, f"{PREFIX}/repos/{full_name}/issues/{pull.number}/comments")
         return 200, [self._comment(c) for c in page], links
 
     def _create_comment(self, *, full_name: str, issue_number: str, query: dict[str, str], body: Any):
-        pull = self._pull_or_404(full_name, issue_number)
+        pull = self._thread_or_404(full_name, issue_number)
         text = body.get("body") if isinstance(body, dict) else None
         if not text:
             raise ApiError(422, "Invalid request.\n\n\"body\" wasn't supplied.")

@@ -1,0 +1,54 @@
+"""The done-when of the performance history, end to end through the CLI on a real repository: 30 commits of a noisy
+CPU kernel with a 25% step at commit 10 and a 6% step at commit 20 (its time relative to its reference). `track`
+over them; `history` finds both steps at their commits and nothing else; `bisect` finds each within log2(30) + 2
+measurements; an acknowledgement silences the first. Verdicts only: the machine may be busy."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from fakes.gate_repos import cli
+from fakes.history_repos import scripted_history
+
+REPS = [400] * 10 + [500] * 10 + [530] * 10
+pytestmark = pytest.mark.timeout(1500)
+
+
+def run(*args: str, cwd) -> dict:
+    proc = cli(*args, "--json", "-", cwd=cwd, timeout=1200)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_track_history_bisect_ack(tmp_path) -> None:
+    repo = tmp_path / "repo"
+    shas = scripted_history(repo, REPS)
+
+    tracked = run("track", "--rev", shas[0], "--range", f"{shas[0]}..{shas[-1]}", "--policy", "policy.yml", cwd=repo)
+    assert len(tracked["records"]) == 30
+    assert all(r["kernels"][0]["status"] == "measured" for r in tracked["records"])
+    runner = tracked["records"][0]["runner"]
+    assert runner["kind"] == "cpu" and runner["harness"] and runner["torch"] and runner["triton"]
+
+    report = run("history", cwd=repo)
+    found = {(c["commit"], c["regression"]) for c in report["change_points"]}
+    assert found == {(shas[10], True), (shas[20], True)}, report["change_points"]
+
+    budget = math.log2(30) + 2
+    for good, bad, first in ((shas[0], shas[-1], shas[10]), (shas[10], shas[-1], shas[20])):
+        # Twice the policy's timing per step: a bisection takes few steps, and each must judge a 6% step at 3%.
+        result = run("bisect", "--good", good, "--bad", bad, "--kernel", "noisy", "--policy", "policy.yml",
+                     "--timing-budget", "3", cwd=repo)["results"][0]
+        assert result["status"] == "found", result
+        assert result["first_bad"] == first, result
+        assert result["measurements"] <= budget, result
+
+    proc = cli("ack", f"noisy@{shas[10][:12]}", "--reason", "the accuracy fix costs this", "--by", "ada", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    report = run("history", cwd=repo)
+    acked = {c["commit"]: c["acknowledged"] for c in report["change_points"]}
+    assert acked[shas[10]]["by"] == "ada" and "accuracy fix" in acked[shas[10]]["reason"]
+    assert acked[shas[20]] is None

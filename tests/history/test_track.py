@@ -1,0 +1,52 @@
+"""`track` on a library's kernel with a backward: each shape set and each direction recorded, with the runner's facts,
+on the history ref; the series builder makes a series of each; a kernel that does not load is recorded as such and
+fails the run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from fakes.gate_repos import cli
+from fakes.gitrepos import commit_all, git, write
+from kforge_bot.history.series import build_series, main_line
+from kforge_bot.history.store import Store
+
+LIBRARY = Path(__file__).resolve().parents[1] / "data" / "library_repo"
+
+
+def test_directions_and_runner_facts_are_recorded(tmp_path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(LIBRARY, repo)
+    git(repo, "init", "-q", "-b", "main")
+    write(repo, "policy.yml", "version: 1\nevaluation: {seeds: 1, timing_budget_s: 0.5}\n")
+    commit_all(repo, "the library")
+    proc = cli("track", "--kernel", "rms_norm_autograd", "--policy", "policy.yml", "--json", "-", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    [record] = json.loads(proc.stdout)["records"]
+    [kernel] = record["kernels"]
+    assert kernel["status"] == "measured" and kernel["reference_distinct"]
+    assert set(kernel["directions"]) >= {"forward", "backward"}
+    runner = record["runner"]
+    assert {"device", "driver", "torch", "triton", "python", "harness", "kforge_bot", "key"} <= set(runner)
+
+    series = build_series(Store(repo).read(), main_line(repo))
+    parts = {s.part for s in series}
+    assert {"forward (all shape sets)", "backward (all shape sets)"} <= parts
+    assert any(p.startswith("shape set") for p in parts)
+
+
+def test_a_kernel_that_does_not_load_is_recorded_and_fails_the_run(tmp_path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    write(repo, "kforge.yaml", "version: 1\nkernels:\n  k:\n    file: k.py\n    entry: kernel\n"
+                               "    reference: ref.py:r\n    inputs: ref.py:i\n    targets: [cpu]\n")
+    write(repo, "k.py", "def kernel(x):\n    return x\n")
+    commit_all(repo, "no ref.py")
+    proc = cli("track", "--json", "-", cwd=repo)
+    assert proc.returncode == 1, proc.stderr
+    [kernel] = json.loads(proc.stdout)["records"][0]["kernels"]
+    assert kernel["status"] == "error" and "does not load" in kernel["reason"]
+    assert Store(repo).read()  # recorded all the same
