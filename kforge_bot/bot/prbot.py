@@ -82,33 +82,41 @@ class ActionEnv:
 
 
 def changed_kernels(repo: str | Path, base_sha: str, head_sha: str, policy: Any, head_root: Path,
-                    base_root: Path, notes: list[str]) -> list[tuple[Any, Any]]:
-    """The managed kernels (kforge.yaml entries and KernelBench files, as the gate finds them) whose
-    files or spec differ between the merge base and the head: (`kernels.Kernel` of the head, of the base or None)."""
-    try:
-        head = kernels.discover(head_root, policy, strict=True, notes=notes)
-    except KforgeError as exc:  # named as a repository path, not the runner's temporary checkout
-        raise KforgeError(str(exc).replace(f"{head_root}{os.sep}", "")) from None
+                    base_root: Path, notes: list[str], fork_root: Path | None = None
+                    ) -> list[tuple[Any, Any, Any]]:
+    """The managed kernels (kforge.yaml entries and KernelBench files, as the gate finds them) that the pull request
+    changes: (`kernels.Kernel` of the head, of the base branch's tip or None, of the branch point or None).
+    `fork_root` is the branch point's checkout where it is not the tip; whether a kernel changed is the pull
+    request's own diff (the branch point against the head), as the gate decides it."""
     base_notes: list[str] = []
     base = kernels.discover(base_root, policy, strict=False, notes=base_notes)
+    fork = kernels.discover(fork_root, policy, strict=False) if fork_root is not None else base
+    try:  # the base's kernels stay managed wherever the head moves their files
+        head = kernels.discover(head_root, policy, strict=True, notes=notes, keep=set(base) | set(fork))
+    except KforgeError as exc:  # named as a repository path, not the runner's temporary checkout
+        raise KforgeError(str(exc).replace(f"{head_root}{os.sep}", "")) from None
     found = []
     for kid in sorted(head):
         kernel = head[kid]
-        old = base.get(kid)
-        if old is not None and material(old, base_root) == material(kernel, head_root):
+        since, since_root = (fork[kid], fork_root or base_root) if kid in fork else (base.get(kid), base_root)
+        if since is not None and material(since, since_root) == material(kernel, head_root):
             continue
-        found.append((kernel, old))
+        found.append((kernel, base.get(kid), fork.get(kid) if fork_root is not None else None))
     return found
 
 
-def judged(kernel: Any, old: Any, policy: Any, labels: Sequence[str]) -> tuple[Any, str | None, bool]:
+def judged(kernel: Any, old: Any, policy: Any, labels: Sequence[str], fork: Any = None
+           ) -> tuple[Any, str | None, bool]:
     """(the spec the bot optimizes under, what to say about it, whether the PR's own test is waiting for a
-    maintainer). The head's code under the base's test (kforge_bot.gate.base_spec); under its own when it is new, or
-    when a maintainer's label approves the PR's change to its test."""
+    maintainer). The head's code under the base's test (kforge_bot.gate.base_spec: the base branch's tip); under its
+    own when it is new, or when a maintainer's label approves the PR's change to its test. What the PR changed of its
+    test is what differs from both the tip and the branch point (`fork`): a test main changed since is not the PR's."""
     if old is None or old.spec is None:
         why = "new in this PR" if old is None else "its base version does not load"
         return kernel.spec, f"{why}: judged under its own spec, with no base version to hold it to", False
     changes = spec_changes(old.spec, kernel.spec)
+    if fork is not None and fork.spec is not None:
+        changes = [part for part in changes if part in spec_changes(fork.spec, kernel.spec)]
     if not changes:
         return judged_spec(kernel.spec, old.spec), None, False
     label, parts = policy.trust.spec_change_label, ", ".join(changes)
@@ -184,16 +192,19 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
     merge_base = gitops.merge_base(repo, base_sha, head_sha)
     targets = [choose_target(t) for t in (options.targets or ("auto",))]
     with contextlib.ExitStack() as stack:
-        base_root = stack.enter_context(gitops.worktree(repo, merge_base)).resolve()
+        # The base is the target branch's tip; the branch point only tells what the PR itself changed.
+        base_root = stack.enter_context(gitops.worktree(repo, base_sha)).resolve()
         head_root = stack.enter_context(gitops.worktree(repo, head_sha)).resolve()
-        kernels = changed_kernels(repo, merge_base, head_sha, policy, head_root, base_root, report.notes)
-        log(f"{len(kernels)} changed kernel(s): {', '.join(k.id for k, _ in kernels) or 'none'}")
-        for kernel, old in kernels:
+        fork_root = (stack.enter_context(gitops.worktree(repo, merge_base)).resolve()
+                     if merge_base != base_sha else None)
+        kernels = changed_kernels(repo, merge_base, head_sha, policy, head_root, base_root, report.notes, fork_root)
+        log(f"{len(kernels)} changed kernel(s): {', '.join(k.id for k, _, _ in kernels) or 'none'}")
+        for kernel, old, fork in kernels:
             if kernel.spec is None:
                 report.kernels.append(skipped(kernel.id, kernel.name, kernel.file,
                                               f"does not load: {kernel.error}".replace(f"{head_root}{os.sep}", "")))
                 continue
-            spec, spec_note, blocked = judged(kernel, old, policy, event.labels)
+            spec, spec_note, blocked = judged(kernel, old, policy, event.labels, fork)
             rule = policy.rule_for(kernel.name, old.file if old is not None else kernel.file)  # the base's path
             if rule.skip:
                 report.kernels.append(skipped(kernel.id, kernel.name, kernel.file,

@@ -93,7 +93,7 @@ def headline(report: GateReport) -> str:
     if missing:
         measured += "; required target(s) not measured here: " + ", ".join(missing)
     devices = "; ".join(f"{kind}: {fp['device_name']}" for kind, fp in report.targets.items())
-    return (f"{measured} (base {report.merge_base[:10]}, head {report.head_sha[:10]}"
+    return (f"{measured} (base {report.base_sha[:10]}, head {report.head_sha[:10]}"
             + (f", {devices}" if devices else "") + ")")
 
 

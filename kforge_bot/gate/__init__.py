@@ -5,9 +5,13 @@ imports, or its manifest entry; `all_kernels` for every kernel), the base and th
 measured interleaved in one job on this device (`evaluate(head_spec, head, baseline=base)`; speedup =
 base time / head time, so a slower head has a speedup below 1) and judged against the reference:
 
-- the test comes from the base (`base_spec.py`): the head's code is judged under the base's reference,
-  inputs, init, shapes, tolerance and seeds (a kernel that is its own reference is checked against its
-  base version), so a change cannot make a kernel wrong and vouch for itself. A change that edits that
+- the base is the target branch's tip (not the branch point, which the author chooses); which kernels a change
+  touches is its own diff (branch point to head). Where the tip's test of a touched kernel differs from the
+  branch point's, the head is judged under both and the stricter verdict stands;
+- the test comes from the base (`base_spec.py`): the head contributes its kernel's code and nothing else; it is
+  judged under the base's reference, inputs, init, shapes, tolerance, seeds, outputs, in-place inputs, backward,
+  timed sets and support modules (a kernel that is its own reference is checked against its base version), so a
+  change cannot make a kernel wrong and vouch for itself. A change that edits that
   test is `spec-changed` (failing, listing what changed) unless a maintainer adds the policy's
   `trust.spec_change_label`; then it is judged under the head's test too, and that verdict counts. The
   policy itself is the base's (`kforge_bot.config.policy.load_policy_from_base`);

@@ -1,5 +1,7 @@
-"""A changed kernel is judged by the base's test: the head's code, the base's reference, inputs, init, shapes,
-tolerance, seeds and targets. A kernel cannot vouch for itself by editing its own test in the same pull request.
+"""A changed kernel is judged by the base's test: the head contributes its kernel's code and nothing else. The
+reference, inputs, init, shapes, tolerance, seeds and targets, what a call is compared on (outputs, in-place inputs,
+backward), which shape sets are timed, and the modules the reference imports beside it (GPU MODE's task.py and
+utils.py) are the base's. A kernel cannot vouch for itself by editing its own test in the same pull request.
 
 `judged_spec` builds the spec a head kernel is measured under; `spec_changes` names what of its test the head
 changed (the gate's and the PR bot's `spec-changed`). Which test is used never depends on `spec_changes` being
@@ -13,17 +15,22 @@ from dataclasses import replace
 from kforge_bot.spec import Implementation, KernelSpec, has_own_reference, kernel_implementation
 
 # What a kernel's test is made of, as `spec_changes` names it.
-TEST_PARTS = ("reference", "inputs", "init", "shapes", "tolerance", "seeds", "targets")
+TEST_PARTS = ("reference", "inputs", "init", "shapes", "tolerance", "seeds", "targets", "outputs", "inplace",
+              "backward", "timed", "support")
 
 
 def judged_spec(head: KernelSpec, base: KernelSpec) -> KernelSpec:
-    """The head's kernel (its file, entry, code, root and language) under the base's test, on the base's targets (a
-    change cannot drop the device the gate runs on). Each Implementation keeps its own root, so the base's reference
-    imports the base's helpers."""
+    """The head's kernel (its file, entry, code, root, language and import roots) under the base's test, on the
+    base's targets (a change cannot drop the device the gate runs on). Each Implementation keeps its own root, so the
+    base's reference imports the base's helpers; the modules written beside every implementation (`support`) are the
+    base's too, so the reference never imports a module the head wrote."""
     return replace(head, reference=base.reference, targets=base.targets,
                    inputs_symbol=base.inputs_symbol, inputs_source=base.inputs_source, init_symbol=base.init_symbol,
                    init_kwargs=base.init_kwargs, shape_sets=base.shape_sets, tolerance=base.tolerance,
-                   seeds=base.seeds)
+                   seeds=base.seeds, outputs=base.outputs, inplace=base.inplace, grad_inputs=base.grad_inputs,
+                   backward_launcher=base.backward_launcher, reference_returns=base.reference_returns,
+                   timed_shapes=base.timed_shapes, seed_kwarg=base.seed_kwarg, data_arg=base.data_arg,
+                   oracle_symbol=base.oracle_symbol, support=base.support)
 
 
 def spec_changes(base: KernelSpec, head: KernelSpec) -> list[str]:
@@ -49,6 +56,16 @@ def spec_changes(base: KernelSpec, head: KernelSpec) -> list[str]:
         changed.append("seeds")
     if tuple(base.targets) != tuple(head.targets):
         changed.append("targets")
+    if base.outputs != head.outputs:
+        changed.append("outputs")
+    if base.inplace != head.inplace:
+        changed.append("inplace")
+    if (base.grad_inputs, base.backward_launcher) != (head.grad_inputs, head.backward_launcher):
+        changed.append("backward")
+    if base.timed_indices() != head.timed_indices():
+        changed.append("timed")
+    if sorted(base.support) != sorted(head.support):
+        changed.append("support")
     return changed
 
 

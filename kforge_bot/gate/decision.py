@@ -18,6 +18,15 @@ FAILING = ("regression", "incorrect", "error", "spec-changed", "inconclusive")
 # Decisions that depend only on content and settings: safe to reuse. Errors are not cached, since
 # a timeout or a missing package can come from the machine rather than the code.
 CACHEABLE = ("pass", "improved", "regression", "incorrect", "spec-changed")
+# Measured verdicts from the strictest down: where a kernel is judged under two tests (the base branch's tip and the
+# branch point, when they differ), the stricter stands.
+STRICTNESS = ("incorrect", "error", "regression", "pass", "improved")
+
+
+def stricter(first: str, second: str) -> bool:
+    """Whether verdict `first` is stricter than `second` (unknown verdicts rank last)."""
+    rank = {v: i for i, v in enumerate(STRICTNESS)}
+    return rank.get(first, len(rank)) < rank.get(second, len(rank))
 
 
 def timing_decision(speedup_ci: Sequence[float] | None, threshold: float) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,10 @@ class ToMeasure:
     key_material: dict[str, Any]
     spec_changes: list[str]  # what the head changed of the kernel's test (empty: judged by the base's alone)
     approved: bool  # a maintainer's label lets the head's test count
+    # The kernel at the branch point, where its test there differs from the base tip's (`fork_changes`, what the
+    # target branch changed since): the head is judged under both, and the stricter verdict stands.
+    fork: Kernel | None = None
+    fork_changes: list[str] = field(default_factory=list)
 
     @property
     def usable_base(self) -> Kernel | None:
@@ -72,7 +76,8 @@ class ToMeasure:
 
 @dataclass
 class Planner:
-    """What the gate does with each kernel of one run (base and head checked out at `base_root`, `head_root`)."""
+    """What the gate does with each kernel of one run (the base branch's tip and the head checked out at `base_root`,
+    `head_root`, the branch point at `fork_root`: the same folder where the tip is the branch point)."""
 
     policy: Policy
     target: TargetChoice  # what --target chose; each kernel's device `kind` follows from it
@@ -87,6 +92,7 @@ class Planner:
     measure: bool
     targets: dict[str, dict[str, str]]  # the report's: each device kind's fingerprint, as it is probed
     spec_change_approved: bool = False  # the pull request carries the policy's trust.spec_change_label
+    fork_root: Path | None = None  # None: the base's tip is the branch point
 
     def clean(self, entry: KernelReport) -> KernelReport:
         entry.reason = self.clean_text(entry.reason)
@@ -94,25 +100,39 @@ class Planner:
 
     def clean_text(self, text: str) -> str:
         # Reasons name files inside the temporary checkouts: show them as repository paths.
-        for checkout in (self.head_root, self.base_root):
+        for checkout in (self.head_root, self.base_root, self.fork_root or self.base_root):
             text = text.replace(f"{checkout}{os.sep}", "")
         return text
 
-    def plan(self, kid: str, kernel: Kernel, old: Kernel | None) -> KernelReport | ToMeasure | None:
-        """None for an unchanged kernel, a KernelReport when no measurement is needed, else what to measure."""
+    def plan(self, kid: str, kernel: Kernel, old: Kernel | None, fork: Kernel | None = None
+             ) -> KernelReport | ToMeasure | None:
+        """None for an unchanged kernel, a KernelReport when no measurement is needed, else what to measure. `old` is
+        the kernel at the base branch's tip, `fork` at the branch point (where that is another commit)."""
+        fork_root = self.fork_root or self.base_root
+        if fork_root == self.base_root:
+            fork = old
+        # What the change touches, and whether it changes the kernel at all, is the pull request's own diff (the
+        # branch point's version against the head's): a kernel only the target branch moved on is not this change's.
+        since, since_root = (fork, fork_root) if fork is not None else (old, self.base_root)
         head_deps = dependencies(kernel, self.head_root)
-        base_deps = dependencies(old, self.base_root) if old is not None else []
+        since_deps = dependencies(since, since_root) if since is not None else []
         head_mat = material(kernel, self.head_root)
         base_mat = material(old, self.base_root) if old is not None else None
+        since_mat = material(since, since_root) if since is not None else None
         touched = sorted(self.changed & {p.relative_to(self.head_root).as_posix() for p in head_deps}
-                         | self.changed & {p.relative_to(self.base_root).as_posix() for p in base_deps})
-        if not self.all_kernels and base_mat == head_mat:
+                         | self.changed & {p.relative_to(since_root).as_posix() for p in since_deps})
+        if not self.all_kernels and since_mat == head_mat:
             return None
         if kernel.spec is None:
             return self.clean(KernelReport(kid, kernel.name, kernel.file, kernel.format, "error",
                                            f"does not load: {kernel.error}", touched_by=touched, new=old is None))
         usable_base = old if old is not None and old.spec is not None else None
         changes = spec_changes(usable_base.spec, kernel.spec) if usable_base is not None and usable_base.spec else []
+        usable_fork = fork if fork is not None and fork.spec is not None and fork is not old else None
+        fork_changes = spec_changes(usable_fork.spec, usable_base.spec) if usable_fork and usable_base else []
+        if usable_fork is not None:  # the head's edits: what differs from both the tip and the branch point
+            head_edits = spec_changes(usable_fork.spec, kernel.spec)
+            changes = [part for part in changes if part in head_edits]
         approved = bool(changes) and self.spec_change_approved
         # The base's rules decide where a kernel is measured and which policy rule applies: its targets (unless a
         # maintainer approved the change to its test) and its path (a change cannot move a kernel under a skip rule).
@@ -136,7 +156,8 @@ class Planner:
         key_material = {"kernel": kid, "head": head_mat, "base": base_mat if usable_base else None,
                         "rule": {"threshold": rule.threshold, "confidence": rule.confidence},
                         "settings": settings.key_material(), "target": fp.to_dict(),
-                        "spec_changes": changes, "approved": approved}
+                        "spec_changes": changes, "approved": approved,
+                        "fork": material(usable_fork, fork_root) if fork_changes and usable_fork else None}
         key = cache_key(key_material)
         hit = self.cache.get(key) if self.cache is not None else None
         if hit is not None:
@@ -151,4 +172,4 @@ class Planner:
                                 confidence=rule.confidence, threshold_from=rule.threshold_from, required=needs,
                                 spec_changes=changes)
         return ToMeasure(kernel, old, kind, fp.device_name, rule, settings, touched, needs, key, key_material, changes,
-                         approved)
+                         approved, usable_fork if fork_changes else None, fork_changes)

@@ -16,7 +16,7 @@ from kforge_bot.cache import (ResultCache, TargetFingerprint, cache_inside_check
 from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec
-from kforge_bot.gate.decision import CACHEABLE, fmt_threshold
+from kforge_bot.gate.decision import CACHEABLE, fmt_threshold, stricter
 from kforge_bot.gate.measure import Evaluator, compare
 from kforge_bot.gate.plan import Planner, ToMeasure
 from kforge_bot.gate.report import GateReport, KernelReport, report_from
@@ -62,7 +62,7 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
     head_sha = gitops.resolve(root, head)
     base_sha = gitops.resolve(root, base)
     merge_base = gitops.merge_base(root, base_sha, head_sha)
-    changed = _changed_paths(root, merge_base, head_sha)
+    changed = _changed_paths(root, merge_base, head_sha)  # the pull request's own diff, as GitHub shows it
     # One setting for every command's cache: --cache-dir, then $KFORGE_CACHE_DIR (as optimize reads it), then the
     # user's cache folder, which actions/cache can carry between runs.
     chosen = Path(cache_dir) if cache_dir else user_cache_dir()
@@ -80,27 +80,34 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
     fingerprint = _fingerprints(target, fingerprints)
 
     with contextlib.ExitStack() as stack:
-        say(f"checking out {merge_base[:12]} (base) and {head_sha[:12]} (head)")
-        base_root = stack.enter_context(gitops.worktree(root, merge_base)).resolve()
+        # The base is the target branch's tip (the author chooses the branch point, not what main holds now); the
+        # branch point is checked out too where it is another commit: its test judges the head as well.
+        say(f"checking out {base_sha[:12]} (base), {head_sha[:12]} (head)"
+            + (f" and {merge_base[:12]} (branch point)" if merge_base != base_sha else ""))
+        base_root = stack.enter_context(gitops.worktree(root, base_sha)).resolve()
         head_root = stack.enter_context(gitops.worktree(root, head_sha)).resolve()
-        try:
-            head_kernels = discover(head_root, policy, strict=True, notes=report.notes)
-        except KforgeError as exc:  # named as a repository path, not the temporary checkout's
-            raise KforgeError(str(exc).replace(f"{head_root}{os.sep}", "")) from None
+        fork_root = (stack.enter_context(gitops.worktree(root, merge_base)).resolve()
+                     if merge_base != base_sha else None)
         base_notes: list[str] = []
         try:
             base_kernels = discover(base_root, policy, strict=False, notes=base_notes)
         except KforgeError as exc:  # a base manifest over the kernel cap: named as the base's path
             raise KforgeError("base: " + str(exc).replace(f"{base_root}{os.sep}", "")) from None
         report.notes.extend(f"base: {n}" for n in base_notes)
-        report.removed.extend(_gone(base_kernels, head_kernels, head_root))
+        fork_kernels = discover(fork_root, policy, strict=False) if fork_root is not None else base_kernels
+        try:  # the base's kernels stay managed wherever the head moves their files
+            head_kernels = discover(head_root, policy, strict=True, notes=report.notes,
+                                    keep=set(base_kernels) | set(fork_kernels))
+        except KforgeError as exc:  # named as a repository path, not the temporary checkout's
+            raise KforgeError(str(exc).replace(f"{head_root}{os.sep}", "")) from None
+        report.removed.extend(_gone(fork_kernels, head_kernels, head_root))  # removed by this change
         planner = Planner(policy, target, required, head_root, base_root, changed, all_kernels, timing_budget_s, cache,
-                          fingerprint, measure, report.targets, spec_change_approved)
+                          fingerprint, measure, report.targets, spec_change_approved, fork_root)
         for kid in sorted(head_kernels):
             kernel = head_kernels[kid]
             if only and kid not in only and kernel.name not in only:
                 continue
-            planned = planner.plan(kid, kernel, base_kernels.get(kid))
+            planned = planner.plan(kid, kernel, base_kernels.get(kid), fork_kernels.get(kid))
             if planned is None:
                 report.unchanged.append(kid)
             elif isinstance(planned, KernelReport):
@@ -190,7 +197,15 @@ def _measure(plan: ToMeasure, planner: Planner, cache: ResultCache | None, evalu
     say(f"{kernel.name}: measuring {'head against base' if base_impl else 'new kernel against its reference'}"
         f" on {kind} ({plan.device_name}), threshold {fmt_threshold(rule.threshold)}")
     m = compare(spec, head_impl, base_impl, kind, plan.settings, rule.threshold, evaluator=evaluator)
-    under_base = m
+    under_tip, under_fork = m, None
+    if plan.fork is not None and plan.fork.spec is not None:
+        say(f"{kernel.name}: the base branch changed its test since the branch point "
+            f"({', '.join(plan.fork_changes)}): measuring under the branch point's too")
+        under_fork = compare(judged_spec(kernel.spec, plan.fork.spec), head_impl, base_impl, kind, plan.settings,
+                             rule.threshold, evaluator=evaluator)
+        if stricter(under_fork.verdict, m.verdict):
+            m = under_fork
+    under_base = m  # the base's verdict: the stricter of the tip's test and the branch point's
     if plan.spec_changes and plan.approved:
         say(f"{kernel.name}: its test changed ({', '.join(plan.spec_changes)}), approved: measuring under the head's")
         oracle = None if has_own_reference(kernel.spec) else base_impl
@@ -216,8 +231,14 @@ def _measure(plan: ToMeasure, planner: Planner, cache: ResultCache | None, evalu
     elif plan.usable_base is None:
         entry.reason = (f"the base version does not load, so it was judged under its own spec and only correctness "
                         f"was checked; {entry.reason}")
+    if under_fork is not None:
+        entry.under_spec = {**(entry.under_spec or {}), "tip": under_tip.verdict, "branch_point": under_fork.verdict}
+        entry.reason += (f"; the base branch changed this kernel's {', '.join(plan.fork_changes)} since the branch "
+                         f"point: judged under both, the stricter stands (tip: {under_tip.verdict}, branch point: "
+                         f"{under_fork.verdict})")
     entry.key, entry.required = plan.key, plan.required
     say(f"{kernel.name}: {entry.verdict} ({entry.reason})")
-    if cache is not None and entry.verdict in CACHEABLE and m.cacheable and under_base.cacheable:
+    if cache is not None and entry.verdict in CACHEABLE and m.cacheable and under_base.cacheable \
+            and under_tip.cacheable and (under_fork is None or under_fork.cacheable):
         cache.put(plan.key, plan.key_material, entry.to_dict())
     return entry

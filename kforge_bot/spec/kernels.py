@@ -8,7 +8,7 @@ The gate, the PR bot, `check --all`, `list` and the pre-commit hook all find ker
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,12 +113,14 @@ def _within(checkout: Path, rel: str) -> bool:
     return (checkout / rel).resolve().is_relative_to(checkout)
 
 
-def discover(checkout: str | Path, policy: Policy, *, strict: bool = True,
-             notes: list[str] | None = None) -> dict[str, Kernel]:
+def discover(checkout: str | Path, policy: Policy, *, strict: bool = True, notes: list[str] | None = None,
+             keep: Collection[str] = ()) -> dict[str, Kernel]:
     """Every managed kernel of a checkout, by id: the entries of each kforge.yaml (id = name, or
     `dir/name` for a manifest below the root) and each KernelBench file (id = its path), limited to
-    the policy's kernel_paths. A kernel that does not load is kept, with its error. `strict`: a
-    manifest that does not load at all raises (the head); otherwise it is noted and skipped (the base)."""
+    the policy's kernel_paths, and the ids in `keep` wherever their file is (the base's kernels, when discovering a
+    head: moving a kernel's file out of the kernel paths does not remove it from the gate). A kernel that does not
+    load is kept, with its error. `strict`: a manifest that does not load at all raises (the head); otherwise it is
+    noted and skipped (the base)."""
     checkout = Path(checkout).resolve()
     notes = notes if notes is not None else []
     found: dict[str, Kernel] = {}
@@ -169,7 +171,7 @@ def discover(checkout: str | Path, policy: Policy, *, strict: bool = True,
             found[rel_dir] = Kernel(rel_dir, task.parent.name, "gpumode", rel, None, str(exc), sources)
         else:
             found[rel_dir] = Kernel(rel_dir, spec.name, "gpumode", rel, spec, None, sources)
-    return {k: v for k, v in found.items() if policy.is_kernel_path(v.file)}
+    return {k: v for k, v in found.items() if k in keep or policy.is_kernel_path(v.file)}
 
 
 def sibling_references(spec: KernelSpec, file: Path, target: str) -> list[dict[str, Any]]:

@@ -903,4 +903,28 @@ def test_a_kernel_whose_header_alone_changed_is_a_changed_kernel(tmp_path: Path)
         write(root, "include/scale.h", f"#define FACTOR {factor}\n")
         write(root, "kforge.yaml", manifest(["built"]))
     found = changed_kernels(tmp_path, "base", "head", load_policy(None), roots["head"], roots["base"], [])
-    assert [k.name for k, _old in found] == ["built"]
+    assert [k.name for k, _old, _fork in found] == ["built"]
+
+
+def test_the_pr_bot_holds_a_kernel_to_mains_tip_and_names_only_the_prs_own_edits(tmp_path: Path) -> None:
+    """Main tightened `k`'s tolerance after the PR branched: the bot optimizes under main's (the tip's) test, and
+    the tolerance the head still has from its branch point is not the PR's edit (no spec-changed block)."""
+    from fakes.gate_repos import PLAIN, REF, entry
+
+    from kforge_bot.bot.prbot import judged
+    from kforge_bot.config.policy import load_policy
+    from kforge_bot.spec.kernels import discover
+
+    policy = load_policy(None)
+    loose = "version: 1\nkernels:\n" + entry("k", extra="    tolerance: {atol: 0.1, rtol: 0.1}\n")
+    tight = "version: 1\nkernels:\n" + entry("k")
+    found = {}
+    for side, text in (("fork", loose), ("tip", tight), ("head", loose)):
+        write(tmp_path / side, "ref.py", REF)
+        write(tmp_path / side, "k.py", PLAIN)
+        write(tmp_path / side, "kforge.yaml", text)
+        found[side] = discover(tmp_path / side, policy)["k"]
+    spec, note, blocked = judged(found["head"], found["tip"], policy, (), found["fork"])
+    assert spec.tolerance is None and note is None and not blocked
+    _, note, blocked = judged(found["head"], found["tip"], policy, ())  # the same head, its branch point unknown
+    assert blocked and "the PR edits this kernel's tolerance" in (note or "")

@@ -268,6 +268,29 @@ def test_nothing_changed_passes_without_measuring(small_repo):
     assert "commit status: skipped" in proc.stderr
 
 
+def test_a_kernel_only_the_target_branch_changed_is_not_this_changes(tmp_path):
+    """The base is main's tip, but what a change touches is its own diff: main rewrote `k` and added `new` after the
+    branch point, the branch changed only a README. Nothing is measured, nothing is listed as removed."""
+    root = tmp_path / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF)
+    write(root, "k.py", PLAIN)
+    write(root, "kforge.yaml", manifest(["k"]))
+    commit_all(root, "base")
+    git(root, "checkout", "-q", "-b", "feature")
+    write(root, "README.md", "docs\n")
+    commit_all(root, "feature: docs only")
+    git(root, "checkout", "-q", "main")
+    write(root, "k.py", PLAIN.replace("x * 2.0 + y", "y + x * 2.0"))
+    write(root, "new.py", PLAIN)
+    write(root, "kforge.yaml", manifest(["k", "new"]))
+    main_tip = commit_all(root, "main moves on")
+    git(root, "checkout", "-q", "feature")
+    report = run_gate(root, "main", policy=load_policy(None), use_cache=False, measure=False)
+    assert report.base_sha == main_tip and report.merge_base != main_tip
+    assert report.kernels == [] and report.unchanged == ["k"] and report.removed == []
+
+
 def test_kernels_that_stop_parsing_are_errors_and_deleted_ones_are_listed(tmp_path):
     root = tmp_path / "repo"
     init_repo(root)

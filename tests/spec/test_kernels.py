@@ -46,6 +46,12 @@ def test_the_policys_kernel_paths_limit_what_is_managed(tmp_path: Path) -> None:
     assert sorted(discover(_repo(tmp_path), policy)) == ["sub/b"]
 
 
+def test_kernels_kept_by_id_stay_managed_wherever_their_file_is(tmp_path: Path) -> None:
+    """The gate keeps the base's kernels in the head's discovery: a file moved out of kernel_paths stays gated."""
+    policy = parse_policy({"kernel_paths": ["sub/**"]}, "p.yml")
+    assert sorted(discover(_repo(tmp_path), policy, keep={"a"})) == ["a", "sub/b"]
+
+
 def test_a_kernel_that_does_not_load_is_kept_with_its_error(tmp_path: Path) -> None:
     root = _repo(tmp_path)
     write(root, "kforge.yaml", manifest(["a"]) + "  broken:\n    file: missing.py\n    entry: kernel\n")
