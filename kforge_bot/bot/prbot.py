@@ -101,7 +101,10 @@ def changed_kernels(repo: str | Path, base_sha: str, head_sha: str, policy: Any,
         since, since_root = (fork[kid], fork_root or base_root) if kid in fork else (base.get(kid), base_root)
         if since is not None and material(since, since_root) == material(kernel, head_root):
             continue
-        found.append((kernel, base.get(kid), fork.get(kid) if fork_root is not None else None))
+        old = base.get(kid)
+        if old is None and fork_root is not None:  # removed on the target branch since: the branch point's is the base
+            old = fork.get(kid)
+        found.append((kernel, old, fork.get(kid) if fork_root is not None else None))
     return found
 
 

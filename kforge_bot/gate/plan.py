@@ -109,15 +109,20 @@ class Planner:
         """None for an unchanged kernel, a KernelReport when no measurement is needed, else what to measure. `old` is
         the kernel at the base branch's tip, `fork` at the branch point (where that is another commit)."""
         fork_root = self.fork_root or self.base_root
+        old_root = self.base_root
         if fork_root == self.base_root:
             fork = old
+        elif old is None and fork is not None:
+            # The target branch removed the kernel since the branch point: the branch point's version is the base
+            # (without one, the head would be a new kernel, judged under a test of its own writing).
+            old, old_root = fork, fork_root
         # What the change touches, and whether it changes the kernel at all, is the pull request's own diff (the
         # branch point's version against the head's): a kernel only the target branch moved on is not this change's.
         since, since_root = (fork, fork_root) if fork is not None else (old, self.base_root)
         head_deps = dependencies(kernel, self.head_root)
         since_deps = dependencies(since, since_root) if since is not None else []
         head_mat = material(kernel, self.head_root)
-        base_mat = material(old, self.base_root) if old is not None else None
+        base_mat = material(old, old_root) if old is not None else None
         since_mat = material(since, since_root) if since is not None else None
         touched = sorted(self.changed & {p.relative_to(self.head_root).as_posix() for p in head_deps}
                          | self.changed & {p.relative_to(since_root).as_posix() for p in since_deps})

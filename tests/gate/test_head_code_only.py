@@ -75,15 +75,17 @@ OWN_ENTRY = "  {name}:\n    file: kernels/{name}.py\n    entry: kernel\n    inpu
             "    shapes: [{{n: 64}}]\n    targets: [cpu]\n{extra}"
 
 
-def manifest(*, late_tolerance: bool, extra: dict[str, str] | None = None) -> str:
-    """The repository's kforge.yaml: `extra` adds keys to an entry; `late` has a loose tolerance on the fork point."""
+def manifest(*, late_tolerance: bool, extra: dict[str, str] | None = None, dropped: bool = True) -> str:
+    """The repository's kforge.yaml: `extra` adds keys to an entry; `late` has a loose tolerance on the fork point;
+    `dropped` is there unless main removed it."""
     extra = extra or {}
     late = "    tolerance: {atol: 0.1, rtol: 0.1}\n" if late_tolerance else ""
     return ("version: 1\nkernels:\n"
             + OWN_ENTRY.format(name="two", extra=extra.get("two", ""))
             + entry("grad", file="kernels/grad.py", extra=extra.get("grad", "    backward: {inputs: [x, y]}\n"))
             + entry("moved", file=extra.get("moved", "kernels/moved.py"))
-            + entry("late", file="kernels/late.py", extra=late))
+            + entry("late", file="kernels/late.py", extra=late)
+            + (entry("dropped", file="kernels/dropped.py", extra=extra.get("dropped", "")) if dropped else ""))
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +98,7 @@ def attacked(tmp_path_factory):
     write(root, "ref.py", REF)
     write(root, "kernels/two.py", TWO_OUT)
     write(root, "kernels/grad.py", AUTOGRAD)
-    for name in ("moved", "late"):
+    for name in ("moved", "late", "dropped"):
         write(root, f"kernels/{name}.py", PLAIN)
     write(root, "kforge.yaml", manifest(late_tolerance=True))
     shutil.copytree(GPUMODE_DATA, root / "kernels" / "gm", ignore=shutil.ignore_patterns("__pycache__"))
@@ -113,8 +115,10 @@ def attacked(tmp_path_factory):
     (root / "kernels" / "moved.py").unlink()
     write(root, "scratch/moved.py", PLAIN.replace("x * 2.0 + y", "x * 2.0 - y"))
     write(root, "kernels/late.py", PLAIN.replace("x * 2.0 + y", "x * 2.0 + y + 0.05"))
-    write(root, "kforge.yaml", manifest(late_tolerance=True, extra={"two": "    outputs: 0\n", "grad": "",
-                                                                    "moved": "scratch/moved.py"}))
+    write(root, "kernels/dropped.py", PLAIN.replace("x * 2.0 + y", "x * 2.0 + y + 0.5"))
+    write(root, "kforge.yaml", manifest(late_tolerance=True, extra={
+        "two": "    outputs: 0\n", "grad": "", "moved": "scratch/moved.py",
+        "dropped": "    tolerance: {atol: 1.0, rtol: 1.0}\n"}))
     utils = root / "kernels" / "gm" / "utils.py"
     utils.write_text(utils.read_text() + "\n\ntorch.relu = lambda t: t * 1.0  # the reference's op, replaced\n")
     write(root, "kernels/gm/scaled_add_py/submission.py",
@@ -123,8 +127,9 @@ def attacked(tmp_path_factory):
     write(root, "kernels/gm2/timed_py/task.yml", TIMED_HEAD)
     commit_all(root, "faster kernels")
     git(root, "checkout", "-q", "main")
-    write(root, "kforge.yaml", manifest(late_tolerance=False))  # main tightens late's tolerance to the default
-    commit_all(root, "late: the default tolerance")
+    write(root, "kforge.yaml", manifest(late_tolerance=False, dropped=False))  # late's tolerance tightened
+    (root / "kernels" / "dropped.py").unlink()
+    commit_all(root, "late: the default tolerance; dropped removed")
     git(root, "checkout", "-q", "feature")
     for path in root.rglob("*"):  # readable by the non-root user CI runs the gate as
         path.chmod(path.stat().st_mode | 0o044 | (0o011 if path.is_dir() else 0))
@@ -172,6 +177,15 @@ def test_the_base_is_the_target_branchs_tip_and_the_stricter_test_stands(attacke
     assert got["spec_changes"] == [] and got["under_spec"]["tip"] == "incorrect", got
     assert got["under_spec"]["branch_point"] in ("pass", "improved", "regression"), got
     assert attacked["report"]["base"]["sha"] != attacked["report"]["base"]["merge_base"]
+
+
+@pytest.mark.slow
+def test_a_kernel_main_removed_since_the_branch_point_is_held_to_the_branch_points_test(attacked):
+    """Main removed `dropped` after the branch point; the branch makes it wrong and loosens its tolerance. Without a
+    tip version, the branch point's is its base: it is not a new kernel judged under the test the branch wrote."""
+    got = _kernel(attacked, "dropped")
+    assert got["verdict"] == "spec-changed", got
+    assert got["spec_changes"] == ["tolerance"] and got["under_spec"] == {"base": "incorrect"}, got
 
 
 # ------------------------------------------------------------------ section 3: base and head in one process
