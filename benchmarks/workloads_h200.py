@@ -175,8 +175,8 @@ def main() -> int:
     all_specs = specs()
     spec = all_specs[args.workload]
     device = args.device
-    results: dict = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__, "args": vars(args),
-                     "isolation": settings.isolation, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    results: dict = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+                     "torch": torch.__version__, "args": vars(args), "isolation": settings.isolation, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     phases = args.phases.split(",")
     started = time.monotonic()
 
