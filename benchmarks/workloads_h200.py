@@ -11,8 +11,10 @@ Phases (--phases, comma-separated):
   calibrated in this process to slow the whole workload by --slowdown (no sleeps), judged at --threshold by the
   gate's rule (kforge_bot.gate.decision.timing_decision): caught when `regression`.
 
-Prints a table and writes --out/workloads_h200.json. On the device: PYTHONPATH=$PWD bash -c '. benchmarks/
-device_sandbox.sh; timeout 530 python3 benchmarks/workloads_h200.py --out $OUT'.
+Prints a table and writes --out/workloads_h200.json. No measurement starts after --max-seconds. On the device:
+  PYTHONPATH=$PWD bash -c '. benchmarks/device_sandbox.sh; timeout 540 python3 benchmarks/workloads_h200.py --out $OUT'
+Each measurement is at least 6 pairs (12 fresh processes): where the 22 measurements do not fit one call, split it
+(--phases triton,aa then --phases slowdown).
 """
 
 from __future__ import annotations
@@ -65,54 +67,69 @@ def eager(spec: WorkloadSpec) -> WorkloadSpec:
                    inputs_file="tinylm/workload_eager.py", inputs_module="tinylm.workload_eager")
 
 
-def slow_overlay(extra: int, fraction: float, folder: Path) -> dict[str, str]:
-    source = (EXAMPLES / "triton" / "rmsnorm.py").read_text() + SLOW_TAIL.format(extra=extra, fraction=fraction)
-    path = folder / "rmsnorm.py"
-    path.write_text(source)
-    return {"rmsnorm": str(path)}
+# The module whose RMSNorm the slower variant replaces, per device: the bundled Triton kernel on a GPU, the eager
+# ops on the CPU (a smoke run of this script where Triton does not run).
+RMSNORM_MODULE = {"cuda": ("rmsnorm", EXAMPLES / "triton" / "rmsnorm.py"),
+                  "cpu": ("tinylm.ops_eager", EXAMPLES / "tinylm" / "ops_eager.py")}
 
 
-def in_process_ms(spec: WorkloadSpec, rmsnorm_source: str | None, calls: int = 20) -> float:
+def slow_source(device: str, extra: int, fraction: float) -> str:
+    return RMSNORM_MODULE[device][1].read_text() + SLOW_TAIL.format(extra=extra, fraction=fraction)
+
+
+def slow_overlay(device: str, extra: int, fraction: float, folder: Path) -> dict[str, str]:
+    path = folder / RMSNORM_MODULE[device][1].name
+    path.write_text(slow_source(device, extra, fraction))
+    return {RMSNORM_MODULE[device][0]: str(path)}
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def in_process_ms(spec: WorkloadSpec, device: str, rmsnorm_source: str | None, calls: int = 20) -> float:
     """The workload's median call time in this process (calibration only: the measurements are the sandboxed
-    pairs), with the module `rmsnorm` replaced by `rmsnorm_source` where given."""
+    pairs), with the RMSNorm module replaced by `rmsnorm_source` where given."""
+    name, _ = RMSNORM_MODULE[device]
     sys.path[:0] = [p for p in spec.sys_paths if p not in sys.path]
     import importlib
 
-    for name in [n for n in sys.modules if n == "rmsnorm" or n.startswith("tinylm")]:
-        del sys.modules[name]
+    for loaded in [n for n in sys.modules if n == "rmsnorm" or n.startswith("tinylm")]:
+        del sys.modules[loaded]
     if rmsnorm_source is not None:
-        module = type(sys)("rmsnorm")
+        module = type(sys)(name)
         folder = Path(tempfile.mkdtemp())
-        (folder / "rmsnorm.py").write_text(rmsnorm_source)
-        module.__file__ = str(folder / "rmsnorm.py")
-        exec(compile(rmsnorm_source, module.__file__, "exec"), module.__dict__)
-        sys.modules["rmsnorm"] = module
+        (folder / "rmsnorm_variant.py").write_text(rmsnorm_source)
+        module.__file__ = str(folder / "rmsnorm_variant.py")
+        exec(compile(rmsnorm_source, module.__file__, "exec"), module.__dict__)  # noqa: S102 - our own variant
+        sys.modules[name] = module
     program = importlib.import_module(spec.module)
-    inputs = program.make_inputs(seed=spec.seed, device="cuda", **spec.args)
+    inputs = program.make_inputs(seed=spec.seed, device=device, **spec.args)
     entry = getattr(program, spec.entry)
     for _ in range(3):
         entry(*inputs)
-    torch.cuda.synchronize()
+    sync(device)
     times = []
     for _ in range(calls):
         start = time.perf_counter()
         entry(*inputs)
-        torch.cuda.synchronize()
+        sync(device)
         times.append((time.perf_counter() - start) * 1e3)
     del inputs
-    torch.cuda.empty_cache()
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return sorted(times)[len(times) // 2]
 
 
-def calibrate(spec: WorkloadSpec, slowdown: float) -> tuple[int, float, float]:
+def calibrate(spec: WorkloadSpec, device: str, slowdown: float) -> tuple[int, float, float]:
     """(EXTRA, FRACTION, the in-process slowdown they gave) for a head `slowdown` slower end to end."""
-    base_src = (EXAMPLES / "triton" / "rmsnorm.py").read_text()
-    t0 = in_process_ms(spec, None)
-    t1 = in_process_ms(spec, base_src + SLOW_TAIL.format(extra=1, fraction=0.0))
-    per_pass = max(t1 - t0, 1e-6) / t0  # one whole extra pass, relative to the workload
-    passes = slowdown / per_pass
-    extra, fraction = int(passes), min(1.0, passes - int(passes))
-    got = in_process_ms(spec, base_src + SLOW_TAIL.format(extra=extra, fraction=fraction)) / t0 - 1.0
+    t0 = in_process_ms(spec, device, None)
+    t1 = in_process_ms(spec, device, slow_source(device, 1, 0.0))
+    per_pass = max((t1 - t0) / t0, 0.002)  # one whole extra pass, relative to the workload (noise: a floor)
+    passes = min(slowdown / per_pass, 20.0)
+    extra, fraction = int(passes), passes - int(passes)
+    got = in_process_ms(spec, device, slow_source(device, extra, fraction)) / t0 - 1.0
     return extra, fraction, got
 
 
@@ -144,6 +161,10 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=60.0, help="seconds per measurement")
     ap.add_argument("--slowdown", type=float, default=0.02)
     ap.add_argument("--threshold", type=float, default=0.01, help="the slowdown runs' gate.workloads threshold")
+    ap.add_argument("--device", default="cuda", choices=sorted(RMSNORM_MODULE),
+                    help="cpu: a smoke run of the script (tinylm_decode_cpu, eager kernels)")
+    ap.add_argument("--max-seconds", type=float, default=510.0,
+                    help="no new measurement starts after this many seconds (the JSON says what ran)")
     ap.add_argument("--out", default="gpu-out")
     args = ap.parse_args()
     out = Path(args.out)
@@ -153,38 +174,52 @@ def main() -> int:
                     budget_s=args.budget_s)
     all_specs = specs()
     spec = all_specs[args.workload]
-    results: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "args": vars(args),
-                     "isolation": settings.isolation, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    device = args.device
+    results: dict = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+                     "torch": torch.__version__, "args": vars(args), "isolation": settings.isolation, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     phases = args.phases.split(",")
     started = time.monotonic()
+
+    def time_left() -> bool:
+        if time.monotonic() - started < args.max_seconds:
+            return True
+        results["cut_short"] = f"stopped at --max-seconds {args.max_seconds:g}"
+        return False
+
     print(f"{results['device']}, torch {torch.__version__}; workload {spec.name} ({spec.args})", flush=True)
     if "triton" in phases:
         results["eager_vs_triton"] = []
         for name, w in all_specs.items():
-            if "cuda" not in w.targets:
+            if not time_left():
+                break
+            if device not in w.targets or w.module == "tinylm.workload_eager":
                 continue
-            m = measure(Side("eager", eager(w)), Side("triton", w), "cuda", settings, budget, judge_outputs=False)
+            m = measure(Side("eager", eager(w)), Side("triton", w), device, settings, budget, judge_outputs=False)
             r = row(f"{name}: eager -> triton", m)
             show(r)
             results["eager_vs_triton"].append(r)
     if "aa" in phases:
         results["aa"] = []
         for i in range(args.runs):
-            r = row(f"A/A {i + 1}", measure(Side("base", spec), Side("head", spec), "cuda", settings, budget))
+            if not time_left():
+                break
+            r = row(f"A/A {i + 1}", measure(Side("base", spec), Side("head", spec), device, settings, budget))
             show(r)
             results["aa"].append(r)
         aa = results["aa"]
         print(f"A/A: {sum(r['contains_1'] for r in aa)}/{len(aa)} intervals contain 1.0; half-width <= "
               f"{args.precision:.2%} in {sum((r['half_width'] or math.inf) <= args.precision for r in aa)}/{len(aa)}")
-    if "slowdown" in phases:
-        extra, fraction, got = calibrate(spec, args.slowdown)
+    if "slowdown" in phases and time_left():
+        extra, fraction, got = calibrate(spec, device, args.slowdown)
         print(f"slower variant: {extra} extra RMSNorm pass(es) + {fraction:.3f} of the rows once more: "
               f"{got:+.2%} end to end in process", flush=True)
         results["slowdown"] = {"extra": extra, "fraction": fraction, "in_process": got, "runs": []}
         folder = Path(tempfile.mkdtemp(prefix="kforge-slow-"))
-        overlay = slow_overlay(extra, fraction, folder)
+        overlay = slow_overlay(device, extra, fraction, folder)
         for i in range(args.runs):
-            m = measure(Side("base", spec), Side("slow", spec, overlay, readable=(str(folder),)), "cuda", settings,
+            if not time_left():
+                break
+            m = measure(Side("base", spec), Side("slow", spec, overlay, readable=(str(folder),)), device, settings,
                         budget)
             r = row(f"slowdown {i + 1}", m, args.threshold)
             show(r)
@@ -193,6 +228,8 @@ def main() -> int:
         print(f"slowdown of {got:+.2%}: caught {sum(r['decision'] == 'regression' for r in runs)}/{len(runs)} at the "
               f"{args.threshold:.1%} threshold")
     results["seconds"] = round(time.monotonic() - started, 1)
+    if results.get("cut_short"):
+        print(results["cut_short"])
     (out / "workloads_h200.json").write_text(json.dumps(results, indent=1))
     print(f"total {results['seconds']} s")
     return 0

@@ -110,6 +110,8 @@ def test_optimize_writes_the_hardware_counters_before_and_after(tmp_path):
 def test_gate_cli_fails_a_slowed_kernel_and_passes_an_unrelated_change(tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(EXAMPLES, repo)
+    # rmsnorm is in tinylm's workloads too (docs/workloads.md): a bounded budget for them keeps this test's time.
+    (repo / "policy.yml").write_text("version: 1\ngate:\n  workloads: {budget_s: 60, max_pairs: 8}\n")
     git = ["git", "-C", str(repo)]
     env = _env()
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True, env=env)
@@ -123,19 +125,25 @@ def test_gate_cli_fails_a_slowed_kernel_and_passes_an_unrelated_change(tmp_path)
     kernel.write_text(slowed)
     subprocess.run([*git, "commit", "-qam", "rmsnorm: copy the input first"], check=True, env=env)
     proc, wall = _cli("gate", "--base", "HEAD~1", "--head", "HEAD", "--target", "cuda", "--repo", str(repo),
-                      "--json", str(tmp_path / "gate.json"), "--no-cache", github_actions=True)
+                      "--policy", str(repo / "policy.yml"), "--json", str(tmp_path / "gate.json"), "--no-cache",
+                      github_actions=True)
     report = json.loads((tmp_path / "gate.json").read_text())
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     verdicts = {k["name"]: k for k in report["kernels"]}
     assert verdicts["rmsnorm_triton"]["verdict"] == "regression", verdicts
     assert "::error file=" in proc.stdout and "rmsnorm.py" in proc.stdout
-    slowed_figures = {"wall_s": round(wall, 1), "change": verdicts["rmsnorm_triton"]["change"]}
+    workloads = {w["name"]: w for w in report["workloads"]}
+    assert set(workloads) == {"tinylm_prefill", "tinylm_decode"}, workloads  # both import the changed kernel
+    slowed_figures = {"wall_s": round(wall, 1), "change": verdicts["rmsnorm_triton"]["change"],
+                      "workloads": {n: {"verdict": w["verdict"], "change": w["change"], "pairs": w["pairs"],
+                                        "noise_floor": w["noise_floor"]} for n, w in workloads.items()}}
 
     (repo / "README.txt").write_text("an unrelated change\n")
     subprocess.run([*git, "add", "README.txt"], check=True, env=env)
     subprocess.run([*git, "commit", "-qm", "docs"], check=True, env=env)
     proc, wall_unrelated = _cli("gate", "--base", "HEAD~1", "--head", "HEAD", "--target", "cuda", "--repo",
-                                str(repo), "--json", str(tmp_path / "gate2.json"), "--no-cache")
+                                str(repo), "--policy", str(repo / "policy.yml"), "--json", str(tmp_path / "gate2.json"),
+                                "--no-cache")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert json.loads((tmp_path / "gate2.json").read_text())["kernels"] == []
     _record("gate: rmsnorm_triton made to copy its input (base vs head)", regression=slowed_figures,

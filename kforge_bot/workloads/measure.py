@@ -84,6 +84,7 @@ class WorkloadMeasurement:
     noise_floor: float | None = None  # median |b_i/b_(i+1) - 1| over successive base processes
     stop: str = ""
     warmup_ms: dict[str, list[float]] = field(default_factory=dict)  # the first process's of each side
+    setup_s: dict[str, float] = field(default_factory=dict)  # building the inputs (the model), untimed, likewise
     wall_s: float = 0.0
 
     @property
@@ -95,7 +96,7 @@ class WorkloadMeasurement:
                 "base_ms": [round(t, 4) for t in self.base_ms], "head_ms": [round(t, 4) for t in self.head_ms],
                 "speedup": self.speedup, "speedup_ci": list(self.speedup_ci) if self.speedup_ci else None,
                 "half_width": self.half_width, "noise_floor": self.noise_floor, "stop": self.stop,
-                "warmup_ms": self.warmup_ms, "wall_s": round(self.wall_s, 3)}
+                "warmup_ms": self.warmup_ms, "setup_s": self.setup_s, "wall_s": round(self.wall_s, 3)}
 
 
 def run_side(side: Side, kind: str, settings: EvalSettings, process: WorkloadProcess | None = None) -> Run:
@@ -169,6 +170,7 @@ def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: B
         b, h = runs[base.label], runs[head.label]
         if not m.head_ms:
             m.warmup_ms = {"base": [round(t, 3) for t in b.warmup_ms], "head": [round(t, 3) for t in h.warmup_ms]}
+            m.setup_s = {"base": b.setup_s, "head": h.setup_s}
             wrong = mismatch(b.output or {}, h.output or {}, base.spec.compare) if b.output and h.output else \
                 "no output came back to compare"
             if wrong and judge_outputs:

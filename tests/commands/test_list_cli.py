@@ -18,7 +18,7 @@ def test_lists_the_bundled_examples_with_format_language_and_targets() -> None:
     assert result.exit_code == 0, result.output
     rows = {r["id"]: r for r in json.loads(result.output)["kernels"]}
     assert set(rows) == {"kernelbench/softmax_problem.py", "matmul_bias_relu_cpu", "matmul_bias_relu_triton",
-                         "rmsnorm_cuda", "rmsnorm_triton", "softmax_triton"}
+                         "rmsnorm_cuda", "rmsnorm_triton", "softmax_triton", "swiglu_triton"}
     assert rows["matmul_bias_relu_cpu"]["targets"] == ["cpu"] and rows["matmul_bias_relu_cpu"]["shape_sets"] == 2
     assert rows["kernelbench/softmax_problem.py"]["format"] == "kernelbench"
     assert all(r["error"] is None for r in rows.values())

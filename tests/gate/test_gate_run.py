@@ -496,7 +496,8 @@ def test_new_user_with_the_bundled_examples(tmp_path):
     # A verdict, not a measured ratio: on a loaded 2-core machine 3x the work read anywhere from 2x to 9x.
     assert entry["head_ms"] > entry["base_ms"] * (1 + entry["threshold"])
     assert sorted(report["unchanged"]) == ["kernelbench/softmax_problem.py", "matmul_bias_relu_triton", "rmsnorm_cuda",
-                                           "rmsnorm_triton", "softmax_triton"]
+                                           "rmsnorm_triton", "softmax_triton", "swiglu_triton"]
+    assert report["workloads"] == []  # the examples' workloads use none of the changed files
     assert "kforge-bot gate: failed" in proc.stdout
     # Into a pipe (a CI log): one whole line per kernel, not a table padded or folded to a width.
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("matmul_bias_relu_cpu: "))

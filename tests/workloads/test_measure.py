@@ -57,6 +57,7 @@ def test_the_same_kernel_from_the_head_matches_and_is_timed_with_its_warm_up(tmp
                 SETTINGS, ONE_PAIR)
     assert m.status == "ok" and m.pairs == 1 and m.stop == "1 pairs"
     assert len(m.warmup_ms["base"]) == 1 and len(m.warmup_ms["head"]) == 1
+    assert set(m.to_dict()["setup_s"]) == {"base", "head"}
 
 
 def test_a_head_that_fails_is_named(tmp_path: Path) -> None:
