@@ -25,9 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.config.reader import is_safe_name
 from kforge_bot.config.yamlcheck import did_you_mean
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import KERNEL_NAME_RE, TARGET_KINDS, module_name
+from kforge_bot.spec import TARGET_KINDS, module_name
 
 UNITS = ("tokens/s", "samples/s", "ms/step")
 COMPARISONS = ("tokens", "logits")
@@ -96,7 +97,7 @@ def load_workloads(manifest: str | Path, raw: Any) -> dict[str, WorkloadSpec]:
 
 
 def _workload(name: Any, entry: Any, manifest: Path) -> WorkloadSpec:
-    if not isinstance(name, str) or not KERNEL_NAME_RE.fullmatch(name):
+    if not is_safe_name(name):
         raise KforgeError(f"workloads: {ascii(name)[:40]} is not a name (letters, digits and ._-, at most 64)",
                           path=manifest)
     where = f"workloads.{name}"
