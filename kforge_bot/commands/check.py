@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -361,7 +362,10 @@ def _check_all(repo: Path, policy: Any, target: TargetChoice, settings_for: Call
                           hint="add a kforge.yaml or KernelBench files within the policy's kernel_paths")
     click.echo(announcement(isolation), err=True)
     rows: list[dict[str, Any]] = []
-    for managed in kernels:
+    started = time.monotonic()
+    for number, managed in enumerate(kernels, 1):
+        # Progress on stderr before each kernel (a long run is never silent), the verdicts on stdout as they come.
+        click.echo(f"[{number}/{len(kernels)}] {managed.id} ({time.monotonic() - started:.0f} s so far)", err=True)
         row: dict[str, Any] = {"kernel": managed.id, "file": managed.file}
         if managed.spec is None:
             row.update(verdict="error", reason=f"does not load: {managed.error}")
@@ -382,6 +386,7 @@ def _check_all(repo: Path, policy: Any, target: TargetChoice, settings_for: Call
                                speedup=result.speedup, speedup_ci=result.speedup_ci, report=result.to_dict())
         rows.append(row)
         click.echo(f"{row['kernel']}: {row['verdict']}: {row['reason']}")
+        sys.stdout.flush()  # a pipe (a CI log) shows each verdict when it comes, not all of them at the end
     for note in notes:
         click.echo(f"note: {note}", err=True)
     failed = [r for r in rows if r["verdict"] not in ("pass", "skipped")]
