@@ -33,7 +33,7 @@ from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.baselines import against_baselines, measure_compiled, requested_compiled
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.references import ReferenceStore
-from kforge_bot.evaluate.result import EvalResult, EvalSettings, directions_text
+from kforge_bot.evaluate.result import EvalResult, EvalSettings, case_breakdown, directions_text
 from kforge_bot.evaluate.shapes import DEFINITION, geomean_times, text_lines
 from kforge_bot.spec import (
     Implementation,
@@ -91,23 +91,6 @@ def resolve_candidate(spec: KernelSpec, candidate_path: Path | None) -> tuple[Im
     # The reference's path as the manifest names it where it is the kernel's own file (cpu/x.py, not x.py).
     where = spec.kernel_file if reference.source == kernel.source else reference.filename
     return kernel, reference, f"{spec.kernel_file}:{spec.entry} vs reference {where}:{reference.symbol}"
-
-
-def _case_breakdown(correctness: dict[str, Any]) -> str:
-    """What the compared outputs were, so the count adds up: the seeds on each shape set, the same buffers
-    refilled, the timed runs, and the checks after timing."""
-    kinds = {"seed": 0, "again": 0, "timed": 0, "changed": 0, "moved": 0}
-    for record in correctness.get("records", []):
-        label = record["case"]
-        kind = ("again" if "called again" in label else "timed" if label.startswith("timed run")
-                else "changed" if "elements changed" in label else "moved" if "buffers" in label else "seed")
-        kinds[kind] += 1
-    seeds, shapes = len(correctness.get("seeds", [])), len(correctness.get("shape_sets", []))
-    parts = [f"{kinds['seed']} = {seeds} seed(s) x {shapes} shape set(s)"]
-    names = {"again": "same buffers refilled", "timed": "timed runs", "changed": "input elements changed",
-             "moved": "inputs moved between buffers"}
-    parts += [f"{kinds[k]} {names[k]}" for k in ("again", "timed", "changed", "moved") if kinds[k]]
-    return ", ".join(parts)
 
 
 def _parses(source: str) -> bool:
@@ -179,7 +162,7 @@ def render(result: EvalResult, title: str) -> None:
     console.print(f"reason: {result.reason}", markup=False, soft_wrap=True)
     corr = result.correctness
     if corr.get("cases_checked"):
-        console.print(f"correctness: {corr['cases_checked']} outputs compared ({_case_breakdown(corr)}), "
+        console.print(f"correctness: {corr['cases_checked']} outputs compared ({case_breakdown(corr)}), "
                       f"max abs error {corr['max_abs_error']:.3g}, max relative error {corr['max_rel_norm_error']:.3g}")
     fit = result.details.get("memory_fit")
     if fit:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate.result import directions_text
+from kforge_bot.evaluate.result import case_breakdown, directions_text
 from kforge_bot.evaluate.shapes import DEFINITION, geomean_times, markdown_table, regression_text
 from kforge_bot.optimize.counters import section, tool_title
 from kforge_bot.optimize.record import IterationRecord, RunRecord
@@ -111,8 +111,8 @@ def _result(record: RunRecord) -> str:
     result = best.result or {}
     corr = result.get("correctness") or {}
     cases = corr.get("cases_checked")
-    checked = (f", correct on {cases} cases ({len(corr.get('seeds') or [])} seeds x "
-               f"{len(corr.get('shape_sets') or [])} shape sets, {corr.get('timed_outputs_checked', 0)} timed outputs; "
+    # The count and what it is made of, as `check` says it: each kind of compared output, adding up to the count.
+    checked = (f", correct on {cases} compared outputs ({case_breakdown(corr)}; "
                f"max abs error {_num(corr.get('max_abs_error'))})") if cases else ""
     change = f" ({best.change})" if best.change else ""
     where = f" Written to `{written}`." if written else " Not written anywhere (no --out or --write)."
