@@ -55,10 +55,6 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    # torch's compiler caches in /tmp/torchinductor_<user> unless told otherwise, and every command that imports it
-    # left that folder behind: the user's cache folder keeps it instead (workers get their scratch's, isolation.py).
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache, "kforge-bot", "inductor"))
     guarded = os.environ.get("GITHUB_ACTIONS") == "true"
     originals = sys.stdout, sys.stderr
     if guarded:  # under Actions no line the bot prints can be a workflow command but its own (kforge_bot/text.py)
