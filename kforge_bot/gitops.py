@@ -436,8 +436,12 @@ def worktree(repo_path: str | Path, rev: str) -> Iterator[Path]:
     sha = resolve(repo_path, rev)
     tmp = Path(tempfile.mkdtemp(prefix="kforge-wt-"))
     path = tmp / "tree"
-    _cli(repo_path, *_neutral_filters(repo_path), "worktree", "add", "--detach", "--quiet", str(path), sha,
-         what=f"cannot check out {rev}")
+    try:
+        _cli(repo_path, *_neutral_filters(repo_path), "worktree", "add", "--detach", "--quiet", str(path), sha,
+             what=f"cannot check out {rev}")
+    except BaseException:  # a read-only checkout refuses the worktree: nothing of ours may stay behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     try:
         yield path
     finally:

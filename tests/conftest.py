@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,31 @@ OPTIMIZE_FIXTURE = Path(__file__).parent / "data" / "optimize"
 # PYTHONPATH put it first too).
 QUIET_MACHINE = Path(__file__).parent / "fakes" / "quiet_machine"
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(QUIET_MACHINE), os.environ.get("PYTHONPATH", "")) if p)
+
+# Nothing left behind: every temporary folder of the suite, of its subprocesses and of the code under test goes to
+# one session folder (TMPDIR, which tempfile, the workers and torch follow), removed when the session ends, so
+# /tmp is as it was. Before that, the folders the code under test must remove itself (its scratch: a git worktree,
+# the sandbox's private folders, a profiler's, doctor's, torch's compiler cache) are looked for there, and any one
+# found fails the session. Folders a test keeps on purpose (a report a user would read, a test's own cache) are
+# removed with the session folder.
+SESSION_TMP = Path(tempfile.mkdtemp(prefix="kforge-suite-"))
+os.environ["TMPDIR"] = str(SESSION_TMP)
+tempfile.tempdir = str(SESSION_TMP)
+SCRATCH_PATTERNS = ("kforge-wt-*", ".private", "torchinductor_*", "kforge-sandbox-probe-*", "kforge-doctor-*",
+                    "kforge-profile-*", "kforge-ncu-*")
+
+
+def scratch_left_behind(folder: Path) -> list[str]:
+    """The code under test's scratch folders still in `folder`."""
+    return sorted(p.name for pattern in SCRATCH_PATTERNS for p in folder.glob(pattern))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    left = scratch_left_behind(SESSION_TMP)
+    shutil.rmtree(SESSION_TMP, ignore_errors=True)
+    if left:
+        print(f"\nleft behind in the temporary folder by the code under test: {', '.join(left)}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -269,3 +271,17 @@ except Exception as exc:
                           cwd=str(Path(__file__).parents[1]))
     assert proc.returncode == 0, proc.stderr
     assert "GitPython is not installed" in proc.stdout  # the bot's own writes still say what is missing
+
+
+def test_a_worktree_git_refuses_leaves_no_temporary_folder(repos, tmp_path, monkeypatch):
+    """A checkout where git cannot add a worktree (read-only, or as here its worktrees folder a file, which fails
+    for root too) gets a one-line error, and the temporary folder made for the worktree is gone."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    worktrees = Path(repos.clone) / ".git" / "worktrees"
+    shutil.rmtree(worktrees, ignore_errors=True)
+    worktrees.write_text("not a folder")
+    with pytest.raises(KforgeError, match="cannot check out"):
+        with gitops.worktree(repos.clone, repos.head_sha):
+            pass
+    assert list((tmp_path / "tmp").iterdir()) == []

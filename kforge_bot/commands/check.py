@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.baselines import against_baselines, measure_compiled, requested_compiled
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.references import ReferenceStore
-from kforge_bot.evaluate.result import EvalResult, EvalSettings, directions_text
+from kforge_bot.evaluate.result import EvalResult, EvalSettings, case_breakdown, directions_text
 from kforge_bot.evaluate.shapes import DEFINITION, geomean_times, text_lines
 from kforge_bot.spec import (
     Implementation,
@@ -105,23 +106,6 @@ def heldout_lines(variants: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _case_breakdown(correctness: dict[str, Any]) -> str:
-    """What the compared outputs were, so the count adds up: the seeds on each shape set, the same buffers
-    refilled, the timed runs, and the checks after timing."""
-    kinds = {"seed": 0, "again": 0, "timed": 0, "changed": 0, "moved": 0}
-    for record in correctness.get("records", []):
-        label = record["case"]
-        kind = ("again" if "called again" in label else "timed" if label.startswith("timed run")
-                else "changed" if "elements changed" in label else "moved" if "buffers" in label else "seed")
-        kinds[kind] += 1
-    seeds, shapes = len(correctness.get("seeds", [])), len(correctness.get("shape_sets", []))
-    parts = [f"{kinds['seed']} = {seeds} seed(s) x {shapes} shape set(s)"]
-    names = {"again": "same buffers refilled", "timed": "timed runs", "changed": "input elements changed",
-             "moved": "inputs moved between buffers"}
-    parts += [f"{kinds[k]} {names[k]}" for k in ("again", "timed", "changed", "moved") if kinds[k]]
-    return ", ".join(parts)
-
-
 def _parses(source: str) -> bool:
     """A candidate that does not parse is a compile error (exit 1, with the compiler's message), not a usage error."""
     try:
@@ -191,7 +175,7 @@ def render(result: EvalResult, title: str) -> None:
     console.print(f"reason: {result.reason}", markup=False, soft_wrap=True)
     corr = result.correctness
     if corr.get("cases_checked"):
-        console.print(f"correctness: {corr['cases_checked']} outputs compared ({_case_breakdown(corr)}), "
+        console.print(f"correctness: {corr['cases_checked']} outputs compared ({case_breakdown(corr)}), "
                       f"max abs error {corr['max_abs_error']:.3g}, max relative error {corr['max_rel_norm_error']:.3g}")
     for line in heldout_lines(corr.get("heldout") or []):
         console.print(line, markup=False, soft_wrap=True)
@@ -381,7 +365,10 @@ def _check_all(repo: Path, policy: Any, target: TargetChoice, settings_for: Call
                           hint="add a kforge.yaml or KernelBench files within the policy's kernel_paths")
     click.echo(announcement(isolation), err=True)
     rows: list[dict[str, Any]] = []
-    for managed in kernels:
+    started = time.monotonic()
+    for number, managed in enumerate(kernels, 1):
+        # Progress on stderr before each kernel (a long run is never silent), the verdicts on stdout as they come.
+        click.echo(f"[{number}/{len(kernels)}] {managed.id} ({time.monotonic() - started:.0f} s so far)", err=True)
         row: dict[str, Any] = {"kernel": managed.id, "file": managed.file}
         if managed.spec is None:
             row.update(verdict="error", reason=f"does not load: {managed.error}")
@@ -402,6 +389,7 @@ def _check_all(repo: Path, policy: Any, target: TargetChoice, settings_for: Call
                                speedup=result.speedup, speedup_ci=result.speedup_ci, report=result.to_dict())
         rows.append(row)
         click.echo(f"{row['kernel']}: {row['verdict']}: {row['reason']}")
+        sys.stdout.flush()  # a pipe (a CI log) shows each verdict when it comes, not all of them at the end
     for note in notes:
         click.echo(f"note: {note}", err=True)
     failed = [r for r in rows if r["verdict"] not in ("pass", "skipped")]

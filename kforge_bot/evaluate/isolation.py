@@ -27,6 +27,7 @@ import shutil
 import site
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,9 +95,10 @@ def probe() -> SandboxStatus:
         return SandboxStatus(False, problem="bubblewrap (bwrap) is not installed", hint=INSTALL_HINT)
     try:
         version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
-        scratch = Path(os.environ.get("TMPDIR", "/tmp"))
-        argv = command(["/bin/sh", "-c", "exit 0"], View(scratch=scratch), path)
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        # A scratch of its own, removed after: the temp folder itself would keep the sandbox's private folders.
+        with tempfile.TemporaryDirectory(prefix="kforge-sandbox-probe-") as scratch:
+            argv = command(["/bin/sh", "-c", "exit 0"], View(scratch=Path(scratch)), path)
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return SandboxStatus(False, path=path, problem=f"bwrap could not start ({exc})", hint=INSTALL_HINT)
     if proc.returncode != 0:
@@ -291,7 +293,8 @@ def environment(base: dict[str, str], view: View) -> dict[str, str]:
     # Every cache in the scratch: the user's own cache folders are not visible, let alone writable, inside.
     env.update({"HOME": str(home), "TMPDIR": str(home / "tmp"), "XDG_CACHE_HOME": str(home / "cache"),
                 "TRITON_CACHE_DIR": str(home / "triton"), "CUDA_CACHE_PATH": str(home / "nv"),
-                "TORCH_EXTENSIONS_DIR": str(home / "torch_extensions"), "KFORGE_EXTENSIONS_PRIVATE": EXTENSIONS_MOUNT})
+                "TORCH_EXTENSIONS_DIR": str(home / "torch_extensions"), "KFORGE_EXTENSIONS_PRIVATE": EXTENSIONS_MOUNT,
+                "TORCHINDUCTOR_CACHE_DIR": str(home / "cache" / "torchinductor")})
     env.pop("PYTHONPYCACHEPREFIX", None)  # a host folder of the user's: not in the view
     if view.bytecode is not None:
         env["PYTHONPYCACHEPREFIX"] = BYTECODE_MOUNT

@@ -128,3 +128,20 @@ def directions_text(directions: dict[str, Any]) -> str:
             ci = figures.get("speedup_ci")
             parts.append(f"{name} {figures['speedup']:.3f}x" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else ""))
     return ", ".join(parts)
+
+
+def case_breakdown(correctness: dict[str, Any]) -> str:
+    """What the compared outputs were, so the count adds up: the seeds on each shape set, the same buffers
+    refilled, the timed runs, and the checks after timing."""
+    kinds = {"seed": 0, "again": 0, "timed": 0, "changed": 0, "moved": 0}
+    for record in correctness.get("records", []):
+        label = record["case"]
+        kind = ("again" if "called again" in label else "timed" if label.startswith("timed run")
+                else "changed" if "elements changed" in label else "moved" if "buffers" in label else "seed")
+        kinds[kind] += 1
+    seeds, shapes = len(correctness.get("seeds", [])), len(correctness.get("shape_sets", []))
+    parts = [f"{kinds['seed']} = {seeds} seed(s) x {shapes} shape set(s)"]
+    names = {"again": "same buffers refilled", "timed": "timed runs", "changed": "input elements changed",
+             "moved": "inputs moved between buffers"}
+    parts += [f"{kinds[k]} {names[k]}" for k in ("again", "timed", "changed", "moved") if kinds[k]]
+    return ", ".join(parts)

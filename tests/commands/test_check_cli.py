@@ -156,6 +156,8 @@ def test_check_all_judges_every_managed_kernel_a_line_each(tmp_path: Path) -> No
     assert any(line.startswith("problems/broken.py: error: ") and "no inputs today" in line for line in lines)
     assert "gpu_only: skipped: the kernel does not run on cpu (its targets: cuda)" in lines
     assert lines[-1] == "3 kernel(s): 1 correct, 1 not, 1 skipped (no cpu target)"
+    progress = [line.split(" (")[0] for line in proc.stderr.splitlines() if line.startswith("[")]
+    assert progress == ["[1/3] gpu_only", "[2/3] problems/broken.py", "[3/3] problems/softmax.py"], proc.stderr
     report = json.loads((tmp_path / "all.json").read_text())
     assert [k["verdict"] for k in report["kernels"]] == ["skipped", "error", "pass"]
     usage = _check("--all", repo, "--candidate", SOFTMAX)

@@ -112,3 +112,14 @@ def test_the_cli_half_never_imports_torch():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.stdout.strip() == "False", r.stderr
 
+
+
+def test_doctor_leaves_nothing_in_the_temporary_folder(tmp_path: Path) -> None:
+    """It left torch's compiler cache (torchinductor_<user>) and the sandbox probe's private folders there."""
+    (tmp_path / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}  # as a user's shell has it
+    env.update(TMPDIR=str(tmp_path / "tmp"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, "-m", "kforge_bot.cli", "doctor", "--target", "cpu", "--quick"],
+                       capture_output=True, text=True, cwd=REPO, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []

@@ -55,3 +55,16 @@ def test_a_failed_result_round_trips_and_is_neither_correct_nor_faster() -> None
     assert minimal.device_name == "" and minimal.details == {} and minimal.cached is False
     straddling = EvalResult(verdict="pass", reason="ok", target="cpu", speedup=1.01, speedup_ci=(0.99, 1.03))
     assert not straddling.faster  # the whole interval must lie above 1
+
+
+def test_the_case_breakdown_adds_up_to_the_count_of_compared_outputs() -> None:
+    """`check` and the optimize report say the count and what made it; the parts add up to the count."""
+    from kforge_bot.evaluate.result import case_breakdown
+
+    records = [{"case": f"shape set {s} seed {n}"} for s in range(2) for n in range(3)]
+    records += [{"case": "shape set 0 called again"}, {"case": "timed run 1"}, {"case": "timed run 2"},
+                {"case": "input elements changed"}, {"case": "inputs moved between buffers"}]
+    text = case_breakdown({"records": records, "seeds": [1, 2, 3], "shape_sets": [0, 1], "cases_checked": 11})
+    assert text == ("6 = 3 seed(s) x 2 shape set(s), 1 same buffers refilled, 2 timed runs, 1 input elements changed, "
+                    "1 inputs moved between buffers")
+    assert sum(int(part.split()[0]) for part in text.split(", ")) == 11

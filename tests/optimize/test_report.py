@@ -55,7 +55,7 @@ def test_markdown_of_an_improved_run_states_measured_figures(tmp_path: Path) -> 
     assert "Raise TILE_N to 64" in text
     # Both sides from the best's interleaved measurement (4 ms and 2 ms), not the first evaluation's 5 ms:
     # 8 MB in 4 ms = 2 GB/s = 2% of 100 GB/s; the best moves it in 2 ms.
-    assert "| median time per call (sum over shape sets) | 4.000 ms | 2.000 ms |" in text
+    assert "| median time per call | 4.000 ms | 2.000 ms |" in text
     assert "| achieved bandwidth | 2 GB/s | 4 GB/s |" in text
     assert "| fraction of peak bandwidth | 2.0% | 4.0% |" in text
     assert "![speedup per iteration](plot.png)" in text
@@ -68,7 +68,7 @@ def test_markdown_says_when_nothing_beat_the_kernel_as_written(tmp_path: Path) -
     assert "the original file was left untouched" in text
     assert "1.010x (0.970-1.050)" in text and "does not establish a speedup" in text
     assert "Plot skipped: matplotlib is not installed." in text
-    assert "| median time per call (sum over shape sets) | 5.000 ms | - |" in text
+    assert "| median time per call | 5.000 ms | - |" in text
     assert "faster** than" not in text
 
 
