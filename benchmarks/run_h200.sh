@@ -67,9 +67,9 @@ for step in $steps; do
                --time-budget "${GM_BUDGET:-1}" ${GM_ONLY:+--only "$GM_ONLY"} --out "$out" 2>&1 | grep -v "^\[" | tail -40 ;;  # .gpumode/: gpu-mode/reference-kernels
     l2-baselines) timeout ${L2_TIMEOUT:-540} python3 benchmarks/l2_gemm_baselines.py --kernelbench .kb --target cuda \
                --time-budget "${L2_BUDGET:-1.5}" ${L2_ARGS:-} --out "$out" 2>&1 | grep -v "^\[" | tail -60 ;;  # 37 problems: 8 GPUs
-    heldout) n=$(nvidia-smi -L 2>/dev/null | wc -l); n=${HELDOUT_SHARDS:-${n:-1}}; [ "$n" -ge 1 ] || n=1
+    heldout) gpus=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$gpus" -ge 1 ] || gpus=1; n=${HELDOUT_SHARDS:-$gpus}
              rm -rf /tmp/heldout-aa; for i in $(seq 0 $((n - 1))); do
-               CUDA_VISIBLE_DEVICES=$((i % $(nvidia-smi -L | wc -l))) timeout ${HELDOUT_TIMEOUT:-560} python3 benchmarks/heldout_aa.py \
+               CUDA_VISIBLE_DEVICES=$((i % gpus)) timeout ${HELDOUT_TIMEOUT:-560} python3 benchmarks/heldout_aa.py \
                  --kernelbench .kb --problems "${HELDOUT_PROBLEMS:-1/all,2/all}" --shard $i/$n --cost-every ${HELDOUT_COST_EVERY:-10} \
                  --max-seconds ${HELDOUT_MAX_S:-500} --out /tmp/heldout-aa > /tmp/heldout-aa-$i.log 2>&1 &
              done; wait; tail -2 /tmp/heldout-aa-*.log | grep -v "^$"

@@ -371,7 +371,9 @@ class CandidateRun:
         except Stop as stop:
             if stop.status not in ("crash", "compile_error"):
                 raise
-            raise Stop("incorrect", f"{stop.reason} (it runs on the listed shapes only?)", stop.detail) from None
+            hint = "; a kernel meant for some sizes only declares them: constraints: in kforge.yaml" \
+                if spec.format == "manifest" else ""
+            raise Stop("incorrect", f"{stop.reason} (it runs on the listed shapes only?{hint})", stop.detail) from None
         try:
             checks.check_plain_outputs(outputs, self.device.type)
             checks.check_no_alias(outputs if entry is None else entry.fresh(outputs), inputs, self.output_slots)

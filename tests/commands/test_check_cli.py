@@ -118,6 +118,8 @@ def test_without_a_candidate_a_kernelbench_problem_runs_against_itself(runs: dic
     assert run.returncode == 0, run.stdout + run.stderr
     assert "softmax.py: Model vs itself (A/A: no candidate given)" in run.stdout
     assert "pass" in run.stdout
+    # The held-out variants (evaluate.heldout): checked, never listed, never timed.
+    assert "held-out: 2 of 2 variant(s) checked" in run.stdout
 
 
 @pytest.mark.parametrize("name,needle", [

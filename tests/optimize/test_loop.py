@@ -466,3 +466,33 @@ def test_the_loop_alone_owns_the_token_budget_and_asks_nothing_more_once_a_sampl
     assert proposer.sources == ["never\n"]  # the third sample was never asked for: 600 tokens were spent
     assert [e["iteration"] for e in events(tmp_path, "result")] == [1, 2]  # what the round launched is judged
     assert proposer.observed == []  # nor is the proposer's analyst asked about them
+
+
+@pytest.mark.slow
+def test_a_held_out_failure_reaches_the_generator_as_one_line_without_the_variant(tmp_path: Path) -> None:
+    """Issue 42: a candidate right on the listed shape only is not accepted, and the generator is told that a held-out
+    shape failed, never which sizes, values or seed."""
+    from kforge_bot.agents.generator import HELD_OUT_FEEDBACK
+    from tests.evaluate.test_heldout_attacks import CANDIDATES, write_problem
+
+    spec = write_problem(tmp_path / "k", "manifest", "rownorm")
+    chunked = "import torch\n\n\ndef kernel(x):\n" + "".join(
+        f"    {line}\n" for line in CANDIDATES[("rownorm", "chunks256")].splitlines())
+    report = tmp_path / "report"
+    with ScriptedLLMServer([reply(ADVICE_A), reply(fenced(chunked)), reply(fenced(chunked)), reply(ADVICE_A)],
+                           api_key="test-key") as server:
+        config = RunConfig(target="cpu", budgets=Budgets(iterations=2, tokens=10**7),
+                           settings=EvalSettings(seeds=1, timing_budget_s=0.3, timeout_s=120),
+                           endpoint=Endpoint(server.base_url, "test-key", "kforge-test-model"))
+        run = OptimizeRun.open(spec, config, report)
+        outcome = run.run()
+        run.finish()
+        prompts = server.prompts()
+    first = outcome.record.iterations[1]
+    assert first.verdict == "incorrect" and first.reason.startswith("held-out variant"), first.reason
+    assert outcome.record.best is None or outcome.record.best.iteration != 1
+    label = first.reason.split(":", 1)[0]  # 'held-out variant 1 (rows=67, cols=1001; inputs x2.50+0.70, ...) seed N'
+    secrets = [label, label.rsplit(" seed ", 1)[1]] + re.findall(r"(?:rows|cols)=\d+", label)
+    assert HELD_OUT_FEEDBACK in prompts[2]
+    for secret in secrets:
+        assert secret not in prompts[2], secret
