@@ -3,7 +3,7 @@
 # Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [probe] [sandbox] [tests] [accept] [softmax] [agreement] [throughput] [aa-placement]
 #                    [output-probe] [eager-lead] [sweep] [l3-agreement]
 #                    [harness|harness-short] [tuner]
-#                    [gate|gate-slowdown|gate-spin] [scale] [parallel] [library]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
+#                    [gate|gate-slowdown|gate-spin] [scale] [parallel] [library] [libraries2]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
 #                    [gpumode] (gpu-mode/reference-kernels in .gpumode/) [l2-baselines] (KernelBench in .kb/; 8 GPUs)
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
 # The device returns at most 8 files from $OUT: keep one call's steps under that (the output tail of each step
@@ -30,6 +30,8 @@ for step in $steps; do
     library) timeout ${LIB_TIMEOUT:-560} python3 benchmarks/real_library.py --library "${LIB_DIR:-.libs/Liger-Kernel}" \
                ${LIB_BASE:+--base "$LIB_BASE"} ${LIB_HEAD:+--head "$LIB_HEAD"} --steps "${LIB_STEPS:-list,check,gate}" \
                ${LIB_TIMEOUTS:+--timeouts "$LIB_TIMEOUTS"} ${LIB_OPT_KERNEL:+--optimize-kernel "$LIB_OPT_KERNEL"} --out "$out" 2>&1 | tail -${LIB_TAIL:-80} ;;  # a real library through list --import, check --all, the gate (issue 30)
+    libraries2) timeout ${LIB2_TIMEOUT:-590} python3 benchmarks/real_libraries_round2.py --libs .libs ${LIB2_ONLY:+--only $LIB2_ONLY} \
+               --steps "${LIB2_STEPS:-check,init}" --out "$out" 2>&1 | tail -${LIB_TAIL:-120} ;;  # Liger-Kernel, FlagGems, attorch forward and backward; init's share that imports (issue 45)
     sandbox) python3 -c "from kforge_bot.doctor.probes import probe_sandbox; print(probe_sandbox('cuda'))"
              python3 benchmarks/sandbox_cost.py --devices cuda --runs 20 --json "$out/sandbox_cost_h200.json" ;;
     probe)   timeout 90 python3 benchmarks/worker_start.py; timeout 120 python3 benchmarks/ncu_probe.py --out "$out" ;;

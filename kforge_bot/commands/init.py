@@ -525,8 +525,9 @@ def _backward_lines(launcher: Launcher, backward: list[str]) -> list[str]:
     parameters are the upstream gradient, the forward's inputs and the values the forward returns."""
     node = launcher.module.defs[launcher.symbol]
     if launcher.kind == "autograd":
-        tensors = [p for p in _parameters(node) if p not in ("eps", "dim", "scale")]
-        return [f"    backward: {{inputs: [{', '.join(tensors[:2])}]}}  # review: the inputs whose gradients count"]
+        tensors = _float_tensor_parameters(node)
+        return [f"    backward: {{inputs: [{', '.join(tensors)}]}}  # review: the inputs whose gradients count"] \
+            if tensors else []
     for name in backward:
         mapped = _backward_args(node, launcher.module.defs.get(name))
         if mapped is not None:
@@ -535,6 +536,24 @@ def _backward_lines(launcher: Launcher, backward: list[str]) -> list[str]:
                     "  # review"]
     return [f"    # backward launcher {name} (its arguments could not be matched to the forward's; see docs/manifest.md"
             " for backward:)" for name in backward]
+
+
+_NOT_DIFFERENTIABLE = re.compile(r"eps|dim|scale|target|labels?|ignore_index|index|indices|mask|training|"
+                                 r"reduction|.*_(func|mode|size|p)$|(in_)?place|offset|position_ids", re.I)
+
+
+def _float_tensor_parameters(node: ast.stmt) -> list[str]:
+    """An autograd.Function's inputs that can carry gradients: those its forward annotates as tensors (where it
+    annotates any), less targets, indices and masks; else the parameters whose names say no setting."""
+    forward = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None) \
+        if isinstance(node, ast.ClassDef) else None
+    names = _parameters(node)
+    if forward is not None:
+        annotated = {a.arg: ast.unparse(a.annotation) for a in (*forward.args.posonlyargs, *forward.args.args)
+                     if a.annotation is not None}
+        if annotated:
+            names = [n for n in names if "Tensor" in annotated.get(n, "")]
+    return [n for n in names if not _NOT_DIFFERENTIABLE.fullmatch(n)][:4]
 
 
 def _backward_args(forward: ast.stmt, backward: ast.stmt | None) -> tuple[list[str], list[str]] | None:
@@ -631,12 +650,13 @@ def _python_files(repo: Path, scan: tuple[str, ...] = ()):
                 continue
 
 
-_KERNEL_MARKERS = ("triton", "load_inline", "cpp_extension")
+_KERNEL_MARKERS = ("triton", "load_inline", "cpp_extension", "get_init_inputs")  # get_init_inputs: KernelBench
 
 
 def _library_files(repo: Path, scan: tuple[str, ...] = ()) -> list[Path]:
-    """_python_files, less every top-level folder (tests aside) none of whose files mentions Triton or a torch
-    extension: an application beside the library (a server, a UI's backend) is read as text, never parsed."""
+    """_python_files, less every top-level folder (tests aside) none of whose files mentions Triton, a torch
+    extension or a KernelBench problem: an application beside the library (a server, a UI's backend) is read as
+    text, never parsed."""
     by_top: dict[str, list[Path]] = {}
     for path in _python_files(repo, scan):
         parts = path.relative_to(repo).parts
