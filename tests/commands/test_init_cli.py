@@ -361,7 +361,8 @@ def test_init_path_scans_one_folder_and_never_enters_an_application(tmp_path: Pa
     assert "server/api/routes.py" in read and not any(r.startswith("server/") for r in parsed)
     assert "src/srclib/ops/mm.py" in parsed and "tests/test_mm.py" in parsed
     only = {p.relative_to(repo).as_posix() for p in _python_files(repo, ("src/srclib/ops",))}
-    assert only == {"src/srclib/__init__.py", "src/srclib/ops/__init__.py", "src/srclib/ops/act.py", "src/srclib/ops/mm.py",
+    assert only == {"src/srclib/__init__.py", "src/srclib/ops/__init__.py", "src/srclib/ops/act.py",
+                    "src/srclib/ops/mm.py",
                     "src/srclib/ops/rms_norm.py",
                     "src/srclib/ops/rope.py", "tests/test_mm.py", "tests/test_rope.py"}
     result = CliRunner().invoke(cli, ["init", str(repo), "src/srclib/ops"])
