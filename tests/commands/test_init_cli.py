@@ -387,3 +387,22 @@ def test_init_over_the_kernel_cap_refuses_with_one_line_naming_it(tmp_path: Path
         assert "257 entries found, over the cap of 256 kernels in one manifest" in str(result.exception)
         assert "`kforge-bot init REPO FOLDER` scans only FOLDER" in str(result.exception)
     assert not (repo / "kforge.yaml").exists()
+
+
+def test_init_names_fit_the_kernel_name_rule_and_a_broken_manifest_fails_list(tmp_path: Path) -> None:
+    """Liger-Kernel's proposal named `ops.fused_neighborhood_attention.fused_neighborhood_attention_...` (over 64
+    characters): the whole manifest did not load, and `list` said it had no kernels. Names now fit, and a manifest
+    that does not load fails `list` and `check --all` with its line."""
+    repo = tmp_path / "repo"
+    long = "fused_neighborhood_attention_with_a_long_module_name"
+    (repo / "ops").mkdir(parents=True)
+    launchers = "".join(f"\n\ndef {long}_{i}(x):\n    _k[(1,)](x)\n    return x\n" for i in range(2))
+    (repo / "ops" / f"{long}.py").write_text("import triton\n\n\n@triton.jit\ndef _k(x):\n    pass\n" + launchers)
+    result = CliRunner().invoke(cli, ["init", str(repo)])
+    assert result.exit_code == 0, result.output
+    names = list(yaml.safe_load(result.output)["kernels"])
+    assert len(names) == 2 and all(len(n) <= 64 for n in names), names
+    (repo / "kforge.yaml").write_text(yaml.safe_dump({"version": 1, "kernels": {"x" * 65: {"file": "a.py"}}}))
+    for args in (["list", str(repo)], ["check", "--all", str(repo)]):
+        failed = CliRunner().invoke(cli, args)
+        assert isinstance(failed.exception, KforgeError) and "kernel name" in str(failed.exception), failed.output
