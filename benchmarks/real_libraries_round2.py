@@ -126,25 +126,25 @@ def main() -> int:
     parser.add_argument("--steps", default="check,init", help="check (list --import, check --all) and/or init")
     parser.add_argument("--target", default="cuda")
     parser.add_argument("--time-budget", type=float, default=1.0, help="check's timing budget per kernel (s)")
-    parser.add_argument("--timeouts", default="120,400", help="seconds for each library's list and check")
+    parser.add_argument("--timeouts", default="90,300", help="seconds for each library's list and check")
     parser.add_argument("--library-timeout", type=float, default=560)
-    parser.add_argument("--init-timeout", type=float, default=240)
-    parser.add_argument("--list-timeout", type=float, default=240)
+    parser.add_argument("--init-timeout", type=float, default=120)
+    parser.add_argument("--list-timeout", type=float, default=120)
     parser.add_argument("--out", default=os.environ.get("OUT", "lib2-out"))
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     steps = set(args.steps.split(","))
     results: dict[str, dict[str, Any]] = {}
+    text = ""
     for name in args.only:
         (out / name).mkdir(exist_ok=True)
         results[name] = {}
-        if "check" in steps:
-            results[name]["check"] = checked(name, args, out / name)
-        if "init" in steps:
-            results[name]["init"] = init_share(name, args, out / name)
-        text = report(args, results, out)
-        (out / "real_libraries_round2.md").write_text(text)  # after each library: a timeout keeps what was done
+        for step, measure in (("check", checked), ("init", init_share)):
+            if step in steps:
+                results[name][step] = measure(name, args, out / name)
+                text = report(args, results, out)
+                (out / "real_libraries_round2.md").write_text(text)  # after each step: a timeout keeps what was done
     print(text, flush=True)
     return 0
 
