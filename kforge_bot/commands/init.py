@@ -653,13 +653,13 @@ def _python_files(repo: Path, scan: tuple[str, ...] = ()):
                 continue
 
 
-_KERNEL_MARKERS = ("triton", "load_inline", "cpp_extension", "get_init_inputs")  # get_init_inputs: KernelBench
+_KERNEL_MARKERS = ("triton.jit", "@triton", "triton.autotune", "load_inline", "cpp_extension", "get_init_inputs")
 
 
 def _library_files(repo: Path, scan: tuple[str, ...] = ()) -> list[Path]:
-    """_python_files, less every top-level folder (tests aside) none of whose files mentions Triton, a torch
-    extension or a KernelBench problem: an application beside the library (a server, a UI's backend) is read as
-    text, never parsed."""
+    """_python_files, less every top-level folder (tests aside) none of whose files holds a Triton kernel, a torch
+    extension or a KernelBench problem (by its text): an application beside the library (a server, a UI's backend,
+    which may well name triton in an install script) is read as text, never parsed."""
     by_top: dict[str, list[Path]] = {}
     for path in _python_files(repo, scan):
         parts = path.relative_to(repo).parts
