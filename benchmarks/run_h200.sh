@@ -3,7 +3,7 @@
 # Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [probe] [sandbox] [tests] [accept] [softmax] [agreement] [throughput] [aa-placement]
 #                    [output-probe] [eager-lead] [sweep] [l3-agreement]
 #                    [harness|harness-short] [tuner]
-#                    [gate|gate-slowdown|gate-spin] [scale] [parallel] [library]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
+#                    [gate|gate-slowdown|gate-spin] [scale] [parallel] [library] [libraries2]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
 #                    [history-lib] [history-aa] (issue 43; Liger-Kernel in .libs/, ruptures in .whl/)
 #                    [gpumode] (gpu-mode/reference-kernels in .gpumode/) [l2-baselines] (KernelBench in .kb/; 8 GPUs)
 #                    [heldout] (KernelBench L1+L2 A/A with held-out variants, one shard per GPU; KernelBench in .kb/)
@@ -36,6 +36,8 @@ for step in $steps; do
                --commits "${HLIB_COMMITS:-20}" --kernels "${HLIB_KERNELS:-rms_norm}" --out "$out" 2>&1 | tail -40 ;;  # issue 43: track, history, alert, bisect
     history-aa) timeout ${HAA_TIMEOUT:-560} python3 benchmarks/history_false_alarms.py --target cuda --budget "${HAA_BUDGET:-5}" \
                --out "$out" 2>&1 | tail -40 ;;  # issue 43: A/A false alarms of the change-point rule, 50 series x 30 commits
+    libraries2) timeout ${LIB2_TIMEOUT:-590} python3 benchmarks/real_libraries_round2.py --libs .libs ${LIB2_ONLY:+--only $LIB2_ONLY} \
+               --steps "${LIB2_STEPS:-check,init}" --out "$out" 2>&1 | tail -${LIB_TAIL:-120} ;;  # Liger-Kernel, FlagGems, attorch forward and backward; init's share that imports (issue 45)
     sandbox) python3 -c "from kforge_bot.doctor.probes import probe_sandbox; print(probe_sandbox('cuda'))"
              python3 benchmarks/sandbox_cost.py --devices cuda --runs 20 --json "$out/sandbox_cost_h200.json" ;;
     probe)   timeout 90 python3 benchmarks/worker_start.py; timeout 120 python3 benchmarks/ncu_probe.py --out "$out" ;;

@@ -359,7 +359,7 @@ def _check_all(repo: Path, policy: Any, target: TargetChoice, settings_for: Call
     if not repo.is_dir():
         raise KforgeError("not a directory", path=repo, hint="with --all, give the repository's root (default .)")
     notes: list[str] = []
-    kernels = sorted(discover(repo, policy, strict=False, notes=notes).values(), key=lambda k: k.id)
+    kernels = sorted(discover(repo, policy, strict=True, notes=notes).values(), key=lambda k: k.id)
     if not kernels:
         raise KforgeError("no managed kernels here", path=repo,
                           hint="add a kforge.yaml or KernelBench files within the policy's kernel_paths")

@@ -30,7 +30,7 @@ from kforge_bot.libscan.from_tests import TestEvidence, read_tests
 from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
 from kforge_bot.libscan.modules import Library, Module, dotted_name
 from kforge_bot.libscan.vendors import vendor_of, vendor_target
-from kforge_bot.spec import MANIFEST_NAME, MAX_MANIFEST_KERNELS, defines, is_kernelbench_source
+from kforge_bot.spec import KERNEL_NAME_RE, MANIFEST_NAME, MAX_MANIFEST_KERNELS, defines, is_kernelbench_source
 from kforge_bot.targets import choose_target
 
 SKIP_DIRS = {".git", ".venv", "venv", "env", "node_modules", "build", "dist", "site-packages", "__pycache__",
@@ -383,8 +383,11 @@ class _Names:
             options.append(f"{base}.{symbol}")
         full = module.rel.removesuffix(".py").replace("/", ".")
         options += [full, f"{full}.{symbol}" if symbol else full]
+        # Past the 64 characters a kernel name may have: the module's last parts, then the launcher alone.
+        tail = ".".join(parts[-2:])
+        options += [f"{tail}.{symbol}" if symbol else tail, symbol or parts[-1], f"{parts[-1]}.{symbol}"[-64:]]
         for option in options:
-            if option not in self.taken:
+            if KERNEL_NAME_RE.fullmatch(option) and option not in self.taken:
                 self.taken.add(option)
                 return option
         raise KforgeError(f"two entries would both be named {options[-1]!r}", path=module.rel)
@@ -525,8 +528,9 @@ def _backward_lines(launcher: Launcher, backward: list[str]) -> list[str]:
     parameters are the upstream gradient, the forward's inputs and the values the forward returns."""
     node = launcher.module.defs[launcher.symbol]
     if launcher.kind == "autograd":
-        tensors = [p for p in _parameters(node) if p not in ("eps", "dim", "scale")]
-        return [f"    backward: {{inputs: [{', '.join(tensors[:2])}]}}  # review: the inputs whose gradients count"]
+        tensors = _float_tensor_parameters(node)
+        return [f"    backward: {{inputs: [{', '.join(tensors)}]}}  # review: the inputs whose gradients count"] \
+            if tensors else []
     for name in backward:
         mapped = _backward_args(node, launcher.module.defs.get(name))
         if mapped is not None:
@@ -535,6 +539,24 @@ def _backward_lines(launcher: Launcher, backward: list[str]) -> list[str]:
                     "  # review"]
     return [f"    # backward launcher {name} (its arguments could not be matched to the forward's; see docs/manifest.md"
             " for backward:)" for name in backward]
+
+
+_NOT_DIFFERENTIABLE = re.compile(r"eps|dim|scale|target|labels?|ignore_index|index|indices|mask|training|"
+                                 r"reduction|.*_(func|mode|size|p)$|(in_)?place|offset|position_ids", re.I)
+
+
+def _float_tensor_parameters(node: ast.stmt) -> list[str]:
+    """An autograd.Function's inputs that can carry gradients: those its forward annotates as tensors (where it
+    annotates any), less targets, indices and masks; else the parameters whose names say no setting."""
+    forward = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None) \
+        if isinstance(node, ast.ClassDef) else None
+    names = _parameters(node)
+    if forward is not None:
+        annotated = {a.arg: ast.unparse(a.annotation) for a in (*forward.args.posonlyargs, *forward.args.args)
+                     if a.annotation is not None}
+        if annotated:
+            names = [n for n in names if "Tensor" in annotated.get(n, "")]
+    return [n for n in names if not _NOT_DIFFERENTIABLE.fullmatch(n)][:4]
 
 
 def _backward_args(forward: ast.stmt, backward: ast.stmt | None) -> tuple[list[str], list[str]] | None:
@@ -631,12 +653,13 @@ def _python_files(repo: Path, scan: tuple[str, ...] = ()):
                 continue
 
 
-_KERNEL_MARKERS = ("triton", "load_inline", "cpp_extension")
+_KERNEL_MARKERS = ("triton.jit", "@triton", "triton.autotune", "load_inline", "cpp_extension", "get_init_inputs")
 
 
 def _library_files(repo: Path, scan: tuple[str, ...] = ()) -> list[Path]:
-    """_python_files, less every top-level folder (tests aside) none of whose files mentions Triton or a torch
-    extension: an application beside the library (a server, a UI's backend) is read as text, never parsed."""
+    """_python_files, less every top-level folder (tests aside) none of whose files holds a Triton kernel, a torch
+    extension or a KernelBench problem (by its text): an application beside the library (a server, a UI's backend,
+    which may well name triton in an install script) is read as text, never parsed."""
     by_top: dict[str, list[Path]] = {}
     for path in _python_files(repo, scan):
         parts = path.relative_to(repo).parts

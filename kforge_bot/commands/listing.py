@@ -32,7 +32,7 @@ def list_kernels(repo: Path, policy_path: str | None, json_path: str | None, try
         raise KforgeError("not a directory", path=repo, hint="give the repository's root")
     notes: list[str] = []
     policy = load_policy(policy_path)
-    kernels = discover(repo, policy, strict=False, notes=notes)
+    kernels = discover(repo, policy, strict=True, notes=notes)  # a manifest that does not load is an error here
     settings = policy.eval_settings("check")  # imports only, sandboxed as `check` runs them
     if try_imports and kernels and json_path != "-":
         click.echo(announcement(settings.isolation), err=True)

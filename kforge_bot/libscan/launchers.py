@@ -160,7 +160,7 @@ class CallGraph:
             return False
         if is_test_file(rel) or is_benchmark_file(rel):
             return False
-        return self.kinds.get(node) in ("function", "module")
+        return self.kinds.get(node) in ("function", "module", "autograd")
 
     def launched(self, kernel: Node) -> bool:
         """Whether anything but another kernel names it (a kernel only other kernels call is a device function)."""

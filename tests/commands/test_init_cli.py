@@ -318,7 +318,7 @@ def test_init_on_a_src_layout_proposes_what_loads_as_written(tmp_path: Path) -> 
     result = CliRunner().invoke(cli, ["init", str(repo)])
     assert result.exit_code == 0, result.output
     kernels = yaml.safe_load(result.output)["kernels"]
-    assert set(kernels) == {"ops.mm", "ops.rms_norm", "ops.rms_norm.autograd", "ops.rope"}
+    assert set(kernels) == {"ops.act", "ops.mm", "ops.rms_norm", "ops.rms_norm.autograd", "ops.rope"}
     assert kernels["ops.mm"]["entry"] == "mm"  # what the package exports, not general_mm
     assert all(k["import_roots"] == ["src"] and k["targets"] == ["cuda"] for k in kernels.values())
     assert "skipped 1 launcher(s) in arm's backend folders" in result.output
@@ -329,6 +329,8 @@ def test_init_on_a_src_layout_proposes_what_loads_as_written(tmp_path: Path) -> 
                                                    "args": ["grad.0", "input.x", "input.w", "output.1"]}
     assert kernels["ops.rms_norm.autograd"]["entry"] == "RMSNormFunction"
     assert kernels["ops.rms_norm.autograd"]["backward"] == {"inputs": ["x", "w"]}
+    # An autograd.Function that launches the kernels itself is the entry; its tensor inputs get gradients.
+    assert (kernels["ops.act"]["entry"], kernels["ops.act"]["backward"]) == ("ActFunction", {"inputs": ["input"]})
     assert "its reference needs 'transformers', which the library alone does not provide" in result.output
     assert kernels["ops.rope"]["reference"] == "src/srclib/ops/rope.py:reference"  # a TODO, not the test's
     assert kernels["ops.mm"]["shapes"] == [{"m": 4096, "n": 4096}, {"m": 2048, "n": 8192}, {"m": 64, "n": 64},
@@ -359,13 +361,14 @@ def test_init_path_scans_one_folder_and_never_enters_an_application(tmp_path: Pa
     assert "server/api/routes.py" in read and not any(r.startswith("server/") for r in parsed)
     assert "src/srclib/ops/mm.py" in parsed and "tests/test_mm.py" in parsed
     only = {p.relative_to(repo).as_posix() for p in _python_files(repo, ("src/srclib/ops",))}
-    assert only == {"src/srclib/__init__.py", "src/srclib/ops/__init__.py", "src/srclib/ops/mm.py",
+    assert only == {"src/srclib/__init__.py", "src/srclib/ops/__init__.py", "src/srclib/ops/act.py",
+                    "src/srclib/ops/mm.py",
                     "src/srclib/ops/rms_norm.py",
                     "src/srclib/ops/rope.py", "tests/test_mm.py", "tests/test_rope.py"}
     result = CliRunner().invoke(cli, ["init", str(repo), "src/srclib/ops"])
     assert result.exit_code == 0, result.output
-    assert set(yaml.safe_load(result.output)["kernels"]) == {"ops.mm", "ops.rms_norm", "ops.rms_norm.autograd",
-                                                               "ops.rope"}
+    assert set(yaml.safe_load(result.output)["kernels"]) == {"ops.act", "ops.mm", "ops.rms_norm",
+                                                               "ops.rms_norm.autograd", "ops.rope"}
     assert "arm's backend" not in result.output  # outside the folder scanned
     outside = CliRunner().invoke(cli, ["init", str(repo), str(tmp_path)])
     assert isinstance(outside.exception, KforgeError) and "not a folder inside the repository" in str(outside.exception)
@@ -384,3 +387,22 @@ def test_init_over_the_kernel_cap_refuses_with_one_line_naming_it(tmp_path: Path
         assert "257 entries found, over the cap of 256 kernels in one manifest" in str(result.exception)
         assert "`kforge-bot init REPO FOLDER` scans only FOLDER" in str(result.exception)
     assert not (repo / "kforge.yaml").exists()
+
+
+def test_init_names_fit_the_kernel_name_rule_and_a_broken_manifest_fails_list(tmp_path: Path) -> None:
+    """Liger-Kernel's proposal named `ops.fused_neighborhood_attention.fused_neighborhood_attention_...` (over 64
+    characters): the whole manifest did not load, and `list` said it had no kernels. Names now fit, and a manifest
+    that does not load fails `list` and `check --all` with its line."""
+    repo = tmp_path / "repo"
+    long = "fused_neighborhood_attention_with_a_long_module_name"
+    (repo / "ops").mkdir(parents=True)
+    launchers = "".join(f"\n\ndef {long}_{i}(x):\n    _k[(1,)](x)\n    return x\n" for i in range(2))
+    (repo / "ops" / f"{long}.py").write_text("import triton\n\n\n@triton.jit\ndef _k(x):\n    pass\n" + launchers)
+    result = CliRunner().invoke(cli, ["init", str(repo)])
+    assert result.exit_code == 0, result.output
+    names = list(yaml.safe_load(result.output)["kernels"])
+    assert len(names) == 2 and all(len(n) <= 64 for n in names), names
+    (repo / "kforge.yaml").write_text(yaml.safe_dump({"version": 1, "kernels": {"x" * 65: {"file": "a.py"}}}))
+    for args in (["list", str(repo)], ["check", "--all", str(repo)]):
+        failed = CliRunner().invoke(cli, args)
+        assert isinstance(failed.exception, KforgeError) and "kernel name" in str(failed.exception), failed.output

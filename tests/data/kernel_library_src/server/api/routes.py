@@ -4,3 +4,6 @@ parses it (its launcher-looking function is not the library's)."""
 
 def render(x):
     return x
+
+
+INSTALL = ["pip", "install", "triton"]  # names triton, holds no kernel: still never parsed
