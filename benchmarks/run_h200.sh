@@ -34,6 +34,7 @@ for step in $steps; do
     history-lib) timeout ${HLIB_TIMEOUT:-560} python3 benchmarks/history_library.py --library "${LIB_DIR:-.libs/Liger-Kernel}" \
                --commits "${HLIB_COMMITS:-20}" --kernels "${HLIB_KERNELS:-rms_norm}" --out "$out" 2>&1 | tail -40 ;;  # issue 43: track, history, alert, bisect
     history-aa) timeout ${HAA_TIMEOUT:-560} python3 benchmarks/history_false_alarms.py --target cuda --budget "${HAA_BUDGET:-5}" \
+               --sets "${HAA_SETS:-50}" --commits "${HAA_COMMITS:-30}" \
                --out "$out" 2>&1 | tail -40 ;;  # issue 43: A/A false alarms of the change-point rule, 50 series x 30 commits
     sandbox) python3 -c "from kforge_bot.doctor.probes import probe_sandbox; print(probe_sandbox('cuda'))"
              python3 benchmarks/sandbox_cost.py --devices cuda --runs 20 --json "$out/sandbox_cost_h200.json" ;;
