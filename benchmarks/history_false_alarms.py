@@ -54,7 +54,7 @@ print(json.dumps(out))
 """
 
 
-def aa_repo(root: Path, commits: int, reps: int, target: str, budget: float) -> None:
+def aa_repo(root: Path, commits: int, reps: int, target: str, budget: float, sizes: list[int]) -> None:
     root.mkdir(parents=True)
     git(root, "init", "-q", "-b", "main")
     reference = REFERENCE.replace("WORK = 400", f"WORK = {reps}")
@@ -63,7 +63,7 @@ def aa_repo(root: Path, commits: int, reps: int, target: str, budget: float) -> 
                                       f"torch.randn(n, n, device='{target}'), torch.randn(n, n, device='{target}')")
     write(root, "ref.py", reference)
     write(root, "noisy.py", kernel_source(reps))
-    shapes = ", ".join(f"{{n: {n}}}" for n in SIZES)
+    shapes = ", ".join(f"{{n: {n}}}" for n in sizes)
     write(root, "kforge.yaml", f"version: 1\nkernels:\n  noisy:\n    file: noisy.py\n    entry: kernel\n"
                                f"    reference: ref.py:reference\n    inputs: ref.py:make_inputs\n"
                                f"    shapes: [{shapes}]\n    targets: [{target}]\n")
@@ -109,13 +109,14 @@ def main() -> None:
     parser.add_argument("--spa-python", default=None, help="a Python with signal-processing-algorithms installed")
     parser.add_argument("--repo", type=Path, default=None, help="reuse an A/A repository already tracked")
     parser.add_argument("--target", default="cpu", help="cpu, or cuda (the H200 run)")
+    parser.add_argument("--sets", type=int, default=len(SIZES), help="shape sets, i.e. series (at most 50)")
     parser.add_argument("--budget", type=float, default=5.0, help="seconds of timing per commit (all 50 sets)")
     args = parser.parse_args()
     started = time.time()
     repo = args.repo
     if repo is None:
         repo = Path(tempfile.mkdtemp(prefix="kforge-aa-")) / "repo"
-        aa_repo(repo, args.commits, args.reps, args.target, args.budget)
+        aa_repo(repo, args.commits, args.reps, args.target, args.budget, SIZES[:args.sets])
         first = git(repo, "rev-list", "--max-parents=0", "HEAD")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.run([sys.executable, "-m", "kforge_bot.cli", "track", "--rev", first, "--range",

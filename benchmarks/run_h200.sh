@@ -35,6 +35,7 @@ for step in $steps; do
     history-lib) timeout ${HLIB_TIMEOUT:-560} python3 benchmarks/history_library.py --library "${LIB_DIR:-.libs/Liger-Kernel}" \
                --commits "${HLIB_COMMITS:-20}" --kernels "${HLIB_KERNELS:-rms_norm}" --out "$out" 2>&1 | tail -40 ;;  # issue 43: track, history, alert, bisect
     history-aa) timeout ${HAA_TIMEOUT:-560} python3 benchmarks/history_false_alarms.py --target cuda --budget "${HAA_BUDGET:-5}" \
+               --sets "${HAA_SETS:-50}" --commits "${HAA_COMMITS:-30}" \
                --out "$out" 2>&1 | tail -40 ;;  # issue 43: A/A false alarms of the change-point rule, 50 series x 30 commits
     libraries2) timeout ${LIB2_TIMEOUT:-590} python3 benchmarks/real_libraries_round2.py --libs .libs ${LIB2_ONLY:+--only $LIB2_ONLY} \
                --steps "${LIB2_STEPS:-check,init}" --out "$out" 2>&1 | tail -${LIB_TAIL:-120} ;;  # Liger-Kernel, FlagGems, attorch forward and backward; init's share that imports (issue 45)

@@ -60,9 +60,13 @@ def chart(series: Series, changes: list[ChangePoint]) -> str:
     values = [p.value for p in series.points]
     lows = [p.ci[0] if p.ci else p.value for p in series.points]
     highs = [p.ci[1] if p.ci else p.value for p in series.points]
-    top, bottom = max(highs), min(lows)
-    span = (top - bottom) or abs(top) or 1.0
-    top, bottom = top + 0.08 * span, bottom - 0.08 * span
+    # The axis follows the values: a disturbed measurement's interval can be many times the value, and would flatten
+    # every step; an interval that leaves the axis is drawn to its edge.
+    span = (max(values) - min(values)) or abs(max(values)) * 0.1 or 1.0
+    top, bottom = max(values) + 0.3 * span, min(values) - 0.3 * span
+    lows = [min(max(v, bottom), top) for v in lows]
+    highs = [min(max(v, bottom), top) for v in highs]
+    span = top - bottom
     n = len(values)
 
     def x(i: float) -> float:
@@ -73,7 +77,7 @@ def chart(series: Series, changes: list[ChangePoint]) -> str:
 
     parts = [f'<svg role="img" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
              f'aria-label="{html.escape(series.part)} over {n} commits">']
-    for v in (bottom + 0.08 * span, top - 0.08 * span):
+    for v in (min(values), max(values)):
         parts.append(f'<text x="4" y="{y(v) + 4:.1f}" font-size="11">{v:.4g}</text>'
                      f'<line x1="{PAD}" x2="{WIDTH - PAD}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>')
     for i, _ in series.software_changes():

@@ -47,3 +47,22 @@ def test_bad_input_is_a_one_line_error(tmp_path) -> None:
     assert proc.returncode == 2 and "is not an ancestor" in proc.stderr and "Traceback" not in proc.stderr
     proc = cli("bisect", "--good", "nope", "--bad", shas[0], cwd=tmp_path / "repo")
     assert proc.returncode == 2 and "unknown revision" in proc.stderr
+
+
+def test_a_commit_that_changes_the_kernels_test_is_reported_not_guessed_through(tmp_path) -> None:
+    root = tmp_path / "repo"
+    init_repo(root)
+    write(root, "kforge.yaml", manifest(["k"]))
+    write(root, "policy.yml", POLICY)
+    steps = [(REF, PLAIN), (REF.replace("return x * 2.0 + y", "return y + x * 2.0"), PLAIN), (REF, SLOW),
+             (REF, SLOW + "# later\n")]
+    shas = []
+    for i, (ref, kernel) in enumerate(steps):
+        write(root, "ref.py", ref)
+        write(root, "k.py", kernel)
+        shas.append(commit_all(root, f"step {i}"))
+    proc = cli("bisect", "--good", shas[0], "--bad", shas[3], "--kernel", "k", "--policy", "policy.yml", "--json", "-",
+               cwd=root)
+    [result] = json.loads(proc.stdout)["results"]
+    assert result["status"] == "unresolved" and result["candidates"] == [shas[1], shas[2]], result
+    assert [(s["commit"], s["verdict"]) for s in result["skipped"]] == [(shas[1], "spec-changed")]
