@@ -30,7 +30,7 @@ from kforge_bot.libscan.from_tests import TestEvidence, read_tests
 from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
 from kforge_bot.libscan.modules import Library, Module, dotted_name
 from kforge_bot.libscan.vendors import vendor_of, vendor_target
-from kforge_bot.spec import KERNEL_NAME_RE, MANIFEST_NAME, MAX_MANIFEST_KERNELS, defines, is_kernelbench_source
+from kforge_bot.spec import MANIFEST_NAME, MAX_MANIFEST_KERNELS, defines, is_kernelbench_source
 from kforge_bot.targets import choose_target
 
 SKIP_DIRS = {".git", ".venv", "venv", "env", "node_modules", "build", "dist", "site-packages", "__pycache__",
@@ -387,7 +387,7 @@ class _Names:
         tail = ".".join(parts[-2:])
         options += [f"{tail}.{symbol}" if symbol else tail, symbol or parts[-1], f"{parts[-1]}.{symbol}"[-64:]]
         for option in options:
-            if KERNEL_NAME_RE.fullmatch(option) and option not in self.taken:
+            if reader.is_safe_name(option) and option not in self.taken:
                 self.taken.add(option)
                 return option
         raise KforgeError(f"two entries would both be named {options[-1]!r}", path=module.rel)
