@@ -16,21 +16,19 @@ from kforge_bot.spec import Implementation, KernelSpec, has_own_reference, kerne
 
 # What a kernel's test is made of, as `spec_changes` names it.
 TEST_PARTS = ("reference", "inputs", "init", "shapes", "tolerance", "seeds", "targets", "outputs", "inplace",
-              "backward", "timed", "support")
+              "backward", "timed", "support", "kwargs", "env", "constraints")
+# What the head contributes: its kernel's code and where that code lives. Every other field of a KernelSpec is the
+# base's (judged_spec), so a key added to the manifest later is the base's without anyone listing it here.
+HEAD_FIELDS = ("name", "format", "root", "kernel_file", "entry", "baseline", "language", "import_roots", "entry_file",
+               "kernel")
 
 
 def judged_spec(head: KernelSpec, base: KernelSpec) -> KernelSpec:
-    """The head's kernel (its file, entry, code, root, language and import roots) under the base's test, on the
-    base's targets (a change cannot drop the device the gate runs on). Each Implementation keeps its own root, so the
-    base's reference imports the base's helpers; the modules written beside every implementation (`support`) are the
-    base's too, so the reference never imports a module the head wrote."""
-    return replace(head, reference=base.reference, targets=base.targets,
-                   inputs_symbol=base.inputs_symbol, inputs_source=base.inputs_source, init_symbol=base.init_symbol,
-                   init_kwargs=base.init_kwargs, shape_sets=base.shape_sets, tolerance=base.tolerance,
-                   seeds=base.seeds, outputs=base.outputs, inplace=base.inplace, grad_inputs=base.grad_inputs,
-                   backward_launcher=base.backward_launcher, reference_returns=base.reference_returns,
-                   timed_shapes=base.timed_shapes, seed_kwarg=base.seed_kwarg, data_arg=base.data_arg,
-                   oracle_symbol=base.oracle_symbol, support=base.support)
+    """The head's kernel (HEAD_FIELDS: its file, entry, code, root, language and import roots) under the base's test,
+    on the base's targets (a change cannot drop the device the gate runs on). Each Implementation keeps its own root,
+    so the base's reference imports the base's helpers; the modules written beside every implementation (`support`)
+    are the base's too, so the reference never imports a module the head wrote."""
+    return replace(base, **{name: getattr(head, name) for name in HEAD_FIELDS})
 
 
 def spec_changes(base: KernelSpec, head: KernelSpec) -> list[str]:
@@ -50,7 +48,7 @@ def spec_changes(base: KernelSpec, head: KernelSpec) -> list[str]:
         changed.append("init")
     if list(base.shape_sets) != list(head.shape_sets):
         changed.append("shapes")
-    if base.tolerance != head.tolerance:
+    if (base.tolerance, base.backward_tolerance) != (head.tolerance, head.backward_tolerance):
         changed.append("tolerance")
     if base.seeds != head.seeds:
         changed.append("seeds")
@@ -66,6 +64,12 @@ def spec_changes(base: KernelSpec, head: KernelSpec) -> list[str]:
         changed.append("timed")
     if sorted(base.support) != sorted(head.support):
         changed.append("support")
+    if base.call_kwargs != head.call_kwargs:
+        changed.append("kwargs")
+    if base.env != head.env:
+        changed.append("env")
+    if base.constraints != head.constraints:
+        changed.append("constraints")
     return changed
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 from fakes.gate_repos import KB, PLAIN, REF, manifest
 from fakes.gitrepos import write
 
-from kforge_bot.gate.base_spec import judged_spec, spec_changes
+from kforge_bot.gate.base_spec import HEAD_FIELDS, judged_spec, spec_changes
 from kforge_bot.spec import has_own_reference, kernel_implementation, load_kernelbench, load_manifest
 
 
@@ -71,3 +71,21 @@ def test_a_kernelbench_head_keeps_its_model_new_under_the_bases_model(tmp_path: 
     assert kernel_implementation(judged).symbol == "ModelNew" and "ModelNew" in kernel_implementation(judged).source
     assert judged.reference.source == KB and judged.inputs_source.source == KB
     assert spec_changes(base, head) == ["reference", "inputs"]  # ModelNew appears: Model is now a reference
+
+
+def test_every_field_but_the_kernels_code_is_the_bases_and_a_head_edit_of_it_is_named(tmp_path: Path) -> None:
+    """The manifest's newer keys (kwargs, tolerance.backward, env, constraints) were the head's when judged_spec
+    listed the base's fields one by one: a head could pin its sizes (`constraints: fixed`) to dodge the held-out
+    shapes, loosen its gradients' tolerance or change its own keyword arguments. Every field outside HEAD_FIELDS is
+    the base's, and a head that edits one of these is spec-changed."""
+    base, head = _specs(tmp_path, FILES, FILES)
+    edits = {"call_kwargs": ({"alpha": 2.0}, "kwargs"), "backward_tolerance": ({"atol": 1.0, "rtol": 1.0}, "tolerance"),
+             "env": ({"LIB_MODE": "fast"}, "env"), "constraints": ({"n": {"fixed": True}}, "constraints")}
+    for name, (value, part) in edits.items():
+        edited = replace(head, **{name: value})
+        assert getattr(judged_spec(edited, base), name) == getattr(base, name), name
+        assert spec_changes(base, edited) == [part], name
+    theirs = {f.name for f in fields(head)} - set(HEAD_FIELDS)
+    judged = judged_spec(head, base)
+    assert all(getattr(judged, name) == getattr(base, name) for name in theirs)
+    assert all(getattr(judged, name) == getattr(head, name) for name in HEAD_FIELDS)
