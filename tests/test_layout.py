@@ -141,3 +141,14 @@ def test_the_package_s_top_holds_few_flat_modules() -> None:
     """Work belongs in a room by job (evaluate/, spec/, config/, ...); the top keeps the entry points and leaves."""
     flat = sorted(p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
     assert len(flat) <= 8, flat
+
+
+def test_no_two_test_modules_share_a_name() -> None:
+    """pytest imports test files by their base name (the test folders are not packages): two of one name stop the
+    whole suite at collection."""
+    tests = Path(__file__).parent
+    seen: dict[str, list[str]] = {}
+    for path in tests.rglob("test_*.py"):
+        if "data" not in path.relative_to(tests).parts[0]:
+            seen.setdefault(path.name, []).append(str(path.relative_to(tests)))
+    assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
