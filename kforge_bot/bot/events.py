@@ -200,7 +200,8 @@ def parse_event(event_name: str, payload: Any, *, source: str | Path = "<event>"
                                f"issue_comment, workflow_dispatch are)")
 
 
-def load_event(path: str | Path, event_name: str) -> PullRequestEvent | Ignored:
+def event_payload(path: str | Path) -> Any:
+    """The JSON payload the Actions runner wrote ($GITHUB_EVENT_PATH), or a one-line error."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -209,10 +210,13 @@ def load_event(path: str | Path, event_name: str) -> PullRequestEvent | Ignored:
     except OSError as exc:
         raise KforgeError(f"cannot read the event file: {exc.strerror}", path=p) from exc
     try:
-        payload = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise KforgeError(f"event file is not valid JSON (line {exc.lineno}: {exc.msg})", path=p) from exc
-    return parse_event(event_name, payload, source=p)
+
+
+def load_event(path: str | Path, event_name: str) -> PullRequestEvent | Ignored:
+    return parse_event(event_name, event_payload(path), source=Path(path))
 
 
 def from_env(env: Mapping[str, str] | None = None) -> PullRequestEvent | Ignored:

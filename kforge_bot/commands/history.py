@@ -121,8 +121,7 @@ def ack(change_id: str | None, reason: str | None, by: str | None, from_event: b
 
 
 def _ack_from_event(root: Path, store: Store, policy_path: str | None) -> None:
-    import json
-
+    from kforge_bot.bot.events import event_payload
     from kforge_bot.bot.github import GitHub
     from kforge_bot.config.policy import load_policy_from_base
     from kforge_bot.errors import KforgeError
@@ -132,10 +131,7 @@ def _ack_from_event(root: Path, store: Store, policy_path: str | None) -> None:
     path, name = os.environ.get("GITHUB_EVENT_PATH"), os.environ.get("GITHUB_EVENT_NAME")
     if not path or not name:
         raise KforgeError("--from-event needs GITHUB_EVENT_PATH and GITHUB_EVENT_NAME", hint="run it in the Action")
-    try:
-        payload = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise KforgeError(f"cannot read the event: {exc}", path=path) from None
+    payload = event_payload(path)
     request = parse_ack_comment(name, payload)
     if isinstance(request, str):
         click.echo(f"kforge ack: nothing to do: {request}")

@@ -674,8 +674,8 @@ def _library_files(repo: Path, scan: tuple[str, ...] = ()) -> list[Path]:
 
 def _mentions_kernels(path: Path) -> bool:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = reader.read_text(path)
+    except (KforgeError, OSError):
         return False
     return any(marker in text for marker in _KERNEL_MARKERS)
 

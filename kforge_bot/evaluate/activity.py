@@ -21,7 +21,8 @@ class TreeReading:
     io_bytes: int  # bytes they read and wrote through system calls (files, pipes), where /proc shows it
 
 
-def _read(path: str) -> str:
+def read_proc(path: str) -> str:
+    """A /proc file's text, or '' where the process (or the file) is gone."""
     try:
         with open(path, encoding="ascii", errors="replace") as f:
             return f.read()
@@ -31,7 +32,7 @@ def _read(path: str) -> str:
 
 def _stat(pid: str) -> tuple[int, float] | None:
     """(parent pid, CPU seconds) of a live process, or None (gone, a zombie)."""
-    text = _read(f"/proc/{pid}/stat")
+    text = read_proc(f"/proc/{pid}/stat")
     _, _, tail = text.rpartition(")")
     fields = tail.split()
     if len(fields) < 13 or fields[0] == "Z":
@@ -42,7 +43,7 @@ def _stat(pid: str) -> tuple[int, float] | None:
 
 def _io(pid: int) -> int:
     total = 0
-    for line in _read(f"/proc/{pid}/io").splitlines():
+    for line in read_proc(f"/proc/{pid}/io").splitlines():
         key, _, value = line.partition(":")
         if key in ("rchar", "wchar"):
             total += int(value)

@@ -313,7 +313,7 @@ class CandidateRun:
         self.lap("correctness_s")
 
     def _correctness_case(self, case: Case) -> None:
-        spec, device_type = self.spec, self.device.type
+        spec = self.spec
         inputs = loading.make_inputs(spec, self.inputs_module, spec.shape_sets[case.shape], case.seed, self.device)
         before = checks.snapshot_inputs(inputs)
         entry = self.cand_fn if isinstance(self.cand_fn, calls.EntryCall) else None
@@ -322,14 +322,7 @@ class CandidateRun:
         outputs = self.first_call("candidate", case.shape,
                                   lambda: self.call(self.cand_fn, inputs, f"running {case.label}"))
         returned = self.last_output
-        try:
-            checks.check_plain_outputs(outputs, device_type)
-            checks.check_no_alias(outputs if entry is None else entry.fresh(outputs), inputs, self.output_slots)
-            checks.check_inputs_unchanged(inputs, before, () if entry is None else entry.inplace,
-                                          skip=self.output_slots)
-        except checks.CheckFailure as failure:
-            raise Stop(failure.kind, f"{case.label}: {failure}") from None
-        self.save(outputs, case.cand_file)
+        self._checked_and_saved(case, outputs, inputs, before, entry)
         if self.oracle is not None:
             self._problem_oracle(case, inputs, before, returned)
         if case.reuse_file:
@@ -374,6 +367,13 @@ class CandidateRun:
             hint = "; a kernel meant for some sizes only declares them: constraints: in kforge.yaml" \
                 if spec.format == "manifest" else ""
             raise Stop("incorrect", f"{stop.reason} (it runs on the listed shapes only?{hint})", stop.detail) from None
+        self._checked_and_saved(case, outputs, inputs, before, entry)
+        self.channel.send("progress", phase="correctness", case=case.label)
+
+    def _checked_and_saved(self, case: Case, outputs: list[Any], inputs: list[Any], before: list[Any],
+                           entry: calls.EntryCall | None) -> None:
+        """A correctness call's outputs plain and fresh, its inputs unchanged (but those it may write), then saved
+        for the parent's comparison."""
         try:
             checks.check_plain_outputs(outputs, self.device.type)
             checks.check_no_alias(outputs if entry is None else entry.fresh(outputs), inputs, self.output_slots)
@@ -382,7 +382,6 @@ class CandidateRun:
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, f"{case.label}: {failure}") from None
         self.save(outputs, case.cand_file)
-        self.channel.send("progress", phase="correctness", case=case.label)
 
     def _problem_oracle(self, case: Case, inputs: list[Any], before: list[Any], returned: Any) -> None:
         """The problem's own check (GPU MODE's check_implementation(data, output)), beside the bot's comparison,

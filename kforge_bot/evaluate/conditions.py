@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kforge_bot.evaluate.activity import read_proc
+
 _monotonic = time.monotonic  # bound at import, before any candidate code exists
 _getrusage = resource.getrusage
 _listdir = os.listdir
@@ -52,17 +54,9 @@ def policy_limits(preempted_share: float | None = None, preempted_gap: float | N
                   CROWDED_SHARE if crowded_share is None else crowded_share)
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="ascii", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
 def runnable_tasks() -> int | None:
     """The machine's runnable tasks now (this reader included), from /proc/loadavg's running count."""
-    fields = _read("/proc/loadavg").split()
+    fields = read_proc("/proc/loadavg").split()
     try:
         return int(fields[3].split("/")[0])
     except (IndexError, ValueError):
@@ -70,7 +64,7 @@ def runnable_tasks() -> int | None:
 
 
 def thread_count() -> int:
-    for line in _read("/proc/self/status").splitlines():
+    for line in read_proc("/proc/self/status").splitlines():
         if line.startswith("Threads:"):
             return int(line.split()[1])
     return 0
@@ -140,7 +134,7 @@ def others_alive() -> list[str]:
     for name in _listdir("/proc"):
         if not name.isdigit():
             continue
-        stat = _read(f"/proc/{name}/stat")
+        stat = read_proc(f"/proc/{name}/stat")
         head, _, tail = stat.rpartition(")")
         fields = tail.split()
         if not head or len(fields) < 2:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot import gitops
+from kforge_bot.config import reader
 from kforge_bot.errors import KforgeError
 
 HISTORY_REF = "refs/kforge/history"
@@ -52,7 +53,7 @@ class Store:
             for path in sorted(Path(tmp).rglob("*.json")):
                 rel = path.relative_to(tmp).as_posix()
                 try:
-                    out[rel] = json.loads(path.read_text(encoding="utf-8"))
+                    out[rel] = json.loads(reader.read_text(path, tmp))
                 except json.JSONDecodeError as exc:
                     raise KforgeError(f"the history holds a file that is not JSON: {rel} ({exc})",
                                       hint=f"fix or delete it on {self.ref}") from None

@@ -31,6 +31,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.config.yamlcheck", "yaml.load"): "parses text the reader (or git, for the base's policy) gave it",
     ("kforge_bot.doctor.report", "out.read_text"): "the JSON a doctor probe wrote into its own temporary folder",
     ("kforge_bot.evaluate.worker", "open"): "/proc/meminfo, inside the worker's sandbox",
+    ("kforge_bot.evaluate.activity", "open"): "/proc/<pid> files of the worker processes the bot started",
+    ("kforge_bot.evaluate.timing", "conditions.NvmlClocks.open"): "NVML's handle to the GPU: no file",
     ("kforge_bot.evaluate.bytecode", "(directory / 'primed.json').read_text"):
         "the bot's own bytecode cache folder (outside any checkout)",
     ("kforge_bot.evaluate.bytecode", "os.open"): "the lock file of the bot's own bytecode cache folder",
