@@ -154,8 +154,8 @@ def json_schema() -> dict[str, Any]:
                                        "of the timed samples; 1 switches a rule off",
                         "properties": {key: {"type": ["number", "null"], "minimum": 0, "maximum": 1,
                                              "description": text} for key, text in (
-                            ("preempted_share", "a side's samples with an involuntary context switch (default 0.25)"),
-                            ("preempted_gap", "... more on one side than the other (default 0.15)"),
+                            ("preempted_share", "a side's samples with an involuntary context switch (default 0.75)"),
+                            ("preempted_gap", "... more on one side than the other (default 0.3)"),
                             ("crowded_share", "samples with more runnable tasks than cores (default 0.5)"))}},
                 }},
         },

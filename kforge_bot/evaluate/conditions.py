@@ -29,8 +29,8 @@ _getppid = os.getppid
 CORES = os.cpu_count() or 1
 
 # The policy's defaults (evaluation.disturbance): beyond these a timing is no verdict.
-PREEMPTED_SHARE = 0.25  # a side's samples with an involuntary context switch
-PREEMPTED_GAP = 0.15  # ... or more on one side than on the other by this share (load hitting one side harder)
+PREEMPTED_SHARE = 0.75  # a side's samples with an involuntary context switch
+PREEMPTED_GAP = 0.3  # ... or more on one side than on the other by this share (load hitting one side harder)
 CROWDED_SHARE = 0.5  # samples during which the machine had more runnable tasks than cores
 # NVML's throttle reasons that slow a kernel down behind its back: hardware slowdown, software and hardware thermal
 # slowdown, power brake (not the idle, application-clock or power-cap bits, which a busy healthy GPU shows too).

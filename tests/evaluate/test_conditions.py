@@ -38,7 +38,7 @@ def test_each_limit_names_what_disturbed_the_timing() -> None:
     assert one_sided == ("the baseline's samples were preempted far more often than the candidate's (60% against 5%): "
                          "load hit one side harder")
     both = conditions.disturbance({"baseline": side(0.9), "candidate": side(0.85)})
-    assert both == "90% of one side's samples were preempted by other work (limit 25%)"
+    assert both == "90% of one side's samples were preempted by other work (limit 75%)"
     crowded = conditions.disturbance({"baseline": side(0.0, 0.8), "candidate": side(0.0, 0.7)})
     assert crowded == "the machine had more runnable tasks than its 2 cores during 80% of the samples (limit 50%)"
     throttled = conditions.disturbance({"baseline": side(0.0, throttled_share=0.5), "candidate": side(0.0)})
