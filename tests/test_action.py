@@ -299,7 +299,7 @@ def test_a_policy_file_named_relative_to_the_workspace_is_still_found(tmp_path):
 # GitHub's own actions the examples use: they live on github.com, which this test cannot reach, so they are held
 # to this list (a new one is a deliberate change here) rather than resolved.
 GITHUB_ACTIONS = {"actions/checkout@v4", "actions/setup-python@v5", "actions/upload-artifact@v4",
-                  "actions/download-artifact@v4"}
+                  "actions/download-artifact@v4", "actions/upload-pages-artifact@v3", "actions/deploy-pages@v4"}
 GITHUB_HOSTED = {"ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04"}
 BOT_ACTION = re.compile(r"^kforge-bot/kforge-bot@(\S+)$")
 BOT_INSTALL = re.compile(r"git\+https://github\.com/kforge-bot/kforge-bot@([^\"'\s]+)")
@@ -315,7 +315,7 @@ def test_the_example_workflows_copied_into_a_repository_name_only_references_tha
     runner docs set up; GitHub's own actions are the known ones."""
     user = tmp_path / "user-repo"
     (user / ".github" / "workflows").mkdir(parents=True)
-    for example in (PR_WORKFLOW, GATE_WORKFLOW):
+    for example in sorted(EXAMPLES.glob("*.yml")):  # every example a docs page tells you to copy
         shutil.copy(example, user / ".github" / "workflows" / example.name)
     assert _git(user, "init", "-q").returncode == 0
     upstream = tmp_path / "kforge-bot"  # this repository, as the examples fetch it

@@ -369,3 +369,23 @@ def test_check_without_a_policy_takes_a_quick_look_and_the_old_flag_still_works(
 
     shown = CliRunner().invoke(cli, ["check", "--help"]).output
     assert "--timing-budget" in shown and "--time-budget" not in shown
+
+
+def test_a_correct_kernel_whose_timing_was_disturbed_is_inconclusive_and_exits_1(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/cli.md: `inconclusive` (correct, timing disturbed) is no pass, so `check` exits 1. The evaluation is real;
+    only the disturbance detector's answer is scripted, as a busy machine gives it (the issue-39 walk saw it there)."""
+    from click.testing import CliRunner
+
+    from kforge_bot.cli import cli
+    from kforge_bot.evaluate import conditions
+
+    monkeypatch.setattr(conditions, "disturbance", lambda sides, limits=None: "scripted: other work preempted a side")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    result = CliRunner().invoke(cli, ["check", str(SOFTMAX), "--candidate", str(ADV / "honest.py"),
+                                      "--timing-budget", "0.3", "--json", "-"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout[result.stdout.index("{"):])
+    assert report["verdict"] == "inconclusive" and report["correct"] is False
+    assert report["reason"].startswith("timing disturbed: scripted: other work preempted a side")
+    assert "correct on every case" in report["reason"]
