@@ -17,7 +17,7 @@ collect_ignore_glob = ["data/kernel_library/*", "data/kernel_library_src/*"]
 OPTIMIZE_FIXTURE = Path(__file__).parent / "data" / "optimize"
 
 # Every kforge-bot process the suite starts finds tests/fakes/quiet_machine first on its path, whose sitecustomize
-# turns the timing-disturbance detector off there as `timing_disturbance_off` does here (helpers that set their own
+# turns the timing-disturbance detector off there as this conftest does here (helpers that set their own
 # PYTHONPATH put it first too).
 QUIET_MACHINE = Path(__file__).parent / "fakes" / "quiet_machine"
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(QUIET_MACHINE), os.environ.get("PYTHONPATH", "")) if p)
@@ -94,17 +94,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture(autouse=True)
-def timing_disturbance_off(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The suite runs on shared, loaded machines (tests must pass beside busy loops), where the timing-disturbance
-    detector (evaluate.conditions) would call most timings inconclusive: its limits are off here, except in tests
-    marked `disturbance`, which test it at the defaults or at limits of their own."""
-    if "disturbance" in request.keywords:
-        return
-    from kforge_bot.evaluate import conditions
+# The suite runs on shared, loaded machines (tests must pass beside busy loops), where the timing-disturbance
+# detector (evaluate.conditions) would call most timings inconclusive: its limits are off for the whole session
+# (module-scoped fixtures evaluate too), except in tests marked `disturbance`, which get the defaults back.
+from kforge_bot.evaluate import conditions as _conditions  # noqa: E402
 
-    for name in ("PREEMPTED_SHARE", "PREEMPTED_GAP", "CROWDED_SHARE"):
-        monkeypatch.setattr(conditions, name, 1.0)
+DISTURBANCE_DEFAULTS = {name: getattr(_conditions, name) for name in ("PREEMPTED_SHARE", "PREEMPTED_GAP",
+                                                                      "CROWDED_SHARE")}
+for _name in DISTURBANCE_DEFAULTS:
+    setattr(_conditions, _name, 1.0)
+
+
+@pytest.fixture(autouse=True)
+def timing_disturbance_defaults(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests marked `disturbance` test the detector at its defaults (or at limits of their own)."""
+    if "disturbance" in request.keywords:
+        for name, value in DISTURBANCE_DEFAULTS.items():
+            monkeypatch.setattr(_conditions, name, value)
 
 
 @pytest.fixture(scope="session")

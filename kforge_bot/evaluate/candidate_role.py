@@ -63,6 +63,9 @@ class CandidateRun:
         self.started = started  # the request's arrival: phases count from here
         self.boot = boot
         self.spec = plan.spec
+        # Processes alive before any candidate code ran (none in a fresh worker; a test's own where the role runs in
+        # its process): only those started since can be the candidate's helpers.
+        self.preexisting = frozenset(conditions.others_alive())
         self.restored: list[str] = []
         self.phases: dict[str, Any] = {}
         self.first_calls: dict[str, float] = {}  # "candidate, shape set 0" -> seconds: build time (first_call)
@@ -582,7 +585,7 @@ class ShapeTiming:
     def no_helper_processes(self, when: str) -> None:
         """No process but this worker may be alive while a timed sample runs: a helper busy only while the
         baseline runs would slow it and make the candidate look fast (conditions.others_alive)."""
-        others = conditions.others_alive()
+        others = [p for p in conditions.others_alive() if p not in self.run.preexisting]
         if others:
             raise Stop("rejected", f"{when}: {len(others)} process(es) besides the worker were alive while timed "
                                    f"samples ran ({', '.join(others[:3])}); a kernel's work must stay in its calls, "
