@@ -40,11 +40,23 @@ def scratch_left_behind(folder: Path) -> list[str]:
     return sorted(p.name for pattern in SCRATCH_PATTERNS for p in folder.glob(pattern))
 
 
+# Which test first left each scratch folder behind: the session's failure names it, not just the folder.
+LEFT_BY: dict[str, str] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    yield
+    for name in scratch_left_behind(SESSION_TMP):
+        LEFT_BY.setdefault(name, item.nodeid)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     left = scratch_left_behind(SESSION_TMP)
     shutil.rmtree(SESSION_TMP, ignore_errors=True)
     if left:
-        print(f"\nleft behind in the temporary folder by the code under test: {', '.join(left)}")
+        named = ", ".join(f"{name} (first seen after {LEFT_BY.get(name, 'the session')})" for name in left)
+        print(f"\nleft behind in the temporary folder by the code under test: {named}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
