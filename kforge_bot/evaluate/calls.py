@@ -23,6 +23,8 @@ _Generator = torch.Generator
 _grad = torch.autograd.grad
 _enable_grad = torch.enable_grad
 _no_grad = torch.no_grad
+_equal = torch.equal
+_allclose = torch.allclose
 
 
 def wrap(obj: Any, built: Callable[..., Any], spec: KernelSpec, own_oracle: bool,
@@ -94,6 +96,15 @@ def select(value: Any, outputs: tuple[int | str, ...] | None) -> list[Any]:
     return chosen
 
 
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same memory, or equal values (NaN where the other has NaN)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.data_ptr() == b.data_ptr() and a.stride() == b.stride():
+        return True
+    return bool(_equal(a, b)) or (a.is_floating_point() and bool(_allclose(a, b, rtol=0.0, atol=0.0, equal_nan=True)))
+
+
 def _draw_upstream(seed: int, index: int, like: torch.Tensor) -> torch.Tensor:
     """Output `index`'s random upstream gradient for an input set's seed: the same on every side."""
     generator = _Generator(device=like.device).manual_seed((seed + 7919 * (index + 1)) % (1 << 63))
@@ -110,9 +121,17 @@ class EntryCall:
         self.fn = fn
         self.own_oracle = own_oracle  # a reference of its own: its returns are the results
         names = parameter_names(obj)
+        self.names = names
         self.outputs = None if own_oracle else spec.outputs
         self.inplace = [] if own_oracle else positions(spec.inplace, names, "inplace")
         self.grads = positions(spec.grad_inputs, names, "backward.inputs") if spec.grad_inputs else []
+        # Inputs whose gradient the backward writes into their own memory (`backward.inplace`; never an oracle's):
+        # that memory, after the call, is the gradient compared.
+        self.grad_inplace = [] if own_oracle or not spec.grad_inplace else \
+            positions(spec.grad_inplace, names, "backward.inplace")
+        stray = [i for i in self.grad_inplace if i not in self.grads]
+        if stray:
+            raise CheckFailure("crash", f"backward.inplace: input {stray[0]} is not in backward.inputs")
         # A backward launcher (the kernel's, never an oracle's: the reference's gradients are autograd's), with its
         # arguments as (kind, where): the upstream gradient of a selected output, an input, a raw return, a literal.
         self.launcher: Callable[..., Any] | None = None
@@ -134,13 +153,24 @@ class EntryCall:
                     self.launch_args.append(("literal", arg))
             returns = spec.backward_launcher.get("returns")
             self.launch_returns = None if returns is None else tuple(returns)
+        self._elsewhere: list[int] = []  # inputs whose returned gradient is not what the backward wrote into them
         self.copy_inplace = True  # in-place results copied (the buffers are refilled later); timing says False
         self._seeds: dict[tuple[int, ...], int] = {}
         self._upstream: dict[tuple[tuple[int, ...], int], torch.Tensor] = {}
 
+    @property
+    def written(self) -> list[int]:
+        """Every input a call may write: the forward's in-place inputs, then those the backward writes its gradient
+        into (put back between timed samples, exempt from the inputs-unchanged check: each is compared instead)."""
+        return [*self.inplace, *self.grad_inplace]
+
     def fresh(self, results: list[Any]) -> list[Any]:
-        """The results that must be memory of their own (all but the in-place inputs, which are the last ones)."""
-        return results[:len(results) - len(self.inplace)] if self.inplace else results
+        """The results that must be memory of their own (all but the in-place inputs, which follow the selected
+        returns)."""
+        if not self.inplace:
+            return results
+        selected = len(results) - len(self.inplace) - (len(self.grads) if self.grads else 0)
+        return results[:selected] + results[selected + len(self.inplace):]
 
     # ------------------------------------------------------------------------------- the upstream gradients
 
@@ -195,11 +225,37 @@ class EntryCall:
         """Forward, and with a backward the gradients too (the direction every output check is made on)."""
         if not self.grads:
             return self.forward(*inputs)
+        # The memory a declared backward writes into, as it was: a call that leaves it so disagrees with the manifest
+        # (checked on correctness calls, where results are copied; timing's calls are those already checked).
+        # The inputs whose gradients are checked, as they were: the harness rejects any input written undeclared,
+        # but one written by the backward is named with the declaration that would allow it.
+        watched = [i for i in self.grads if i not in self.inplace] if self.copy_inplace and not self.own_oracle else []
+        before = {i: inputs[i].detach().clone() for i in watched if isinstance(inputs[i], torch.Tensor)}
         results, graph = self.build_graph(list(inputs))
         results = [o.detach() if isinstance(o, torch.Tensor) else o for o in results]
         if self.inplace and self.copy_inplace:  # the inputs it wrote, as the forward alone gives them
             results[len(results) - len(self.inplace):] = [o.clone() for o in results[len(results) - len(self.inplace):]]
-        return results + self.backward(*graph)
+        self._elsewhere = []
+        grads = self.backward(*graph)
+        for i, was in before.items():
+            kept = _equal(inputs[i], was)
+            if i in self.grad_inplace and kept:
+                raise CheckFailure("incorrect", f"backward.inplace declares that the backward writes the gradient of "
+                                                f"input {self._name(i)} into it, but the call left it as it was (drop "
+                                                "it from backward.inplace where the gradient is returned instead)")
+            if i not in self.grad_inplace and not kept:
+                raise CheckFailure("rejected", f"input {self._name(i)} was modified in place (inputs must stay "
+                                               "unchanged; a backward that writes its gradient into it declares so: "
+                                               f"backward.inplace: [{self._name(i)}])")
+        if self._elsewhere:
+            name = self._name(self._elsewhere[0])
+            raise CheckFailure("incorrect", f"backward.inplace: the backward returned a gradient of input {name} "
+                                            f"other than what it wrote into {name} (declared: the gradient is written "
+                                            "there)")
+        return results + grads
+
+    def _name(self, i: int) -> str:
+        return self.names[i] if i < len(self.names) else str(i)
 
     def build_graph(self, inputs: list[Any]) -> tuple[list[Any], tuple[Any, list[Any], list[torch.Tensor]]]:
         """The forward with autograd: (its results, (the differentiable ones, the leaves, their upstream
@@ -236,10 +292,29 @@ class EntryCall:
     def backward(self, outs: Any, leaves: list[Any], ups: list[torch.Tensor]) -> list[Any]:
         """The gradients, on a graph built beforehand (alone, it is timed as the backward direction)."""
         if self.launcher is not None:
-            return self._launch(outs, leaves, ups)
+            return self._written(self._launch(outs, leaves, ups), [leaves[i] for i in self.grads])
         grads = _grad(outs, leaves, ups, allow_unused=True)
         # An input the outputs do not depend on has gradient zero: where the reference's is not, that shows.
-        return [torch.zeros_like(leaf) if g is None else g for g, leaf in zip(grads, leaves)]
+        return self._written([torch.zeros_like(leaf) if g is None else g for g, leaf in zip(grads, leaves)], leaves)
+
+    def _written(self, grads: list[Any], buffers: list[Any]) -> list[Any]:
+        """The gradients, each declared written into its input (`backward.inplace`) taken from that input's memory,
+        what the kernel actually wrote; on a correctness call a returned gradient that differs from it disagrees
+        with the declaration."""
+        if not self.grad_inplace:
+            return grads
+        grads = list(grads)
+        for k, i in enumerate(self.grads):
+            if i not in self.grad_inplace:
+                continue
+            buffer = buffers[k].detach()
+            returned = grads[k]
+            if self.copy_inplace:
+                if isinstance(returned, torch.Tensor) and not _same_values(returned.detach(), buffer):
+                    self._elsewhere.append(i)  # said by the call, after whether it wrote there at all
+                buffer = buffer.clone()
+            grads[k] = buffer
+        return grads
 
     def _launch(self, value: Any, inputs: list[Any], ups: list[torch.Tensor]) -> list[Any]:
         """The backward launcher on the forward's saved values; its returns (or those `returns` selects) are the

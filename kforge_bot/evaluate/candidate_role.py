@@ -380,7 +380,7 @@ class CandidateRun:
         try:
             checks.check_plain_outputs(outputs, self.device.type)
             checks.check_no_alias(outputs if entry is None else entry.fresh(outputs), inputs, self.output_slots)
-            checks.check_inputs_unchanged(inputs, before, () if entry is None else entry.inplace,
+            checks.check_inputs_unchanged(inputs, before, () if entry is None else entry.written,
                                           skip=self.output_slots)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, f"{case.label}: {failure}") from None
@@ -507,7 +507,7 @@ class ShapeTiming:
         for r, inputs in enumerate(self.sets):
             for entry in self.entries:
                 entry.bind(inputs, plan.timing_seed(shape_index, r))
-        self.inplace = self.candidate.inplace if isinstance(self.candidate, calls.EntryCall) else []
+        self.inplace = self.candidate.written if isinstance(self.candidate, calls.EntryCall) else []
         self.backward = bool(self.entries and self.entries[0].grads)
         self.kept: dict[int, list[torch.Tensor]] = {}
         self.last_beat = _clock()

@@ -292,7 +292,8 @@ def _output_name(plan: Plan, index: int, count: int) -> str:
     grads = plan.spec.grad_inputs
     first = count - len(grads)
     if grads and index >= first:
-        return f"the gradient of input {grads[index - first]} (output {index})"
+        written = ", as written into it" if grads[index - first] in plan.spec.grad_inplace else ""
+        return f"the gradient of input {grads[index - first]}{written} (output {index})"
     return f"output {index}"
 
 

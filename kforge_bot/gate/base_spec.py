@@ -58,7 +58,8 @@ def spec_changes(base: KernelSpec, head: KernelSpec) -> list[str]:
         changed.append("outputs")
     if base.inplace != head.inplace:
         changed.append("inplace")
-    if (base.grad_inputs, base.backward_launcher) != (head.grad_inputs, head.backward_launcher):
+    if (base.grad_inputs, base.grad_inplace, base.backward_launcher) != \
+            (head.grad_inputs, head.grad_inplace, head.backward_launcher):
         changed.append("backward")
     if base.timed_indices() != head.timed_indices():
         changed.append("timed")

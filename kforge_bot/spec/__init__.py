@@ -22,6 +22,7 @@ Two formats:
            outputs: 0                        # which of the entry's returns are results (index, name, or a list)
            inplace: [q, k]                   # inputs the call writes: compared after the call
            backward: {inputs: [x, w]}        # gradients checked against the reference's autograd, and timed
+                                             # (`inplace: [x]` in it: the backward writes x's gradient into x)
 
    `entry` may also name a callable in another file (`launch/rope.py:rope`) or module
    (`pkg.ops.rope:rope`, or `pkg.ops.rope.rope`): `file` stays what the bot may rewrite, and the launcher imports
@@ -36,7 +37,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
-import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from typing import Any
 from kforge_bot.config import reader
 from kforge_bot.config.yamlcheck import did_you_mean
 from kforge_bot.errors import KforgeError
+from kforge_bot.spec.env import check_env
 
 MANIFEST_NAME = "kforge.yaml"
 LANGUAGES = ("triton", "cuda", "cpp", "c", "torch", "sycl")  # the one vocabulary: manifests and policies
@@ -134,6 +135,9 @@ class KernelSpec:
     outputs: tuple[int | str, ...] | None = None
     inplace: tuple[int | str, ...] = ()
     grad_inputs: tuple[int | str, ...] = ()
+    # Inputs (among grad_inputs) into whose own memory the backward writes their gradient (`backward.inplace`:
+    # Liger's SwiGLU writes da into a): the gradient compared is what the buffer holds after the call.
+    grad_inplace: tuple[int | str, ...] = ()
     # A backward launcher called with the forward's saved values ({"launcher", "args", "returns"}); empty: the
     # gradients come from autograd through the entry (an autograd.Function).
     backward_launcher: dict[str, Any] = field(default_factory=dict)
@@ -187,7 +191,7 @@ class KernelSpec:
         data = asdict(self)
         data["shape_sets"] = list(self.shape_sets)
         data["targets"] = list(self.targets)
-        for key in ("inplace", "grad_inputs", "import_roots"):
+        for key in ("inplace", "grad_inputs", "grad_inplace", "import_roots"):
             data[key] = list(data[key])
         data["outputs"] = None if self.outputs is None else list(self.outputs)
         data["timed_shapes"] = None if self.timed_shapes is None else list(self.timed_shapes)
@@ -203,7 +207,7 @@ class KernelSpec:
             data["kernel"] = Implementation.from_dict(data["kernel"])
         data["shape_sets"] = tuple(data["shape_sets"])
         data["targets"] = tuple(data["targets"])
-        for key in ("inplace", "grad_inputs", "import_roots"):
+        for key in ("inplace", "grad_inputs", "grad_inplace", "import_roots"):
             data[key] = tuple(data.get(key) or ())
         data["outputs"] = None if data.get("outputs") is None else tuple(data["outputs"])
         if data.get("timed_shapes") is not None:
@@ -409,14 +413,6 @@ _KERNEL_KEYS = {"file", "entry", "reference", "inputs", "shapes", "init", "toler
                 "import_roots", "outputs", "inplace", "backward", "constraints", "kwargs", "env",
                 "package_init"}
 CONSTRAINT_KEYS = ("multiple_of", "min", "max", "fixed")
-# `env:` names: upper-case, and none a runtime, the loader, Python, torch, Triton, CUDA or the bot itself reads (those
-# would change how the harness runs, not what the library imports).
-ENV_NAME_RE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
-ENV_RESERVED_PREFIXES = ("LD_", "PYTHON", "PATH", "HOME", "TMP", "TEMP", "TRITON", "CUDA", "NVIDIA", "TORCH",
-                         "PYTORCH", "NCCL", "OMP_", "MKL_", "KMP_", "KFORGE", "GITHUB", "OPENAI", "RUNNER", "ACTIONS",
-                         "SSL_", "HTTP", "NO_PROXY", "XDG_", "USER", "SHELL", "LANG", "LC_", "GCC", "CC", "CXX",
-                         "NVCC", "HIP", "ROCM", "XPU", "ZE_", "SYCL", "ONEAPI", "DYLD", "MALLOC", "GLIBC", "BWRAP")
-MAX_ENV_VALUE = 256
 
 
 def _kwargs(value: Any, where: str, manifest: Path) -> dict[str, Any]:
@@ -430,26 +426,6 @@ def _kwargs(value: Any, where: str, manifest: Path) -> dict[str, Any]:
         raise KforgeError(f"{where}: expected a mapping of keyword names to numbers, strings, booleans or lists",
                           path=manifest, hint='e.g. kwargs: {approximate: tanh, alpha: 0.5, dtype: torch.float16}')
     return dict(value)
-
-
-def _env(value: Any, where: str, manifest: Path) -> dict[str, str]:
-    """`env:` variables a library reads when it is imported (GEMS_VENDOR), allowlisted by name."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise KforgeError(f"{where}.env: expected a mapping of variable names to values", path=manifest)
-    env: dict[str, str] = {}
-    for name, raw in value.items():
-        if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name) or name.startswith(ENV_RESERVED_PREFIXES):
-            raise KforgeError(f"{where}.env: {str(name)[:64]!r} is not a name a manifest may set", path=manifest,
-                              hint="upper-case letters, digits and _, and none of the runtime's own "
-                                   "(LD_*, PYTHON*, TRITON*, CUDA*, TORCH*, KFORGE*, ...): see docs/manifest.md")
-        text = str(raw).lower() if isinstance(raw, bool) else str(raw)
-        if not isinstance(raw, (str, int, float, bool)) or len(text) > MAX_ENV_VALUE or not text.isprintable():
-            raise KforgeError(f"{where}.env.{name}: expected a printable value of at most {MAX_ENV_VALUE} characters",
-                              path=manifest)
-        env[name] = text
-    return env
 
 
 def _tolerances(value: Any, where: str, manifest: Path) -> tuple[dict[str, float] | None, dict[str, float] | None]:
@@ -545,7 +521,7 @@ def _selection(value: Any, key: str, where: str, manifest: Path, allow_empty: bo
     return tuple(items)
 
 
-_BACKWARD_KEYS = {"inputs", "launcher", "args", "returns"}
+_BACKWARD_KEYS = {"inputs", "inplace", "launcher", "args", "returns"}
 BACKWARD_ARG_KINDS = ("grad", "input", "output")  # backward.args: grad.N, input.NAME|N, output.N (else a literal)
 
 
@@ -579,18 +555,23 @@ def _positions(items: tuple[int | str, ...], names: list[str] | None, key: str, 
     return tuple(names.index(i) if isinstance(i, str) else i for i in items)
 
 
-def _backward(value: Any, where: str, manifest: Path) -> tuple[tuple[int | str, ...], dict[str, Any]]:
-    """(the inputs whose gradients are checked, the backward launcher: {} for autograd through the entry)."""
+def _backward(value: Any, where: str, manifest: Path) -> tuple[tuple[int | str, ...], tuple[int | str, ...],
+                                                               dict[str, Any]]:
+    """(the inputs whose gradients are checked, those of them the backward writes its gradient into, the backward
+    launcher: {} for autograd through the entry)."""
     if value is None:
-        return (), {}
+        return (), (), {}
     if not isinstance(value, dict) or "inputs" not in value or set(value) - _BACKWARD_KEYS:
         raise KforgeError(f"{where}.backward: expected {{inputs: [...]}} (autograd through the entry), with "
-                          "launcher, args and returns for a backward launcher", path=manifest,
+                          "inplace for gradients written into their inputs, and launcher, args and returns for a "
+                          "backward launcher", path=manifest,
                           hint="e.g. backward: {inputs: [x, weight]}, or add launcher: rms_norm_backward, "
                                "args: [grad.0, input.x, input.weight, output.2]")
     inputs = _selection(value["inputs"], "backward.inputs", where, manifest, allow_empty=False)
-    if set(value) == {"inputs"}:
-        return inputs, {}
+    written = () if value.get("inplace") is None else \
+        _selection(value["inplace"], "backward.inplace", where, manifest, allow_empty=True)
+    if set(value) <= {"inputs", "inplace"}:
+        return inputs, written, {}
     launcher, args = value.get("launcher"), value.get("args")
     if not isinstance(launcher, str) or not launcher.isidentifier() or not isinstance(args, list):
         raise KforgeError(f"{where}.backward: a backward launcher needs launcher (a name in the entry's module) and "
@@ -602,7 +583,8 @@ def _backward(value: Any, where: str, manifest: Path) -> tuple[tuple[int | str, 
                               path=manifest)
     returns = None if value.get("returns") is None else \
         _selection(value["returns"], "backward.returns", where, manifest, allow_empty=False)
-    return inputs, {"launcher": launcher, "args": list(args), "returns": None if returns is None else list(returns)}
+    return inputs, written, {"launcher": launcher, "args": list(args),
+                             "returns": None if returns is None else list(returns)}
 
 
 def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary: Path | None = None) -> KernelSpec:
@@ -668,10 +650,23 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
         _selection(entry["outputs"], "outputs", where, manifest, allow_empty=bool(entry.get("inplace")))
     inplace = () if entry.get("inplace") is None else \
         _selection(entry["inplace"], "inplace", where, manifest, allow_empty=True)
-    grad_inputs, backward_launcher = _backward(entry.get("backward"), where, manifest)
+    grad_inputs, grad_inplace, backward_launcher = _backward(entry.get("backward"), where, manifest)
     names = entry_parameters(launcher.source, symbol)
     grad_inputs = _positions(grad_inputs, names, "backward.inputs", where, manifest)
+    grad_inplace = _positions(grad_inplace, names, "backward.inplace", where, manifest)
     inplace = _positions(inplace, names, "inplace", where, manifest)
+    # Names unresolved here (an imported entry) against indices are the worker's to compare (calls.EntryCall).
+    decidable = names is not None or len({type(i) for i in (*grad_inputs, *grad_inplace)}) <= 1
+    stray = [i for i in grad_inplace if i not in grad_inputs] if decidable else []
+    if stray:
+        raise KforgeError(f"{where}.backward.inplace: {stray[0]!r} is not in backward.inputs (a backward writes an "
+                          "input's own gradient into it)", path=manifest,
+                          hint=f"add {stray[0]!r} to backward.inputs, or drop it from backward.inplace")
+    both = [i for i in grad_inplace if i in inplace]
+    if both:
+        raise KforgeError(f"{where}.backward.inplace: input {both[0]!r} is also in inplace: a buffer written by both "
+                          "the forward and the backward cannot be checked as either", path=manifest,
+                          hint="declare it in one of them")
 
     shapes = entry.get("shapes", [{}])
     if not isinstance(shapes, list) or not shapes or not all(isinstance(s, dict) for s in shapes):
@@ -688,7 +683,8 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
     for i, shape in enumerate(shapes):
         if "kwargs" in shape:
             _kwargs(shape["kwargs"], f"{where}.shapes[{i}].kwargs", manifest)
-    env = _env(entry.get("env"), where, manifest)
+    env = check_env(entry.get("env"), where, manifest,
+                    {m.split(".")[0] for m in (kernel.module, kernel.entry_module) if m})
     targets = entry.get("targets", list(TARGET_KINDS))
     if not isinstance(targets, list) or not targets or any(t not in TARGET_KINDS for t in targets):
         raise KforgeError(f"{where}.targets: expected a list drawn from {', '.join(TARGET_KINDS)}, got {targets!r}",
@@ -721,6 +717,7 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
         outputs=outputs,
         inplace=inplace,
         grad_inputs=grad_inputs,
+        grad_inplace=grad_inplace,
         backward_launcher=backward_launcher,
         reference_returns="outputs" if "reference" in entry else "entry",
         call_kwargs=call_kwargs,

@@ -113,3 +113,64 @@ def test_backward_through_an_in_place_forward_is_checked_and_timed(lib: Path) ->
     assert {"forward", "backward"} <= set(result.details["directions"])
     wrong = (lib / "src/kwlib/ops/act.py").read_text().replace("return dq * 2.0, dk", "return dq, dk")
     assert _check(spec, wrong).verdict == "incorrect"
+
+
+GRAD_WRITERS = ["mul_autograd", "mul_launchers"]  # an autograd.Function; a forward and a backward launcher
+
+
+@pytest.mark.parametrize("name", GRAD_WRITERS)
+def test_a_backward_that_writes_its_gradients_into_saved_inputs_is_checked_on_what_it_wrote(
+        lib: Path, name: str) -> None:
+    """Liger's SwiGLU writes da into a and db into b: before, an input written by the backward was only ever
+    `rejected`. Declared (`backward.inplace`), the buffers after the call are the gradients compared, and timed
+    with them put back between samples."""
+    spec = load_manifest(lib / "kforge.yaml")[name]
+    assert spec.grad_inputs == (0, 1) and spec.grad_inplace == (0, 1)
+    isolation = "required" if sandboxing.probe().available else "off"
+    settings = EvalSettings(seeds=2, measure=True, profile=False, timing_budget_s=0.3, min_pairs=3,
+                            allow_framework_fallback=True, isolation=isolation)
+    result = evaluate(spec, spec.baseline, "cpu", settings, baseline=spec.reference)
+    assert result.verdict in ("pass", "improved", "regression", "inconclusive"), result.reason
+    assert {"forward", "backward"} <= set(result.details["directions"])
+    text = (lib / "src/kwlib/ops/mul.py").read_text()
+    # What it writes is what is compared: a wrong value written (and returned, the same memory) is incorrect.
+    wrong = _check(spec, text.replace("a.copy_(da)", "a.copy_(da * 1.5)"))
+    assert wrong.verdict == "incorrect" and "the gradient of input 0, as written into it" in wrong.reason, wrong.reason
+
+
+@pytest.mark.parametrize("name", GRAD_WRITERS)
+def test_a_backward_that_disagrees_with_its_declaration_says_how_in_one_line(lib: Path, name: str) -> None:
+    spec = load_manifest(lib / "kforge.yaml")[name]
+    text = (lib / "src/kwlib/ops/mul.py").read_text()
+    returns_new = text.replace("    a.copy_(da)\n    b.copy_(db)\n    return a, b", "    return da, db")
+    result = _check(spec, returns_new)
+    assert result.verdict == "incorrect" and "backward.inplace declares that the backward writes the gradient of " \
+        "input a into it, but the call left it as it was" in result.reason, result.reason
+    # Writes one thing, returns another: the right gradient returned does not hide a wrong one written.
+    two_answers = text.replace("a.copy_(da)", "a.copy_(da * 1.5)").replace("b.copy_(db)\n    return a, b\n",
+                                                                                  "b.copy_(db)\n    return da, db\n")
+    result = _check(spec, two_answers)
+    assert result.verdict == "incorrect" and "returned a gradient of input a other than what it wrote into a" \
+        in result.reason, result.reason
+    assert "\n" not in result.reason
+
+
+def test_a_gradient_written_into_an_input_undeclared_is_rejected_with_the_declaration_to_make(lib: Path) -> None:
+    """The finding the Liger example kept: without `backward.inplace` the write is still refused, now naming it."""
+    spec = _edit(lib, "mul_autograd", backward={"inputs": ["a", "b"]})
+    result = _check(spec)
+    assert result.verdict == "rejected", result.reason
+    assert "input a was modified in place" in result.reason and "backward.inplace: [a]" in result.reason
+
+
+@pytest.mark.parametrize(("backward", "extra", "message"), [
+    ({"inputs": ["a"], "inplace": ["b"]}, {}, r"backward\.inplace: 1 is not in backward\.inputs"),
+    ({"inputs": ["a", "b"], "inplace": ["a"]}, {"inplace": ["a"], "outputs": []},
+     r"backward\.inplace: input 0 is also in inplace"),
+    ({"inputs": ["a"], "inplace": ["c"]}, {}, r"backward\.inplace: the entry has no parameter 'c'"),
+    ({"inputs": ["a"], "inplace": [{"a": 1}]}, {}, r"backward\.inplace: expected an index"),
+])
+def test_backward_inplace_is_validated_in_one_line(lib: Path, backward: dict, extra: dict, message: str) -> None:
+    with pytest.raises(KforgeError, match=rf"kforge\.yaml: kernels\.mul_autograd\.{message}") as caught:
+        _edit(lib, "mul_autograd", backward=backward, **extra)
+    assert "\n" not in str(caught.value)

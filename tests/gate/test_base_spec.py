@@ -80,7 +80,8 @@ def test_every_field_but_the_kernels_code_is_the_bases_and_a_head_edit_of_it_is_
     the base's, and a head that edits one of these is spec-changed."""
     base, head = _specs(tmp_path, FILES, FILES)
     edits = {"call_kwargs": ({"alpha": 2.0}, "kwargs"), "backward_tolerance": ({"atol": 1.0, "rtol": 1.0}, "tolerance"),
-             "env": ({"LIB_MODE": "fast"}, "env"), "constraints": ({"n": {"fixed": True}}, "constraints")}
+             "env": ({"LIB_MODE": "fast"}, "env"), "constraints": ({"n": {"fixed": True}}, "constraints"),
+             "grad_inplace": ((0,), "backward")}  # a head declaring its backward writes into its inputs
     for name, (value, part) in edits.items():
         edited = replace(head, **{name: value})
         assert getattr(judged_spec(edited, base), name) == getattr(base, name), name
