@@ -18,8 +18,8 @@ gate takes `env:` from the base branch's manifest (gate.base_spec).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError

@@ -87,7 +87,7 @@ def test_env_and_package_init_let_a_package_import_that_otherwise_does_not(lib: 
 
 
 @pytest.mark.parametrize("env", [{"LD_PRELOAD": "/tmp/x.so"}, {"PYTHONPATH": "/tmp"}, {"TRITON_CACHE_DIR": "/x"},
-                                 {"KFORGE_CACHE_DIR": "/x"}, {"lower": "x"}, {"OK_NAME": "a\nb"}])
+                                 {"KFORGE_CACHE_DIR": "/x"}, {"lower": "x"}, {"KWLIB_MODE": "a\nb"}])
 def test_env_names_outside_the_allowlist_are_refused_in_one_line(lib: Path, env: dict[str, str]) -> None:
     with pytest.raises(KforgeError, match=r"kernels\.gelu_tanh\.env"):
         _edit(lib, "gelu_tanh", env=env)
