@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 import torch
 
+from kforge_bot.evaluate import device_import
+from kforge_bot.evaluate.worker_io import short_error
 from kforge_bot.spec import Implementation, KernelSpec
 
 
@@ -39,6 +41,16 @@ def forget_seed() -> None:
 
 def import_implementation(impl: Implementation, workdir: Path, tag: str,
                           support: tuple[tuple[str, str], ...] = ()) -> ModuleType:
+    """_import_implementation's module; where it fails asking for a GPU this machine lacks, NeedsDevice."""
+    try:
+        return _import_implementation(impl, workdir, tag, support)
+    except Exception as exc:
+        device_import.raise_if_needs_device(impl.module, impl.filename, exc, short_error(exc))
+        raise
+
+
+def _import_implementation(impl: Implementation, workdir: Path, tag: str,
+                           support: tuple[tuple[str, str], ...] = ()) -> ModuleType:
     """Write the source to `workdir/<tag>_code/<filename>` and import it as a fresh module named for its role
     (each role is imported once in a worker). The spec's `support` modules (GPU MODE's task.py, utils.py) are
     written beside it and imported from there (by their names, once per process, as GPU MODE's evaluator does:
@@ -111,7 +123,11 @@ def import_as_written(impl: Implementation, workdir: Path, tag: str) -> ModuleTy
         _read_source_only(root)
         if str(root) not in sys.path:
             sys.path.insert(0, str(root))
-    return importlib.import_module(impl.entry_module or impl.module)
+    try:
+        return importlib.import_module(impl.entry_module or impl.module)
+    except Exception as exc:
+        device_import.raise_if_needs_device(impl.module, impl.filename, exc, short_error(exc))
+        raise
 
 
 class _SourceAs(importlib.abc.MetaPathFinder):

@@ -52,6 +52,8 @@ class Stop(Exception):
 
 
 def short_error(exc: BaseException) -> str:
+    if isinstance(exc, Stop):
+        return exc.reason  # the harness's own line (device_import.NeedsDevice), said as written
     text = f"{type(exc).__name__}: {exc}".strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     # Compiler errors are long; keep the lines that say what went wrong.
