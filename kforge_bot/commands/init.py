@@ -26,6 +26,7 @@ import yaml
 from kforge_bot.commands import examples, target_option
 from kforge_bot.config import reader
 from kforge_bot.errors import KforgeError
+from kforge_bot.libscan.device_queries import import_time_queries
 from kforge_bot.libscan.from_tests import TestEvidence, read_tests
 from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
 from kforge_bot.libscan.modules import Library, Module, dotted_name
@@ -173,6 +174,11 @@ def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft
         head.append("# no new Triton or torch-extension kernel files to propose (KernelBench problems need no entry)")
     else:
         head.append("kernels:")
+    queries = import_time_queries(library) if state.entries else []
+    if queries:  # one line: such a library raises at import on a CPU machine (evaluate.device_import says so there)
+        state.notes.append(f"# needs a GPU to import: {queries[0]} asks for the device when imported"
+                           + (f" (+{len(queries) - 1} more)" if len(queries) > 1 else "")
+                           + "; run `kforge-bot list --import` and `check` on a GPU runner")
     notes = state.notes + [
         f"# skipped {len(where)} launcher(s) in {vendor}'s backend folders (no kforge target runs them): "
         + ", ".join(where[:3]) + (f", ... ({len(where) - 3} more)" if len(where) > 3 else "")
