@@ -27,16 +27,62 @@ class DeviceQuery:
 
 
 def import_time_queries(library: Library) -> list[DeviceQuery]:
-    """Every device query in code that runs when its module is imported (module level and class bodies, never a
-    function's body), in the library's modules."""
+    """Every device query in code that runs when its module is imported (module level, class bodies and decorators,
+    never a function's body unless import-time code calls that function: attorch's `get_n_stages()` in an autotune
+    config), in the library's modules. Functions are matched by name across the library."""
+    asking = _asking_functions(library)
     found: dict[tuple[str, int], DeviceQuery] = {}  # one per line (a call's chain holds it more than once)
     for module in library.modules():
         for node in _import_time_nodes(module.tree):
-            if isinstance(node, ast.Attribute):
-                text = _dotted(node)
-                if text and _asks_for_device(text):
-                    found.setdefault((module.rel, node.lineno), DeviceQuery(module.rel, node.lineno, text))
+            query = _query(node, asking)
+            if query is not None:
+                found.setdefault((module.rel, node.lineno), DeviceQuery(module.rel, node.lineno, query))
     return sorted(found.values(), key=lambda q: (q.rel, q.line))
+
+
+def _query(node: ast.AST, asking: dict[str, str]) -> str | None:
+    """What `node` asks the device for: a query itself, or a call of a library function that makes one."""
+    if isinstance(node, ast.Attribute):
+        text = _dotted(node)
+        return text if text and _asks_for_device(text) else None
+    if isinstance(node, ast.Call):
+        name = _callee(node)
+        if name in asking:
+            return f"{name}() -> {asking[name]}"
+    return None
+
+
+def _callee(node: ast.Call) -> str | None:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _asking_functions(library: Library) -> dict[str, str]:
+    """Top-level functions whose bodies ask for the device, directly or through another such function: name -> the
+    query. Each body is walked once; the calls between them are followed to a fixed point."""
+    asking: dict[str, str] = {}
+    calls: dict[str, set[str]] = {}
+    for module in library.modules():
+        for name, node in module.defs.items():
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            called = calls.setdefault(name, set())
+            for inner in ast.walk(node):
+                query = _query(inner, {})
+                if query is not None:
+                    asking.setdefault(name, query)
+                elif isinstance(inner, ast.Call):
+                    called.add(_callee(inner) or "")
+    changed = True
+    while changed:
+        changed = False
+        for name, called in calls.items():
+            if name not in asking:
+                via = next((c for c in called if c in asking), None)
+                if via is not None:
+                    asking[name] = asking[via]
+                    changed = True
+    return asking
 
 
 def _import_time_nodes(tree: ast.Module) -> Iterator[ast.AST]:

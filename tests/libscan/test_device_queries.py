@@ -25,19 +25,27 @@ def _library(tmp_path: Path, runtime: str) -> Path:
 
 
 def test_import_time_device_queries_are_found_and_calls_inside_functions_are_not(tmp_path: Path) -> None:
+    """Module level, class bodies and decorators run at import; a function's body (and a lambda's) only when
+    called, so it counts where import-time code calls it."""
     repo = _library(tmp_path, "import torch\nimport triton\nfrom triton.runtime import driver\n\n"
                               "SM = torch.cuda.get_device_properties(0).multi_processor_count\n"
                               "TARGET = triton.runtime.driver.active.get_current_target()\n"
                               "ARCH = driver.active.get_current_target().arch\n"
                               "HAS = torch.cuda.is_available()\n\n\n"
                               "def later():\n    return torch.cuda.current_device()\n\n\n"
-                              "class Settings:\n    NAME = torch.cuda.get_device_name()\n")
+                              "class Settings:\n    NAME = torch.cuda.get_device_name()\n\n\n"
+                              "def stages():\n    return 2 if torch.cuda.get_device_capability()[0] < 8 else 3\n\n\n"
+                              "def config():\n    return {'num_stages': stages()}\n\n\n"
+                              "@triton.heuristics({'tf32': lambda _: later()})\n"
+                              "@triton.autotune(configs=[config()], key=[])\ndef kernel():\n    pass\n")
     files = sorted(repo.rglob("*.py"))
     found = [(q.rel, q.line, q.call) for q in import_time_queries(Library.read(repo, files))]
     assert found == [("gpulib/runtime.py", 5, "torch.cuda.get_device_properties"),
                      ("gpulib/runtime.py", 6, "triton.runtime.driver.active"),
                      ("gpulib/runtime.py", 7, "driver.active"),
-                     ("gpulib/runtime.py", 16, "torch.cuda.get_device_name")]
+                     ("gpulib/runtime.py", 16, "torch.cuda.get_device_name"),
+                     # attorch's autotune configs: a function called at import that asks through another one
+                     ("gpulib/runtime.py", 28, "config() -> torch.cuda.get_device_capability")]
 
 
 def test_init_says_in_one_line_that_the_library_needs_a_gpu_to_import(tmp_path: Path) -> None:
