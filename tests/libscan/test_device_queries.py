@@ -11,7 +11,8 @@ from kforge_bot.cli import cli
 from kforge_bot.libscan.device_queries import import_time_queries
 from kforge_bot.libscan.modules import Library
 
-KERNEL = "import triton\n\n\n@triton.jit\ndef _scale(x):\n    pass\n\n\ndef scale(x):\n    _scale[(1,)](x)\n    return x\n"
+KERNEL = ("import triton\n\n\n@triton.jit\ndef _scale(x):\n    pass\n\n\n"
+          "def scale(x):\n    _scale[(1,)](x)\n    return x\n")
 
 
 def _library(tmp_path: Path, runtime: str) -> Path:
