@@ -145,8 +145,22 @@ def main() -> int:
                 results[name][step] = measure(name, args, out / name)
                 text = report(args, results, out)
                 (out / "real_libraries_round2.md").write_text(text)  # after each step: a timeout keeps what was done
+                if step == "init":  # at once, one line: a later library's timeout or a cut tail keeps this figure
+                    print(share_line(name, results[name]["init"]), flush=True)
     print(text, flush=True)
+    for name in args.only:  # last, so the device's output tail holds every library's share
+        if "init" in results[name]:
+            print(share_line(name, results[name]["init"]), flush=True)
     return 0
+
+
+def share_line(name: str, share: dict[str, Any]) -> str:
+    """`init share NAME: imported/entries (percent) import as written`, or why there is no figure."""
+    if "entries" not in share:
+        return f"init share {name}: no figure (init exit {share.get('init_exit')}: {share.get('note', '')})"
+    frac = f"{share['imported'] / share['entries']:.0%}" if share["entries"] else "-"
+    return (f"init share {name}: {share['imported']}/{share['entries']} ({frac}) import as written; init "
+            f"{share['init_wall_s']:.0f} s, list --import {share['list_wall_s']:.0f} s")
 
 
 if __name__ == "__main__":

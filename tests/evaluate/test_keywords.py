@@ -155,6 +155,18 @@ def test_a_backward_that_disagrees_with_its_declaration_says_how_in_one_line(lib
     assert "\n" not in result.reason
 
 
+def test_a_gradient_the_forward_writes_into_its_input_is_checked_where_it_ends(lib: Path) -> None:
+    """Liger's cross-entropy writes the gradient into the logits in its forward and scales it there in its backward:
+    the memory after the whole call is compared."""
+    spec = load_manifest(lib / "kforge.yaml")["cube_sum_autograd"]
+    result = _check(spec)
+    assert result.verdict == "pass", result.reason
+    text = (lib / "src/kwlib/ops/mul.py").read_text()
+    unscaled = _check(spec, text.replace("return x.mul_(grad)", "return x * grad"))
+    assert unscaled.verdict == "incorrect" and "returned a gradient of input x other than what it wrote into x" \
+        in unscaled.reason, unscaled.reason
+
+
 def test_a_gradient_written_into_an_input_undeclared_is_rejected_with_the_declaration_to_make(lib: Path) -> None:
     """The finding the Liger example kept: without `backward.inplace` the write is still refused, now naming it."""
     spec = _edit(lib, "mul_autograd", backward={"inputs": ["a", "b"]})
