@@ -84,7 +84,7 @@ def init_share(library: str, args: argparse.Namespace, out: Path) -> dict[str, A
     failing: dict[str, int] = {}
     for r in rows:
         if r.get("imports") != "ok":
-            why = str(r.get("error") or r.get("imports"))[-160:]
+            why = str(r.get("error") or r.get("imports")).split(" (run it on a GPU runner")[0][-160:]
             failing[why] = failing.get(why, 0) + 1
     result.update(entries=len(kernels), imported=len(ok), list_wall_s=listed["wall_s"],
                   failing=sorted(failing.items(), key=lambda kv: -kv[1])[:5])
