@@ -79,3 +79,16 @@ def geglu(a, b):
 
 def swiglu_inputs(rows, cols, dtype="bfloat16"):
     return torch.randn(rows, cols, dtype=_dtype(dtype)), torch.randn(rows, cols, dtype=_dtype(dtype))
+
+
+# ------------------------------------------------------------------------------------------ cross-entropy
+
+
+def cross_entropy(_input, target, weight=None, *_settings):
+    """Mean cross-entropy over the rows, computed in fp32 (the rest of the autograd.Function's arguments are Liger's
+    options at their defaults)."""
+    return torch.nn.functional.cross_entropy(_input.float(), target, weight=weight)
+
+
+def cross_entropy_inputs(rows, vocab, dtype="float32"):
+    return torch.randn(rows, vocab, dtype=_dtype(dtype)), torch.randint(vocab, (rows,)), None
