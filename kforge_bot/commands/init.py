@@ -174,7 +174,9 @@ def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft
         head.append("# no new Triton or torch-extension kernel files to propose (KernelBench problems need no entry)")
     else:
         head.append("kernels:")
-    queries = import_time_queries(library) if state.entries else []
+    # Other vendors' backend folders ask for their own devices, and no kforge target imports them.
+    queries = [q for q in import_time_queries(library) if vendor_of(q.rel) is None or vendor_target(vendor_of(q.rel))] \
+        if state.entries else []
     if queries:  # one line: such a library raises at import on a CPU machine (evaluate.device_import says so there)
         state.notes.append(f"# needs a GPU to import: {queries[0]} asks for the device when imported"
                            + (f" (+{len(queries) - 1} more)" if len(queries) > 1 else "")

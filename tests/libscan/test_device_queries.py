@@ -58,3 +58,8 @@ def test_init_says_in_one_line_that_the_library_needs_a_gpu_to_import(tmp_path: 
                       "device when imported; run `kforge-bot list --import` and `check` on a GPU runner")]
     quiet = _library(tmp_path / "other", "import torch\n\nHAS = torch.cuda.is_available()\n")
     assert "needs a GPU" not in CliRunner().invoke(cli, ["init", str(quiet)]).output
+    # Another vendor's backend folder asks for its own device, which no kforge target imports.
+    (quiet / "gpulib" / "backends" / "_ascend").mkdir(parents=True)
+    (quiet / "gpulib" / "backends" / "_ascend" / "__init__.py").write_text(
+        "import triton\n\nTARGET = triton.runtime.driver.active.get_current_target()\n")
+    assert "needs a GPU" not in CliRunner().invoke(cli, ["init", str(quiet)]).output
