@@ -225,10 +225,9 @@ class EntryCall:
         """Forward, and with a backward the gradients too (the direction every output check is made on)."""
         if not self.grads:
             return self.forward(*inputs)
-        # The memory a declared backward writes into, as it was: a call that leaves it so disagrees with the manifest
-        # (checked on correctness calls, where results are copied; timing's calls are those already checked).
-        # The inputs whose gradients are checked, as they were: the harness rejects any input written undeclared,
-        # but one written by the backward is named with the declaration that would allow it.
+        # The inputs whose gradients are checked, as they were (on correctness calls, where results are copied; timing's
+        # calls are those already checked): one declared written (`backward.inplace`) but left so disagrees with the
+        # manifest, and one written undeclared is named with the declaration that would allow it.
         watched = [i for i in self.grads if i not in self.inplace] if self.copy_inplace and not self.own_oracle else []
         before = {i: inputs[i].detach().clone() for i in watched if isinstance(inputs[i], torch.Tensor)}
         results, graph = self.build_graph(list(inputs))
