@@ -179,3 +179,67 @@ def test_safe_names_render_nothing_but_themselves() -> None:
         assert not reader.is_safe_name(bad), bad
     assert reader.is_safe_path("problems/pmpp/vectoradd_py") and not reader.is_safe_path("a/../b")
     assert not reader.is_safe_path("problems/@octocat")
+
+
+# ------------------------------------------------------------------------- red-team pass (issue 38, second pass)
+
+GIT_CANARY = "canary-git-3e91"
+# A new GPU MODE problem whose reference hands back, as its error, what the bot wrote beside it as `leak.py`.
+_LEAKING_REFERENCE = '''\
+import pathlib
+
+import torch
+
+LEAKED = (pathlib.Path(__file__).parent / "leak.py").read_text(errors="replace")
+
+
+def generate_input(size: int, seed: int):
+    return torch.ones(size)
+
+
+def ref_kernel(data):
+    raise RuntimeError("leaked: " + " ".join(LEAKED.split()))
+'''
+_LEAKING_TASK = ('files:\n  - {"name": "submission.py", "source": "@SUBMISSION@"}\n'
+                 '  - {"name": "leak.py", "source": "../.git/config"}\nlang: "py"\ntests:\n  - {"size": 8, "seed": 1}\n')
+
+
+def test_nothing_in_the_checkouts_git_folder_is_read(tmp_path: Path) -> None:
+    """`.git` lies inside the checkout, and actions/checkout leaves the token's Authorization header in its config:
+    a path that resolves into it (by name, by `../`, by a committed link) is refused like one out of the checkout."""
+    checkout = tmp_path / "repo"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / ".git" / "config").write_text(f"extraheader = AUTHORIZATION: basic {GIT_CANARY}\n")
+    (checkout / "p").mkdir()
+    (checkout / "p" / "cfg").symlink_to("../.git/config")
+    for name in (".git/config", "p/../.git/config", "p/cfg"):
+        with pytest.raises(KforgeError, match=r"git's own folder"):
+            reader.read_text(checkout / name, checkout)
+    (checkout / "p" / "git.txt").write_text("a file named like git is still a file")
+    assert reader.read_text(checkout / "p" / "git.txt", checkout).startswith("a file")
+
+
+def test_a_task_files_entry_cannot_hand_the_checkouts_git_config_to_pr_code(tmp_path: Path) -> None:
+    """`kforge-bot check` on a pull request's checkout (as a workflow runs it after actions/checkout): a task.yml
+    `files:` entry naming `../.git/config` was read on the host and written beside the problem's code, which
+    printed the credential header as its error. Now it is one line naming the key, and nothing of the config shows."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "config", "http.https://github.com/.extraheader",
+                    f"AUTHORIZATION: basic {GIT_CANARY}"], check=True)
+    problem = root / "leak_py"
+    problem.mkdir()
+    (problem / "reference.py").write_text(_LEAKING_REFERENCE)
+    (problem / "submission.py").write_text("def custom_kernel(data):\n    return data\n")
+    (problem / "task.yml").write_text(_LEAKING_TASK)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE.parent), env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run([sys.executable, "-m", "kforge_bot.cli", "check", "leak_py", "--target", "cpu"], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert GIT_CANARY not in proc.stdout + proc.stderr, "the checkout's git config reached the problem's code"
+    assert proc.returncode == 2 and "files[1].source" in proc.stderr and "git's own folder" in proc.stderr, \
+        proc.stdout + proc.stderr
