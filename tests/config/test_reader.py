@@ -55,10 +55,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.bot.events", "p.read_text"): "the event payload the Actions runner wrote ($GITHUB_EVENT_PATH)",
     ("kforge_bot.cache", "path.read_text"): "the cache-signing key in ~/.config/kforge-bot",
     ("kforge_bot.cache", "os.fdopen"): "a temporary file the cache made",
-    ("kforge_bot.cache", "self.path(key).read_text"):
-        "an entry of the result cache, a folder the gate never takes inside the checkout",
+    ("kforge_bot.cache", "os.open"): "the cache folder's .gitignore, made new (O_EXCL, O_NOFOLLOW)",
     ("kforge_bot.hardware", "p.read_text"): "a ceilings file the user passes (doctor --save wrote it)",
-    ("kforge_bot.hardware", "path.read_text"): "the signed ceilings in the user's cache folder",
     ("kforge_bot.optimize.trajectory", "open"): "the optimize run's own report folder (appended)",
     ("kforge_bot.optimize.trajectory", "path.read_text"): "the optimize run's own report folder",
     ("kforge_bot.commands.gate", "open"): "$GITHUB_STEP_SUMMARY, appended",
@@ -201,7 +199,8 @@ def ref_kernel(data):
     raise RuntimeError("leaked: " + " ".join(LEAKED.split()))
 '''
 _LEAKING_TASK = ('files:\n  - {"name": "submission.py", "source": "@SUBMISSION@"}\n'
-                 '  - {"name": "leak.py", "source": "../.git/config"}\nlang: "py"\ntests:\n  - {"size": 8, "seed": 1}\n')
+                 '  - {"name": "leak.py", "source": "../.git/config"}\n'
+                 'lang: "py"\ntests:\n  - {"size": 8, "seed": 1}\n')
 
 
 def test_nothing_in_the_checkouts_git_folder_is_read(tmp_path: Path) -> None:
