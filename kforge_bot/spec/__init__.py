@@ -785,11 +785,12 @@ def load_manifest_entry(manifest: str | Path, name: str, entry: Any, boundary: P
     return _manifest_kernel(name, entry, path.parent, path, boundary)
 
 
-def read_manifest(path: str | Path) -> dict[str, Any]:
+def read_manifest(path: str | Path, boundary: str | Path | None = None) -> dict[str, Any]:
     """A kforge.yaml's parsed data, its shape checked (the `kernels:` mapping, its size, its names); its entries
-    are checked one by one by `load_manifest_entry`."""
+    are checked one by one by `load_manifest_entry`. With `boundary` (a checkout), a manifest that resolves outside
+    it (a committed link) is refused unread."""
+    data = reader.read_yaml(path, boundary)
     path = Path(path).resolve()
-    data = reader.read_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("kernels"), dict) or not data["kernels"]:
         raise KforgeError("expected a top-level 'kernels:' mapping of kernel names to settings", path=path,
                           hint="see kforge-bot's docs/manifest.md")

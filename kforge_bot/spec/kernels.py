@@ -80,7 +80,7 @@ def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[
         return f"{prefix}{name}"
 
     try:
-        entries = read_manifest(manifest)["kernels"]
+        entries = read_manifest(manifest, checkout)["kernels"]
     except KforgeError as exc:
         if strict or isinstance(exc, ManifestOverCap):
             raise  # the problem is the manifest as a whole (an over-cap one is never an empty repository)
