@@ -44,7 +44,7 @@ def file_digests(paths: Iterable[Path], repo_root: Path) -> dict[str, str]:
     repo_root = repo_root.resolve()
     out: dict[str, str] = {}
     for path in paths:
-        path = Path(path).resolve()
+        path = reader.real_path(path)  # a committed link loop stays a path: "missing" below, no crash
         rel = path.relative_to(repo_root).as_posix() if path.is_relative_to(repo_root) else str(path)
         try:  # through the reader: a link out of the checkout, a device or a FIFO is not read
             out[rel] = reader.sha256(path, repo_root)

@@ -51,6 +51,12 @@ def is_safe_path(rel: object) -> bool:
     return isinstance(rel, str) and SAFE_PATH_RE.fullmatch(rel) is not None and ".." not in rel.split("/")
 
 
+def real_path(path: str | Path) -> Path:
+    """`path` with every symbolic link resolved, as `Path.resolve()` gives it, but a link loop (a committed `a -> a`)
+    stays a path: opening it then fails with a one-line error, where `resolve()` raised RuntimeError on Python 3.11."""
+    return Path(os.path.realpath(path))
+
+
 def checkout_root(start: str | Path) -> Path:
     """The working tree `start` lies in (the nearest folder above it holding `.git`), else `start`'s folder's
     parent: the boundary a file named from `start` may not leave when no caller gave one."""
@@ -72,10 +78,10 @@ def resolve_inside(path: str | Path, boundary: str | Path | None, *, named_in: s
     if not text or not text.isprintable():  # a NUL or a newline is no file name a checkout should hold
         raise KforgeError(f"{prefix}{ascii(text)[:80]} is not a file name in the checkout", path=where,
                           hint="write the path out plainly")
-    resolved = Path(path).resolve()
+    resolved = real_path(path)
     if boundary is None:
         return resolved
-    inner = Path(boundary).resolve()
+    inner = real_path(boundary)
     if not resolved.is_relative_to(inner):
         raise KforgeError(f"{prefix}{ascii(text)[:80]} resolves outside the checkout (a '..' or a symbolic link)",
                           path=where, hint="keep every file the repository names inside it")

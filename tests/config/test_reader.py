@@ -242,3 +242,19 @@ def test_a_task_files_entry_cannot_hand_the_checkouts_git_config_to_pr_code(tmp_
     assert GIT_CANARY not in proc.stdout + proc.stderr, "the checkout's git config reached the problem's code"
     assert proc.returncode == 2 and "files[1].source" in proc.stderr and "git's own folder" in proc.stderr, \
         proc.stdout + proc.stderr
+
+
+def test_a_committed_link_loop_is_a_one_line_error_not_a_crash(tmp_path: Path) -> None:
+    """Red-team pass: `Path.resolve()` raises RuntimeError on a link loop (Python 3.11), so a committed `a -> b -> a`
+    named by a manifest, a task.yml or found by discovery crashed the bot with a traceback naming the runner's
+    temporary checkout. The reader resolves with `real_path` and the open fails in one line."""
+    checkout = tmp_path / "repo"
+    checkout.mkdir()
+    (checkout / "a.py").symlink_to("b.py")
+    (checkout / "b.py").symlink_to("a.py")
+    (checkout / "self.py").symlink_to("self.py")
+    for name in ("a.py", "self.py"):
+        assert reader.real_path(checkout / name).is_relative_to(checkout)
+        with pytest.raises(KforgeError, match="cannot read"):
+            reader.read_text(checkout / name, checkout)
+        assert not reader.is_regular_file(checkout / name, checkout)
