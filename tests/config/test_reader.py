@@ -21,6 +21,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "kforge_bot"
 _OPENING_NAMES = {"open", "read_text", "read_bytes", "fdopen"}
 _YAML_LOADS = {"load", "safe_load", "full_load", "unsafe_load", "load_all", "safe_load_all"}
 _COPIES = {"copy", "copy2", "copyfile", "copytree"}  # shutil's: they read what they copy
+# Calls that read or run a file by its path without `open` in their name: on a name, or (name, receiver) pairs.
+_READING_NAMES = {"getline", "getlines", "ZipFile", "run_path", "spec_from_file_location"}
+_READING_METHODS = {("load", "torch"), ("load", "np"), ("load", "numpy"), ("parse", "ET"), ("parse", "ElementTree"),
+                    ("input", "fileinput")}
 
 # (module, the call as written) -> why it reads no file a pull request controls.
 ALLOWED: dict[tuple[str, str], str] = {
@@ -60,6 +64,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.optimize.trajectory", "open"): "the optimize run's own report folder (appended)",
     ("kforge_bot.optimize.trajectory", "path.read_text"): "the optimize run's own report folder",
     ("kforge_bot.commands.gate", "open"): "$GITHUB_STEP_SUMMARY, appended",
+    ("kforge_bot.evaluate.loading", "importlib.util.spec_from_file_location"):
+        "a kernel's module imported in its sandboxed worker, never in the bot",
+    ("kforge_bot.workloads.worker", "importlib.util.spec_from_file_location"):
+        "a workload's module imported in its sandboxed worker, never in the bot",
     ("kforge_bot.evaluate.loading", "shutil.copytree"): "compile-ahead builds the bot made, copied in the worker",
     ("kforge_bot.counters.ncu", "shutil.copy"): "the profiler's report from its own scratch",
 }
@@ -74,8 +82,8 @@ def opening_calls(path: Path) -> list[str]:
         func = node.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         receiver = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
-        if name in _OPENING_NAMES or (name in _YAML_LOADS and receiver == "yaml") or (
-                name in _COPIES and receiver == "shutil"):
+        if name in _OPENING_NAMES or name in _READING_NAMES or (name, receiver) in _READING_METHODS or (
+                name in _YAML_LOADS and receiver == "yaml") or (name in _COPIES and receiver == "shutil"):
             if isinstance(func, ast.Attribute) and name == "open" and receiver[:1].isupper() and "(" not in receiver:
                 continue  # a class's own constructor named `open` (OptimizeRun.open): no file by that call
             if receiver == "reader":
@@ -258,3 +266,22 @@ def test_a_committed_link_loop_is_a_one_line_error_not_a_crash(tmp_path: Path) -
         with pytest.raises(KforgeError, match="cannot read"):
             reader.read_text(checkout / name, checkout)
         assert not reader.is_regular_file(checkout / name, checkout)
+
+
+def test_the_rule_sees_the_calls_that_read_or_run_a_file_without_open(tmp_path: Path) -> None:
+    """Red-team pass on the wall test itself: a module could read a pull request's file without any spelling the rule
+    knew (`torch.load(path)`, `np.load(path)`, `linecache.getlines(path)`, `zipfile.ZipFile(path)`,
+    `ElementTree.parse(path)`, `runpy.run_path(path)`, an import from a file by its path) and pass the wall. The
+    rule names them now; the package's two imports by path run in the sandboxed workers and are listed."""
+    sample = tmp_path / "y.py"
+    sample.write_text("def f(path):\n"
+                      "    a = torch.load(path), np.load(path), numpy.load(path)\n"
+                      "    b = linecache.getlines(path), linecache.getline(path, 1)\n"
+                      "    c = zipfile.ZipFile(path), ET.parse(path), ElementTree.parse(path)\n"
+                      "    d = runpy.run_path(path), importlib.util.spec_from_file_location('m', path)\n"
+                      "    e = fileinput.input(path)\n"
+                      "    return json.load(handle), ast.parse(text), a, b, c, d, e\n")
+    assert sorted(opening_calls(sample)) == sorted([
+        "torch.load", "np.load", "numpy.load", "linecache.getlines", "linecache.getline", "zipfile.ZipFile",
+        "ET.parse", "ElementTree.parse", "runpy.run_path", "importlib.util.spec_from_file_location",
+        "fileinput.input"])
