@@ -26,6 +26,8 @@ import sys
 import threading
 from collections.abc import Callable
 
+from kforge_bot.errors import KforgeError
+
 ENV_CACHE_SECRET = "KFORGE_CACHE_SECRET"
 _PR_SET_DUMPABLE = 4
 _MAX_REQUEST = 64 << 20  # a cache record is small; a larger request is a bug, not a record
@@ -39,11 +41,15 @@ class Signer:
         self._lock = threading.Lock()
 
     def mac(self, blob: bytes) -> str:
-        with self._lock:
-            self._sock.sendall(struct.pack(">I", len(blob)) + blob)
-            answer = _read_exactly(self._sock, 64)
-        if len(answer) != 64:
-            raise RuntimeError("the cache signer ended")  # a bug or a killed child: never a silent miss
+        try:
+            with self._lock:
+                self._sock.sendall(struct.pack(">I", len(blob)) + blob)
+                answer = _read_exactly(self._sock, 64)
+        except OSError:
+            answer = b""
+        if len(answer) != 64:  # the child was killed (or a bug): one line, never a silent miss
+            raise KforgeError(f"the cache signer (process {self.pid}) has ended: nothing can be signed or verified",
+                              hint="run the command again; --no-cache runs without the cache")
         return answer.decode("ascii")
 
 

@@ -124,3 +124,24 @@ print("ok")
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
                           cwd=tmp_path, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
+def test_a_signer_that_was_killed_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """The signer killed (an OOM killer): the bot's next signature is a one-line KforgeError, never a silent miss."""
+    code = """
+import os, signal
+from kforge_bot.config import signer
+from kforge_bot.errors import KforgeError
+s = signer.start(lambda: b"k")
+os.kill(s.pid, signal.SIGKILL)
+os.waitpid(s.pid, 0)
+try:
+    signer.mac(b"abc", None)
+except KforgeError as exc:
+    print("one line:", exc)
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", ""))
+                                                       if p)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, check=False)
+    assert proc.returncode == 0 and "one line: " in proc.stdout and "has ended" in proc.stdout, proc.stdout + proc.stderr
