@@ -1,6 +1,6 @@
 """The cache-signing key lives in a signer process of its own (kforge_bot.config.signer): the bot, which reads
-files a pull request names, never holds it (issue 38: "the signing secret is never readable by a process that reads PR-named
-paths")."""
+files a pull request names, never holds it (issue 38: "the signing secret is never readable by a process that
+reads PR-named paths")."""
 
 from __future__ import annotations
 
@@ -144,4 +144,5 @@ except KforgeError as exc:
                                                        if p)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
                           cwd=tmp_path, check=False)
-    assert proc.returncode == 0 and "one line: " in proc.stdout and "has ended" in proc.stdout, proc.stdout + proc.stderr
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "one line: " in proc.stdout and "has ended" in proc.stdout, said
