@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot import HARNESS_VERSION
+from kforge_bot.config import signer
 from kforge_bot.config import reader
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
@@ -43,7 +44,7 @@ def file_digests(paths: Iterable[Path], repo_root: Path) -> dict[str, str]:
     repo_root = repo_root.resolve()
     out: dict[str, str] = {}
     for path in paths:
-        path = Path(path).resolve()
+        path = reader.real_path(path)  # a committed link loop stays a path: "missing" below, no crash
         rel = path.relative_to(repo_root).as_posix() if path.is_relative_to(repo_root) else str(path)
         try:  # through the reader: a link out of the checkout, a device or a FIFO is not read
             out[rel] = reader.sha256(path, repo_root)
@@ -131,13 +132,14 @@ def cache_key(material: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-ENV_CACHE_SECRET = "KFORGE_CACHE_SECRET"
+ENV_CACHE_SECRET = signer.ENV_CACHE_SECRET
 
 
 def machine_secret(environ: Mapping[str, str] | None = None) -> bytes:
     """The key that signs this machine's cache entries: $KFORGE_CACHE_SECRET, else a random key made once in
     `~/.config/kforge-bot/cache-secret` (mode 600). Workers never see it: the sandbox hides ~/.config, and
-    the scrubbed environment drops every *SECRET* variable."""
+    the scrubbed environment drops every *SECRET* variable. In the CLI only the signer process calls this
+    (kforge_bot.config.signer): the bot asks it for signatures."""
     env = os.environ if environ is None else environ
     if env.get(ENV_CACHE_SECRET):
         return env[ENV_CACHE_SECRET].encode("utf-8")
@@ -165,19 +167,36 @@ def machine_secret(environ: Mapping[str, str] | None = None) -> bytes:
                           hint="delete it (a new one is made, and the entries it signed are measured again)") from None
 
 
-def _signature(secret: bytes, record: Mapping[str, Any]) -> str:
-    blob = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str)
-    return hmac.new(secret, blob.encode("utf-8"), hashlib.sha256).hexdigest()
+def _signature(secret: bytes | None, record: Mapping[str, Any]) -> str:
+    """HMAC-SHA256 of the record's canonical JSON with `secret`, or (None) this machine's key, through the signer."""
+    blob = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
+    if secret is None:
+        return signer.mac(blob, machine_secret)
+    return hmac.new(secret, blob, hashlib.sha256).hexdigest()
 
 
 def sign(record: Mapping[str, Any]) -> str:
     """This machine's signature of a record written into the cache folder (which a workflow may restore from a
     shared cache, or point into a checkout): what is read back must be what this machine wrote."""
-    return _signature(machine_secret(), record)
+    return _signature(None, record)
 
 
 def signed_here(record: Mapping[str, Any], signature: Any) -> bool:
     return isinstance(signature, str) and hmac.compare_digest(signature, sign(record))
+
+
+MAX_ENTRY_BYTES = reader.MAX_SOURCE_BYTES  # an entry is a report's JSON: far smaller
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Create `path` with `text` unless something is there, a link included (a dangling one planted in a restored
+    cache folder would otherwise be followed, and the file made wherever it points)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 class ResultCache:
@@ -188,27 +207,21 @@ class ResultCache:
 
     def __init__(self, directory: str | Path, secret: bytes | None = None) -> None:
         self.directory = Path(directory)
-        self._secret = secret
+        self._secret = secret  # None: this machine's key, held by the signer process (kforge_bot.config.signer)
         self.rejected: list[str] = []  # entries that failed authentication, for the report
-
-    @property
-    def secret(self) -> bytes:
-        if self._secret is None:
-            self._secret = machine_secret()
-        return self._secret
 
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
-        try:
-            data = json.loads(self.path(key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        try:  # through the reader: a planted link (to /dev/zero), FIFO or huge file is a miss, never read or waited on
+            data = json.loads(reader.read_text(self.path(key), self.directory, limit=MAX_ENTRY_BYTES))
+        except (KforgeError, ValueError):
             return None
         if not isinstance(data, dict) or data.get("key") != key or data.get("harness_version") != HARNESS_VERSION:
             return None
         mac = data.pop("mac", None)
-        if not isinstance(mac, str) or not hmac.compare_digest(mac, _signature(self.secret, data)):
+        if not isinstance(mac, str) or not hmac.compare_digest(mac, _signature(self._secret, data)):
             self.rejected.append(str(self.path(key)))
             return None
         payload = data.get("result")
@@ -217,15 +230,13 @@ class ResultCache:
     def put(self, key: str, material: Mapping[str, Any], result: Mapping[str, Any]) -> Path:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            ignore = self.directory / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# kforge-bot's result cache: not for version control\n*\n", encoding="utf-8")
+            _write_new(self.directory / ".gitignore", "# kforge-bot's result cache: not for version control\n*\n")
         except OSError as exc:
             raise KforgeError(f"cannot create the cache directory: {exc.strerror}", path=self.directory,
                               hint="pass a writable --cache-dir") from None
         record = {"key": key, "harness_version": HARNESS_VERSION, "material": material, "result": dict(result)}
         record = json.loads(json.dumps(record, default=str))  # the signature covers what a reader will parse
-        record["mac"] = _signature(self.secret, record)
+        record["mac"] = _signature(self._secret, record)
         text = json.dumps(record, indent=1, sort_keys=True, default=str)
         # Written beside the target and renamed: a reader (or a cache upload) never sees half a file.
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")

@@ -14,6 +14,7 @@ import sys
 import click
 
 from kforge_bot import __version__
+from kforge_bot.config import signer
 from kforge_bot.errors import KforgeError
 from kforge_bot.text import WorkflowCommandGuard
 
@@ -98,10 +99,19 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(2)
 
 
+def _file_key() -> bytes:
+    from kforge_bot.cache import machine_secret
+
+    return machine_secret()
+
+
 def run() -> None:
     """The console script: `main`, then an exit that skips the interpreter's teardown. With torch (and a GPU
     context) loaded, tearing down modules costs about half a second per command, measured on the dev VM, on
-    every check the gate and the loop run. Exit handlers still run; output is flushed first."""
+    every check the gate and the loop run. Exit handlers still run; output is flushed first. Before anything, the
+    cache-signing key leaves this process for a signer of its own (kforge_bot.config.signer): the bot reads files
+    a pull request names, and must not hold the key that makes a cache entry trusted."""
+    signer.start(_file_key)
     try:
         main()
         code: int = 0

@@ -405,9 +405,9 @@ def _signed_ceilings(path: Path) -> Ceilings | None:
     $KFORGE_CACHE_DIR into a checkout) must not raise them: an unsigned or foreign one is ignored, with a note."""
     from kforge_bot.cache import signed_here
 
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # through the reader: a planted link (to /dev/zero), FIFO or huge file is ignored, never read or waited on
+        data = json.loads(reader.read_text(path, path.parent, limit=reader.MAX_SOURCE_BYTES))
+    except (KforgeError, ValueError):
         data = None
     record = {k: v for k, v in data.items() if k != SIGNATURE_KEY} if isinstance(data, dict) else None
     if record is not None and signed_here(record, data.get(SIGNATURE_KEY)):

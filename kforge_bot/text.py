@@ -37,13 +37,16 @@ def code_span(text: object) -> str:
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9 .,:;=+\-()%/']*")
+# What GitHub links in plain text without any markup: `GH-12` (an issue), a run of 7 to 40 hex digits (a commit),
+# and a repository's own autolink prefixes (`TICKET-12`, any letters then a dash and a number).
+_AUTOLINKED = re.compile(r"\b[A-Za-z][A-Za-z0-9]*-\d|\b[0-9A-Fa-f]{7,40}\b")
 
 
 def markdown_text(text: object) -> str:
     """Text someone else wrote, for Markdown: as it is when it can render nothing but itself (letters, digits,
-    spaces and .,:;=+-()%/', no URL), else a `code_span`."""
+    spaces and .,:;=+-()%/', no URL, nothing GitHub autolinks), else a `code_span`."""
     flat = " ".join(str(text).split())
-    if _PLAIN.fullmatch(flat) and "://" not in flat and "www." not in flat.lower():
+    if _PLAIN.fullmatch(flat) and "://" not in flat and "www." not in flat.lower() and not _AUTOLINKED.search(flat):
         return flat
     return code_span(flat)
 

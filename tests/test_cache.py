@@ -367,3 +367,64 @@ def test_the_old_cache_variable_still_works_with_one_note(tmp_path: Path) -> Non
                           env={**env, "KFORGE_BOT_CACHE_DIR": str(tmp_path / "old"),
                                "KFORGE_CACHE_DIR": str(tmp_path / "new")})
     assert both.stdout.split()[0] == str(tmp_path / "new") and both.stderr == ""
+
+
+def test_a_signed_entry_replayed_under_another_key_is_a_miss(tmp_path):
+    """Red-team pass, already blocked: a pull request's workflow step that can plant files in a restored cache
+    folder copies a genuine, signed "pass" (measured for another kernel or revision) under the key its own change
+    will look up. The signature covers the key inside the record, and `get` compares it with the key asked for: a
+    miss. (Fails if that comparison is removed: the signature alone verifies.)"""
+    store = ResultCache(tmp_path / "c", secret=b"this machine")
+    genuine = store.put("key-of-the-base", {"m": 1}, {"verdict": "pass"})
+    (tmp_path / "c" / "key-of-the-head.json").write_text(genuine.read_text())
+    assert store.get("key-of-the-base") == {"verdict": "pass"}
+    assert store.get("key-of-the-head") is None
+
+
+def _get_in_a_child(folder: Path, key: str, memory: int = 1 << 30) -> subprocess.CompletedProcess:
+    """`ResultCache(folder).get(key)` in a child under a memory limit and a timeout (old code read /dev/zero until
+    the machine ran out of memory, and waited on a FIFO for ever)."""
+    code = ("import resource, sys\n"
+            f"resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))\n"
+            "from kforge_bot.cache import ResultCache\n"
+            f"print(ResultCache({str(folder)!r}, secret=b'k').get({key!r}))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
+                                                                 os.environ.get("PYTHONPATH", "")) if p)}
+    try:
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                              check=False)
+    except subprocess.TimeoutExpired as exc:
+        return subprocess.CompletedProcess(exc.cmd, -1, "", "timed out: waited on the planted file")
+
+
+@pytest.mark.parametrize("planted", ["/dev/zero link", "fifo", "link out of the folder"])
+def test_a_planted_entry_is_a_miss_never_read_or_waited_on(tmp_path, planted):
+    """Red-team pass: a file planted in a restored cache folder under an entry's name, as a link to /dev/zero (the
+    gate read until it ran out of memory), a FIFO (the gate waited for ever) or a link to a file elsewhere: each is
+    a miss, read through the reader (regular files inside the folder, size-capped, opened without blocking)."""
+    folder = tmp_path / "c"
+    folder.mkdir()
+    entry = folder / "k1.json"
+    if planted == "/dev/zero link":
+        entry.symlink_to("/dev/zero")
+    elif planted == "fifo":
+        os.mkfifo(entry)
+    else:
+        ResultCache(tmp_path / "elsewhere", secret=b"k").put("k1", {}, {"verdict": "pass"})
+        entry.symlink_to(tmp_path / "elsewhere" / "k1.json")
+    proc = _get_in_a_child(folder, "k1")
+    assert proc.returncode == 0 and proc.stdout.strip() == "None", proc.stdout + proc.stderr
+
+
+def test_a_planted_gitignore_link_is_not_followed(tmp_path):
+    """Red-team pass: the cache writes a `.gitignore` into its folder when there is none; a dangling link planted
+    under that name was followed, and the file made wherever it pointed (outside the folder). Now the link is left
+    as it is and nothing is made through it."""
+    folder = tmp_path / "c"
+    folder.mkdir()
+    target = tmp_path / "outside" / "made-by-the-cache"
+    target.parent.mkdir()
+    (folder / ".gitignore").symlink_to(target)
+    ResultCache(folder, secret=b"k").put("k1", {}, {"verdict": "pass"})
+    assert not target.exists(), "the cache wrote through a planted link"
+    assert ResultCache(folder, secret=b"k").get("k1") == {"verdict": "pass"}

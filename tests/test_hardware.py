@@ -339,3 +339,32 @@ def test_a_ceilings_file_this_machine_did_not_sign_is_ignored(tmp_path, monkeypa
     assert hardware.ceilings_for("cuda", "NVIDIA H200").bandwidth_gbs == 1e9
     monkeypatch.setenv("KFORGE_CACHE_SECRET", "another-machine")
     assert hardware.ceilings_for("cuda", "NVIDIA H200") == datasheet
+
+
+def test_a_ceilings_file_planted_as_a_fifo_or_device_link_is_ignored_not_waited_on(tmp_path):
+    """Red-team pass: the saved ceilings are read from the cache folder, where a restored cache can plant files. A
+    FIFO under the ceilings file's name made every command that looks up the roofline wait for ever; a link to
+    /dev/zero read until memory ran out. Both are ignored now (the reader: regular files, size-capped, no blocking),
+    the datasheet's figures stand. Run in a child with a memory limit and a timeout."""
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    code = ("import os, resource\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "from kforge_bot import hardware\n"
+            "path = hardware.ceilings_path('cuda', 'NVIDIA H200')\n"
+            "path.parent.mkdir(parents=True)\n"
+            "os.mkfifo(path) if os.environ['HOW'] == 'fifo' else path.symlink_to('/dev/zero')\n"
+            "got = hardware.ceilings_for('cuda', 'NVIDIA H200')\n"
+            "print('ok' if got is not None else 'none')\n")
+    root = str(Path(__file__).resolve().parents[1])
+    for how in ("fifo", "zero"):
+        env = {**os.environ, "HOW": how, "KFORGE_CACHE_DIR": str(cache / how), "KFORGE_CACHE_SECRET": "m",
+               "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
+        try:
+            proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                                  check=False)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{how}: the ceilings lookup waited on the planted file") from None
+        assert proc.returncode == 0 and proc.stdout.strip() == "ok", (how, proc.stdout + proc.stderr)

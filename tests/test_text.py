@@ -88,3 +88,16 @@ def test_a_flush_after_other_blanks_starts_no_workflow_command() -> None:
         guard.finish()
         lines = out.getvalue().split("\n")
         assert not any(line.lstrip().startswith("::") for line in lines), (blank, out.getvalue())
+
+
+def test_markdown_text_leaves_nothing_github_autolinks() -> None:
+    """Red-team pass: plain letters, digits and dashes still linked. A commit subject `fix GH-1`, quoted in the
+    regression issue (kforge_bot.history.alerts), rendered as a link to issue 1; a run of hex digits as a link to a
+    commit; `TICKET-12` through a repository's autolink prefix. Each is a code span now."""
+    from kforge_bot.text import code_span, markdown_text
+
+    for hostile in ("fix GH-1", "see gh-12 first", "revert 1a2b3c4d", "undo 0123456789abcdef0123456789abcdef01234567",
+                    "closes TICKET-12"):
+        assert markdown_text(hostile) == code_span(hostile), hostile
+    for plain in ("0.01, 3 seeds (by dtype)", "softmax-v2 fast path", "threshold 25.0% (cpu)", "n=4096, -3.2%"):
+        assert markdown_text(plain) == plain, plain

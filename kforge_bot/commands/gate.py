@@ -99,7 +99,7 @@ def headline(report: GateReport) -> str:
 
 def table_rows(report: GateReport, quote: Callable[[str], str] = str) -> list[list[str]]:
     """A row per kernel, and under a kernel of several shape sets a row per set (each judged on its own); `quote`
-    renders the reason, which can hold what the change wrote (code_span in Markdown)."""
+    renders the reason and each shape set's label, which can hold what the change wrote (code_span in Markdown)."""
     rows = []
     for k in report.kernels:
         notes = (_notes(k), quote(k.reason) if k.reason else "", _required_note(k, report.require_all_targets))
@@ -108,7 +108,8 @@ def table_rows(report: GateReport, quote: Callable[[str], str] = str) -> list[li
         rows.append([name, _ms(k.base_ms), _ms(k.head_ms), k.change + (" (geometric mean)" if several else ""),
                      fmt_threshold(k.threshold, k.target), k.verdict, "; ".join(b for b in notes if b)])
         for shape in k.shapes if several else ():
-            rows.append([f"{name}, {shape_label(shape)}", _ms(shape.get("baseline_ms")), _ms(shape.get("candidate_ms")),
+            rows.append([f"{name}, {quote(shape_label(shape))}", _ms(shape.get("baseline_ms")),
+                         _ms(shape.get("candidate_ms")),
                          str(shape.get("change", "n/a")), fmt_threshold(shape.get("threshold"), k.target),
                          shape_verdict(shape), f"{shape.get('pairs', 0)} pairs"])
     for w in report.workloads:  # each a row of its own (kforge_bot.workloads.gate)

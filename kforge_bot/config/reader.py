@@ -6,7 +6,8 @@ and the cache-signing key. So every read goes through here, and here alone (test
 that no other module opens them):
 
 - a path resolves, symbolic links included, inside the `boundary` (the checkout) or is refused: no `../`, no
-  link to `/proc/self/environ`, `~/.config` or another repository;
+  link to `/proc/self/environ`, `~/.config` or another repository; nor into the checkout's `.git` (no file of a
+  repository's content lies there, and `actions/checkout` leaves the token's header in `.git/config`);
 - only a regular file is read: no `/dev/zero`, FIFO, socket or folder (checked on the open file, not the name,
   and opened without blocking, so a FIFO cannot hang the bot);
 - at most `limit` bytes are read, and a file over it is refused, not cut;
@@ -38,6 +39,8 @@ MAX_DATA_BYTES = 4 << 30  # a data file a kernel reads (weights), hashed for the
 SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # A repository-relative path shown in reports (a kernel's file, a problem's folder): the same characters and '/'.
 SAFE_PATH_RE = re.compile(r"[A-Za-z0-9._/-]{1,255}")
+# git's own folder (or, in a worktree, the file naming it): its config can hold a token, its objects every branch's.
+GIT_DIR = ".git"
 
 
 def is_safe_name(name: object) -> bool:
@@ -46,6 +49,12 @@ def is_safe_name(name: object) -> bool:
 
 def is_safe_path(rel: object) -> bool:
     return isinstance(rel, str) and SAFE_PATH_RE.fullmatch(rel) is not None and ".." not in rel.split("/")
+
+
+def real_path(path: str | Path) -> Path:
+    """`path` with every symbolic link resolved, as `Path.resolve()` gives it, but a link loop (a committed `a -> a`)
+    stays a path: opening it then fails with a one-line error, where `resolve()` raised RuntimeError on Python 3.11."""
+    return Path(os.path.realpath(path))
 
 
 def checkout_root(start: str | Path) -> Path:
@@ -69,10 +78,16 @@ def resolve_inside(path: str | Path, boundary: str | Path | None, *, named_in: s
     if not text or not text.isprintable():  # a NUL or a newline is no file name a checkout should hold
         raise KforgeError(f"{prefix}{ascii(text)[:80]} is not a file name in the checkout", path=where,
                           hint="write the path out plainly")
-    resolved = Path(path).resolve()
-    if boundary is not None and not resolved.is_relative_to(Path(boundary).resolve()):
+    resolved = real_path(path)
+    if boundary is None:
+        return resolved
+    inner = real_path(boundary)
+    if not resolved.is_relative_to(inner):
         raise KforgeError(f"{prefix}{ascii(text)[:80]} resolves outside the checkout (a '..' or a symbolic link)",
                           path=where, hint="keep every file the repository names inside it")
+    if GIT_DIR in resolved.relative_to(inner).parts:
+        raise KforgeError(f"{prefix}{ascii(text)[:80]} lies in git's own folder (.git), which holds no file of the "
+                          "repository's", path=where, hint="name a file committed to the repository")
     return resolved
 
 

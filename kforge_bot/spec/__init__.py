@@ -377,8 +377,8 @@ def inside(rel: Any, root: Path, boundary: Path, key: str, manifest: Path) -> Pa
     if not text or text.startswith(("/", "~", "\\")) or Path(text).is_absolute():
         raise KforgeError(f"{key}: {ascii(text)} must be a path relative to the manifest, inside the checkout",
                           path=manifest, hint="remove the leading '/' or '~'")
-    resolved = (root / text).resolve()
-    if not resolved.is_relative_to(boundary.resolve()):
+    resolved = reader.real_path(root / text)
+    if not resolved.is_relative_to(reader.real_path(boundary)):
         raise KforgeError(f"{key}: {ascii(text)} resolves outside the checkout (a '..' or a symbolic link)",
                           path=manifest, hint="keep kernels, references and inputs inside the repository")
     return resolved
@@ -464,9 +464,9 @@ def _import_roots(value: Any, where: str, root: Path, manifest: Path, boundary: 
 def module_name(rel: str, roots: list[Path], root: Path) -> str | None:
     """The dotted name a file is imported as: its path below the first of `roots` (the import roots, then the
     manifest's folder) that holds it; None where none does, or where a part is not an identifier."""
-    path = (root / rel).resolve()
+    path = reader.real_path(root / rel)
     for folder in roots:
-        folder = folder.resolve()
+        folder = reader.real_path(folder)
         if path.is_relative_to(folder):
             parts = list(path.relative_to(folder).with_suffix("").parts)
             if parts and parts[-1] == "__init__":
@@ -479,10 +479,10 @@ def module_name(rel: str, roots: list[Path], root: Path) -> str | None:
 def _module_file(module: str, roots: list[Path], root: Path, boundary: Path) -> str | None:
     """The file (relative to the manifest's folder) a dotted module name resolves to under the import roots."""
     for folder in roots:
-        base = folder.resolve().joinpath(*module.split("."))
+        base = reader.real_path(folder).joinpath(*module.split("."))
         for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            if candidate.is_file() and candidate.resolve().is_relative_to(boundary.resolve()):
-                return os.path.relpath(candidate.resolve(), root.resolve())
+            if candidate.is_file() and reader.real_path(candidate).is_relative_to(reader.real_path(boundary)):
+                return os.path.relpath(reader.real_path(candidate), reader.real_path(root))
     return None
 
 
@@ -782,11 +782,12 @@ def load_manifest_entry(manifest: str | Path, name: str, entry: Any, boundary: P
     return _manifest_kernel(name, entry, path.parent, path, boundary)
 
 
-def read_manifest(path: str | Path) -> dict[str, Any]:
+def read_manifest(path: str | Path, boundary: str | Path | None = None) -> dict[str, Any]:
     """A kforge.yaml's parsed data, its shape checked (the `kernels:` mapping, its size, its names); its entries
-    are checked one by one by `load_manifest_entry`."""
+    are checked one by one by `load_manifest_entry`. With `boundary` (a checkout), a manifest that resolves outside
+    it (a committed link) is refused unread."""
+    data = reader.read_yaml(path, boundary)
     path = Path(path).resolve()
-    data = reader.read_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("kernels"), dict) or not data["kernels"]:
         raise KforgeError("expected a top-level 'kernels:' mapping of kernel names to settings", path=path,
                           hint="see kforge-bot's docs/manifest.md")

@@ -331,8 +331,8 @@ def direct_dependencies(file: Path, import_roots: Sequence[Path], repo_root: Pat
         found = _c_dependencies(file, repo_root, include_dirs)
     else:
         return set()
-    resolved = {p.resolve() for p in found}
-    return {p for p in resolved if p.is_relative_to(repo_root) and p != file.resolve()}
+    resolved = {reader.real_path(p) for p in found}  # a committed link loop stays a path (never read), no crash
+    return {p for p in resolved if p.is_relative_to(repo_root) and p != reader.real_path(file)}
 
 
 def local_closure(files: Iterable[Path], import_roots: Sequence[Path], repo_root: Path) -> list[Path]:
@@ -341,7 +341,7 @@ def local_closure(files: Iterable[Path], import_roots: Sequence[Path], repo_root
     roots = [Path(r).resolve() for r in import_roots]
     include_dirs: set[Path] = set()
     seen: set[Path] = set()
-    todo = [Path(f).resolve() for f in files]
+    todo = [reader.real_path(f) for f in files]
     while True:
         while todo:
             path = todo.pop()

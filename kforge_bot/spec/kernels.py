@@ -16,7 +16,7 @@ from typing import Any
 from kforge_bot.cache import DEFAULT_DIR
 from kforge_bot.config import reader
 from kforge_bot.config.policy import Policy
-from kforge_bot.config.reader import is_safe_path
+from kforge_bot.config.reader import is_safe_path, real_path
 from kforge_bot.errors import KforgeError
 from kforge_bot.spec import (
     MANIFEST_NAME,
@@ -80,7 +80,7 @@ def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[
         return f"{prefix}{name}"
 
     try:
-        entries = read_manifest(manifest)["kernels"]
+        entries = read_manifest(manifest, checkout)["kernels"]
     except KforgeError as exc:
         if strict or isinstance(exc, ManifestOverCap):
             raise  # the problem is the manifest as a whole (an over-cap one is never an empty repository)
@@ -110,7 +110,7 @@ def _manifest_kernels(manifest: Path, checkout: Path, strict: bool, notes: list[
 def _within(checkout: Path, rel: str) -> bool:
     if rel.startswith(("/", "~")) or not rel.isprintable():
         return False
-    return (checkout / rel).resolve().is_relative_to(checkout)
+    return real_path(checkout / rel).is_relative_to(checkout)
 
 
 def discover(checkout: str | Path, policy: Policy, *, strict: bool = True, notes: list[str] | None = None,
@@ -127,7 +127,7 @@ def discover(checkout: str | Path, policy: Policy, *, strict: bool = True, notes
     files = list(_walk(checkout))
     for manifest in (f for f in files if f.name == MANIFEST_NAME):
         rel = manifest.relative_to(checkout).as_posix()
-        if not manifest.resolve().is_relative_to(checkout) or not is_safe_path(rel):
+        if not real_path(manifest).is_relative_to(checkout) or not is_safe_path(rel):
             message = f"{ascii(rel)[:60]}: a manifest must be a file inside the checkout, its path letters, digits and ._-/"
             if strict:
                 raise KforgeError(message, hint="move or rename it")
@@ -137,7 +137,7 @@ def discover(checkout: str | Path, policy: Policy, *, strict: bool = True, notes
             found[kernel.id] = kernel
     for path in (f for f in files if f.suffix == ".py"):
         rel = path.relative_to(checkout).as_posix()
-        if not path.resolve().is_relative_to(checkout):
+        if not real_path(path).is_relative_to(checkout):
             continue  # a symbolic link out of the checkout: never read on the host
         if not is_safe_path(rel):
             notes.append(f"skipped {ascii(rel)[:60]}: a kernel file's path may use letters, digits and ._-/ only")

@@ -67,9 +67,9 @@ def workload_manifests(checkout: Path) -> list[Path]:
     return sorted(found)
 
 
-def _workloads(manifest: Path) -> dict[str, WorkloadSpec]:
-    try:
-        data = read_manifest(manifest)
+def _workloads(manifest: Path, checkout: Path) -> dict[str, WorkloadSpec]:
+    try:  # a manifest linked out of the checkout is never read (the kernels' discovery names it)
+        data = read_manifest(manifest, checkout)
     except KforgeError:
         return {}  # the kernels' gate reports a manifest that does not load
     return load_workloads(manifest, data.get("workloads"))
@@ -113,7 +113,7 @@ def gate_workloads(base_root: Path, head_root: Path, changed: set[str], policy: 
     rows: list[WorkloadReport] = []
     for manifest in workload_manifests(head_root):  # the head's entries are checked, never used
         try:
-            _workloads(manifest)
+            _workloads(manifest, head_root)
         except KforgeError as exc:
             rel = manifest.relative_to(head_root).as_posix()
             rows.append(WorkloadReport("(head's workloads)", rel, "error",
@@ -121,7 +121,7 @@ def gate_workloads(base_root: Path, head_root: Path, changed: set[str], policy: 
     for manifest in workload_manifests(base_root):
         rel_manifest = manifest.relative_to(base_root).as_posix()
         try:
-            specs = _workloads(manifest)
+            specs = _workloads(manifest, base_root)
         except KforgeError as exc:
             rows.append(WorkloadReport("(workloads)", rel_manifest, "error",
                                        str(exc).replace(f"{base_root}{os.sep}", "")))

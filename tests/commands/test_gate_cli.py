@@ -33,3 +33,18 @@ def test_annotations_escape_workflow_command_syntax():
     assert "| kernel | base | head | change (interval) | threshold | verdict | notes |" in md
     assert "cache hit" in md and "2 managed kernel(s) unchanged" in md
 
+
+
+def test_a_shape_sets_values_render_nothing_in_the_summary():
+    """Red-team pass: with the spec-change label the head's shape sets count, and their values are the head's
+    writing (a keyword its own inputs function takes). The summary's per-shape rows printed them as they were: an
+    @-mention and an image rendered live. They are quoted now, as the PR comment's per-shape table quotes them."""
+    from fakes.markdown import assert_nothing_live
+
+    hostile = "@octo-org ![i](https://evil.example/x.png)"
+    report = sample_report()
+    report.kernels[0].shapes = [{"shape_set": 0, "shape": {"n": 16, "tag": hostile}, "status": "regression"},
+                                {"shape_set": 1, "shape": {"n": 32}, "status": "pass"}]
+    md = render_markdown(report)
+    assert "shape set 1 (n=32)" in md
+    assert_nothing_live(md, "@octo-org", "![i]", hostile)

@@ -21,6 +21,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "kforge_bot"
 _OPENING_NAMES = {"open", "read_text", "read_bytes", "fdopen"}
 _YAML_LOADS = {"load", "safe_load", "full_load", "unsafe_load", "load_all", "safe_load_all"}
 _COPIES = {"copy", "copy2", "copyfile", "copytree"}  # shutil's: they read what they copy
+# Calls that read or run a file by its path without `open` in their name: on a name, or (name, receiver) pairs.
+_READING_NAMES = {"getline", "getlines", "ZipFile", "run_path", "spec_from_file_location"}
+_READING_METHODS = {("load", "torch"), ("load", "np"), ("load", "numpy"), ("parse", "ET"), ("parse", "ElementTree"),
+                    ("input", "fileinput")}
 
 # (module, the call as written) -> why it reads no file a pull request controls.
 ALLOWED: dict[tuple[str, str], str] = {
@@ -55,13 +59,15 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.bot.events", "p.read_text"): "the event payload the Actions runner wrote ($GITHUB_EVENT_PATH)",
     ("kforge_bot.cache", "path.read_text"): "the cache-signing key in ~/.config/kforge-bot",
     ("kforge_bot.cache", "os.fdopen"): "a temporary file the cache made",
-    ("kforge_bot.cache", "self.path(key).read_text"):
-        "an entry of the result cache, a folder the gate never takes inside the checkout",
+    ("kforge_bot.cache", "os.open"): "the cache folder's .gitignore, made new (O_EXCL, O_NOFOLLOW)",
     ("kforge_bot.hardware", "p.read_text"): "a ceilings file the user passes (doctor --save wrote it)",
-    ("kforge_bot.hardware", "path.read_text"): "the signed ceilings in the user's cache folder",
     ("kforge_bot.optimize.trajectory", "open"): "the optimize run's own report folder (appended)",
     ("kforge_bot.optimize.trajectory", "path.read_text"): "the optimize run's own report folder",
     ("kforge_bot.commands.gate", "open"): "$GITHUB_STEP_SUMMARY, appended",
+    ("kforge_bot.evaluate.loading", "importlib.util.spec_from_file_location"):
+        "a kernel's module imported in its sandboxed worker, never in the bot",
+    ("kforge_bot.workloads.worker", "importlib.util.spec_from_file_location"):
+        "a workload's module imported in its sandboxed worker, never in the bot",
     ("kforge_bot.evaluate.loading", "shutil.copytree"): "compile-ahead builds the bot made, copied in the worker",
     ("kforge_bot.counters.ncu", "shutil.copy"): "the profiler's report from its own scratch",
 }
@@ -76,8 +82,8 @@ def opening_calls(path: Path) -> list[str]:
         func = node.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         receiver = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
-        if name in _OPENING_NAMES or (name in _YAML_LOADS and receiver == "yaml") or (
-                name in _COPIES and receiver == "shutil"):
+        if name in _OPENING_NAMES or name in _READING_NAMES or (name, receiver) in _READING_METHODS or (
+                name in _YAML_LOADS and receiver == "yaml") or (name in _COPIES and receiver == "shutil"):
             if isinstance(func, ast.Attribute) and name == "open" and receiver[:1].isupper() and "(" not in receiver:
                 continue  # a class's own constructor named `open` (OptimizeRun.open): no file by that call
             if receiver == "reader":
@@ -179,3 +185,103 @@ def test_safe_names_render_nothing_but_themselves() -> None:
         assert not reader.is_safe_name(bad), bad
     assert reader.is_safe_path("problems/pmpp/vectoradd_py") and not reader.is_safe_path("a/../b")
     assert not reader.is_safe_path("problems/@octocat")
+
+
+# ------------------------------------------------------------------------- red-team pass (issue 38, second pass)
+
+GIT_CANARY = "canary-git-3e91"
+# A new GPU MODE problem whose reference hands back, as its error, what the bot wrote beside it as `leak.py`.
+_LEAKING_REFERENCE = '''\
+import pathlib
+
+import torch
+
+LEAKED = (pathlib.Path(__file__).parent / "leak.py").read_text(errors="replace")
+
+
+def generate_input(size: int, seed: int):
+    return torch.ones(size)
+
+
+def ref_kernel(data):
+    raise RuntimeError("leaked: " + " ".join(LEAKED.split()))
+'''
+_LEAKING_TASK = ('files:\n  - {"name": "submission.py", "source": "@SUBMISSION@"}\n'
+                 '  - {"name": "leak.py", "source": "../.git/config"}\n'
+                 'lang: "py"\ntests:\n  - {"size": 8, "seed": 1}\n')
+
+
+def test_nothing_in_the_checkouts_git_folder_is_read(tmp_path: Path) -> None:
+    """`.git` lies inside the checkout, and actions/checkout leaves the token's Authorization header in its config:
+    a path that resolves into it (by name, by `../`, by a committed link) is refused like one out of the checkout."""
+    checkout = tmp_path / "repo"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / ".git" / "config").write_text(f"extraheader = AUTHORIZATION: basic {GIT_CANARY}\n")
+    (checkout / "p").mkdir()
+    (checkout / "p" / "cfg").symlink_to("../.git/config")
+    for name in (".git/config", "p/../.git/config", "p/cfg"):
+        with pytest.raises(KforgeError, match=r"git's own folder"):
+            reader.read_text(checkout / name, checkout)
+    (checkout / "p" / "git.txt").write_text("a file named like git is still a file")
+    assert reader.read_text(checkout / "p" / "git.txt", checkout).startswith("a file")
+
+
+def test_a_task_files_entry_cannot_hand_the_checkouts_git_config_to_pr_code(tmp_path: Path) -> None:
+    """`kforge-bot check` on a pull request's checkout (as a workflow runs it after actions/checkout): a task.yml
+    `files:` entry naming `../.git/config` was read on the host and written beside the problem's code, which
+    printed the credential header as its error. Now it is one line naming the key, and nothing of the config shows."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "config", "http.https://github.com/.extraheader",
+                    f"AUTHORIZATION: basic {GIT_CANARY}"], check=True)
+    problem = root / "leak_py"
+    problem.mkdir()
+    (problem / "reference.py").write_text(_LEAKING_REFERENCE)
+    (problem / "submission.py").write_text("def custom_kernel(data):\n    return data\n")
+    (problem / "task.yml").write_text(_LEAKING_TASK)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE.parent), env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run([sys.executable, "-m", "kforge_bot.cli", "check", "leak_py", "--target", "cpu"], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert GIT_CANARY not in proc.stdout + proc.stderr, "the checkout's git config reached the problem's code"
+    assert proc.returncode == 2 and "files[1].source" in proc.stderr and "git's own folder" in proc.stderr, \
+        proc.stdout + proc.stderr
+
+
+def test_a_committed_link_loop_is_a_one_line_error_not_a_crash(tmp_path: Path) -> None:
+    """Red-team pass: `Path.resolve()` raises RuntimeError on a link loop (Python 3.11), so a committed `a -> b -> a`
+    named by a manifest, a task.yml or found by discovery crashed the bot with a traceback naming the runner's
+    temporary checkout. The reader resolves with `real_path` and the open fails in one line."""
+    checkout = tmp_path / "repo"
+    checkout.mkdir()
+    (checkout / "a.py").symlink_to("b.py")
+    (checkout / "b.py").symlink_to("a.py")
+    (checkout / "self.py").symlink_to("self.py")
+    for name in ("a.py", "self.py"):
+        assert reader.real_path(checkout / name).is_relative_to(checkout)
+        with pytest.raises(KforgeError, match="cannot read"):
+            reader.read_text(checkout / name, checkout)
+        assert not reader.is_regular_file(checkout / name, checkout)
+
+
+def test_the_rule_sees_the_calls_that_read_or_run_a_file_without_open(tmp_path: Path) -> None:
+    """Red-team pass on the wall test itself: a module could read a pull request's file without any spelling the rule
+    knew (`torch.load(path)`, `np.load(path)`, `linecache.getlines(path)`, `zipfile.ZipFile(path)`,
+    `ElementTree.parse(path)`, `runpy.run_path(path)`, an import from a file by its path) and pass the wall. The
+    rule names them now; the package's two imports by path run in the sandboxed workers and are listed."""
+    sample = tmp_path / "y.py"
+    sample.write_text("def f(path):\n"
+                      "    a = torch.load(path), np.load(path), numpy.load(path)\n"
+                      "    b = linecache.getlines(path), linecache.getline(path, 1)\n"
+                      "    c = zipfile.ZipFile(path), ET.parse(path), ElementTree.parse(path)\n"
+                      "    d = runpy.run_path(path), importlib.util.spec_from_file_location('m', path)\n"
+                      "    e = fileinput.input(path)\n"
+                      "    return json.load(handle), ast.parse(text), a, b, c, d, e\n")
+    assert sorted(opening_calls(sample)) == sorted([
+        "torch.load", "np.load", "numpy.load", "linecache.getlines", "linecache.getline", "zipfile.ZipFile",
+        "ET.parse", "ElementTree.parse", "runpy.run_path", "importlib.util.spec_from_file_location",
+        "fileinput.input"])

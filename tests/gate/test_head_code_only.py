@@ -235,3 +235,43 @@ def test_a_head_never_runs_a_library_the_base_loaded(tmp_path):
     got = _kernel(run, "k")
     assert got["verdict"] == "incorrect", got
     assert run["proc"].returncode == 1
+
+
+REF_VIA_HELPER = """\
+import torch
+from helper import scale
+
+
+def reference(x, y):
+    return scale(x) + y
+
+
+def make_inputs(n):
+    return torch.randn(n, n), torch.randn(n, n)
+"""
+
+
+def test_a_heads_import_roots_cannot_shadow_a_module_the_bases_reference_imports(tmp_path):
+    """Red-team pass, already blocked (a regression test): `import_roots` is the head's (where its code lives), so a
+    head adds `import_roots: [evil]` with an `evil/helper.py` of the name the base's reference imports, computing
+    what its wrong kernel computes. Two walls hold: the reference is the base's Implementation (judged_spec), and a
+    reference outside a package is imported from its own folder in a worker of its own, never from any import root
+    (kforge_bot.evaluate.loading). With the first removed by hand (the head's reference, with the head's roots) it
+    still held, by the second; the test fails only if both go."""
+    root = tmp_path / "repo"
+    init_repo(root)
+    write(root, "ref.py", REF_VIA_HELPER)
+    write(root, "helper.py", "def scale(x):\n    return x * 2.0\n")
+    write(root, "k.py", PLAIN)
+    write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("k", file="k.py"))
+    write(root, "policy.yml", POLICY)
+    commit_all(root, "base")
+    git(root, "checkout", "-q", "-b", "feature")
+    write(root, "k.py", PLAIN.replace("x * 2.0", "x * 3.0"))
+    write(root, "evil/helper.py", "def scale(x):\n    return x * 3.0\n")
+    write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("k", file="k.py", extra="    import_roots: [evil]\n"))
+    commit_all(root, "head: a wrong kernel, and a helper of the reference's name on its own import roots")
+    run = gate_run(tmp_path, root)
+    got = by_id(run["report"])["k"]
+    assert got["verdict"] == "incorrect", got
+    assert run["proc"].returncode == 1

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fakes.gate_repos import POLICY, by_id, cli, init_repo
+from fakes.gate_repos import POLICY, by_id, cli, init_repo, one_kernel_repo
 from fakes.gitrepos import commit_all, git, write
 from fakes.markdown import assert_nothing_live
 
@@ -167,3 +167,30 @@ def test_a_change_to_the_problems_shared_utils_is_a_change_to_each_problem(tmp_p
     planned = run_gate(root, "HEAD~1", policy=load_policy(root / "policy.yml"), measure=False, use_cache=False)
     assert "gm/scaled_add_py" not in planned.unchanged
     assert "gm/scaled_add_py" in {k.id for k in planned.kernels}
+
+
+@pytest.mark.parametrize("where", ["anywhere", "reference"])
+def test_a_committed_link_loop_is_one_line_not_a_traceback(tmp_path, where):
+    """Red-team pass: a head that commits a symbolic link loop (`loop.py -> loop.py` anywhere in the checkout, or a
+    reference `a.py -> b.py -> a.py`) crashed `kforge-bot gate` with a Python traceback that named the runner's
+    temporary checkout (discovery, the manifest's paths and the cache key's digests resolved with
+    `Path.resolve()`, which raises on a loop). Now the loop is a file that cannot be read: one line, no traceback."""
+    root = tmp_path / "repo"
+    one_kernel_repo(root, "k", policy=POLICY)
+    if where == "anywhere":
+        (root / "loop.py").symlink_to("loop.py")
+    else:
+        (root / "a.py").symlink_to("b.py")
+        (root / "b.py").symlink_to("a.py")
+        write(root, "kforge.yaml", (root / "kforge.yaml").read_text().replace("ref.py:reference", "a.py:reference"))
+    commit_all(root, "head: a link loop")
+    proc, report, summary = gate(root, tmp_path, "--no-cache")
+    assert "Traceback" not in proc.stderr and "RuntimeError" not in proc.stderr, proc.stderr
+    assert "kforge-wt-" not in proc.stdout + proc.stderr + summary, "the runner's temporary checkout was named"
+    assert report is not None, proc.stderr
+    if where == "reference":
+        entry = by_id(report)["k"]
+        assert entry["verdict"] == "error" and "kernels.k.reference" in entry["reason"], entry
+        assert proc.returncode == 1
+    else:
+        assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -50,3 +50,21 @@ def test_a_kernel_that_does_not_load_is_recorded_and_fails_the_run(tmp_path) -> 
     [kernel] = json.loads(proc.stdout)["records"][0]["kernels"]
     assert kernel["status"] == "error" and "does not load" in kernel["reason"]
     assert Store(repo).read()  # recorded all the same
+
+
+def test_a_commit_with_a_link_loop_is_tracked_not_a_crash(tmp_path) -> None:
+    """Red-team pass (can a commit's files steer the history?): a commit on the main line that holds a symbolic link
+    loop (`loop.py -> loop.py`) crashed `track` with a traceback before any kernel was measured, so that commit, and
+    every run that tracks a range through it, recorded nothing. Now the loop is skipped and the kernel is recorded."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    write(repo, "kforge.yaml", "version: 1\nkernels:\n  k:\n    file: k.py\n    entry: kernel\n"
+                               "    reference: ref.py:r\n    inputs: ref.py:i\n    targets: [cpu]\n")
+    write(repo, "k.py", "def kernel(x):\n    return x\n")
+    (repo / "loop.py").symlink_to("loop.py")
+    commit_all(repo, "no ref.py, and a link loop")
+    proc = cli("track", "--json", "-", cwd=repo)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    [kernel] = json.loads(proc.stdout)["records"][0]["kernels"]
+    assert kernel["status"] == "error" and "does not load" in kernel["reason"]

@@ -52,3 +52,25 @@ def test_a_workload_row_fails_the_report_and_shows_as_a_row_of_its_own() -> None
     assert "**regression**" in row and "100 tokens/s" in row and "50 tokens/s" in row and "2.0x slower" in row
     assert "noise floor 1.00%" in row
     assert report.to_dict()["workloads"][0]["change"].startswith("2.0x slower")
+
+
+def test_a_heads_workload_manifest_linked_out_of_the_checkout_is_never_read(tmp_path) -> None:
+    """Red-team pass: the workloads' scan of the head (its entries are checked, never used) walked every kforge.yaml,
+    a committed link too, and read it without a boundary: a link to a manifest outside the checkout (another
+    repository on the runner) was read on the host, and its workload names and its path came out in the gate's row.
+    Now it is refused unread (the kernels' discovery names the link and stops the head)."""
+    from pathlib import Path
+
+    from kforge_bot.workloads.gate import gate_workloads
+
+    outside = Path(tmp_path) / "elsewhere" / "kforge.yaml"
+    outside.parent.mkdir()
+    outside.write_text("kernels:\n  k: {file: k.py, entry: kernel, inputs: 'r.py:make'}\n"
+                       "workloads:\n  canary-outside-workload: {}\n")
+    base, head = Path(tmp_path) / "base", Path(tmp_path) / "head"
+    base.mkdir()
+    (head / "w").mkdir(parents=True)
+    (head / "w" / "kforge.yaml").symlink_to(outside)
+    rows = gate_workloads(base, head, set(), None, None, [], [], None, measure_them=False)
+    said = " ".join(f"{r.name} {r.manifest} {r.reason}" for r in rows)
+    assert "canary-outside-workload" not in said and str(outside.parent) not in said, said
