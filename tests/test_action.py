@@ -277,7 +277,11 @@ def test_example_pr_workflow_shape():
 def test_example_gate_workflow_shape():
     wf = _load(GATE_WORKFLOW)
     assert wf["permissions"] == {} and wf["jobs"]["gate"]["permissions"] == {"contents": "read"}
-    assert wf["jobs"]["gate"]["if"] == "github.event.pull_request.head.repo.full_name == github.repository"
+    # Same-repository pull requests; of the `labeled` events only the spec-change label's (it approves a revision).
+    assert wf["on"]["pull_request"]["types"] == ["opened", "synchronize", "reopened", "labeled"]
+    assert wf["jobs"]["gate"]["if"] == ("github.event.pull_request.head.repo.full_name == github.repository && "
+                                        "(github.event.action != 'labeled' || "
+                                        "github.event.label.name == 'kforge:spec-change')")
     run = wf["jobs"]["gate"]["steps"][-1]
     assert "gate --repo \"$GITHUB_WORKSPACE\" --base \"$BASE_SHA\" --head \"$HEAD_SHA\"" in run["run"]
     # Every step that runs Python runs it outside the checkout (the current folder leads sys.path).

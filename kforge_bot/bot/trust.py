@@ -99,3 +99,14 @@ def decide(event: PullRequestEvent, *, trigger_label: str = DEFAULT_TRIGGER_LABE
         return Decision(True, f"{why}: labeled '{trigger_label}' and /kforge {event.command} by @{event.sender}")
     return Decision(False, f"{why}: new commits ({event.action}) since '{trigger_label}' was added; "
                            f"a maintainer must review them and add the label again")
+
+
+def approves_spec_change(event: PullRequestEvent, label: str, head_sha: str) -> bool:
+    """Whether `event` is a maintainer adding the spec-change `label` to the revision `head_sha`.
+
+    As with the trigger label, only the `labeled` event approves, and only the revision it was given to: a label
+    left on the pull request would otherwise approve whatever test a later push writes (a maintainer approves
+    one loosened tolerance; the next push loosens it further). A new push needs the label added again."""
+    return (event.action == "labeled" and event.label_added == label
+            and event.head_sha == head_sha)
+

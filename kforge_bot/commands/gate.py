@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kforge_bot import gitops
-from kforge_bot.bot import events
+from kforge_bot.bot import events, trust
 from kforge_bot.bot.evidence import fmt_time
 from kforge_bot.bot.github import GitHub
 from kforge_bot.commands import examples, json_option, output_console, timing_budget_option, write_json
@@ -265,17 +265,25 @@ def render_console(report: GateReport) -> None:
         console.print(f"note: {note}", markup=False)
 
 
-def spec_change_approved(label: str) -> bool:
-    """Whether the pull request this Actions run is for carries the maintainers' spec-change label. Labels are
-    read as the trust rules read them (kforge_bot.bot.events); only a maintainer can add one. Outside a
-    pull-request event nothing is approved."""
+def spec_change_approval(label: str, repo: Path, head: str) -> tuple[bool, str | None]:
+    """Whether this Actions run is a maintainer adding the spec-change label to the revision being gated
+    (kforge_bot.bot.trust.approves_spec_change), and, where the label is on the pull request but approves nothing
+    here, a note that says why. Outside a pull-request event nothing is approved."""
     if not (os.environ.get("GITHUB_EVENT_PATH") and os.environ.get("GITHUB_EVENT_NAME")):
-        return False
+        return False, None
     try:
         event = events.from_env()
     except KforgeError:
-        return False
-    return not isinstance(event, events.Ignored) and label in event.labels
+        return False, None
+    if isinstance(event, events.Ignored):
+        return False, None
+    if trust.approves_spec_change(event, label, gitops.resolve(repo, head)):
+        return True, None
+    if label in event.labels:
+        return False, (f"the '{label}' label approves only the revision it was added to: this run is "
+                       f"'{event.action or event.event_name}', not a maintainer adding it to {head}; to approve this "
+                       "revision's changes to a kernel's test, remove the label and add it again")
+    return False, None
 
 
 def _post_status(report: GateReport, target: str) -> None:
@@ -345,10 +353,13 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
         if not quiet:
             progress.print(f"[dim]kforge gate:[/dim] {escape(message)}")  # the message may quote what a change wrote
 
+    approved, stale_label = spec_change_approval(policy.trust.spec_change_label, repo, head)
     report = run_gate(repo, base, head, policy=policy, all_kernels=all_kernels, target=target,
                       cache_dir=cache_dir, use_cache=not no_cache, timing_budget_s=timing_budget, log=log,
                       require_all_targets=True if require_all_targets else None, before_first_run=announce,
-                      spec_change_approved=spec_change_approved(policy.trust.spec_change_label))
+                      spec_change_approved=approved)
+    if stale_label and any(k.verdict == "spec-changed" for k in report.kernels):
+        report.notes.append(stale_label)
     data = report.to_dict()
     if quiet:
         click.echo(json.dumps(data, indent=2, default=str))

@@ -91,7 +91,7 @@ class Planner:
     fingerprint: Callable[[str], TargetFingerprint]
     measure: bool
     targets: dict[str, dict[str, str]]  # the report's: each device kind's fingerprint, as it is probed
-    spec_change_approved: bool = False  # the pull request carries the policy's trust.spec_change_label
+    spec_change_approved: bool = False  # a maintainer added the policy's trust.spec_change_label to this revision
     fork_root: Path | None = None  # None: the base's tip is the branch point
 
     def clean(self, entry: KernelReport) -> KernelReport:

@@ -36,12 +36,18 @@ def make_inputs(n):
 REF_OWN = REF.replace("def make_inputs", "def unused_make_inputs")
 
 
-def actions_env(tmp: Path, labels: tuple[str, ...] = ()) -> dict[str, str]:
-    """GitHub Actions' environment for a pull_request run: the summary file and the event (with its labels)."""
+def actions_env(tmp: Path, labels: tuple[str, ...] = (), *, added: str | None = None,
+                head_sha: str | None = None) -> dict[str, str]:
+    """GitHub Actions' environment for a pull_request run: the summary file and the event (with its labels). With
+    `added`, the event is a maintainer adding that label to the revision `head_sha`; else a push (synchronize)."""
     summary = tmp / "summary.md"
     summary.touch()
-    payload = example("pull_request", "synchronize")
+    payload = example("pull_request", "labeled" if added else "synchronize")
     payload["pull_request"]["labels"] = [{"name": label} for label in labels]
+    if added:
+        payload["label"] = {**payload["label"], "name": added}
+    if head_sha:
+        payload["pull_request"]["head"]["sha"] = head_sha
     event = tmp / "event.json"
     event.write_text(json.dumps(payload))
     return {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_EVENT_NAME": "pull_request",
@@ -128,22 +134,50 @@ def test_a_change_cannot_move_its_kernel_under_a_skip_rule(loosened):
     assert got["verdict"] == "incorrect" and got["spec_changes"] == [], got
 
 
-@pytest.mark.slow
-def test_a_maintainers_label_lets_the_heads_test_count_and_both_are_reported(tmp_path):
-    """Class 2, approved: with the policy's spec-change label on the pull request the head's test decides, and the
-    report shows the verdict under each spec."""
+def loosened_tolerance_repo(tmp_path: Path) -> Path:
+    """A wrong kernel (off by a half) whose change loosens its own tolerance until it passes."""
     root = one_kernel_repo(tmp_path / "repo", "tol", policy=POLICY)
     write(root, "tol.py", OFF_BY_HALF)
     write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("tol", extra="    tolerance: {atol: 1.0, rtol: 1.0}\n"))
     commit_all(root, "a looser tolerance, on purpose")
+    return root
+
+
+@pytest.mark.slow
+def test_a_maintainers_label_lets_the_heads_test_count_and_both_are_reported(tmp_path):
+    """Class 2, approved: a maintainer adding the policy's spec-change label to this revision lets the head's test
+    decide, and the report shows the verdict under each spec."""
+    root = loosened_tolerance_repo(tmp_path)
+    head = git(root, "rev-parse", "HEAD").strip()
     report_path = tmp_path / "report.json"
     proc = cli("gate", "--base", "HEAD~1", "--policy", "policy.yml", "--json", str(report_path), "--no-cache",
-               cwd=root, env=actions_env(tmp_path, labels=("kforge:spec-change",)))
+               cwd=root, env=actions_env(tmp_path, labels=("kforge:spec-change",), added="kforge:spec-change",
+                                         head_sha=head))
     got = by_id(json.loads(report_path.read_text()))["tol"]
     assert got["under_spec"] == {"base": "incorrect", "head": got["verdict"]}, got
     assert got["verdict"] in ("pass", "improved", "regression") and proc.returncode in (0, 1), proc.stderr
     assert "approved with the 'kforge:spec-change' label" in got["reason"] and "under the base's spec: incorrect" in got[
         "reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["pushed after the label", "label added to an earlier revision"])
+def test_a_label_approves_only_the_revision_it_was_added_to(tmp_path, how):
+    """Red team: a maintainer approved one change to the test; the author pushed again (the label stays on the pull
+    request) and the push loosened the tolerance until a wrong kernel passed. The label left on the pull request
+    used to approve every later push; now only the `labeled` event for this very revision does."""
+    root = loosened_tolerance_repo(tmp_path)
+    head = git(root, "rev-parse", "HEAD").strip()
+    env = (actions_env(tmp_path, labels=("kforge:spec-change",)) if how == "pushed after the label" else
+           actions_env(tmp_path, labels=("kforge:spec-change",), added="kforge:spec-change",
+                       head_sha=git(root, "rev-parse", "HEAD~1").strip()))
+    report_path = tmp_path / "report.json"
+    proc = cli("gate", "--base", "HEAD~1", "--policy", "policy.yml", "--json", str(report_path), "--no-cache",
+               cwd=root, env=env)
+    report = json.loads(report_path.read_text())
+    got = by_id(report)["tol"]
+    assert got["verdict"] == "spec-changed" and proc.returncode == 1, (got, proc.stderr)
+    assert head and any("approves only the revision it was added to" in note for note in report["notes"]), report
 
 
 # ------------------------------------------------------------------------------ 5 and 9, a gate run each
