@@ -1,5 +1,6 @@
 """End-to-end workloads on a GPU (issue 44): tinylm (examples/tinylm, about 375M parameters in bfloat16) through
-kforge_bot.workloads.measure, each side in its own fresh sandboxed process, pairs alternating who goes first.
+kforge_bot.workloads.measure: each side in its own fresh sandboxed process, both warmed up, then samples of many calls
+(--sample-s each) alternating in pairs until the interval is --precision wide, --max-pairs, or --budget-s.
 
 Phases (--phases, comma-separated):
 - `triton`: each workload of examples/kforge.yaml with the eager PyTorch kernels (base) against the bundled Triton
@@ -11,10 +12,11 @@ Phases (--phases, comma-separated):
   calibrated in this process to slow the whole workload by --slowdown (no sleeps), judged at --threshold by the
   gate's rule (kforge_bot.gate.decision.timing_decision): caught when `regression`.
 
-Prints a table and writes --out/workloads_h200.json. No measurement starts after --max-seconds. On the device:
-  PYTHONPATH=$PWD bash -c '. benchmarks/device_sandbox.sh; timeout 540 python3 benchmarks/workloads_h200.py --out $OUT'
-Each measurement is at least 6 pairs (12 fresh processes): where the 22 measurements do not fit one call, split it
-(--phases triton,aa then --phases slowdown).
+Prints a table and writes --out/workloads_h200.json. No measurement starts after --max-seconds. On the device
+(22 measurements of about 10-20 s each, the calibration, and the imports: about 7 minutes):
+  PYTHONPATH=$PWD bash -c '. benchmarks/device_sandbox.sh; timeout 560 python3 benchmarks/workloads_h200.py --out $OUT'
+On this CPU (a smoke of the script and the CPU's own figures: tinylm_decode_cpu, eager kernels):
+  python benchmarks/workloads_h200.py --device cpu --workload tinylm_decode_cpu --phases aa,slowdown --out /tmp/w
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import tempfile
 import time
@@ -138,7 +141,8 @@ def row(label: str, m: WorkloadMeasurement, threshold: float | None = None) -> d
     ci = m.speedup_ci
     return {"run": label, "status": m.status, "change": fmt_change(m.speedup, ci), "speedup": m.speedup,
             "speedup_ci": list(ci) if ci else None, "half_width": m.half_width, "pairs": m.pairs,
-            "seconds": round(m.wall_s, 1), "contains_1": bool(ci and ci[0] <= 1.0 <= ci[1]),
+            "seconds": round(m.wall_s, 1), "boot_s": round(m.boot_s, 1), "calls_per_sample": m.calls_per_sample,
+            "contains_1": bool(ci and ci[0] <= 1.0 <= ci[1]),
             "decision": decision, "noise_floor": m.noise_floor, "stop": m.stop, "note": m.reason,
             "warmup_ms": m.warmup_ms}
 
@@ -147,7 +151,8 @@ def show(r: dict) -> None:
     hw = f"{r['half_width']:.3%}" if r["half_width"] is not None else "n/a"
     nf = f"{r['noise_floor']:.3%}" if r["noise_floor"] is not None else "n/a"
     print(f"{r['run']:<34} {r['status']:<9} {r['change']:<30} hw {hw:<8} pairs {r['pairs']:<3} {r['seconds']:>6} s "
-          f"noise {nf:<8} {r['decision']} {r['note'][:80]}", flush=True)
+          f"(boot {r['boot_s']} s, {r['calls_per_sample']} calls a sample) noise {nf:<8} {r['decision']} "
+          f"{r['note'][:80]}", flush=True)
 
 
 def main() -> int:
@@ -156,14 +161,16 @@ def main() -> int:
     ap.add_argument("--workload", default="tinylm_prefill", help="the A/A and slowdown runs' workload")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--precision", type=float, default=0.005)
-    ap.add_argument("--min-pairs", type=int, default=6)
-    ap.add_argument("--max-pairs", type=int, default=12)
-    ap.add_argument("--budget-s", type=float, default=60.0, help="seconds per measurement")
+    ap.add_argument("--min-pairs", type=int, default=8)
+    ap.add_argument("--max-pairs", type=int, default=40)
+    ap.add_argument("--budget-s", type=float, default=25.0,
+                    help="seconds per measurement, its processes' start included")
+    ap.add_argument("--sample-s", type=float, default=0.25, help="seconds of calls a sample runs at least")
     ap.add_argument("--slowdown", type=float, default=0.02)
     ap.add_argument("--threshold", type=float, default=0.01, help="the slowdown runs' gate.workloads threshold")
     ap.add_argument("--device", default="cuda", choices=sorted(RMSNORM_MODULE),
                     help="cpu: a smoke run of the script (tinylm_decode_cpu, eager kernels)")
-    ap.add_argument("--max-seconds", type=float, default=510.0,
+    ap.add_argument("--max-seconds", type=float, default=450.0,
                     help="no new measurement starts after this many seconds (the JSON says what ran)")
     ap.add_argument("--out", default="gpu-out")
     args = ap.parse_args()
@@ -171,12 +178,14 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     settings = Policy().eval_settings("gate")
     budget = Budget(precision=args.precision, min_pairs=args.min_pairs, max_pairs=args.max_pairs,
-                    budget_s=args.budget_s)
+                    budget_s=args.budget_s, sample_s=args.sample_s)
     all_specs = specs()
     spec = all_specs[args.workload]
     device = args.device
     results: dict = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-                     "torch": torch.__version__, "args": vars(args), "isolation": settings.isolation, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+                     "torch": torch.__version__, "args": vars(args), "isolation": settings.isolation,
+                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
+                     "load_at_start": os.getloadavg()}
     phases = args.phases.split(",")
     started = time.monotonic()
 
@@ -207,8 +216,10 @@ def main() -> int:
             show(r)
             results["aa"].append(r)
         aa = results["aa"]
+        widths = [r["half_width"] for r in aa if r["half_width"] is not None]
         print(f"A/A: {sum(r['contains_1'] for r in aa)}/{len(aa)} intervals contain 1.0; half-width <= "
-              f"{args.precision:.2%} in {sum((r['half_width'] or math.inf) <= args.precision for r in aa)}/{len(aa)}")
+              f"{args.precision:.2%} in {sum((r['half_width'] or math.inf) <= args.precision for r in aa)}/{len(aa)}"
+              + (f"; half-widths {min(widths):.3%} to {max(widths):.3%}" if widths else ""), flush=True)
     if "slowdown" in phases and time_left():
         extra, fraction, got = calibrate(spec, device, args.slowdown)
         print(f"slower variant: {extra} extra RMSNorm pass(es) + {fraction:.3f} of the rows once more: "
@@ -228,6 +239,7 @@ def main() -> int:
         print(f"slowdown of {got:+.2%}: caught {sum(r['decision'] == 'regression' for r in runs)}/{len(runs)} at the "
               f"{args.threshold:.1%} threshold")
     results["seconds"] = round(time.monotonic() - started, 1)
+    results["load_at_end"] = os.getloadavg()
     if results.get("cut_short"):
         print(results["cut_short"])
     (out / "workloads_h200.json").write_text(json.dumps(results, indent=1))

@@ -102,14 +102,15 @@ class GateRule:
 @dataclass(frozen=True)
 class WorkloadGate:
     """`gate.workloads`: how the gate judges a workload (kforge_bot.workloads): its own threshold per target kind,
-    the interval's half-width it measures to (None: a quarter of the threshold, 0.1% to 0.5%), the pairs of fresh
-    processes it may spend, and the seconds."""
+    the interval's half-width it measures to (None: a quarter of the threshold, 0.1% to 0.5%), the sample pairs it
+    may spend, the seconds, and how long one sample's calls run at least."""
 
     threshold: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     precision: float | None = None
     min_pairs: int = 6  # the fewest paired ratios with a 95% interval for their median
     max_pairs: int = 40
     budget_s: float = 300.0
+    sample_s: float = 0.5  # many calls a sample: a fresh process's first moments and the clock's grain stay out
 
     def threshold_for(self, kind: str) -> float:
         return self.threshold[kind]
@@ -497,7 +498,8 @@ def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
 
 
 def _parse_workload_gate(ck: Checker, raw: Any) -> WorkloadGate:
-    w = ck.mapping(raw, "gate.workloads", allowed=("threshold", "precision", "min_pairs", "max_pairs", "budget_s"))
+    w = ck.mapping(raw, "gate.workloads",
+                   allowed=("threshold", "precision", "min_pairs", "max_pairs", "budget_s", "sample_s"))
     kw: dict[str, Any] = {}
     if "threshold" in w:
         kw["threshold"] = {**DEFAULT_THRESHOLDS, **_threshold(ck, w["threshold"], "gate.workloads.threshold")}
@@ -510,6 +512,9 @@ def _parse_workload_gate(ck: Checker, raw: Any) -> WorkloadGate:
         kw["max_pairs"] = ck.integer(w["max_pairs"], "gate.workloads.max_pairs", minimum=2, maximum=1000)
     if "budget_s" in w:
         kw["budget_s"] = ck.number(w["budget_s"], "gate.workloads.budget_s", minimum=0, exclusive_minimum=True)
+    if "sample_s" in w:
+        kw["sample_s"] = ck.number(w["sample_s"], "gate.workloads.sample_s", minimum=0, exclusive_minimum=True,
+                                   maximum=60)
     made = WorkloadGate(**kw)
     if made.max_pairs < made.min_pairs:
         ck.fail("gate.workloads.max_pairs", f"{made.max_pairs} is below min_pairs ({made.min_pairs})")

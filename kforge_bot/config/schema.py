@@ -70,7 +70,11 @@ def json_schema() -> dict[str, Any]:
                             "max_pairs": {"type": "integer", "minimum": 2, "maximum": 1000,
                                           "default": d.gate.workloads.max_pairs},
                             "budget_s": {**pos, "default": d.gate.workloads.budget_s,
-                                         "description": "Seconds of base/head process pairs per workload."},
+                                         "description": "Seconds per workload: both processes' start and "
+                                                        "warm-up, and the sample pairs."},
+                            "sample_s": {**pos, "maximum": 60, "default": d.gate.workloads.sample_s,
+                                         "description": "Seconds one sample's calls run at least (the same count "
+                                                        "of calls on both sides)."},
                         }},
                     "rules": {"type": "array", "items": {
                         "type": "object", "additionalProperties": False,

@@ -11,8 +11,8 @@ from pathlib import Path
 from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.spec import MANIFEST_NAME, KernelSpec, module_name, read_manifest
-from kforge_bot.workloads.gate import Log, WorkloadReport, rate, verdict
-from kforge_bot.workloads.measure import Budget, Side, measure
+from kforge_bot.workloads.gate import Log, WorkloadReport, budget_for, rate, verdict
+from kforge_bot.workloads.measure import Side, measure
 from kforge_bot.workloads.spec import WorkloadSpec, load_workloads
 
 
@@ -43,11 +43,8 @@ def candidate_end_to_end(spec: KernelSpec, workload: WorkloadSpec, source: str, 
     try:
         path = folder / Path(spec.kernel_file).name
         path.write_text(source, encoding="utf-8")
-        gate = policy.gate.workloads
-        budget = Budget(confidence=policy.gate.confidence, precision=gate.precision_for(kind),
-                        min_pairs=gate.min_pairs, max_pairs=gate.max_pairs, budget_s=gate.budget_s)
         m = measure(Side("as written", workload), Side("candidate", workload, {module: str(path)}, (str(folder),)),
-                    kind, policy.eval_settings("optimize"), budget, log=log)
+                    kind, policy.eval_settings("optimize"), budget_for(policy, kind), log=log)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     row.verdict, row.reason = verdict(m, row.threshold or 0.0, [], [])

@@ -148,18 +148,15 @@ def _judge(spec: WorkloadSpec, rel_manifest: str, touched: list[str], base_root:
     if kind is None:
         row.reason = why
         return row
-    gate = policy.gate.workloads
-    row.target, row.threshold = kind, gate.threshold_for(kind)
+    row.target, row.threshold = kind, policy.gate.workloads.threshold_for(kind)
     if not measure_them:
         row.reason = "plan only: would be measured"
         return row
     overlay = head_kernel_modules(spec, head_dir, head_root, head_kernels) if head_dir.is_dir() else {}
-    say(f"workload {spec.name}: base against head on {kind}, pairs of fresh processes, threshold "
-        f"{row.threshold:.1%}")
-    budget = Budget(confidence=policy.gate.confidence, precision=gate.precision_for(kind), min_pairs=gate.min_pairs,
-                    max_pairs=gate.max_pairs, budget_s=gate.budget_s)
-    m = measure(Side("base", spec), Side("head", spec, overlay, readable=(str(head_root),)), kind, settings, budget,
-                log=lambda msg: say(f"workload {spec.name}: {msg}"))
+    say(f"workload {spec.name}: base against head on {kind}, a fresh process each, samples in alternating pairs, "
+        f"threshold {row.threshold:.1%}")
+    m = measure(Side("base", spec), Side("head", spec, overlay, readable=(str(head_root),)), kind, settings,
+                budget_for(policy, kind), log=lambda msg: say(f"workload {spec.name}: {msg}"))
     row.verdict, row.reason = verdict(m, row.threshold, kernel_rows, row.kernels)
     row.measurement, row.pairs, row.noise_floor = m.to_dict(), m.pairs, m.noise_floor
     row.speedup, row.speedup_ci = m.speedup, list(m.speedup_ci) if m.speedup_ci else None
@@ -174,13 +171,20 @@ def _judge(spec: WorkloadSpec, rel_manifest: str, touched: list[str], base_root:
     return row
 
 
+def budget_for(policy: Policy, kind: str) -> Budget:
+    """How hard the policy's `gate.workloads` looks on a target kind."""
+    gate = policy.gate.workloads
+    return Budget(confidence=policy.gate.confidence, precision=gate.precision_for(kind), min_pairs=gate.min_pairs,
+                  max_pairs=gate.max_pairs, budget_s=gate.budget_s, sample_s=gate.sample_s)
+
+
 def verdict(m: WorkloadMeasurement, threshold: float, kernel_rows: list[Any], used: list[str]) -> tuple[str, str]:
     """The gate's word on one workload and its one-line reason (the interval rule of kforge_bot.gate.decision)."""
     if m.status == "error":
         return "error", m.reason
     if m.status == "incorrect":
         return "incorrect", f"its output differs from the base's: {m.reason}"
-    figures = f"{fmt_change(m.speedup, m.speedup_ci)} over {m.pairs} pairs of fresh processes"
+    figures = f"{fmt_change(m.speedup, m.speedup_ci)} over {m.pairs} pairs of samples"
     decision = timing_decision(m.speedup_ci, threshold)
     if decision == "unmeasured":
         return "error", (f"no interval after {m.pairs} pairs ({m.stop}): raise gate.workloads.budget_s or "
