@@ -209,6 +209,9 @@ class Policy:
     kernel_paths: tuple[str, ...] = ("**",)
     required_targets: tuple[str, ...] = ()
     min_speedup: float = 1.05
+    # The PR bot opens a follow-up PR only when every workload using the kernel (docs/workloads.md) is faster end to
+    # end with the candidate: the whole interval of its paired ratio above 1.0.
+    require_workload_gain: bool = False
     gate: Gate = field(default_factory=Gate)
     budgets: Budgets = field(default_factory=Budgets)
     trust: Trust = field(default_factory=Trust)
@@ -371,7 +374,7 @@ def path_matches(pattern: str, path: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Loading and validation
 
-_TOP = ("version", "kernel_paths", "required_targets", "min_speedup", "gate", "budgets", "trust",
+_TOP = ("version", "kernel_paths", "required_targets", "min_speedup", "require_workload_gain", "gate", "budgets", "trust",
         "languages", "allow_framework_fallback", "evaluation", "isolation", "baseline")
 _RULE_KEYS = ("path", "kernel", "threshold", "confidence", "skip", "reason", "shape_sets")
 _SHAPE_SET_KEYS = ("threshold", "informational", "reason")
@@ -434,6 +437,8 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
     if "baseline" in top:
         kinds = ck.string_list(top["baseline"], "baseline", choices=BASELINE_KINDS, nonempty=True)
         kw["baseline"] = tuple(dict.fromkeys(["eager", *kinds]))  # eager is what every run is timed against
+    if "require_workload_gain" in top:
+        kw["require_workload_gain"] = ck.boolean(top["require_workload_gain"], "require_workload_gain")
     if "allow_framework_fallback" in top:
         kw["allow_framework_fallback"] = ck.boolean(top["allow_framework_fallback"], "allow_framework_fallback")
     if top.get("isolation") is not None:  # null: unset, as to_dict writes it

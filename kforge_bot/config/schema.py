@@ -38,6 +38,9 @@ def json_schema() -> dict[str, Any]:
                                                 "and measured; empty means every target that ran."},
             "min_speedup": {"type": "number", "minimum": 1, "default": d.min_speedup,
                             "description": "Smallest speedup (lower end of its interval) worth a follow-up PR."},
+            "require_workload_gain": {"type": "boolean", "default": d.require_workload_gain,
+                                      "description": "Open a follow-up PR only when every workload that uses the "
+                                                     "kernel is faster end to end (docs/workloads.md)."},
             "gate": {
                 "type": "object", "additionalProperties": False,
                 "properties": {

@@ -75,7 +75,7 @@ def _workloads(manifest: Path) -> dict[str, WorkloadSpec]:
     return load_workloads(manifest, data.get("workloads"))
 
 
-def _closure(spec: WorkloadSpec, root: Path, checkout: Path) -> set[str]:
+def reached_files(spec: WorkloadSpec, root: Path, checkout: Path) -> set[str]:
     """Repository paths the workload's program and inputs can read, as they are at `checkout` (`root`: the
     manifest's folder there)."""
     roots = [root / r for r in spec.import_roots] + [root]
@@ -128,10 +128,10 @@ def gate_workloads(base_root: Path, head_root: Path, changed: set[str], policy: 
             continue
         head_dir = (head_root / rel_manifest).parent
         for name, spec in specs.items():
-            closure = _closure(spec, manifest.parent, base_root)
+            reached = reached_files(spec, manifest.parent, base_root)
             if head_dir.is_dir():
-                closure |= _closure(spec, head_dir, head_root)
-            touched = sorted(changed & closure)
+                reached |= reached_files(spec, head_dir, head_root)
+            touched = sorted(changed & reached)
             if not touched:
                 continue
             rows.append(_judge(spec, rel_manifest, touched, base_root, head_root, head_dir, policy, target,
@@ -157,18 +157,22 @@ def _judge(spec: WorkloadSpec, rel_manifest: str, touched: list[str], base_root:
         f"threshold {row.threshold:.1%}")
     m = measure(Side("base", spec), Side("head", spec, overlay, readable=(str(head_root),)), kind, settings,
                 budget_for(policy, kind), log=lambda msg: say(f"workload {spec.name}: {msg}"))
-    row.verdict, row.reason = verdict(m, row.threshold, kernel_rows, row.kernels)
+    judge_row(row, m, spec, kernel_rows, (head_root, base_root))
+    say(f"workload {spec.name}: {row.verdict} ({row.reason})")
+    return row
+
+
+def judge_row(row: WorkloadReport, m: WorkloadMeasurement, spec: WorkloadSpec, kernel_rows: list[Any],
+              checkouts: Iterable[Path] = ()) -> None:
+    """The row's verdict, reason and figures from the measurement (the checkouts' paths cut from the reason)."""
+    row.verdict, row.reason = verdict(m, row.threshold or 0.0, kernel_rows, row.kernels)
     row.measurement, row.pairs, row.noise_floor = m.to_dict(), m.pairs, m.noise_floor
     row.speedup, row.speedup_ci = m.speedup, list(m.speedup_ci) if m.speedup_ci else None
     if m.base_ms:
         row.base_rate = rate(spec, sorted(m.base_ms)[len(m.base_ms) // 2])
         row.head_rate = rate(spec, sorted(m.head_ms)[len(m.head_ms) // 2])
-    clean = row.reason
-    for checkout in (head_root, base_root):
-        clean = clean.replace(f"{checkout}{os.sep}", "")
-    row.reason = clean
-    say(f"workload {spec.name}: {row.verdict} ({row.reason})")
-    return row
+    for checkout in checkouts:
+        row.reason = row.reason.replace(f"{checkout}{os.sep}", "")
 
 
 def budget_for(policy: Policy, kind: str) -> Budget:
