@@ -8,12 +8,13 @@ Phases (--phases, comma-separated):
   the two round differently);
 - `aa`: --runs A/A measurements of one workload (Triton on both sides): each interval should contain 1.0 with a
   half-width of at most --precision;
-- `slowdown`: --runs measurements of a head whose RMSNorm does a redundant extra pass over part of its rows,
-  calibrated in this process to slow the whole workload by --slowdown (no sleeps), judged at --threshold by the
+- `slowdown`: --runs measurements (alternating with the A/A runs) of a head whose RMSNorm does a redundant pass
+  over part of its rows (and whole extra passes where that is not enough), calibrated in this process to slow the whole workload by --slowdown (no sleeps), judged at --threshold by the
   gate's rule (kforge_bot.gate.decision.timing_decision): caught when `regression`.
 
 Prints a table and writes --out/workloads_h200.json. No measurement starts after --max-seconds. On the device
-(22 measurements of about 10-20 s each, the calibration, and the imports: about 7 minutes):
+(22 measurements of about 10-20 s each, the calibration and the imports; no measurement starts after 420 s, so
+about 7.5 minutes at most):
   PYTHONPATH=$PWD bash -c '. benchmarks/device_sandbox.sh; timeout 560 python3 benchmarks/workloads_h200.py --out $OUT'
 On this CPU (a smoke of the script and the CPU's own figures: tinylm_decode_cpu, eager kernels):
   python benchmarks/workloads_h200.py --device cpu --workload tinylm_decode_cpu --phases aa,slowdown --out /tmp/w
@@ -189,14 +190,14 @@ def main() -> int:
     ap.add_argument("--precision", type=float, default=0.005)
     ap.add_argument("--min-pairs", type=int, default=8)
     ap.add_argument("--max-pairs", type=int, default=40)
-    ap.add_argument("--budget-s", type=float, default=25.0,
+    ap.add_argument("--budget-s", type=float, default=20.0,
                     help="seconds per measurement, its processes' start included")
     ap.add_argument("--sample-s", type=float, default=0.25, help="seconds of calls a sample runs at least")
     ap.add_argument("--slowdown", type=float, default=0.02)
     ap.add_argument("--threshold", type=float, default=0.01, help="the slowdown runs' gate.workloads threshold")
     ap.add_argument("--device", default="cuda", choices=sorted(RMSNORM_MODULE),
                     help="cpu: a smoke run of the script (tinylm_decode_cpu, eager kernels)")
-    ap.add_argument("--max-seconds", type=float, default=450.0,
+    ap.add_argument("--max-seconds", type=float, default=420.0,
                     help="no new measurement starts after this many seconds (the JSON says what ran)")
     ap.add_argument("--out", default="gpu-out")
     args = ap.parse_args()
@@ -235,37 +236,39 @@ def main() -> int:
             r = row(f"{name}: eager -> triton", m)
             show(r)
             results["eager_vs_triton"].append(r)
-    if "aa" in phases:
-        results["aa"] = []
-        for i in range(args.runs):
-            if not time_left():
-                break
-            r = row(f"A/A {i + 1}", measure(Side("base", spec), Side("head", spec), device, settings, budget))
-            show(r)
-            results["aa"].append(r)
-        aa = results["aa"]
-        widths = [r["half_width"] for r in aa if r["half_width"] is not None]
-        print(f"A/A: {sum(r['contains_1'] for r in aa)}/{len(aa)} intervals contain 1.0; half-width <= "
-              f"{args.precision:.2%} in {sum((r['half_width'] or math.inf) <= args.precision for r in aa)}/{len(aa)}"
-              + (f"; half-widths {min(widths):.3%} to {max(widths):.3%}" if widths else ""), flush=True)
+    # A/A and slowdown runs alternate, so a run cut short by --max-seconds leaves as many of each.
+    overlay: dict[str, str] = {}
+    folder = Path(tempfile.mkdtemp(prefix="kforge-slow-"))
     if "slowdown" in phases and time_left():
         extra, fraction, got = calibrate(spec, device, args.slowdown)
         print(f"slower variant: {extra} extra RMSNorm pass(es) + {fraction:.3f} of the rows once more: "
               f"{got:+.2%} end to end in this process (alternating pairs)", flush=True)
         results["slowdown"] = {"extra": extra, "fraction": fraction, "in_process": got, "runs": []}
-        folder = Path(tempfile.mkdtemp(prefix="kforge-slow-"))
         overlay = slow_overlay(device, extra, fraction, folder)
-        for i in range(args.runs):
-            if not time_left():
-                break
+    if "aa" in phases:
+        results["aa"] = []
+    for i in range(args.runs):
+        if "aa" in phases and time_left():
+            r = row(f"A/A {i + 1}", measure(Side("base", spec), Side("head", spec), device, settings, budget))
+            show(r)
+            results["aa"].append(r)
+        if overlay and time_left():
             m = measure(Side("base", spec), Side("slow", spec, overlay, readable=(str(folder),)), device, settings,
                         budget)
             r = row(f"slowdown {i + 1}", m, args.threshold)
             show(r)
             results["slowdown"]["runs"].append(r)
+    if "aa" in phases:
+        aa = results["aa"]
+        widths = [r["half_width"] for r in aa if r["half_width"] is not None]
+        print(f"A/A: {sum(r['contains_1'] for r in aa)}/{len(aa)} intervals contain 1.0; half-width <= "
+              f"{args.precision:.2%} in {sum((r['half_width'] or math.inf) <= args.precision for r in aa)}/{len(aa)}"
+              + (f"; half-widths {min(widths):.3%} to {max(widths):.3%}" if widths else ""), flush=True)
+    if "slowdown" in results:
         runs = results["slowdown"]["runs"]
-        print(f"slowdown of {got:+.2%}: caught {sum(r['decision'] == 'regression' for r in runs)}/{len(runs)} at the "
-              f"{args.threshold:.1%} threshold")
+        print(f"slowdown of {results['slowdown']['in_process']:+.2%} (in process): caught "
+              f"{sum(r['decision'] == 'regression' for r in runs)}/{len(runs)} at the {args.threshold:.1%} threshold; "
+              f"measured " + ", ".join(r["change"].split(" ")[0] for r in runs), flush=True)
     results["seconds"] = round(time.monotonic() - started, 1)
     results["load_at_end"] = os.getloadavg()
     if results.get("cut_short"):
