@@ -9,8 +9,9 @@ Phases (--phases, comma-separated):
 - `aa`: --runs A/A measurements of one workload (Triton on both sides): each interval should contain 1.0 with a
   half-width of at most --precision;
 - `slowdown`: --runs measurements (alternating with the A/A runs) of a head whose RMSNorm does a redundant pass
-  over part of its rows (and whole extra passes where that is not enough), calibrated in this process to slow the whole workload by --slowdown (no sleeps), judged at --threshold by the
-  gate's rule (kforge_bot.gate.decision.timing_decision): caught when `regression`.
+  over part of its rows (and whole extra passes where that is not enough), calibrated in this process to slow the
+  whole workload by --slowdown (no sleeps), judged at --threshold by the gate's rule
+  (kforge_bot.gate.decision.timing_decision): caught when `regression`.
 
 Prints a table and writes --out/workloads_h200.json. No measurement starts after --max-seconds. On the device
 (22 measurements of about 10-20 s each, the calibration and the imports; no measurement starts after 420 s, so
