@@ -221,7 +221,14 @@ def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: B
     say = log or (lambda _msg: None)
     started = time.monotonic()
     m = WorkloadMeasurement(status="ok")
-    sides = [Running(side, kind, settings, settings.timeout_s + budget.budget_s + 60) for side in (base, head)]
+    sides: list[Running] = []
+    try:
+        for side in (base, head):
+            sides.append(Running(side, kind, settings, settings.timeout_s + budget.budget_s + 60))
+    except BaseException:
+        for running in sides:
+            running.close()
+        raise
 
     def fail(i: int, waited_s: float) -> WorkloadMeasurement:
         for running in sides:
