@@ -1,5 +1,6 @@
 """End-to-end workloads on a GPU (issue 44): tinylm (examples/tinylm, about 375M parameters in bfloat16) through
-kforge_bot.workloads.measure, each side in its own fresh sandboxed process, pairs alternating who goes first.
+kforge_bot.workloads.measure: each side in its own fresh sandboxed process, both warmed up, then samples of many calls
+(--sample-s each) alternating in pairs until the interval is --precision wide, --max-pairs, or --budget-s.
 
 Phases (--phases, comma-separated):
 - `triton`: each workload of examples/kforge.yaml with the eager PyTorch kernels (base) against the bundled Triton
@@ -7,24 +8,32 @@ Phases (--phases, comma-separated):
   the two round differently);
 - `aa`: --runs A/A measurements of one workload (Triton on both sides): each interval should contain 1.0 with a
   half-width of at most --precision;
-- `slowdown`: --runs measurements of a head whose RMSNorm does a redundant extra pass over part of its rows,
-  calibrated in this process to slow the whole workload by --slowdown (no sleeps), judged at --threshold by the
-  gate's rule (kforge_bot.gate.decision.timing_decision): caught when `regression`.
+- `slowdown`: --runs measurements (alternating with the A/A runs) of a head whose RMSNorm does a redundant pass
+  over part of its rows (and whole extra passes where that is not enough), calibrated in this process to slow the
+  whole workload by --slowdown (no sleeps), judged at --threshold by the gate's rule
+  (kforge_bot.gate.decision.timing_decision): caught when `regression`.
 
-Prints a table and writes --out/workloads_h200.json. No measurement starts after --max-seconds. On the device:
-  PYTHONPATH=$PWD bash -c '. benchmarks/device_sandbox.sh; timeout 540 python3 benchmarks/workloads_h200.py --out $OUT'
-Each measurement is at least 6 pairs (12 fresh processes): where the 22 measurements do not fit one call, split it
-(--phases triton,aa then --phases slowdown).
+Prints a table and writes --out/workloads_h200.json. No measurement starts after --max-seconds. On the device
+(22 measurements of about 10-20 s each, the calibration and the imports; no measurement starts after 420 s, so
+about 7.5 minutes at most):
+  PYTHONPATH=$PWD bash -c '. benchmarks/device_sandbox.sh; timeout 560 python3 benchmarks/workloads_h200.py --out $OUT'
+On this CPU (a smoke of the script and the CPU's own figures: tinylm_decode_cpu, eager kernels):
+  python benchmarks/workloads_h200.py --device cpu --workload tinylm_decode_cpu --phases aa,slowdown --out /tmp/w
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import math
+import os
+import statistics
 import sys
 import tempfile
 import time
+import types
 from dataclasses import replace
 from pathlib import Path
 
@@ -88,48 +97,70 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def in_process_ms(spec: WorkloadSpec, device: str, rmsnorm_source: str | None, calls: int = 20) -> float:
-    """The workload's median call time in this process (calibration only: the measurements are the sandboxed
-    pairs), with the RMSNorm module replaced by `rmsnorm_source` where given."""
-    name, _ = RMSNORM_MODULE[device]
-    sys.path[:0] = [p for p in spec.sys_paths if p not in sys.path]
-    import importlib
+def load_variant(device: str, extra: int, fraction: float, folder: Path) -> types.ModuleType:
+    """The slower RMSNorm module, loaded in this process from its file (Triton reads a kernel's source from it)."""
+    path = folder / f"rmsnorm_variant_{extra}_{int(fraction * 1e6)}.py"
+    path.write_text(slow_source(device, extra, fraction))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    for loaded in [n for n in sys.modules if n == "rmsnorm" or n.startswith("tinylm")]:
-        del sys.modules[loaded]
-    if rmsnorm_source is not None:
-        module = type(sys)(name)
-        folder = Path(tempfile.mkdtemp())
-        (folder / "rmsnorm_variant.py").write_text(rmsnorm_source)
-        module.__file__ = str(folder / "rmsnorm_variant.py")
-        exec(compile(rmsnorm_source, module.__file__, "exec"), module.__dict__)  # noqa: S102 - our own variant
-        sys.modules[name] = module
-    program = importlib.import_module(spec.module)
-    inputs = program.make_inputs(seed=spec.seed, device=device, **spec.args)
-    entry = getattr(program, spec.entry)
-    for _ in range(3):
-        entry(*inputs)
-    sync(device)
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        entry(*inputs)
-        sync(device)
-        times.append((time.perf_counter() - start) * 1e3)
-    del inputs
-    if device == "cuda":
-        torch.cuda.empty_cache()
-    return sorted(times)[len(times) // 2]
+
+def paired_slowdown(entry, inputs: tuple, fast: object, slow: object, device: str, pairs: int = 15,
+                    calls: int = 5) -> float:
+    """How much slower the workload runs with the `slow` ops than with the `fast` ones, in this process (the
+    calibration only: the measurements are the sandboxed pairs): the model's ops swapped in alternating pairs of
+    `calls` calls, the median of the pairs' ratios, minus 1."""
+    model = inputs[0]
+    ratios = []
+    for i in range(pairs):
+        order = [("fast", fast), ("slow", slow)] if i % 2 == 0 else [("slow", slow), ("fast", fast)]
+        took = {}
+        for name, ops in order:
+            model.ops = ops
+            sync(device)
+            start = time.perf_counter()
+            for _ in range(calls):
+                entry(*inputs)
+            sync(device)
+            took[name] = time.perf_counter() - start
+        ratios.append(took["slow"] / took["fast"])
+    model.ops = fast
+    return statistics.median(ratios) - 1.0
 
 
 def calibrate(spec: WorkloadSpec, device: str, slowdown: float) -> tuple[int, float, float]:
-    """(EXTRA, FRACTION, the in-process slowdown they gave) for a head `slowdown` slower end to end."""
-    t0 = in_process_ms(spec, device, None)
-    t1 = in_process_ms(spec, device, slow_source(device, 1, 0.0))
-    per_pass = max((t1 - t0) / t0, 0.002)  # one whole extra pass, relative to the workload (noise: a floor)
+    """(EXTRA, FRACTION, the in-process slowdown they gave) for a head `slowdown` slower end to end: one whole extra
+    RMSNorm pass measured against none, then the passes that make `slowdown`, checked."""
+    sys.path[:0] = [p for p in spec.sys_paths if p not in sys.path]
+    program = importlib.import_module(spec.module)
+    inputs = program.make_inputs(seed=spec.seed, device=device, **spec.args)
+    entry = getattr(program, spec.entry)
+    fast = inputs[0].ops
+    folder = Path(tempfile.mkdtemp(prefix="kforge-calibrate-"))
+
+    def ops_with(extra: int, fraction: float) -> types.SimpleNamespace:
+        variant = load_variant(device, extra, fraction, folder)
+        return types.SimpleNamespace(rmsnorm=variant.rmsnorm, swiglu=fast.swiglu, softmax=fast.softmax)
+
+    one = ops_with(1, 0.0)
+    for ops in (fast, one):  # compilation and caches, untimed
+        inputs[0].ops = ops
+        for _ in range(3):
+            entry(*inputs)
+    per_pass = max(paired_slowdown(entry, inputs, fast, one, device), 0.002)
     passes = min(slowdown / per_pass, 20.0)
     extra, fraction = int(passes), passes - int(passes)
-    got = in_process_ms(spec, device, slow_source(device, extra, fraction)) / t0 - 1.0
+    chosen = ops_with(extra, fraction)
+    inputs[0].ops = chosen
+    for _ in range(3):
+        entry(*inputs)
+    got = paired_slowdown(entry, inputs, fast, chosen, device)
+    del inputs
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return extra, fraction, got
 
 
@@ -138,7 +169,8 @@ def row(label: str, m: WorkloadMeasurement, threshold: float | None = None) -> d
     ci = m.speedup_ci
     return {"run": label, "status": m.status, "change": fmt_change(m.speedup, ci), "speedup": m.speedup,
             "speedup_ci": list(ci) if ci else None, "half_width": m.half_width, "pairs": m.pairs,
-            "seconds": round(m.wall_s, 1), "contains_1": bool(ci and ci[0] <= 1.0 <= ci[1]),
+            "seconds": round(m.wall_s, 1), "boot_s": round(m.boot_s, 1), "calls_per_sample": m.calls_per_sample,
+            "contains_1": bool(ci and ci[0] <= 1.0 <= ci[1]),
             "decision": decision, "noise_floor": m.noise_floor, "stop": m.stop, "note": m.reason,
             "warmup_ms": m.warmup_ms}
 
@@ -147,7 +179,8 @@ def show(r: dict) -> None:
     hw = f"{r['half_width']:.3%}" if r["half_width"] is not None else "n/a"
     nf = f"{r['noise_floor']:.3%}" if r["noise_floor"] is not None else "n/a"
     print(f"{r['run']:<34} {r['status']:<9} {r['change']:<30} hw {hw:<8} pairs {r['pairs']:<3} {r['seconds']:>6} s "
-          f"noise {nf:<8} {r['decision']} {r['note'][:80]}", flush=True)
+          f"(boot {r['boot_s']} s, {r['calls_per_sample']} calls a sample) noise {nf:<8} {r['decision']} "
+          f"{r['note'][:80]}", flush=True)
 
 
 def main() -> int:
@@ -156,14 +189,16 @@ def main() -> int:
     ap.add_argument("--workload", default="tinylm_prefill", help="the A/A and slowdown runs' workload")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--precision", type=float, default=0.005)
-    ap.add_argument("--min-pairs", type=int, default=6)
-    ap.add_argument("--max-pairs", type=int, default=12)
-    ap.add_argument("--budget-s", type=float, default=60.0, help="seconds per measurement")
+    ap.add_argument("--min-pairs", type=int, default=8)
+    ap.add_argument("--max-pairs", type=int, default=40)
+    ap.add_argument("--budget-s", type=float, default=20.0,
+                    help="seconds per measurement, its processes' start included")
+    ap.add_argument("--sample-s", type=float, default=0.25, help="seconds of calls a sample runs at least")
     ap.add_argument("--slowdown", type=float, default=0.02)
     ap.add_argument("--threshold", type=float, default=0.01, help="the slowdown runs' gate.workloads threshold")
     ap.add_argument("--device", default="cuda", choices=sorted(RMSNORM_MODULE),
                     help="cpu: a smoke run of the script (tinylm_decode_cpu, eager kernels)")
-    ap.add_argument("--max-seconds", type=float, default=510.0,
+    ap.add_argument("--max-seconds", type=float, default=420.0,
                     help="no new measurement starts after this many seconds (the JSON says what ran)")
     ap.add_argument("--out", default="gpu-out")
     args = ap.parse_args()
@@ -171,12 +206,16 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     settings = Policy().eval_settings("gate")
     budget = Budget(precision=args.precision, min_pairs=args.min_pairs, max_pairs=args.max_pairs,
-                    budget_s=args.budget_s)
+                    budget_s=args.budget_s, sample_s=args.sample_s)
     all_specs = specs()
     spec = all_specs[args.workload]
     device = args.device
+    if device == "cpu":
+        torch.set_num_threads(1)  # as the workloads' processes do (a busy machine's threads wait on each other)
     results: dict = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-                     "torch": torch.__version__, "args": vars(args), "isolation": settings.isolation, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+                     "torch": torch.__version__, "args": vars(args), "isolation": settings.isolation,
+                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
+                     "load_at_start": os.getloadavg()}
     phases = args.phases.split(",")
     started = time.monotonic()
 
@@ -198,36 +237,41 @@ def main() -> int:
             r = row(f"{name}: eager -> triton", m)
             show(r)
             results["eager_vs_triton"].append(r)
-    if "aa" in phases:
-        results["aa"] = []
-        for i in range(args.runs):
-            if not time_left():
-                break
-            r = row(f"A/A {i + 1}", measure(Side("base", spec), Side("head", spec), device, settings, budget))
-            show(r)
-            results["aa"].append(r)
-        aa = results["aa"]
-        print(f"A/A: {sum(r['contains_1'] for r in aa)}/{len(aa)} intervals contain 1.0; half-width <= "
-              f"{args.precision:.2%} in {sum((r['half_width'] or math.inf) <= args.precision for r in aa)}/{len(aa)}")
+    # A/A and slowdown runs alternate, so a run cut short by --max-seconds leaves as many of each.
+    overlay: dict[str, str] = {}
+    folder = Path(tempfile.mkdtemp(prefix="kforge-slow-"))
     if "slowdown" in phases and time_left():
         extra, fraction, got = calibrate(spec, device, args.slowdown)
         print(f"slower variant: {extra} extra RMSNorm pass(es) + {fraction:.3f} of the rows once more: "
-              f"{got:+.2%} end to end in process", flush=True)
+              f"{got:+.2%} end to end in this process (alternating pairs)", flush=True)
         results["slowdown"] = {"extra": extra, "fraction": fraction, "in_process": got, "runs": []}
-        folder = Path(tempfile.mkdtemp(prefix="kforge-slow-"))
         overlay = slow_overlay(device, extra, fraction, folder)
-        for i in range(args.runs):
-            if not time_left():
-                break
+    if "aa" in phases:
+        results["aa"] = []
+    for i in range(args.runs):
+        if "aa" in phases and time_left():
+            r = row(f"A/A {i + 1}", measure(Side("base", spec), Side("head", spec), device, settings, budget))
+            show(r)
+            results["aa"].append(r)
+        if overlay and time_left():
             m = measure(Side("base", spec), Side("slow", spec, overlay, readable=(str(folder),)), device, settings,
                         budget)
             r = row(f"slowdown {i + 1}", m, args.threshold)
             show(r)
             results["slowdown"]["runs"].append(r)
+    if "aa" in phases:
+        aa = results["aa"]
+        widths = [r["half_width"] for r in aa if r["half_width"] is not None]
+        print(f"A/A: {sum(r['contains_1'] for r in aa)}/{len(aa)} intervals contain 1.0; half-width <= "
+              f"{args.precision:.2%} in {sum((r['half_width'] or math.inf) <= args.precision for r in aa)}/{len(aa)}"
+              + (f"; half-widths {min(widths):.3%} to {max(widths):.3%}" if widths else ""), flush=True)
+    if "slowdown" in results:
         runs = results["slowdown"]["runs"]
-        print(f"slowdown of {got:+.2%}: caught {sum(r['decision'] == 'regression' for r in runs)}/{len(runs)} at the "
-              f"{args.threshold:.1%} threshold")
+        print(f"slowdown of {results['slowdown']['in_process']:+.2%} (in process): caught "
+              f"{sum(r['decision'] == 'regression' for r in runs)}/{len(runs)} at the {args.threshold:.1%} threshold; "
+              f"measured " + ", ".join(r["change"].split(" ")[0] for r in runs), flush=True)
     results["seconds"] = round(time.monotonic() - started, 1)
+    results["load_at_end"] = os.getloadavg()
     if results.get("cut_short"):
         print(results["cut_short"])
     (out / "workloads_h200.json").write_text(json.dumps(results, indent=1))

@@ -57,6 +57,30 @@ class TargetRow:
 
 
 @dataclass(frozen=True)
+class WorkloadRow:
+    """One workload's end-to-end measurement of the candidate against the kernel as written (docs/workloads.md):
+    the gate's verdict at its threshold, and the figures (rates in `unit`; speedup = time before / time after)."""
+
+    name: str
+    target: str
+    verdict: str  # improved | pass | regression | incorrect | error
+    reason: str = ""
+    unit: str = ""
+    before: float | None = None
+    after: float | None = None
+    speedup: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    pairs: int = 0
+    threshold: float | None = None
+
+    @property
+    def gain(self) -> bool:
+        """Faster end to end with confidence: the whole interval above 1, the output the same."""
+        return self.verdict in ("improved", "pass") and self.ci_low is not None and self.ci_low > 1.0
+
+
+@dataclass(frozen=True)
 class KernelEvidence:
     """The evidence for one kernel, as the follow-up PR, the comment and the summary show it (a `KernelOutcome`,
     kforge_bot.bot.outcomes, carries it with the candidate and the raw result)."""
@@ -81,9 +105,12 @@ class KernelEvidence:
     # (spec-changed: `spec_blocked` until a maintainer's label approves it).
     spec_note: str | None = None
     spec_blocked: bool = False
+    # The workloads that use the kernel, end to end with the candidate (kforge_bot.workloads.candidate).
+    workloads: tuple[WorkloadRow, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["workloads"] = [asdict(w) for w in self.workloads]
         data["targets"] = [{**asdict(t), "runner_labels": list(t.runner_labels), "shapes": [dict(x) for x in t.shapes]}
                            for t in self.targets]
         data["correctness"] = dict(self.correctness)
@@ -101,6 +128,9 @@ class KernelEvidence:
                          "shapes": tuple(row.get("shapes") or ()),
                          "baselines": tuple(tuple(b) for b in row.get("baselines") or ())})
             for row in data.get("targets") or ())
+        workload_known = set(WorkloadRow.__dataclass_fields__)
+        kwargs["workloads"] = tuple(WorkloadRow(**{k: v for k, v in row.items() if k in workload_known})
+                                    for row in data.get("workloads") or ())
         return cls(**kwargs)
 
 
@@ -238,6 +268,48 @@ def render_table(rows: Sequence[TargetRow], extra: Mapping[str, str] | None = No
                              f"{f['speedup']:.2f}x" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else ""))
             lines.append(f"| {_target_cell(r)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def fmt_workload_speedup(row: WorkloadRow) -> str:
+    """1.04x (1.03-1.05), as the kernel's table gives its speedups."""
+    if row.speedup is None:
+        return NA
+    ci = (f"{row.ci_low:.3f}-{row.ci_high:.3f}" if row.ci_low is not None and row.ci_high is not None
+          else "interval n/a")
+    return f"{row.speedup:.3f}x ({ci})"
+
+
+def _rate(value: float | None, unit: str) -> str:
+    return NA if value is None else f"{value:.4g} {unit}"
+
+
+def render_workloads(rows: Sequence[WorkloadRow]) -> str:
+    """Beside the kernel's table: each workload that uses the kernel, end to end with the candidate ("" where
+    none). Names and reasons come from the repository, so they are code spans and escaped text."""
+    if not rows:
+        return ""
+    lines = ["End to end: the workloads that use this kernel (the base branch's programs), the kernel as written "
+             "against the candidate, each in a fresh process, timed in alternating pairs of samples of many calls:",
+             "", "| workload | target | before | after | speedup (95% interval) | pairs | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    for w in rows:
+        verdict = w.verdict if w.verdict in ("improved", "pass") or not w.reason else f"{w.verdict}: {w.reason}"
+        lines.append(f"| {markdown_cell(_code(w.name))} | {markdown_cell(w.target)} | "
+                     f"{markdown_cell(_rate(w.before, w.unit))} | {markdown_cell(_rate(w.after, w.unit))} | "
+                     f"{fmt_workload_speedup(w)} | {w.pairs} | {markdown_cell(markdown_text(verdict))} |")
+    return "\n".join(lines)
+
+
+def _workload_claim(rows: Sequence[WorkloadRow]) -> str:
+    """One sentence on the workloads, backed by their rows ("" where none was measured)."""
+    if not rows:
+        return ""
+    gained = [_code(w.name) for w in rows if w.gain]
+    rest = [_code(w.name) for w in rows if not w.gain]
+    if not rest:
+        return f" End to end, {', '.join(gained)} {'is' if len(gained) == 1 else 'are'} faster with it too."
+    said = f"{', '.join(gained)} faster; " if gained else ""
+    return f" End to end: {said}{', '.join(rest)} not measurably faster with it (see the workloads below)."
 
 
 def render_shapes(rows: Sequence[TargetRow]) -> str:
@@ -398,14 +470,15 @@ def render_pr_body(outcome: KernelEvidence, *, pr_number: int, head_branch: str,
     """The follow-up PR's body: claim, table, details, commands, marker; at most `limit` characters."""
     found = "a faster" if any(r.faster for r in outcome.targets) else "a candidate"
     intro = (f"kforge-bot found {found} {_code(outcome.kernel)} for #{int(pr_number)} ({_code(outcome.file)}). "
-             f"{_claim(outcome)} Merge this PR into {_code(head_branch)} to take it.")
+             f"{_claim(outcome)}{_workload_claim(outcome.workloads)} Merge this PR into {_code(head_branch)} to "
+             "take it.")
     if outcome.spec_note:
         intro += f" Note: {markdown_text(outcome.spec_note)}."
     table = render_table(outcome.targets) if outcome.targets else "No timings were recorded (n/a)."
     table += render_baselines(outcome.targets)
-    shapes = render_shapes(outcome.targets)
-    if shapes:
-        table += "\n\n" + shapes
+    for extra in (render_shapes(outcome.targets), render_workloads(outcome.workloads)):
+        if extra:
+            table += "\n\n" + extra
     commands = ("Commands: comment `/kforge retry` to run again, `/kforge stop` to close this PR and stop "
                 "suggesting for this kernel. A push to this branch by anyone but kforge-bot stops its updates.")
     marker = pr_marker(pr_number, outcome.kernel, [r.target for r in outcome.targets], harness)
@@ -441,9 +514,13 @@ def _speeds(outcome: KernelEvidence) -> str:
     return ", ".join(parts)
 
 
+def _workload_speeds(outcome: KernelEvidence) -> str:
+    return ", ".join(f"end to end {_code(w.name)} {fmt_workload_speedup(w)}" for w in outcome.workloads)
+
+
 def render_comment_line(outcome: KernelEvidence) -> str:
     head = f"- {_code(outcome.kernel)} ({_code(outcome.file)})"
-    speeds = _speeds(outcome)
+    speeds = "; ".join(part for part in (_speeds(outcome), _workload_speeds(outcome)) if part)
     if outcome.pr_url:
         ref = f"#{outcome.pr_number}" if outcome.pr_number else "follow-up PR"
         said = f" ({markdown_text(outcome.spec_note)})" if outcome.spec_note else ""
@@ -486,6 +563,7 @@ def render_summary(outcomes: Sequence[KernelEvidence], *, title: str = "kforge-b
                          f"{markdown_cell(result)} |")
     shapes = [render_shapes(o.targets) for o in outcomes]
     lines += [f"\n{_code(o.kernel)}: {text}" for o, text in zip(outcomes, shapes) if text]
+    lines += [f"\n{_code(o.kernel)}: {render_workloads(o.workloads)}" for o in outcomes if o.workloads]
     return "\n".join(lines) + "\n"
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kforge_bot.agents.analyst import render_digest
-from kforge_bot.bot.evidence import KernelEvidence, TargetRow
+from kforge_bot.bot.evidence import KernelEvidence, TargetRow, WorkloadRow, fmt_workload_speedup
 from kforge_bot.evaluate.shapes import regression_text
 
 
@@ -170,6 +170,37 @@ def skipped(kernel_id: str, name: str, file: str, reason: str, target: str = "n/
     return KernelOutcome(id=kernel_id, evidence=KernelEvidence(kernel=name, file=file, skip_reason=reason),
                          target=target, kind=None)
 
+
+
+def workload_row(report: Any) -> WorkloadRow:
+    """A workload's end-to-end measurement (kforge_bot.workloads.gate.WorkloadReport) as the evidence shows it."""
+    ci = report.speedup_ci
+    return WorkloadRow(name=report.name, target=report.target, verdict=report.verdict, reason=report.reason,
+                       unit=report.unit, before=report.base_rate, after=report.head_rate, speedup=report.speedup,
+                       ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None, pairs=report.pairs,
+                       threshold=report.threshold)
+
+
+def workloads_hold_back(rows: Sequence[WorkloadRow], require_gain: bool) -> str | None:
+    """Why the workloads keep a candidate from a follow-up PR, or None: a workload whose output it changes always;
+    with the policy's `require_workload_gain`, any workload it does not make faster end to end."""
+    wrong = next((w for w in rows if w.verdict == "incorrect"), None)
+    if wrong is not None:
+        return f"the candidate changes the output of workload {wrong.name}: {wrong.reason}"
+    slow = next((w for w in rows if not w.gain), None) if require_gain else None
+    if slow is not None:
+        return (f"faster alone, but workload {slow.name} is not faster end to end with it on {slow.target} "
+                f"({fmt_workload_speedup(slow)} over {slow.pairs} pairs; the policy's require_workload_gain)")
+    return None
+
+
+def with_workloads(run: KernelOutcome, rows: Sequence[WorkloadRow], require_gain: bool) -> KernelOutcome:
+    """The outcome with its workloads' end-to-end rows, and whether it still earns a PR (`workloads_hold_back`)."""
+    evidence = replace(run.evidence, workloads=tuple(rows))
+    why = workloads_hold_back(rows, require_gain) if run.qualifies else None
+    if why is not None:
+        evidence = replace(evidence, skip_reason=why)
+    return replace(run, evidence=evidence, qualifies=run.qualifies and why is None)
 
 
 def with_spec_note(run: KernelOutcome, note: str | None, blocked: bool) -> KernelOutcome:

@@ -23,7 +23,7 @@ from typing import Any
 
 from kforge_bot import gitops
 from kforge_bot.bot import events, evidence, trust
-from kforge_bot.bot.outcomes import outcome_for, skipped, with_spec_note
+from kforge_bot.bot.outcomes import outcome_for, skipped, with_spec_note, with_workloads, workload_row
 from kforge_bot.bot.results import PrReport, aggregate, load_results_dir
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec, spec_changes
@@ -31,6 +31,7 @@ from kforge_bot.gate.plan import material
 from kforge_bot.hardware import get_runner
 from kforge_bot.spec import kernel_implementation, kernels
 from kforge_bot.targets import choose_target
+from kforge_bot.workloads.candidate import follow_up_workloads
 
 Log = Callable[[str], None]
 # (spec, device kind, policy) -> (best candidate source or None, its EvalResult or None, how it was found)
@@ -248,6 +249,9 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
             run = outcome_for(kernel.id, kernel.name, kernel.file, kernel.format, target=runs_on, kind=kind,
                               labels=labels, baseline_source=baseline_source, candidate=source, result=result,
                               how=how, min_speedup=policy.min_speedup, spec=spec)
+            if run.qualifies and source is not None:  # the model's number beside the kernel's (docs/workloads.md)
+                ends = follow_up_workloads(kernel, base_root, head_root, source, kind, policy, log)
+                run = with_workloads(run, [workload_row(w) for w in ends], policy.require_workload_gain)
             run = with_spec_note(run, spec_note, blocked)
             log(f"{kernel.name}: {'improvement' if run.qualifies else run.evidence.skip_reason}")
             report.kernels.append(run)
@@ -309,7 +313,7 @@ def run_pr(env: ActionEnv, policy: Any | PolicySource, options: Options, *, gh: 
         return report
     if aggregate_dir is not None:
         docs = [d for d in load_results_dir(aggregate_dir) if d.get("pr") in (None, event.number)]
-        report.kernels = aggregate(docs, policy.required_targets, policy.min_speedup)
+        report.kernels = aggregate(docs, policy.required_targets, policy.min_speedup, policy.require_workload_gain)
     else:
         if optimize is None:
             raise KforgeError("internal: no optimizer given")

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.bot import evidence
-from kforge_bot.bot.evidence import TargetRow
-from kforge_bot.bot.outcomes import KernelOutcome
+from kforge_bot.bot.evidence import TargetRow, WorkloadRow
+from kforge_bot.bot.outcomes import KernelOutcome, workloads_hold_back
 from kforge_bot.errors import KforgeError
 from kforge_bot.text import markdown_text
 
@@ -19,13 +19,15 @@ SCHEMA = "kforge-bot/pr-results/1"
 
 
 def aggregate(documents: Sequence[Mapping[str, Any]], required: Sequence[str],
-              min_speedup: float) -> list[KernelOutcome]:
+              min_speedup: float, require_workload_gain: bool = False) -> list[KernelOutcome]:
     """Combine per-target results: one KernelOutcome per kernel, its rows from every target.
 
     A candidate qualifies only if it (the same source, by hash) was measured on every required
     target (with no `required_targets`, on every target that reported the kernel), correct on each,
     not slower on any (the interval's upper end above 1.0), and at least `min_speedup` (lower end)
-    on one. Among qualifying candidates the one with the best smallest speedup wins."""
+    on one; and not held back by its workloads (outcomes.workloads_hold_back: an output it changes, or with
+    `require_workload_gain` a workload it does not speed up, on any target). Among qualifying candidates the one
+    with the best smallest speedup wins."""
     by_kernel: dict[str, list[KernelOutcome]] = {}
     for doc in documents:
         for entry in doc.get("kernels") or []:
@@ -39,6 +41,7 @@ def aggregate(documents: Sequence[Mapping[str, Any]], required: Sequence[str],
         need = list(required) or reported
         rows: dict[str, dict[str, TargetRow]] = {}  # candidate hash -> target -> row
         sources: dict[str, KernelOutcome] = {}
+        workloads: dict[str, list[WorkloadRow]] = {}  # candidate hash -> its workloads' rows, every target's
         for r in runs:
             if r.candidate is None:
                 continue
@@ -46,6 +49,7 @@ def aggregate(documents: Sequence[Mapping[str, Any]], required: Sequence[str],
             sources.setdefault(h, r)
             for row in r.evidence.targets:
                 rows.setdefault(h, {})[row.target] = row
+            workloads.setdefault(h, []).extend(r.evidence.workloads)
         best: tuple[float, str] | None = None
         reasons: list[str] = []
         for h, per in rows.items():
@@ -61,6 +65,8 @@ def aggregate(documents: Sequence[Mapping[str, Any]], required: Sequence[str],
                 reasons.append(f"candidate {h[:8]} is not faster on {', '.join(slower)}")
             elif not enough:
                 reasons.append(f"candidate {h[:8]} reaches min_speedup {min_speedup:g} on no target")
+            elif held := workloads_hold_back(workloads.get(h, []), require_workload_gain):
+                reasons.append(f"candidate {h[:8]}: {held}")
             else:
                 score = min(row.speedup or 0.0 for row in per.values())
                 if best is None or score > best[0]:
@@ -81,7 +87,7 @@ def aggregate(documents: Sequence[Mapping[str, Any]], required: Sequence[str],
         chosen = sources[best[1]]
         per = rows[best[1]]
         outcome = replace(chosen.evidence, targets=tuple(per[t] for t in sorted(per)), skip_reason=None,
-                          pr_url=None, pr_number=None)
+                          pr_url=None, pr_number=None, workloads=tuple(workloads.get(best[1], [])))
         merged.append(replace(chosen, evidence=outcome, qualifies=True, target=",".join(sorted(per))))
     return merged
 

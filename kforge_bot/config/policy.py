@@ -102,14 +102,15 @@ class GateRule:
 @dataclass(frozen=True)
 class WorkloadGate:
     """`gate.workloads`: how the gate judges a workload (kforge_bot.workloads): its own threshold per target kind,
-    the interval's half-width it measures to (None: a quarter of the threshold, 0.1% to 0.5%), the pairs of fresh
-    processes it may spend, and the seconds."""
+    the interval's half-width it measures to (None: a quarter of the threshold, 0.1% to 0.5%), the sample pairs it
+    may spend, the seconds, and how long one sample's calls run at least."""
 
     threshold: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     precision: float | None = None
     min_pairs: int = 6  # the fewest paired ratios with a 95% interval for their median
     max_pairs: int = 40
     budget_s: float = 300.0
+    sample_s: float = 0.5  # many calls a sample: a fresh process's first moments and the clock's grain stay out
 
     def threshold_for(self, kind: str) -> float:
         return self.threshold[kind]
@@ -208,6 +209,9 @@ class Policy:
     kernel_paths: tuple[str, ...] = ("**",)
     required_targets: tuple[str, ...] = ()
     min_speedup: float = 1.05
+    # The PR bot opens a follow-up PR only when every workload using the kernel (docs/workloads.md) is faster end to
+    # end with the candidate: the whole interval of its paired ratio above 1.0.
+    require_workload_gain: bool = False
     gate: Gate = field(default_factory=Gate)
     budgets: Budgets = field(default_factory=Budgets)
     trust: Trust = field(default_factory=Trust)
@@ -370,7 +374,7 @@ def path_matches(pattern: str, path: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Loading and validation
 
-_TOP = ("version", "kernel_paths", "required_targets", "min_speedup", "gate", "budgets", "trust",
+_TOP = ("version", "kernel_paths", "required_targets", "min_speedup", "require_workload_gain", "gate", "budgets", "trust",
         "languages", "allow_framework_fallback", "evaluation", "isolation", "baseline")
 _RULE_KEYS = ("path", "kernel", "threshold", "confidence", "skip", "reason", "shape_sets")
 _SHAPE_SET_KEYS = ("threshold", "informational", "reason")
@@ -433,6 +437,8 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
     if "baseline" in top:
         kinds = ck.string_list(top["baseline"], "baseline", choices=BASELINE_KINDS, nonempty=True)
         kw["baseline"] = tuple(dict.fromkeys(["eager", *kinds]))  # eager is what every run is timed against
+    if "require_workload_gain" in top:
+        kw["require_workload_gain"] = ck.boolean(top["require_workload_gain"], "require_workload_gain")
     if "allow_framework_fallback" in top:
         kw["allow_framework_fallback"] = ck.boolean(top["allow_framework_fallback"], "allow_framework_fallback")
     if top.get("isolation") is not None:  # null: unset, as to_dict writes it
@@ -497,7 +503,8 @@ def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
 
 
 def _parse_workload_gate(ck: Checker, raw: Any) -> WorkloadGate:
-    w = ck.mapping(raw, "gate.workloads", allowed=("threshold", "precision", "min_pairs", "max_pairs", "budget_s"))
+    w = ck.mapping(raw, "gate.workloads",
+                   allowed=("threshold", "precision", "min_pairs", "max_pairs", "budget_s", "sample_s"))
     kw: dict[str, Any] = {}
     if "threshold" in w:
         kw["threshold"] = {**DEFAULT_THRESHOLDS, **_threshold(ck, w["threshold"], "gate.workloads.threshold")}
@@ -510,6 +517,9 @@ def _parse_workload_gate(ck: Checker, raw: Any) -> WorkloadGate:
         kw["max_pairs"] = ck.integer(w["max_pairs"], "gate.workloads.max_pairs", minimum=2, maximum=1000)
     if "budget_s" in w:
         kw["budget_s"] = ck.number(w["budget_s"], "gate.workloads.budget_s", minimum=0, exclusive_minimum=True)
+    if "sample_s" in w:
+        kw["sample_s"] = ck.number(w["sample_s"], "gate.workloads.sample_s", minimum=0, exclusive_minimum=True,
+                                   maximum=60)
     made = WorkloadGate(**kw)
     if made.max_pairs < made.min_pairs:
         ck.fail("gate.workloads.max_pairs", f"{made.max_pairs} is below min_pairs ({made.min_pairs})")

@@ -38,6 +38,9 @@ def json_schema() -> dict[str, Any]:
                                                 "and measured; empty means every target that ran."},
             "min_speedup": {"type": "number", "minimum": 1, "default": d.min_speedup,
                             "description": "Smallest speedup (lower end of its interval) worth a follow-up PR."},
+            "require_workload_gain": {"type": "boolean", "default": d.require_workload_gain,
+                                      "description": "Open a follow-up PR only when every workload that uses the "
+                                                     "kernel is faster end to end (docs/workloads.md)."},
             "gate": {
                 "type": "object", "additionalProperties": False,
                 "properties": {
@@ -70,7 +73,11 @@ def json_schema() -> dict[str, Any]:
                             "max_pairs": {"type": "integer", "minimum": 2, "maximum": 1000,
                                           "default": d.gate.workloads.max_pairs},
                             "budget_s": {**pos, "default": d.gate.workloads.budget_s,
-                                         "description": "Seconds of base/head process pairs per workload."},
+                                         "description": "Seconds per workload: both processes' start and "
+                                                        "warm-up, and the sample pairs."},
+                            "sample_s": {**pos, "maximum": 60, "default": d.gate.workloads.sample_s,
+                                         "description": "Seconds one sample's calls run at least (the same count "
+                                                        "of calls on both sides)."},
                         }},
                     "rules": {"type": "array", "items": {
                         "type": "object", "additionalProperties": False,

@@ -75,7 +75,7 @@ def _workloads(manifest: Path, checkout: Path) -> dict[str, WorkloadSpec]:
     return load_workloads(manifest, data.get("workloads"))
 
 
-def _closure(spec: WorkloadSpec, root: Path, checkout: Path) -> set[str]:
+def reached_files(spec: WorkloadSpec, root: Path, checkout: Path) -> set[str]:
     """Repository paths the workload's program and inputs can read, as they are at `checkout` (`root`: the
     manifest's folder there)."""
     roots = [root / r for r in spec.import_roots] + [root]
@@ -128,10 +128,10 @@ def gate_workloads(base_root: Path, head_root: Path, changed: set[str], policy: 
             continue
         head_dir = (head_root / rel_manifest).parent
         for name, spec in specs.items():
-            closure = _closure(spec, manifest.parent, base_root)
+            reached = reached_files(spec, manifest.parent, base_root)
             if head_dir.is_dir():
-                closure |= _closure(spec, head_dir, head_root)
-            touched = sorted(changed & closure)
+                reached |= reached_files(spec, head_dir, head_root)
+            touched = sorted(changed & reached)
             if not touched:
                 continue
             rows.append(_judge(spec, rel_manifest, touched, base_root, head_root, head_dir, policy, target,
@@ -148,30 +148,38 @@ def _judge(spec: WorkloadSpec, rel_manifest: str, touched: list[str], base_root:
     if kind is None:
         row.reason = why
         return row
-    gate = policy.gate.workloads
-    row.target, row.threshold = kind, gate.threshold_for(kind)
+    row.target, row.threshold = kind, policy.gate.workloads.threshold_for(kind)
     if not measure_them:
         row.reason = "plan only: would be measured"
         return row
     overlay = head_kernel_modules(spec, head_dir, head_root, head_kernels) if head_dir.is_dir() else {}
-    say(f"workload {spec.name}: base against head on {kind}, pairs of fresh processes, threshold "
-        f"{row.threshold:.1%}")
-    budget = Budget(confidence=policy.gate.confidence, precision=gate.precision_for(kind), min_pairs=gate.min_pairs,
-                    max_pairs=gate.max_pairs, budget_s=gate.budget_s)
-    m = measure(Side("base", spec), Side("head", spec, overlay, readable=(str(head_root),)), kind, settings, budget,
-                log=lambda msg: say(f"workload {spec.name}: {msg}"))
-    row.verdict, row.reason = verdict(m, row.threshold, kernel_rows, row.kernels)
+    say(f"workload {spec.name}: base against head on {kind}, a fresh process each, samples in alternating pairs, "
+        f"threshold {row.threshold:.1%}")
+    m = measure(Side("base", spec), Side("head", spec, overlay, readable=(str(head_root),)), kind, settings,
+                budget_for(policy, kind), log=lambda msg: say(f"workload {spec.name}: {msg}"))
+    judge_row(row, m, spec, kernel_rows, (head_root, base_root))
+    say(f"workload {spec.name}: {row.verdict} ({row.reason})")
+    return row
+
+
+def judge_row(row: WorkloadReport, m: WorkloadMeasurement, spec: WorkloadSpec, kernel_rows: list[Any],
+              checkouts: Iterable[Path] = ()) -> None:
+    """The row's verdict, reason and figures from the measurement (the checkouts' paths cut from the reason)."""
+    row.verdict, row.reason = verdict(m, row.threshold or 0.0, kernel_rows, row.kernels)
     row.measurement, row.pairs, row.noise_floor = m.to_dict(), m.pairs, m.noise_floor
     row.speedup, row.speedup_ci = m.speedup, list(m.speedup_ci) if m.speedup_ci else None
     if m.base_ms:
         row.base_rate = rate(spec, sorted(m.base_ms)[len(m.base_ms) // 2])
         row.head_rate = rate(spec, sorted(m.head_ms)[len(m.head_ms) // 2])
-    clean = row.reason
-    for checkout in (head_root, base_root):
-        clean = clean.replace(f"{checkout}{os.sep}", "")
-    row.reason = clean
-    say(f"workload {spec.name}: {row.verdict} ({row.reason})")
-    return row
+    for checkout in checkouts:
+        row.reason = row.reason.replace(f"{checkout}{os.sep}", "")
+
+
+def budget_for(policy: Policy, kind: str) -> Budget:
+    """How hard the policy's `gate.workloads` looks on a target kind."""
+    gate = policy.gate.workloads
+    return Budget(confidence=policy.gate.confidence, precision=gate.precision_for(kind), min_pairs=gate.min_pairs,
+                  max_pairs=gate.max_pairs, budget_s=gate.budget_s, sample_s=gate.sample_s)
 
 
 def verdict(m: WorkloadMeasurement, threshold: float, kernel_rows: list[Any], used: list[str]) -> tuple[str, str]:
@@ -180,7 +188,7 @@ def verdict(m: WorkloadMeasurement, threshold: float, kernel_rows: list[Any], us
         return "error", m.reason
     if m.status == "incorrect":
         return "incorrect", f"its output differs from the base's: {m.reason}"
-    figures = f"{fmt_change(m.speedup, m.speedup_ci)} over {m.pairs} pairs of fresh processes"
+    figures = f"{fmt_change(m.speedup, m.speedup_ci)} over {m.pairs} pairs of samples"
     decision = timing_decision(m.speedup_ci, threshold)
     if decision == "unmeasured":
         return "error", (f"no interval after {m.pairs} pairs ({m.stop}): raise gate.workloads.budget_s or "

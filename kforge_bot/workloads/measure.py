@@ -1,14 +1,19 @@
-"""Base against head, end to end: each side in its own fresh sandboxed process (kforge_bot.workloads.worker),
-alternating in pairs (base first, then head first), until the interval of the paired ratio is as narrow as the
-policy asks, the pairs run out or the budget ends. Warm-ups and compilation run untimed in each process and are
-reported. The statistics are the harness's (kforge_bot.evaluate.stats): the median of the per-pair ratios
-base/head and its distribution-free interval."""
+"""Base against head, end to end: each side in its own fresh sandboxed process (kforge_bot.workloads.worker), both
+started together and warmed up (compilation, caches: untimed, reported), then timed in samples that alternate
+between them in pairs (base then head, head then base, ...), until the interval of the paired ratio is as narrow as
+the policy asks, the pairs run out or the budget ends. A sample is many calls back to back (at least
+`budget.sample_s` of them, the same count on both sides), timed by the parent from its command to the process's
+answer, so a fresh process's first moments and the clock's resolution fall outside the figure. The statistics are
+the harness's (kforge_bot.evaluate.stats): the median of the per-pair ratios base/head and its distribution-free
+interval."""
 
 from __future__ import annotations
 
 import math
+import queue
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,8 +24,8 @@ from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.limits import limits_for
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.sandbox import (WorkerProcess, python_path_folders, raise_on_sandbox_failure,
-                                         remove_scratch, scratch_root)
+from kforge_bot.evaluate.sandbox import (WorkerProcess, kill_group, python_path_folders,
+                                         raise_on_sandbox_failure, remove_scratch, scratch_root)
 from kforge_bot.evaluate.stats import relative_half_width, speedup_from_pairs
 from kforge_bot.workloads.compare import mismatch
 from kforge_bot.workloads.spec import WorkloadSpec
@@ -30,6 +35,15 @@ Log = Callable[[str], None]
 
 class WorkloadProcess(WorkerProcess):
     entry_module = "kforge_bot.workloads.worker"
+
+    def command(self, line: str) -> None:
+        """One control line to the running worker: a sample's calls, or stop (after the request: `send`)."""
+        if self._feeder is not None:
+            self._feeder.join()  # the request's own write comes first
+        stdin = self.proc.stdin
+        assert stdin is not None
+        stdin.write((line + "\n").encode())
+        stdin.flush()
 
 
 @dataclass(frozen=True)
@@ -46,33 +60,21 @@ class Side:
 
 @dataclass(frozen=True)
 class Budget:
-    """How hard to look: the interval's confidence and relative half-width to stop at, the pairs and seconds."""
+    """How hard to look: the interval's confidence and relative half-width to stop at, the pairs and seconds, and
+    how long one sample's calls run at least."""
 
     confidence: float = 0.95
     precision: float = 0.005
     min_pairs: int = 6
     max_pairs: int = 40
     budget_s: float = 300.0
-
-
-@dataclass
-class Run:
-    """One process's run of the workload."""
-
-    ok: bool
-    median_ms: float = math.nan
-    times_ms: list[float] = field(default_factory=list)
-    warmup_ms: list[float] = field(default_factory=list)
-    output: dict[str, Any] | None = None
-    error: str = ""
-    wall_s: float = 0.0
-    setup_s: float = 0.0
+    sample_s: float = 0.5
 
 
 @dataclass
 class WorkloadMeasurement:
-    """What the pairs gave: per pair the base's and the head's median time, the paired ratio's median (speedup =
-    base/head: below 1 the head is slower) and interval, and the A/A noise floor of this runner."""
+    """What the pairs gave: per pair the base's and the head's time a call (each a sample's mean), the paired
+    ratio's median (speedup = base/head: below 1 the head is slower) and interval, and this runner's noise floor."""
 
     status: str  # ok | incorrect | error
     reason: str = ""
@@ -81,10 +83,12 @@ class WorkloadMeasurement:
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None
     half_width: float | None = None
-    noise_floor: float | None = None  # median |b_i/b_(i+1) - 1| over successive base processes
+    noise_floor: float | None = None  # median |b_i/b_(i+1) - 1| over the base's successive samples
     stop: str = ""
-    warmup_ms: dict[str, list[float]] = field(default_factory=dict)  # the first process's of each side
-    setup_s: dict[str, float] = field(default_factory=dict)  # building the inputs (the model), untimed, likewise
+    calls_per_sample: int = 0
+    warmup_ms: dict[str, list[float]] = field(default_factory=dict)  # each side's warm-up calls, untimed
+    setup_s: dict[str, float] = field(default_factory=dict)  # building the inputs (the model), untimed
+    boot_s: float = 0.0  # from the processes' start to both being warm
     wall_s: float = 0.0
 
     @property
@@ -96,33 +100,17 @@ class WorkloadMeasurement:
                 "base_ms": [round(t, 4) for t in self.base_ms], "head_ms": [round(t, 4) for t in self.head_ms],
                 "speedup": self.speedup, "speedup_ci": list(self.speedup_ci) if self.speedup_ci else None,
                 "half_width": self.half_width, "noise_floor": self.noise_floor, "stop": self.stop,
-                "warmup_ms": self.warmup_ms, "setup_s": self.setup_s, "wall_s": round(self.wall_s, 3)}
+                "calls_per_sample": self.calls_per_sample, "warmup_ms": self.warmup_ms, "setup_s": self.setup_s,
+                "boot_s": round(self.boot_s, 3), "wall_s": round(self.wall_s, 3)}
 
 
-def run_side(side: Side, kind: str, settings: EvalSettings, process: WorkloadProcess | None = None) -> Run:
-    """The workload once, in a fresh process (or `process`, started ahead by `start_process`)."""
-    started = time.monotonic()
-    process, work = process or start_process(side, kind, settings)
+def request_for(side: Side, kind: str, settings: EvalSettings, process: WorkloadProcess) -> dict[str, Any]:
     spec = side.spec
-    request = {"device": kind, "paths": spec.sys_paths, "overlay": side.overlay, "module": spec.module,
-               "entry": spec.entry, "inputs_module": spec.inputs_module, "inputs_symbol": spec.inputs_symbol,
-               "args": spec.args if side.args is None else side.args, "seed": spec.seed, "warmup": spec.warmup,
-               "repeats": spec.repeats, "threads": 1 if kind == "cpu" else None,
-               "limits": limits_for(settings, kind, process.sandboxed, str(scratch_root())).to_dict()}
-    try:
-        outcome = process.run(request, settings.timeout_s)
-        raise_on_sandbox_failure(outcome)
-    finally:
-        remove_scratch(work)
-    result = outcome.result or {}
-    wall = time.monotonic() - started
-    if result.get("status") != "ok":
-        reason = result.get("reason") or (f"timed out after {settings.timeout_s:g} s" if outcome.timed_out
-                                          else f"its process {outcome.exit_description()}")
-        return Run(False, error=str(reason)[:500], wall_s=wall)
-    times = [float(t) for t in result["times_ms"]]
-    return Run(True, statistics.median(times), times, [float(t) for t in result["warmup_ms"]], result.get("output"),
-               wall_s=wall, setup_s=float(result.get("setup_s", 0.0)))
+    return {"device": kind, "paths": spec.sys_paths, "overlay": side.overlay, "module": spec.module,
+            "entry": spec.entry, "inputs_module": spec.inputs_module, "inputs_symbol": spec.inputs_symbol,
+            "args": spec.args if side.args is None else side.args, "seed": spec.seed, "warmup": spec.warmup,
+            "threads": 1 if kind == "cpu" else None,
+            "limits": limits_for(settings, kind, process.sandboxed, str(scratch_root())).to_dict()}
 
 
 def start_process(side: Side, kind: str, settings: EvalSettings) -> tuple[WorkloadProcess, Path]:
@@ -136,62 +124,182 @@ def start_process(side: Side, kind: str, settings: EvalSettings) -> tuple[Worklo
     return WorkloadProcess(work, "workload", view=view), work
 
 
+class Running:
+    """One side's process for the whole measurement: its run (kforge_bot.evaluate.sandbox) in a thread of its own,
+    its messages in a queue, samples on command."""
+
+    def __init__(self, side: Side, kind: str, settings: EvalSettings, life_s: float) -> None:
+        self.side = side
+        self.process, self.work = start_process(side, kind, settings)
+        self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.outcome: Any = None
+        self.silent = False  # a wait passed its deadline without the message
+        self.process.send(request_for(side, kind, settings, self.process), more=True)
+        self.thread = threading.Thread(target=self._run, args=(life_s,), daemon=True)
+        self.thread.start()
+
+    def _run(self, life_s: float) -> None:
+        try:
+            self.outcome = self.process.run(None, life_s, on_message=self.messages.put)
+        finally:
+            self.messages.put(None)
+
+    def wait(self, kind: str, deadline: float) -> dict[str, Any] | None:
+        """The next message of type `kind`; None where the process ended, failed or passed `deadline` first."""
+        while True:
+            try:
+                message = self.messages.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except queue.Empty:
+                self.silent = True
+                return None
+            if message is None:
+                self.messages.put(None)
+                return None
+            if message.get("type") == kind:
+                return message
+            if message.get("type") == "result":
+                self.messages.put(message)  # a failure: kept for `failure`
+                return None
+
+    def sample(self, calls: int, timeout_s: float) -> float | None:
+        """`calls` calls back to back, timed from the command to the answer: ms a call (None: no answer)."""
+        started = time.perf_counter()
+        try:
+            self.command(json_calls(calls))
+        except OSError:
+            return None
+        answer = self.wait("sample", time.monotonic() + timeout_s)
+        return None if answer is None else (time.perf_counter() - started) * 1e3 / calls
+
+    def command(self, line: str) -> None:
+        self.process.command(line)
+
+    def close(self) -> None:
+        """Stop the process (it exits on `stop`; one that does not is killed) and remove its scratch folder."""
+        try:
+            self.command("stop")
+        except (OSError, ValueError):
+            pass
+        self.thread.join(timeout=10)
+        if self.thread.is_alive():
+            kill_group(self.process.proc)
+            self.thread.join(timeout=30)
+        remove_scratch(self.work)
+
+    def failure(self, waited_s: float) -> str:
+        """Why the process gave no answer (call after `close`)."""
+        outcome = self.outcome
+        if outcome is None or self.silent:
+            return f"gave no answer within {waited_s:g} s"
+        raise_on_sandbox_failure(outcome)
+        result = outcome.result or {}
+        if result.get("status") == "error":
+            return str(result.get("reason"))[:500]
+        return f"its process {outcome.exit_description()}"
+
+
+def json_calls(calls: int) -> str:
+    return '{"calls": %d}' % calls
+
+
+def calls_for(sample_s: float, ms_per_call: float, least: int) -> int:
+    """Calls a sample runs: enough for `sample_s`, at least `least` (the workload's repeats)."""
+    return max(least, min(MAX_CALLS_PER_SAMPLE, math.ceil(sample_s * 1e3 / max(ms_per_call, 1e-3))))
+
+
+MAX_CALLS_PER_SAMPLE = 100_000
+
+
 def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: Budget,
             log: Log | None = None, judge_outputs: bool = True) -> WorkloadMeasurement:
-    """Pairs of fresh processes, base and head alternating who goes first, until the interval of the paired
-    ratio is `budget.precision` wide on each side, or `max_pairs`, or `budget_s`. The head's output is compared
-    with the base's in the first pair; a mismatch ends the measurement (`incorrect`). Off the CPU, the next
-    process boots while the current one runs (it touches no device before its request). `judge_outputs` False
-    (two implementations that round differently, timed against each other): a mismatch is noted, not a verdict."""
+    """Both sides' processes, started together and warmed up, then samples alternating in pairs (base first, then
+    head first) until the interval of the paired ratio is `budget.precision` wide on each side, or `max_pairs`, or
+    `budget_s`. The first pair is untimed: it settles the interleaving and sets the calls a sample runs (the slower
+    side's for `sample_s`, the same on both sides). The head's output (its first call's) is compared with the
+    base's; a mismatch ends the measurement (`incorrect`). `judge_outputs` False (two implementations that round
+    differently, timed against each other): a mismatch is noted, not a verdict."""
     say = log or (lambda _msg: None)
     started = time.monotonic()
     m = WorkloadMeasurement(status="ok")
-    spare: tuple[WorkloadProcess, Path] | None = None
-    order = [base, head]
+    sides: list[Running] = []
+    try:
+        for side in (base, head):
+            sides.append(Running(side, kind, settings, settings.timeout_s + budget.budget_s + 60))
+    except BaseException:
+        for running in sides:
+            running.close()
+        raise
 
-    def finish(status: str, reason: str | None = None) -> WorkloadMeasurement:
-        if spare is not None:
-            spare[0].discard()
-            remove_scratch(spare[1])
-        m.status, m.wall_s = status, time.monotonic() - started
-        m.reason = m.reason if reason is None else reason
+    def fail(i: int, waited_s: float) -> WorkloadMeasurement:
+        for running in sides:
+            running.close()
+        whose = "the base" if i == 0 else "the head"
+        m.status, m.reason = "error", f"{whose} failed: {sides[i].failure(waited_s)}"
+        m.wall_s = time.monotonic() - started
         return m
 
-    while True:
-        runs: dict[str, Run] = {}
-        for i, side in enumerate(order):
-            process = spare
-            # Next comes the other side of this pair, or (pairs alternate who goes first) this one again.
-            spare = start_process(order[1], kind, settings) if kind != "cpu" else None
-            runs[side.label] = run_side(side, kind, settings, process)
-            if not runs[side.label].ok:
-                whose = "the base" if side is base else "the head"
-                return finish("error", f"{whose} failed: {runs[side.label].error}")
-        b, h = runs[base.label], runs[head.label]
-        if not m.head_ms:
-            m.warmup_ms = {"base": [round(t, 3) for t in b.warmup_ms], "head": [round(t, 3) for t in h.warmup_ms]}
-            m.setup_s = {"base": b.setup_s, "head": h.setup_s}
-            wrong = mismatch(b.output or {}, h.output or {}, base.spec.compare) if b.output and h.output else \
-                "no output came back to compare"
-            if wrong and judge_outputs:
-                return finish("incorrect", wrong)
-            m.reason = f"outputs differ, not judged: {wrong}" if wrong else ""
-        m.base_ms.append(b.median_ms)
-        m.head_ms.append(h.median_ms)
-        order.reverse()
-        elapsed = time.monotonic() - started
-        say(f"pair {m.pairs}: base {b.median_ms:.3f} ms, head {h.median_ms:.3f} ms")
-        _summarize(m, budget.confidence)
-        stop = ""
-        if m.pairs >= budget.min_pairs and m.half_width is not None and m.half_width <= budget.precision:
-            stop = f"interval within {budget.precision:.2%}"
-        elif m.pairs >= budget.max_pairs:
-            stop = f"{budget.max_pairs} pairs"
-        elif elapsed + elapsed / m.pairs > budget.budget_s:
-            stop = f"budget of {budget.budget_s:g} s"
-        if stop:
-            m.stop = stop
-            return finish("ok")
+    try:
+        ready = []
+        for i, running in enumerate(sides):
+            message = running.wait("ready", started + settings.timeout_s)
+            if message is None:
+                return fail(i, settings.timeout_s)
+            ready.append(message)
+        m.boot_s = time.monotonic() - started
+        m.warmup_ms = {name: [round(float(t), 3) for t in r["warmup_ms"]] for name, r in zip(("base", "head"), ready)}
+        m.setup_s = {name: float(r.get("setup_s", 0.0)) for name, r in zip(("base", "head"), ready)}
+        outputs = [r.get("output") for r in ready]
+        wrong = mismatch(outputs[0], outputs[1], base.spec.compare) if all(outputs) else \
+            "no output came back to compare"
+        if wrong and judge_outputs:
+            for running in sides:
+                running.close()
+            m.status, m.reason, m.wall_s = "incorrect", wrong, time.monotonic() - started
+            return m
+        m.reason = f"outputs differ, not judged: {wrong}" if wrong else ""
+        # The settling pair: its calls from the warm-up's last call (both sides warmed together, so a guess).
+        guess = max(float(r["warmup_ms"][-1]) for r in ready)
+        least = base.spec.repeats
+        settle = calls_for(budget.sample_s, guess, least)
+        times = []
+        for i, running in enumerate(sides):
+            t = running.sample(settle, settings.timeout_s)
+            if t is None:
+                return fail(i, settings.timeout_s)
+            times.append(t)
+        m.calls_per_sample = calls = calls_for(budget.sample_s, max(times), least)
+        say(f"warm: {calls} calls a sample (base {times[0]:.3f} ms, head {times[1]:.3f} ms a call)")
+        order = [0, 1]
+        while True:
+            pair_started = time.monotonic()
+            times = [0.0, 0.0]
+            for i in order:
+                t = sides[i].sample(calls, settings.timeout_s)
+                if t is None:
+                    return fail(i, settings.timeout_s)
+                times[i] = t
+            order.reverse()
+            m.base_ms.append(times[0])
+            m.head_ms.append(times[1])
+            now = time.monotonic()
+            say(f"pair {m.pairs}: base {times[0]:.3f} ms, head {times[1]:.3f} ms a call")
+            _summarize(m, budget.confidence)
+            if m.pairs >= budget.min_pairs and m.half_width is not None and m.half_width <= budget.precision:
+                m.stop = f"interval within {budget.precision:.2%}"
+            elif m.pairs >= budget.max_pairs:
+                m.stop = f"{budget.max_pairs} pairs"
+            elif now - started + (now - pair_started) > budget.budget_s:
+                m.stop = f"budget of {budget.budget_s:g} s"
+            if m.stop:
+                break
+    except BaseException:
+        for running in sides:
+            running.close()
+        raise
+    for running in sides:
+        running.close()
+    m.wall_s = time.monotonic() - started
+    return m
 
 
 def _summarize(m: WorkloadMeasurement, confidence: float) -> None:
@@ -201,4 +309,3 @@ def _summarize(m: WorkloadMeasurement, confidence: float) -> None:
     m.half_width = relative_half_width(ci, speedup) if m.speedup_ci else None
     successive = [abs(a / b - 1.0) for a, b in zip(m.base_ms, m.base_ms[1:]) if b > 0]
     m.noise_floor = statistics.median(successive) if successive else None
-

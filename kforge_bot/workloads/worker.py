@@ -1,10 +1,13 @@
 """The child process that runs one workload once: `kforge_bot.workloads.worker.main` (started by
 kforge_bot.evaluate.sandbox.WorkerProcess, sandboxed as every worker is; the request arrives on stdin).
 
-One process is one side of one pair: it imports the program (from the base's checkout) with the kernel modules
-the request names taken from another checkout (the head's), builds the inputs from the seed, calls the entry
-`warmup` times untimed (compilation and caches; each call's time is reported), keeps the first call's output for
-the comparison, then times `repeats` calls. Messages go over the harness's channel (kforge_bot.evaluate.worker_io).
+One process is one side of a measurement: it imports the program (from the base's checkout) with the kernel
+modules the request names taken from another checkout (the head's), builds the inputs from the seed, calls the
+entry `warmup` times untimed (compilation and caches; each call's time is reported), keeps the first call's output
+for the comparison and says it is ready. Then it runs samples on command, one control line on stdin each
+(`{"calls": k}`: k calls back to back, then one device synchronization), until a `stop` line or the end of stdin.
+The parent times each sample on its own clock, from its command to the answer: the process cannot report a time
+shorter than it took. Messages go over the harness's channel (kforge_bot.evaluate.worker_io).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 import torch
 
 from kforge_bot.evaluate import limits
-from kforge_bot.evaluate.worker_io import Channel, short_error
+from kforge_bot.evaluate.worker_io import Channel, close_stdin, read_control_line, short_error
 
 _exit = os._exit  # bound before user code exists
 MAX_OUTPUT_VALUES = 1 << 20  # what one output may hold to be compared: return the last position's logits
@@ -91,15 +94,21 @@ def run(request: dict[str, Any], channel: Channel) -> None:
         warmup_ms.append((time.perf_counter() - start) * 1e3)
         if i == 0:
             output = output_record(out)
-    channel.send("phase", phase="warm")
-    times_ms = []
-    for _ in range(request["repeats"]):
+    channel.send("ready", warmup_ms=warmup_ms, output=output, import_s=round(imported - began, 3),
+                 setup_s=round(built - imported, 3))
+    samples = 0
+    while True:
+        line = read_control_line().strip()
+        if not line or line == "stop":
+            break
+        calls = int(json.loads(line)["calls"])
         start = time.perf_counter()
-        entry(*inputs)
+        for _ in range(calls):
+            entry(*inputs)
         _sync(device)
-        times_ms.append((time.perf_counter() - start) * 1e3)
-    channel.send("result", status="ok", times_ms=times_ms, warmup_ms=warmup_ms, output=output,
-                 import_s=round(imported - began, 3), setup_s=round(built - imported, 3))
+        samples += 1
+        channel.send("sample", calls=calls, own_ms=(time.perf_counter() - start) * 1e3)
+    channel.send("result", status="ok", samples=samples)
 
 
 def main(argv: list[str]) -> int:
@@ -109,11 +118,11 @@ def main(argv: list[str]) -> int:
     request = json.loads(sys.stdin.readline())
     if request.get("limits"):
         limits.apply(limits.Limits.from_dict(request["limits"]))  # before any user code
-    sys.stdin.close()
     try:
         run(request, channel)
     except Exception as exc:  # noqa: BLE001 - the workload's own failure, reported as its result
         channel.send("result", status="error", reason=short_error(exc), detail=traceback.format_exc()[-4000:])
+    close_stdin()
     sys.stdout.flush()
     sys.stderr.flush()
     _exit(0)

@@ -8,7 +8,7 @@ import re
 from fakes.markdown import assert_nothing_live
 
 from kforge_bot.bot import evidence
-from kforge_bot.bot.evidence import KernelEvidence, TargetRow
+from kforge_bot.bot.evidence import KernelEvidence, TargetRow, WorkloadRow
 
 
 def _rows():
@@ -277,3 +277,20 @@ def test_the_pr_body_says_which_baseline_each_figure_is_against():
     assert KernelEvidence.from_dict(json.loads(json.dumps(outcome.to_dict()))) == outcome
     # without other baselines the body is as before
     assert "against eager" not in evidence.render_pr_body(_outcome(), pr_number=1, head_branch="f")
+
+
+def test_the_workloads_sit_beside_the_kernel_and_their_text_renders_nothing_live():
+    row = TargetRow("cpu", (), 2.0, 1.0, 2.0, 1.9, 2.1, correct=True, target_kind="cpu")
+    workloads = (WorkloadRow("decode", "cpu", "improved", unit="tokens/s", before=800.0, after=860.0, speedup=1.075,
+                             ci_low=1.06, ci_high=1.09, pairs=14, threshold=0.05),
+                 WorkloadRow("prefill", "cpu", "error", reason="the head failed: @maintainers ![x](https://evil/x)",
+                             unit="ms/step", pairs=0))
+    outcome = KernelEvidence(kernel="rmsnorm", file="kernels/rmsnorm.py", targets=(row,), workloads=workloads)
+    body = evidence.render_pr_body(outcome, pr_number=3, head_branch="feature")
+    assert body.index("| target | before | after |") < body.index("| workload | target | before | after |")
+    assert "| `decode` | cpu | 800 tokens/s | 860 tokens/s | 1.075x (1.060-1.090) | 14 | improved |" in body
+    assert "End to end: `decode` faster; `prefill` not measurably faster with it" in body
+    assert_nothing_live(body, "@maintainers", "![x]", "](https://evil")
+    line = evidence.render_comment_line(outcome)
+    assert "end to end `decode` 1.075x (1.060-1.090)" in line
+    assert KernelEvidence.from_dict(json.loads(json.dumps(outcome.to_dict()))) == outcome

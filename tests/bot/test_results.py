@@ -3,10 +3,12 @@ them from a folder of artifacts."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
 from kforge_bot.bot import results
-from kforge_bot.bot.evidence import KernelEvidence, TargetRow
+from kforge_bot.bot.evidence import KernelEvidence, TargetRow, WorkloadRow
 from kforge_bot.bot.outcomes import KernelOutcome
 from kforge_bot.errors import KforgeError
 
@@ -64,3 +66,31 @@ def test_a_pr_that_changed_the_kernels_test_qualifies_on_no_target():
     approved = with_spec_note(fresh, "approved with the label", False)
     assert approved.qualifies and approved.evidence.skip_reason is None and approved.evidence.spec_note
 
+
+
+def _with_workload(doc: dict, name: str, verdict: str, speedup: float, low: float, high: float) -> dict:
+    row = WorkloadRow(name, doc["kernels"][0]["target"], verdict, unit="ms/step", before=10.0, after=10.0 / speedup,
+                      speedup=speedup, ci_low=low, ci_high=high, pairs=12, threshold=0.02)
+    doc["kernels"][0]["outcome"]["workloads"].append(asdict(row))
+    return doc
+
+
+def test_aggregate_holds_a_candidate_to_its_workloads_on_every_target():
+    def docs(b200: tuple[str, float, float, float], arc: tuple[str, float, float, float]) -> list[dict]:
+        return [_with_workload(_doc("b200", "A", 1.8, 1.7, 1.9), "decode", *b200),
+                _with_workload(_doc("arc-b580", "A", 1.2, 1.1, 1.3), "decode", *arc)]
+
+    gains = docs(("improved", 1.03, 1.02, 1.04), ("pass", 1.004, 1.001, 1.007))
+    [run] = results.aggregate(gains, (), 1.05, require_workload_gain=True)
+    assert run.qualifies and {w.target for w in run.evidence.workloads} == {"b200", "arc-b580"}
+
+    flat_on_one = docs(("improved", 1.03, 1.02, 1.04), ("pass", 1.0, 0.99, 1.01))
+    [run] = results.aggregate(flat_on_one, (), 1.05)
+    assert run.qualifies  # shown, not required
+    [run] = results.aggregate(flat_on_one, (), 1.05, require_workload_gain=True)
+    assert not run.qualifies and "workload decode is not faster end to end with it on arc-b580" in \
+        run.evidence.skip_reason
+
+    other_tokens = docs(("improved", 1.03, 1.02, 1.04), ("incorrect", 1.0, 0.99, 1.01))
+    [run] = results.aggregate(other_tokens, (), 1.05)
+    assert not run.qualifies and "changes the output of workload decode" in run.evidence.skip_reason

@@ -24,7 +24,7 @@ def test_a_slower_workload_beside_a_faster_kernel_says_both_in_one_line() -> Non
     assert word == "regression" and "\n" not in reason
     assert reason.startswith("the workload is slower end to end by more than 5.0% although kernel softmax is faster "
                              "alone (-28.6%")
-    assert "over 8 pairs of fresh processes" in reason
+    assert "over 8 pairs of samples" in reason
 
 
 def test_the_rest_of_the_rule() -> None:

@@ -1,5 +1,6 @@
-"""Pairs of fresh sandboxed processes: the head's process imports the head's kernel module in place of the base's
-(the overlay), its output is compared with the base's, and a side that fails is named."""
+"""A fresh sandboxed process a side, samples in alternating pairs: the head's process imports the head's kernel
+module in place of the base's (the overlay), its output is compared with the base's, a side that fails or stops
+answering is named, and each sample runs many calls."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def workload(tmp_path: Path, kernel: str) -> tuple[Path, object]:
 
 
 SETTINGS = Policy().eval_settings("gate")
-ONE_PAIR = Budget(min_pairs=1, max_pairs=1, budget_s=120)
+ONE_PAIR = Budget(min_pairs=1, max_pairs=1, budget_s=120, sample_s=0.05)
 
 
 def test_the_head_process_imports_the_heads_kernel_and_its_output_is_compared(tmp_path: Path) -> None:
@@ -58,6 +59,7 @@ def test_the_same_kernel_from_the_head_matches_and_is_timed_with_its_warm_up(tmp
     assert m.status == "ok" and m.pairs == 1 and m.stop == "1 pairs"
     assert len(m.warmup_ms["base"]) == 1 and len(m.warmup_ms["head"]) == 1
     assert set(m.to_dict()["setup_s"]) == {"base", "head"}
+    assert m.calls_per_sample >= spec.repeats  # a sample is at least the workload's repeats, as many as fill it
 
 
 def test_a_head_that_fails_is_named(tmp_path: Path) -> None:
@@ -72,3 +74,13 @@ def test_a_head_outside_what_its_process_may_read_cannot_be_imported(tmp_path: P
     sandboxed = replace(SETTINGS, isolation="required")
     m = measure(Side("base", spec), Side("head", spec, {"kern": str(head / "kern.py")}), "cpu", sandboxed, ONE_PAIR)
     assert m.status == "error" and "the head failed" in m.reason
+
+
+def test_a_head_whose_samples_hang_is_named_after_its_timeout(tmp_path: Path) -> None:
+    hang = "import time\n\nCALLS = [0]\n\n\ndef tokens(n):\n    CALLS[0] += 1\n" \
+           "    if CALLS[0] > 1:\n        time.sleep(600)\n    return list(range(n))\n"
+    head, spec = workload(tmp_path, hang)
+    quick = replace(SETTINGS, timeout_s=20)
+    m = measure(Side("base", spec), Side("head", spec, {"kern": str(head / "kern.py")}, (str(head),)), "cpu", quick,
+                ONE_PAIR)
+    assert m.status == "error" and m.reason == "the head failed: gave no answer within 20 s"
