@@ -212,8 +212,9 @@ def main() -> None:
     parser.add_argument("--keep-disturbed", action="store_true",
                         help="open the disturbance limits (a loaded shared machine), keeping each set's conditions")
     parser.add_argument("--name", default=None, help="results file suffix (default: the target)")
+    parser.add_argument("--no-track", action="store_true",
+                        help="with --repo: analyse the commits tracked so far, measure nothing more")
     args = parser.parse_args()
-    started = time.time()
     repo = args.repo
     if repo is None:
         repo = Path(tempfile.mkdtemp(prefix="kforge-aa-")) / "repo"
@@ -238,9 +239,10 @@ def main() -> None:
             save()
 
     log["commits"] = Saving(log["commits"])
-    track_aa(repo, args.target, log)
+    if not args.no_track:
+        track_aa(repo, args.target, log)
     log["commits"] = list(log["commits"])
-    log["track_s"] = round(time.time() - started, 1)
+    log["track_s"] = round(sum(c["wall_s"] for c in log["commits"]), 1)
     log["finished"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     log["load_average_at_end"] = os.getloadavg()
     log.update(analyse(repo, args.spa_python))
