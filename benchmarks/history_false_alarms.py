@@ -119,7 +119,7 @@ def spa_alarms(series: Series, cuts: list[int]) -> list[int]:
     return out
 
 
-def track_aa(repo: Path, target: str, log: dict) -> None:
+def track_aa(repo: Path, target: str, log: dict, newest_first: bool = False) -> None:
     """Track every commit of the A/A repository not yet in its history, one evaluation each, as `kforge-bot track`
     does; each shape set's timing conditions go to `log` with the default limits' verdict on them."""
     policy = load_policy_from_base(repo, gitops.resolve(repo, "HEAD"), str(repo / "policy.yml"))
@@ -128,7 +128,8 @@ def track_aa(repo: Path, target: str, log: dict) -> None:
     store = Store(repo)
     done = {path.rsplit("/", 1)[-1].removesuffix(".json") for path in store.read() if path.startswith("results/")}
     commits = gitops.run_git(repo, "rev-list", "--reverse", "HEAD", what="list").split()
-    for i, sha in enumerate(commits):
+    order = list(enumerate(commits))
+    for i, sha in reversed(order) if newest_first else order:
         if sha in done:
             continue
         seen: dict = {}
@@ -212,6 +213,8 @@ def main() -> None:
     parser.add_argument("--keep-disturbed", action="store_true",
                         help="open the disturbance limits (a loaded shared machine), keeping each set's conditions")
     parser.add_argument("--name", default=None, help="results file suffix (default: the target)")
+    parser.add_argument("--newest-first", action="store_true",
+                        help="track from the last commit back (a second process on a clone of --repo, merged after)")
     parser.add_argument("--no-track", action="store_true",
                         help="with --repo: analyse the commits tracked so far, measure nothing more")
     args = parser.parse_args()
@@ -240,7 +243,7 @@ def main() -> None:
 
     log["commits"] = Saving(log["commits"])
     if not args.no_track:
-        track_aa(repo, args.target, log)
+        track_aa(repo, args.target, log, args.newest_first)
     log["commits"] = list(log["commits"])
     log["track_s"] = round(sum(c["wall_s"] for c in log["commits"]), 1)
     log["finished"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
