@@ -87,8 +87,8 @@ def aa_repo(root: Path, commits: int, reps: int, target: str, budget: float, siz
                                f"    reference: ref.py:reference\n    inputs: ref.py:make_inputs\n"
                                f"    shapes: [{shapes}]\n    targets: [{target}]\n")
     write(root, "policy.yml", f"version: 1\ngate: {{threshold: {THRESHOLD}, confidence: 0.95}}\n"
-                              f"evaluation: {{{OPEN_LIMITS if keep_disturbed else ''}seeds: 1, timing_budget_s: {budget}, "
-                              f"timeout_s: 900}}\n")
+                              f"evaluation: {{{OPEN_LIMITS if keep_disturbed else ''}seeds: 1, "
+                              f"timing_budget_s: {budget}, timeout_s: 900}}\n")
     for i in range(commits):
         write(root, "NOTES.md", f"commit {i}\n")
         commit_all(root, f"commit {i}")
@@ -226,7 +226,8 @@ def main() -> None:
     out = args.out / f"history_false_alarms_{args.name or args.target}.json"
     log: dict = {"started": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                  "machine": platform.node(), "cpu": platform.processor() or platform.machine(),
-                 "cores": os.cpu_count(), "python": platform.python_version(), "harness_commit": git_commit_of_harness(),
+                 "cores": os.cpu_count(), "python": platform.python_version(),
+                 "harness_commit": git_commit_of_harness(),
                  "target": args.target, "sets": args.sets, "budget_s": args.budget,
                  "keep_disturbed": args.keep_disturbed, "repository": str(repo), "commits": []}
     if args.repo is not None and out.exists():
