@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kforge_bot.history.changes import change_points
-from kforge_bot.history.dashboard import page_name, write_site
+from kforge_bot.history.dashboard import CSP, page_name, write_site
 from kforge_bot.history.report import HistoryReport
 from kforge_bot.history.series import Point, Series
 
@@ -37,6 +37,7 @@ def test_pages_escape_untrusted_text_and_link_commits_only_from_a_trusted_base(t
     index = write_site(report(), tmp_path, "https://github.com/octo/kernels/commit")
     page = (tmp_path / page_name("soft<max>")).read_text()
     assert "<script>" not in page and "<script>" not in index.read_text()
+    assert f'http-equiv="Content-Security-Policy" content="{CSP}"' in page and "script-src" not in CSP
     assert html.escape(EVIL) in page
     assert 'href="https://evil.example' not in page
     hrefs = re.findall(r'href="([^"]+)"', page)
