@@ -231,7 +231,8 @@ def main() -> None:
                  "target": args.target, "sets": args.sets, "budget_s": args.budget,
                  "keep_disturbed": args.keep_disturbed, "repository": str(repo), "commits": []}
     if args.repo is not None and out.exists():
-        log["commits"] = json.loads(out.read_text()).get("commits", [])
+        earlier = json.loads(out.read_text())
+        log.update(started=earlier.get("started", log["started"]), commits=earlier.get("commits", []))
     args.out.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:
