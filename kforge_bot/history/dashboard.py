@@ -22,6 +22,8 @@ from kforge_bot.history.series import Series
 
 WIDTH, HEIGHT, PAD = 860, 260, 48
 SHA = re.compile(r"^[0-9a-f]{40}$")
+# No script, no asset from anywhere: should escaping ever miss, the browser still runs and loads nothing.
+CSP = "default-src 'none'; style-src 'unsafe-inline'"
 STYLE = """body{font:14px system-ui,sans-serif;margin:24px;max-width:960px;color:#222}
 table{border-collapse:collapse;margin:8px 0 24px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}
 .open{color:#b00020}.ack{color:#666}.faster{color:#1b7f2a}svg{background:#fafafa;border:1px solid #ddd}
@@ -50,7 +52,8 @@ def page_name(kernel: str) -> str:
 
 
 def _page(title: str, body: str) -> str:
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>{html.escape(title)}</title>'
             f"<style>{STYLE}</style></head><body>{body}</body></html>\n")
 
 
