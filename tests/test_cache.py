@@ -17,15 +17,15 @@ from fakes.gitrepos import commit_all, write
 import kforge_bot.cache as cache_module
 from kforge_bot.cache import (
     ResultCache,
-    TargetFingerprint,
     cache_key,
     file_digests,
     portable,
-    probe_fingerprint,
 )
 from kforge_bot.config.policy import load_policy
 from kforge_bot.gate.run import run_gate
+from kforge_bot.machine.signing import machine_secret
 from kforge_bot.spec.dependencies import direct_dependencies, local_closure
+from kforge_bot.targets.fingerprint import TargetFingerprint, probe_fingerprint
 
 
 @pytest.fixture()
@@ -124,11 +124,11 @@ def test_entries_are_signed_and_a_forged_or_foreign_entry_is_a_reported_miss(tmp
 
 def test_the_machine_secret_is_made_once_private_and_reused(tmp_path):
     env = {"XDG_CONFIG_HOME": str(tmp_path)}
-    first = cache_module.machine_secret(env)
+    first = machine_secret(env)
     path = tmp_path / "kforge-bot" / "cache-secret"
     assert len(first) == 32 and path.stat().st_mode & 0o777 == 0o600
-    assert cache_module.machine_secret(env) == first
-    assert cache_module.machine_secret({**env, "KFORGE_CACHE_SECRET": "set"}) == b"set"
+    assert machine_secret(env) == first
+    assert machine_secret({**env, "KFORGE_CACHE_SECRET": "set"}) == b"set"
 
 
 def test_cpu_fingerprint_names_the_machine():
@@ -338,7 +338,7 @@ def test_one_cache_folder_named_by_one_variable(tmp_path: Path) -> None:
     """KFORGE_CACHE_DIR decides the folder of every cache (results, doctor's ceilings); without it, the gate's
     repository folder or ~/.cache/kforge-bot."""
     from kforge_bot import hardware
-    from kforge_bot.cache import user_cache_dir
+    from kforge_bot.machine.cache_dirs import user_cache_dir
 
     mine = tmp_path / "mine"
     assert user_cache_dir({"KFORGE_CACHE_DIR": str(mine)}) == mine
@@ -354,7 +354,7 @@ def test_one_cache_folder_named_by_one_variable(tmp_path: Path) -> None:
 def test_the_old_cache_variable_still_works_with_one_note(tmp_path: Path) -> None:
     """KFORGE_BOT_CACHE_DIR (doctor's ceilings read it before) is still honoured, below KFORGE_CACHE_DIR, and says
     once, on stderr, that it is deprecated."""
-    code = ("from kforge_bot.cache import user_cache_dir\n"
+    code = ("from kforge_bot.machine.cache_dirs import user_cache_dir\n"
             "from kforge_bot.hardware import ceilings_path\n"
             "print(user_cache_dir()); print(user_cache_dir()); print(ceilings_path('cpu', 'x'))\n")
     env = {k: v for k, v in os.environ.items() if k not in ("KFORGE_CACHE_DIR", "KFORGE_BOT_CACHE_DIR")}

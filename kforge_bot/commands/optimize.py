@@ -17,7 +17,6 @@ import click
 from rich.markup import escape
 
 from kforge_bot.agents.llm import LLMClient, configured, endpoint_from_env
-from kforge_bot.cache import user_cache_dir
 from kforge_bot.commands import (
     examples,
     folder_refusal,
@@ -33,6 +32,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.shapes import DEFINITION, text_lines
 from kforge_bot.gate.decision import FAILING
+from kforge_bot.machine.cache_dirs import user_cache_dir
 from kforge_bot.optimize.display import Display
 from kforge_bot.optimize.proposer import LLM, TUNER
 from kforge_bot.optimize.report import ReportFiles
