@@ -145,7 +145,7 @@ def aa(args: argparse.Namespace, out: dict[str, Any], save: Any) -> None:
     policy = load_policy(None)
     rule = policy.rule_for(KERNEL, spec.kernel_file, "cpu")
     settings = gate_settings(policy, rule)
-    store, seeds = ReferenceStore(), new_seeds(max(settings.seeds or spec.seeds, 1))
+    store, seeds = ReferenceStore(), new_seeds(settings.seed_count(spec.seeds))
     rows = out.setdefault("aa", [])
     try:
         with busy_loops(args.aa_loops):

@@ -338,7 +338,7 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
     try:
         with _Progress(enabled=sys.stderr.isatty() and not quiet_json) as progress:
             # One set of secret seeds for the candidate and the compiled baselines: one reference run serves both.
-            seeds_used = new_seeds(settings.seeds or spec.seeds)
+            seeds_used = new_seeds(settings.seed_count(spec.seeds))
             result = evaluate(spec, candidate, kind, settings, baseline=baseline, progress=progress,
                               seeds=seeds_used, references=store)
             if kinds:
