@@ -30,9 +30,6 @@ from kforge_bot.machine.signing import machine_secret, signature
 from kforge_bot.spec.dependencies import local_closure
 from kforge_bot.targets.fingerprint import TargetFingerprint
 
-DEFAULT_DIR = ".kforge-cache"
-
-
 def file_digests(paths: Iterable[Path], repo_root: Path) -> dict[str, str]:
     """Repository-relative POSIX path -> SHA-256 of the bytes ("missing" for a file that is not there)."""
     repo_root = repo_root.resolve()

@@ -31,10 +31,11 @@ from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark
 from kforge_bot.libscan.modules import Library, Module, dotted_name
 from kforge_bot.libscan.vendors import vendor_of, vendor_target
 from kforge_bot.spec import MANIFEST_NAME, MAX_MANIFEST_KERNELS, defines, is_kernelbench_source
+from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
 from kforge_bot.targets import choose_target
 
-SKIP_DIRS = {".git", ".venv", "venv", "env", "node_modules", "build", "dist", "site-packages", "__pycache__",
-             ".tox", ".mypy_cache", ".pytest_cache", ".kforge-cache"}
+# A library's scan also passes over folders that are environments by their usual names (never kernel sources).
+SKIP_DIRS = NO_KERNEL_FOLDERS | {"env", "site-packages"}
 # Folders that hold no library kernels (an application, docs, vendored third-party code): never parsed.
 NOT_LIBRARY_DIRS = {"apps", "app", "docs", "doc", "third_party", "thirdparty", "3rdparty", "vendored", "_vendor",
                     "external", "extern", "deps", "notebooks", "website", "site"}

@@ -44,6 +44,7 @@ from typing import Any
 from kforge_bot.config import reader
 from kforge_bot.config.yamlcheck import did_you_mean
 from kforge_bot.errors import KforgeError
+from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
 
 MANIFEST_NAME = "kforge.yaml"
 LANGUAGES = ("triton", "cuda", "cpp", "c", "torch", "sycl")  # the one vocabulary: manifests and policies
@@ -879,9 +880,8 @@ def discover_kernels(root: str | Path) -> list[KernelSpec]:
     manifest = root / MANIFEST_NAME
     if manifest.is_file():
         specs.extend(load_manifest(manifest).values())
-    skip_dirs = {".git", ".venv", "venv", "node_modules", "__pycache__", ".kforge-cache", "build", "dist"}
     for file in sorted(root.rglob("*.py")):
-        if skip_dirs.intersection(file.relative_to(root).parts):
+        if NO_KERNEL_FOLDERS.intersection(file.relative_to(root).parts):
             continue
         try:
             source = reader.read_text(file, root)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.cache import DEFAULT_DIR
 from kforge_bot.config import reader
 from kforge_bot.config.policy import Policy
 from kforge_bot.config.reader import is_safe_path
@@ -29,13 +28,12 @@ from kforge_bot.spec import (
     load_manifest_entry,
     read_manifest,
 )
+from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
 from kforge_bot.spec.gpumode import REFERENCE, SUBMISSION, TASK_NAME, is_gpumode_problem, load_gpumode
 
 # A KernelBench file's path, a manifest's and a GPU MODE problem folder's are kernel ids and names: they reach
 # logs, annotations and PR text, so they are held to the reader's safe paths (the characters a kernel name may use,
 # and '/').
-SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", DEFAULT_DIR, "build", "dist",
-                       ".tox", ".mypy_cache", ".pytest_cache"})
 
 
 @dataclass
@@ -54,7 +52,7 @@ class Kernel:
 
 def _walk(root: Path) -> Iterator[Path]:
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".kforge"))
+        dirs[:] = sorted(d for d in dirs if d not in NO_KERNEL_FOLDERS and not d.startswith(".kforge"))
         for name in sorted(files):
             yield Path(folder) / name
 
