@@ -21,6 +21,7 @@ from kforge_bot.spec import (
     MANIFEST_NAME,
     KernelSpec,
     ManifestOverCap,
+    file_reference,
     find_manifest,
     is_kernelbench_source,
     load_kernelbench,
@@ -58,9 +59,8 @@ def _walk(root: Path) -> Iterator[Path]:
 
 
 def _file_part(value: Any, default: str) -> str:
-    if isinstance(value, str) and ":" in value:
-        return value.rpartition(":")[0] or default
-    return default
+    found = file_reference(value) if isinstance(value, str) else None
+    return found[0] if found else default
 
 
 def _with_entry_file(sources: tuple[str, ...], spec: KernelSpec, prefix: str) -> tuple[str, ...]:

@@ -171,6 +171,14 @@ def test_discover_kernels_finds_manifest_and_kernelbench_files(tmp_path: Path) -
     assert names == ["rmsnorm", "scale", "softmax"]
 
 
+def test_one_reading_of_a_file_symbol_reference() -> None:
+    from kforge_bot.spec import file_reference
+
+    assert file_reference("kernels/k.py:launch") == ("kernels/k.py", "launch")
+    assert file_reference("a:b.py:fn") == ("a:b.py", "fn")
+    assert [file_reference(v) for v in ("launch", "pkg.mod:fn", "k.py:", "k.py:not-a-name")] == [None] * 4
+
+
 def test_every_reading_of_a_checkout_skips_the_same_folders(tmp_path: Path) -> None:
     """One list of folders that hold no kernel (environments, tools' caches, build outputs): `recheck`'s discovery
     and the gate's skip the same ones."""
