@@ -15,6 +15,7 @@ import click
 
 from kforge_bot import __version__
 from kforge_bot.errors import KforgeError
+from kforge_bot.github.actions import Actions
 from kforge_bot.text import WorkflowCommandGuard
 
 # name -> (module, attribute, one-line help shown in `kforge-bot --help`)
@@ -61,7 +62,7 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    guarded = os.environ.get("GITHUB_ACTIONS") == "true"
+    guarded = Actions.read().running
     originals = sys.stdout, sys.stderr
     if guarded:  # under Actions no line the bot prints can be a workflow command but its own (kforge_bot/text.py)
         sys.stdout, sys.stderr = WorkflowCommandGuard(sys.stdout), WorkflowCommandGuard(sys.stderr)

@@ -238,3 +238,25 @@ def test_the_circle_rule_sees_a_circle_through_a_function(tmp_path: Path) -> Non
                                                 "    from kforge_bot.facts import x\n")
     (package / "facts.py").write_text("def f():\n    from kforge_bot.store import y\n")
     assert _cycles(_import_graph(package)) == [["kforge_bot.facts", "kforge_bot.room.helper", "kforge_bot.store"]]
+
+
+def _actions_variables(path: Path) -> list[str]:
+    """The GitHub Actions variables (GITHUB_*) a module names as a whole string: what it reads from the
+    environment."""
+    return sorted({node.value for node in ast.walk(ast.parse(path.read_text(), str(path)))
+                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                   and node.value.startswith("GITHUB_") and node.value[7:].replace("_", "").isalnum()
+                   and node.value.isupper()})
+
+
+def test_the_actions_environment_is_read_in_one_module() -> None:
+    """kforge_bot.github.actions reads what GitHub Actions sets for a step; every other module asks it."""
+    elsewhere = {_module(path): found for path in sorted(PACKAGE.rglob("*.py"))
+                 if _module(path) != "kforge_bot.github.actions" and (found := _actions_variables(path))}
+    assert not elsewhere, elsewhere
+
+
+def test_the_actions_rule_sees_a_variable(tmp_path: Path) -> None:
+    sample = tmp_path / "x.py"
+    sample.write_text('import os\nrun = os.environ.get("GITHUB_RUN_ID")\nhint = "set GITHUB_TOKEN"\n')
+    assert _actions_variables(sample) == ["GITHUB_RUN_ID"]

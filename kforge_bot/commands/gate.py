@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +31,7 @@ from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
 from kforge_bot.gate.report import GateReport, KernelReport
 from kforge_bot.gate.run import repo_root, run_gate
+from kforge_bot.github.actions import Actions
 from kforge_bot.text import clip, markdown_cell, markdown_text, workflow_command
 
 # ------------------------------------------------------------------------- rendering (pure functions)
@@ -268,7 +268,7 @@ def spec_change_approved(label: str) -> bool:
     """Whether the pull request this Actions run is for carries the maintainers' spec-change label. Labels are
     read as the trust rules read them (kforge_bot.bot.events); only a maintainer can add one. Outside a
     pull-request event nothing is approved."""
-    if not (os.environ.get("GITHUB_EVENT_PATH") and os.environ.get("GITHUB_EVENT_NAME")):
+    if Actions.read().missing("event_path", "event_name"):
         return False
     try:
         event = events.from_env()
@@ -278,21 +278,19 @@ def spec_change_approved(label: str) -> bool:
 
 
 def _post_status(report: GateReport, target: str) -> None:
-    if not (os.environ.get("GITHUB_TOKEN") and os.environ.get("GITHUB_REPOSITORY")):
+    actions = Actions.read()
+    if not actions.can_post:
         click.echo("commit status: skipped (GITHUB_TOKEN and GITHUB_REPOSITORY are not both set)", err=True)
         return
 
     state, description = status_for(report)
-    url = None
-    if os.environ.get("GITHUB_RUN_ID") and os.environ.get("GITHUB_SERVER_URL"):
-        url = (f"{os.environ['GITHUB_SERVER_URL']}/{os.environ['GITHUB_REPOSITORY']}/actions/runs/"
-               f"{os.environ['GITHUB_RUN_ID']}")
+    url = actions.run_url
     context = "kforge-bot/gate" + (f" ({target})" if target != "auto" else "")
     try:
         GitHub.from_env().set_status(report.head_sha, state, description, context=context, target_url=url)
     except KforgeError as exc:
         # The verdict stands either way; a missing `statuses: write` must not hide it.
-        if os.environ.get("GITHUB_ACTIONS") == "true":
+        if actions.running:
             workflow_command(f"::warning title=kforge gate::{_escape_data(f'commit status not set: {exc}')}", err=True)
         else:
             click.echo(f"warning: commit status not set: {exc}", err=True)
@@ -354,12 +352,13 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
     else:
         render_console(report)
         write_json(data, json_path)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    actions = Actions.read()
+    summary = actions.step_summary
     if summary:
         with open(summary, "a", encoding="utf-8") as handle:
             handle.write("".join(f"{line}\n\n" for line in announced) + render_markdown(report) + "\n")
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in annotation_lines(report, os.environ.get("GITHUB_WORKSPACE")):
+    if actions.running:
+        for line in annotation_lines(report, actions.workspace or None):
             workflow_command(line, err=quiet)  # stdout, unless stdout carries the JSON report
     _post_status(report, target)
     sys.exit(report.exit_code)

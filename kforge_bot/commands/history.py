@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import getpass
-import os
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from kforge_bot import gitops
 from kforge_bot.commands import examples, json_option, output_console, write_json
 from kforge_bot.commands.track import default_remote
 from kforge_bot.gate.run import repo_root
+from kforge_bot.github.actions import Actions
 from kforge_bot.history.acks import ack_path, make_ack, parse_id
 from kforge_bot.history.report import load_report, text_lines
 from kforge_bot.history.store import HISTORY_REF, Store
@@ -70,12 +70,9 @@ def _alert(root: Path, report, policy_path: str | None, rev: str, quiet: bool) -
 
     policy = load_policy_from_base(root, gitops.resolve(root, rev), policy_path)
     alerts = confirm(root, report, policy)
-    can_file = bool(os.environ.get("GITHUB_TOKEN") and os.environ.get("GITHUB_REPOSITORY"))
-    gh = GitHub.from_env() if can_file and any(a.confirmed for a in alerts) else None
-    run_url = None
-    if os.environ.get("GITHUB_RUN_ID") and os.environ.get("GITHUB_SERVER_URL"):
-        run_url = (f"{os.environ['GITHUB_SERVER_URL']}/{os.environ['GITHUB_REPOSITORY']}/actions/runs/"
-                   f"{os.environ['GITHUB_RUN_ID']}")
+    actions = Actions.read()
+    gh = GitHub.from_env() if actions.can_post and any(a.confirmed for a in alerts) else None
+    run_url = actions.run_url
     for a in alerts:
         where = ""
         if a.confirmed and gh is not None:
@@ -128,7 +125,8 @@ def _ack_from_event(root: Path, store: Store, policy_path: str | None) -> None:
     from kforge_bot.history.ack_comment import parse_ack_comment, refusal
     from kforge_bot.text import code_span, markdown_text
 
-    path, name = os.environ.get("GITHUB_EVENT_PATH"), os.environ.get("GITHUB_EVENT_NAME")
+    actions = Actions.read()
+    path, name = actions.event_path, actions.event_name
     if not path or not name:
         raise KforgeError("--from-event needs GITHUB_EVENT_PATH and GITHUB_EVENT_NAME", hint="run it in the Action")
     payload = event_payload(path)
