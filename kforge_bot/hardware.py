@@ -21,7 +21,7 @@ from typing import Any, Mapping
 from kforge_bot.config import reader
 from kforge_bot.config.yamlcheck import Checker, join
 from kforge_bot.errors import KforgeError
-from kforge_bot.machine.cache_dirs import user_cache_dir
+from kforge_bot.machine.cache_dirs import ceilings_dir
 from kforge_bot.machine.signing import sign, signed_here
 from kforge_bot.spec import TARGET_KINDS
 
@@ -320,7 +320,7 @@ def fingerprint(target_kind: str, device_name: str) -> str:
 
 
 def ceilings_path(target_kind: str, device_name: str) -> Path:
-    return user_cache_dir() / "ceilings" / f"{fingerprint(target_kind, device_name)}.json"
+    return ceilings_dir() / f"{fingerprint(target_kind, device_name)}.json"
 
 
 def _ceilings_from_mapping(data: Any, path: str | Path) -> tuple[Ceilings, dict[str, Any]]:
