@@ -260,3 +260,27 @@ def test_the_actions_rule_sees_a_variable(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
     sample.write_text('import os\nrun = os.environ.get("GITHUB_RUN_ID")\nhint = "set GITHUB_TOKEN"\n')
     assert _actions_variables(sample) == ["GITHUB_RUN_ID"]
+
+
+def _exits(path: Path) -> list[str]:
+    """Where a module ends the process itself: sys.exit(...), exit(...) or raise SystemExit."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("sys.exit", "exit", "quit"):
+            found.append((node.lineno, ast.unparse(node.func)))
+        elif isinstance(node, ast.Raise) and node.exc is not None and "SystemExit" in ast.unparse(node.exc):
+            found.append((node.lineno, "raise SystemExit"))
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+def test_commands_return_their_exit_code() -> None:
+    """A command returns 0, 1 or 2 (kforge_bot.cli ends the process with it, once); none exits on its own."""
+    broken = [f"{_module(path)} {where}" for path in sorted((PACKAGE / "commands").rglob("*.py"))
+              for where in _exits(path)]
+    assert not broken, "\n".join(broken)
+
+
+def test_the_exit_rule_sees_an_exit(tmp_path: Path) -> None:
+    sample = tmp_path / "x.py"
+    sample.write_text("import sys\n\ndef f(bad):\n    if bad:\n        sys.exit(1)\n    raise SystemExit(0)\n")
+    assert _exits(sample) == ["line 5: sys.exit", "line 6: raise SystemExit"]

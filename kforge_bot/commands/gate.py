@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -324,7 +323,7 @@ def _post_status(report: GateReport, target: str) -> None:
                    "gate.require_all_targets; otherwise it is reported as skipped).")
 def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str | None, json_path: str | None,
          cache_dir: Path | None, no_cache: bool, timing_budget: float | None, repo: Path,
-         require_all_targets: bool | None) -> None:
+         require_all_targets: bool | None) -> int:
     """Measure the kernels a change touches, base against head on this device, and fail on a
     regression, an incorrect kernel or one that no longer builds."""
     root = repo_root(repo)
@@ -361,4 +360,4 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
         for line in annotation_lines(report, actions.workspace or None):
             workflow_command(line, err=quiet)  # stdout, unless stdout carries the JSON report
     _post_status(report, target)
-    sys.exit(report.exit_code)
+    return report.exit_code

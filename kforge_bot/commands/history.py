@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import getpass
-import sys
 from pathlib import Path
 
 import click
@@ -39,7 +38,7 @@ REMOTE_HELP = f"Where {HISTORY_REF} is shared (default: origin if the clone has 
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="A directory inside the git repository.")
 def history(kernels: tuple[str, ...], rev: str, json_path: str | None, html_dir: Path | None, alert: bool,
-            policy_path: str | None, remote: str | None, repo: Path) -> None:
+            policy_path: str | None, remote: str | None, repo: Path) -> int:
     """Show the performance history kept on refs/kforge/history: each kernel's series per shape set over the main
     line's commits, the change points found in them (past the policy's threshold), and their acknowledgements."""
     root = repo_root(repo)
@@ -59,7 +58,7 @@ def history(kernels: tuple[str, ...], rev: str, json_path: str | None, html_dir:
 
         index = write_site(report, html_dir)
         click.echo(f"dashboard: {index}", err=True)
-    sys.exit(1 if any(a.confirmed for a in confirmed) else 0)
+    return 1 if any(a.confirmed for a in confirmed) else 0
 
 
 def _alert(root: Path, report, policy_path: str | None, rev: str, quiet: bool) -> list:  # noqa: ANN001

@@ -8,7 +8,6 @@ included: checked before any evaluation).
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -120,7 +119,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
              ray_address: str | None, cache_dir: Path | None, no_cache: bool, seeds: int | None,
              timeout: float | None, allow_fallback: bool, max_tokens: int | None, counters: str,
              baselines: tuple[str, ...], workload_name: str | None, workload_accept: bool,
-             json_path: str | None) -> None:
+             json_path: str | None) -> int:
     """Optimize one kernel: an LLM generator and analyst when an endpoint is configured
     (OPENAI_BASE_URL / OPENAI_API_KEY), else the built-in tuner. Every candidate is checked and timed
     against the kernel as written; the best one that is faster with confidence is kept."""
@@ -212,8 +211,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
                 "iterations": record.iterations_used, "stop": outcome.stop_kind,
                 "stop_reason": outcome.stop_reason, "report_dir": str(folder), "report": str(files.markdown)},
                json_path)
-    if outcome.stop_kind in ("LLMUnavailable", "ContextLengthExceeded") and record.iterations_used == 0:
-        sys.exit(1)
+    return 1 if outcome.stop_kind in ("LLMUnavailable", "ContextLengthExceeded") and record.iterations_used == 0 else 0
 
 
 def _announce(console: Any, what: str, config: RunConfig, folder: Path) -> None:
