@@ -40,7 +40,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kforge_bot.cache import ResultCache, probe_fingerprint  # noqa: E402
+from kforge_bot.cache import ResultCache  # noqa: E402
+from kforge_bot.targets.fingerprint import probe_fingerprint  # noqa: E402
 from kforge_bot.config.policy import load_policy  # noqa: E402
 from kforge_bot.evaluate.api import evaluate, new_seeds  # noqa: E402
 from kforge_bot.evaluate.conditions import disturbance  # noqa: E402
@@ -145,7 +146,7 @@ def aa(args: argparse.Namespace, out: dict[str, Any], save: Any) -> None:
     policy = load_policy(None)
     rule = policy.rule_for(KERNEL, spec.kernel_file, "cpu")
     settings = gate_settings(policy, rule)
-    store, seeds = ReferenceStore(), new_seeds(max(settings.seeds or spec.seeds, 1))
+    store, seeds = ReferenceStore(), new_seeds(settings.seed_count(spec.seeds))
     rows = out.setdefault("aa", [])
     try:
         with busy_loops(args.aa_loops):

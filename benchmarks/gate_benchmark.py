@@ -376,7 +376,7 @@ def make_inputs(n):
 
 
 def cpu_part(args: argparse.Namespace, results: Results) -> None:
-    from kforge_bot.cache import probe_fingerprint
+    from kforge_bot.targets.fingerprint import probe_fingerprint
 
     fp = probe_fingerprint("cpu")
     results.data["device"], results.data["torch"] = fp.device_name, fp.torch_version

@@ -108,7 +108,7 @@ def run_pool(spec: Any, sources: list[str], target: str, workers: int, settings:
     from kforge_bot.evaluate.api import new_seeds
     from kforge_bot.scale.pool import EvalPool
 
-    seeds = new_seeds(settings.seeds or spec.seeds)
+    seeds = new_seeds(settings.seed_count(spec.seeds))
     rows: list[dict[str, Any]] = []
     opened = time.monotonic()
     pool = (EvalPool(target, workers=workers, compile_ahead=compile_ahead, scratch=scratch) if executor == "local"

@@ -18,26 +18,17 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from kforge_bot import HARNESS_VERSION
-from kforge_bot.config import signer
 from kforge_bot.config import reader
-from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
+from kforge_bot.machine.signing import signature
 from kforge_bot.spec.dependencies import local_closure
-from kforge_bot.targets import cpu_model
-
-DEFAULT_DIR = ".kforge-cache"
-
+from kforge_bot.targets.fingerprint import TargetFingerprint
 
 def file_digests(paths: Iterable[Path], repo_root: Path) -> dict[str, str]:
     """Repository-relative POSIX path -> SHA-256 of the bytes ("missing" for a file that is not there)."""
@@ -73,55 +64,6 @@ def portable(data: Any) -> Any:
     return data
 
 
-# ------------------------------------------------------------------------------------------ targets
-
-
-@dataclass(frozen=True)
-class TargetFingerprint:
-    """What a timing depends on besides the code: the device kind and model, and torch's version."""
-
-    kind: str
-    device_name: str
-    torch_version: str
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
-
-
-def _torch_version() -> str:
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-_PROBE = """
-import json, sys, torch
-kind = sys.argv[1]
-module = getattr(torch, kind)
-print(json.dumps({"name": module.get_device_name(0), "torch": torch.__version__}))
-"""
-
-
-def probe_fingerprint(kind: str) -> TargetFingerprint:
-    """The fingerprint of this machine's `kind` device. GPUs are asked in a child process, so the
-    gate's own process never holds a device context while kernels are measured."""
-    if kind == "cpu":
-        return TargetFingerprint("cpu", cpu_model(), _torch_version())
-    if kind == "mps":
-        return TargetFingerprint("mps", "Apple GPU (" + (os.uname().machine if hasattr(os, "uname") else "?") + ")",
-                                 _torch_version())
-
-    proc = subprocess.run([sys.executable, "-c", _PROBE, kind], check=False, capture_output=True, text=True, timeout=300,
-                          env=scrubbed_environment())
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise KforgeError(f"cannot read the {kind} device's name: {tail}",
-                          hint="run `kforge-bot doctor` to see what this machine offers")
-    data = json.loads(proc.stdout.strip().splitlines()[-1])
-    return TargetFingerprint(kind, data["name"], data["torch"])
-
-
 # -------------------------------------------------------------------------------------------- store
 
 
@@ -130,59 +72,6 @@ def cache_key(material: Mapping[str, Any]) -> str:
     blob = json.dumps({"harness_version": HARNESS_VERSION, **material}, sort_keys=True, separators=(",", ":"),
                       default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
-ENV_CACHE_SECRET = signer.ENV_CACHE_SECRET
-
-
-def machine_secret(environ: Mapping[str, str] | None = None) -> bytes:
-    """The key that signs this machine's cache entries: $KFORGE_CACHE_SECRET, else a random key made once in
-    `~/.config/kforge-bot/cache-secret` (mode 600). Workers never see it: the sandbox hides ~/.config, and
-    the scrubbed environment drops every *SECRET* variable. In the CLI only the signer process calls this
-    (kforge_bot.config.signer): the bot asks it for signatures."""
-    env = os.environ if environ is None else environ
-    if env.get(ENV_CACHE_SECRET):
-        return env[ENV_CACHE_SECRET].encode("utf-8")
-    base = Path(env["XDG_CONFIG_HOME"]).expanduser() if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
-    path = base / "kforge-bot" / "cache-secret"
-    try:
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            # Written whole, then linked into place: a process racing this one reads a complete key or none.
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".cache-secret-")  # mode 600
-            try:
-                with os.fdopen(fd, "w", encoding="ascii") as handle:
-                    handle.write(secrets.token_hex(32))
-                os.link(tmp, path)
-            except FileExistsError:
-                pass  # another process made it first
-            finally:
-                os.unlink(tmp)
-        return bytes.fromhex(path.read_text(encoding="ascii").strip())
-    except OSError as exc:
-        raise KforgeError(f"cannot create the cache's signing key: {exc.strerror}", path=path,
-                          hint=f"make {path.parent} writable, or set {ENV_CACHE_SECRET}") from None
-    except ValueError:
-        raise KforgeError("the cache's signing key is not a hex key", path=path,
-                          hint="delete it (a new one is made, and the entries it signed are measured again)") from None
-
-
-def _signature(secret: bytes | None, record: Mapping[str, Any]) -> str:
-    """HMAC-SHA256 of the record's canonical JSON with `secret`, or (None) this machine's key, through the signer."""
-    blob = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
-    if secret is None:
-        return signer.mac(blob, machine_secret)
-    return hmac.new(secret, blob, hashlib.sha256).hexdigest()
-
-
-def sign(record: Mapping[str, Any]) -> str:
-    """This machine's signature of a record written into the cache folder (which a workflow may restore from a
-    shared cache, or point into a checkout): what is read back must be what this machine wrote."""
-    return _signature(None, record)
-
-
-def signed_here(record: Mapping[str, Any], signature: Any) -> bool:
-    return isinstance(signature, str) and hmac.compare_digest(signature, sign(record))
 
 
 MAX_ENTRY_BYTES = reader.MAX_SOURCE_BYTES  # an entry is a report's JSON: far smaller
@@ -221,7 +110,7 @@ class ResultCache:
         if not isinstance(data, dict) or data.get("key") != key or data.get("harness_version") != HARNESS_VERSION:
             return None
         mac = data.pop("mac", None)
-        if not isinstance(mac, str) or not hmac.compare_digest(mac, _signature(self._secret, data)):
+        if not isinstance(mac, str) or not hmac.compare_digest(mac, signature(self._secret, data)):
             self.rejected.append(str(self.path(key)))
             return None
         payload = data.get("result")
@@ -236,7 +125,7 @@ class ResultCache:
                               hint="pass a writable --cache-dir") from None
         record = {"key": key, "harness_version": HARNESS_VERSION, "material": material, "result": dict(result)}
         record = json.loads(json.dumps(record, default=str))  # the signature covers what a reader will parse
-        record["mac"] = _signature(self._secret, record)
+        record["mac"] = signature(self._secret, record)
         text = json.dumps(record, indent=1, sort_keys=True, default=str)
         # Written beside the target and renamed: a reader (or a cache upload) never sees half a file.
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
@@ -258,37 +147,6 @@ class ResultCache:
 # Verdicts that follow from the code, its inputs, the harness and the device alone. Crashes and timeouts can
 # be the machine's fault (a busy GPU, an OOM killer) and are measured again.
 EVAL_CACHEABLE = ("pass", "incorrect", "rejected")
-ENV_CACHE_DIR = "KFORGE_CACHE_DIR"
-OLD_ENV_CACHE_DIR = "KFORGE_BOT_CACHE_DIR"  # its earlier name (doctor's ceilings read it): still read, with a note
-_noted_old_name: list[bool] = []
-
-
-def cache_inside_checkout(directory: str | Path, checkout: str | Path) -> bool:
-    """Whether a cache folder lies inside the checkout under test (links resolved): there a pull request can
-    commit entries, and anything read back is the pull request's, so the gate never uses one."""
-    return Path(directory).expanduser().resolve().is_relative_to(Path(checkout).resolve())
-
-
-def user_cache_dir(environ: Mapping[str, str] | None = None, *, unset: Path | None = None) -> Path:
-    """The one cache folder of every command (results, doctor's ceilings): $KFORGE_CACHE_DIR, else `unset` (the
-    gate's: the repository's .kforge-cache), else $XDG_CACHE_HOME/kforge-bot, else ~/.cache/kforge-bot: a folder an
-    Actions cache step can save and restore between runs."""
-    env = os.environ if environ is None else environ
-    chosen = env.get(ENV_CACHE_DIR)
-    if not chosen and env.get(OLD_ENV_CACHE_DIR):
-        chosen = env[OLD_ENV_CACHE_DIR]
-        if not _noted_old_name:
-            _noted_old_name.append(True)
-            print(f"kforge-bot: note: {OLD_ENV_CACHE_DIR} is deprecated; set {ENV_CACHE_DIR} instead (the same folder)",
-                  file=sys.stderr)
-            if environ is None:  # children (pool slots, Ray actors, doctor's probes) inherit the new name: one note
-                os.environ.setdefault(ENV_CACHE_DIR, chosen)
-    if chosen:
-        return Path(chosen).expanduser()
-    if unset is not None:
-        return unset
-    base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "kforge-bot"
 
 
 def evaluation_material(spec: Any, candidate: Any, settings: Any, fingerprint: TargetFingerprint,

@@ -16,6 +16,7 @@ import click
 from kforge_bot import __version__
 from kforge_bot.config import signer
 from kforge_bot.errors import KforgeError
+from kforge_bot.github.actions import Actions
 from kforge_bot.text import WorkflowCommandGuard
 
 # name -> (module, attribute, one-line help shown in `kforge-bot --help`)
@@ -48,6 +49,14 @@ class LazyGroup(click.Group):
         module_name, attr, _ = SUBCOMMANDS[name]
         return getattr(importlib.import_module(module_name), attr)
 
+    def invoke(self, ctx: click.Context) -> object:
+        """A subcommand returns its exit code (0 ok, 1 a verdict against the kernel, 2 usage); it ends the process
+        here, once, whether the group runs standalone (click's own main, CliRunner) or under `_main`."""
+        code = super().invoke(ctx)
+        if isinstance(code, int) and code:
+            ctx.exit(code)
+        return code
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Help text comes from the table, so listing commands imports none of them.
         rows = [(name, SUBCOMMANDS[name][2]) for name in self.list_commands(ctx)]
@@ -62,7 +71,7 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    guarded = os.environ.get("GITHUB_ACTIONS") == "true"
+    guarded = Actions.read().running
     originals = sys.stdout, sys.stderr
     if guarded:  # under Actions no line the bot prints can be a workflow command but its own (kforge_bot/text.py)
         sys.stdout, sys.stderr = WorkflowCommandGuard(sys.stdout), WorkflowCommandGuard(sys.stderr)
@@ -78,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _main(argv: list[str] | None) -> None:
     try:
-        cli.main(args=argv, prog_name="kforge-bot", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="kforge-bot", standalone_mode=False)
     except KforgeError as exc:
         click.echo(f"kforge-bot: error: {exc}", err=True)
         sys.exit(2)
@@ -97,10 +106,12 @@ def _main(argv: list[str] | None) -> None:
             raise
         click.echo(f"kforge-bot: error: {exc.filename}: {exc.strerror or exc}", err=True)
         sys.exit(2)
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 def _file_key() -> bytes:
-    from kforge_bot.cache import machine_secret
+    from kforge_bot.machine.signing import machine_secret
 
     return machine_secret()
 

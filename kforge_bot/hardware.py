@@ -21,6 +21,8 @@ from typing import Any, Mapping
 from kforge_bot.config import reader
 from kforge_bot.config.yamlcheck import Checker, join
 from kforge_bot.errors import KforgeError
+from kforge_bot.machine.cache_dirs import ceilings_dir
+from kforge_bot.machine.signing import sign, signed_here
 from kforge_bot.spec import TARGET_KINDS
 
 # Precisions a peak or a measured ceiling may be given for (int8 is in TOPS).
@@ -318,9 +320,7 @@ def fingerprint(target_kind: str, device_name: str) -> str:
 
 
 def ceilings_path(target_kind: str, device_name: str) -> Path:
-    from kforge_bot.cache import user_cache_dir  # here: the result cache's module is not needed to read runner facts
-
-    return user_cache_dir() / "ceilings" / f"{fingerprint(target_kind, device_name)}.json"
+    return ceilings_dir() / f"{fingerprint(target_kind, device_name)}.json"
 
 
 def _ceilings_from_mapping(data: Any, path: str | Path) -> tuple[Ceilings, dict[str, Any]]:
@@ -366,15 +366,13 @@ def ceilings_record(target_kind: str, device_name: str, bandwidth_gbs: float | N
     }
 
 
-SIGNATURE_KEY = "signature"  # this machine's signature of a saved ceilings record (cache.sign)
+SIGNATURE_KEY = "signature"  # this machine's signature of a saved ceilings record (machine.signing.sign)
 _unsigned_noted: set[Path] = set()  # files already noted as ignored: one note each per process
 
 
 def save_ceilings(record: Mapping[str, Any], path: str | Path | None = None) -> Path:
     """Write a ceilings record where `ceilings_for` finds it, signed by this machine (or to `path`, as it is);
     returns the path."""
-    from kforge_bot.cache import sign
-
     _ceilings_from_mapping(dict(record), path or "<ceilings record>")  # never write what we cannot read
     target = Path(path) if path else ceilings_path(record["target"], record["device_name"])
     written = dict(record) if path else {**record, SIGNATURE_KEY: sign(record)}
@@ -403,8 +401,6 @@ def _signed_ceilings(path: Path) -> Ceilings | None:
     """The saved measurement, if this machine wrote it. Ceilings bound the fastest time a kernel may report, so a
     file planted in the cache folder (restored from a shared cache, or committed where a workflow points
     $KFORGE_CACHE_DIR into a checkout) must not raise them: an unsigned or foreign one is ignored, with a note."""
-    from kforge_bot.cache import signed_here
-
     try:  # through the reader: a planted link (to /dev/zero), FIFO or huge file is ignored, never read or waited on
         data = json.loads(reader.read_text(path, path.parent, limit=reader.MAX_SOURCE_BYTES))
     except (KforgeError, ValueError):

@@ -17,15 +17,15 @@ from fakes.gitrepos import commit_all, write
 import kforge_bot.cache as cache_module
 from kforge_bot.cache import (
     ResultCache,
-    TargetFingerprint,
     cache_key,
     file_digests,
     portable,
-    probe_fingerprint,
 )
 from kforge_bot.config.policy import load_policy
 from kforge_bot.gate.run import run_gate
+from kforge_bot.machine.signing import machine_secret
 from kforge_bot.spec.dependencies import direct_dependencies, local_closure
+from kforge_bot.targets.fingerprint import TargetFingerprint, probe_fingerprint
 
 
 @pytest.fixture()
@@ -124,11 +124,11 @@ def test_entries_are_signed_and_a_forged_or_foreign_entry_is_a_reported_miss(tmp
 
 def test_the_machine_secret_is_made_once_private_and_reused(tmp_path):
     env = {"XDG_CONFIG_HOME": str(tmp_path)}
-    first = cache_module.machine_secret(env)
+    first = machine_secret(env)
     path = tmp_path / "kforge-bot" / "cache-secret"
     assert len(first) == 32 and path.stat().st_mode & 0o777 == 0o600
-    assert cache_module.machine_secret(env) == first
-    assert cache_module.machine_secret({**env, "KFORGE_CACHE_SECRET": "set"}) == b"set"
+    assert machine_secret(env) == first
+    assert machine_secret({**env, "KFORGE_CACHE_SECRET": "set"}) == b"set"
 
 
 def test_cpu_fingerprint_names_the_machine():
@@ -338,7 +338,7 @@ def test_one_cache_folder_named_by_one_variable(tmp_path: Path) -> None:
     """KFORGE_CACHE_DIR decides the folder of every cache (results, doctor's ceilings); without it, the gate's
     repository folder or ~/.cache/kforge-bot."""
     from kforge_bot import hardware
-    from kforge_bot.cache import user_cache_dir
+    from kforge_bot.machine.cache_dirs import user_cache_dir
 
     mine = tmp_path / "mine"
     assert user_cache_dir({"KFORGE_CACHE_DIR": str(mine)}) == mine
@@ -346,27 +346,8 @@ def test_one_cache_folder_named_by_one_variable(tmp_path: Path) -> None:
     assert user_cache_dir({}, unset=tmp_path / "repo") == tmp_path / "repo"
     assert user_cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "kforge-bot"
     with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("KFORGE_BOT_CACHE_DIR", raising=False)
         mp.setenv("KFORGE_CACHE_DIR", str(mine))
         assert hardware.ceilings_path("cuda", "NVIDIA H200") == mine / "ceilings" / "cuda-nvidia-h200.json"
-
-
-def test_the_old_cache_variable_still_works_with_one_note(tmp_path: Path) -> None:
-    """KFORGE_BOT_CACHE_DIR (doctor's ceilings read it before) is still honoured, below KFORGE_CACHE_DIR, and says
-    once, on stderr, that it is deprecated."""
-    code = ("from kforge_bot.cache import user_cache_dir\n"
-            "from kforge_bot.hardware import ceilings_path\n"
-            "print(user_cache_dir()); print(user_cache_dir()); print(ceilings_path('cpu', 'x'))\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("KFORGE_CACHE_DIR", "KFORGE_BOT_CACHE_DIR")}
-    old = subprocess.run([sys.executable, "-c", code], env={**env, "KFORGE_BOT_CACHE_DIR": str(tmp_path / "old")},
-                         capture_output=True, text=True, timeout=120, check=True)
-    assert old.stdout.split() == [str(tmp_path / "old")] * 2 + [str(tmp_path / "old" / "ceilings" / "cpu-x.json")]
-    notes = old.stderr.strip().splitlines()
-    assert len(notes) == 1 and "KFORGE_BOT_CACHE_DIR is deprecated" in notes[0] and "KFORGE_CACHE_DIR" in notes[0]
-    both = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
-                          env={**env, "KFORGE_BOT_CACHE_DIR": str(tmp_path / "old"),
-                               "KFORGE_CACHE_DIR": str(tmp_path / "new")})
-    assert both.stdout.split()[0] == str(tmp_path / "new") and both.stderr == ""
 
 
 def test_a_signed_entry_replayed_under_another_key_is_a_miss(tmp_path):
@@ -428,3 +409,28 @@ def test_a_planted_gitignore_link_is_not_followed(tmp_path):
     ResultCache(folder, secret=b"k").put("k1", {}, {"verdict": "pass"})
     assert not target.exists(), "the cache wrote through a planted link"
     assert ResultCache(folder, secret=b"k").get("k1") == {"verdict": "pass"}
+
+
+def test_the_removed_cache_variable_is_a_one_line_error_naming_the_new_one(tmp_path: Path) -> None:
+    """KFORGE_BOT_CACHE_DIR was an earlier name of KFORGE_CACHE_DIR: nothing was released with it, so it is no
+    longer read, and set it stops every cache folder's reading with one line that names the variable to use."""
+    from kforge_bot.errors import KforgeError
+    from kforge_bot.machine.cache_dirs import bytecode_dir, ceilings_dir, user_cache_dir
+
+    old = {"KFORGE_BOT_CACHE_DIR": str(tmp_path / "old"), "KFORGE_CACHE_DIR": str(tmp_path / "new")}
+    for where in (user_cache_dir, ceilings_dir, bytecode_dir):
+        with pytest.raises(KforgeError) as info:
+            where(old)
+        assert "KFORGE_BOT_CACHE_DIR is no longer read" in str(info.value) and "\n" not in str(info.value)
+        assert "set KFORGE_CACHE_DIR instead" in info.value.hint
+
+
+def test_the_bytecode_cache_stays_outside_the_shared_cache_folder(tmp_path: Path) -> None:
+    """The workers' bytecode runs in the bot: it never follows KFORGE_CACHE_DIR (a folder an Actions cache restores,
+    or a checkout)."""
+    from kforge_bot.machine.cache_dirs import bytecode_dir, ceilings_dir
+
+    env = {"XDG_CACHE_HOME": str(tmp_path), "KFORGE_CACHE_DIR": str(tmp_path / "shared")}
+    assert bytecode_dir(env) == tmp_path / "kforge-bot-bytecode"
+    assert ceilings_dir(env) == tmp_path / "shared" / "ceilings"
+    assert bytecode_dir({**env, "KFORGE_BYTECODE_DIR": str(tmp_path / "mine")}) == tmp_path / "mine"

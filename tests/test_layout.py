@@ -28,7 +28,7 @@ RULES = {
                                       "kforge_bot.scale", "openai", "git", "github", *BOT, *OPTIMIZE)),
     # The leaves: read by every part, so they import none of them.
     "leaves": (("kforge_bot.config", "kforge_bot.errors", "kforge_bot.text", "kforge_bot.cache",
-                "kforge_bot.environment", "kforge_bot.spec"), HARNESS),
+                "kforge_bot.environment", "kforge_bot.spec", "kforge_bot.machine"), HARNESS),
     "agents": (("kforge_bot.agents",), ("git", "github", "kforge_bot.gitops", "kforge_bot.commands", *BOT)),
     "optimize": (OPTIMIZE, ("kforge_bot.commands", "github", *BOT)),
     # init's reading of a library: text and ast only, nothing that runs code or talks to a service.
@@ -152,3 +152,135 @@ def test_no_two_test_modules_share_a_name() -> None:
         if "data" not in path.relative_to(tests).parts[0]:
             seen.setdefault(path.name, []).append(str(path.relative_to(tests)))
     assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
+
+
+def _import_graph(package: Path) -> dict[str, set[str]]:
+    """module -> the package's modules it imports, anywhere in it (at the top, under TYPE_CHECKING, inside a
+    function: an import deferred into a function still ties the two modules together). `from a.b import c` names
+    the module a.b.c where there is one, else a.b. Left out: a package loading one of its own submodules inside a
+    function, as `targets.target_class` does; a submodule always loads its package first, so that pair is one
+    room's business, not a circle between rooms."""
+    modules = {".".join(("kforge_bot", *p.relative_to(package).with_suffix("").parts)).removesuffix(".__init__"): p
+               for p in package.rglob("*.py")}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        deferred = {id(node) for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef,
+                                                                                        ast.AsyncFunctionDef))
+                    for node in ast.walk(function)}
+        edges = graph.setdefault(module, set())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for name in names:
+                target = resolve(name)
+                own_child = path.name == "__init__.py" and _within(target or "", module) and id(node) in deferred
+                if target and target != module and not own_child:
+                    edges.add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that reach each other through imports (strongly connected, more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph.get(module, ())):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    """A circle (a -> b -> ... -> a) means neither module can be read, tested or moved without the other."""
+    assert not _cycles(_import_graph(PACKAGE)), "\n".join(" <-> ".join(c) for c in _cycles(_import_graph(PACKAGE)))
+
+
+def test_the_circle_rule_sees_a_circle_through_a_function(tmp_path: Path) -> None:
+    package = tmp_path / "kforge_bot"
+    (package / "room").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "store.py").write_text("from kforge_bot.room import helper\n")
+    (package / "room" / "__init__.py").write_text("def load():\n    from kforge_bot.room import child\n")
+    (package / "room" / "child.py").write_text("from kforge_bot.room import load\n")  # one room: no circle
+    (package / "room" / "helper.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                                "    from kforge_bot.facts import x\n")
+    (package / "facts.py").write_text("def f():\n    from kforge_bot.store import y\n")
+    assert _cycles(_import_graph(package)) == [["kforge_bot.facts", "kforge_bot.room.helper", "kforge_bot.store"]]
+
+
+def _actions_variables(path: Path) -> list[str]:
+    """The GitHub Actions variables (GITHUB_*) a module names as a whole string: what it reads from the
+    environment."""
+    return sorted({node.value for node in ast.walk(ast.parse(path.read_text(), str(path)))
+                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                   and node.value.startswith("GITHUB_") and node.value[7:].replace("_", "").isalnum()
+                   and node.value.isupper()})
+
+
+def test_the_actions_environment_is_read_in_one_module() -> None:
+    """kforge_bot.github.actions reads what GitHub Actions sets for a step; every other module asks it."""
+    elsewhere = {_module(path): found for path in sorted(PACKAGE.rglob("*.py"))
+                 if _module(path) != "kforge_bot.github.actions" and (found := _actions_variables(path))}
+    assert not elsewhere, elsewhere
+
+
+def test_the_actions_rule_sees_a_variable(tmp_path: Path) -> None:
+    sample = tmp_path / "x.py"
+    sample.write_text('import os\nrun = os.environ.get("GITHUB_RUN_ID")\nhint = "set GITHUB_TOKEN"\n')
+    assert _actions_variables(sample) == ["GITHUB_RUN_ID"]
+
+
+def _exits(path: Path) -> list[str]:
+    """Where a module ends the process itself: sys.exit(...), exit(...) or raise SystemExit."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("sys.exit", "exit", "quit"):
+            found.append((node.lineno, ast.unparse(node.func)))
+        elif isinstance(node, ast.Raise) and node.exc is not None and "SystemExit" in ast.unparse(node.exc):
+            found.append((node.lineno, "raise SystemExit"))
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+def test_commands_return_their_exit_code() -> None:
+    """A command returns 0, 1 or 2 (kforge_bot.cli ends the process with it, once); none exits on its own."""
+    broken = [f"{_module(path)} {where}" for path in sorted((PACKAGE / "commands").rglob("*.py"))
+              for where in _exits(path)]
+    assert not broken, "\n".join(broken)
+
+
+def test_the_exit_rule_sees_an_exit(tmp_path: Path) -> None:
+    sample = tmp_path / "x.py"
+    sample.write_text("import sys\n\ndef f(bad):\n    if bad:\n        sys.exit(1)\n    raise SystemExit(0)\n")
+    assert _exits(sample) == ["line 5: sys.exit", "line 6: raise SystemExit"]

@@ -12,7 +12,6 @@ Pure: no network, no git.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.github.actions import Actions
 
 PR_EVENTS = ("pull_request", "pull_request_target")
 PR_ACTIONS = ("opened", "synchronize", "reopened", "labeled")
@@ -221,10 +221,9 @@ def load_event(path: str | Path, event_name: str) -> PullRequestEvent | Ignored:
 
 def from_env(env: Mapping[str, str] | None = None) -> PullRequestEvent | Ignored:
     """The event of the running workflow, from GITHUB_EVENT_NAME and GITHUB_EVENT_PATH."""
-    env = os.environ if env is None else env
-    name, path = env.get("GITHUB_EVENT_NAME"), env.get("GITHUB_EVENT_PATH")
-    if not name or not path:
-        missing = " and ".join(k for k, v in (("GITHUB_EVENT_NAME", name), ("GITHUB_EVENT_PATH", path)) if not v)
-        raise KforgeError(f"{missing} not set",
+    actions = Actions.read(env)
+    missing = actions.missing("event_name", "event_path")
+    if missing:
+        raise KforgeError(f"{' and '.join(missing)} not set",
                           hint="run inside GitHub Actions, or set them to an event name and a payload file")
-    return load_event(path, name)
+    return load_event(actions.event_path, actions.event_name)

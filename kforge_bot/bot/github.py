@@ -16,7 +16,6 @@ What the `pr` command needs:
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,9 +23,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.github.actions import DEFAULT_API_URL, Actions
 from kforge_bot.text import clip
 
-DEFAULT_API_URL = "https://api.github.com"
 STATUS_CONTEXT = "kforge-bot"
 STATUS_STATES = ("error", "failure", "pending", "success")
 _PERMISSIONS_HINT = ("give the job `permissions: {contents: write, pull-requests: write, statuses: write}`; "
@@ -98,16 +97,14 @@ class GitHub:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> GitHub:
         """From the Actions environment: GITHUB_TOKEN, GITHUB_REPOSITORY, GITHUB_API_URL."""
-        env = os.environ if env is None else env
-        token = env.get("GITHUB_TOKEN") or ""
-        if not token:
+        actions = Actions.read(env)
+        if not actions.token:
             raise KforgeError("GITHUB_TOKEN is not set",
                               hint="pass `github-token: ${{ secrets.GITHUB_TOKEN }}` to the action "
                                    "(it reaches kforge-bot as GITHUB_TOKEN)")
-        repository = env.get("GITHUB_REPOSITORY") or ""
-        if not repository:
+        if not actions.repository:
             raise KforgeError("GITHUB_REPOSITORY is not set", hint="run inside GitHub Actions or set it to owner/name")
-        return cls(token, repository, api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL, **kwargs)
+        return cls(actions.token, actions.repository, api_url=actions.api, **kwargs)
 
     def __repr__(self) -> str:  # no token
         return f"GitHub({self.repository!r}, api_url={self.api_url!r})"

@@ -28,6 +28,7 @@ from kforge_bot.bot.results import PrReport, aggregate, load_results_dir
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.plan import material
+from kforge_bot.github.actions import Actions
 from kforge_bot.hardware import get_runner
 from kforge_bot.spec import kernel_implementation, kernels
 from kforge_bot.targets import choose_target
@@ -57,19 +58,16 @@ class ActionEnv:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ActionEnv:
-        env = os.environ if env is None else env
-        missing = [k for k in ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "GITHUB_REPOSITORY") if not env.get(k)]
+        actions = Actions.read(env)
+        missing = actions.missing("event_name", "event_path", "repository")
         if missing:
             raise KforgeError(f"{', '.join(missing)} not set",
                               hint="run inside GitHub Actions, or set them to an event name, a payload file "
                                    "and owner/name")
-        return cls(event_name=env["GITHUB_EVENT_NAME"], event_path=env["GITHUB_EVENT_PATH"],
-                   repository=env["GITHUB_REPOSITORY"],
-                   api_url=env.get("GITHUB_API_URL") or "https://api.github.com",
-                   workspace=env.get("GITHUB_WORKSPACE") or os.getcwd(),
-                   step_summary=env.get("GITHUB_STEP_SUMMARY") or None,
-                   server_url=env.get("GITHUB_SERVER_URL") or None, run_id=env.get("GITHUB_RUN_ID") or None,
-                   token=env.get("GITHUB_TOKEN") or "")
+        return cls(event_name=actions.event_name, event_path=actions.event_path, repository=actions.repository,
+                   api_url=actions.api, workspace=actions.workspace or os.getcwd(),
+                   step_summary=actions.step_summary or None, server_url=actions.server_url or None,
+                   run_id=actions.run_id or None, token=actions.token)
 
     @property
     def run_url(self) -> str | None:

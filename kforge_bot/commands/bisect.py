@@ -4,7 +4,6 @@ between the two), 1 when one could not be resolved."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -53,7 +52,7 @@ def render(result: BisectResult) -> list[str]:
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="A directory inside the git repository.")
 def bisect(good: str, bad: str, kernels: tuple[str, ...], target: str, policy_path: str | None,
-           timing_budget: float | None, json_path: str | None, repo: Path) -> None:
+           timing_budget: float | None, json_path: str | None, repo: Path) -> int:
     """Find the first commit between GOOD and BAD where a kernel's time regressed past the policy's threshold,
     measuring commits interleaved against GOOD (about log2(commits) steps)."""
     root = repo_root(repo)
@@ -70,7 +69,7 @@ def bisect(good: str, bad: str, kernels: tuple[str, ...], target: str, policy_pa
             for line in render(result):
                 console.print(line, markup=False, soft_wrap=True)
     write_json({"results": [r.to_dict() for r in results]}, json_path)
-    sys.exit(1 if any(r.status == "unresolved" for r in results) else 0)
+    return 1 if any(r.status == "unresolved" for r in results) else 0
 
 
 def _all_kernels(root: Path, bad: str, policy) -> list[str]:  # noqa: ANN001 - a Policy

@@ -306,7 +306,7 @@ class _Progress:
 def check(reference: Path | None, all_kernels: bool, policy_path: str | None, candidate_path: Path | None,
           kernel: str | None, target: str, json_path: str | None, seeds: int | None, timing_budget: float | None,
           timeout: float | None, no_timing: bool, allow_fallback: bool, isolation: str | None,
-          baselines: tuple[str, ...]) -> None:
+          baselines: tuple[str, ...]) -> int:
     """Evaluate a kernel against its reference: correctness, then speed (interleaved, with a 95% CI)."""
     policy = load_policy(policy_path)
     chosen = choose_target(target)
@@ -322,8 +322,7 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
         if candidate_path is not None or kernel is not None:
             raise KforgeError("--all checks each kernel as written against its reference",
                               hint="drop --candidate and --kernel, or check one kernel without --all")
-        _check_all(reference or Path("."), policy, chosen, settings_for, isolation, json_path)
-        return
+        return _check_all(reference or Path("."), policy, chosen, settings_for, isolation, json_path)
     if reference is None:
         raise KforgeError("which kernel? give a kernel file, a kforge.yaml or a KernelBench problem",
                           hint="kforge-bot check FILE, or kforge-bot check --all [REPO] for every managed kernel")
@@ -338,7 +337,7 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
     try:
         with _Progress(enabled=sys.stderr.isatty() and not quiet_json) as progress:
             # One set of secret seeds for the candidate and the compiled baselines: one reference run serves both.
-            seeds_used = new_seeds(settings.seeds or spec.seeds)
+            seeds_used = new_seeds(settings.seed_count(spec.seeds))
             result = evaluate(spec, candidate, kind, settings, baseline=baseline, progress=progress,
                               seeds=seeds_used, references=store)
             if kinds:
@@ -350,11 +349,11 @@ def check(reference: Path | None, all_kernels: bool, policy_path: str | None, ca
     write_json(report, json_path)
     if not quiet_json:
         render(result, f"kforge-bot check: {title}")
-    sys.exit(0 if result.correct else 1)
+    return 0 if result.correct else 1
 
 
 def _check_all(repo: Path, policy: Any, target: TargetChoice, settings_for: Callable[[KernelSpec, str], EvalSettings],
-               isolation: str, json_path: str | None) -> None:
+               isolation: str, json_path: str | None) -> int:
     """Every managed kernel of `repo` against its reference, one line each (exit 1 if any is not correct)."""
     if not repo.is_dir():
         raise KforgeError("not a directory", path=repo, hint="with --all, give the repository's root (default .)")
@@ -401,7 +400,7 @@ def _check_all(repo: Path, policy: Any, target: TargetChoice, settings_for: Call
         click.echo(nothing)
     write_json({"repo": str(repo.resolve()), "kernels": rows, "notes": notes, "nothing_checked": nothing or None},
                json_path)
-    sys.exit(1 if failed or nothing else 0)
+    return 1 if failed or nothing else 0
 
 
 def nothing_checked(rows: list[dict[str, Any]], target: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
@@ -29,7 +28,7 @@ from kforge_bot.targets import choose_target
 @click.option("--timeout", type=float, default=900.0, show_default=True, help="Seconds allowed for the measurement child.")
 @click.option("--no-ncu", is_flag=True, help="Skip profiling a probe kernel for hardware counters (ncu on CUDA, unitrace on XPU).")
 def doctor(target: str, json_path: str | None, save: bool, save_to: str | None, quick: bool | None,
-           timeout: float, no_ncu: bool) -> None:
+           timeout: float, no_ncu: bool) -> int:
     """Probe this machine: device, drivers and toolchain, profilers, measured ceilings.
 
     Measurements run in a child process. Exit status 0 when the device was found and measured,
@@ -53,8 +52,7 @@ def doctor(target: str, json_path: str | None, save: bool, save_to: str | None, 
             click.echo(f"report written to {json_path}")
         if saved:
             click.echo(f"ceilings saved to {saved} (used as this machine's roofline)")
-    if not report["ok"]:
-        sys.exit(1)
+    return 0 if report["ok"] else 1
 
 
 def _fmt(x: Any, digits: int = 4) -> str:

@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import json
-import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +30,7 @@ from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
 from kforge_bot.gate.report import GateReport, KernelReport
 from kforge_bot.gate.run import repo_root, run_gate
+from kforge_bot.github.actions import Actions
 from kforge_bot.text import clip, markdown_cell, markdown_text, workflow_command
 
 # ------------------------------------------------------------------------- rendering (pure functions)
@@ -269,7 +268,7 @@ def spec_change_approval(label: str, repo: Path, head: str) -> tuple[bool, str |
     """Whether this Actions run is a maintainer adding the spec-change label to the revision being gated
     (kforge_bot.bot.trust.approves_spec_change), and, where the label is on the pull request but approves nothing
     here, a note that says why. Outside a pull-request event nothing is approved."""
-    if not (os.environ.get("GITHUB_EVENT_PATH") and os.environ.get("GITHUB_EVENT_NAME")):
+    if Actions.read().missing("event_path", "event_name"):
         return False, None
     try:
         event = events.from_env()
@@ -287,21 +286,19 @@ def spec_change_approval(label: str, repo: Path, head: str) -> tuple[bool, str |
 
 
 def _post_status(report: GateReport, target: str) -> None:
-    if not (os.environ.get("GITHUB_TOKEN") and os.environ.get("GITHUB_REPOSITORY")):
+    actions = Actions.read()
+    if not actions.can_post:
         click.echo("commit status: skipped (GITHUB_TOKEN and GITHUB_REPOSITORY are not both set)", err=True)
         return
 
     state, description = status_for(report)
-    url = None
-    if os.environ.get("GITHUB_RUN_ID") and os.environ.get("GITHUB_SERVER_URL"):
-        url = (f"{os.environ['GITHUB_SERVER_URL']}/{os.environ['GITHUB_REPOSITORY']}/actions/runs/"
-               f"{os.environ['GITHUB_RUN_ID']}")
+    url = actions.run_url
     context = "kforge-bot/gate" + (f" ({target})" if target != "auto" else "")
     try:
         GitHub.from_env().set_status(report.head_sha, state, description, context=context, target_url=url)
     except KforgeError as exc:
         # The verdict stands either way; a missing `statuses: write` must not hide it.
-        if os.environ.get("GITHUB_ACTIONS") == "true":
+        if actions.running:
             workflow_command(f"::warning title=kforge gate::{_escape_data(f'commit status not set: {exc}')}", err=True)
         else:
             click.echo(f"warning: commit status not set: {exc}", err=True)
@@ -335,7 +332,7 @@ def _post_status(report: GateReport, target: str) -> None:
                    "gate.require_all_targets; otherwise it is reported as skipped).")
 def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str | None, json_path: str | None,
          cache_dir: Path | None, no_cache: bool, timing_budget: float | None, repo: Path,
-         require_all_targets: bool | None) -> None:
+         require_all_targets: bool | None) -> int:
     """Measure the kernels a change touches, base against head on this device, and fail on a
     regression, an incorrect kernel or one that no longer builds."""
     root = repo_root(repo)
@@ -366,12 +363,13 @@ def gate(base: str, head: str, all_kernels: bool, target: str, policy_path: str 
     else:
         render_console(report)
         write_json(data, json_path)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    actions = Actions.read()
+    summary = actions.step_summary
     if summary:
         with open(summary, "a", encoding="utf-8") as handle:
             handle.write("".join(f"{line}\n\n" for line in announced) + render_markdown(report) + "\n")
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in annotation_lines(report, os.environ.get("GITHUB_WORKSPACE")):
+    if actions.running:
+        for line in annotation_lines(report, actions.workspace or None):
             workflow_command(line, err=quiet)  # stdout, unless stdout carries the JSON report
     _post_status(report, target)
-    sys.exit(report.exit_code)
+    return report.exit_code

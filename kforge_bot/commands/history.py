@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import getpass
-import os
-import sys
 from pathlib import Path
 
 import click
@@ -14,6 +12,7 @@ from kforge_bot import gitops
 from kforge_bot.commands import examples, json_option, output_console, write_json
 from kforge_bot.commands.track import default_remote
 from kforge_bot.gate.run import repo_root
+from kforge_bot.github.actions import Actions
 from kforge_bot.history.acks import ack_path, make_ack, parse_id
 from kforge_bot.history.report import load_report, text_lines
 from kforge_bot.history.store import HISTORY_REF, Store
@@ -39,7 +38,7 @@ REMOTE_HELP = f"Where {HISTORY_REF} is shared (default: origin if the clone has 
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="A directory inside the git repository.")
 def history(kernels: tuple[str, ...], rev: str, json_path: str | None, html_dir: Path | None, alert: bool,
-            policy_path: str | None, remote: str | None, repo: Path) -> None:
+            policy_path: str | None, remote: str | None, repo: Path) -> int:
     """Show the performance history kept on refs/kforge/history: each kernel's series per shape set over the main
     line's commits, the change points found in them (past the policy's threshold), and their acknowledgements."""
     root = repo_root(repo)
@@ -59,7 +58,7 @@ def history(kernels: tuple[str, ...], rev: str, json_path: str | None, html_dir:
 
         index = write_site(report, html_dir)
         click.echo(f"dashboard: {index}", err=True)
-    sys.exit(1 if any(a.confirmed for a in confirmed) else 0)
+    return 1 if any(a.confirmed for a in confirmed) else 0
 
 
 def _alert(root: Path, report, policy_path: str | None, rev: str, quiet: bool) -> list:  # noqa: ANN001
@@ -70,12 +69,9 @@ def _alert(root: Path, report, policy_path: str | None, rev: str, quiet: bool) -
 
     policy = load_policy_from_base(root, gitops.resolve(root, rev), policy_path)
     alerts = confirm(root, report, policy)
-    can_file = bool(os.environ.get("GITHUB_TOKEN") and os.environ.get("GITHUB_REPOSITORY"))
-    gh = GitHub.from_env() if can_file and any(a.confirmed for a in alerts) else None
-    run_url = None
-    if os.environ.get("GITHUB_RUN_ID") and os.environ.get("GITHUB_SERVER_URL"):
-        run_url = (f"{os.environ['GITHUB_SERVER_URL']}/{os.environ['GITHUB_REPOSITORY']}/actions/runs/"
-                   f"{os.environ['GITHUB_RUN_ID']}")
+    actions = Actions.read()
+    gh = GitHub.from_env() if actions.can_post and any(a.confirmed for a in alerts) else None
+    run_url = actions.run_url
     for a in alerts:
         where = ""
         if a.confirmed and gh is not None:
@@ -128,7 +124,8 @@ def _ack_from_event(root: Path, store: Store, policy_path: str | None) -> None:
     from kforge_bot.history.ack_comment import parse_ack_comment, refusal
     from kforge_bot.text import code_span, markdown_text
 
-    path, name = os.environ.get("GITHUB_EVENT_PATH"), os.environ.get("GITHUB_EVENT_NAME")
+    actions = Actions.read()
+    path, name = actions.event_path, actions.event_name
     if not path or not name:
         raise KforgeError("--from-event needs GITHUB_EVENT_PATH and GITHUB_EVENT_NAME", hint="run it in the Action")
     payload = event_payload(path)

@@ -31,11 +31,12 @@ from kforge_bot.libscan.from_tests import TestEvidence, read_tests
 from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
 from kforge_bot.libscan.modules import Library, Module, dotted_name
 from kforge_bot.libscan.vendors import vendor_of, vendor_target
-from kforge_bot.spec import MANIFEST_NAME, MAX_MANIFEST_KERNELS, defines, is_kernelbench_source
+from kforge_bot.spec import MANIFEST_NAME, MAX_MANIFEST_KERNELS, defines, file_reference, is_kernelbench_source
+from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
 from kforge_bot.targets import choose_target
 
-SKIP_DIRS = {".git", ".venv", "venv", "env", "node_modules", "build", "dist", "site-packages", "__pycache__",
-             ".tox", ".mypy_cache", ".pytest_cache", ".kforge-cache"}
+# A library's scan also passes over folders that are environments by their usual names (never kernel sources).
+SKIP_DIRS = NO_KERNEL_FOLDERS | {"env", "site-packages"}
 # Folders that hold no library kernels (an application, docs, vendored third-party code): never parsed.
 NOT_LIBRARY_DIRS = {"apps", "app", "docs", "doc", "third_party", "thirdparty", "3rdparty", "vendored", "_vendor",
                     "external", "extern", "deps", "notebooks", "website", "site"}
@@ -628,9 +629,9 @@ def _already_managed(repo: Path) -> dict[str, dict[str, str]]:
         for entry in kernels.values() if isinstance(kernels, dict) else ():
             if isinstance(entry, dict) and isinstance(entry.get("file"), str):
                 file, symbol = entry["file"], str(entry.get("entry"))
-                launcher, _, named = symbol.rpartition(":")
-                if launcher.endswith(".py"):  # an entry in a launcher file of its own: that file is what it names
-                    file, symbol = launcher, named
+                launcher = file_reference(symbol)
+                if launcher is not None:  # an entry in a launcher file of its own: that file is what it names
+                    file, symbol = launcher
                 path = (manifest.parent / file).resolve()
                 if path.is_relative_to(repo):
                     found.setdefault(path.relative_to(repo).as_posix(), {})[symbol] = \

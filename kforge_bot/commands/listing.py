@@ -24,7 +24,7 @@ from kforge_bot.spec.kernels import discover
 @click.option("--import", "try_imports", is_flag=True,
               help="Import each kernel's entry, reference and inputs in a worker (sandboxed, as `check` runs them), "
                    "calling nothing; without it, only the manifest and the files are read.")
-def list_kernels(repo: Path, policy_path: str | None, json_path: str | None, try_imports: bool) -> None:
+def list_kernels(repo: Path, policy_path: str | None, json_path: str | None, try_imports: bool) -> int:
     """List the managed kernels under REPO: every kforge.yaml entry and KernelBench file within the policy's
     kernel_paths, with its format, file, targets and language; a kernel that does not load says why.
     Exit status 0, or 1 when any kernel does not load (or, with --import, does not import)."""
@@ -68,4 +68,4 @@ def list_kernels(repo: Path, policy_path: str | None, json_path: str | None, try
                        "kernel in a worker, as check does", err=True)
         for note in notes:
             click.echo(f"note: {note}", err=True)
-    raise SystemExit(1 if any(r["error"] for r in rows) else 0)
+    return 1 if any(r["error"] for r in rows) else 0

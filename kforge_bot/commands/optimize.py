@@ -8,7 +8,6 @@ included: checked before any evaluation).
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ import click
 from rich.markup import escape
 
 from kforge_bot.agents.llm import LLMClient, configured, endpoint_from_env
-from kforge_bot.cache import user_cache_dir
 from kforge_bot.commands import (
     examples,
     folder_refusal,
@@ -33,6 +31,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.shapes import DEFINITION, text_lines
 from kforge_bot.gate.decision import FAILING
+from kforge_bot.machine.cache_dirs import user_cache_dir
 from kforge_bot.optimize.display import Display
 from kforge_bot.optimize.proposer import LLM, TUNER
 from kforge_bot.optimize.report import ReportFiles
@@ -120,7 +119,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
              ray_address: str | None, cache_dir: Path | None, no_cache: bool, seeds: int | None,
              timeout: float | None, allow_fallback: bool, max_tokens: int | None, counters: str,
              baselines: tuple[str, ...], workload_name: str | None, workload_accept: bool,
-             json_path: str | None) -> None:
+             json_path: str | None) -> int:
     """Optimize one kernel: an LLM generator and analyst when an endpoint is configured
     (OPENAI_BASE_URL / OPENAI_API_KEY), else the built-in tuner. Every candidate is checked and timed
     against the kernel as written; the best one that is faster with confidence is kept."""
@@ -212,8 +211,7 @@ def optimize(file: Path, kernel: str | None, target: str, models: tuple[str, ...
                 "iterations": record.iterations_used, "stop": outcome.stop_kind,
                 "stop_reason": outcome.stop_reason, "report_dir": str(folder), "report": str(files.markdown)},
                json_path)
-    if outcome.stop_kind in ("LLMUnavailable", "ContextLengthExceeded") and record.iterations_used == 0:
-        sys.exit(1)
+    return 1 if outcome.stop_kind in ("LLMUnavailable", "ContextLengthExceeded") and record.iterations_used == 0 else 0
 
 
 def _announce(console: Any, what: str, config: RunConfig, folder: Path) -> None:

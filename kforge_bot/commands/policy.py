@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 import yaml
@@ -24,7 +23,7 @@ def policy() -> None:
 
 @policy.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def check(files: tuple[str, ...]) -> None:
+def check(files: tuple[str, ...]) -> int:
     """Validate policy FILES; exit 0 when all are valid, 2 with one line per invalid file."""
     failed = 0
     for f in files:
@@ -35,8 +34,7 @@ def check(files: tuple[str, ...]) -> None:
             click.echo(f"kforge-bot: error: {exc}", err=True)
         else:
             click.echo(f"{f}: valid policy")
-    if failed:
-        sys.exit(2)
+    return 2 if failed else 0
 
 
 @policy.command("show")

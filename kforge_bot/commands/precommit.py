@@ -14,7 +14,6 @@ Exit codes: 0 everything checked passed (or was skipped), 1 a check failed, 2 us
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -94,7 +93,7 @@ def _working_manifest_entry(path: Path, name: str, root: Path) -> object:
 @target_option("Where to check.")
 @click.option("--policy", "policy_path", default=None,
               help="Policy file (or a shipped one: default, strict). Default: the shipped default policy.")
-def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> None:
+def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> int:
     """Validate staged manifests and policies, and check staged kernels for correctness (no timing)."""
     root, in_git = _root()
     policy = load_policy(policy_path)
@@ -136,7 +135,7 @@ def precommit(files: tuple[Path, ...], target: str, policy_path: str | None) -> 
     if problems:
         click.echo(f"kforge-check: {len(problems)} problem(s); fix them or commit with --no-verify to skip the hook",
                    err=True)
-    sys.exit(1 if problems else 0)
+    return 1 if problems else 0
 
 
 def _validate(root: Path, rel_files: set[str], problems: list[str]) -> list[str]:

@@ -10,7 +10,6 @@ verdict records its version: details.harness_version) and today's. Exit 1 when a
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,7 +121,7 @@ def recheck_item(item: Item, target: str, isolation: str) -> dict[str, Any]:
 @click.option("--isolation", type=click.Choice(["required", "preferred", "off"]), default="preferred",
               show_default=True, help="The OS sandbox for every worker.")
 @json_option("Every kernel's verdict today.")
-def recheck(reports: tuple[Path, ...], repo: Path | None, target: str, isolation: str, json_path: str | None) -> None:
+def recheck(reports: tuple[Path, ...], repo: Path | None, target: str, isolation: str, json_path: str | None) -> int:
     """Judge what the bot accepted again under today's harness; report each kernel that no longer passes."""
     if not reports and repo is None:
         raise KforgeError("nothing to recheck: give optimize report folders and/or --repo",
@@ -145,4 +144,4 @@ def recheck(reports: tuple[Path, ...], repo: Path | None, target: str, isolation
     if json_path is None or str(json_path) != "-":
         click.echo(f"{len(rows)} kernel(s) rechecked: {len(rows) - len(failed)} still pass, "
                    f"{len(failed)} no longer pass")
-    sys.exit(1 if failed else 0)
+    return 1 if failed else 0

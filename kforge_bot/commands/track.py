@@ -3,7 +3,6 @@ the repository's performance history (refs/kforge/history; kforge_bot/history/st
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -55,7 +54,7 @@ def default_remote(root: Path, remote: str | None) -> str | None:
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="A directory inside the git repository.")
 def track(revs: tuple[str, ...], span: str | None, kernels: tuple[str, ...], target: str, policy_path: str | None,
-          timing_budget: float | None, remote: str | None, json_path: str | None, repo: Path) -> None:
+          timing_budget: float | None, remote: str | None, json_path: str | None, repo: Path) -> int:
     """Measure every managed kernel (each shape set, each direction) at a commit on this runner, and append the
     results, with this runner's facts, to the history kept on refs/kforge/history."""
     root = repo_root(repo)
@@ -87,7 +86,7 @@ def track(revs: tuple[str, ...], span: str | None, kernels: tuple[str, ...], tar
         click.echo(f"appended {len(appended)} record(s) to {HISTORY_REF}" + (f" on {store.remote}" if store.remote
                                                                                  else " (this clone)"))
     write_json({"ref": HISTORY_REF, "records": appended}, json_path)
-    sys.exit(1 if failed else 0)
+    return 1 if failed else 0
 
 
 def _runner(known: dict[str, Runner], kind: str) -> Runner:

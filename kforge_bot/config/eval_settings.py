@@ -62,6 +62,10 @@ class EvalSettings:
         self.shape_thresholds = {int(k): float(v) for k, v in (self.shape_thresholds or {}).items()}
         self.informational_shapes = tuple(sorted({int(i) for i in self.informational_shapes or ()}))
 
+    def seed_count(self, spec_seeds: int) -> int:
+        """How many secret seeds one evaluation draws: these settings' count where set, else the spec's own."""
+        return max(self.seeds or spec_seeds, 1)
+
     def shape_rule(self, index: int) -> ShapeRule:
         return ShapeRule(self.shape_thresholds.get(index, self.regression_threshold),
                          index in self.informational_shapes)

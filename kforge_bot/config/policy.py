@@ -26,6 +26,7 @@ from kforge_bot.config.eval_settings import EvalSettings
 from kforge_bot.config import reader
 from kforge_bot.config.yamlcheck import Checker, join, load_yaml_text
 from kforge_bot.errors import KforgeError
+from kforge_bot.github.actions import Actions
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
 from kforge_bot.spec import LANGUAGES as SPEC_LANGUAGES
 
@@ -229,7 +230,7 @@ class Policy:
         whatever the policy says (pull-request code on a runner that holds tokens), else the policy's
         `isolation`, else `preferred` (sandboxed where the machine can, said plainly where it cannot)."""
         env = os.environ if environ is None else environ
-        if command in ("gate", "pr") and env.get("GITHUB_ACTIONS") == "true":
+        if command in ("gate", "pr") and Actions.read(env).running:
             return "required"  # a floor no file can lower: the runner holds tokens and the checkout's credentials
         return self.isolation if self.isolation is not None else "preferred"
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 from types import ModuleType
 
 from kforge_bot.counters import ncu, unitrace
+from kforge_bot.targets import target_kind
 
 TOOLS: tuple[ModuleType, ...] = (ncu, unitrace)
 
 
 def tool_for(target: str) -> ModuleType:
-    return unitrace if target.split(":")[0] == "xpu" else ncu
+    return unitrace if target_kind(target) == "xpu" else ncu
 
 
 def title(name: str | None) -> str:

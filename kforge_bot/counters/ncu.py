@@ -31,6 +31,7 @@ from kforge_bot.counters.profiled_run import profiled_argv, profiled_call
 from kforge_bot.counters.profiled_worker import RANGE
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.targets import target_kind
 
 NAME, TITLE = "ncu", "Nsight Compute"
 PROBE_COMMAND = "ncu --clock-control none --metrics <kforge's set> (sandboxed), one call"
@@ -60,7 +61,7 @@ def find_ncu() -> NcuTool | None:
 
 def unavailable(target: str) -> str | None:
     """Why counters cannot be collected for `target` here, or None."""
-    if target.split(":")[0] != "cuda":
+    if target_kind(target) != "cuda":
         return f"hardware counters are collected on CUDA targets only (Nsight Compute); not on {target}"
     if find_ncu() is None:
         return "ncu (Nsight Compute) is not on PATH: install it with the CUDA toolkit, or set KFORGE_NCU"

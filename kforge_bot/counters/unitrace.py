@@ -30,6 +30,7 @@ from kforge_bot.counters.profiled_run import profiled_argv, profiled_call
 from kforge_bot.evaluate import bound
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.targets import target_kind
 
 NAME, TITLE = "unitrace", "unitrace"
 PROBE_COMMAND = "unitrace --metric-query --group ComputeBasic (sandboxed), one call"
@@ -64,7 +65,7 @@ def _paranoid() -> dict[str, str]:
 
 def unavailable(target: str) -> str | None:
     """Why counters cannot be collected for `target` here, or None."""
-    if target.split(":")[0] != "xpu":
+    if target_kind(target) != "xpu":
         return f"unitrace collects counters on Intel GPU (xpu) targets only; not on {target}"
     if find_unitrace() is None:
         return ("unitrace (Intel PTI) is not on PATH: build it from github.com/intel/pti-gpu (tools/unitrace), "

@@ -22,7 +22,8 @@ restore across runs). The filling process starts in an empty folder of its own a
 imported, so nothing in the cache's folder or the current one is imported in its place.
 
 KFORGE_BYTECODE: `auto` (the default: only where torch has no bytecode beside its source), `on`, `off`.
-KFORGE_BYTECODE_DIR: where the cache lives, an absolute path (default: $XDG_CACHE_HOME/kforge-bot-bytecode).
+KFORGE_BYTECODE_DIR: where the cache lives, an absolute path (default: $XDG_CACHE_HOME/kforge-bot-bytecode;
+kforge_bot.machine.cache_dirs decides it).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from kforge_bot.machine.cache_dirs import bytecode_dir
 
 MOUNT = "/run/kforge-bytecode"  # where a sandboxed worker sees the cache (its /run is a fresh tmpfs)
 MODES = ("auto", "on", "off")
@@ -82,14 +85,6 @@ class Bytecode:
 def mode() -> str:
     value = os.environ.get("KFORGE_BYTECODE", "auto").strip().lower() or "auto"
     return value if value in MODES else "auto"
-
-
-def cache_dir() -> Path:
-    configured = os.environ.get("KFORGE_BYTECODE_DIR")
-    if configured:
-        return Path(os.path.expanduser(configured))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "kforge-bot-bytecode"
 
 
 def unsafe_reason(directory: Path) -> str | None:
@@ -224,7 +219,7 @@ def _choose(environ: dict[str, str]) -> Bytecode:
         return Bytecode(None, "compiled at every start (KFORGE_BYTECODE=off)")
     if chosen == "auto" and installation_has_bytecode():
         return Bytecode(None, "installation")
-    directory = cache_dir()
+    directory = bytecode_dir()
     if directory.exists() and not unsafe_reason(directory) and _primed(directory):
         return Bytecode(directory, "kforge-bot cache")
     try:

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from kforge_bot.targets import target_kind
+
 # (atol, rtol, relative-norm bound) by dtype. fp32 follows KernelBench's 1e-4; the norm bound of 1e-4
 # rejects a bf16 computation standing in for fp32 (relative error ~3e-3) and tf32 (~3e-4) unless a
 # manifest loosens it on purpose.
@@ -386,7 +388,7 @@ class _FloatStats:
 
 def comparison_device(target: str) -> str:
     """Where the parent compares outputs: the target's GPU when it is one and this process can reach it."""
-    return target if target.split(":")[0] == "cuda" and torch.cuda.is_available() else "cpu"
+    return target if target_kind(target) == "cuda" and torch.cuda.is_available() else "cpu"
 
 
 def compare_outputs(cand: list[torch.Tensor], ref: list[torch.Tensor], override: dict[str, float] | None,

@@ -19,6 +19,7 @@ from kforge_bot.evaluate.result import DIRECTIONS, EvalResult, EvalSettings, Tim
 from kforge_bot.evaluate.shapes import DEFINITION, ShapeSpeedup, combine, regression_text
 from kforge_bot.evaluate.sandbox import WorkerOutcome
 from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
+from kforge_bot.targets import target_kind
 
 
 def judge(plan: Plan, outcome: WorkerOutcome, ref_outputs: dict[str, list[Any]],
@@ -186,7 +187,7 @@ def _physical_bound(result: EvalResult, plan: Plan, ref_outputs: dict[str, list[
     calls = [next((t["calls_per_sample"] for t in per_shape if t["shape_set"] == s), 1)
              for s in range(len(plan.spec.shape_sets))]
     info = result.target_info or {}
-    found = bound.floors(plan.target.split(":")[0], result.device_name, info.get("l2_bytes"), traffic, calls,
+    found = bound.floors(target_kind(plan.target), result.device_name, info.get("l2_bytes"), traffic, calls,
                          plan.settings.rotate_sets)
     problem = None
     for floor in found:

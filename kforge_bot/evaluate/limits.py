@@ -25,6 +25,8 @@ import os
 import resource
 from dataclasses import dataclass
 
+from kforge_bot.targets import target_kind
+
 GIB = 1 << 30
 DEFAULT_PROCESSES = 4096  # a worker's threads count too: torch's pools, and ninja running nvcc, cicc, ptxas, gcc
 MEMORY_SHARE = 0.5  # of the machine's memory, for each worker process
@@ -69,7 +71,7 @@ def default_scratch_bytes(scratch_root: str) -> int:
 def limits_for(settings: object, target: str, sandboxed: bool, scratch_root: str) -> Limits:
     """The limits a worker on `target` runs under: `settings`' own (EvalSettings' *_limit_* fields, from the
     policy's `evaluation` section) where it sets them, else the defaults above."""
-    kind = target.split(":")[0]
+    kind = target_kind(target)
     memory = getattr(settings, "memory_limit_bytes", None)
     if memory is None and kind in _HOST_MEMORY_TARGETS:
         memory = int(_physical_memory() * MEMORY_SHARE)

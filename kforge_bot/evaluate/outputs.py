@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.evaluate import devshare
+from kforge_bot.targets import target_index
 
 ALIGN = 256  # each tensor of an output starts at a multiple of this (any dtype's alignment, and the L2 line)
 MAX_MESSAGE_BYTES = 1 << 16
@@ -105,12 +106,7 @@ def make_sink(output_fd: int | None, nonce: str, target: str, trusted: bool = Fa
     if output_fd is None or not target.startswith("cuda"):
         return FileSink(digest=not trusted)
     sock = socket.socket(fileno=output_fd)
-    return DeviceSink(sock, nonce, _device_index(target), digest=not trusted)
-
-
-def _device_index(target: str) -> int:
-    _, _, index = target.partition(":")
-    return int(index) if index.isdigit() else 0
+    return DeviceSink(sock, nonce, target_index(target), digest=not trusted)
 
 
 # -------------------------------------------------------------------------------------------- bot side
@@ -130,7 +126,7 @@ class SharedOutputs:
 
     def __init__(self, sock: socket.socket, target: str) -> None:
         self._sock = sock
-        self._device = _device_index(target)
+        self._device = target_index(target)
         self._received: dict[str, tuple[dict[str, Any], int]] = {}
         self._nonce: str | None = None
         self.rejected: str = ""  # the first message that broke the rules, and how

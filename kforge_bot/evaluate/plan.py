@@ -15,6 +15,7 @@ from kforge_bot.evaluate import heldout
 from kforge_bot.evaluate.limits import Limits
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.targets import target_kind
 
 
 @dataclass(frozen=True)
@@ -263,7 +264,7 @@ def fit_plan(plan: Plan, input_bytes: list[int], output_bytes: list[int], device
     H200), and one timed set keeps every check but the values moved between sets (the changed element still
     catches a result cached by buffer or by values). A 7.5 GB problem fits only with its outputs on the host."""
     seeds, rotations = len(plan.seeds), plan.settings.rotate_sets
-    short = plan.target.split(":")[0] == "cuda" and plan.settings.short_kernel_sets > rotations and \
+    short = target_kind(plan.target) == "cuda" and plan.settings.short_kernel_sets > rotations and \
         max((i + o for i, o in zip(input_bytes, output_bytes)), default=0) <= SHORT_KERNEL_BYTES
     asked = (seeds, rotations)  # what the settings ask for: fewer is a cut the note explains
     ladder = ([(seeds, plan.settings.short_kernel_sets)] if short else []) + \

@@ -38,6 +38,7 @@ from kforge_bot.evaluate import bytecode, isolation, limits, outputs
 from kforge_bot.evaluate.activity import BuildWatch
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.targets import target_kind
 
 LOG_TAIL_BYTES = 16_000
 MAX_LINE_BYTES = 8 << 20  # one message: timing samples and a profile digest take well under 1 MiB
@@ -437,7 +438,7 @@ def sandbox_view(spec: KernelSpec, implementations: list[Implementation | None],
         | {Path(p) for i in implementations if i is not None for p in i.paths}
     extensions = os.environ.get("KFORGE_EXTENSIONS_ROOT")  # compile-ahead builds: read-only, copied when used
     readable = roots | ({Path(extensions)} if extensions else set()) | python_path_folders()
-    return isolation.View(scratch=scratch, readable=tuple(sorted(readable)), devices=target.split(":")[0],
+    return isolation.View(scratch=scratch, readable=tuple(sorted(readable)), devices=target_kind(target),
                           bytecode=bytecode.for_workers(scrubbed_environment()).directory)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.cache import ResultCache, TargetFingerprint, cache_key, file_digests, portable
+from kforge_bot.cache import ResultCache, cache_key, file_digests, portable
 from kforge_bot.config.policy import GateRule, Policy
 from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.gate.base_spec import judged_spec, spec_changes
@@ -23,6 +23,7 @@ from kforge_bot.spec import kernel_implementation
 from kforge_bot.spec.dependencies import local_closure
 from kforge_bot.spec.kernels import Kernel
 from kforge_bot.targets import TargetChoice
+from kforge_bot.targets.fingerprint import TargetFingerprint
 
 
 def dependencies(kernel: Kernel, checkout: Path) -> list[Path]:

@@ -11,8 +11,7 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 from kforge_bot import gitops
-from kforge_bot.cache import (ResultCache, TargetFingerprint, cache_inside_checkout, probe_fingerprint,
-                              user_cache_dir)
+from kforge_bot.cache import ResultCache
 from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec
@@ -22,9 +21,11 @@ from kforge_bot.gate.plan import Planner, ToMeasure
 from kforge_bot.gate.report import GateReport, KernelReport, report_from
 from kforge_bot.gate.required_targets import required_targets
 from kforge_bot.hardware import get_runner
+from kforge_bot.machine.cache_dirs import cache_inside_checkout, user_cache_dir
 from kforge_bot.spec import has_own_reference, kernel_implementation
 from kforge_bot.spec.kernels import Kernel, discover
 from kforge_bot.targets import TargetChoice, choose_target
+from kforge_bot.targets.fingerprint import TargetFingerprint, probe_fingerprint
 from kforge_bot.workloads.gate import gate_workloads
 
 Log = Callable[[str], None]

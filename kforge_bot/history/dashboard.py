@@ -15,6 +15,7 @@ import os
 import re
 from pathlib import Path
 
+from kforge_bot.github.actions import Actions
 from kforge_bot.history.changes import ChangePoint
 from kforge_bot.history.report import HistoryReport
 from kforge_bot.history.runner import slug
@@ -35,9 +36,7 @@ def commit_base(environ: dict[str, str] | None = None) -> str | None:
     env = os.environ if environ is None else environ
     if env.get("KFORGE_COMMIT_URL"):
         return env["KFORGE_COMMIT_URL"].rstrip("/")
-    if env.get("GITHUB_SERVER_URL") and env.get("GITHUB_REPOSITORY"):
-        return f"{env['GITHUB_SERVER_URL'].rstrip('/')}/{env['GITHUB_REPOSITORY']}/commit"
-    return None
+    return Actions.read(env).commits_url
 
 
 def commit_link(sha: str, base: str | None) -> str:

@@ -12,8 +12,8 @@ from importlib import metadata
 from typing import Any
 
 from kforge_bot import HARNESS_VERSION, __version__
-from kforge_bot.cache import probe_fingerprint
 from kforge_bot.hardware import facts_for
+from kforge_bot.targets.fingerprint import probe_fingerprint
 
 # What may change under a series without making it another machine's; the history marks each change.
 SOFTWARE = ("driver", "torch", "triton", "harness")

@@ -34,7 +34,7 @@ class Evaluator:
         self.spec = spec
         self.target = target
         self.settings = settings
-        self.seeds = seeds or new_seeds(settings.seeds or spec.seeds)
+        self.seeds = seeds or new_seeds(settings.seed_count(spec.seeds))
         self.references = ReferenceStore()
         self._evaluate = evaluate_fn or evaluate
         # Candidates come one after another: each one's worker starts while the loop records and proposes.

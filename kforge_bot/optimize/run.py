@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.agents.llm import LLMClient
-from kforge_bot.cache import ResultCache, probe_fingerprint
+from kforge_bot.cache import ResultCache
 from kforge_bot.config.policy import Budgets, Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.result import EvalSettings
@@ -27,6 +27,7 @@ from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.scale import make_pool
 from kforge_bot.scale.compile_ahead import needs_build
 from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.targets.fingerprint import probe_fingerprint
 
 
 def quick_settings() -> EvalSettings:

@@ -12,7 +12,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.sandbox import remove_scratch
@@ -23,7 +23,23 @@ from kforge_bot.scale.orphans import SLOT_MARK, kill_marked, marked_pids
 if TYPE_CHECKING:  # the slot imports them itself, after pinning its device
     from kforge_bot.evaluate.references import ReferenceStore
     from kforge_bot.evaluate.spares import SpareWorkers
-    from kforge_bot.scale.pool import EvalPool  # the pool imports this module
+
+
+class SlotHost(Protocol):
+    """What a slot needs of the pool that feeds it (scale.pool.EvalPool): said here, so this module does not import
+    the pool, which imports it."""
+
+    kind: str
+    token: str
+    scratch: Path
+    build_env: dict[str, str]
+
+    @property
+    def aborting(self) -> bool: ...
+
+    def next_ready(self) -> Any: ...
+
+    def slot_deadline_s(self, settings: Any) -> float: ...
 
 
 def _slot_main(conn: Any, env: dict[str, str]) -> None:
@@ -81,7 +97,7 @@ def _serve(conn: Any, store: ReferenceStore, spares: SpareWorkers) -> None:
 class Slot:
     """The bot-side driver of one slot process."""
 
-    def __init__(self, pool: EvalPool, index: int, device: Device) -> None:
+    def __init__(self, pool: SlotHost, index: int, device: Device) -> None:
         self.pool = pool
         self.index = index
         self.device = device

@@ -44,6 +44,7 @@ from typing import Any
 from kforge_bot.config import reader
 from kforge_bot.config.yamlcheck import did_you_mean
 from kforge_bot.errors import KforgeError
+from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
 from kforge_bot.spec.env import check_env
 
 MANIFEST_NAME = "kforge.yaml"
@@ -384,16 +385,25 @@ def inside(rel: Any, root: Path, boundary: Path, key: str, manifest: Path) -> Pa
     return resolved
 
 
+def file_reference(value: str) -> tuple[str, str] | None:
+    """(file, symbol) of a 'path/to/file.py:symbol' reference (a manifest's reference, inputs or entry), or None
+    where `value` is not one."""
+    file_part, sep, symbol = value.rpartition(":")
+    if sep and file_part.endswith(".py") and symbol.isidentifier():
+        return file_part, symbol
+    return None
+
+
 def _ref(value: Any, key: str, path: Path, default_file: str) -> tuple[str, str]:
     """Parse 'file.py:callable' (or a bare 'callable' in `default_file`)."""
     if not isinstance(value, str) or not value.strip():
         raise KforgeError(f"{key}: expected 'path/to/file.py:callable', got {value!r}", path=path)
-    file_part, sep, symbol = value.rpartition(":")
-    if not sep:
+    if ":" not in value:
         return default_file, value.strip()
-    if not file_part.endswith(".py") or not symbol.isidentifier():
+    found = file_reference(value)
+    if found is None:
         raise KforgeError(f"{key}: expected 'path/to/file.py:callable', got {value!r}", path=path)
-    return file_part, symbol
+    return found
 
 
 def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path, boundary: Path,
@@ -495,10 +505,12 @@ def _entry(value: Any, where: str, kernel_file: str, roots: list[Path], root: Pa
     value = value.strip()
     if value.isidentifier():
         return kernel_file, value
-    file_part, sep, symbol = value.rpartition(":")
-    if sep and file_part.endswith(".py") and symbol.isidentifier():
-        return file_part, symbol
-    module, symbol = (file_part, symbol) if sep else value.rpartition(".")[::2]
+    found = file_reference(value)
+    if found is not None:
+        return found
+    module, sep, symbol = value.rpartition(":")
+    if not sep:
+        module, symbol = value.rpartition(".")[::2]
     if not module or not symbol.isidentifier() or not all(p.isidentifier() for p in module.split(".")):
         raise KforgeError(f"{where}.entry: expected a name in `file`, 'path/to/launcher.py:fn' or 'pkg.module:fn', "
                           f"got {value!r}", path=manifest)
@@ -877,9 +889,8 @@ def discover_kernels(root: str | Path) -> list[KernelSpec]:
     manifest = root / MANIFEST_NAME
     if manifest.is_file():
         specs.extend(load_manifest(manifest).values())
-    skip_dirs = {".git", ".venv", "venv", "node_modules", "__pycache__", ".kforge-cache", "build", "dist"}
     for file in sorted(root.rglob("*.py")):
-        if skip_dirs.intersection(file.relative_to(root).parts):
+        if NO_KERNEL_FOLDERS.intersection(file.relative_to(root).parts):
             continue
         try:
             source = reader.read_text(file, root)

@@ -48,9 +48,13 @@ _FILE_OBJECT_MODULES = {"json", "pickle", "yaml", "marshal", "tomllib", "csv"}
 # Keyword arguments that name files or folders a build reads.
 _BUILD_KEYWORDS = {"sources", "extra_include_paths", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
                    "file", "fname", "f", "path", "filename"}
-# Never a kernel's input: git's and the gate's own state, bytecode, and environments (the gate and the PR bot
-# read committed files only; a working tree's virtual environment would cost seconds to hash).
-_SKIPPED_FOLDERS = {".git", ".kforge-cache", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".nox"}
+# The one list of a checkout's folders that hold no kernel's input: git's and kforge-bot's own state, bytecode,
+# environments and tools' caches (the gate and the PR bot read committed files only; a working tree's virtual
+# environment would cost seconds to hash).
+NOT_INPUT_FOLDERS = frozenset({".git", ".kforge-cache", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".nox",
+                               ".mypy_cache", ".pytest_cache"})
+# ... and build outputs: where no managed kernel is looked for (a kernel may still read a file there).
+NO_KERNEL_FOLDERS = NOT_INPUT_FOLDERS | {"build", "dist"}
 _MAX_LITERAL = 300
 
 
@@ -89,7 +93,7 @@ def whole_folder(folder: Path) -> set[Path]:
     """Every file below `folder` (what a read that cannot be resolved statically may reach)."""
     found: set[Path] = set()
     for parent, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_FOLDERS)
+        dirs[:] = sorted(d for d in dirs if d not in NOT_INPUT_FOLDERS)
         found.update(Path(parent) / f for f in files)
     return found
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.cache import DEFAULT_DIR
 from kforge_bot.config import reader
 from kforge_bot.config.policy import Policy
 from kforge_bot.config.reader import is_safe_path, real_path
@@ -22,6 +21,7 @@ from kforge_bot.spec import (
     MANIFEST_NAME,
     KernelSpec,
     ManifestOverCap,
+    file_reference,
     find_manifest,
     is_kernelbench_source,
     load_kernelbench,
@@ -29,13 +29,12 @@ from kforge_bot.spec import (
     load_manifest_entry,
     read_manifest,
 )
+from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
 from kforge_bot.spec.gpumode import REFERENCE, SUBMISSION, TASK_NAME, is_gpumode_problem, load_gpumode
 
 # A KernelBench file's path, a manifest's and a GPU MODE problem folder's are kernel ids and names: they reach
 # logs, annotations and PR text, so they are held to the reader's safe paths (the characters a kernel name may use,
 # and '/').
-SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", DEFAULT_DIR, "build", "dist",
-                       ".tox", ".mypy_cache", ".pytest_cache"})
 
 
 @dataclass
@@ -54,15 +53,14 @@ class Kernel:
 
 def _walk(root: Path) -> Iterator[Path]:
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".kforge"))
+        dirs[:] = sorted(d for d in dirs if d not in NO_KERNEL_FOLDERS and not d.startswith(".kforge"))
         for name in sorted(files):
             yield Path(folder) / name
 
 
 def _file_part(value: Any, default: str) -> str:
-    if isinstance(value, str) and ":" in value:
-        return value.rpartition(":")[0] or default
-    return default
+    found = file_reference(value) if isinstance(value, str) else None
+    return found[0] if found else default
 
 
 def _with_entry_file(sources: tuple[str, ...], spec: KernelSpec, prefix: str) -> tuple[str, ...]:

@@ -15,6 +15,17 @@ from kforge_bot.spec import TARGET_KINDS
 AUTO_ORDER = ("cuda", "xpu", "mps", "cpu")  # what `auto` picks: the first of these this machine has
 
 
+def target_kind(target: str) -> str:
+    """The device kind of an evaluation's target, which may name a device: "cuda:1" -> "cuda", "cpu" -> "cpu"."""
+    return target.partition(":")[0]
+
+
+def target_index(target: str) -> int:
+    """The device index a target names: "cuda:1" -> 1; 0 where it names none."""
+    _, _, index = target.partition(":")
+    return int(index) if index.isdigit() else 0
+
+
 def target_class(name: str):  # -> type[Target]; imported lazily so `import kforge_bot.targets` stays cheap
     if name == "cpu":
         from kforge_bot.targets.cpu import CpuTarget

@@ -17,7 +17,8 @@ from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.gate.decision import fmt_change, timing_decision
 from kforge_bot.spec import MANIFEST_NAME, module_name, read_manifest
 from kforge_bot.spec.dependencies import local_closure
-from kforge_bot.spec.kernels import SKIP_DIRS, Kernel
+from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
+from kforge_bot.spec.kernels import Kernel
 from kforge_bot.targets import TargetChoice
 from kforge_bot.workloads.measure import Budget, Side, WorkloadMeasurement, measure
 from kforge_bot.workloads.spec import WorkloadSpec, load_workloads
@@ -62,7 +63,7 @@ def rate(spec: WorkloadSpec, ms: float) -> float:
 def workload_manifests(checkout: Path) -> list[Path]:
     found = []
     for folder, dirs, files in os.walk(checkout):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".kforge"))
+        dirs[:] = sorted(d for d in dirs if d not in NO_KERNEL_FOLDERS and not d.startswith(".kforge"))
         found.extend(Path(folder) / MANIFEST_NAME for f in files if f == MANIFEST_NAME)
     return sorted(found)
 

@@ -27,6 +27,7 @@ from kforge_bot.evaluate.result import EvalSettings
 from kforge_bot.evaluate.sandbox import (WorkerProcess, kill_group, python_path_folders,
                                          raise_on_sandbox_failure, remove_scratch, scratch_root)
 from kforge_bot.evaluate.stats import relative_half_width, speedup_from_pairs
+from kforge_bot.targets import target_kind
 from kforge_bot.workloads.compare import mismatch
 from kforge_bot.workloads.spec import WorkloadSpec
 
@@ -119,7 +120,7 @@ def start_process(side: Side, kind: str, settings: EvalSettings) -> tuple[Worklo
     view = None
     if isolation.resolve_isolation(settings.isolation):
         readable = {Path(p) for p in (side.spec.root, *side.spec.sys_paths, *side.readable)} | python_path_folders()
-        view = isolation.View(scratch=work, readable=tuple(sorted(readable)), devices=kind.split(":")[0],
+        view = isolation.View(scratch=work, readable=tuple(sorted(readable)), devices=target_kind(kind),
                               bytecode=bytecode.for_workers(scrubbed_environment()).directory)
     return WorkloadProcess(work, "workload", view=view), work
 

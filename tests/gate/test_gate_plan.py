@@ -8,7 +8,7 @@ from pathlib import Path
 from fakes.gate_repos import PLAIN, REF, VIA_HELPER, manifest
 from fakes.gitrepos import write
 
-from kforge_bot.cache import TargetFingerprint
+from kforge_bot.targets.fingerprint import TargetFingerprint
 from kforge_bot.config.policy import load_policy, parse_policy
 from kforge_bot.gate.plan import Planner, ToMeasure, dependencies, material
 from kforge_bot.gate.report import KernelReport

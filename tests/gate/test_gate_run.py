@@ -139,7 +139,7 @@ def test_step_summary_annotations_and_status(scenario):
 
 @pytest.mark.slow
 def test_second_run_plans_cache_hits_for_everything_but_errors(scenario):
-    from kforge_bot.cache import TargetFingerprint, probe_fingerprint
+    from kforge_bot.targets.fingerprint import TargetFingerprint, probe_fingerprint
 
     root, policy = scenario["root"], load_policy(scenario["root"] / "policy.yml")
     here = {"cpu": probe_fingerprint("cpu")}

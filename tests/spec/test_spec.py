@@ -171,6 +171,29 @@ def test_discover_kernels_finds_manifest_and_kernelbench_files(tmp_path: Path) -
     assert names == ["rmsnorm", "scale", "softmax"]
 
 
+def test_one_reading_of_a_file_symbol_reference() -> None:
+    from kforge_bot.spec import file_reference
+
+    assert file_reference("kernels/k.py:launch") == ("kernels/k.py", "launch")
+    assert file_reference("a:b.py:fn") == ("a:b.py", "fn")
+    assert [file_reference(v) for v in ("launch", "pkg.mod:fn", "k.py:", "k.py:not-a-name")] == [None] * 4
+
+
+def test_every_reading_of_a_checkout_skips_the_same_folders(tmp_path: Path) -> None:
+    """One list of folders that hold no kernel (environments, tools' caches, build outputs): `recheck`'s discovery
+    and the gate's skip the same ones."""
+    from kforge_bot.config.policy import load_policy
+    from kforge_bot.spec.kernels import discover
+
+    (tmp_path / "problems").mkdir()
+    shutil.copy(KB_SOFTMAX, tmp_path / "problems" / "softmax.py")
+    for folder in (".tox", ".nox", ".pytest_cache", "build", "node_modules"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(KB_SOFTMAX, tmp_path / folder / "copy.py")
+    assert [s.kernel_path for s in discover_kernels(tmp_path)] == [tmp_path / "problems" / "softmax.py"]
+    assert sorted(discover(tmp_path, load_policy(None))) == ["problems/softmax.py"]
+
+
 def test_a_single_kernel_manifest_needs_no_kernel_name(tmp_path: Path) -> None:
     _write(tmp_path, {"k": {"file": "k.py", "entry": "double", "inputs": "make_inputs"}})
     assert load_spec(tmp_path / "kforge.yaml").name == "k"

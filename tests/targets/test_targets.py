@@ -14,6 +14,8 @@ from kforge_bot.targets import (
     choose_target,
     make_target,
     target_class,
+    target_index,
+    target_kind,
     unavailable_reason,
 )
 from kforge_bot.targets.cpu import CpuTarget
@@ -47,6 +49,11 @@ def test_a_machine_without_cuda_says_so() -> None:
     if choose_target("auto").device_kind() != "cpu":  # an XPU or MPS machine picks its GPU
         return
     assert choose_target("auto").device_kind(("cuda", "cpu")) == "cpu"
+
+
+def test_an_evaluation_s_target_names_its_kind_and_device() -> None:
+    assert [target_kind(t) for t in ("cuda:1", "cuda", "cpu", "xpu:0")] == ["cuda", "cuda", "cpu", "xpu"]
+    assert [target_index(t) for t in ("cuda:1", "cuda", "cpu", "cuda:x")] == [1, 0, 0, 0]
 
 
 def test_the_cpu_model_is_named() -> None:
