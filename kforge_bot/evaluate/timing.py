@@ -212,28 +212,37 @@ def _warm_up(target: Target, baseline: Callable[[list[Any]], Any], candidate: Ca
     estimate: dict[str, float] = {}
     host_per_call: dict[str, float] = {}
     for fn, side in ((baseline, "b"), (candidate, "c")):
-        calls = 0
-        settled: list[float] = []  # per-call times after the first two (compilation, first-touch)
-        issue: list[float] = []
-        warm_start = _monotonic()
-        while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
-            sample = _timed(target, fn, input_sets, sample_sets(calls, 1, len(input_sets)))
-            # By side, not by function: an A/A run may pass one function for both.
-            (after_baseline if side == "b" else after_candidate)(sample.out, sample.index)
-            if refresh is not None:
-                refresh(side)
-            if heartbeat is not None:
-                heartbeat(0)
-            if calls >= 2:
-                settled.append(sample.ms)
-                issue.append(sample.host_ms)
-            calls += 1
-            if calls >= 1000:
-                break
-        # The median, not the maximum: one preempted warm-up call must not switch a 25 us kernel to k = 1.
-        estimate[side] = sorted(settled)[len(settled) // 2]
-        host_per_call[side] = sorted(issue)[len(issue) // 2]
+        # By side, not by function: an A/A run may pass one function for both.
+        after = after_baseline if side == "b" else after_candidate
+        estimate[side], host_per_call[side] = warm_up_side(target, fn, input_sets, warmup_ms, after, heartbeat,
+                                                           None if refresh is None else (lambda s=side: refresh(s)))
     return estimate, host_per_call
+
+
+def warm_up_side(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list[Any]], warmup_ms: float,
+                 after: Callable[[Any, int], None], heartbeat: Callable[[int], None] | None,
+                 refresh: Callable[[], None] | None = None) -> tuple[float, float]:
+    """One side's warm-up (for at least `warmup_ms` and three calls): its median time per call and median host time
+    to issue one, both after the first two calls (compilation, first-touch)."""
+    calls = 0
+    settled: list[float] = []
+    issue: list[float] = []
+    warm_start = _monotonic()
+    while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
+        sample = _timed(target, fn, input_sets, sample_sets(calls, 1, len(input_sets)))
+        after(sample.out, sample.index)
+        if refresh is not None:
+            refresh()
+        if heartbeat is not None:
+            heartbeat(0)
+        if calls >= 2:
+            settled.append(sample.ms)
+            issue.append(sample.host_ms)
+        calls += 1
+        if calls >= 1000:
+            break
+    # The median, not the maximum: one preempted warm-up call must not switch a 25 us kernel to k = 1.
+    return sorted(settled)[len(settled) // 2], sorted(issue)[len(issue) // 2]
 
 
 def _device_estimate(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
