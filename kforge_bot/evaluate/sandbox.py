@@ -215,8 +215,13 @@ class WorkerProcess:
         self._write((json.dumps(line) + "\n").encode(), close=True)
 
     def command(self, line: dict[str, Any]) -> None:
-        """One more control line, stdin left open for the next (a timed pair's requests: evaluate.pair_driver)."""
-        self._write((json.dumps(line) + "\n").encode(), close=False)
+        """One more control line, stdin left open for the next (a timed pair's requests: evaluate.pair_driver).
+        Written here once the request is through: a request a sample costs no thread."""
+        data = (json.dumps(line) + "\n").encode()
+        if self._feeder is not None and self._feeder.is_alive():
+            self._write(data, close=False)
+        else:
+            _feed(self.proc, data, False, None)
 
     def _write(self, data: bytes, close: bool) -> None:
         # A large request fills the pipe before the child reads it: write from a thread so the timeout holds.

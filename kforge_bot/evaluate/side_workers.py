@@ -31,7 +31,6 @@ class SideRun:
     remote: RemoteSide
     thread: threading.Thread | None = None
     outcome: WorkerOutcome | None = None
-    stopped_by_parent: bool = False
 
 
 @dataclass
@@ -53,16 +52,16 @@ def run_sides(head: WorkerProcess, base: WorkerProcess, settings: EvalSettings, 
                                        daemon=True)
         side.thread.start()
     driven: dict[str, dict[str, Any]] = {}
-    rejected = ""
-    first_ended = ""
+    first_ended, rejected = "", ""
     try:
         first_ended, rejected = _drive_all(runs, settings, timed_shapes, progress, driven)
+    except (KeyError, TypeError, ValueError):  # an answer that is no figure: only a forged channel sends one
+        rejected = "a worker's timing answers were unreadable (no figures where figures belong)"
     finally:
-        if first_ended or rejected:
-            for name, side in runs.items():
-                if name != first_ended and not side.remote.ended.is_set():
-                    side.stopped_by_parent = True
-                    kill_group(side.remote.worker.proc)
+        # Whatever has not ended is waiting on the parent: stopped here, and never charged for it.
+        for side in runs.values():
+            if not side.remote.ended.is_set():
+                kill_group(side.remote.worker.proc)
         for side in runs.values():
             if side.thread is not None:
                 side.thread.join()
