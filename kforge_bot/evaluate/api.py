@@ -51,7 +51,10 @@ def evaluate(
     references: ReferenceStore | None = None,
     progress: Progress | None = None,
     spares: SpareWorkers | None = None,
+    one_worker: bool = False,
 ) -> EvalResult:
+    """`one_worker`: base and head in one worker, as before the split, for measuring what the split costs
+    (benchmarks/gate_decision_cost.py --one-worker) only; no command or policy sets it."""
     settings = settings or EvalSettings()
     kind = choose_target(target).device_kind(spec.targets)
     baseline = baseline or spec.baseline
@@ -63,7 +66,7 @@ def evaluate(
     store = references or ReferenceStore()
     # Base and head each in a worker of their own wherever both run (side_workers); one worker where nothing is
     # timed, or where both sides are the same implementation.
-    split = settings.measure and candidate.to_dict() != baseline.to_dict()
+    split = settings.measure and not one_worker and candidate.to_dict() != baseline.to_dict()
     # The sandbox's view less its scratch: one lookup of the folders it shows, for this evaluation's (head's)
     # worker, the key a spare must match, and the next spare.
     template = sandbox_view(spec, [candidate] if split else [candidate, baseline], kind, Path("/scratch"), settings)
