@@ -5,6 +5,7 @@
 #   carry [".deb"], command `bash benchmarks/gate_decision_cost_h200.sh`
 # The "before" row is this tree with base and head in one worker (--one-worker: the layout before the split); the
 # "after" row is the split. They alternate (before, after, before, after) so drift on the machine falls on both.
+# Four runs of 3 decisions, each bounded at 130 s: the whole call stays inside the device's 10 minutes.
 set -u
 out=${OUT:-gpu-out}; mkdir -p "$out"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -12,12 +13,12 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 python3 -c "from kforge_bot.doctor.probes import probe_sandbox; print(probe_sandbox('cuda'))"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo "this tree")
-n=${DECISIONS:-4}
+n=${DECISIONS:-3}
 for round in 1 2; do
-  timeout 280 python3 benchmarks/gate_decision_cost.py --target cuda --decisions "$n" --one-worker \
+  timeout 130 python3 benchmarks/gate_decision_cost.py --target cuda --decisions "$n" --one-worker \
     --label "$commit, round $round: base and head in one worker (before the split)" \
     --conditions "the device machine, alone" --out "$out"
-  timeout 280 python3 benchmarks/gate_decision_cost.py --target cuda --decisions "$n" \
+  timeout 130 python3 benchmarks/gate_decision_cost.py --target cuda --decisions "$n" \
     --label "$commit, round $round: base and head each in a worker of their own (the split)" \
     --conditions "the device machine, alone" --out "$out"
 done
