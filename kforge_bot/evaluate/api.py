@@ -1,7 +1,8 @@
 """evaluate(spec, candidate, target) -> EvalResult: the one step everything else is built from.
 
-The parent (this module) plans, runs two workers (the trusted reference, kforge_bot.evaluate.references, then
-the candidate with the baseline), compares outputs itself and computes every statistic from raw samples
+The parent (this module) plans, runs the workers (the trusted reference, kforge_bot.evaluate.references, then
+the candidate and the baseline, each in a worker of its own wherever both are timed: evaluate.side_workers),
+compares outputs itself and computes every statistic from raw samples
 (kforge_bot.evaluate.judge). A verdict never depends on anything the candidate's process claims except raw
 timings taken by code bound before the candidate was imported, and the outputs it wrote, which are checked
 here.

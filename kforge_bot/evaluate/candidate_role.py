@@ -1,4 +1,7 @@
-"""The worker's candidate role (kforge_bot.evaluate.worker): the candidate beside the baseline, in one process.
+"""The worker's candidate role (kforge_bot.evaluate.worker): the candidate, and the baseline beside it where one worker
+serves both sides (an A/A of one implementation). Where base and head each have a worker (Plan.side), this role runs
+in both: the head's checked as below, the base's only built and timed, the timing served sample by sample to the
+parent (evaluate.sample_server), the other side never in this process.
 
 It imports the baseline (and the reference, where the baseline is another implementation), records the
 integrity snapshot and installs the guards before the candidate is imported, hides the harness, then runs

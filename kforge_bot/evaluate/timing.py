@@ -13,6 +13,8 @@ how long the settle before it took: a candidate whose calls run work on another 
 rejected (check_no_hidden_work). Around every sample the worker reads the conditions it ran in (evaluate.conditions:
 preemptions, CPU time, runnable tasks, threads, GPU clocks), which the parent judges; before every eager sample the
 input sets it calls get fresh storage (`fresh_inputs`), so a memo of an earlier call's tensors finds nothing.
+Where base and head each have a worker, the same schedule runs in the parent (evaluate.pair_driver) and each worker
+times its own samples with these helpers (evaluate.sample_server).
 """
 
 from __future__ import annotations
