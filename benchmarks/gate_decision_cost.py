@@ -16,7 +16,8 @@ load average before and after each run is recorded; on a shared machine say so).
 
 Figures: seconds per decision (median, mean, max; how many needed a confirmation run); the largest worker's peak
 resident memory (getrusage of this process's waited-for descendants: the candidate worker, which held base and
-head before the split, and the larger of the two side workers since); on cuda, the device's peak used memory above what it used before the run (nvidia-smi, every 0.1 s).
+head before the split, and the larger of the two side workers since); on cuda, the device's peak used memory above
+what it used before the run (nvidia-smi, every 0.1 s).
 """
 
 from __future__ import annotations

@@ -98,7 +98,8 @@ def _drive_all(runs: dict[str, SideRun], settings: EvalSettings, timed_shapes: i
             return (other, "") if opened else ("", "")
         labels = {name: str(message.get("session")) for name, message in opened.items()}
         if labels["c"] != labels["b"] or any(m.get("op") != "open" for m in opened.values()):
-            return "", f"the candidate's worker asked to time {labels['c'][:40]!r} where the base's timed {labels['b']!r}"
+            return "", (f"the candidate's worker asked to time {labels['c'][:40]!r} where the base's timed "
+                        f"{labels['b']!r}")
         shape = int(labels["c"].split(":")[0])
         try:
             driven[labels["c"]] = drive_session(sides, opened["c"], settings, timed_shapes, progress, shape)
