@@ -48,6 +48,9 @@ def test_a_module_both_sides_import_by_one_name_is_each_sides_own_and_the_base_n
     assert result.speedup is not None and result.speedup > 0
     # Two workers beside the reference's: the base's phases are its own worker's.
     assert "baseline_worker" in result.details["phases"]
+    # The layout before the split (one worker for both, kept for measuring the split's cost): the base finds the mark.
+    together = evaluate(spec, head, "cpu", SETTINGS, baseline=base, one_worker=True)
+    assert together.verdict == "crash" and "the head's utils module was loaded" in together.reason, together.reason
 
 
 def test_one_worker_where_nothing_is_timed_or_both_sides_are_one_implementation(tmp_path: Path) -> None:
