@@ -90,7 +90,7 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
         device = {s: sides[s].ask("device_estimate", lead_ms=timing.LEAD_FACTOR * longest) for s, _ in SIDES}
     per_call = {name: {"eager": warm[s]["eager"], "device": device[s], "host_issue": warm[s]["host_issue"]}
                 for s, name in SIDES}
-    k = timing._calls_per_sample(max(device.values()))
+    k = timing.calls_per_sample_for(max(device.values()))
     launch, note = "eager", ""
     if refreshed:
         k = min(k, sets)
@@ -103,13 +103,13 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
     result = {"baseline_ms": times["b"], "candidate_ms": times["c"], "calls_per_sample": k, "mode": launch,
               "mode_note": note, "stop_reason": times["stop_reason"], "per_call_ms": per_call,
               "conditions": {name: summarize(times["readings"][s]) for s, name in SIDES},
-              "busy_after_ms": {name: timing._upper_quartile(times["after"][s]) for s, name in SIDES},
-              "busy_before_ms": {name: timing._upper_quartile(times["before"][s]) for s, name in SIDES}}
+              "busy_after_ms": {name: timing.upper_quartile(times["after"][s]) for s, name in SIDES},
+              "busy_before_ms": {name: timing.upper_quartile(times["before"][s]) for s, name in SIDES}}
     if timed_shapes > 1 and result["stop_reason"].startswith("time budget"):
         result["stop_reason"] += f" (this shape set's share of {settings.timing_budget_s:g} s)"
     try:
         timing.check_no_hidden_work(result["busy_before_ms"], result["busy_after_ms"],
-                                    timing._upper_quartile(times["c"]) * k)
+                                    timing.upper_quartile(times["c"]) * k)
     except Exception as exc:  # noqa: BLE001 - timing's CheckFailure: the candidate's verdict, not the parent's crash
         raise HiddenWork(str(exc)) from None
     result["wall_s"] = time.monotonic() - started
@@ -130,7 +130,7 @@ def _graph_decision(sides: dict[str, RemoteSide], sets: int, eager_k: int) -> tu
         return "eager", f"eager: graph capture failed ({failed})", eager_k
     replayed = max(float(sides[s].ask("replayed_estimate")) for s, _ in SIDES)
     note = "each side's graphs replay in its own worker's memory"
-    return "cuda_graph", note, min(timing._calls_per_sample(replayed), sets)
+    return "cuda_graph", note, min(timing.calls_per_sample_for(replayed), sets)
 
 
 def _pairs(sides: dict[str, RemoteSide], settings: EvalSettings, budget_s: float, k: int, lead: float,
@@ -159,7 +159,7 @@ def _pairs(sides: dict[str, RemoteSide], settings: EvalSettings, budget_s: float
             if relative_half_width(ci, speedup) <= settings.target_precision:
                 got["stop_reason"] = f"confidence interval within +-{settings.target_precision:.1%}"
                 return got
-        got["stop_reason"] = timing._stop_reason(pair, now, budget_end, budget_s, settings.min_pairs,
+        got["stop_reason"] = timing.stop_reason(pair, now, budget_end, budget_s, settings.min_pairs,
                                                  settings.max_pairs)
         if got["stop_reason"]:
             return got

@@ -57,8 +57,8 @@ class SideTimer:
         """This side's device time a call behind a lead (timing._device_estimate), on an asynchronous device."""
         if self.target.kind != "cuda":
             return self.eager_ms
-        return timing._estimates(self.target, (self.fn,), self.sets, (self.after_single_call,), lead_ms=lead_ms,
-                                 heartbeat=self.heartbeat)[0]
+        return timing.median_ms_per_side(self.target, (self.fn,), self.sets, (self.after_single_call,),
+                                         lead_ms=lead_ms, heartbeat=self.heartbeat)[0]
 
     def capture(self) -> str:
         """This side's CUDA graphs, one per input set, proven as graphs.capture_graphs proves them; "" where they
@@ -75,7 +75,7 @@ class SideTimer:
 
     def replayed_estimate(self) -> float:
         assert self.replays is not None, "capture first"
-        estimate = timing._estimate(self.target, (self.replays,), self.sets, (self.after_single_call,))
+        estimate = timing.slowest_median_ms(self.target, (self.replays,), self.sets, (self.after_single_call,))
         self.replays.poison_outputs()  # the first sample starts from poison too
         return estimate
 
@@ -88,7 +88,7 @@ class SideTimer:
         if self.replays is None and self.fresh_inputs is not None:
             self.fresh_inputs(sorted(set(calls)))
         self.gauge.begin()
-        sample = timing._timed(self.target, fn, self.sets, calls, lead_ms, outs)
+        sample = timing.timed_sample(self.target, fn, self.sets, calls, lead_ms, outs)
         reading = self.gauge.take()
         self.after_sample()
         if self.replays is not None:  # a replayed graph's outputs are its last replay's

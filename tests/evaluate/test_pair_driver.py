@@ -85,7 +85,7 @@ def test_graphs_on_both_sides_are_replayed_and_no_lead_is_given() -> None:
     b, c = FakeSide(0.05), FakeSide(0.05)
     result = _drive(b, c, device="cuda")
     assert result["mode"] == "cuda_graph"
-    assert result["calls_per_sample"] == min(timing._calls_per_sample(0.05), 3)
+    assert result["calls_per_sample"] == min(timing.calls_per_sample_for(0.05), 3)
     assert {a["lead_ms"] for op, a in c.requests if op == "sample"} == {0.0}
 
 
