@@ -160,7 +160,7 @@ def _pairs(sides: dict[str, RemoteSide], settings: EvalSettings, budget_s: float
                 got["stop_reason"] = f"confidence interval within +-{settings.target_precision:.1%}"
                 return got
         got["stop_reason"] = timing.stop_reason(pair, now, budget_end, budget_s, settings.min_pairs,
-                                                 settings.max_pairs)
+                                                settings.max_pairs)
         if got["stop_reason"]:
             return got
 
