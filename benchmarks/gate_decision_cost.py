@@ -8,20 +8,23 @@ reference too, as a gate run does.
 
     python benchmarks/gate_decision_cost.py --target cpu --decisions 8 --label "before: one candidate worker"
     python benchmarks/gate_decision_cost.py --target cuda --decisions 8 --label ... --out $OUT    # on the H200
+    python benchmarks/gate_decision_cost.py --one-worker ...   # this tree with base and head in one worker (before)
 
 Every run appends its labelled summary to <out>/gate_decision_cost_<target>.json and rewrites the .md beside it,
 so figures before and after a change sit side by side; compare only rows from one machine under like load (the
 load average before and after each run is recorded; on a shared machine say so).
 
 Figures: seconds per decision (median, mean, max; how many needed a confirmation run); the largest worker's peak
-resident memory (getrusage of this process's waited-for descendants: today the candidate worker, which holds base
-and head); on cuda, the device's peak used memory above what it used before the run (nvidia-smi, every 0.1 s).
+resident memory (getrusage of this process's waited-for descendants: the candidate worker, which held base and
+head before the split, and the larger of the two side workers since); on cuda, the device's peak used memory above
+what it used before the run (nvidia-smi, every 0.1 s).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -39,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from kforge_bot.config.policy import load_policy  # noqa: E402
+from kforge_bot.evaluate.api import evaluate  # noqa: E402
 from kforge_bot.gate.base_spec import judged_spec  # noqa: E402
 from kforge_bot.gate.measure import compare, gate_settings  # noqa: E402
 from kforge_bot.spec import kernel_implementation, load_spec  # noqa: E402
@@ -115,12 +119,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rule = policy.rule_for("k", "k.py", args.target)
         settings = gate_settings(policy, rule, args.timing_budget_s)
         spec = judged_spec(head, base)
+        # --one-worker: the layout before the split, from this tree, for a before/after pair in one sitting.
+        evaluator = functools.partial(evaluate, one_worker=True) if getattr(args, "one_worker", False) else None
         rows = []
         load_before = os.getloadavg()
         with DeviceMemory() as device_memory:
             for i in range(args.decisions):
                 m = compare(spec, kernel_implementation(head), kernel_implementation(base), args.target, settings,
-                            rule.threshold)
+                            rule.threshold, evaluator=evaluator)
                 rows.append({"decision": i, "verdict": m.verdict, "wall_s": round(m.wall_s, 3), "runs": m.runs})
                 print(json.dumps(rows[-1]), flush=True)
         walls = [r["wall_s"] for r in rows]
@@ -183,6 +189,8 @@ def main() -> None:
     parser.add_argument("--label", required=True, help="what this run measures (e.g. the design and commit)")
     parser.add_argument("--conditions", default="", help="the machine's load, in words (shared? busy loops?)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--one-worker", action="store_true",
+                        help="base and head in one worker, as before the split (the same tree's 'before' row)")
     args = parser.parse_args()
     summary = run(args)
     args.out.mkdir(parents=True, exist_ok=True)

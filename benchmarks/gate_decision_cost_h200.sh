@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# benchmarks/gate_decision_cost.py on the H200: seconds, host memory and device memory per gate decision, for the
-# base/head process split (issue 38). One device call, carrying bubblewrap's .deb files (see device_sandbox.sh):
+# benchmarks/gate_decision_cost.py on the H200: seconds, host memory and device memory per gate decision, before and
+# after the base/head process split (issue 38), in one call on one warm machine. One device call, carrying
+# bubblewrap's .deb files (see device_sandbox.sh):
 #   carry [".deb"], command `bash benchmarks/gate_decision_cost_h200.sh`
-# With a split to compare against, run both in the same call on the same warm machine: LABEL names the commit's
-# design, and a second checkout's figures go in the same results file (REF_TREE: a folder holding the other tree).
+# The "before" row is this tree with base and head in one worker (--one-worker: the layout before the split); the
+# "after" row is the split. They alternate (before, after, before, after) so drift on the machine falls on both.
+# Four runs of 3 decisions, each bounded at 130 s: the whole call stays inside the device's 10 minutes.
 set -u
 out=${OUT:-gpu-out}; mkdir -p "$out"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 . "$(dirname "$0")/device_sandbox.sh"  # bubblewrap from the carried .deb files
 python3 -c "from kforge_bot.doctor.probes import probe_sandbox; print(probe_sandbox('cuda'))"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv
-label=${LABEL:-"$(git rev-parse --short HEAD 2>/dev/null || echo this tree): base and head in one candidate worker"}
-timeout 280 python3 benchmarks/gate_decision_cost.py --target cuda --decisions "${DECISIONS:-8}" --label "$label" \
-  --conditions "the device machine, alone" --out "$out"
-if [ -n "${REF_TREE:-}" ]; then
-  (cd "$REF_TREE" && PYTHONPATH=$REF_TREE timeout 280 python3 benchmarks/gate_decision_cost.py --target cuda \
-    --decisions "${DECISIONS:-8}" --label "${REF_LABEL:-reference tree}" --conditions "the device machine, alone" \
-    --out "$out")
-fi
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo "this tree")
+n=${DECISIONS:-3}
+for round in 1 2; do
+  timeout 130 python3 benchmarks/gate_decision_cost.py --target cuda --decisions "$n" --one-worker \
+    --label "$commit, round $round: base and head in one worker (before the split)" \
+    --conditions "the device machine, alone" --out "$out"
+  timeout 130 python3 benchmarks/gate_decision_cost.py --target cuda --decisions "$n" \
+    --label "$commit, round $round: base and head each in a worker of their own (the split)" \
+    --conditions "the device machine, alone" --out "$out"
+done
 cat "$out/gate_decision_cost_cuda.md"

@@ -1,7 +1,8 @@
 """evaluate(spec, candidate, target) -> EvalResult: the one step everything else is built from.
 
-The parent (this module) plans, runs two workers (the trusted reference, kforge_bot.evaluate.references, then
-the candidate with the baseline), compares outputs itself and computes every statistic from raw samples
+The parent (this module) plans, runs the workers (the trusted reference, kforge_bot.evaluate.references, then
+the candidate and the baseline, each in a worker of its own wherever both are timed: evaluate.side_workers),
+compares outputs itself and computes every statistic from raw samples
 (kforge_bot.evaluate.judge). A verdict never depends on anything the candidate's process claims except raw
 timings taken by code bound before the candidate was imported, and the outputs it wrote, which are checked
 here.
@@ -25,8 +26,9 @@ from kforge_bot.evaluate.limits import limits_for
 from kforge_bot.evaluate.plan import Plan
 from kforge_bot.evaluate.references import Progress, ReferenceStore, reference_fit
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerProcess, raise_on_sandbox_failure, remove_scratch,
-                                         run_worker, sandbox_view, scratch_root, start_worker)
+from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerOutcome, WorkerProcess, raise_on_sandbox_failure,
+                                         remove_scratch, run_worker, sandbox_view, scratch_root, start_worker)
+from kforge_bot.evaluate.side_workers import merge_timing, run_sides
 from kforge_bot.evaluate.spares import Spare, SpareWorkers
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.spec import Implementation, KernelSpec
@@ -50,7 +52,10 @@ def evaluate(
     references: ReferenceStore | None = None,
     progress: Progress | None = None,
     spares: SpareWorkers | None = None,
+    one_worker: bool = False,
 ) -> EvalResult:
+    """`one_worker`: base and head in one worker, as before the split, for measuring what the split costs
+    (benchmarks/gate_decision_cost.py --one-worker) only; no command or policy sets it."""
     settings = settings or EvalSettings()
     kind = choose_target(target).device_kind(spec.targets)
     baseline = baseline or spec.baseline
@@ -60,9 +65,13 @@ def evaluate(
         return rejected
 
     store = references or ReferenceStore()
-    # The sandbox's view less its scratch: one lookup of the folders it shows, for this evaluation's worker, the
-    # key a spare must match, and the next spare.
-    template = sandbox_view(spec, [candidate, baseline], kind, Path("/scratch"), settings)
+    # Base and head each in a worker of their own wherever both run (side_workers); one worker where nothing is
+    # timed, or where both sides are the same implementation.
+    split = settings.measure and not one_worker and candidate.to_dict() != baseline.to_dict()
+    # The sandbox's view less its scratch: one lookup of the folders it shows, for this evaluation's (head's)
+    # worker, the key a spare must match, and the next spare.
+    template = sandbox_view(spec, [candidate] if split else [candidate, baseline], kind, Path("/scratch"), settings)
+    base_template = sandbox_view(spec, [baseline], kind, Path("/scratch"), settings) if split else None
     key = json.dumps([kind, None if template is None else
                       [sorted(map(str, template.readable)), sorted(map(str, template.writable)), template.devices,
                        str(template.bytecode)]])
@@ -76,7 +85,7 @@ def evaluate(
         full = Plan(role="candidate", target=kind, spec=spec, baseline=baseline, candidate=candidate,
                     settings=settings, seeds=seeds, out_dir=work, await_fit=True,
                     limits=limits_for(settings, kind, template is not None, str(scratch_root())))
-        result = _run_and_judge(full, store, template, spare, progress)
+        result = _run_and_judge(full, store, template, spare, progress, split, base_template)
     finally:
         remove_scratch(work)
         if references is None:
@@ -160,9 +169,10 @@ def _static_rejection(candidate: Implementation, target: str) -> EvalResult | No
 
 
 def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View | None, spare: Spare | None,
-                   progress: Progress | None) -> EvalResult:
-    """The reference's outputs (or the store's copy), the candidate's worker on the plan they fit, and the
-    verdict, with where the time went."""
+                   progress: Progress | None, split: bool = False,
+                   base_template: isolation.View | None = None) -> EvalResult:
+    """The reference's outputs (or the store's copy), the candidate's worker (and the base's, `split`) on the plan
+    they fit, and the verdict, with where the time went."""
     started = time.monotonic()
     clock = [started]
 
@@ -175,23 +185,38 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
     # The candidate's worker starts now and imports torch while the reference runs. Sandboxed, it cannot
     # see the reference's files, so it gets its plan at once and imports and builds the candidate meanwhile
     # (compilers included); unsandboxed, only after the reference's outputs are read back and deleted.
-    # Either way it makes its first call only after the reference has finished and sent its Fit.
+    # Either way it makes its first call only after the reference has finished and sent its Fit. The base's
+    # worker, where it has one, likewise.
     view = None if template is None else replace(template, scratch=full.out_dir)
     worker = spare.worker if spare is not None else start_worker(full.out_dir, "candidate", view=view,
                                                                  warm=full.target)
+    base = BaseWorker.start(full, base_template) if split else None
+    workers = [(worker, replace(full, side="candidate", baseline=full.spec.reference) if split else full)]
+    if base is not None:
+        workers.append((base.worker, base.plan))
+    base_outcome: WorkerOutcome | None = None
     try:
         if view is not None:
-            worker.send(full.to_dict(), more=True)
+            for each, plan_of in workers:
+                each.send(plan_of.to_dict(), more=True)
         ref_outputs, ref_result = store.ensure(full.spec, full.target, full.seeds, settings, progress)
         parent = {"reference_s": lap()}  # about 0 when an earlier candidate's reference run is reused
         fit = reference_fit(ref_result)
-        if view is None:
-            worker.send(full.to_dict(), more=True)
-        worker.send_last(fit.to_dict())
+        for each, plan_of in workers:
+            if view is None:
+                each.send(plan_of.to_dict(), more=True)
+            if base is None:
+                each.send_last(fit.to_dict())
+            else:  # stdin stays open: the timing's requests follow (pair_driver)
+                each.command(fit.to_dict())
         plan = full.fitted(fit)
         stall_s = max(settings.stall_floor_s, STALL_FACTOR * float(ref_result.get("slowest_case_s") or 0.0))
-        outcome = worker.run(None, settings.timeout_s, on_message=progress, stall_s=stall_s,
-                             scratch_limit=full.limits.scratch_bytes if full.limits else None)
+        scratch_limit = full.limits.scratch_bytes if full.limits else None
+        if base is None:
+            outcome = worker.run(None, settings.timeout_s, on_message=progress, stall_s=stall_s,
+                                 scratch_limit=scratch_limit)
+        else:
+            outcome, base_outcome = _run_pair(worker, base.worker, plan, stall_s, scratch_limit, progress)
         raise_on_sandbox_failure(outcome)
         parent["candidate_worker_s"] = lap()
     except BaseException:
@@ -200,6 +225,8 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
         raise
     finally:
         worker.discard()
+        if base is not None:
+            base.close()
     try:
         result = judge(plan, outcome, ref_outputs, ref_result)
     finally:
@@ -207,17 +234,64 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
             outcome.shared.close()
     parent["compare_s"] = lap()
     parent["total_s"] = round(time.monotonic() - started, 3)
-    message = outcome.result or {}
-    # Where an evaluation's wall time goes: the parent's three steps, and each worker's own phases.
-    result.details["phases"] = {"parent": parent, "reference_worker": ref_result.get("phases") or {},
-                                "candidate_worker": message.get("phases") or {}, "no_progress_limit_s": stall_s,
-                                "worker_started_early": spare is not None}
-    if template is not None:  # where the workers' compiled Python came from (evaluate.bytecode)
-        result.details["phases"]["bytecode"] = bytecode.for_workers(scrubbed_environment()).describe()
+    _record_phases(result, parent, ref_result, outcome, base_outcome, stall_s, spare is not None, template)
     if fit.note:  # a large problem: fewer seeds and timed sets than asked, and why
         result.details["memory_fit"] = fit.to_dict()
     result.details.setdefault("seeds", plan.seeds)
     return result
+
+
+def _run_pair(head: WorkerProcess, base: WorkerProcess, plan: Plan, stall_s: float, scratch_limit: int | None,
+              progress: Progress | None) -> tuple[WorkerOutcome, WorkerOutcome | None]:
+    """Both sides' workers to their end (side_workers), and the head's outcome with the parent's timing and the
+    base's profile in it: what the judge reads."""
+    pair = run_sides(head, base, plan.settings, len(plan.spec.timed_indices()), stall_s=stall_s,
+                     scratch_limit=scratch_limit, progress=progress)
+    raise_on_sandbox_failure(pair.base or pair.judged)
+    message = pair.judged.result
+    if message is not None and message.get("status") == "ok":
+        merge_timing(message, pair.driven)
+        base_message = (pair.base.result if pair.base is not None else None) or {}
+        base_profile = (base_message.get("profile") or {}).get("candidate")
+        if isinstance(message.get("profile"), dict) and base_profile is not None:
+            message["profile"]["baseline"] = base_profile  # the head's worker profiled the reference, not the base
+    return pair.judged, pair.base
+
+
+def _record_phases(result: EvalResult, parent: dict[str, Any], ref_result: dict[str, Any], outcome: WorkerOutcome,
+                   base_outcome: WorkerOutcome | None, stall_s: float, early: bool,
+                   template: isolation.View | None) -> None:
+    """Where an evaluation's wall time goes: the parent's steps, and each worker's own phases."""
+    message = outcome.result or {}
+    result.details["phases"] = {"parent": parent, "reference_worker": ref_result.get("phases") or {},
+                                "candidate_worker": message.get("phases") or {}, "no_progress_limit_s": stall_s,
+                                "worker_started_early": early}
+    if base_outcome is not None:
+        result.details["phases"]["baseline_worker"] = (base_outcome.result or {}).get("phases") or {}
+    if template is not None:  # where the workers' compiled Python came from (evaluate.bytecode)
+        result.details["phases"]["bytecode"] = bytecode.for_workers(scrubbed_environment()).describe()
+
+
+class BaseWorker:
+    """The base's own worker (Plan.side "baseline"): its scratch, its sandbox view, its plan."""
+
+    def __init__(self, worker: WorkerProcess, work: Path, plan: Plan) -> None:
+        self.worker, self.work, self.plan = worker, work, plan
+
+    @classmethod
+    def start(cls, full: Plan, template: isolation.View | None) -> BaseWorker:
+        work = Path(tempfile.mkdtemp(prefix="kforge-base-", dir=scratch_root()))
+        plan = replace(full, side="baseline", candidate=full.baseline, baseline=full.spec.reference, out_dir=work)
+        view = None if template is None else replace(template, scratch=work)
+        # Warmed as a reference's is (the device alone): the gate profiles nothing.
+        role = "candidate" if full.settings.profile else "baseline"
+        return cls(start_worker(work, role, view=view, warm=full.target), work, plan)
+
+    def close(self) -> None:
+        self.worker.discard()
+        if self.worker.shared is not None:
+            self.worker.shared.close()
+        remove_scratch(self.work)
 
 
 def _start_spare(template: isolation.View | None, target: str, root: Path | None,

@@ -1,4 +1,7 @@
-"""The worker's candidate role (kforge_bot.evaluate.worker): the candidate beside the baseline, in one process.
+"""The worker's candidate role (kforge_bot.evaluate.worker): the candidate, and the baseline beside it where one worker
+serves both sides (an A/A of one implementation). Where base and head each have a worker (Plan.side), this role runs
+in both: the head's checked as below, the base's only built and timed, the timing served sample by sample to the
+parent (evaluate.sample_server), the other side never in this process.
 
 It imports the baseline (and the reference, where the baseline is another implementation), records the
 integrity snapshot and installs the guards before the candidate is imported, hides the harness, then runs
@@ -25,6 +28,7 @@ from kforge_bot.evaluate.profile import count_flops, profile_call
 from kforge_bot.evaluate.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness, trusted_namespaces,
                                           restore_framework_state)
 from kforge_bot.evaluate.graphs import GraphReplays
+from kforge_bot.evaluate.sample_server import SideTimer, serve
 from kforge_bot.evaluate.timing import PairedTimes, a_sample_holding, measure_pair
 from kforge_bot.evaluate.worker_io import (Channel, Stop, as_list, close_stdin, is_compile_error,
                                            keep_outputs_on_device, read_control_line, save, short_error)
@@ -35,7 +39,19 @@ T = TypeVar("T")
 
 
 def run_candidate(plan: Plan, channel: Channel, workdir: Path, started: float, boot: dict[str, float]) -> None:
-    """The candidate role, phase by phase; a Stop from any of them ends it with a verdict."""
+    """The candidate role, phase by phase; a Stop from any of them ends it with a verdict. In the base's own worker
+    (plan.side "baseline") its kernel is this role's candidate, unchecked, and every failure is the base's."""
+    if plan.side == "baseline":
+        try:
+            _run_phases(plan, channel, workdir, started, boot)
+        except Stop as stop:
+            raise Stop(stop.status if stop.status in ("crash", "timeout") else "crash",
+                       f"the baseline's own worker: {stop.reason}", stop.detail, side="baseline") from None
+        return
+    _run_phases(plan, channel, workdir, started, boot)
+
+
+def _run_phases(plan: Plan, channel: Channel, workdir: Path, started: float, boot: dict[str, float]) -> None:
     run = CandidateRun(plan, channel, workdir, started, boot)
     try:
         run.setup()
@@ -45,7 +61,8 @@ def run_candidate(plan: Plan, channel: Channel, workdir: Path, started: float, b
         raise Stop("crash", f"the baseline failed before the candidate was imported: {short_error(exc)}",
                    traceback.format_exc()[-4000:], side="baseline") from None
     run.build()
-    run.correctness()
+    if plan.side != "baseline":  # the base's outputs are not what is judged: its worker only times it
+        run.correctness()
     profile = run.profile()
     timing = run.timing()
     run.report(profile, timing)
@@ -302,7 +319,8 @@ class CandidateRun:
             keep_outputs_on_device(fit.device_outputs)
         except ValueError:
             raise Stop("rejected", "the harness's control line was unreadable (consumed by the candidate?)") from None
-        close_stdin()
+        if not self.plan.side:
+            close_stdin()  # a side's worker keeps it: the parent's timing requests come that way
         self.phases["waited_for_reference_s"] = _clock() - waited
 
     def correctness(self) -> None:
@@ -494,7 +512,9 @@ class ShapeTiming:
         self.run = run
         self.plan = plan
         self.shape = shape_index
-        self.baseline = run.base_fn
+        # In a side's own worker (plan.side) the other side is another process: `baseline` here is the reference
+        # the weights came from, never timed or called.
+        self.baseline = None if plan.side else run.base_fn
         self.candidate = run.cand_fn
         self.device_type = run.device.type
         self.sets = [loading.make_inputs(spec, run.inputs_module, spec.shape_sets[shape_index],
@@ -523,9 +543,10 @@ class ShapeTiming:
         self.replays = times.timed_candidate
         self.calls_per_sample = times.calls_per_sample
         times.timed_candidate = None
-        self.check_inputs_and_save()
-        self.change_one_element()
-        self.move_values()
+        if self.plan.side != "baseline":  # the base's worker times the base; its outputs are not judged
+            self.check_inputs_and_save()
+            self.change_one_element()
+            self.move_values()
         self.replays = None  # the graphs' memory goes with them
         timed = {"shape": self.shape, **times.to_dict()}
         if self.backward:  # the one above is forward+backward: every output check was made on it
@@ -619,6 +640,8 @@ class ShapeTiming:
         for entry in self.entries:
             entry.copy_inplace = False  # the in-place results are the buffers (kept or checked, then put back)
         try:
+            if self.plan.side:
+                return self.serve(candidate or self.call_candidate, refresh, direction)
             self.first_baseline_call()
             self.no_helper_processes(f"before timing shape set {self.shape}")
             times = measure_pair(
@@ -656,6 +679,42 @@ class ShapeTiming:
             times.stop_reason += f" (this shape set's share of {settings.timing_budget_s:g} s)"
         return times
 
+    def serve(self, candidate: Callable[[list[Any]], Any], refresh: Callable[[str], None] | None,
+              direction: str) -> PairedTimes:
+        """This worker's own side of the pair, timed one sample at a time at the parent's request
+        (evaluate.sample_server), with the callbacks measure_pair would run on it; the figures are the parent's."""
+        if not direction:
+            self.first_own_call()
+        self.no_helper_processes(f"before timing shape set {self.shape}")
+        timer = SideTimer(self.run.target, candidate, self.sets,
+                          self.after_direction if direction else self.after_candidate,
+                          after_sample=self.after_candidate_sample,
+                          refresh=None if refresh is None else (lambda: refresh("c")),
+                          fresh_inputs=None if direction else self.fresh_inputs, tolerance=self.plan.spec.tolerance,
+                          heartbeat=self.heartbeat)
+        serve(timer, self.run.channel, f"{self.shape}:{direction}",
+              {"device": self.run.target.kind, "sets": len(self.sets), "refresh": refresh is not None})
+        return PairedTimes(calls_per_sample=timer.calls_per_sample,
+                           launch="cuda_graph" if timer.replays is not None else "eager",
+                           timed_candidate=timer.replays)
+
+    def first_own_call(self) -> None:
+        """The first call of this worker's kernel on this shape set, untimed, where no correctness case made it (the
+        base's worker): a build it starts is build time (CandidateRun.first_call), not the warm-up's."""
+        if f"candidate, shape set {self.shape}" in self.run.first_calls:
+            return
+        inputs = self.sets[0]
+
+        def call() -> Any:
+            out = self.call_candidate(inputs)
+            self.run.target.synchronize()
+            return out
+
+        side = "baseline" if self.plan.side == "baseline" else "candidate"
+        self.after_direction(self.run.first_call(side, self.shape, call), 0)
+        if self.inplace:
+            self.restore_inplace("c")
+
     def after_direction(self, out: Any, index: int) -> None:
         outputs = as_list(out)
         checks.check_plain_outputs(outputs, self.device_type)
@@ -666,10 +725,11 @@ class ShapeTiming:
         by each side's own forward before every sample, outside the timed region (not forward+backward minus
         forward: a difference of two medians has no paired interval)."""
         base, cand = self.baseline, self.candidate
-        forward = self.measure(lambda inputs: base.forward(*inputs), lambda inputs: cand.forward(*inputs),
-                               direction="forward")
-        sides = {"b": base, "c": cand}
-        graphs: dict[str, dict[int, Any]] = {"b": {}, "c": {}}
+        split = bool(self.plan.side)  # the other side's directions are timed in its own worker
+        forward = self.measure(None if split else (lambda inputs: base.forward(*inputs)),
+                               lambda inputs: cand.forward(*inputs), direction="forward")
+        sides = {"c": cand} if split else {"b": base, "c": cand}
+        graphs: dict[str, dict[int, Any]] = {side: {} for side in sides}
         set_of = {id(inputs): r for r, inputs in enumerate(self.sets)}
 
         def build(side: str) -> None:
@@ -685,9 +745,10 @@ class ShapeTiming:
         def backward_of(side: str) -> Callable[[list[Any]], Any]:
             return lambda inputs: sides[side].backward(*graphs[side].pop(set_of[id(inputs)]))
 
-        build("b")
-        build("c")
-        backward = self.measure(backward_of("b"), backward_of("c"), refresh=build, direction="backward")
+        for side in sides:
+            build(side)
+        backward = self.measure(None if split else backward_of("b"), backward_of("c"), refresh=build,
+                                direction="backward")
         graphs.clear()
         return {"forward": forward.to_dict(), "backward": backward.to_dict()}
 

@@ -168,7 +168,7 @@ def _how_it_ended(base: EvalResult, outcome: WorkerOutcome) -> bool:
         return True
     status = message.get("status")
     if status != "ok":
-        base.verdict = status if status in ("compile_error", "crash", "rejected", "incorrect") else "crash"
+        base.verdict = status if status in ("compile_error", "crash", "rejected", "incorrect", "timeout") else "crash"
         base.reason = message.get("reason", "")
         base.details["traceback"] = message.get("detail", "")
         return True

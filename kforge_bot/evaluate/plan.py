@@ -50,6 +50,11 @@ class Plan:
     limits: Limits | None = None  # what the worker sets on itself before any user code runs (evaluate.limits)
     # The held-out variants as the reference settled them (Fit.heldout); None until it has (evaluate.heldout).
     heldout: tuple[dict[str, Any], ...] | None = None
+    # Where base and head each have a worker (evaluate.side_workers): which one this worker holds ("candidate":
+    # the head, "baseline": the base, whose correctness is not checked and whose failures are its own), its
+    # `baseline` then the reference (the weights' source), and its timing served to the parent
+    # (evaluate.sample_server). "": both sides in this worker, timed here (measure_pair).
+    side: str = ""
 
     def heldout_forms(self) -> list[list[heldout.Variant]]:
         """Each held-out variant's forms, in the order the reference tries them (none where the settings say so)."""
@@ -167,6 +172,7 @@ class Plan:
             "limits": self.limits.to_dict() if self.limits else None,
             "heldout": None if self.heldout is None else list(self.heldout),
             "also": [s.to_dict() for s in self.also],
+            "side": self.side,
         }
 
     @classmethod
@@ -186,6 +192,7 @@ class Plan:
             limits=Limits.from_dict(data["limits"]) if data.get("limits") else None,
             heldout=None if data.get("heldout") is None else tuple(data["heldout"]),
             also=[KernelSpec.from_dict(s) for s in data.get("also") or ()],
+            side=str(data.get("side") or ""),
         )
 
 

@@ -160,6 +160,9 @@ class WorkerProcess:
         self._feeder: threading.Thread | None = None
         self._holding = bool(warm) and hold_device
         self.workdir = workdir
+        # Set while the worker has answered the parent and waits for its next request (evaluate.pair_driver): its
+        # silence then is the parent's doing, not a hang, and does not count towards `run`'s no-progress limit.
+        self.waiting_on_parent = False
 
     @staticmethod
     def _warm_args(role: str, warm: str | None, hold_device: bool) -> list[str]:
@@ -212,6 +215,15 @@ class WorkerProcess:
     def send_last(self, line: dict[str, Any]) -> None:
         self._write((json.dumps(line) + "\n").encode(), close=True)
 
+    def command(self, line: dict[str, Any]) -> None:
+        """One more control line, stdin left open for the next (a timed pair's requests: evaluate.pair_driver).
+        Written here once the request is through: a request a sample costs no thread."""
+        data = (json.dumps(line) + "\n").encode()
+        if self._feeder is not None and self._feeder.is_alive():
+            self._write(data, close=False)
+        else:
+            _feed(self.proc, data, False, None)
+
     def _write(self, data: bytes, close: bool) -> None:
         # A large request fills the pipe before the child reads it: write from a thread so the timeout holds.
         previous = self._feeder
@@ -259,6 +271,8 @@ class WorkerProcess:
                     if self._overfilled(scratch_limit):
                         outcome.overfilled = scratch_limit
                         break
+                if self.waiting_on_parent:
+                    last_message = now
                 if stall_s is not None and outcome.built and not building and now - last_message > stall_s:
                     outcome.timed_out, outcome.stalled_s = True, stall_s
                     break

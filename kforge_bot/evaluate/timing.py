@@ -13,6 +13,8 @@ how long the settle before it took: a candidate whose calls run work on another 
 rejected (check_no_hidden_work). Around every sample the worker reads the conditions it ran in (evaluate.conditions:
 preemptions, CPU time, runnable tasks, threads, GPU clocks), which the parent judges; before every eager sample the
 input sets it calls get fresh storage (`fresh_inputs`), so a memo of an earlier call's tensors finds nothing.
+Where base and head each have a worker, the same schedule runs in the parent (evaluate.pair_driver) and each worker
+times its own samples with these helpers (evaluate.sample_server).
 """
 
 from __future__ import annotations
@@ -90,8 +92,8 @@ class Sample(NamedTuple):
     busy_before_ms: float  # the settle before the region, with whatever ran beside it (Timer.settle_ms)
 
 
-def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list[Any]], sets: list[int],
-           lead_ms: float = 0.0, kept: list[Any] | None = None) -> Sample:
+def timed_sample(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list[Any]], sets: list[int],
+                 lead_ms: float = 0.0, kept: list[Any] | None = None) -> Sample:
     """Time consecutive calls, one on each input set of `sets` (sample_sets). `kept`: every call's output is
     appended (and so stays allocated until the caller is done with it)."""
     timer = target.timer()
@@ -116,28 +118,28 @@ def _timed(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list
     return Sample(elapsed / k, out, sets[-1], host_ms, busy_after, timer.settle_ms())
 
 
-def _calls_per_sample(estimate_ms: float) -> int:
+def calls_per_sample_for(estimate_ms: float) -> int:
     if estimate_ms >= MIN_SAMPLE_MS:
         return 1
     return min(MAX_CALLS_PER_SAMPLE, math.ceil(MIN_SAMPLE_MS / max(estimate_ms, 1e-4)))
 
 
-def _estimate(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
-              afters: tuple[Callable[[Any, int], None], ...], calls: int = 5, lead_ms: float = 0.0) -> float:
+def slowest_median_ms(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
+                      afters: tuple[Callable[[Any, int], None], ...], calls: int = 5, lead_ms: float = 0.0) -> float:
     """The larger of the two sides' median time per call over a few untimed calls (outputs poisoned after
     each, as in the timed loop)."""
-    return max(_estimates(target, fns, input_sets, afters, calls, lead_ms))
+    return max(median_ms_per_side(target, fns, input_sets, afters, calls, lead_ms))
 
 
-def _estimates(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
-               afters: tuple[Callable[[Any, int], None], ...], calls: int = 5, lead_ms: float = 0.0,
-               heartbeat: Callable[[int], None] | None = None) -> list[float]:
+def median_ms_per_side(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
+                       afters: tuple[Callable[[Any, int], None], ...], calls: int = 5, lead_ms: float = 0.0,
+                       heartbeat: Callable[[int], None] | None = None) -> list[float]:
     """Each side's median time per call over a few untimed calls, each after a device lead of `lead_ms`."""
     medians = []
     for fn, after in zip(fns, afters):
         times = []
         for i in range(calls):
-            sample = _timed(target, fn, input_sets, sample_sets(i, 1, len(input_sets)), lead_ms)
+            sample = timed_sample(target, fn, input_sets, sample_sets(i, 1, len(input_sets)), lead_ms)
             after(sample.out, sample.index)
             times.append(sample.ms)
             if heartbeat is not None:
@@ -212,28 +214,37 @@ def _warm_up(target: Target, baseline: Callable[[list[Any]], Any], candidate: Ca
     estimate: dict[str, float] = {}
     host_per_call: dict[str, float] = {}
     for fn, side in ((baseline, "b"), (candidate, "c")):
-        calls = 0
-        settled: list[float] = []  # per-call times after the first two (compilation, first-touch)
-        issue: list[float] = []
-        warm_start = _monotonic()
-        while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
-            sample = _timed(target, fn, input_sets, sample_sets(calls, 1, len(input_sets)))
-            # By side, not by function: an A/A run may pass one function for both.
-            (after_baseline if side == "b" else after_candidate)(sample.out, sample.index)
-            if refresh is not None:
-                refresh(side)
-            if heartbeat is not None:
-                heartbeat(0)
-            if calls >= 2:
-                settled.append(sample.ms)
-                issue.append(sample.host_ms)
-            calls += 1
-            if calls >= 1000:
-                break
-        # The median, not the maximum: one preempted warm-up call must not switch a 25 us kernel to k = 1.
-        estimate[side] = sorted(settled)[len(settled) // 2]
-        host_per_call[side] = sorted(issue)[len(issue) // 2]
+        # By side, not by function: an A/A run may pass one function for both.
+        after = after_baseline if side == "b" else after_candidate
+        estimate[side], host_per_call[side] = warm_up_side(target, fn, input_sets, warmup_ms, after, heartbeat,
+                                                           None if refresh is None else (lambda s=side: refresh(s)))
     return estimate, host_per_call
+
+
+def warm_up_side(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list[Any]], warmup_ms: float,
+                 after: Callable[[Any, int], None], heartbeat: Callable[[int], None] | None,
+                 refresh: Callable[[], None] | None = None) -> tuple[float, float]:
+    """One side's warm-up (for at least `warmup_ms` and three calls): its median time per call and median host time
+    to issue one, both after the first two calls (compilation, first-touch)."""
+    calls = 0
+    settled: list[float] = []
+    issue: list[float] = []
+    warm_start = _monotonic()
+    while calls < 3 or (_monotonic() - warm_start) * 1000 < warmup_ms:
+        sample = timed_sample(target, fn, input_sets, sample_sets(calls, 1, len(input_sets)))
+        after(sample.out, sample.index)
+        if refresh is not None:
+            refresh()
+        if heartbeat is not None:
+            heartbeat(0)
+        if calls >= 2:
+            settled.append(sample.ms)
+            issue.append(sample.host_ms)
+        calls += 1
+        if calls >= 1000:
+            break
+    # The median, not the maximum: one preempted warm-up call must not switch a 25 us kernel to k = 1.
+    return sorted(settled)[len(settled) // 2], sorted(issue)[len(issue) // 2]
 
 
 def _device_estimate(target: Target, fns: tuple[Callable[[list[Any]], Any], ...], input_sets: list[list[Any]],
@@ -245,7 +256,7 @@ def _device_estimate(target: Target, fns: tuple[Callable[[list[Any]], Any], ...]
     millisecond was timed eagerly in some runs and replayed from graphs in others (KernelBench level 3's ResNet18)."""
     if target.kind != "cuda":
         return [warm["b"], warm["c"]]
-    return _estimates(target, fns, input_sets, afters, lead_ms=lead_ms, heartbeat=heartbeat)
+    return median_ms_per_side(target, fns, input_sets, afters, lead_ms=lead_ms, heartbeat=heartbeat)
 
 
 def launch_bound(per_call_ms: dict[str, dict[str, float]]) -> bool:
@@ -279,11 +290,11 @@ def _replay_if_short(result: PairedTimes, target: Target, estimate: float,
     # The eager estimate was the host's launch time as much as the kernel's (25-100 us for one 25 us
     # kernel on the H200, from run to run): how many calls make a sample is decided from replays, so
     # every sample holds at least MIN_SAMPLE_MS of device work whatever the host did during warm-up.
-    replayed = _estimate(target, (baseline, candidate), input_sets, afters)
+    replayed = slowest_median_ms(target, (baseline, candidate), input_sets, afters)
     # At most one replay of each input set's graph a sample: every output is poisoned between samples, and a
     # second replay of a graph within one sample would find the first one's answer in its output (or the same
     # inputs' answer in another graph's) and could return it without the work.
-    result.calls_per_sample = min(_calls_per_sample(replayed), len(input_sets))
+    result.calls_per_sample = min(calls_per_sample_for(replayed), len(input_sets))
     for side in (baseline, candidate):
         if isinstance(side, GraphReplays):
             side.poison_outputs()  # the first sample starts from poison too
@@ -291,8 +302,8 @@ def _replay_if_short(result: PairedTimes, target: Target, estimate: float,
     return baseline, candidate
 
 
-def _stop_reason(pair: int, now: float, budget_end: float, timing_budget_s: float, min_pairs: int,
-                 max_pairs: int) -> str:
+def stop_reason(pair: int, now: float, budget_end: float, timing_budget_s: float, min_pairs: int,
+                max_pairs: int) -> str:
     """Why the loop stops after `pair` pairs (the budget, the pair limit), or "" to go on."""
     if pair >= max_pairs:
         return f"reached {max_pairs} pairs"
@@ -359,7 +370,7 @@ def measure_pair(
     device = [warm["b"], warm["c"]] if refresh is not None else \
         _device_estimate(target, (baseline, candidate), input_sets, (after_baseline, after_single_call),
                          LEAD_FACTOR * longest, warm, heartbeat)
-    result = PairedTimes(calls_per_sample=_calls_per_sample(max(device)))
+    result = PairedTimes(calls_per_sample=calls_per_sample_for(max(device)))
     result.per_call_ms = {name: {"eager": warm[side], "device": dev, "host_issue": host_per_call[side]}
                           for name, side, dev in (("baseline", "b", device[0]), ("candidate", "c", device[1]))}
     if refresh is None:
@@ -399,7 +410,7 @@ def measure_pair(
             if fresh is not None:
                 fresh(sorted(set(calls)))
             gauge.begin()
-            sample = _timed(target, fn, input_sets, calls, lead[side], outs)
+            sample = timed_sample(target, fn, input_sets, calls, lead[side], outs)
             readings[side].append(gauge.take())
             busy_after[side].append(sample.busy_after_ms)
             busy_before[side].append(sample.busy_before_ms)
@@ -435,16 +446,16 @@ def measure_pair(
             if relative_half_width(ci, speedup) <= target_precision:
                 result.stop_reason = f"confidence interval within +-{target_precision:.1%}"
                 break
-        result.stop_reason = _stop_reason(pair, now, budget_end, timing_budget_s, min_pairs, max_pairs)
+        result.stop_reason = stop_reason(pair, now, budget_end, timing_budget_s, min_pairs, max_pairs)
         if result.stop_reason:
             break
     result.conditions = {"baseline": conditions.summarize(readings["b"]),
                          "candidate": conditions.summarize(readings["c"])}
-    result.busy_after_ms = {"baseline": _upper_quartile(busy_after["b"]),
-                            "candidate": _upper_quartile(busy_after["c"])}
-    result.busy_before_ms = {"baseline": _upper_quartile(busy_before["b"]),
-                             "candidate": _upper_quartile(busy_before["c"])}
-    check_no_hidden_work(result.busy_before_ms, result.busy_after_ms, _upper_quartile(result.candidate_ms) * k)
+    result.busy_after_ms = {"baseline": upper_quartile(busy_after["b"]),
+                            "candidate": upper_quartile(busy_after["c"])}
+    result.busy_before_ms = {"baseline": upper_quartile(busy_before["b"]),
+                             "candidate": upper_quartile(busy_before["c"])}
+    check_no_hidden_work(result.busy_before_ms, result.busy_after_ms, upper_quartile(result.candidate_ms) * k)
     result.wall_s = _monotonic() - started
     return result
 
@@ -478,5 +489,5 @@ def check_no_hidden_work(busy_before_ms: dict[str, float], busy_after_ms: dict[s
                                            f"{candidate_sample_ms * 1e3:.1f} us): {what}")
 
 
-def _upper_quartile(values: list[float]) -> float:
+def upper_quartile(values: list[float]) -> float:
     return sorted(values)[(3 * len(values)) // 4] if values else 0.0

@@ -244,7 +244,8 @@ def test_a_first_call_that_builds_is_build_time_not_a_hang(tmp_path: Path, monke
     honest = Implementation((ADV / "honest.py").read_text(), "ModelNew", "honest.py", str(tmp_path))
     against = evaluate(spec, honest, "cpu", settings, baseline=lazy_base)
     assert against.verdict == "pass", against.reason
-    assert against.details["phases"]["candidate_worker"]["first_call_s"]["baseline, shape set 0"] >= 6
+    # The base builds in its own worker (side_workers), before its timing's warm-up.
+    assert against.details["phases"]["baseline_worker"]["first_call_s"]["baseline, shape set 0"] >= 6
 
 
 def test_a_first_call_that_builds_nothing_is_a_hang_found_in_seconds_not_at_the_timeout() -> None:
@@ -270,14 +271,16 @@ def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:
     assert set(phases["candidate_worker"]) >= {"setup_s", "import_s", "correctness_s", "timing_s"}
     assert set(phases["reference_worker"]) >= {"setup_s", "cases_s", "boot"}
     assert all(v >= 0 for k, v in phases["candidate_worker"].items() if k not in ("boot", "first_call_s"))
-    # Each side's first call on the shape set (build time, if it builds): the candidate's, in correctness; the
-    # baseline's, before its timing's warm-up.
+    # Each side's first call on the shape set (build time, if it builds), each in its own worker: the candidate's,
+    # in correctness; the baseline's, before its timing's warm-up.
     first = phases["candidate_worker"]["first_call_s"]
-    assert set(first) == {"candidate, shape set 0", "baseline, shape set 0", "candidate, held-out variant 0",
+    assert set(first) == {"candidate, shape set 0", "candidate, held-out variant 0",
                           "candidate, held-out variant 1"} and all(v >= 0 for v in first.values())
+    assert set(phases["baseline_worker"]["first_call_s"]) == {"baseline, shape set 0"}
+    assert set(phases["baseline_worker"]) >= {"setup_s", "import_s", "timing_s"}
     # Each worker's start, from its own clocks against the parent's: interpreter and imports (and their parts),
     # device warm-up, and which of request and worker waited for the other.
-    for worker in ("candidate_worker", "reference_worker"):
+    for worker in ("candidate_worker", "baseline_worker", "reference_worker"):
         boot = phases[worker]["boot"]
         assert set(boot) == {"boot_s", "warm_up_s", "request_waited_for_worker_s", "worker_waited_for_request_s",
                              "interpreter_s", "torch_import_s", "harness_import_s"}

@@ -65,7 +65,7 @@ def test_calls_per_sample_follow_the_replays_not_the_eager_launches(monkeypatch:
     device work): noisier samples, a 1% slowdown missed in 2 of 5 runs. The count now comes from replays."""
     result = _measure(monkeypatch, replay_s=0.0002)
     assert result.launch == "cuda_graph"
-    eager_k = timing._calls_per_sample(10.0)  # what the eager warm-up alone would have chosen
+    eager_k = timing.calls_per_sample_for(10.0)  # what the eager warm-up alone would have chosen
     assert eager_k == 1 and result.calls_per_sample > eager_k
 
 
@@ -75,9 +75,9 @@ def test_a_replay_that_is_long_enough_alone_is_timed_one_call_a_sample(monkeypat
 
 
 def test_calls_per_sample_bounds() -> None:
-    assert timing._calls_per_sample(timing.MIN_SAMPLE_MS) == 1
-    assert timing._calls_per_sample(timing.MIN_SAMPLE_MS / 8) == 8
-    assert timing._calls_per_sample(0.0) == timing.MAX_CALLS_PER_SAMPLE
+    assert timing.calls_per_sample_for(timing.MIN_SAMPLE_MS) == 1
+    assert timing.calls_per_sample_for(timing.MIN_SAMPLE_MS / 8) == 8
+    assert timing.calls_per_sample_for(0.0) == timing.MAX_CALLS_PER_SAMPLE
 
 
 class LeadRecordingTarget(LaunchBoundTarget):
@@ -201,12 +201,12 @@ def test_every_sample_starts_right_after_the_device_settles_whichever_side_ran_b
 def test_why_the_loop_stops() -> None:
     """The pair limit first; the budget only once the minimum pairs are in, unless it is far exceeded."""
     end = 100.0  # the budget (10 s) ends at t = 100
-    assert timing._stop_reason(8, 50.0, end, 10.0, min_pairs=5, max_pairs=8) == "reached 8 pairs"
-    assert timing._stop_reason(5, 100.0, end, 10.0, min_pairs=5, max_pairs=8) == "time budget of 10 s spent"
-    assert timing._stop_reason(3, 120.0, end, 10.0, min_pairs=5, max_pairs=8) == ""
-    assert timing._stop_reason(3, 140.0, end, 10.0, min_pairs=5, max_pairs=8) == \
+    assert timing.stop_reason(8, 50.0, end, 10.0, min_pairs=5, max_pairs=8) == "reached 8 pairs"
+    assert timing.stop_reason(5, 100.0, end, 10.0, min_pairs=5, max_pairs=8) == "time budget of 10 s spent"
+    assert timing.stop_reason(3, 120.0, end, 10.0, min_pairs=5, max_pairs=8) == ""
+    assert timing.stop_reason(3, 140.0, end, 10.0, min_pairs=5, max_pairs=8) == \
         "time budget far exceeded before the minimum number of pairs"
-    assert timing._stop_reason(6, 50.0, end, 10.0, min_pairs=5, max_pairs=8) == ""
+    assert timing.stop_reason(6, 50.0, end, 10.0, min_pairs=5, max_pairs=8) == ""
 
 
 def test_a_short_kernel_off_cuda_is_timed_eagerly() -> None:

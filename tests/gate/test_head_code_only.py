@@ -212,7 +212,6 @@ def kernel(x, y):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="open (issue 38, section 3): base and head still load in one worker process")
 def test_a_head_never_runs_a_library_the_base_loaded(tmp_path):
     """The kernel builds `scale.c` into a library named after the file alone and loads it. The head changes only the
     header (a wrong factor). Loaded in the base's process, the head's `ctypes.CDLL` of the same path is the base's

@@ -1,0 +1,106 @@
+"""The parent's schedule of a pair timed across two workers (pair_driver), against sides that answer in-process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kforge_bot.evaluate import pair_driver, timing
+from kforge_bot.evaluate.pair_driver import HiddenWork, drive_session
+from kforge_bot.evaluate.result import EvalSettings
+
+
+class FakeSide:
+    """A side answering the driver's requests with fixed figures, keeping every request it was sent."""
+
+    def __init__(self, ms: float, capture: str = "", busy_after_ms: float = 0.0) -> None:
+        self.ms, self.capture_answer, self.busy_after_ms = ms, capture, busy_after_ms
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+
+    def ask(self, op: str, **args: Any) -> Any:
+        self.requests.append((op, args))
+        if op == "warm_up":
+            return {"eager": self.ms, "host_issue": 0.01}
+        if op in ("device_estimate", "replayed_estimate"):
+            return self.ms
+        if op == "capture":
+            return self.capture_answer
+        if op == "drop_graphs":
+            return None
+        assert op == "sample", op
+        return {"ms": self.ms, "busy_after_ms": self.busy_after_ms, "busy_before_ms": 0.0, "reading": {}}
+
+
+SETTINGS = EvalSettings(timing_budget_s=5.0, min_pairs=4, max_pairs=6, target_precision=-1.0, warmup_ms=1.0)
+
+
+def _drive(b: FakeSide, c: FakeSide, device: str = "cpu", refresh: bool = False) -> dict[str, Any]:
+    sides: dict[str, Any] = {"b": b, "c": c}
+    return drive_session(sides, {"device": device, "sets": 3, "refresh": refresh}, SETTINGS, 1, None, 0)
+
+
+def test_every_pair_is_timed_and_each_side_is_asked_only_for_its_own_samples() -> None:
+    b, c = FakeSide(2.0), FakeSide(1.0)
+    result = _drive(b, c)
+    assert result["baseline_ms"] == [2.0] * 6 and result["candidate_ms"] == [1.0] * 6
+    assert result["stop_reason"] == "reached 6 pairs"
+    samples_b = [args["pair"] for op, args in b.requests if op == "sample"]
+    assert samples_b == list(range(6))
+    # Every request carries the schedule alone (the pair, calls a sample, the lead): never the other side's figures.
+    for side in (b, c):
+        for op, args in side.requests:
+            assert set(args) <= {"warmup_ms", "lead_ms", "pair", "k"}, (op, args)
+    # Both sides get one lead.
+    assert [a["lead_ms"] for op, a in b.requests if op == "sample"] == \
+        [a["lead_ms"] for op, a in c.requests if op == "sample"]
+
+
+def test_the_pair_order_alternates_like_measure_pairs() -> None:
+    calls: list[str] = []
+
+    class Recording(FakeSide):
+        def __init__(self, name: str, ms: float) -> None:
+            super().__init__(ms)
+            self.tag = name
+
+        def ask(self, op: str, **args: Any) -> Any:
+            if op == "sample":
+                calls.append(f"{self.tag}{args['pair']}")
+            return super().ask(op, **args)
+
+    drive_session({"b": Recording("b", 1.0), "c": Recording("c", 1.0)}, {"device": "cpu", "sets": 3},
+                  SETTINGS, 1, None, 0)
+    assert calls[:6] == ["b0", "c0", "c1", "b1", "b2", "c2"]
+
+
+def test_a_capture_that_fails_on_one_side_keeps_both_eager() -> None:
+    b, c = FakeSide(0.05), FakeSide(0.05, capture="capture warning: a kernel on the legacy stream")
+    result = _drive(b, c, device="cuda")
+    assert result["mode"] == "eager" and "graph capture failed" in result["mode_note"]
+    assert ("drop_graphs", {}) in b.requests and ("drop_graphs", {}) not in c.requests
+
+
+def test_graphs_on_both_sides_are_replayed_and_no_lead_is_given() -> None:
+    b, c = FakeSide(0.05), FakeSide(0.05)
+    result = _drive(b, c, device="cuda")
+    assert result["mode"] == "cuda_graph"
+    assert result["calls_per_sample"] == min(timing.calls_per_sample_for(0.05), 3)
+    assert {a["lead_ms"] for op, a in c.requests if op == "sample"} == {0.0}
+
+
+def test_work_the_candidate_hides_after_its_samples_rejects_it() -> None:
+    with pytest.raises(HiddenWork, match="busy"):
+        _drive(FakeSide(1.0), FakeSide(1.0, busy_after_ms=0.5), device="cuda")
+
+
+def test_a_refreshed_session_is_timed_eagerly_and_asks_no_device_estimate() -> None:
+    b, c = FakeSide(0.05), FakeSide(0.05)
+    result = _drive(b, c, device="cuda", refresh=True)
+    assert result["mode"] == "eager" and "put back between samples" in result["mode_note"]
+    assert not any(op in ("device_estimate", "capture") for op, _ in b.requests + c.requests)
+
+
+def test_the_driver_module_imports_no_framework() -> None:
+    # The bot imports torch only once it compares (judge.py): the driver's rules come from timing lazily.
+    assert "torch" not in pair_driver.__dict__
