@@ -25,7 +25,11 @@ STASH = ("if hasattr(x, '_dynamo_hint_overrides'):\n"
          "return y")
 
 
-def test_torch_compile_marks_pass_and_stashed_state_under_their_names_does_not() -> None:
+def test_torch_compile_marks_pass_and_stashed_state_under_their_names_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # This test compiles in the suite's own process: its compiler cache is the test's, not torch's default
+    # (/tmp/torchinductor_<user>), which the whole suite once found there after it.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     compiled = torch.compile(lambda t: t * 2 + 1, mode="reduce-overhead")
     seen = []
     for rows in (8, 9, 11):  # a new size makes dynamo mark the inputs' dimensions dynamic, and the outputs'
