@@ -3,6 +3,7 @@ compiled candidate passes on every format, while state stashed under the same na
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,11 @@ STASH = ("if hasattr(x, '_dynamo_hint_overrides'):\n"
 
 def test_torch_compile_marks_pass_and_stashed_state_under_their_names_does_not(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # This test compiles in the suite's own process: its compiler cache is the test's, not torch's default
-    # (/tmp/torchinductor_<user>), which the whole suite once found there after it.
+    # This test compiles in the suite's own process: its compiler caches are the test's. Some of inductor's caches
+    # ignore TORCHINDUCTOR_CACHE_DIR and always use <temporary folder>/torchinductor_<user>, which the whole suite
+    # found left behind after this test: the temporary folder is the test's own too.
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     compiled = torch.compile(lambda t: t * 2 + 1, mode="reduce-overhead")
     seen = []
     for rows in (8, 9, 11):  # a new size makes dynamo mark the inputs' dimensions dynamic, and the outputs'
