@@ -117,7 +117,11 @@ class WorkerProcess:
     def __init__(self, workdir: Path, role: str, env: dict[str, str] | None = None,
                  view: isolation.View | None = None, warm: str | None = None, hold_device: bool = False) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
-        env = scrubbed_environment() if env is None else env
+        env = dict(scrubbed_environment() if env is None else env)
+        # OpenMP's threads wait for the next parallel region by spinning (for up to 200 ms in GNU's and Intel's
+        # runtimes). With the base and the head in workers of their own, the side not being timed would spin on
+        # the cores the timed side runs on: every sample "crowded", the interval biased. Waiting threads sleep.
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         # Not `-m`: the worker module would be __main__, reachable from user code under that name.
         argv = [sys.executable, "-c", f"import sys; from {self.entry_module} import main; main(sys.argv[1:])"]
         self.sandboxed = view is not None

@@ -37,6 +37,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.evaluate.worker", "open"): "/proc/meminfo, inside the worker's sandbox",
     ("kforge_bot.evaluate.activity", "open"): "/proc/<pid> files of the worker processes the bot started",
     ("kforge_bot.evaluate.timing", "conditions.NvmlClocks.open"): "NVML's handle to the GPU: no file",
+    ("kforge_bot.evaluate.sample_server", "conditions.NvmlClocks.open"): "NVML's handle to the GPU: no file",
     ("kforge_bot.evaluate.bytecode", "(directory / 'primed.json').read_text"):
         "the bot's own bytecode cache folder (outside any checkout)",
     ("kforge_bot.evaluate.bytecode", "os.open"): "the lock file of the bot's own bytecode cache folder",
