@@ -390,7 +390,7 @@ def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
         ekw["timing_budget_s"] = ck.number(e[budget_key], f"evaluation.{budget_key}", minimum=0, exclusive_minimum=True)
     if "timeout_s" in e:
         ekw["timeout_s"] = ck.number(e["timeout_s"], "evaluation.timeout_s", minimum=0, exclusive_minimum=True)
-    for key in ("memory_limit_gb", "cpu_limit_s", "scratch_limit_gb"):  # null: the default (evaluate.limits)
+    for key in ("memory_limit_gb", "cpu_limit_s", "scratch_limit_gb"):  # null: the default (evaluate.wire.limits)
         if e.get(key) is not None:
             ekw[key] = ck.number(e[key], f"evaluation.{key}", minimum=0, exclusive_minimum=True)
     if e.get("process_limit") is not None:

@@ -19,7 +19,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {"cpu": 0.05, "cuda": 0.02, "xpu": 0.02, 
 @dataclass(frozen=True)
 class ShapeSetSpec:
     """One entry of a gate rule's `shape_sets`: how one shape set (by its index in the kernel's shapes) is judged.
-    Every command applies it (kforge_bot.evaluate.shapes): the gate, optimize's acceptance and check's reason."""
+    Every command applies it (kforge_bot.evaluate.wire.shapes): the gate, optimize's acceptance and check's reason."""
 
     index: int
     threshold: dict[str, float] | None = None  # by target kind; kinds left out take the rule's threshold
@@ -66,7 +66,7 @@ class GateRule:
     informational_shapes: tuple[int, ...] = ()  # shape sets reported, never a regression
 
     def shape_settings(self) -> dict[str, Any]:
-        """The rule as EvalSettings fields, so every command judges shape sets by it (kforge_bot.evaluate.shapes):
+        """The rule as EvalSettings fields, so every command judges shape sets by it (kforge_bot.evaluate.wire.shapes):
         `dataclasses.replace(settings, **rule.shape_settings())`."""
         return {"regression_threshold": self.threshold, "shape_thresholds": dict(self.shape_thresholds),
                 "informational_shapes": tuple(self.informational_shapes)}
@@ -104,7 +104,7 @@ class Gate:
     # job set up on the wrong machine must not stay green) or "pass".
     all_skipped: str = "fail"
     # A timing that decided nothing (disturbed twice, or straddling the threshold after its confirmation run):
-    # "fail" or "pass" (evaluate.conditions, docs/inconclusive.md).
+    # "fail" or "pass" (evaluate.wire.conditions, docs/inconclusive.md).
     inconclusive: str = "fail"
     workloads: WorkloadGate = field(default_factory=WorkloadGate)
 
@@ -140,7 +140,7 @@ class Trust:
 
 @dataclass(frozen=True)
 class Disturbance:
-    """How disturbed a timing may be and still count (evaluate.conditions.Limits), as shares of the timed samples;
+    """How disturbed a timing may be and still count (evaluate.wire.conditions.Limits), as shares of the timed samples;
     None: the harness's default."""
 
     preempted_share: float | None = None  # a side's samples with an involuntary context switch
@@ -155,7 +155,7 @@ class Evaluation:
     seeds: int | None = 3  # None (the quick look only): the kernel's own
     timing_budget_s: float = 10.0  # seconds of interleaved timing (its earlier key: time_budget_s)
     timeout_s: float = 300.0  # seconds before the worker is killed, compilation included
-    # Each worker's limits (kforge_bot.evaluate.limits has the defaults, used where these are None).
+    # Each worker's limits (kforge_bot.evaluate.wire.limits has the defaults, used where these are None).
     memory_limit_gb: float | None = None
     process_limit: int | None = None
     cpu_limit_s: float | None = None

@@ -248,7 +248,8 @@ def _call_fields(entry: dict[str, Any], where: str, code: _KernelCode, manifest:
     grad_inputs = positions(grad_inputs, names, "backward.inputs", where, manifest)
     grad_inplace = positions(grad_inplace, names, "backward.inplace", where, manifest)
     inplace = positions(inplace, names, "inplace", where, manifest)
-    # Names unresolved here (an imported entry) against indices are the worker's to compare (calls.EntryCall).
+    # Names unresolved here (an imported entry) against indices are the worker's to compare
+    # (evaluate.worker.calls.EntryCall).
     decidable = names is not None or len({type(i) for i in (*grad_inputs, *grad_inplace)}) <= 1
     stray = [i for i in grad_inplace if i not in grad_inputs] if decidable else []
     if stray:

@@ -127,7 +127,7 @@ def backward_field(value: Any, where: str, manifest: Path) -> tuple[tuple[int | 
 
 def constraints_field(value: Any, shapes: list[dict[str, Any]], where: str, manifest: Path) -> dict[str, dict[str, Any]]:
     """`constraints: {n: {multiple_of: 256, min: 256, max: 65536}, batch: {fixed: true}}`: the domain a kernel is
-    honestly meant for, per size (held-out variants keep to it, kforge_bot.evaluate.heldout). Every listed shape set
+    honestly meant for, per size (held-out variants keep to it, kforge_bot.evaluate.wire.heldout). Every listed shape set
     must lie in it."""
     if value is None:
         return {}

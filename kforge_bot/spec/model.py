@@ -93,8 +93,8 @@ class KernelSpec:
     targets: tuple[str, ...] = ()
     language: str = "torch"
     seeds: int = DEFAULT_SEEDS
-    # What a call of the kernel's entry gives back (evaluate.calls): the returns selected (None: all of them), the
-    # inputs it writes (positions, in the entry's call), and the inputs whose gradients are checked (empty: forward
+    # What a call of the kernel's entry gives back (evaluate.worker.calls): the returns selected (None: all of them),
+    # the inputs it writes (positions, in the entry's call), and the inputs whose gradients are checked (empty: forward
     # only). `reference_returns`: "entry" where the reference is the kernel itself (the same selection and in-place
     # inputs apply to it), "outputs" where it is an oracle of its own, which returns the results, then the in-place
     # inputs' values, in the manifest's order.
