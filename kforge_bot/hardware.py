@@ -3,8 +3,8 @@
 The facts live in `kforge_bot/data/runners/<name>.yml` (shipped as package data; the files under
 `hardware_runners/<name>/runner.yml` are links to them, so there is one source of truth). Each fact
 carries its source. Measured ceilings written by `kforge-bot doctor --save` override datasheet
-peaks for rooflines, because datasheet peaks are not reachable in practice (an H200 reaches about
-80% of its bf16 peak in a large matmul).
+peaks for rooflines, because datasheet peaks are not reachable in practice (a large matmul stays well
+under its bf16 peak).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ class EvalSettings:
     # EvalPool.slot_deadline_s): timing_budget_s of interleaved timing, within a worker killed after timeout_s.
     timing_budget_s: float = 3.0  # adaptive timing stops here at the latest
     target_precision: float = 0.005  # ... or once the speedup CI half-width is below this (relative)
-    min_pairs: int = 30  # fewer pairs, stopped early on a tight interval, undercovered A/A runs on the H200
+    min_pairs: int = 30  # fewer, stopped early on a tight interval, undercovered A/A (harness_resolution.md)
     max_pairs: int = 2000
     confidence: float = 0.95
     warmup_ms: float = 50.0

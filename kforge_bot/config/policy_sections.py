@@ -10,10 +10,9 @@ from typing import Any
 
 from kforge_bot.config.repo_paths import path_matches
 
-# The gate's default regression threshold per target kind. GPUs: 2% (an H200 resolves 1% on ~1 ms
-# kernels; KernelBench's own A/A spread there was up to +-1.7%). CPU: 5%, because wall time on
-# shared CPU runners drifts (at 2%, an A/A run of 50 CPU kernels on a loaded 2-core VM raised one
-# false alarm: benchmarks/results/gate_cpu.md).
+# The gate's default regression threshold per target kind: just above what an A/A run of the same code spreads
+# over on that kind (GPUs: benchmarks/results/harness_resolution.md), wider on CPUs, whose wall time drifts on
+# shared runners (benchmarks/results/gate_cpu.md).
 DEFAULT_THRESHOLDS: dict[str, float] = {"cpu": 0.05, "cuda": 0.02, "xpu": 0.02, "mps": 0.02}
 
 @dataclass(frozen=True)

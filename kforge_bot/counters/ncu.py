@@ -35,7 +35,7 @@ from kforge_bot.targets import target_kind
 
 NAME, TITLE = "ncu", "Nsight Compute"
 PROBE_COMMAND = "ncu --clock-control none --metrics <kforge's set> (sandboxed), one call"
-TIMEOUT_S = 60.0  # one call, each kernel replayed ~15 times: 8-12 s measured on the H200 (ncu_h200.md)
+TIMEOUT_S = 60.0  # one call, each kernel replayed ~15 times: several times its usual run (ncu_h200.md)
 
 
 @dataclass(frozen=True)

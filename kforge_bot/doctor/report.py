@@ -29,8 +29,8 @@ from kforge_bot.text import one_line_tail
 
 REPORT_KIND = "kforge-bot-doctor"
 # A measured figure under this share of the project's reference measurement (or of the datasheet
-# peak, where no reference exists) is flagged "low": large GEMMs reach about 78% of peak and large
-# copies about 90% on Hopper (pytorch/ao's roofline model; our H200 runs: 78-81% and 88-90%).
+# peak, where no reference exists) is flagged "low": large GEMMs and copies reach well under their datasheet peaks
+# (pytorch/ao's roofline model; this project's runs: benchmarks/results/doctor_h200.txt).
 LOW_VS_REFERENCE = 0.85
 LOW_VS_DATASHEET = 0.70
 

@@ -54,8 +54,8 @@ class _Actor:
         self.orphans_killed = kill_marked(mark)
         os.environ[SLOT_MARK] = mark
         self.store = ReferenceStore()
-        # The next job's worker starts while this one's ends, as in a local slot (about 1.5 s of interpreter
-        # and torch start a candidate on the H200, run 3 of benchmarks/results/scale_h200.md).
+        # The next job's worker starts while this one's ends, as in a local slot: a worker's interpreter and torch
+        # start is a large share of a short evaluation (benchmarks/results/scale_h200.md).
         self.spares = SpareWorkers()
         self.busy = False
 

@@ -19,27 +19,27 @@ _elapsed = torch.cuda.Event.elapsed_time
 _device_sync = torch.cuda.synchronize
 _sleep = torch.cuda._sleep
 
-# How a sample begins (`CudaTarget.settle`). A kernel's time depends on what the GPU did just before it: on the
-# H200 a compiled LayerNorm took 0.32-0.38 ms back to back with itself and 0.39-0.57 ms after 8 ms of low activity
-# (benchmarks/results/agreement_h200.md), so a paired loop whose candidate follows a long, low-occupancy baseline
-# in half its samples understated the candidate. Each sample now begins after the same device-wide work of fixed
+# How a sample begins (`CudaTarget.settle`). A kernel's time depends on what the GPU did just before it (it runs
+# slower after a stretch of low activity than back to back with itself: benchmarks/results/agreement_h200.md), so
+# a paired loop whose candidate follows a long, low-occupancy baseline in half its samples understated the
+# candidate. Each sample now begins after the same device-wide work of fixed
 # length: the cache flush, repeated for SETTLE_MS, queued without a host wait, so the timed calls follow it
 # directly whichever side ran before. It also serves as the device's lead over the host (a longer one when the
 # host needs longer to queue a sample's calls), capped at MAX_LEAD_MS. Flushes are queued for at most MAX_FLUSH_LEAD_MS
 # of it (a launch queue holds about a thousand of them: a longer run of flushes would make the host wait for room
-# before it queued the sample's calls); a longer lead starts with a spin kernel for the rest. KernelBench level 3's
-# LSTMs and GRUs take 37-131 ms of the host to launch a call: with a 25 ms cap they left the device waiting on the host
-# and their A/A intervals reached +-6.6% (benchmarks/results/kernelbench_l3_aa_h200.md).
+# before it queued the sample's calls); a longer lead starts with a spin kernel for the rest. A cap shorter than
+# the host's time to launch a call (recurrent networks: benchmarks/results/kernelbench_l3_aa_h200.md) leaves the
+# device waiting on the host inside the timed window, and A/A intervals widen.
 SETTLE_MS = 1.0
 MAX_LEAD_MS = 500.0
 MAX_FLUSH_LEAD_MS = 25.0
-# SETTLE_MS = 0 is the loop before 2026-12-02 (kept for benchmarks/agreement.py): one flush, a host wait, then a
+# SETTLE_MS = 0 is the earlier loop (kept for benchmarks/agreement.py): one flush, a host wait, then a
 # one-block spin of this many cycles (25-100 us) so the host's launch latency falls outside the interval.
 PREFILL_CYCLES = 100_000
 # Persisting L2 (gpu-mode/pygpubench#49): a call may reserve an L2 carveout (cuCtxSetLimit) and mark data
 # persisting (a stream access-policy window); the flush's ordinary writes do not evict such lines, so they stayed
-# into later samples and took L2 from them, the baseline's included (vectorsum's reference ran 47-60% slower beside
-# such a candidate on the H200: benchmarks/results/persisting_l2_h200.md). Each settle demotes every persisting
+# into later samples and took L2 from them, the baseline's included (a reference ran much slower beside such a
+# candidate: benchmarks/results/persisting_l2_h200.md). Each settle demotes every persisting
 # line and releases the carveout before the flush, which then evicts them: a call keeps data in L2 only within
 # its own sample.
 _LIMIT_PERSISTING_L2 = 0x06  # CU_LIMIT_PERSISTING_L2_CACHE_SIZE (cuda.h)
@@ -155,7 +155,7 @@ class CudaTarget(Target):
             self.flush_cache()
 
     def _flush_ms(self) -> float:
-        """One flush's time on this device (a 256 MB fill: about 0.08 ms on an H200)."""
+        """One flush's time on this device (a 256 MB fill), measured once per process."""
         if not _fill_ms:
             self.flush_cache()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
