@@ -8,7 +8,7 @@ with an injectable `sleep`, governs every wait. A failure that retrying cannot f
 
 What local servers (llama.cpp, Ollama, vLLM) taught this client:
 - Every request carries `max_tokens` (default 4096): without it a small model can write until its context is
-  full (13,900 tokens in 300 s on a CPU, then the timeout and a retry of the same work).
+  full, until the timeout, and then a retry does the same work again.
 - Replies are streamed, so the timeout is the longest silence between two pieces of the reply (the first
   one included), not the whole reply's time: a slow CPU model that keeps writing is never cut off, a server
   that stopped answering is found after `timeout` seconds. A server (or proxy) that answers a streamed request
@@ -23,36 +23,32 @@ What local servers (llama.cpp, Ollama, vLLM) taught this client:
   them (llama.cpp's `exceed_context_size_error`, vLLM's and OpenAI's messages): the agents then send a
   shorter prompt (kforge_bot.optimize.llm_proposer says by which rule).
 
-`openai` is imported lazily: GPU machines that only run `check`/`gate` need not have it.
+`openai` is imported lazily: GPU machines that only run `check`/`gate` need not have it. Where the endpoint comes
+from is kforge_bot.agents.endpoint; how a reply and a refusal are read, kforge_bot.agents.replies.
 """
 
 from __future__ import annotations
 
 import email.utils
 import json
-import os
 import random
-import re
 import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from types import SimpleNamespace
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
+from kforge_bot.agents.endpoint import (DEFAULT_MAX_TOKENS, ENV_API_KEY, ENV_BASE_URL, ENV_MAX_TOKENS, ENV_MODEL,
+                                        MIN_MAX_TOKENS, Endpoint, configured, display_model, endpoint_from_env)
+from kforge_bot.agents.replies import (STREAMING, LimitRefused, Reply, StreamBroken, Streamed, raise_refusal,
+                                       refuses_streaming, server_message)
 from kforge_bot.errors import ContextLengthExceeded, KforgeError, LLMUnavailable, MalformedReply
 from kforge_bot.text import one_line
 
-ENV_BASE_URL = "OPENAI_BASE_URL"
-ENV_API_KEY = "OPENAI_API_KEY"
-ENV_MODEL = "KFORGE_MODEL"
-ENV_MAX_TOKENS = "KFORGE_MAX_TOKENS"
-ENV_TIMEOUT = "KFORGE_LLM_TIMEOUT"
+# The endpoint's names, for callers that meet the client first.
+__all__ = ["DEFAULT_MAX_TOKENS", "Endpoint", "LLMClient", "Reply", "RetryPolicy", "Usage", "configured", "display_model",
+           "endpoint_from_env", "parse_retry_after"]
 
-DEFAULT_MAX_TOKENS = 4096  # a whole kernel file and some prose; the analyst asks for less (ANALYST_MAX_TOKENS)
-MIN_MAX_TOKENS = 256  # below this a lowered max_tokens leaves no room for a kernel: the prompt must shrink
-# Seconds of silence before a request counts as timed out. The first token waits for the whole prompt to be read:
-# llama.cpp on 2 busy CPU cores read 27 tokens/s, 80 s for the analyst's first prompt.
-DEFAULT_TIMEOUT_S = 300.0
 
 # Local servers (vLLM, Ollama) accept any key, but the client insists on one.
 _PLACEHOLDER_KEY = "unused"
@@ -60,91 +56,6 @@ _RETRYABLE_STATUS = {408, 409, 429}
 CHECK_TIMEOUT_S = 20.0  # the endpoint check's longest wait: a server that takes longer to list its models is down
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where to send prompts. `base_url=None` means OpenAI's own API."""
-
-    base_url: str | None = None
-    api_key: str | None = None
-    model: str | None = None
-    max_tokens: int = DEFAULT_MAX_TOKENS  # the most tokens one reply may have (sent with every request)
-    timeout_s: float = DEFAULT_TIMEOUT_S  # the longest silence from the server, before the first token or between two
-    stream: bool = True  # False: the server refuses streamed replies (found by LLMClient.check or a first request)
-
-    def describe(self) -> str:
-        """For logs and reports; never shows the key."""
-        where = self.base_url or "https://api.openai.com/v1"
-        return f"{display_model(self.model) if self.model else '(model not set)'} at {where}"
-
-
-def display_model(model: str) -> str:
-    """A model's name for people: llama.cpp names its model by the GGUF file's path, which says where the
-    file lies on the serving machine; reports and PR comments show the file's name."""
-    if "/" in model and model.lower().endswith(".gguf"):
-        return model.rstrip("/").rsplit("/", 1)[-1]
-    return model
-
-
-def endpoint_from_env(
-    *,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    model: str | None = None,
-    max_tokens: int | None = None,
-    env: Mapping[str, str] | None = None,
-) -> Endpoint:
-    """The endpoint from flags, falling back to the environment. Empty strings count as unset."""
-    env = os.environ if env is None else env
-    return Endpoint(
-        base_url=(base_url or env.get(ENV_BASE_URL) or None),
-        api_key=(api_key or env.get(ENV_API_KEY) or None),
-        model=(model or env.get(ENV_MODEL) or None),
-        max_tokens=max_tokens or int(_positive_from_env(env, ENV_MAX_TOKENS, DEFAULT_MAX_TOKENS, whole=True)),
-        timeout_s=_positive_from_env(env, ENV_TIMEOUT, DEFAULT_TIMEOUT_S),
-    )
-
-
-def _positive_from_env(env: Mapping[str, str], name: str, default: float, whole: bool = False) -> float:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(int(raw)) if whole else float(raw)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        kind = "whole number" if whole else "number"
-        raise KforgeError(f"{name}={raw!r} is not a positive {kind}", hint=f"set it (default {default:g}) or unset it")
-    return value
-
-
-def configured(
-    *, base_url: str | None = None, api_key: str | None = None, env: Mapping[str, str] | None = None
-) -> bool:
-    """Whether an endpoint is set: a base URL (local servers need no key) or an OpenAI key."""
-    ep = endpoint_from_env(base_url=base_url, api_key=api_key, env=env)
-    return bool(ep.base_url or ep.api_key)
-
-
-@dataclass(frozen=True)
-class Reply:
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    model: str = ""
-    finish_reason: str | None = None
-    attempts: int = 1  # HTTP requests it took, retries included
-    usage_estimated: bool = False  # the server sent no usage; counts are len/4 estimates
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    @property
-    def truncated(self) -> bool:
-        return self.finish_reason == "length"
 
 
 @dataclass
@@ -218,10 +129,6 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     if when is None:
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def _estimate_tokens(text: str) -> int:
-    return max(1, len(text) // 4) if text else 0
 
 
 @dataclass
@@ -299,7 +206,7 @@ class LLMClient:
         while True:
             try:
                 streamed, tries = self._with_retries(partial(self._stream, kwargs), model=model)
-            except _LimitRefused as refused:
+            except LimitRefused as refused:
                 attempts += refused.attempts
                 self._adjust_limit(kwargs, refused)
                 continue
@@ -319,7 +226,7 @@ class LLMClient:
             raise MalformedReply("the endpoint returned no choices; reply with the complete answer")
         return reply
 
-    def _adjust_limit(self, kwargs: dict[str, Any], refused: _LimitRefused) -> None:
+    def _adjust_limit(self, kwargs: dict[str, Any], refused: LimitRefused) -> None:
         """The request again, with the limit the server said it accepts (once per kind of refusal)."""
         if refused.rename and self._limit_key == "max_tokens":
             self._limit_key = "max_completion_tokens"  # newer OpenAI models take only this name
@@ -380,21 +287,21 @@ class LLMClient:
         self._streams = quick._streams
         return self.endpoint
 
-    def _stream(self, kwargs: dict[str, Any]) -> _Streamed:
+    def _stream(self, kwargs: dict[str, Any]) -> Streamed:
         """Send the request and read the reply to its end: streamed, or whole where the server sent one JSON
         completion instead (inside the retry policy: a connection that drops mid-reply is retried like one that
         never answered)."""
         if "stream" not in kwargs:
-            return _Streamed.whole(self._openai().chat.completions.create(**kwargs))
+            return Streamed.whole(self._openai().chat.completions.create(**kwargs))
         stream = self._openai().chat.completions.create(**kwargs)
         if "json" in stream.response.headers.get("content-type", ""):
             try:  # not server-sent events: an ordinary completion, as some proxies and small servers answer
-                return _Streamed.whole(json.loads(stream.response.read(), object_hook=lambda d: SimpleNamespace(**d)))
+                return Streamed.whole(json.loads(stream.response.read(), object_hook=lambda d: SimpleNamespace(**d)))
             except ValueError as exc:
                 raise MalformedReply(f"the endpoint answered with JSON that does not parse ({exc})") from None
             finally:
                 stream.close()
-        got = _Streamed()
+        got = Streamed()
         try:
             for chunk in stream:
                 got.add(chunk)
@@ -403,13 +310,13 @@ class LLMClient:
             # so that this module imports no transport): a dropped connection or a silence, retried as such.
             if type(exc).__module__.split(".")[0] not in ("httpx", "httpx2", "httpcore"):
                 raise
-            raise _StreamBroken("Timeout" in type(exc).__name__, str(exc) or type(exc).__name__) from exc
+            raise StreamBroken("Timeout" in type(exc).__name__, str(exc) or type(exc).__name__) from exc
         finally:
             stream.close()
         if got.had_choice and got.finish_reason is None:
             # Every server ends a reply with a finish reason; a stream closed before it is a server that went away
             # (where the connection's end is the stream's end, that is all that shows).
-            raise _StreamBroken(False, "the stream ended before the reply did")
+            raise StreamBroken(False, "the stream ended before the reply did")
         return got
 
     def _with_retries(self, call: Callable[[], T], model: str | None = None) -> tuple[T, int]:
@@ -426,15 +333,15 @@ class LLMClient:
                 last, status = f"timed out after {self.timeout:g} s without a word from the server", None
             except openai.APIConnectionError as exc:
                 last, status = f"connection failed ({exc.__cause__ or exc})", None
-            except _StreamBroken as exc:
+            except StreamBroken as exc:
                 last = (f"timed out after {self.timeout:g} s without a word from the server" if exc.timeout
                         else f"the connection dropped mid-reply ({exc})")
                 status = None
             except openai.APIStatusError as exc:
                 status = exc.status_code
-                last = f"HTTP {status}: {_server_message(exc)}"
+                last = f"HTTP {status}: {server_message(exc)}"
                 if status not in _RETRYABLE_STATUS and status < 500:
-                    _raise_refusal(exc.body, last, attempt)
+                    raise_refusal(exc.body, last, attempt)
                     raise LLMUnavailable(
                         f"LLM endpoint {where} refused the request: {last}{self._status_hint(status, model)}",
                         status=status,
@@ -442,8 +349,8 @@ class LLMClient:
                     ) from exc
                 retry_after = parse_retry_after(dict(exc.response.headers))
             except openai.APIError as exc:  # an error event in the middle of a stream
-                last = f"the server reported an error mid-reply: {_server_message(exc)}"
-                _raise_refusal(exc.body, last, attempt)
+                last = f"the server reported an error mid-reply: {server_message(exc)}"
+                raise_refusal(exc.body, last, attempt)
             except openai.OpenAIError as exc:  # unparseable response and the like: retrying will not help
                 raise LLMUnavailable(f"LLM endpoint {where} failed: {exc}", attempts=attempt) from exc
             if retry_after is not None and retry_after > self.retry.max_retry_after:
@@ -475,154 +382,9 @@ class LLMClient:
         return ""
 
 
-
-@dataclass
-class _Streamed:
-    """A streamed reply, put together chunk by chunk."""
-
-    parts: list[str] = field(default_factory=list)
-    refusal: list[str] = field(default_factory=list)
-    finish_reason: str | None = None
-    model: str | None = None
-    usage: Any = None
-    had_choice: bool = False
-
-    def add(self, chunk: Any) -> None:
-        self.model = self.model or getattr(chunk, "model", None)
-        if getattr(chunk, "usage", None) is not None:
-            self.usage = chunk.usage
-        for choice in getattr(chunk, "choices", None) or []:
-            if getattr(choice, "index", 0) not in (0, None):
-                continue
-            self.had_choice = True
-            delta = getattr(choice, "delta", None)
-            if delta is not None and getattr(delta, "content", None):
-                self.parts.append(delta.content)
-            if delta is not None and getattr(delta, "refusal", None):
-                self.refusal.append(str(delta.refusal))
-            if getattr(choice, "finish_reason", None):
-                self.finish_reason = choice.finish_reason
-
-    @classmethod
-    def whole(cls, completion: Any) -> _Streamed:
-        """A reply that came whole (a chat.completion object, or its JSON as attributes)."""
-        got = cls(model=getattr(completion, "model", None), usage=getattr(completion, "usage", None))
-        for choice in getattr(completion, "choices", None) or []:
-            if getattr(choice, "index", 0) not in (0, None):
-                continue
-            got.had_choice = True
-            message = getattr(choice, "message", None)
-            if message is not None and getattr(message, "content", None):
-                got.parts.append(str(message.content))
-            if message is not None and getattr(message, "refusal", None):
-                got.refusal.append(str(message.refusal))
-            got.finish_reason = getattr(choice, "finish_reason", None) or "stop"
-        return got
-
-    def to_reply(self, messages: Sequence[Mapping[str, str]], attempts: int, model: str) -> Reply:
-        text = "".join(self.parts) or "".join(self.refusal)
-        usage = self.usage
-        if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
-            prompt, done, estimated = int(usage.prompt_tokens), int(usage.completion_tokens or 0), False
-        else:
-            prompt = sum(_estimate_tokens(str(m.get("content", ""))) for m in messages)
-            done, estimated = _estimate_tokens(text), True
-        return Reply(text=text, prompt_tokens=prompt, completion_tokens=done, model=self.model or model,
-                     finish_reason=self.finish_reason, attempts=attempts, usage_estimated=estimated)
-
-
-class _StreamBroken(Exception):
-    """The transport failed while a reply streamed in: a silence longer than the timeout, or a dropped line."""
-
-    def __init__(self, timeout: bool, message: str):
-        super().__init__(message)
-        self.timeout = timeout
-
-
-class _LimitRefused(Exception):
-    """The server refused the request's max_tokens; `allowed` is what it says it takes (None: not said)."""
-
-    def __init__(self, message: str, attempts: int, *, allowed: int | None = None, rename: bool = False,
-                 completion_cap: bool = False, prompt_tokens: int | None = None, context_tokens: int | None = None):
-        super().__init__(message)
-        self.message, self.attempts, self.allowed, self.rename = message, attempts, allowed, rename
-        self.completion_cap, self.prompt_tokens, self.context_tokens = completion_cap, prompt_tokens, context_tokens
-
-
-# The servers' own words (llama.cpp's tools/server, vLLM's serving layer, OpenAI's API), read for the sizes.
-_WINDOW_ASKED = re.compile(r"maximum context length is (\d+) tokens\. However, you requested \d+ tokens "
-                           r"\((\d+) in the messages, (\d+) in the completion\)")
-_WINDOW_INPUT = re.compile(r"maximum context length is (\d+) tokens and your request has (\d+) input tokens")
-_WINDOW_MESSAGES = re.compile(r"maximum context length is (\d+) tokens\. However, your messages resulted in (\d+)")
-_LLAMA_CPP_SIZES = re.compile(r"\((\d+) tokens\) (?:exceeds the available context size|is larger than the max "
-                              r"context size) \((\d+) tokens\)")
-_COMPLETION_CAP = re.compile(r"supports at most (\d+) completion tokens")
-_RENAME = re.compile(r"max_tokens.{0,40}not supported.{0,80}max_completion_tokens", re.S)
-
-
-def _raise_refusal(body: Any, last: str, attempts: int) -> None:
-    """Raise ContextLengthExceeded or _LimitRefused when a refusal is about sizes; return otherwise."""
-    inner = body.get("error", body) if isinstance(body, dict) else {}
-    inner = inner if isinstance(inner, dict) else {}
-    message = str(inner.get("message") or last)
-    kind = str(inner.get("type") or "") + " " + str(inner.get("code") or "")
-    if "exceed_context_size_error" in kind:  # llama.cpp: the prompt alone is over the window
-        sizes = _LLAMA_CPP_SIZES.search(message)
-        prompt = inner.get("n_prompt_tokens") or (int(sizes.group(1)) if sizes else None)
-        window = inner.get("n_ctx") or (int(sizes.group(2)) if sizes else None)
-        raise ContextLengthExceeded(last, prompt_tokens=_int(prompt), context_tokens=_int(window), attempts=attempts)
-    if _RENAME.search(message):
-        raise _LimitRefused(message, attempts, rename=True)
-    if m := _WINDOW_ASKED.search(message):
-        window, prompt = int(m.group(1)), int(m.group(2))
-        if prompt >= window:
-            raise ContextLengthExceeded(last, prompt_tokens=prompt, context_tokens=window, attempts=attempts)
-        raise _LimitRefused(message, attempts, allowed=window - prompt, prompt_tokens=prompt, context_tokens=window)
-    if m := _WINDOW_INPUT.search(message):
-        window, prompt = int(m.group(1)), int(m.group(2))
-        if prompt >= window:
-            raise ContextLengthExceeded(last, prompt_tokens=prompt, context_tokens=window, attempts=attempts)
-        raise _LimitRefused(message, attempts, allowed=window - prompt, prompt_tokens=prompt, context_tokens=window)
-    if m := _WINDOW_MESSAGES.search(message):
-        raise ContextLengthExceeded(last, prompt_tokens=int(m.group(2)), context_tokens=int(m.group(1)),
-                                    attempts=attempts)
-    if "context_length_exceeded" in kind:
-        raise ContextLengthExceeded(last, attempts=attempts)
-    if m := _COMPLETION_CAP.search(message):
-        raise _LimitRefused(message, attempts, allowed=int(m.group(1)), completion_cap=True)
-    if "max_tokens" in message or "max_completion_tokens" in message or inner.get("param") in ("max_tokens",
-                                                                                                 "max_completion_tokens"):
-        raise _LimitRefused(message, attempts)
-
-
-STREAMING = {"stream": True, "stream_options": {"include_usage": True}}
-
-
-def refuses_streaming(exc: LLMUnavailable) -> bool:
-    """A server's refusal of the streaming parameters themselves (HTTP 400 or 422 naming them), not of the
-    request: it answers the same request without them."""
-    return exc.status in (400, 422) and "stream" in str(exc).lower()
-
-
 def _reason(exc: BaseException) -> str:
     """The cause in a few words: 'connection failed (...)' reads better without the endpoint said twice."""
     text = str(exc)
     return one_line(text.split(": ", 1)[1] if text.startswith("LLM endpoint ") and ": " in text else text, 200)
 
 
-def _int(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _server_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])[:500]
-        if isinstance(inner, str):
-            return inner[:500]
-    return str(getattr(exc, "message", exc))[:500]
