@@ -27,7 +27,7 @@ from kforge_bot.commands import examples, json_option, output_console, timing_bu
 from kforge_bot.config.policy import load_policy_from_base
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
+from kforge_bot.gate.decision import FAILING, GATE_VERDICTS, fmt_threshold
 from kforge_bot.gate.report import GateReport, KernelReport
 from kforge_bot.gate.run import repo_root, run_gate
 from kforge_bot.github.actions import Actions
@@ -216,7 +216,7 @@ def status_for(report: GateReport) -> tuple[str, str]:
     """(state, description) for the commit status."""
     counts = report.counts()
     state = "failure" if report.exit_code else "success"
-    parts = [f"{counts[v]} {v}" for v in VERDICTS if counts[v]]
+    parts = [f"{counts[v]} {v}" for v in GATE_VERDICTS if counts[v]]
     text = ", ".join(parts) if parts else "no changed kernel"
     missing = report.unmeasured_required()
     if missing:

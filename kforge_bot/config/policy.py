@@ -29,14 +29,14 @@ from kforge_bot.config.yamlcheck import Checker, join, load_yaml_text
 from kforge_bot.errors import KforgeError
 from kforge_bot.github.actions import Actions
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
-from kforge_bot.spec import LANGUAGES as SPEC_LANGUAGES
+from kforge_bot.spec import KERNEL_LANGUAGES
 
 # GitHub's author_association values (REST API: issues and pull requests).
 ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR",
                 "FIRST_TIMER", "MANNEQUIN", "NONE")
 # Kernel languages a candidate may be written in.
 # The manifest's kernel languages, plus those a policy may name ahead of the generator knowing them.
-LANGUAGES = (*SPEC_LANGUAGES, "cute-dsl", "metal")
+CANDIDATE_LANGUAGES = (*KERNEL_LANGUAGES, "cute-dsl", "metal")
 TARGET_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
@@ -223,7 +223,7 @@ def parse_policy(raw: Any, path: str | Path) -> Policy:
         kw["min_speedup"] = ck.number(top["min_speedup"], "min_speedup", minimum=1)
     if "languages" in top:
         named = [LANGUAGE_ALIASES.get(x, x) for x in ck.string_list(top["languages"], "languages", nonempty=True)]
-        kw["languages"] = tuple(ck.string(x, join("languages", i), LANGUAGES) for i, x in enumerate(named))
+        kw["languages"] = tuple(ck.string(x, join("languages", i), CANDIDATE_LANGUAGES) for i, x in enumerate(named))
     if "baseline" in top:
         kinds = ck.string_list(top["baseline"], "baseline", choices=BASELINE_KINDS, nonempty=True)
         kw["baseline"] = tuple(dict.fromkeys(["eager", *kinds]))  # eager is what every run is timed against

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kforge_bot.config.choices import BASELINE_KINDS, ISOLATION_MODES
-from kforge_bot.config.policy import ASSOCIATIONS, LANGUAGES, TARGET_NAME_RE, Policy
+from kforge_bot.config.policy import ASSOCIATIONS, CANDIDATE_LANGUAGES, TARGET_NAME_RE, Policy
 from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
 
 
@@ -123,7 +123,7 @@ def json_schema() -> dict[str, Any]:
                     "spec_change_label": {"type": "string", "minLength": 1, "maxLength": 50,
                                           "default": d.trust.spec_change_label},
                 }},
-            "languages": {"type": "array", "minItems": 1, "items": {"enum": [*LANGUAGES, *LANGUAGE_ALIASES]},
+            "languages": {"type": "array", "minItems": 1, "items": {"enum": [*CANDIDATE_LANGUAGES, *LANGUAGE_ALIASES]},
                           "default": list(d.languages)},
             "allow_framework_fallback": {"type": "boolean", "default": d.allow_framework_fallback},
             "baseline": {"type": "array", "minItems": 1, "items": {"enum": list(BASELINE_KINDS)},

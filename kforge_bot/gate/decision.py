@@ -9,7 +9,7 @@ from kforge_bot.evaluate.wire.result import EvalResult
 from kforge_bot.evaluate.wire.shapes import regression_bound as regression_bound  # the rule's bound, re-exported
 from kforge_bot.evaluate.wire.shapes import shape_status
 
-VERDICTS = ("pass", "improved", "regression", "incorrect", "error", "spec-changed", "inconclusive", "skipped")
+GATE_VERDICTS = ("pass", "improved", "regression", "incorrect", "error", "spec-changed", "inconclusive", "skipped")
 # spec-changed: the change edits the kernel's own test (kforge_bot/gate/base_spec.py) and no maintainer has
 # approved that with the policy's trust.spec_change_label.
 # inconclusive: the timing could not decide (disturbed twice, or still straddling the threshold after the confirmation

@@ -10,7 +10,7 @@ from kforge_bot import HARNESS_VERSION, __version__
 from kforge_bot.config.policy import GateRule
 from kforge_bot.evaluate.wire.result import EvalResult
 from kforge_bot.evaluate.wire.shapes import geomean_times
-from kforge_bot.gate.decision import VERDICTS, exit_code, fmt_change, fmt_threshold
+from kforge_bot.gate.decision import GATE_VERDICTS, exit_code, fmt_change, fmt_threshold
 from kforge_bot.gate.measure import Measurement
 from kforge_bot.spec.kernels import Kernel
 
@@ -123,7 +123,7 @@ class GateReport:
             or (1 if self.nothing_measured() else 0)
 
     def counts(self) -> dict[str, int]:
-        out = {v: 0 for v in VERDICTS}
+        out = {v: 0 for v in GATE_VERDICTS}
         for k in (*self.kernels, *self.workloads):
             out[k.verdict] += 1
         return out

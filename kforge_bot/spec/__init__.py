@@ -46,19 +46,20 @@ from kforge_bot.spec.kernelbench import load_kernelbench
 from kforge_bot.spec.manifest import (check_kernel_name, file_reference, find_manifest, inside, load_manifest,
                                       load_manifest_entry, module_name, read_manifest)
 from kforge_bot.spec.manifest_fields import BACKWARD_ARG_KINDS, CONSTRAINT_KEYS, entry_parameters
-from kforge_bot.spec.model import (DEFAULT_SEEDS, LANGUAGE_ALIASES, LANGUAGES, MANIFEST_NAME, MAX_MANIFEST_KERNELS,
-                                   MAX_SHAPE_SETS, TARGET_KINDS, TOP_KEYS, Implementation, KernelSpec,
-                                   ManifestOverCap, candidate_language, has_own_reference, kernel_implementation)
+from kforge_bot.spec.model import (DEFAULT_SEEDS, KERNEL_LANGUAGES, LANGUAGE_ALIASES, MANIFEST_NAME,
+                                   MAX_MANIFEST_KERNELS, MAX_SHAPE_SETS, TARGET_KINDS, TOP_KEYS, Implementation,
+                                   KernelSpec, ManifestOverCap, candidate_language, has_own_reference,
+                                   kernel_implementation)
 from kforge_bot.spec.source import (defines, entry_or_written, guess_language, is_kernelbench_source,
                                     kernelbench_class, parse_python, read_source, top_level_names)
 
-__all__ = ["BACKWARD_ARG_KINDS", "CONSTRAINT_KEYS", "DEFAULT_SEEDS", "LANGUAGE_ALIASES", "LANGUAGES", "MANIFEST_NAME",
-           "MAX_MANIFEST_KERNELS", "MAX_SHAPE_SETS", "TARGET_KINDS", "TOP_KEYS", "Implementation", "KernelSpec",
-           "ManifestOverCap", "candidate_language", "check_kernel_name", "defines", "discover_kernels",
-           "entry_or_written", "entry_parameters", "file_reference", "find_manifest", "guess_language", "has_own_reference",
-           "inside", "is_kernelbench_source", "kernel_implementation", "kernelbench_class", "load_kernelbench",
-           "load_manifest", "load_manifest_entry", "load_spec", "module_name", "parse_python", "read_manifest",
-           "read_source", "top_level_names"]
+__all__ = ["BACKWARD_ARG_KINDS", "CONSTRAINT_KEYS", "DEFAULT_SEEDS", "KERNEL_LANGUAGES", "LANGUAGE_ALIASES",
+           "MANIFEST_NAME", "MAX_MANIFEST_KERNELS", "MAX_SHAPE_SETS", "TARGET_KINDS", "TOP_KEYS", "Implementation",
+           "KernelSpec", "ManifestOverCap", "candidate_language", "check_kernel_name", "defines", "discover_kernels",
+           "entry_or_written", "entry_parameters", "file_reference", "find_manifest", "guess_language",
+           "has_own_reference", "inside", "is_kernelbench_source", "kernel_implementation", "kernelbench_class",
+           "load_kernelbench", "load_manifest", "load_manifest_entry", "load_spec", "module_name", "parse_python",
+           "read_manifest", "read_source", "top_level_names"]
 
 
 def load_spec(path: str | Path, kernel: str | None = None) -> KernelSpec:

@@ -15,9 +15,9 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.spec.env import check_env
 from kforge_bot.spec.manifest_fields import (backward_field, constraints_field, entry_parameters, kwargs_field,
                                              positions, selection, tolerances_field)
-from kforge_bot.spec.model import (DEFAULT_SEEDS, LANGUAGE_ALIASES, LANGUAGES, MANIFEST_NAME, MAX_MANIFEST_KERNELS,
-                                   MAX_SHAPE_SETS, TARGET_KINDS, TOP_KEYS, Implementation, KernelSpec,
-                                   ManifestOverCap)
+from kforge_bot.spec.model import (DEFAULT_SEEDS, KERNEL_LANGUAGES, LANGUAGE_ALIASES, MANIFEST_NAME,
+                                   MAX_MANIFEST_KERNELS, MAX_SHAPE_SETS, TARGET_KINDS, TOP_KEYS, Implementation,
+                                   KernelSpec, ManifestOverCap)
 from kforge_bot.spec.source import defines, parse_python, read_source
 
 
@@ -296,8 +296,8 @@ def _run_fields(entry: dict[str, Any], where: str, code: _KernelCode, manifest: 
         raise KforgeError(f"{where}.targets: expected a list drawn from {', '.join(TARGET_KINDS)}, got {targets!r}",
                           path=manifest)
     language = LANGUAGE_ALIASES.get(entry.get("language", "torch"), entry.get("language", "torch"))
-    if language not in LANGUAGES:
-        raise KforgeError(f"{where}.language: expected one of {', '.join(LANGUAGES)}, got {language!r}",
+    if language not in KERNEL_LANGUAGES:
+        raise KforgeError(f"{where}.language: expected one of {', '.join(KERNEL_LANGUAGES)}, got {language!r}",
                           path=manifest)
     seeds = entry.get("seeds", DEFAULT_SEEDS)
     if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= 100:

@@ -13,7 +13,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.spec.source import defines, entry_or_written, guess_language, kernelbench_class, read_source
 
 MANIFEST_NAME = "kforge.yaml"
-LANGUAGES = ("triton", "cuda", "cpp", "c", "torch", "sycl")  # the one vocabulary: manifests and policies
+KERNEL_LANGUAGES = ("triton", "cuda", "cpp", "c", "torch", "sycl")  # the one vocabulary: manifests and policies
 LANGUAGE_ALIASES = {"pytorch": "torch"}  # old spellings, still accepted
 TARGET_KINDS = ("cpu", "cuda", "xpu", "mps")  # the device kinds: the one list every module uses
 DEFAULT_SEEDS = 3

@@ -252,12 +252,12 @@ def test_policy_schema_command_prints_the_schema():
 
 
 def test_kernel_languages_are_one_vocabulary_with_the_manifests_and_the_old_spelling_still_reads(tmp_path):
-    from kforge_bot.spec import LANGUAGES as MANIFEST_LANGUAGES
+    from kforge_bot.spec import KERNEL_LANGUAGES
 
     path = tmp_path / "p.yml"
     path.write_text("version: 1\nlanguages: [torch, c, pytorch]\n")
     assert pol.load_policy(path).languages == ("torch", "c", "torch")
-    assert set(MANIFEST_LANGUAGES) == set(pol.load_policy(None).languages)
+    assert set(KERNEL_LANGUAGES) == set(pol.load_policy(None).languages)
 
 
 def test_a_manifest_may_still_say_pytorch(tmp_path):
