@@ -121,8 +121,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         settings = gate_settings(policy, rule, args.timing_budget_s)
         spec = judged_spec(head, base)
         # --one-worker: the layout before the split, from this tree, for a before/after pair in one sitting;
-        # --no-spares: the split with every worker started by its own evaluation (before the base's spare): any
-        # evaluator of the caller's keeps compare from starting spares.
+        # --no-spares: the split with every worker started by its own evaluation (before the base's spare; on a GPU
+        # target, where compare keeps spares): any evaluator of the caller's keeps compare from starting spares.
         evaluator = functools.partial(evaluate, one_worker=True) if getattr(args, "one_worker", False) else \
             functools.partial(evaluate) if getattr(args, "no_spares", False) else None
         rows = []

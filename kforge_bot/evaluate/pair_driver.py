@@ -97,7 +97,7 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
     from kforge_bot.evaluate import timing  # the rules' one home; the parent imports torch only once it compares
 
     if turns is not None:
-        sides = {s: TurnTaking(side, s, turns) for s, side in sides.items()}  # type: ignore[misc]
+        sides = {s: TurnTaking(side, s, turns) for s, side in sides.items()}  # type: ignore[assignment, misc]
     started = time.monotonic()
     sets = int(info["sets"])
     refreshed = bool(info.get("refresh"))

@@ -13,7 +13,7 @@ once; measured on the dev VM: the request waited 1.5 s of a 1.55 s boot).
 
 Where base and head are timed in workers of their own (evaluate.side_workers), the base's worker is started
 ahead the same way, beside the head's (`prepare(..., base=...)`, `take_base`): otherwise the head's worker was
-ready and the evaluation still waited for the base's interpreter and torch import. A gate decision's
+ready and the evaluation still waited for the base's interpreter and torch import. On a GPU, a gate decision's
 confirmation run takes the pair its first run started (gate.measure.compare).
 
 Isolation is unchanged: a spare is a fresh process with its own fresh scratch directory, it runs trusted

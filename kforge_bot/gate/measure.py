@@ -69,9 +69,11 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
     (the benchmark's repeated decisions on one kernel)."""
     # Long on purpose: one decision procedure, read top to bottom (new kernel; a failure and whose it is; the
     # first run; the confirmation), whose steps share the run counter, the seeds and the reference store.
-    # The gate's own evaluations keep a spare pair of workers (evaluate.spares): a confirmation run, or a run again
-    # after a disturbed one, finds the head's and the base's workers started by the run before it.
-    spares = SpareWorkers() if evaluator is None else None
+    # On a GPU the gate's own evaluations keep a spare pair of workers (evaluate.spares), started as each run begins
+    # and held off the device: a confirmation run, or a run again after a disturbed one, finds the head's and the
+    # base's workers started. On the CPU a spare starts only as a run ends, and the next run starts at once: no gain
+    # (benchmarks/results/gate_decision_cost_cpu.md), so none.
+    spares = SpareWorkers() if evaluator is None and kind != "cpu" else None
     run_one = evaluator or functools.partial(evaluate, spares=spares)
     started = time.monotonic()
     seeds_count = max(settings.seeds or spec.seeds, 1)

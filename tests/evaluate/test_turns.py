@@ -124,11 +124,8 @@ def test_a_process_that_left_its_group_in_the_sandbox_is_stopped_and_everything_
     view = isolation.View(scratch=tmp_path)
     proc = subprocess.Popen(isolation.command([sys.executable, "-c", ESCAPES], view), start_new_session=True)
     try:
-        deadline = time.monotonic() + 10
-        while len(descendants(proc.pid)) < 4 and time.monotonic() < deadline:  # bwrap, its init, python, spinner
-            time.sleep(0.05)
-        tree = descendants(proc.pid)
-        assert len(tree) >= 4, tree
+        tree = _settled(proc.pid, 4)  # bwrap, its init, python, the spinner (its parent gone)
+        assert len(tree) == 4, tree
         groups = {os.getpgid(pid) for pid in tree}
         assert len(groups) >= 3, groups  # bwrap's, the sandbox's, the escaped spinner's own
         turns = Turns({"other": proc, "me": subprocess.Popen(["sleep", "30"])})
@@ -157,6 +154,19 @@ def test_a_reaped_worker_is_never_signalled(tmp_path: Path) -> None:
     assert stop_tree(os.getpid() + 10**7) == []  # no such process: nothing to stop
     turns.procs["me"].kill()
     turns.procs["me"].wait()
+
+
+def _settled(root: int, count: int) -> list[int]:
+    """The tree under `root` once it has `count` processes, the same pids twice 0.3 s apart (or after 20 s)."""
+    deadline = time.monotonic() + 20
+    previous: list[int] = []
+    while time.monotonic() < deadline:
+        tree = sorted(descendants(root))
+        if len(tree) == count and tree == previous:
+            return tree
+        previous = tree
+        time.sleep(0.3)
+    return previous
 
 
 def _state(pid: int) -> str:
