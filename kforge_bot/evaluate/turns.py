@@ -44,14 +44,25 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def _state(pid: int) -> str:
-    """The process's state letter (T: stopped), or "" where it is gone."""
+_STILL = frozenset("TtZX")  # stopped, stopped by a tracer, dead
+
+
+def _runs(pid: int) -> bool:
+    """Whether any thread of the process may still run: each thread's own state, since a process whose first thread
+    has exited (a zombie leader) can have others running."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            text = stat.read()
+        tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return ""
-    return text[text.rindex(")") + 2:][:1]
+        return False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        if text[text.rindex(")") + 2:][:1] not in _STILL:
+            return True
+    return False
 
 
 def _signal(pids: Iterable[int], signum: int) -> None:
@@ -66,21 +77,20 @@ def stop_tree(root: int) -> list[int]:
     """Stop `root` and all its descendants, and wait until each is stopped; the stopped pids.
 
     Listed again after every round: a process may have started a child before its stop landed, and that child is
-    stopped in the next round. Done when a listing finds nothing new and everything found is stopped (or gone)."""
+    stopped in the next round; one found running again is signalled again (a tracer of its own could have let it
+    go on before the tracer itself stopped). Done when a listing finds everything stopped (or gone)."""
     stopped: set[int] = set()
     deadline = time.monotonic() + STOP_WAIT_S
     while True:
         found = descendants(root)
-        new = [pid for pid in found if pid not in stopped]
-        _signal(new, signal.SIGSTOP)
-        stopped.update(new)
-        running = [pid for pid in found if _state(pid) not in ("T", "t", "Z", "X", "")]
-        if not new and not running:
+        running = [pid for pid in found if _runs(pid)]
+        if not running:
             return sorted(stopped)
+        _signal(running, signal.SIGSTOP)  # again for one still on its way: a pending stop is not stopped twice
+        stopped.update(running)
         if time.monotonic() > deadline:  # stuck in an uninterruptible wait: it stops on leaving it
             return sorted(stopped)
-        if not new:
-            time.sleep(0.0005)
+        time.sleep(0.0005)
 
 
 def continue_tree(root: int) -> None:
