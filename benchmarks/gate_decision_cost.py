@@ -9,6 +9,7 @@ reference too, as a gate run does.
     python benchmarks/gate_decision_cost.py --target cpu --decisions 8 --label "before: one candidate worker"
     python benchmarks/gate_decision_cost.py --target cuda --decisions 8 --label ... --out $OUT    # on the H200
     python benchmarks/gate_decision_cost.py --one-worker ...   # this tree with base and head in one worker (before)
+    python benchmarks/gate_decision_cost.py --no-spares ...    # this tree without spare workers between runs
 
 Every run appends its labelled summary to <out>/gate_decision_cost_<target>.json and rewrites the .md beside it,
 so figures before and after a change sit side by side; compare only rows from one machine under like load (the
@@ -119,8 +120,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rule = policy.rule_for("k", "k.py", args.target)
         settings = gate_settings(policy, rule, args.timing_budget_s)
         spec = judged_spec(head, base)
-        # --one-worker: the layout before the split, from this tree, for a before/after pair in one sitting.
-        evaluator = functools.partial(evaluate, one_worker=True) if getattr(args, "one_worker", False) else None
+        # --one-worker: the layout before the split, from this tree, for a before/after pair in one sitting;
+        # --no-spares: the split with every worker started by its own evaluation (before the base's spare; on a GPU
+        # target, where compare keeps spares): any evaluator of the caller's keeps compare from starting spares.
+        evaluator = functools.partial(evaluate, one_worker=True) if getattr(args, "one_worker", False) else \
+            functools.partial(evaluate) if getattr(args, "no_spares", False) else None
         rows = []
         load_before = os.getloadavg()
         with DeviceMemory() as device_memory:
@@ -191,6 +195,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--one-worker", action="store_true",
                         help="base and head in one worker, as before the split (the same tree's 'before' row)")
+    parser.add_argument("--no-spares", action="store_true",
+                        help="no spare workers between a decision's runs (the gate before they had them)")
     args = parser.parse_args()
     summary = run(args)
     args.out.mkdir(parents=True, exist_ok=True)

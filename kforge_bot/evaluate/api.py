@@ -72,29 +72,45 @@ def evaluate(
     # worker, the key a spare must match, and the next spare.
     template = sandbox_view(spec, [candidate] if split else [candidate, baseline], kind, Path("/scratch"), settings)
     base_template = sandbox_view(spec, [baseline], kind, Path("/scratch"), settings) if split else None
-    key = json.dumps([kind, None if template is None else
-                      [sorted(map(str, template.readable)), sorted(map(str, template.writable)), template.devices,
-                       str(template.bytecode)]])
+    key = _spare_key(kind, template, "candidate")
+    base_role = "candidate" if settings.profile else "baseline"  # BaseWorker.start's
+    base_key = _spare_key(kind, base_template, base_role) if split else ""
     spare = spares.take(key) if spares is not None else None
-    # The next spare: on a GPU, started now and held off the device until this timing is over (spares.py).
+    base_spare = spares.take_base(base_key) if spares is not None and split else None
+
+    def prepare_spares(hold_device: bool) -> None:
+        assert spares is not None
+        base = (base_key, lambda: _start_spare(base_template, kind, spares.root, hold_device, base_role, "base")) \
+            if split else None
+        spares.prepare(key, lambda: _start_spare(template, kind, spares.root, hold_device), base)
+
+    # The next spares: on a GPU, started now and held off the device until this timing is over (spares.py).
     spare_early = spares is not None and kind != "cpu"
     if spare_early:
-        spares.prepare(key, lambda: _start_spare(template, kind, spares.root, hold_device=True))
+        prepare_spares(hold_device=True)
     work = spare.work if spare is not None else Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=scratch_root()))
     try:
         full = Plan(role="candidate", target=kind, spec=spec, baseline=baseline, candidate=candidate,
                     settings=settings, seeds=seeds, out_dir=work, await_fit=True,
                     limits=limits_for(settings, kind, template is not None, str(scratch_root())))
-        result = _run_and_judge(full, store, template, spare, progress, split, base_template)
+        result = _run_and_judge(full, store, template, spare, progress, split, base_template, base_spare)
     finally:
         remove_scratch(work)
         if references is None:
             store.cleanup()
-    if spare_early:  # timing is over: the spare may make its device context now
+    if spare_early:  # timing is over: the spares may make their device contexts now
         spares.release()
-    elif spares is not None:  # the CPU: the next candidate's worker starts only now, while the caller moves on
-        spares.prepare(key, lambda: _start_spare(template, kind, spares.root))
+    elif spares is not None:  # the CPU: the next evaluation's workers start only now, while the caller moves on
+        prepare_spares(hold_device=False)
     return result
+
+
+def _spare_key(kind: str, view: isolation.View | None, role: str) -> str:
+    """What a spare must have been started for to serve: the target, its role's warm-up, and the sandbox's view
+    less its scratch."""
+    return json.dumps([kind, role, None if view is None else
+                       [sorted(map(str, view.readable)), sorted(map(str, view.writable)), view.devices,
+                        str(view.bytecode)]])
 
 
 def import_problem(spec: KernelSpec, settings: EvalSettings, timeout_s: float = 120.0) -> str | None:
@@ -170,7 +186,7 @@ def _static_rejection(candidate: Implementation, target: str) -> EvalResult | No
 
 def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View | None, spare: Spare | None,
                    progress: Progress | None, split: bool = False,
-                   base_template: isolation.View | None = None) -> EvalResult:
+                   base_template: isolation.View | None = None, base_spare: Spare | None = None) -> EvalResult:
     """The reference's outputs (or the store's copy), the candidate's worker (and the base's, `split`) on the plan
     they fit, and the verdict, with where the time went."""
     started = time.monotonic()
@@ -190,7 +206,7 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
     view = None if template is None else replace(template, scratch=full.out_dir)
     worker = spare.worker if spare is not None else start_worker(full.out_dir, "candidate", view=view,
                                                                  warm=full.target)
-    base = BaseWorker.start(full, base_template) if split else None
+    base = BaseWorker.start(full, base_template, base_spare) if split else None
     workers = [(worker, replace(full, side="candidate", baseline=full.spec.reference) if split else full)]
     if base is not None:
         workers.append((base.worker, base.plan))
@@ -235,6 +251,8 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
     parent["compare_s"] = lap()
     parent["total_s"] = round(time.monotonic() - started, 3)
     _record_phases(result, parent, ref_result, outcome, base_outcome, stall_s, spare is not None, template)
+    if base is not None:
+        result.details["phases"]["baseline_worker_started_early"] = base_spare is not None
     if fit.note:  # a large problem: fewer seeds and timed sets than asked, and why
         result.details["memory_fit"] = fit.to_dict()
     result.details.setdefault("seeds", plan.seeds)
@@ -279,13 +297,18 @@ class BaseWorker:
         self.worker, self.work, self.plan = worker, work, plan
 
     @classmethod
-    def start(cls, full: Plan, template: isolation.View | None) -> BaseWorker:
-        work = Path(tempfile.mkdtemp(prefix="kforge-base-", dir=scratch_root()))
+    def start(cls, full: Plan, template: isolation.View | None, spare: Spare | None = None) -> BaseWorker:
+        """The base's worker: `spare` where one was started ahead for it (SpareWorkers.take_base), else a new one."""
+        if spare is not None:
+            worker, work = spare.worker, spare.work
+        else:
+            work = Path(tempfile.mkdtemp(prefix="kforge-base-", dir=scratch_root()))
+            view = None if template is None else replace(template, scratch=work)
+            # Warmed as a reference's is (the device alone): the gate profiles nothing.
+            role = "candidate" if full.settings.profile else "baseline"
+            worker = start_worker(work, role, view=view, warm=full.target)
         plan = replace(full, side="baseline", candidate=full.baseline, baseline=full.spec.reference, out_dir=work)
-        view = None if template is None else replace(template, scratch=work)
-        # Warmed as a reference's is (the device alone): the gate profiles nothing.
-        role = "candidate" if full.settings.profile else "baseline"
-        return cls(start_worker(work, role, view=view, warm=full.target), work, plan)
+        return cls(worker, work, plan)
 
     def close(self) -> None:
         self.worker.discard()
@@ -294,8 +317,8 @@ class BaseWorker:
         remove_scratch(self.work)
 
 
-def _start_spare(template: isolation.View | None, target: str, root: Path | None,
-                 hold_device: bool = False) -> tuple[WorkerProcess, Path]:
-    work = Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=root or scratch_root()))
+def _start_spare(template: isolation.View | None, target: str, root: Path | None, hold_device: bool = False,
+                 role: str = "candidate", prefix: str = "eval") -> tuple[WorkerProcess, Path]:
+    work = Path(tempfile.mkdtemp(prefix=f"kforge-{prefix}-", dir=root or scratch_root()))
     view = None if template is None else replace(template, scratch=work)
-    return start_worker(work, "candidate", view=view, warm=target, hold_device=hold_device), work
+    return start_worker(work, role, view=view, warm=target, hold_device=hold_device), work

@@ -5,8 +5,11 @@ loads (a module named like one of the base's, a C library loaded by the same pat
 schedule is measure_pair's (kforge_bot.evaluate.wire.timing), with its rules read from there: each side warmed up, the
 device estimates, the graph decision (both sides replay graphs or neither does), the one lead both sides get, then
 pairs in alternating order (B C, C B, ...) until the interval is tight, the budget is spent or the pair limit is
-reached. The parent asks one worker at a time for one timed sample (kforge_bot.evaluate.worker.sample_server) and keeps
-every figure: no worker sees the other's samples, and the pipe's round trip lies outside each sample's timed region.
+reached. The parent asks one worker at a time for one timed sample (kforge_bot.evaluate.worker.sample_server) and
+keeps every figure: no worker sees the other's samples, and the pipe's round trip lies outside each sample's timed
+region.
+While one side is asked anything in a session, the other side's processes are all stopped (evaluate.turns): what
+the head left running (a timer's handler, a thread) cannot take the cores the base's sample is timed on.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any, Callable
 from kforge_bot.evaluate.wire.conditions import summarize
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerProcess
+from kforge_bot.evaluate.turns import Turns
 from kforge_bot.evaluate.wire.stats import relative_half_width, speedup_from_pairs
 
 SIDES = (("b", "baseline"), ("c", "candidate"))
@@ -73,13 +77,28 @@ class RemoteSide:
         self.worker.command({"op": "close"})
 
 
+class TurnTaking:
+    """A side that gets the turn (every other side stopped, evaluate.turns) before each request it is asked."""
+
+    def __init__(self, side: Any, name: str, turns: Turns) -> None:
+        self.side, self.name, self.turns = side, name, turns
+
+    def ask(self, op: str, **args: Any) -> Any:
+        self.turns.give(self.name)
+        return self.side.ask(op, **args)
+
+
 def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: EvalSettings, timed_shapes: int,
-                  progress: Callable[[dict[str, Any]], None] | None, shape: int) -> dict[str, Any]:
+                  progress: Callable[[dict[str, Any]], None] | None, shape: int,
+                  turns: Turns | None = None) -> dict[str, Any]:
     """One shape set's (or one direction's) interleaved timing across the two workers, as measure_pair would time
     it in one: the same fields as timing.PairedTimes.to_dict(). Raises HiddenWork where the candidate's samples hid
-    work (the caller rejects the candidate) and SideEnded where a worker ended."""
+    work (the caller rejects the candidate) and SideEnded where a worker ended. `turns` (keyed "b", "c"): each
+    request goes to a side whose other side is stopped; the caller releases them after."""
     from kforge_bot.evaluate.wire import timing  # the rules' one home; the parent imports torch only once it compares
 
+    if turns is not None:
+        sides = {s: TurnTaking(side, s, turns) for s, side in sides.items()}  # type: ignore[assignment, misc]
     started = time.monotonic()
     sets = int(info["sets"])
     refreshed = bool(info.get("refresh"))

@@ -6,7 +6,8 @@ or one direction of a backward) starts once both have opened it, and the parent 
 What is judged is the head's outcome, with the parent's timing figures in place of the ones a worker would have
 measured; where the base's worker ends first without a result (a crash, a hang, a failure in its own call) the
 outcome is the base's failure (`failed_side` "baseline" in the verdict), and a worker the parent stops because the
-other side ended is never charged.
+other side ended is never charged. Inside a session only the side being asked runs: the other's processes are
+stopped (evaluate.turns), and every worker runs again once the session ends, however it ends.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Callable
 from kforge_bot.evaluate.pair_driver import HiddenWork, RemoteSide, SideEnded, drive_session
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerOutcome, WorkerProcess, kill_group
+from kforge_bot.evaluate.turns import Turns
 
 POLL_S = 0.02  # how often the parent looks for a session's opening (never inside one)
 
@@ -53,12 +55,14 @@ def run_sides(head: WorkerProcess, base: WorkerProcess, settings: EvalSettings, 
         side.thread.start()
     driven: dict[str, dict[str, Any]] = {}
     first_ended, rejected = "", ""
+    turns = Turns({"c": head.proc, "b": base.proc})
     try:
-        first_ended, rejected = _drive_all(runs, settings, timed_shapes, progress, driven)
+        first_ended, rejected = _drive_all(runs, settings, timed_shapes, progress, driven, turns)
     except (KeyError, TypeError, ValueError):  # an answer that is no figure: only a forged channel sends one
         rejected = "a worker's timing answers were unreadable (no figures where figures belong)"
     finally:
-        # Whatever has not ended is waiting on the parent: stopped here, and never charged for it.
+        turns.release()  # never a worker left stopped, whatever ended the pair
+        # Whatever has not ended is waiting on the parent: killed here, and never charged for it.
         for side in runs.values():
             if not side.remote.ended.is_set():
                 kill_group(side.remote.worker.proc)
@@ -83,7 +87,8 @@ def _run_one(side: SideRun, timeout_s: float, stall_s: float, scratch_limit: int
 
 
 def _drive_all(runs: dict[str, SideRun], settings: EvalSettings, timed_shapes: int,
-               progress: Callable[[dict[str, Any]], None] | None, driven: dict[str, dict[str, Any]]) -> tuple[str, str]:
+               progress: Callable[[dict[str, Any]], None] | None, driven: dict[str, dict[str, Any]],
+               turns: Turns) -> tuple[str, str]:
     """Every session both workers open, in order, until both have ended. Returns (the side whose worker ended while
     the other still waited for it, or ""; a rejection of the candidate's timing, or "")."""
     sides = {name: run.remote for name, run in runs.items()}
@@ -102,11 +107,13 @@ def _drive_all(runs: dict[str, SideRun], settings: EvalSettings, timed_shapes: i
                         f"{labels['b']!r}")
         shape = int(labels["c"].split(":")[0])
         try:
-            driven[labels["c"]] = drive_session(sides, opened["c"], settings, timed_shapes, progress, shape)
+            driven[labels["c"]] = drive_session(sides, opened["c"], settings, timed_shapes, progress, shape, turns)
         except SideEnded as ended_side:
             return ("b" if ended_side.side == "baseline" else "c"), ""
         except HiddenWork as hidden:
             return "", f"timed run, shape set {shape}: {hidden}"
+        finally:
+            turns.release()  # between sessions both sides build and check at once
         for side in sides.values():
             side.close()
 

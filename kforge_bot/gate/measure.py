@@ -3,6 +3,7 @@ confirmation run when the first interval straddles the threshold."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -12,6 +13,7 @@ from kforge_bot.config.policy import GateRule, Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.references import ReferenceStore
+from kforge_bot.evaluate.spares import SpareWorkers
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.wire.shapes import regressions
 from kforge_bot.gate.decision import direction_regressions, fmt_change, harness_verdict, result_decision
@@ -67,7 +69,12 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
     (the benchmark's repeated decisions on one kernel)."""
     # Long on purpose: one decision procedure, read top to bottom (new kernel; a failure and whose it is; the
     # first run; the confirmation), whose steps share the run counter, the seeds and the reference store.
-    run_one = evaluator or evaluate
+    # On a GPU the gate's own evaluations keep a spare pair of workers (evaluate.spares), started as each run begins
+    # and held off the device: a confirmation run, or a run again after a disturbed one, finds the head's and the
+    # base's workers started. On the CPU a spare starts only as a run ends, and the next run starts at once: no gain
+    # (benchmarks/results/gate_decision_cost_cpu.md), so none.
+    spares = SpareWorkers() if evaluator is None and kind != "cpu" else None
+    run_one = evaluator or functools.partial(evaluate, spares=spares)
     started = time.monotonic()
     seeds_count = max(settings.seeds or spec.seeds, 1)
     store = references if references is not None else ReferenceStore()
@@ -153,6 +160,8 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
         return done(Measurement(decision, f"confirmed: {_timing_reason(decision, confirm, threshold)}", result=confirm,
                                 first=result))
     finally:
+        if spares is not None:
+            spares.close()
         if references is None:
             store.cleanup()
 

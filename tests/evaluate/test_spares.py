@@ -96,3 +96,34 @@ def _view_of(spec, candidate):
     from kforge_bot.evaluate.sandbox import sandbox_view
 
     return sandbox_view(spec, [candidate, spec.baseline], "cpu", Path("/scratch"), QUICK)
+
+
+def test_where_base_and_head_each_have_a_worker_the_next_evaluation_finds_both_started(tmp_path: Path) -> None:
+    from fakes.gate_repos import tiny_spec_in, write
+
+    spec = tiny_spec_in(tmp_path / "repo")
+    write(tmp_path / "head", "k.py", HEAD)
+    head = Implementation(HEAD, "kernel", "k.py", str(tmp_path / "head"))
+    spares = SpareWorkers(tmp_path / "spares")
+    (tmp_path / "spares").mkdir()
+    timed = EvalSettings(seeds=1, timing_budget_s=0.3, profile=False)
+    first = evaluate(spec, head, "cpu", timed, baseline=spec.baseline, spares=spares)
+    assert first.verdict == "pass", first.reason
+    assert first.details["phases"]["baseline_worker_started_early"] is False
+    base_spare = spares._base
+    assert base_spare is not None and _alive(base_spare.worker.proc.pid)
+    second = evaluate(spec, head, "cpu", timed, baseline=spec.baseline, spares=spares)
+    assert second.verdict == "pass", second.reason
+    phases = second.details["phases"]
+    assert phases["worker_started_early"] is True and phases["baseline_worker_started_early"] is True
+    assert spares.taken == 1 and spares.taken_base == 1
+    assert base_spare.worker.proc.poll() is not None and not base_spare.work.exists()
+    # A lone evaluation next (nothing timed): the base's spare is not kept for it.
+    alone = evaluate(spec, head, "cpu", QUICK, spares=spares)
+    assert alone.verdict == "pass", alone.reason
+    assert spares._base is None
+    spares.close()
+    assert list((tmp_path / "spares").iterdir()) == []
+
+
+HEAD = "def kernel(x, y):\n    return y + x * 2.0  # the base's, written differently\n"

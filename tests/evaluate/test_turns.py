@@ -1,0 +1,175 @@
+"""Only the side being timed runs (evaluate.turns): while one side's worker takes a timed sample, every process of
+the other side is stopped, the sandbox's whole pid namespace included, and nothing is left stopped after."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakes.gate_repos import tiny_spec_in, write
+from kforge_bot.evaluate import isolation, pair_driver
+from kforge_bot.evaluate.api import evaluate
+from kforge_bot.evaluate.wire.result import EvalSettings
+from kforge_bot.evaluate.turns import Turns, descendants, stop_tree
+from kforge_bot.spec import Implementation
+
+# The head's helper module arms a 2 ms timer whose handler spins whenever the head's kernel has not been called for a
+# while: between the head's own samples, which is while the base's are timed. Its kernel is the base's, so any speed
+# it shows is the CPU it took from the base.
+SPINNER = """\
+import signal
+import time
+
+last_call = [time.monotonic()]
+
+
+def _spin(signum, frame):
+    now = time.monotonic()
+    if now - last_call[0] > 0.001:
+        while time.monotonic() - now < 0.0015:
+            pass
+
+
+signal.signal(signal.SIGALRM, _spin)
+signal.setitimer(signal.ITIMER_REAL, 0.002, 0.002)
+"""
+HEAD = """\
+import spinner
+
+
+def kernel(x, y):
+    spinner.last_call[0] = spinner.time.monotonic()
+    return x * 2.0 + y
+"""
+BASE = "def kernel(x, y):\n    return x * 2.0 + y\n"
+
+
+def _cpu_ns(root: int) -> int:
+    """CPU time of every thread of `root` and its descendants (nanoseconds, /proc/<pid>/task/<tid>/schedstat)."""
+    total = 0
+    for pid in descendants(root):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as stat:
+                    total += int(stat.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return total
+
+
+def test_the_heads_timer_handler_gets_no_cpu_while_the_bases_samples_run(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = tiny_spec_in(tmp_path)
+    head_folder = tmp_path / "head"
+    write(head_folder, "spinner.py", SPINNER)
+    write(head_folder, "k.py", HEAD)
+    head = Implementation(HEAD, "kernel", "k.py", str(head_folder))
+    base = Implementation(BASE, "kernel", "k.py", spec.root)
+    sides: dict[str, pair_driver.RemoteSide] = {}
+    stolen: list[int] = []  # the head's CPU nanoseconds during each of the base's timed samples
+    original_init, original_ask = pair_driver.RemoteSide.__init__, pair_driver.RemoteSide.ask
+
+    def init(self: pair_driver.RemoteSide, name: str, *args: Any) -> None:
+        original_init(self, name, *args)
+        sides[name] = self
+
+    def ask(self: pair_driver.RemoteSide, op: str, **args: Any) -> Any:
+        if self.name != "baseline" or op != "sample":
+            return original_ask(self, op, **args)
+        head_pid = sides["candidate"].worker.proc.pid
+        before = _cpu_ns(head_pid)
+        try:
+            return original_ask(self, op, **args)
+        finally:
+            stolen.append(_cpu_ns(head_pid) - before)
+
+    monkeypatch.setattr(pair_driver.RemoteSide, "__init__", init)
+    monkeypatch.setattr(pair_driver.RemoteSide, "ask", ask)
+    result = evaluate(spec, head, "cpu", EvalSettings(seeds=1, timing_budget_s=2.0, profile=False), baseline=base)
+    assert result.verdict in ("pass", "inconclusive"), result.reason
+    assert len(stolen) >= 5, stolen
+    # Stopped while the base samples: not one nanosecond (the handler spun through them before, tens of ms in all).
+    assert sum(stolen) == 0, (f"the head ran {sum(stolen) / 1e6:.1f} ms during {len(stolen)} base samples "
+                              f"(speedup {result.speedup})")
+
+
+ESCAPES = """\
+import os, time
+if os.fork() == 0:
+    os.setsid()  # out of the worker's process group and session
+    if os.fork() == 0:  # and orphaned: re-parented to the sandbox's init
+        while True:
+            pass
+    os._exit(0)
+os.wait()
+while True:
+    time.sleep(1)
+"""
+
+
+@pytest.mark.skipif(not isolation.probe().available, reason="needs bubblewrap")
+def test_a_process_that_left_its_group_in_the_sandbox_is_stopped_and_everything_continues_after(
+        tmp_path: Path) -> None:
+    view = isolation.View(scratch=tmp_path)
+    proc = subprocess.Popen(isolation.command([sys.executable, "-c", ESCAPES], view), start_new_session=True)
+    try:
+        tree = _settled(proc.pid, 4)  # bwrap, its init, python, the spinner (its parent gone)
+        assert len(tree) == 4, tree
+        groups = {os.getpgid(pid) for pid in tree}
+        assert len(groups) >= 3, groups  # bwrap's, the sandbox's, the escaped spinner's own
+        turns = Turns({"other": proc, "me": subprocess.Popen(["sleep", "30"])})
+        turns.give("me")
+        assert all(_state(pid) == "T" for pid in tree), {pid: _state(pid) for pid in tree}
+        spinning = max(tree, key=_cpu_ns)
+        before = _cpu_ns(spinning)
+        time.sleep(0.3)
+        assert _cpu_ns(spinning) == before
+        turns.release()
+        turns.release()  # twice is harmless
+        assert all(_state(pid) != "T" for pid in tree), {pid: _state(pid) for pid in tree}
+        turns.procs["me"].kill()
+        turns.procs["me"].wait()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_a_reaped_worker_is_never_signalled(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    turns = Turns({"gone": gone, "me": subprocess.Popen(["sleep", "30"])})
+    turns.give("me")  # the reaped worker's pid may be anyone's by now: it is left alone
+    assert turns.stopped == set()
+    assert stop_tree(os.getpid() + 10**7) == []  # no such process: nothing to stop
+    turns.procs["me"].kill()
+    turns.procs["me"].wait()
+
+
+def _settled(root: int, count: int) -> list[int]:
+    """The tree under `root` once it has `count` processes, the same pids twice 0.3 s apart (or after 20 s)."""
+    deadline = time.monotonic() + 20
+    previous: list[int] = []
+    while time.monotonic() < deadline:
+        tree = sorted(descendants(root))
+        if len(tree) == count and tree == previous:
+            return tree
+        previous = tree
+        time.sleep(0.3)
+    return previous
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as stat:
+        text = stat.read()
+    return text[text.rindex(")") + 2:][:1]
