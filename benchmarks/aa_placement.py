@@ -25,8 +25,8 @@ from pathlib import Path
 
 import torch
 
-from kforge_bot.evaluate.timing import measure_pair
-from kforge_bot.evaluate.stats import speedup_from_pairs
+from kforge_bot.evaluate.wire.timing import measure_pair
+from kforge_bot.evaluate.wire.stats import speedup_from_pairs
 from kforge_bot.targets import make_target
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kforge_bot.evaluate.timing import measure_pair  # noqa: E402
+from kforge_bot.evaluate.wire.timing import measure_pair  # noqa: E402
 from kforge_bot.targets import make_target  # noqa: E402
 
 

@@ -11,7 +11,7 @@ Part 2 (`aa`): the gate's own decision (kforge_bot.gate.compare: confirmation ru
 on the same kernel as base and head, N decisions beside busy loops; a `regression` or `improved` is a false alarm,
 an `inconclusive` is no verdict (it fails the gate under the default policy: counted apart).
 
-Every row keeps the machine's load and each side's conditions (evaluate.conditions), so a result file says what the
+Every row keeps the machine's load and each side's conditions (evaluate.wire.conditions), so a result file says what the
 machine was doing. The idle figure comes from --idle-figure, else from this run's undisturbed 0-loop runs.
 
     python benchmarks/disturbed_timing.py --runs 10 --loops 0,1,2,3 --aa 50 --aa-loops 2 \
@@ -44,7 +44,7 @@ from kforge_bot.cache import ResultCache  # noqa: E402
 from kforge_bot.targets.fingerprint import probe_fingerprint  # noqa: E402
 from kforge_bot.config.policy import load_policy  # noqa: E402
 from kforge_bot.evaluate.api import evaluate, new_seeds  # noqa: E402
-from kforge_bot.evaluate.conditions import disturbance  # noqa: E402
+from kforge_bot.evaluate.wire.conditions import disturbance  # noqa: E402
 from kforge_bot.evaluate.references import ReferenceStore  # noqa: E402
 from kforge_bot.gate.measure import compare, gate_settings  # noqa: E402
 from kforge_bot.optimize.evaluator import Evaluator  # noqa: E402

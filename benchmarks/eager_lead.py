@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kforge_bot.evaluate import timing  # noqa: E402
+from kforge_bot.evaluate.wire import timing  # noqa: E402
 from kforge_bot.targets import cuda as cuda_target  # noqa: E402
 from kforge_bot.targets import make_target  # noqa: E402
 

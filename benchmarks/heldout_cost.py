@@ -1,4 +1,4 @@
-"""What held-out shapes and values (kforge_bot.evaluate.heldout) add to one `check`: seconds per evaluation.
+"""What held-out shapes and values (kforge_bot.evaluate.wire.heldout) add to one `check`: seconds per evaluation.
 
 Runs `evaluate()` as `check` does (timing on, check's default settings) with held-out variants on and off,
 alternating, `--runs` times per problem, on one problem of each format (KernelBench, manifest, GPU MODE) the repository
@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from kforge_bot.evaluate.api import evaluate  # noqa: E402
-from kforge_bot.evaluate.result import EvalSettings  # noqa: E402
+from kforge_bot.evaluate.wire.result import EvalSettings  # noqa: E402
 from kforge_bot.spec import load_spec  # noqa: E402
 from kforge_bot.targets import cpu_model  # noqa: E402
 

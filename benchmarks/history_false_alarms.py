@@ -48,7 +48,7 @@ from kforge_bot import gitops  # noqa: E402
 from kforge_bot.commands.track import choose_target  # noqa: E402
 from kforge_bot.config.policy import load_policy_from_base  # noqa: E402
 from kforge_bot.evaluate.api import evaluate  # noqa: E402
-from kforge_bot.evaluate.conditions import disturbance  # noqa: E402
+from kforge_bot.evaluate.wire.conditions import disturbance  # noqa: E402
 from kforge_bot.history.changes import change_points  # noqa: E402
 from kforge_bot.history.series import Point, Series, build_series, main_line  # noqa: E402
 from kforge_bot.history.runner import probe_runner  # noqa: E402

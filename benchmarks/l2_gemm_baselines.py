@@ -62,7 +62,7 @@ def measure(problem: Path, target: str, budget: float, timeout: float, kinds: li
     from kforge_bot.evaluate.api import evaluate, new_seeds
     from kforge_bot.evaluate.baselines import measure_compiled
     from kforge_bot.evaluate.references import ReferenceStore
-    from kforge_bot.evaluate.result import EvalSettings
+    from kforge_bot.evaluate.wire.result import EvalSettings
     from kforge_bot.spec import load_spec
 
     spec = load_spec(problem)

@@ -4,7 +4,7 @@
 
 1. Through the host: `tensorfile.write` of a CUDA tensor to /dev/shm (a fresh file each time, as a worker
    does), then `tensorfile.read` and the copy back to the device (as the bot compares), per size, three times.
-2. Shared device memory (`kforge_bot/evaluate/devshare.py`): a child in the same bubblewrap sandbox the
+2. Shared device memory (`kforge_bot/evaluate/wire/devshare.py`): a child in the same bubblewrap sandbox the
    workers use (own PID namespace) copies a tensor into an exported allocation and hands its fd over a Unix
    socket; this process maps it and checks every byte against its own copy. Also: the child exits before the
    memory is read (the reference worker does), an fd that is not a CUDA allocation, and a claimed size larger
@@ -29,11 +29,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from kforge_bot.environment import scrubbed_environment  # noqa: E402
-from kforge_bot.evaluate import devshare, isolation, tensorfile  # noqa: E402
+from kforge_bot.evaluate.wire import devshare, tensorfile  # noqa: E402
+from kforge_bot.evaluate import isolation
 
 CHILD = r'''
 import json, socket, sys, time, torch
-from kforge_bot.evaluate import devshare
+from kforge_bot.evaluate.wire import devshare
 sock = socket.socket(fileno=int(sys.argv[1]))
 nbytes = int(sys.argv[2])
 torch.cuda.init()

@@ -39,7 +39,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kforge_bot.evaluate.result import EvalSettings  # noqa: E402
+from kforge_bot.evaluate.wire.result import EvalSettings  # noqa: E402
 from kforge_bot.scale import make_pool  # noqa: E402
 from kforge_bot.scale.devices import discover_devices  # noqa: E402
 from kforge_bot.spec import load_spec  # noqa: E402

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from kforge_bot.evaluate import tensorfile
+from kforge_bot.evaluate.wire import tensorfile
 
 
 def _timed(fn):  # type: ignore[no-untyped-def]

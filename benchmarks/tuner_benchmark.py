@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
 from kforge_bot.config.policy import Budgets  # noqa: E402
-from kforge_bot.evaluate.result import EvalSettings  # noqa: E402
+from kforge_bot.evaluate.wire.result import EvalSettings  # noqa: E402
 from kforge_bot.hardware import Ceilings, ceilings_for, facts_for, load_ceilings  # noqa: E402
 from kforge_bot.optimize.roofline import roofline_position  # noqa: E402
 from kforge_bot.optimize.run import OptimizeRun, RunConfig, default_cpu_count  # noqa: E402

@@ -18,12 +18,12 @@ t = [time.monotonic()]
 def lap(name):
     now = time.monotonic(); print(f"{name} {now - t[0]:.3f}"); t[0] = now
 import torch; lap("import_torch")
-import kforge_bot.evaluate.worker as w; lap("import_worker")
+import kforge_bot.evaluate.worker.entry as w; lap("import_worker")
 x = torch.zeros(1, device="cuda"); torch.cuda.synchronize(); lap("cuda_context")
-from kforge_bot.evaluate.profile import profile_call
+from kforge_bot.evaluate.worker.profile import profile_call
 profile_call(lambda: x.add_(1), x.device, torch.cuda.synchronize); lap("profiler_first_use")
 profile_call(lambda: x.add_(1), x.device, torch.cuda.synchronize); lap("profiler_second_use")
-from kforge_bot.evaluate.snapshot import FunctionSnapshot, framework_state; lap("import_guards")
+from kforge_bot.evaluate.worker.snapshot import FunctionSnapshot, framework_state; lap("import_guards")
 s = FunctionSnapshot(extra={}); lap("function_snapshot")
 s.changed({}); lap("snapshot_compare")
 framework_state(); lap("framework_state")

@@ -107,9 +107,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # The suite runs on shared, loaded machines (tests must pass beside busy loops), where the timing-disturbance
-# detector (evaluate.conditions) would call most timings inconclusive: its limits are off for the whole session
+# detector (evaluate.wire.conditions) would call most timings inconclusive: its limits are off for the whole session
 # (module-scoped fixtures evaluate too), except in tests marked `disturbance`, which get the defaults back.
-from kforge_bot.evaluate import conditions as _conditions  # noqa: E402
+from kforge_bot.evaluate.wire import conditions as _conditions  # noqa: E402
 
 DISTURBANCE_DEFAULTS = {name: getattr(_conditions, name) for name in ("PREEMPTED_SHARE", "PREEMPTED_GAP",
                                                                       "CROWDED_SHARE")}

@@ -250,7 +250,7 @@ DOUBLE_MANIFEST = ("version: 1\nkernels:\n  double:\n    file: double.py\n    en
 
 def test_evaluator_cache_is_separated_by_hardware_and_never_stores_a_cached_result(tmp_path):
     from kforge_bot.evaluate.api import evaluate
-    from kforge_bot.evaluate.result import EvalSettings
+    from kforge_bot.evaluate.wire.result import EvalSettings
     from kforge_bot.optimize.evaluator import Evaluator
     from kforge_bot.spec import load_spec
 

@@ -12,8 +12,8 @@ import pytest
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.plan import DEVICE_SHARE, HOST_SHARE, Fit, Plan, memory_needs
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.plan import DEVICE_SHARE, HOST_SHARE, Fit, Plan, memory_needs
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 
 pytestmark = pytest.mark.gpu
@@ -94,7 +94,7 @@ def test_a_large_problem_for_its_device_memory_budget_is_cut_down_or_refused_by_
     plan = Plan(role="candidate", target="cuda", spec=spec, baseline=spec.baseline, candidate=candidate,
                 settings=settings, seeds=[1, 2], out_dir=tmp_path)
     size = [4 << 22]  # bytes of 1 << 22 fp32 values, in and out
-    # On the GPU the saved outputs stay on the device (evaluate.outputs), so they count against its memory.
+    # On the GPU the saved outputs stay on the device (evaluate.wire.outputs), so they count against its memory.
     full = memory_needs(plan, size, size, device_outputs=True)
     least = memory_needs(plan.fitted(Fit(1, 1)), size, size, device_outputs=True)
     budget = int(1.05 * max(least[0] / DEVICE_SHARE, least[1] / HOST_SHARE))
@@ -112,7 +112,7 @@ def test_a_large_problem_for_its_device_memory_budget_is_cut_down_or_refused_by_
 
 
 def test_outputs_come_back_as_device_memory_and_a_wrong_element_is_still_caught():
-    """On the GPU the outputs are handed to the bot as shared device memory (evaluate.outputs), across the
+    """On the GPU the outputs are handed to the bot as shared device memory (evaluate.wire.outputs), across the
     sandbox's PID namespace; the comparison sees every element all the same."""
     good = evaluate(_problem(), _candidate("good_triton.py"), "cuda", QUICK)
     assert good.verdict == "pass", good.reason
@@ -137,7 +137,7 @@ def test_a_candidate_after_a_long_low_activity_baseline_times_as_it_does_back_to
     the same behind an 8 ms one-block spin as behind itself."""
     import torch
 
-    from kforge_bot.evaluate.timing import measure_pair
+    from kforge_bot.evaluate.wire.timing import measure_pair
     from kforge_bot.targets import make_target
 
     target = make_target("cuda")
@@ -169,8 +169,8 @@ def test_both_sides_replay_into_the_same_output_memory_so_an_a_a_in_graph_mode_r
     there: both write the same memory, and the A/A reads 1 (the bias was 1.2%, the bound here 0.5%)."""
     import torch
 
-    from kforge_bot.evaluate import graphs, timing
-    from kforge_bot.evaluate.stats import speedup_from_pairs
+    from kforge_bot.evaluate.wire import graphs, timing
+    from kforge_bot.evaluate.wire.stats import speedup_from_pairs
     from kforge_bot.targets import make_target
 
     target = make_target("cuda")

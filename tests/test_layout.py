@@ -4,6 +4,7 @@ them, at the top of a module or inside a function."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "kforge_bot"
@@ -46,8 +47,12 @@ RULES = {
 
 
 def _imports(path: Path) -> set[str]:
+    return _imported_names(ast.walk(ast.parse(path.read_text(), str(path))))
+
+
+def _imported_names(nodes: Iterable[ast.AST]) -> set[str]:
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -82,6 +87,109 @@ def test_the_rules_see_a_forbidden_import(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
     sample.write_text("def f():\n    from kforge_bot.bot.prbot import outcome_for\n")
     assert "kforge_bot.bot.prbot" in _imports(sample)  # inside a function too
+
+
+# The wall in evaluate (kforge_bot/evaluate/__init__.py): what only the sandboxed worker loads, what both load (the
+# wire), and the bot's side: evaluate's top and every other room.
+WORKER_SIDE = "kforge_bot.evaluate.worker"
+WIRE = "kforge_bot.evaluate.wire"
+# Programs of other rooms that run in the sandbox as the evaluation's worker does: held to the worker's rule.
+SANDBOXED = ("kforge_bot.workloads.worker", "kforge_bot.counters.profiled_worker")
+# The bot's rooms above the leaves, besides evaluate's own top: nothing in the sandbox has business there.
+BOT_ROOMS = tuple(room for room in HARNESS if room != "kforge_bot.evaluate") + (
+    "kforge_bot.workloads", "kforge_bot.history", "kforge_bot.doctor", "kforge_bot.github", "kforge_bot.gitops",
+    "kforge_bot.libscan")
+
+
+def _side(module: str) -> str:
+    if _within(module, WORKER_SIDE) or module in SANDBOXED:
+        return "worker"
+    return "wire" if _within(module, WIRE) else "bot"
+
+
+def _bot_side(name: str) -> bool:
+    """A name on the bot's side of the wall: evaluate's top (its package too: `from kforge_bot.evaluate import
+    EvalResult`), or any other room above the leaves."""
+    if _within(name, WORKER_SIDE) or _within(name, WIRE) or name in SANDBOXED:
+        return False
+    return _within(name, "kforge_bot.evaluate") or any(_within(name, room) for room in BOT_ROOMS)
+
+
+def _crosses(side: str, name: str) -> bool:
+    if side == "bot":  # the bot never loads what runs beside untrusted code
+        return _within(name, WORKER_SIDE)
+    if side == "worker":  # the worker: itself, the wire, the leaves
+        return _bot_side(name)
+    return _within(name, WORKER_SIDE) or _bot_side(name)  # the wire: neither side
+
+
+def _wall_breaches(module: str, imported: set[str]) -> list[str]:
+    side = _side(module)
+    return [f"{module} ({side} side) imports {name}" for name in sorted(imported) if _crosses(side, name)]
+
+
+def test_nothing_imports_across_the_wall_in_evaluate() -> None:
+    """The bot's side never imports evaluate.worker, the worker's side never imports the bot's, and the wire
+    imports neither: anywhere in a module, inside a function too."""
+    broken = [line for path in sorted(PACKAGE.rglob("*.py")) for line in _wall_breaches(_module(path), _imports(path))]
+    assert not broken, "\n".join(broken)
+
+
+def test_the_wall_rules_see_a_crossing(tmp_path: Path) -> None:
+    sample = tmp_path / "x.py"
+    sample.write_text("from kforge_bot.evaluate.wire import checks\n\ndef f():\n"
+                      "    from kforge_bot.evaluate.worker.loading import import_implementation\n"
+                      "    from kforge_bot.evaluate import sandbox, EvalResult\n"
+                      "    import kforge_bot.scale.pool\n")
+    imported = _imports(sample)
+    assert _wall_breaches("kforge_bot.evaluate.judge", imported) == [
+        "kforge_bot.evaluate.judge (bot side) imports kforge_bot.evaluate.worker.loading",
+        "kforge_bot.evaluate.judge (bot side) imports kforge_bot.evaluate.worker.loading.import_implementation"]
+    assert _wall_breaches("kforge_bot.gate.measure", imported)  # every room of the bot, not only evaluate's top
+    assert [line.rpartition(" ")[2] for line in _wall_breaches("kforge_bot.evaluate.worker.calls", imported)] == [
+        "kforge_bot.evaluate", "kforge_bot.evaluate.EvalResult", "kforge_bot.evaluate.sandbox", "kforge_bot.scale.pool"]
+    assert _wall_breaches("kforge_bot.workloads.worker", imported) == [
+        line.replace("kforge_bot.evaluate.worker.calls", "kforge_bot.workloads.worker")
+        for line in _wall_breaches("kforge_bot.evaluate.worker.calls", imported)]
+    assert [line.rpartition(" ")[2] for line in _wall_breaches("kforge_bot.evaluate.wire.plan", imported)] == [
+        "kforge_bot.evaluate", "kforge_bot.evaluate.EvalResult", "kforge_bot.evaluate.sandbox",
+        "kforge_bot.evaluate.worker.loading", "kforge_bot.evaluate.worker.loading.import_implementation",
+        "kforge_bot.scale.pool"]
+    wire_only = tmp_path / "y.py"
+    wire_only.write_text("from kforge_bot.evaluate.wire.result import EvalResult\n"
+                         "from kforge_bot.spec import KernelSpec\n")
+    assert not any(_wall_breaches(m, _imports(wire_only)) for m in ("kforge_bot.evaluate.api",
+                                                                     "kforge_bot.evaluate.worker.entry",
+                                                                     "kforge_bot.evaluate.wire.timing"))
+
+
+def _top_imports(path: Path) -> set[str]:
+    """The imports a module makes as it loads: those outside its functions."""
+    tree = ast.parse(path.read_text(), str(path))
+    deferred = {id(node) for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef,
+                                                                                    ast.AsyncFunctionDef))
+                for node in ast.walk(function)}
+    return _imported_names(node for node in ast.walk(tree) if id(node) not in deferred)
+
+
+def test_the_packages_a_worker_loads_first_import_only_the_wire_as_they_load() -> None:
+    """Every module of the worker's side loads kforge_bot and kforge_bot.evaluate first (evaluate's top is the bot's
+    side): what they import as they load runs in the worker, so nothing of the bot's side."""
+    broken = [f"{_module(path)} imports {name} as it loads"
+              for path in (PACKAGE / "__init__.py", PACKAGE / "evaluate" / "__init__.py", PACKAGE / "evaluate" /
+                           "worker" / "__init__.py", PACKAGE / "evaluate" / "wire" / "__init__.py")
+              for name in sorted(_top_imports(path)) if _crosses("worker", name)]
+    assert not broken, "\n".join(broken)
+
+
+def test_the_load_time_rule_sees_an_import_at_the_top(tmp_path: Path) -> None:
+    sample = tmp_path / "__init__.py"
+    sample.write_text("from kforge_bot.evaluate.wire.result import EvalResult\nfrom kforge_bot.evaluate.api import x\n"
+                      "\ndef __getattr__(name):\n    from kforge_bot.evaluate.references import ReferenceStore\n")
+    assert _top_imports(sample) == {"kforge_bot.evaluate.wire.result", "kforge_bot.evaluate.wire.result.EvalResult",
+                                    "kforge_bot.evaluate.api", "kforge_bot.evaluate.api.x"}
+    assert [n for n in sorted(_top_imports(sample)) if _crosses("worker", n)] == ["kforge_bot.evaluate.api",
+                                                                                 "kforge_bot.evaluate.api.x"]
 
 
 def _private_uses(path: Path) -> list[str]:

@@ -31,7 +31,7 @@ def test_the_wheel_carries_the_package_data_and_nothing_else(artifacts: tuple[Pa
     version = kforge_bot.__version__
     assert wheel.name == f"kforge_bot-{version}-py3-none-any.whl"
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("kforge_bot/cli.py", "kforge_bot/commands/init.py", "kforge_bot/evaluate/tensorfile.py",
+    for needed in ("kforge_bot/cli.py", "kforge_bot/commands/init.py", "kforge_bot/evaluate/wire/tensorfile.py",
                    "kforge_bot/data/policies/default.yml", "kforge_bot/data/policies/strict.yml",
                    "kforge_bot/data/runners/h200.yml"):
         assert needed in names, needed

@@ -18,7 +18,7 @@ from string import Template
 from typing import Any, Mapping, Sequence
 
 from kforge_bot.errors import KforgeError, MalformedReply
-from kforge_bot.evaluate.heldout import LABEL_PREFIX
+from kforge_bot.evaluate.wire.heldout import LABEL_PREFIX
 
 # Kernel language -> (prompt guide file, title). "triton" picks its XPU guide on xpu targets.
 _GUIDES: dict[str, tuple[str, str]] = {
@@ -73,7 +73,7 @@ def load_prompt(name: str) -> str:
 # History: what went wrong so far, as plain dicts the loop can store in its trajectory.
 
 
-# A failure on a held-out variant (kforge_bot.evaluate.heldout) is told as this line alone: which sizes, values or
+# A failure on a held-out variant (kforge_bot.evaluate.wire.heldout) is told as this line alone: which sizes, values or
 # seed failed would let the next candidate fit those too.
 HELD_OUT_FEEDBACK = ("incorrect on a held-out shape: the kernel was also checked on sizes and input values that are "
                      "not listed (which ones is not shown); it must work for any size and values the inputs allow, "

@@ -41,7 +41,7 @@ class TargetRow:
     correct: bool | None = None
     target_kind: str | None = None  # cuda | xpu | cpu | mps, for the reproduce command
     device_name: str | None = None
-    # Each shape set (kforge_bot.evaluate.shapes.ShapeSpeedup.to_dict): the speedup is their geometric mean.
+    # Each shape set (kforge_bot.evaluate.wire.shapes.ShapeSpeedup.to_dict): the speedup is their geometric mean.
     shapes: tuple[Mapping[str, Any], ...] = ()
     # A kernel with a backward: {direction: {"speedup", "speedup_ci"}} for forward, backward and forward+backward
     # (the row's speedup is forward+backward's).

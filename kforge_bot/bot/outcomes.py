@@ -11,7 +11,7 @@ from typing import Any
 
 from kforge_bot.agents.analyst import render_digest
 from kforge_bot.bot.evidence import KernelEvidence, TargetRow, WorkloadRow, fmt_workload_speedup
-from kforge_bot.evaluate.shapes import regression_text
+from kforge_bot.evaluate.wire.shapes import regression_text
 
 
 def qualifies(result: Any, min_speedup: float) -> tuple[bool, str]:

@@ -33,8 +33,8 @@ from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.baselines import against_baselines, measure_compiled, requested_compiled
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.references import ReferenceStore
-from kforge_bot.evaluate.result import EvalResult, EvalSettings, case_breakdown, directions_text
-from kforge_bot.evaluate.shapes import DEFINITION, geomean_times, text_lines
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings, case_breakdown, directions_text
+from kforge_bot.evaluate.wire.shapes import DEFINITION, geomean_times, text_lines
 from kforge_bot.spec import (
     Implementation,
     KernelSpec,

@@ -178,7 +178,8 @@ def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft
     # Other vendors' backend folders ask for their own devices, and no kforge target imports them.
     queries = [q for q in import_time_queries(library) if vendor_of(q.rel) is None or vendor_target(vendor_of(q.rel))] \
         if state.entries else []
-    if queries:  # one line: such a library raises at import on a CPU machine (evaluate.device_import says so there)
+    # One line: such a library raises at import on a CPU machine (evaluate.worker.device_import says so there).
+    if queries:
         state.notes.append(f"# needs a GPU to import: {queries[0]} asks for the device when imported"
                            + (f" (+{len(queries) - 1} more)" if len(queries) > 1 else "")
                            + "; run `kforge-bot list --import` and `check` on a GPU runner")

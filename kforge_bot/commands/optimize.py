@@ -29,7 +29,7 @@ from kforge_bot.config.choices import BASELINE_KINDS
 from kforge_bot.config.policy import load_policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.evaluate.shapes import DEFINITION, text_lines
+from kforge_bot.evaluate.wire.shapes import DEFINITION, text_lines
 from kforge_bot.gate.decision import FAILING
 from kforge_bot.machine.cache_dirs import user_cache_dir
 from kforge_bot.optimize.display import Display

@@ -24,7 +24,7 @@ from kforge_bot.bot.github import GitHub
 from kforge_bot.commands import examples, json_option, json_refusal, timing_budget_option, write_json
 from kforge_bot.config.policy import load_policy, load_policy_from_base
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.evaluate.result import EvalResult
+from kforge_bot.evaluate.wire.result import EvalResult
 from kforge_bot.optimize.counters import section, tool_title
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
 

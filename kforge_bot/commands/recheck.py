@@ -1,6 +1,6 @@
 """`kforge-bot recheck`: kernels the bot once judged correct, judged again by today's harness.
 
-A harness that learns to catch more (held-out shapes and values, kforge_bot.evaluate.heldout) may fail a kernel it
+A harness that learns to catch more (held-out shapes and values, kforge_bot.evaluate.wire.heldout) may fail a kernel it
 passed before. This re-runs the correctness checks (never timing) over what the bot accepted: each optimize run's
 accepted candidates (its report folder: trajectory.jsonl and candidates/), and the bot's follow-up branches
 (`kforge/pr-<N>/<kernel>` in a repository, the kernel file at each branch's tip judged under the repository's
@@ -101,7 +101,7 @@ def recheck_item(item: Item, target: str, isolation: str) -> dict[str, Any]:
     from kforge_bot.commands.check import resolve_candidate
     from kforge_bot.evaluate.api import evaluate
     from kforge_bot.evaluate.judge import harness_version
-    from kforge_bot.evaluate.result import EvalSettings
+    from kforge_bot.evaluate.wire.result import EvalSettings
 
     candidate, baseline, _ = resolve_candidate(item.spec, item.candidate)
     settings = EvalSettings(measure=False, profile=False, isolation=isolation)

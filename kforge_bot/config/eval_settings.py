@@ -33,23 +33,23 @@ class EvalSettings:
     timeout_s: float = 300.0  # the candidate's whole worker process, compilation included
     stall_floor_s: float = 30.0  # once built, a candidate silent for max(this, 50x the reference's slowest case) is hung
     measure: bool = True  # False: correctness only
-    heldout: bool = True  # held-out shapes and values checked beside the listed ones (evaluate.heldout)
+    heldout: bool = True  # held-out shapes and values checked beside the listed ones (evaluate.wire.heldout)
     allow_framework_fallback: bool = False
     profile: bool = True
     isolation: str = "preferred"  # required | preferred | off: the OS sandbox for every worker (evaluate.isolation)
-    # Each worker's limits (evaluate.limits, where the defaults are): None takes the default.
+    # Each worker's limits (evaluate.wire.limits, where the defaults are): None takes the default.
     memory_limit_bytes: int | None = None  # per process; by default on cpu and mps only
     process_limit: int | None = None  # processes and threads in one sandbox
     cpu_limit_s: float | None = None  # per process
     scratch_limit_bytes: int | None = None  # the scratch folder in all, any one file, each private tmpfs
-    # The one rule for every command (evaluate.shapes): a shape set whose whole interval lies below
+    # The one rule for every command (evaluate.wire.shapes): a shape set whose whole interval lies below
     # 1/(1+threshold) is a regression. The commands set these from the policy (gate.threshold, gate.rules).
     regression_threshold: float = 0.0
     shape_thresholds: dict[int, float] = field(default_factory=dict)  # per shape set (index), over the above
     informational_shapes: tuple[int, ...] = ()  # shape sets reported but never a regression
-    # A timing is no verdict (`inconclusive`) beyond these (evaluate.conditions; policy evaluation.disturbance):
+    # A timing is no verdict (`inconclusive`) beyond these (evaluate.wire.conditions; policy evaluation.disturbance):
     # the share of a side's samples preempted, the gap between the sides' shares, the share on a crowded machine.
-    # None: evaluate.conditions' defaults.
+    # None: evaluate.wire.conditions' defaults.
     max_preempted_share: float | None = None
     max_preempted_gap: float | None = None
     max_crowded_share: float | None = None

@@ -47,7 +47,7 @@ TARGET_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 @dataclass(frozen=True)
 class ShapeSetSpec:
     """One entry of a gate rule's `shape_sets`: how one shape set (by its index in the kernel's shapes) is judged.
-    Every command applies it (kforge_bot.evaluate.shapes): the gate, optimize's acceptance and check's reason."""
+    Every command applies it (kforge_bot.evaluate.wire.shapes): the gate, optimize's acceptance and check's reason."""
 
     index: int
     threshold: dict[str, float] | None = None  # by target kind; kinds left out take the rule's threshold
@@ -94,7 +94,7 @@ class GateRule:
     informational_shapes: tuple[int, ...] = ()  # shape sets reported, never a regression
 
     def shape_settings(self) -> dict[str, Any]:
-        """The rule as EvalSettings fields, so every command judges shape sets by it (kforge_bot.evaluate.shapes):
+        """The rule as EvalSettings fields, so every command judges shape sets by it (kforge_bot.evaluate.wire.shapes):
         `dataclasses.replace(settings, **rule.shape_settings())`."""
         return {"regression_threshold": self.threshold, "shape_thresholds": dict(self.shape_thresholds),
                 "informational_shapes": tuple(self.informational_shapes)}
@@ -132,7 +132,7 @@ class Gate:
     # job set up on the wrong machine must not stay green) or "pass".
     all_skipped: str = "fail"
     # A timing that decided nothing (disturbed twice, or straddling the threshold after its confirmation run):
-    # "fail" or "pass" (evaluate.conditions, docs/inconclusive.md).
+    # "fail" or "pass" (evaluate.wire.conditions, docs/inconclusive.md).
     inconclusive: str = "fail"
     workloads: WorkloadGate = field(default_factory=WorkloadGate)
 
@@ -168,7 +168,7 @@ class Trust:
 
 @dataclass(frozen=True)
 class Disturbance:
-    """How disturbed a timing may be and still count (evaluate.conditions.Limits), as shares of the timed samples;
+    """How disturbed a timing may be and still count (evaluate.wire.conditions.Limits), as shares of the timed samples;
     None: the harness's default."""
 
     preempted_share: float | None = None  # a side's samples with an involuntary context switch
@@ -183,7 +183,7 @@ class Evaluation:
     seeds: int | None = 3  # None (the quick look only): the kernel's own
     timing_budget_s: float = 10.0  # seconds of interleaved timing (its earlier key: time_budget_s)
     timeout_s: float = 300.0  # seconds before the worker is killed, compilation included
-    # Each worker's limits (kforge_bot.evaluate.limits has the defaults, used where these are None).
+    # Each worker's limits (kforge_bot.evaluate.wire.limits has the defaults, used where these are None).
     memory_limit_gb: float | None = None
     process_limit: int | None = None
     cpu_limit_s: float | None = None
@@ -601,7 +601,7 @@ def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
         ekw["timing_budget_s"] = ck.number(e[budget_key], f"evaluation.{budget_key}", minimum=0, exclusive_minimum=True)
     if "timeout_s" in e:
         ekw["timeout_s"] = ck.number(e["timeout_s"], "evaluation.timeout_s", minimum=0, exclusive_minimum=True)
-    for key in ("memory_limit_gb", "cpu_limit_s", "scratch_limit_gb"):  # null: the default (evaluate.limits)
+    for key in ("memory_limit_gb", "cpu_limit_s", "scratch_limit_gb"):  # null: the default (evaluate.wire.limits)
         if e.get(key) is not None:
             ekw[key] = ck.number(e[key], f"evaluation.{key}", minimum=0, exclusive_minimum=True)
     if e.get("process_limit") is not None:

@@ -26,7 +26,7 @@ from typing import Any
 from kforge_bot.counters import ncu_parse
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import isolation
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import kill_group, remove_scratch, sandbox_view
 from kforge_bot.spec import Implementation, KernelSpec
 

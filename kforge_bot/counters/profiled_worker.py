@@ -44,7 +44,7 @@ def _profile_one_call(request: dict) -> None:
     # Here, not at the top: the bot imports this module for RANGE (counters.ncu) and must not import torch.
     import torch
 
-    from kforge_bot.evaluate import loading
+    from kforge_bot.evaluate.worker import loading
     from kforge_bot.spec import Implementation, KernelSpec
     from kforge_bot.targets import make_target
 

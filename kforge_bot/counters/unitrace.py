@@ -28,7 +28,7 @@ from typing import Any
 from kforge_bot.counters import unitrace_parse
 from kforge_bot.counters.profiled_run import profiled_argv, profiled_call
 from kforge_bot.evaluate import bound
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.targets import target_kind
 

@@ -22,10 +22,10 @@ from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.judge import judge
-from kforge_bot.evaluate.limits import limits_for
-from kforge_bot.evaluate.plan import Plan
+from kforge_bot.evaluate.wire.limits import limits_for
+from kforge_bot.evaluate.wire.plan import Plan
 from kforge_bot.evaluate.references import Progress, ReferenceStore, reference_fit
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerOutcome, WorkerProcess, raise_on_sandbox_failure,
                                          remove_scratch, run_worker, sandbox_view, scratch_root, start_worker)
 from kforge_bot.evaluate.side_workers import merge_timing, run_sides

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from kforge_bot.config.choices import EAGER
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
 # kind -> torch.compile mode. max-autotune without CUDA graphs: the harness replays both sides from its own CUDA

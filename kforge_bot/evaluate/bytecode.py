@@ -52,13 +52,13 @@ _LATER_IMPORTS = ("torch.profiler", "torch.utils.cpp_extension", "triton", "trit
                   "torch._dynamo", "torch._inductor.compile_fx")
 _PRIME = f"""
 import importlib
-import kforge_bot.evaluate.worker  # torch and the harness: everything a worker's start imports
+import kforge_bot.evaluate.worker.entry  # torch and the harness: everything a worker's start imports
 for name in {_LATER_IMPORTS!r}:
     try:
         importlib.import_module(name)
     except Exception:
         pass
-print(kforge_bot.evaluate.worker.__file__)
+print(kforge_bot.evaluate.worker.entry.__file__)
 """
 # Packages whose versions go in the cache's key: another version fills it again (their modules stale otherwise).
 _KEYED = ("torch", "triton", "numpy", "sympy", "kforge-bot")
@@ -167,7 +167,7 @@ def prime(directory: Path, environ: dict[str, str], timeout_s: float = PRIME_TIM
 def _fill(directory: Path, environ: dict[str, str], timeout_s: float) -> None:
     env = {k: v for k, v in environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(directory)
-    expected = importlib.util.find_spec("kforge_bot.evaluate.worker")
+    expected = importlib.util.find_spec("kforge_bot.evaluate.worker.entry")
     # An empty folder of its own: `-c` searches the current folder first, and nothing may be found there.
     with tempfile.TemporaryDirectory(prefix="kforge-bytecode-fill-") as empty:
         proc = subprocess.run([sys.executable, "-c", _PRIME], cwd=empty, env=env, capture_output=True,

@@ -14,7 +14,7 @@ them may be hostile. Inside the sandbox a process has
 - only the device nodes its target needs (`/dev/nvidia*` for CUDA, `/dev/dri` for XPU);
 - where the installation has no compiled bytecode, the bot's own bytecode cache, read-only (evaluate.bytecode).
 
-Memory, processes, CPU time and scratch space are limited by kforge_bot.evaluate.limits. What it does not do:
+Memory, processes, CPU time and scratch space are limited by kforge_bot.evaluate.wire.limits. What it does not do:
 separate two processes on one GPU beyond what the driver does.
 """
 
@@ -44,7 +44,7 @@ _HOME_SECRETS = (".ssh", ".git-credentials", ".gitconfig", ".netrc", ".config", 
 _ALWAYS_HIDDEN_NAMES = (".git", ".kforge-cache")
 _COMPILERS = ("nvcc", "gcc", "g++", "cc", "c++", "clang", "clang++", "icpx", "ninja", "ptxas")
 # Where a sandboxed process builds torch extensions it may not build in the shared compile-ahead folders
-# (kforge_bot.evaluate.loading): the same path in every sandbox, because ninja rebuilds a build found under any
+# (kforge_bot.evaluate.worker.loading): the same path in every sandbox, because ninja rebuilds a build found under any
 # other path (its commands name the build folder), so a build made ahead is reused only where it was made.
 EXTENSIONS_MOUNT = "/run/kforge-extensions"
 INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap), or set policy "

@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from kforge_bot import HARNESS_VERSION, __version__
-from kforge_bot.evaluate import bound, conditions, heldout, isolation, outputs
-from kforge_bot.evaluate.plan import Case, Plan
-from kforge_bot.evaluate.result import DIRECTIONS, EvalResult, EvalSettings, TimingStats, directions_text
-from kforge_bot.evaluate.shapes import DEFINITION, ShapeSpeedup, combine, regression_text
+from kforge_bot.evaluate import bound, isolation
+from kforge_bot.evaluate.wire import conditions, heldout, outputs
+from kforge_bot.evaluate.wire.plan import Case, Plan
+from kforge_bot.evaluate.wire.result import DIRECTIONS, EvalResult, EvalSettings, TimingStats, directions_text
+from kforge_bot.evaluate.wire.shapes import DEFINITION, ShapeSpeedup, combine, regression_text
 from kforge_bot.evaluate.sandbox import WorkerOutcome
-from kforge_bot.evaluate.stats import speedup_from_pairs, summarize, systematic_floor, widen
+from kforge_bot.evaluate.wire.stats import speedup_from_pairs, summarize, systematic_floor, widen
 from kforge_bot.targets import target_kind
 
 
@@ -96,7 +97,7 @@ def judge(plan: Plan, outcome: WorkerOutcome, ref_outputs: dict[str, list[Any]],
 
 
 def _attach_conditions(result: EvalResult, settings: EvalSettings) -> str | None:
-    """Each shape set's timing conditions (evaluate.conditions) summarised in `details.conditions`, and the one
+    """Each shape set's timing conditions (evaluate.wire.conditions) summarised in `details.conditions`, and the one
     line saying what disturbed the timing where the policy's limits say it was (else None)."""
     limits = conditions.policy_limits(settings.max_preempted_share, settings.max_preempted_gap,
                                       settings.max_crowded_share)
@@ -212,8 +213,8 @@ def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
     what it saved: each file's digest (None: handed over as device memory). The files lie in the worker's
     scratch, which the candidate's code can write, so a file must be one the worker saved, still hold what it
     wrote, and not have gone missing."""
-    from kforge_bot.evaluate.checks import compare_outputs, comparison_device  # imports torch (see module doc)
-    from kforge_bot.evaluate.tensorfile import ChangedTensorFile
+    from kforge_bot.evaluate.wire.checks import compare_outputs, comparison_device  # imports torch (see module doc)
+    from kforge_bot.evaluate.wire.tensorfile import ChangedTensorFile
 
     records: list[dict[str, Any]] = []
     tolerance = plan.spec.tolerance
@@ -357,8 +358,8 @@ def _profile_rejection(plan: Plan, profile: dict[str, Any]) -> str | None:
 
 def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], settings: EvalSettings,
                    shapes: Sequence[dict[str, Any]] = ()) -> None:
-    """Each shape set's speedup and interval from its own pairs, judged by its rule (evaluate.shapes); the headline is
-    their geometric mean, its interval theirs combined. Pooling every set's pairs into one median hid a set 7x
+    """Each shape set's speedup and interval from its own pairs, judged by its rule (evaluate.wire.shapes); the
+    headline is their geometric mean, its interval theirs combined. Pooling every set's pairs into one median hid a set 7x
     slower behind another set 6x faster."""
     confidence = settings.confidence
     usable = [t for t in timing if t.get("baseline_ms") and t.get("candidate_ms")]
@@ -419,7 +420,7 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], settings: E
 def _attach_directions(result: EvalResult, timing: list[dict[str, Any]], confidence: float) -> None:
     """A kernel with a backward: each direction's figures in `details.directions` (forward alone, backward alone,
     and forward+backward, the measurement every output check and the headline come from), its shape sets combined
-    as the headline's are (evaluate.shapes.combine)."""
+    as the headline's are (evaluate.wire.shapes.combine)."""
     with_directions = [t for t in timing if t.get("directions")]
     if not with_directions:
         return

@@ -2,10 +2,10 @@
 
 Base and head each load in a sandboxed worker of their own (kforge_bot.evaluate.side_workers), so nothing the head
 loads (a module named like one of the base's, a C library loaded by the same path) can be what the base runs. The
-schedule is measure_pair's (kforge_bot.evaluate.timing), with its rules read from there: each side warmed up, the
+schedule is measure_pair's (kforge_bot.evaluate.wire.timing), with its rules read from there: each side warmed up, the
 device estimates, the graph decision (both sides replay graphs or neither does), the one lead both sides get, then
 pairs in alternating order (B C, C B, ...) until the interval is tight, the budget is spent or the pair limit is
-reached. The parent asks one worker at a time for one timed sample (kforge_bot.evaluate.sample_server) and keeps
+reached. The parent asks one worker at a time for one timed sample (kforge_bot.evaluate.worker.sample_server) and keeps
 every figure: no worker sees the other's samples, and the pipe's round trip lies outside each sample's timed region.
 """
 
@@ -16,10 +16,10 @@ import threading
 import time
 from typing import Any, Callable
 
-from kforge_bot.evaluate.conditions import summarize
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.conditions import summarize
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerProcess
-from kforge_bot.evaluate.stats import relative_half_width, speedup_from_pairs
+from kforge_bot.evaluate.wire.stats import relative_half_width, speedup_from_pairs
 
 SIDES = (("b", "baseline"), ("c", "candidate"))
 
@@ -78,7 +78,7 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
     """One shape set's (or one direction's) interleaved timing across the two workers, as measure_pair would time
     it in one: the same fields as timing.PairedTimes.to_dict(). Raises HiddenWork where the candidate's samples hid
     work (the caller rejects the candidate) and SideEnded where a worker ended."""
-    from kforge_bot.evaluate import timing  # the rules' one home; the parent imports torch only once it compares
+    from kforge_bot.evaluate.wire import timing  # the rules' one home; the parent imports torch only once it compares
 
     started = time.monotonic()
     sets = int(info["sets"])
@@ -119,7 +119,7 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
 def _graph_decision(sides: dict[str, RemoteSide], sets: int, eager_k: int) -> tuple[str, str, int]:
     """(launch, note, calls a sample): both sides replayed from their own graphs, or both eager where either's
     capture fails. Graphs of two processes cannot share output memory (graphs.capture_graphs does so in one)."""
-    from kforge_bot.evaluate import timing
+    from kforge_bot.evaluate.wire import timing
 
     why = {s: str(sides[s].ask("capture") or "") for s, _ in SIDES}
     failed = next((w for w in why.values() if w), "")
@@ -136,7 +136,7 @@ def _graph_decision(sides: dict[str, RemoteSide], sets: int, eager_k: int) -> tu
 def _pairs(sides: dict[str, RemoteSide], settings: EvalSettings, budget_s: float, k: int, lead: float,
            progress: Callable[[dict[str, Any]], None] | None, shape: int) -> dict[str, Any]:
     """The timed pairs, in alternating order, with measure_pair's stop rule; every figure as the sides sent it."""
-    from kforge_bot.evaluate import timing
+    from kforge_bot.evaluate.wire import timing
 
     got: dict[str, Any] = {"b": [], "c": [], "readings": {"b": [], "c": []}, "after": {"b": [], "c": []},
                            "before": {"b": [], "c": []}}

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate import devshare, outputs
-from kforge_bot.evaluate.limits import limits_for
-from kforge_bot.evaluate.plan import Fit, Plan
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire import devshare, outputs
+from kforge_bot.evaluate.wire.limits import limits_for
+from kforge_bot.evaluate.wire.plan import Fit, Plan
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import (WorkerOutcome, raise_on_sandbox_failure, remove_scratch, run_worker,
                                          sandbox_view, scratch_root)
 from kforge_bot.spec import KernelSpec
@@ -150,7 +150,7 @@ def _prepare_comparison(target: str) -> None:
         # The comparison's kernels load on their first use (tens of milliseconds each, a dozen kinds): load them
         # now, on a few elements, while the workers run. Any failure here shows again, properly, when comparing.
         try:
-            from kforge_bot.evaluate.checks import compare_tensor
+            from kforge_bot.evaluate.wire.checks import compare_tensor
 
             for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.int64):
                 sample = torch.arange(8, device=target).to(dtype)

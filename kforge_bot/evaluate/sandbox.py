@@ -7,7 +7,7 @@
 - Results over a private pipe, as JSON lines carrying a nonce the child reads from stdin before any user
   code is imported; the channel is bounded (per line and in total), so a flood ends the worker within
   seconds and with bounded memory. stdout and stderr go through a pipe too, of which only a tail is kept.
-  On a GPU, outputs may come back as shared device memory over a socket of their own (evaluate.outputs).
+  On a GPU, outputs may come back as shared device memory over a socket of their own (evaluate.wire.outputs).
 - The request (seeds included) also arrives on stdin, never as a file: a candidate that could read the
   seeds, its own or a concurrent evaluation's, could precompute the expected results at import time.
 """
@@ -34,9 +34,10 @@ from typing import Any, Callable
 
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate import bytecode, isolation, limits, outputs
-from kforge_bot.evaluate.activity import BuildWatch
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate import bytecode, isolation
+from kforge_bot.evaluate.wire import limits, outputs
+from kforge_bot.evaluate.wire.activity import BuildWatch
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.targets import target_kind
 
@@ -61,10 +62,10 @@ class WorkerOutcome:
     sandboxed: bool = False
     built: bool = False  # the worker said it had imported and built what it runs (phase "imported")
     stalled_s: float | None = None  # killed after this long without a message once built
-    # Killed inside a first call that had stopped looking like a build (evaluate.activity): its CPU seconds since.
+    # Killed inside a first call that had stopped looking like a build (evaluate.wire.activity): its CPU seconds since.
     quiet_build_cpu_s: float | None = None
     shared: outputs.SharedOutputs | None = None  # outputs handed over as device memory; the caller closes it
-    overfilled: int | None = None  # stopped with its scratch folder over this many bytes (evaluate.limits)
+    overfilled: int | None = None  # stopped with its scratch folder over this many bytes (evaluate.wire.limits)
 
     @property
     def sandbox_failure(self) -> str | None:
@@ -112,7 +113,7 @@ class WorkerProcess:
     worker imports torch while the reference's worker computes the expected outputs, and gets the candidate
     only once those outputs are off the disk."""
 
-    entry_module = "kforge_bot.evaluate.worker"  # whose main() the child runs (workloads run their own)
+    entry_module = "kforge_bot.evaluate.worker.entry"  # whose main() the child runs (workloads run their own)
 
     def __init__(self, workdir: Path, role: str, env: dict[str, str] | None = None,
                  view: isolation.View | None = None, warm: str | None = None, hold_device: bool = False) -> None:
@@ -130,7 +131,7 @@ class WorkerProcess:
             argv = isolation.command(argv, view)
         self._read_fd, write_fd = os.pipe()
         log_read, log_write = os.pipe()
-        # On a GPU, outputs may come back as shared device memory over a socket of their own (evaluate.outputs).
+        # On a GPU, outputs may come back as shared device memory over a socket of their own (evaluate.wire.outputs).
         self.shared: outputs.SharedOutputs | None = None
         theirs: socket.socket | None = None
         if warm is not None and warm.startswith("cuda") and os.environ.get("KFORGE_OUTPUTS", "device") != "files":
@@ -170,7 +171,7 @@ class WorkerProcess:
 
     @staticmethod
     def _warm_args(role: str, warm: str | None, hold_device: bool) -> list[str]:
-        # The device to initialise before the request comes (worker.warm_up); a candidate's worker also warms
+        # The device to initialise before the request comes (worker.entry.warm_up); a candidate's worker also warms
         # the profiler, which it will use. "hold": not before `release_device()` (a timed run is under way).
         if not warm:
             return []
@@ -194,7 +195,7 @@ class WorkerProcess:
         self._write((self._nonce + "\n" + json.dumps(request) + "\n").encode(), close=not more)
 
     def boot_phases(self, clocks: Any) -> dict[str, float]:
-        """Where the worker's start went, from the clocks it reported (`worker.BOOT`): its interpreter and
+        """Where the worker's start went, from the clocks it reported (`worker.entry.BOOT`): its interpreter and
         imports, its device warm-up, and how long the request then waited for it (or it for the request)."""
         if not isinstance(clocks, dict) or self.request_sent_at is None:
             return {}
@@ -241,8 +242,8 @@ class WorkerProcess:
         `timeout_s` passes (counted from now), then kill its process group. Once the worker says it is built,
         `stall_s` without a message also ends it (a hang costs that, not the whole timeout); inside a first call on
         a shape set, which may build (candidate_role.CandidateRun.first_call), `stall_s` without a message and
-        without a sign of a build (a compiler process, files read or written: evaluate.activity); a scratch folder over
-        `scratch_limit` bytes (looked at every SCRATCH_CHECK_S, and once more at the end) ends it too. Never raises
+        without a sign of a build (a compiler process, files read or written: evaluate.wire.activity); a scratch folder
+        over `scratch_limit` bytes (looked at every SCRATCH_CHECK_S, and once more at the end) ends it too. Never raises
         for the child's failures; runs once."""
         assert not self._done, "a worker process runs one request"
         if request is not None:

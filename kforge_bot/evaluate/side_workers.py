@@ -1,6 +1,6 @@
 """Base and head in two workers: both run at once, their timing driven by the parent, one outcome judged.
 
-Each worker runs the candidate role on its own side (evaluate.plan.Plan.side): the head's is checked as every
+Each worker runs the candidate role on its own side (evaluate.wire.plan.Plan.side): the head's is checked as every
 candidate is, the base's only built and timed. Both build and check concurrently; each timing session (a shape set,
 or one direction of a backward) starts once both have opened it, and the parent drives it (evaluate.pair_driver).
 What is judged is the head's outcome, with the parent's timing figures in place of the ones a worker would have
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kforge_bot.evaluate.pair_driver import HiddenWork, RemoteSide, SideEnded, drive_session
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerOutcome, WorkerProcess, kill_group
 
 POLL_S = 0.02  # how often the parent looks for a session's opening (never inside one)

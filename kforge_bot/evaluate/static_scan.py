@@ -4,7 +4,7 @@
 objects through the garbage collector or stack frames, leaving the process early, writing to inherited file
 descriptors, patching the framework or the clock by assignment, importing the harness. It runs in the parent
 before any worker starts; names built at run time get past it, and the worker's own checks
-(kforge_bot.evaluate.snapshot, kforge_bot.evaluate.guards) catch what it cannot see.
+(kforge_bot.evaluate.worker.snapshot, kforge_bot.evaluate.worker.guards) catch what it cannot see.
 
 It is not the last word: correctness is decided by comparing outputs against a reference computed in another
 process, and timing by the device's own clock; the scan turns the known tricks into a clear verdict and a

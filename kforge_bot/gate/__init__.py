@@ -21,7 +21,7 @@ base time / head time, so a slower head has a speedup below 1) and judged agains
 - `regression`: slower than the policy's threshold t with the policy's confidence c on some shape set:
   the whole c-level interval of that set's speedup lies below 1/(1+t), i.e. head time / base time > 1 + t
   with one-sided confidence at least (1+c)/2 (each set is judged on its own, by the rule every command
-  applies, kforge_bot.evaluate.shapes: a set far faster cannot hide one far slower; a gate rule's
+  applies, kforge_bot.evaluate.wire.shapes: a set far faster cannot hide one far slower; a gate rule's
   `shape_sets` sets t per set or names a set informational, never a regression). A set whose interval
   straddles 1/(1+t) gets ONE confirmation run with three times the time budget, and the confirmation alone
   decides (a second straddle is `pass`, reported as unresolved). Since each run calls a regression on a set

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kforge_bot.evaluate.result import EvalResult
-from kforge_bot.evaluate.shapes import regression_bound as regression_bound  # the rule's bound, re-exported
-from kforge_bot.evaluate.shapes import shape_status
+from kforge_bot.evaluate.wire.result import EvalResult
+from kforge_bot.evaluate.wire.shapes import regression_bound as regression_bound  # the rule's bound, re-exported
+from kforge_bot.evaluate.wire.shapes import shape_status
 
 VERDICTS = ("pass", "improved", "regression", "incorrect", "error", "spec-changed", "inconclusive", "skipped")
 # spec-changed: the change edits the kernel's own test (kforge_bot/gate/base_spec.py) and no maintainer has
@@ -36,7 +36,7 @@ def timing_decision(speedup_ci: Sequence[float] | None, threshold: float) -> str
 
 
 def result_decision(result: EvalResult, threshold: float) -> str:
-    """The gate's decision on a timed result, shape set by shape set (evaluate.shapes): a regression when any
+    """The gate's decision on a timed result, shape set by shape set (evaluate.wire.shapes): a regression when any
     shape set the policy counts regressed (each at its own threshold), a confirmation when any straddles or went
     unmeasured, improved when the headline (the geometric mean) is faster than the threshold, else pass. A shape
     set the policy names informational never decides; where every set is, the headline can only pass or improve."""

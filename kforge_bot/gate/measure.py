@@ -12,8 +12,8 @@ from kforge_bot.config.policy import GateRule, Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.references import ReferenceStore
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.evaluate.shapes import regressions
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.shapes import regressions
 from kforge_bot.gate.decision import direction_regressions, fmt_change, harness_verdict, result_decision
 from kforge_bot.spec import Implementation, KernelSpec, has_own_reference
 

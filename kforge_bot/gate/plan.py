@@ -14,7 +14,7 @@ from typing import Any
 
 from kforge_bot.cache import ResultCache, cache_key, file_digests, portable
 from kforge_bot.config.policy import GateRule, Policy
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.measure import gate_settings
 from kforge_bot.gate.report import KernelReport

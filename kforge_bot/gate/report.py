@@ -8,8 +8,8 @@ from typing import Any
 
 from kforge_bot import HARNESS_VERSION, __version__
 from kforge_bot.config.policy import GateRule
-from kforge_bot.evaluate.result import EvalResult
-from kforge_bot.evaluate.shapes import geomean_times
+from kforge_bot.evaluate.wire.result import EvalResult
+from kforge_bot.evaluate.wire.shapes import geomean_times
 from kforge_bot.gate.decision import VERDICTS, exit_code, fmt_change, fmt_threshold
 from kforge_bot.gate.measure import Measurement
 from kforge_bot.spec.kernels import Kernel
@@ -50,7 +50,7 @@ class KernelReport:
     wall_s: float = 0.0
     key: str | None = None
     evaluation: dict[str, Any] | None = None
-    # Each shape set (evaluate.shapes.ShapeSpeedup.to_dict, with its `change`), judged by the one rule.
+    # Each shape set (evaluate.wire.shapes.ShapeSpeedup.to_dict, with its `change`), judged by the one rule.
     shapes: list[dict[str, Any]] = field(default_factory=list)
     # A kernel with a backward: per direction (forward, backward, forward+backward) its speedup, interval and
     # change, as the headline's are (the headline is forward+backward).

@@ -19,7 +19,7 @@ from typing import Any
 from kforge_bot import gitops
 from kforge_bot.config.policy import Policy
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.result import EvalResult
+from kforge_bot.evaluate.wire.result import EvalResult
 from kforge_bot.gate.decision import harness_verdict
 from kforge_bot.gate.measure import gate_settings
 from kforge_bot.history.runner import Runner

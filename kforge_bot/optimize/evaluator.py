@@ -14,7 +14,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.baselines import CompiledBaseline, measure_compiled
 from kforge_bot.evaluate.references import ReferenceStore
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.spares import SpareWorkers
 from kforge_bot.spec import Implementation, KernelSpec, candidate_language
 

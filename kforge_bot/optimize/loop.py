@@ -36,7 +36,7 @@ from kforge_bot.agents import generator
 from kforge_bot.config.policy import Budgets
 from kforge_bot.errors import KforgeError, MalformedReply, NonTerminating, Terminating
 from kforge_bot.evaluate.baselines import CompiledBaseline, against_baselines, beats_every_baseline, requested_compiled
-from kforge_bot.evaluate.result import EvalResult
+from kforge_bot.evaluate.wire.result import EvalResult
 from kforge_bot.optimize.counters import DETAILS_FILE, Counters, details_csv
 from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.optimize.evaluator import Progress

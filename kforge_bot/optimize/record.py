@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kforge_bot.evaluate.result import per_shape_of
-from kforge_bot.evaluate.shapes import ShapeSpeedup, regressions
+from kforge_bot.evaluate.wire.result import per_shape_of
+from kforge_bot.evaluate.wire.shapes import ShapeSpeedup, regressions
 from kforge_bot.optimize.roofline import roofline_position
 from kforge_bot.text import one_line
 
@@ -45,7 +45,8 @@ class IterationRecord:
 
     @property
     def per_shape(self) -> list[ShapeSpeedup]:
-        """Each shape set's speedup and verdict (evaluate.shapes); the headline `speedup` is their geometric mean."""
+        """Each shape set's speedup and verdict (evaluate.wire.shapes); the headline `speedup` is their geometric
+        mean."""
         return per_shape_of(self.result) if self.result else []
 
     @property

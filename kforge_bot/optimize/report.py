@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate.result import case_breakdown, directions_text
-from kforge_bot.evaluate.shapes import DEFINITION, geomean_times, markdown_table, regression_text
+from kforge_bot.evaluate.wire.result import case_breakdown, directions_text
+from kforge_bot.evaluate.wire.shapes import DEFINITION, geomean_times, markdown_table, regression_text
 from kforge_bot.optimize.counters import section, tool_title
 from kforge_bot.optimize.record import IterationRecord, RunRecord
 from kforge_bot.text import one_line

@@ -12,7 +12,7 @@ from kforge_bot.agents.llm import LLMClient
 from kforge_bot.cache import ResultCache
 from kforge_bot.config.policy import Budgets, Policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.optimize.counters import Counters
 from kforge_bot.optimize.evaluator import Evaluator, Progress
 from kforge_bot.optimize.llm_proposer import LLMProposer

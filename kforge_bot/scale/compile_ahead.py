@@ -16,8 +16,8 @@ from typing import Any
 
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import isolation
-from kforge_bot.evaluate.limits import limits_for
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.limits import limits_for
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import kill_group, remove_scratch, sandbox_view
 
 PREPARE_TIMEOUT_S = 900.0
@@ -32,7 +32,8 @@ _PREPARE = r"""
 import json, sys
 from pathlib import Path
 from kforge_bot.spec import Implementation
-from kforge_bot.evaluate import limits, loading
+from kforge_bot.evaluate.wire import limits
+from kforge_bot.evaluate.worker import loading
 work = Path(sys.argv[1])
 request = json.loads(sys.stdin.read())
 limits.apply(limits.Limits.from_dict(request["limits"]))  # before any user code, as in a worker
@@ -43,7 +44,7 @@ print("KFORGE_PREPARED", flush=True)
 
 
 def candidate_imports(spec: Any, candidate: Any, baseline: Any) -> list[tuple[str, Any]]:
-    """What a candidate's worker imports, in its order (kforge_bot.evaluate.candidate_role.CandidateRun.setup):
+    """What a candidate's worker imports, in its order (kforge_bot.evaluate.worker.candidate_role.CandidateRun.setup):
     extension versions (name, name_v1, ...) follow the order, and a build is found again only under its name."""
     base = baseline or spec.baseline
     imports = [("inputs", spec.inputs_source), ("baseline", base)]

@@ -84,7 +84,7 @@ class _Actor:
     def evaluate(self, data: dict[str, Any]) -> tuple[str, Any, float]:
         # In the Ray worker, once Ray has pinned its GPU (as a local slot imports them after pinning its own).
         from kforge_bot.evaluate.api import evaluate
-        from kforge_bot.evaluate.result import EvalSettings
+        from kforge_bot.evaluate.wire.result import EvalSettings
         from kforge_bot.spec import Implementation, KernelSpec
 
         started = time.monotonic()
@@ -168,7 +168,7 @@ class RayPool:
         return future
 
     def _feed(self, index: int) -> None:
-        from kforge_bot.evaluate.result import EvalResult  # not at the top: Ray workers load this module unpinned
+        from kforge_bot.evaluate.wire.result import EvalResult  # not at the top: Ray workers load this module unpinned
 
         ray = self.ray
         while True:

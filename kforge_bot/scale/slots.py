@@ -62,7 +62,7 @@ def _slot_main(conn: Any, env: dict[str, str]) -> None:
 def _serve(conn: Any, store: ReferenceStore, spares: SpareWorkers) -> None:
     # In the slot, after _slot_main pinned its device (as every evaluate import in this module).
     from kforge_bot.evaluate.api import evaluate
-    from kforge_bot.evaluate.result import EvalSettings
+    from kforge_bot.evaluate.wire.result import EvalSettings
     from kforge_bot.spec import Implementation, KernelSpec
 
     while True:
@@ -175,7 +175,7 @@ class Slot:
                 job.future.set_exception(exc)
 
     def _evaluate(self, job: Job) -> PoolResult:
-        from kforge_bot.evaluate.result import EvalResult  # not at the top: the slot loads this module unpinned
+        from kforge_bot.evaluate.wire.result import EvalResult  # not at the top: the slot loads this module unpinned
 
         taken = time.monotonic()
         if self.process is None or not self.process.is_alive():

@@ -128,8 +128,8 @@ class KernelSpec:
     targets: tuple[str, ...] = ()
     language: str = "torch"
     seeds: int = DEFAULT_SEEDS
-    # What a call of the kernel's entry gives back (evaluate.calls): the returns selected (None: all of them), the
-    # inputs it writes (positions, in the entry's call), and the inputs whose gradients are checked (empty: forward
+    # What a call of the kernel's entry gives back (evaluate.worker.calls): the returns selected (None: all of them),
+    # the inputs it writes (positions, in the entry's call), and the inputs whose gradients are checked (empty: forward
     # only). `reference_returns`: "entry" where the reference is the kernel itself (the same selection and in-place
     # inputs apply to it), "outputs" where it is an oracle of its own, which returns the results, then the in-place
     # inputs' values, in the manifest's order.
@@ -743,8 +743,8 @@ def _manifest_kernel(name: str, entry: Any, root: Path, manifest: Path, boundary
 
 def _constraints(value: Any, shapes: list[dict[str, Any]], where: str, manifest: Path) -> dict[str, dict[str, Any]]:
     """`constraints: {n: {multiple_of: 256, min: 256, max: 65536}, batch: {fixed: true}}`: the domain a kernel is
-    honestly meant for, per size (held-out variants keep to it, kforge_bot.evaluate.heldout). Every listed shape set
-    must lie in it."""
+    honestly meant for, per size (held-out variants keep to it, kforge_bot.evaluate.wire.heldout). Every listed shape
+    set must lie in it."""
     if value is None:
         return {}
     key = f"{where}.constraints"

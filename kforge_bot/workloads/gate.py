@@ -13,7 +13,7 @@ from typing import Any
 
 from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.gate.decision import fmt_change, timing_decision
 from kforge_bot.spec import MANIFEST_NAME, module_name, read_manifest
 from kforge_bot.spec.dependencies import local_closure

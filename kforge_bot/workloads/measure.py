@@ -4,7 +4,7 @@ between them in pairs (base then head, head then base, ...), until the interval 
 the policy asks, the pairs run out or the budget ends. A sample is many calls back to back (at least
 `budget.sample_s` of them, the same count on both sides), timed by the parent from its command to the process's
 answer, so a fresh process's first moments and the clock's resolution fall outside the figure. The statistics are
-the harness's (kforge_bot.evaluate.stats): the median of the per-pair ratios base/head and its distribution-free
+the harness's (kforge_bot.evaluate.wire.stats): the median of the per-pair ratios base/head and its distribution-free
 interval."""
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Any
 
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import bytecode, isolation
-from kforge_bot.evaluate.limits import limits_for
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.limits import limits_for
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import (WorkerProcess, kill_group, python_path_folders,
                                          raise_on_sandbox_failure, remove_scratch, scratch_root)
-from kforge_bot.evaluate.stats import relative_half_width, speedup_from_pairs
+from kforge_bot.evaluate.wire.stats import relative_half_width, speedup_from_pairs
 from kforge_bot.targets import target_kind
 from kforge_bot.workloads.compare import mismatch
 from kforge_bot.workloads.spec import WorkloadSpec

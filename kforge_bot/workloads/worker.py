@@ -7,7 +7,7 @@ entry `warmup` times untimed (compilation and caches; each call's time is report
 for the comparison and says it is ready. Then it runs samples on command, one control line on stdin each
 (`{"calls": k}`: k calls back to back, then one device synchronization), until a `stop` line or the end of stdin.
 The parent times each sample on its own clock, from its command to the answer: the process cannot report a time
-shorter than it took. Messages go over the harness's channel (kforge_bot.evaluate.worker_io).
+shorter than it took. Messages go over the harness's channel (kforge_bot.evaluate.worker.worker_io).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from kforge_bot.evaluate import limits
-from kforge_bot.evaluate.worker_io import Channel, close_stdin, read_control_line, short_error
+from kforge_bot.evaluate.wire import limits
+from kforge_bot.evaluate.worker.worker_io import Channel, close_stdin, read_control_line, short_error
 
 _exit = os._exit  # bound before user code exists
 MAX_OUTPUT_VALUES = 1 << 20  # what one output may hold to be compared: return the last position's logits

@@ -9,7 +9,7 @@ from kforge_bot.agents import analyst
 from kforge_bot.agents.llm import Endpoint, LLMClient
 from kforge_bot.errors import MalformedReply
 
-# A digest shaped like the harness's (evaluate/profile.py) plus ncu counters and a roofline position
+# A digest shaped like the harness's (evaluate/worker/profile.py) plus ncu counters and a roofline position
 # (hardware.roofline) as the loop attaches them.
 DIGEST = {
     "ops": ["aten::empty_like"],

@@ -239,7 +239,7 @@ def test_the_pr_body_shows_the_counters_before_and_after_table_and_its_reading()
 
 def test_a_backward_kernels_evidence_gives_each_direction_and_round_trips() -> None:
     from kforge_bot.bot.outcomes import target_row
-    from kforge_bot.evaluate.result import EvalResult
+    from kforge_bot.evaluate.wire.result import EvalResult
 
     result = EvalResult(verdict="pass", reason="", target="cuda", speedup=1.3, speedup_ci=(1.2, 1.4), details={
         "directions": {"forward": {"speedup": 1.1, "speedup_ci": [1.05, 1.15]},
@@ -261,7 +261,7 @@ def test_the_pr_body_says_which_baseline_each_figure_is_against():
     from dataclasses import replace
 
     from kforge_bot.bot.outcomes import target_row
-    from kforge_bot.evaluate.result import EvalResult
+    from kforge_bot.evaluate.wire.result import EvalResult
 
     result = EvalResult(verdict="pass", reason="", target="cuda", speedup=2.0, speedup_ci=(1.9, 2.1), details={
         "baselines": {"eager": {"speedup": 2.0}, "compile": {"mode": "default", "against": {

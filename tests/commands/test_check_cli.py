@@ -118,7 +118,7 @@ def test_without_a_candidate_a_kernelbench_problem_runs_against_itself(runs: dic
     assert run.returncode == 0, run.stdout + run.stderr
     assert "softmax.py: Model vs itself (A/A: no candidate given)" in run.stdout
     assert "pass" in run.stdout
-    # The held-out variants (evaluate.heldout): checked, never listed, never timed.
+    # The held-out variants (evaluate.wire.heldout): checked, never listed, never timed.
     assert "held-out: 2 of 2 variant(s) checked" in run.stdout
 
 
@@ -378,7 +378,7 @@ def test_a_correct_kernel_whose_timing_was_disturbed_is_inconclusive_and_exits_1
     from click.testing import CliRunner
 
     from kforge_bot.cli import cli
-    from kforge_bot.evaluate import conditions
+    from kforge_bot.evaluate.wire import conditions
 
     monkeypatch.setattr(conditions, "disturbance", lambda sides, limits=None: "scripted: other work preempted a side")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

@@ -323,7 +323,7 @@ def test_parallel_llm_round_survives_a_crashing_candidate_and_the_analyst_sees_b
 def test_resume_judges_an_interrupted_rounds_candidates_without_asking_the_model_again(
         kernel_dir: Path, tmp_path: Path, steady_policy: Path) -> None:
     from kforge_bot.agents.llm import Endpoint
-    from kforge_bot.evaluate.result import EvalSettings
+    from kforge_bot.evaluate.wire.result import EvalSettings
     from kforge_bot.config.policy import Budgets
     from kforge_bot.optimize.run import OptimizeRun, RunConfig
     from kforge_bot.spec import load_spec

@@ -34,16 +34,16 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.config.reader", "read_text"): "the reader itself",
     ("kforge_bot.config.yamlcheck", "yaml.load"): "parses text the reader (or git, for the base's policy) gave it",
     ("kforge_bot.doctor.report", "out.read_text"): "the JSON a doctor probe wrote into its own temporary folder",
-    ("kforge_bot.evaluate.worker", "open"): "/proc/meminfo, inside the worker's sandbox",
-    ("kforge_bot.evaluate.activity", "open"): "/proc/<pid> files of the worker processes the bot started",
-    ("kforge_bot.evaluate.timing", "conditions.NvmlClocks.open"): "NVML's handle to the GPU: no file",
-    ("kforge_bot.evaluate.sample_server", "conditions.NvmlClocks.open"): "NVML's handle to the GPU: no file",
+    ("kforge_bot.evaluate.worker.entry", "open"): "/proc/meminfo, inside the worker's sandbox",
+    ("kforge_bot.evaluate.wire.activity", "open"): "/proc/<pid> files of the worker processes the bot started",
+    ("kforge_bot.evaluate.wire.timing", "conditions.NvmlClocks.open"): "NVML's handle to the GPU: no file",
+    ("kforge_bot.evaluate.worker.sample_server", "conditions.NvmlClocks.open"): "NVML's handle to the GPU: no file",
     ("kforge_bot.evaluate.bytecode", "(directory / 'primed.json').read_text"):
         "the bot's own bytecode cache folder (outside any checkout)",
     ("kforge_bot.evaluate.bytecode", "os.open"): "the lock file of the bot's own bytecode cache folder",
     ("kforge_bot.evaluate.bytecode", "os.fdopen"): "a temporary file the bot made in its bytecode cache folder",
     ("kforge_bot.evaluate.sandbox", "os.open"): "the sandbox's own scratch folders, walked without following links",
-    ("kforge_bot.evaluate.tensorfile", "os.open"): "tensors a worker wrote into its own scratch (O_NOFOLLOW)",
+    ("kforge_bot.evaluate.wire.tensorfile", "os.open"): "tensors a worker wrote into its own scratch (O_NOFOLLOW)",
     ("kforge_bot.agents.generator", "resources.files('kforge_bot.agents').joinpath('prompts', name).read_text"):
         "the package's own prompt files",
     ("kforge_bot.gitops", "tarfile.open"): "the stream `git archive` writes (the tree, not a path the tree names)",
@@ -66,11 +66,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.optimize.trajectory", "open"): "the optimize run's own report folder (appended)",
     ("kforge_bot.optimize.trajectory", "path.read_text"): "the optimize run's own report folder",
     ("kforge_bot.commands.gate", "open"): "$GITHUB_STEP_SUMMARY, appended",
-    ("kforge_bot.evaluate.loading", "importlib.util.spec_from_file_location"):
+    ("kforge_bot.evaluate.worker.loading", "importlib.util.spec_from_file_location"):
         "a kernel's module imported in its sandboxed worker, never in the bot",
     ("kforge_bot.workloads.worker", "importlib.util.spec_from_file_location"):
         "a workload's module imported in its sandboxed worker, never in the bot",
-    ("kforge_bot.evaluate.loading", "shutil.copytree"): "compile-ahead builds the bot made, copied in the worker",
+    ("kforge_bot.evaluate.worker.loading", "shutil.copytree"):
+        "compile-ahead builds the bot made, copied in the worker",
     ("kforge_bot.counters.ncu", "shutil.copy"): "the profiler's report from its own scratch",
 }
 

@@ -11,7 +11,7 @@ import pytest
 from fakes.ncu import fake_ncu, printing_the_recording
 
 from kforge_bot.counters import ncu
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"

@@ -12,7 +12,7 @@ from fakes.unitrace import fake_unitrace
 
 from kforge_bot.counters import ncu, unitrace
 from kforge_bot.counters.counter_tools import tool_for
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.optimize import counters
 from kforge_bot.spec import Implementation, load_spec
 

@@ -1,4 +1,4 @@
-"""A worker's activity from outside it (evaluate.activity): what a build looks like, and what a hang looks like."""
+"""A worker's activity from outside it (evaluate.wire.activity): what a build looks like, and what a hang looks like."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from kforge_bot.evaluate.activity import BuildWatch, read_tree
+from kforge_bot.evaluate.wire.activity import BuildWatch, read_tree
 
 
 def _started(code: str) -> subprocess.Popen[bytes]:

@@ -18,7 +18,7 @@ import kforge_bot.evaluate.api as api
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.static_scan import static_findings
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
@@ -253,7 +253,7 @@ def test_the_bot_is_unaffected_after_crashes_and_hangs(default_layer: dict[str, 
         except OSError:
             continue
         if int(fields[1]) == me and fields[0] != "Z":
-            assert b"kforge_bot.evaluate.worker" not in cmdline, f"worker {stat.parent.name} still running"
+            assert b"kforge_bot.evaluate.worker.entry" not in cmdline, f"worker {stat.parent.name} still running"
 
 
 @pytest.mark.parametrize("name", ["code_swap_timer", "predict_inputs"])

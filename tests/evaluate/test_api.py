@@ -15,7 +15,7 @@ import kforge_bot.evaluate.references as references
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.references import ReferenceStore
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerProcess
 from kforge_bot.spec import Implementation, KernelSpec, load_manifest, load_spec
 
@@ -152,7 +152,7 @@ def test_manifest_kernel_against_its_reference_on_every_shape_set(single_threade
     assert corr["shape_sets"] == [{"rows": 64, "cols": 128}, {"rows": 16, "cols": 512}]
     assert {r["shape_set"] for r in corr["records"]} == {0, 1}
     # per shape set: 2 seeds + same-buffers call, 3 timed outputs, 3 changed-element calls, 3 moved-buffer calls;
-    # and the two held-out variants (evaluate.heldout)
+    # and the two held-out variants (evaluate.wire.heldout)
     assert corr["cases_checked"] == 24 + 2 and corr["timed_outputs_checked"] == 6
     assert len(corr["heldout"]) == 2 and not any(v.get("skipped") for v in corr["heldout"])
     assert corr["tolerance"] == {"atol": 1e-5, "rtol": 1e-5}

@@ -14,7 +14,7 @@ from kforge_bot.evaluate import baselines
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.baselines import (CompiledBaseline, against_baselines, compile_settings,
                                            compiled_implementation, measure_compiled)
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.spec import load_spec
 

@@ -52,7 +52,7 @@ def test_an_installation_without_bytecode_is_told_apart(tmp_path: Path, monkeypa
 def test_the_cache_holds_what_a_worker_imports_and_is_filled_once(bytecode_cache: Path) -> None:
     import torch
 
-    import kforge_bot.evaluate.worker as worker
+    import kforge_bot.evaluate.worker.entry as worker
 
     for module in (torch, worker):
         source = Path(module.__file__).resolve()

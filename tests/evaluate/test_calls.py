@@ -11,7 +11,7 @@ import pytest
 
 from kforge_bot.evaluate import isolation as sandboxing
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.spec import KernelSpec, load_manifest
 
 LIBRARY = Path(__file__).parents[1] / "data" / "library_repo"
@@ -136,7 +136,7 @@ def test_upstream_gradients_follow_the_seed_bound_to_the_input_set() -> None:
     unpacks it into arguments): the reference's worker and the candidate's draw the same ones."""
     import torch
 
-    from kforge_bot.evaluate.calls import EntryCall
+    from kforge_bot.evaluate.worker.calls import EntryCall
 
     spec = load_manifest(LIBRARY / "kforge.yaml")["rms_norm_autograd"]
 
@@ -159,7 +159,7 @@ def test_rebinding_an_input_set_redraws_its_upstream_gradients_in_the_same_memor
     (new tensors left a replayed RMSNorm backward on the old seed's gradients: wrong everywhere on the H200)."""
     import torch
 
-    from kforge_bot.evaluate.calls import EntryCall
+    from kforge_bot.evaluate.worker.calls import EntryCall
 
     spec = load_manifest(LIBRARY / "kforge.yaml")["rms_norm_autograd"]
     inputs = [torch.randn(4, 8), torch.rand(8) + 0.5]

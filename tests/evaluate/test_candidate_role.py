@@ -1,4 +1,4 @@
-"""The candidate role (evaluate.candidate_role): one shape set timed and checked in this process, what the
+"""The candidate role (evaluate.worker.candidate_role): one shape set timed and checked in this process, what the
 snapshot watches of the role, and the phases and report a real worker sends the parent.
 
 The in-process runs skip what cannot be undone in a test process (hiding the harness, the audit hook, the
@@ -14,15 +14,16 @@ from typing import Any
 import pytest
 import torch
 
-from kforge_bot.evaluate import candidate_role, checks, guards, worker_io
+from kforge_bot.evaluate.worker import candidate_role, guards, worker_io
+from kforge_bot.evaluate.wire import checks
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.candidate_role import CandidateRun, ShapeTiming, _fill, _inherits_forward
-from kforge_bot.evaluate.graphs import GraphReplays
-from kforge_bot.evaluate.plan import Plan
-from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.evaluate.snapshot import CRITICAL, FunctionSnapshot
-from kforge_bot.evaluate.timing import RepeatCheck
-from kforge_bot.evaluate.worker_io import Stop
+from kforge_bot.evaluate.worker.candidate_role import CandidateRun, ShapeTiming, _fill, _inherits_forward
+from kforge_bot.evaluate.wire.graphs import GraphReplays
+from kforge_bot.evaluate.wire.plan import Plan
+from kforge_bot.evaluate.wire.result import EvalSettings
+from kforge_bot.evaluate.worker.snapshot import CRITICAL, FunctionSnapshot
+from kforge_bot.evaluate.wire.timing import RepeatCheck
+from kforge_bot.evaluate.worker.worker_io import Stop
 from kforge_bot.spec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kforge_bot.evaluate.checks import (
+from kforge_bot.evaluate.wire.checks import (
     DTYPE_TOLERANCES,
     PERTURBED_ELEMENTS,
     CheckFailure,
@@ -275,7 +275,7 @@ def test_a_relu_answer_moves_when_the_elements_change() -> None:
 
 def test_comparing_in_chunks_decides_exactly_as_comparing_whole(monkeypatch) -> None:
     """A multi-gigabyte output is compared a chunk at a time; every verdict and figure is the same as whole."""
-    from kforge_bot.evaluate import checks
+    from kforge_bot.evaluate.wire import checks
 
     torch.manual_seed(3)
     ref = torch.randn(1000)
@@ -294,7 +294,7 @@ def test_comparing_in_chunks_decides_exactly_as_comparing_whole(monkeypatch) -> 
 
 def test_containers_are_read_as_their_base_class_holds_them_and_tensors_may_not_carry_methods() -> None:
     # Both would run the candidate's code when the harness looks at an output, after the timed region.
-    from kforge_bot.evaluate import checks
+    from kforge_bot.evaluate.wire import checks
 
     ran = []
 

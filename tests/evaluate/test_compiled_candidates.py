@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kforge_bot.evaluate import checks
+from kforge_bot.evaluate.wire import checks
 from kforge_bot.evaluate.api import evaluate
 from tests.evaluate.test_heldout_attacks import FORMATS, SETTINGS, candidate_for, write_problem
 

@@ -1,4 +1,4 @@
-"""The conditions of every timed sample (evaluate.conditions): what they say, and a disturbance scripted to hit one
+"""The conditions of every timed sample (evaluate.wire.conditions): what they say, and a disturbance scripted to hit one
 side's samples only, which interleaving cannot cancel."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from kforge_bot.evaluate import conditions, timing
+from kforge_bot.evaluate.wire import conditions, timing
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 from kforge_bot.targets.cpu import CpuTarget
 

@@ -14,7 +14,7 @@ import torch
 from click.testing import CliRunner
 
 from kforge_bot.cli import cli
-from kforge_bot.evaluate.device_import import asks_for_device, has_accelerator
+from kforge_bot.evaluate.worker.device_import import asks_for_device, has_accelerator
 
 LIBRARY = Path(__file__).parents[1] / "data" / "library_needs_gpu"
 NEEDS = "gpulib needs a GPU to import: on this machine without one it raised AssertionError: Torch not compiled " \

@@ -1,4 +1,4 @@
-"""Device memory handed between processes as file descriptors (evaluate.devshare): what a machine without a
+"""Device memory handed between processes as file descriptors (evaluate.wire.devshare): what a machine without a
 CUDA driver says, and the fd passing. Mapping real device memory is tested on the H200 (tests/test_gpu.py,
 benchmarks/output_path_probe.py: every byte compared, across the sandbox's PID namespace)."""
 
@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from kforge_bot.evaluate import devshare
+from kforge_bot.evaluate.wire import devshare
 
 no_cuda = pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="this machine has a CUDA driver")
 

@@ -19,10 +19,10 @@ import pytest
 import torch
 from fakes.verdict_cases import SEEDS, Case, assert_verdict, judge_all, judging_settings
 
-from kforge_bot.evaluate import loading
+from kforge_bot.evaluate.worker import loading
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.references import ReferenceStore
-from kforge_bot.evaluate.result import EvalResult
+from kforge_bot.evaluate.wire.result import EvalResult
 from kforge_bot.spec import load_spec
 from kforge_bot.spec.gpumode import candidate_file
 
@@ -130,7 +130,7 @@ def test_an_output_buffer_the_reference_never_reads_is_the_submissions_to_write(
 
 
 def test_unread_inputs_are_the_ones_the_answer_does_not_depend_on() -> None:
-    from kforge_bot.evaluate.checks import unread_inputs
+    from kforge_bot.evaluate.wire.checks import unread_inputs
 
     def make() -> list[torch.Tensor]:
         gen = torch.Generator().manual_seed(3)

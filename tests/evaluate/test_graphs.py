@@ -1,4 +1,4 @@
-"""CUDA graphs for timing (evaluate.graphs), on the host: what a side's replays hand the timing loop.
+"""CUDA graphs for timing (evaluate.wire.graphs), on the host: what a side's replays hand the timing loop.
 
 Capture itself needs a GPU (tests/test_gpu.py); here stand-in graphs show how replays, their outputs and the
 poisoning between samples fit together."""
@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from kforge_bot.evaluate import graphs
+from kforge_bot.evaluate.wire import graphs
 
 
 class _Graph:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kforge_bot.evaluate.guards import ThreadWatch
+from kforge_bot.evaluate.worker.guards import ThreadWatch
 
 
 def test_thread_watch_tracks_threads_the_candidate_starts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -102,7 +102,7 @@ def run(results):
 
 AUDIT_DRIVER = '''
 import gc, json, sys
-from kforge_bot.evaluate.guards import AuditGuard
+from kforge_bot.evaluate.worker.guards import AuditGuard
 
 prefix, source = sys.argv[1], open(sys.argv[2]).read()
 guard = AuditGuard(prefix)
@@ -139,7 +139,7 @@ def test_audit_guard_refuses_frames_and_gc_to_the_candidate_only(tmp_path: Path)
 
 
 def test_a_thread_class_that_answers_for_itself_counts_as_running() -> None:
-    import kforge_bot.evaluate.guards as guards
+    import kforge_bot.evaluate.worker.guards as guards
 
     watch = ThreadWatch(os.path.dirname(__file__) + os.sep)  # this file plays the candidate
     release = threading.Event()

@@ -1,4 +1,4 @@
-"""evaluate.heldout: the variants drawn from the secret seeds, and how a worker applies them."""
+"""evaluate.wire.heldout: the variants drawn from the secret seeds, and how a worker applies them."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import torch
 
-from kforge_bot.evaluate import heldout
-from kforge_bot.evaluate.plan import Fit, Plan
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire import heldout
+from kforge_bot.evaluate.wire.plan import Fit, Plan
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import load_spec
 
 PROBLEM = Path(__file__).parents[1] / "data" / "adversarial" / "problem.py"

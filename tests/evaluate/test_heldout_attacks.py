@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec, load_spec
 
 ROWS, COLS = 64, 1024

@@ -26,7 +26,7 @@ import pytest
 import kforge_bot.evaluate.api as api
 from kforge_bot.evaluate import isolation, references, sandbox
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
@@ -168,7 +168,7 @@ def _processes_with(token: str) -> list[int]:
 BOT = """
 import json, sys
 import kforge_bot.evaluate.api as api
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 api.static_findings = lambda source: []
 spec = load_spec(sys.argv[1])
@@ -212,7 +212,7 @@ def test_git_the_result_cache_credentials_and_other_evaluations_are_invisible(re
 
 
 def test_nothing_outside_the_scratch_directory_can_be_written(repo: Path) -> None:
-    import kforge_bot.evaluate.checks as checks
+    import kforge_bot.evaluate.wire.checks as checks
     import torch
 
     targets = [checks.__file__, torch.__file__, str(repo / "problem.py"), str(repo / ".git" / "hooks" / "pre-push"),

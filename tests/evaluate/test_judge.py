@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kforge_bot.evaluate.judge import _attach_timing, _profile_rejection, _sum_stats, judge
-from kforge_bot.evaluate.plan import Plan
-from kforge_bot.evaluate.result import EvalResult, EvalSettings, TimingStats
+from kforge_bot.evaluate.wire.plan import Plan
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings, TimingStats
 from kforge_bot.evaluate.sandbox import WorkerOutcome
 from kforge_bot.spec import Implementation, load_spec
 
@@ -100,7 +100,7 @@ def test_output_files_must_be_the_ones_the_worker_saved(tmp_path: Path) -> None:
     # saving (planted), one it reported but that is gone (deleted), and one whose content changed are rejected.
     import torch
 
-    from kforge_bot.evaluate import tensorfile
+    from kforge_bot.evaluate.wire import tensorfile
 
     plan = _plan(tmp_path, measure=False)
     x = torch.randn(64, 256)

@@ -1,4 +1,4 @@
-"""Each worker's limits (kforge_bot.evaluate.limits): the defaults, where the policy sets them, and how they are
+"""Each worker's limits (kforge_bot.evaluate.wire.limits): the defaults, where the policy sets them, and how they are
 set on a process. That they stop real bombs is tested in test_isolation.py."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from kforge_bot.config.policy import parse_policy
 from kforge_bot.evaluate import isolation
-from kforge_bot.evaluate.limits import GIB, Limits, folder_bytes, limits_for
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.limits import GIB, Limits, folder_bytes, limits_for
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import remove_scratch
 from kforge_bot.gate.measure import gate_settings
 
@@ -38,7 +38,7 @@ def test_the_policys_limits_reach_the_gates_settings() -> None:
 
 PRINT_LIMITS = """
 import json, resource, sys
-from kforge_bot.evaluate.limits import Limits, apply
+from kforge_bot.evaluate.wire.limits import Limits, apply
 apply(Limits.from_dict(json.loads(sys.argv[1])))
 print(json.dumps({n: resource.getrlimit(getattr(resource, n)) for n in
                   ("RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_CPU", "RLIMIT_FSIZE")}))

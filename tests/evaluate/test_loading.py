@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from kforge_bot.evaluate import loading
-from kforge_bot.evaluate.loading import import_implementation
+from kforge_bot.evaluate.worker import loading
+from kforge_bot.evaluate.worker.loading import import_implementation
 from kforge_bot.spec import Implementation
 
 
@@ -73,7 +73,7 @@ def test_a_repositorys_own_bytecode_is_never_what_runs(tmp_path: Path) -> None:
 def test_equal_weights_are_shared_with_the_baseline_and_different_ones_are_not() -> None:
     import torch
 
-    from kforge_bot.evaluate.loading import share_matching_state
+    from kforge_bot.evaluate.worker.loading import share_matching_state
 
     torch.manual_seed(0)
     baseline = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))

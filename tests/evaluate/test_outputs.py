@@ -1,4 +1,4 @@
-"""How outputs reach the bot (evaluate.outputs): the rules every handed-over output must meet, and the file path.
+"""How outputs reach the bot (evaluate.wire.outputs): the rules every handed-over output must meet, and the file path.
 
 Mapping device memory needs a GPU (tests/test_gpu.py); what the bot accepts on the channel does not: a candidate
 writes these messages, so each must carry the nonce, exactly one fd, and name an output once."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kforge_bot.evaluate import devshare, outputs
+from kforge_bot.evaluate.wire import devshare, outputs
 
 
 def _wait_for(predicate, timeout: float = 5.0) -> None:
@@ -119,9 +119,9 @@ def test_a_file_sink_writes_with_the_module_it_was_made_with(tmp_path: Path, mon
     import kforge_bot.evaluate
 
     sink = outputs.FileSink()
-    planted = types.ModuleType("kforge_bot.evaluate.tensorfile")
+    planted = types.ModuleType("kforge_bot.evaluate.wire.tensorfile")
     planted.write = lambda tensors, path: pytest.fail("the planted writer was used")
-    monkeypatch.setitem(sys.modules, "kforge_bot.evaluate.tensorfile", planted)
+    monkeypatch.setitem(sys.modules, "kforge_bot.evaluate.wire.tensorfile", planted)
     monkeypatch.setattr(kforge_bot.evaluate, "tensorfile", planted, raising=False)
     tensors = [torch.arange(4, dtype=torch.float32)]
     sink.save(tensors, tmp_path / "cand_0_0.out")

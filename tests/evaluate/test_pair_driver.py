@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from kforge_bot.evaluate import pair_driver, timing
+from kforge_bot.evaluate import pair_driver
+from kforge_bot.evaluate.wire import timing
 from kforge_bot.evaluate.pair_driver import HiddenWork, drive_session
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 
 
 class FakeSide:

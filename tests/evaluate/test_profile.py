@@ -1,10 +1,10 @@
-"""The framework profile's digest and the FLOP count the roofline uses (evaluate.profile), on the CPU."""
+"""The framework profile's digest and the FLOP count the roofline uses (evaluate.worker.profile), on the CPU."""
 
 from __future__ import annotations
 
 import torch
 
-from kforge_bot.evaluate.profile import compute_ops, count_flops, profile_call
+from kforge_bot.evaluate.worker.profile import compute_ops, count_flops, profile_call
 
 
 def test_flops_are_counted_once_per_op_and_unknown_is_not_zero() -> None:

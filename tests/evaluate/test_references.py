@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kforge_bot.evaluate.plan import Fit, Plan
+from kforge_bot.evaluate.wire.plan import Fit, Plan
 from kforge_bot.evaluate.references import ReferenceStore, _reference_death, reference_fit
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerOutcome
 from kforge_bot.spec import load_spec
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from kforge_bot.evaluate.result import VERDICTS, EvalResult, EvalSettings, TimingStats
+from kforge_bot.evaluate.wire.result import VERDICTS, EvalResult, EvalSettings, TimingStats
 
 
 def _through_json(data: dict) -> dict:
@@ -59,7 +59,7 @@ def test_a_failed_result_round_trips_and_is_neither_correct_nor_faster() -> None
 
 def test_the_case_breakdown_adds_up_to_the_count_of_compared_outputs() -> None:
     """`check` and the optimize report say the count and what made it; the parts add up to the count."""
-    from kforge_bot.evaluate.result import case_breakdown
+    from kforge_bot.evaluate.wire.result import case_breakdown
 
     records = [{"case": f"shape set {s} seed {n}"} for s in range(2) for n in range(3)]
     records += [{"case": "shape set 0 called again"}, {"case": "timed run 1"}, {"case": "timed run 2"},

@@ -13,8 +13,8 @@ import pytest
 
 from kforge_bot.evaluate import api
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.plan import Plan
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.plan import Plan
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerOutcome, _parse, run_worker
 from kforge_bot.spec import Implementation, load_spec
 
@@ -79,7 +79,7 @@ def test_reference_worker_gets_a_large_request_on_stdin_and_no_credentials(tmp_p
     assert seen == outcome.messages and any(m["type"] == "progress" for m in seen)
     assert outcome.forged_lines == 0
     assert "inputs made" in outcome.log_tail  # stdout is kept as a log, and decides nothing
-    held_out = ["ref_h0.out", "ref_h1.out"]  # the held-out variants' reference outputs (evaluate.heldout)
+    held_out = ["ref_h0.out", "ref_h1.out"]  # the held-out variants' reference outputs (evaluate.wire.heldout)
     assert sorted(p.name for p in work.glob("ref_*.out")) == ["ref_0_0.out", "ref_0_1.out", *held_out]
     assert not list(work.glob("request*")), "the request (with its seeds) must never be a file"
 

@@ -1,4 +1,4 @@
-"""Speedups per shape set (evaluate.shapes): the one rule, the headline that combines the sets, and the result's
+"""Speedups per shape set (evaluate.wire.shapes): the one rule, the headline that combines the sets, and the result's
 round trip through JSON."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
-from kforge_bot.evaluate.shapes import (ShapeSpeedup, combine, geomean_times, markdown_table, regression_bound,
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.shapes import (ShapeSpeedup, combine, geomean_times, markdown_table, regression_bound,
                                         regression_text, shape_status)
 
 

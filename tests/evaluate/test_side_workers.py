@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fakes.gate_repos import tiny_spec_in, write
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerOutcome
 from kforge_bot.evaluate.side_workers import base_failure, merge_timing
 from kforge_bot.spec import Implementation

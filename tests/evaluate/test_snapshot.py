@@ -13,7 +13,7 @@ import types
 import pytest
 import torch
 
-from kforge_bot.evaluate.snapshot import (CRITICAL, FunctionSnapshot, framework_state, restore_framework_state,
+from kforge_bot.evaluate.worker.snapshot import (CRITICAL, FunctionSnapshot, framework_state, restore_framework_state,
                                           trusted_namespaces)
 
 
@@ -181,12 +181,12 @@ def test_framework_state_is_restored_and_reported() -> None:
 def test_how_outputs_leave_the_worker_is_watched(monkeypatch: pytest.MonkeyPatch) -> None:
     """A save that computed the right answer only when saving would hide a timed call that never did: the
     output sinks, the device-memory export and the tensor files are part of the harness the snapshot guards."""
-    from kforge_bot.evaluate import devshare, outputs, tensorfile
+    from kforge_bot.evaluate.wire import devshare, outputs, tensorfile
 
     snapshot = FunctionSnapshot()
     monkeypatch.setattr(outputs.DeviceSink, "save", lambda self, tensors, path: None)
     monkeypatch.setattr(tensorfile, "write", lambda tensors, path: None)
     monkeypatch.setattr(devshare.ExportedBuffer, "export_fd", lambda self: -1)
-    assert sorted(snapshot.changed()) == ["kforge_bot.evaluate.devshare.ExportedBuffer.export_fd",
-                                          "kforge_bot.evaluate.outputs.DeviceSink.save",
-                                          "kforge_bot.evaluate.tensorfile.write"]
+    assert sorted(snapshot.changed()) == ["kforge_bot.evaluate.wire.devshare.ExportedBuffer.export_fd",
+                                          "kforge_bot.evaluate.wire.outputs.DeviceSink.save",
+                                          "kforge_bot.evaluate.wire.tensorfile.write"]

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.spares import SpareWorkers
 from kforge_bot.spec import Implementation, load_spec
 

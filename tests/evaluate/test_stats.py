@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 
-from kforge_bot.evaluate.result import TimingStats
-from kforge_bot.evaluate.stats import (
+from kforge_bot.evaluate.wire.result import TimingStats
+from kforge_bot.evaluate.wire.stats import (
     _binomial_cdf,
     _order_statistic_rank,
     _z,
@@ -188,7 +188,7 @@ def test_slow_drift_cancels_in_the_paired_ratio() -> None:
 
 
 def test_systematic_floor_covers_a_between_run_offset_the_within_run_interval_misses() -> None:
-    from kforge_bot.evaluate.stats import speedup_from_pairs, systematic_floor, widen
+    from kforge_bot.evaluate.wire.stats import speedup_from_pairs, systematic_floor, widen
 
     rng = random.Random(7)
     # A/A: the candidate's process runs 0.05% faster for reasons that change run to run, tiny noise within.

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
 
 DATA = Path(__file__).parents[1] / "data"

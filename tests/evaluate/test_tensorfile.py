@@ -10,7 +10,7 @@ import pytest
 import torch
 from fakes.fifo import outcome_without_a_writer
 
-from kforge_bot.evaluate import tensorfile
+from kforge_bot.evaluate.wire import tensorfile
 
 ATTACK = Path(__file__).parents[1] / "data" / "adversarial" / "evasive_reference_files.py"
 

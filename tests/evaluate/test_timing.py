@@ -1,4 +1,4 @@
-"""The worker's timing loop (evaluate.timing) against a stand-in device: how a sample is made up."""
+"""The worker's timing loop (evaluate.wire.timing) against a stand-in device: how a sample is made up."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kforge_bot.evaluate import graphs, timing
+from kforge_bot.evaluate.wire import graphs, timing
 from kforge_bot.targets.base import HostTimer, Target, Timer
 
 
@@ -288,7 +288,7 @@ def test_a_graph_idle_in_some_timed_samples_is_refused_and_every_set_kept_comes_
     replayed set's outputs are now checked against its first timed sample's after every sample, and kept."""
     import torch
 
-    from kforge_bot.evaluate.checks import CheckFailure
+    from kforge_bot.evaluate.wire.checks import CheckFailure
 
     monkeypatch.setattr(timing, "MIN_SAMPLE_MS", 50.0)
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 1e9)
@@ -372,7 +372,7 @@ def test_an_eager_candidate_idle_in_some_calls_of_a_sample_is_refused(monkeypatc
     right. Every call's output is now checked against the first timed call's on the same inputs."""
     import torch
 
-    from kforge_bot.evaluate.checks import CheckFailure
+    from kforge_bot.evaluate.wire.checks import CheckFailure
 
     monkeypatch.setattr(timing, "MIN_SAMPLE_MS", SAMPLE_MS)
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
@@ -450,7 +450,7 @@ def test_work_left_running_after_the_timed_region_is_rejected(monkeypatch: pytes
     """A candidate that launches its work on a side stream and returns: the events on the current stream time
     nothing, the device-wide synchronize after the sample waits for it. The check that caught it before read the
     profile's streams, and rejected the reference itself where cuDNN forked and joined streams (L1 72, 75)."""
-    from kforge_bot.evaluate.checks import CheckFailure
+    from kforge_bot.evaluate.wire.checks import CheckFailure
 
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
     monkeypatch.setattr(timing, "LAUNCH_BOUND_SHARE", float("inf"))
@@ -466,7 +466,7 @@ def test_work_run_beside_the_settle_before_the_timed_region_is_rejected(monkeypa
     """A red-team pass: work forked onto a stream that does not wait for the current one starts at once, beside
     the cache flush the settle queued ahead of the region, and can end before the region does; modelled through
     this loop it read 2x with the baseline's work hidden. It stretches the flush, the same work on both sides."""
-    from kforge_bot.evaluate.checks import CheckFailure
+    from kforge_bot.evaluate.wire.checks import CheckFailure
 
     monkeypatch.setattr(timing, "GRAPH_BELOW_MS", 0.0)
     monkeypatch.setattr(timing, "LAUNCH_BOUND_SHARE", float("inf"))
@@ -488,7 +488,7 @@ def test_a_side_that_hides_nothing_passes_and_both_figures_are_reported(monkeypa
 
 
 def test_the_allowance_grows_with_the_candidates_sample() -> None:
-    from kforge_bot.evaluate.checks import CheckFailure
+    from kforge_bot.evaluate.wire.checks import CheckFailure
 
     none = {"baseline": 1.0, "candidate": 1.0}
     timing.check_no_hidden_work(none, {"baseline": 0.01, "candidate": 0.5}, candidate_sample_ms=20.0)  # 2.5%

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kforge_bot.evaluate import worker
+from kforge_bot.evaluate.worker import entry as worker
 
 
 @pytest.mark.parametrize("text, expected", [("", None), ("4G", 4 << 30), ("512M", 512 << 20), ("1.5k", 1536),

@@ -1,4 +1,4 @@
-"""The worker's ways in and out (evaluate.worker_io): the result channel, the error texts, the output sink's
+"""The worker's ways in and out (evaluate.worker.worker_io): the result channel, the error texts, the output sink's
 switch to the host, and the control lines read from the stdin the worker started with."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kforge_bot.evaluate import outputs, worker_io
-from kforge_bot.evaluate.worker_io import Channel, Stop, is_compile_error, short_error
+from kforge_bot.evaluate.wire import outputs
+from kforge_bot.evaluate.worker import worker_io
+from kforge_bot.evaluate.worker.worker_io import Channel, Stop, is_compile_error, short_error
 
 
 def test_a_message_is_one_json_line_with_the_nonce_however_the_pipe_splits_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,7 +83,7 @@ def test_control_lines_come_from_the_stdin_the_worker_started_with() -> None:
     """A candidate that replaces sys.stdin cannot feed the harness its Fit."""
     program = textwrap.dedent("""
         import io, sys
-        from kforge_bot.evaluate import worker_io
+        from kforge_bot.evaluate.worker import worker_io
         sys.stdin = io.StringIO("forged\\n")
         print(worker_io.read_control_line().strip())
         worker_io.close_stdin()

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.references import ReferenceStore
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 
 SEEDS = [11, 22]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kforge_bot.evaluate.result import EvalResult
+from kforge_bot.evaluate.wire.result import EvalResult
 from kforge_bot.gate.decision import (
     FAILING,
     exit_code,
@@ -81,8 +81,8 @@ def test_a_backward_slower_than_the_threshold_is_a_regression_though_forward_plu
 
 
 def test_the_decision_on_a_result_goes_shape_set_by_shape_set():
-    from kforge_bot.evaluate.result import EvalResult
-    from kforge_bot.evaluate.shapes import ShapeSpeedup
+    from kforge_bot.evaluate.wire.result import EvalResult
+    from kforge_bot.evaluate.wire.shapes import ShapeSpeedup
     from kforge_bot.gate.decision import result_decision
 
     def result(*sets: tuple[float, tuple[float, float] | None, bool], headline=(1.3, 1.6)) -> EvalResult:

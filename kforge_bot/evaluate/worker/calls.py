@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from kforge_bot.evaluate.checks import CheckFailure, flatten_outputs
+from kforge_bot.evaluate.wire.checks import CheckFailure, flatten_outputs
 from kforge_bot.spec import KernelSpec
 
 _randn = torch.randn

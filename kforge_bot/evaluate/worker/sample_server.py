@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from kforge_bot.evaluate import conditions, timing
-from kforge_bot.evaluate.graphs import GraphReplays, capture_graphs
-from kforge_bot.evaluate.worker_io import Channel, Stop, read_control_line
+from kforge_bot.evaluate.wire import conditions, timing
+from kforge_bot.evaluate.wire.graphs import GraphReplays, capture_graphs
+from kforge_bot.evaluate.worker.worker_io import Channel, Stop, read_control_line
 from kforge_bot.targets.base import Target
 
 Call = Callable[[list[Any]], Any]

@@ -1,7 +1,7 @@
 """Speedups per shape set, the headline that combines them, and the one rule that says which shape set regressed.
 
 A kernel is timed on each of its shape sets separately; each set's speedup is the median of its per-pair ratios
-(baseline / candidate) with a distribution-free interval (kforge_bot.evaluate.stats). Pooling the pairs of all
+(baseline / candidate) with a distribution-free interval (kforge_bot.evaluate.wire.stats). Pooling the pairs of all
 sets into one median hid a regression: a head 5-7x faster on one set and 7x slower on another read as "+10.6%".
 So every command reads the sets one by one (`ShapeSpeedup`), and the rule is the same everywhere (`shape_status`):
 a shape set whose whole interval lies below 1/(1+threshold) is a regression (the gate fails it, optimize does not

@@ -1,8 +1,8 @@
-"""What the worker's entry point (kforge_bot.evaluate.worker) and its roles share: its ways in and out.
+"""What the worker's entry point (kforge_bot.evaluate.worker.entry) and its roles share: its ways in and out.
 
 - `Channel`: messages to the parent, as JSON lines carrying the request's nonce, over an inherited pipe.
 - `Stop`: the verdict that ends a role early (compile_error, crash, rejected, incorrect, ...).
-- The output sink: where a role's outputs go (files, or on a GPU shared device memory: evaluate.outputs).
+- The output sink: where a role's outputs go (files, or on a GPU shared device memory: evaluate.wire.outputs).
 - The control lines that follow the request on stdin (a held worker's go, the candidate's Fit).
 
 Everything here is bound when the worker imports it, before any user code exists.
@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import checks
-from kforge_bot.evaluate.outputs import DeviceSink, FileSink
+from kforge_bot.evaluate.wire import checks
+from kforge_bot.evaluate.wire.outputs import DeviceSink, FileSink
 
 _write = os.write  # bound before user code exists
 _stdin_readline = sys.stdin.readline  # the original stdin's: a candidate replacing sys.stdin cannot feed it

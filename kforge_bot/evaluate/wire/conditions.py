@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kforge_bot.evaluate.activity import read_proc
+from kforge_bot.evaluate.wire.activity import read_proc
 
 _monotonic = time.monotonic  # bound at import, before any candidate code exists
 _getrusage = resource.getrusage

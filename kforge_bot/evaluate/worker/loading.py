@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 import torch
 
-from kforge_bot.evaluate import device_import
-from kforge_bot.evaluate.worker_io import short_error
+from kforge_bot.evaluate.worker import device_import
+from kforge_bot.evaluate.worker.worker_io import short_error
 from kforge_bot.spec import Implementation, KernelSpec
 
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import heldout
-from kforge_bot.evaluate.limits import Limits
-from kforge_bot.evaluate.result import EvalSettings
+from kforge_bot.evaluate.wire import heldout
+from kforge_bot.evaluate.wire.limits import Limits
+from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.targets import target_kind
 
@@ -47,13 +47,13 @@ class Plan:
     # The candidate's worker gets its plan while the reference still runs (sandboxed, it cannot see the
     # reference's files): it imports and builds, then waits for one line, the Fit, before its first call.
     await_fit: bool = False
-    limits: Limits | None = None  # what the worker sets on itself before any user code runs (evaluate.limits)
-    # The held-out variants as the reference settled them (Fit.heldout); None until it has (evaluate.heldout).
+    limits: Limits | None = None  # what the worker sets on itself before any user code runs (evaluate.wire.limits)
+    # The held-out variants as the reference settled them (Fit.heldout); None until it has (evaluate.wire.heldout).
     heldout: tuple[dict[str, Any], ...] | None = None
     # Where base and head each have a worker (evaluate.side_workers): which one this worker holds ("candidate":
     # the head, "baseline": the base, whose correctness is not checked and whose failures are its own), its
     # `baseline` then the reference (the weights' source), and its timing served to the parent
-    # (evaluate.sample_server). "": both sides in this worker, timed here (measure_pair).
+    # (evaluate.worker.sample_server). "": both sides in this worker, timed here (measure_pair).
     side: str = ""
 
     def heldout_forms(self) -> list[list[heldout.Variant]]:
@@ -211,7 +211,7 @@ SHORT_KERNEL_BYTES = 500 * 10**6
 @dataclass(frozen=True)
 class Fit:
     """How many seeds and timed input sets an evaluation keeps, given the sizes the reference measured, and
-    whether its saved outputs may stay on the device (evaluate.outputs) or must go through the host."""
+    whether its saved outputs may stay on the device (evaluate.wire.outputs) or must go through the host."""
 
     seeds: int  # 0: the plan's own
     rotate_sets: int  # 0: the plan's own

@@ -15,7 +15,7 @@ from types import TracebackType
 
 import torch
 
-from kforge_bot.evaluate.worker_io import Stop
+from kforge_bot.evaluate.worker.worker_io import Stop
 
 # Files of the runtimes that answer a device query: an exception raised through one of them was asking for a device.
 DEVICE_RUNTIME_PATHS = ("/torch/cuda/", "/torch/xpu/", "/torch/mps/", "/triton/runtime/driver.py", "/triton/backends/")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from kforge_bot.evaluate.result import TimingStats
+from kforge_bot.evaluate.wire.result import TimingStats
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:

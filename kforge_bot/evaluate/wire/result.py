@@ -6,9 +6,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kforge_bot.config.eval_settings import EvalSettings  # noqa: F401 - defined beside the policy that fills it
-from kforge_bot.evaluate.shapes import ShapeSpeedup, from_timing, regressions
+from kforge_bot.evaluate.wire.shapes import ShapeSpeedup, from_timing, regressions
 
-# inconclusive: correct, but its timing was disturbed (evaluate.conditions): no verdict on its speed.
+# inconclusive: correct, but its timing was disturbed (evaluate.wire.conditions): no verdict on its speed.
 VERDICTS = ("pass", "incorrect", "rejected", "compile_error", "crash", "timeout", "inconclusive")
 # A kernel with a backward is timed by direction (details.directions); the headline is forward+backward.
 DIRECTIONS = ("forward", "backward", "forward+backward")
@@ -54,7 +54,7 @@ class EvalResult:
     target_info: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)  # logs tail, phases, wall times
     cached: bool = False
-    # Each shape set's speedup, interval and verdict (evaluate.shapes); `speedup` is their geometric mean.
+    # Each shape set's speedup, interval and verdict (evaluate.wire.shapes); `speedup` is their geometric mean.
     per_shape: list[ShapeSpeedup] = field(default_factory=list)
 
     @property

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import torch
 
-from kforge_bot.evaluate import checks
+from kforge_bot.evaluate.wire import checks
 from kforge_bot.targets.base import Target
 
 

@@ -1,18 +1,19 @@
-"""The child process that runs code: `python -m kforge_bot.evaluate.worker RESULT_FD` (request on stdin).
+"""The child process that runs code: `python -c "from kforge_bot.evaluate.worker.entry import main; main(argv)"
+RESULT_FD` (request on stdin; evaluate.sandbox.WorkerProcess starts it).
 
 Two roles, never in the same process:
 - `reference`: trusted code only. Computes the reference outputs for every correctness case and every
   timing input set.
-- `candidate` (kforge_bot.evaluate.candidate_role): imports the candidate (and the baseline), runs the
+- `candidate` (kforge_bot.evaluate.worker.candidate_role): imports the candidate (and the baseline), runs the
   correctness cases and the structural checks, profiles the candidate, the baseline and the reference, and
   times the first two interleaved. Where base and head each get a worker (Plan.side, evaluate.side_workers), it
   holds one side, and the parent drives the interleaved timing across the two (evaluate.pair_driver).
-  Outputs are saved as files, or on a GPU handed over as shared device memory (evaluate.outputs); the parent
+  Outputs are saved as files, or on a GPU handed over as shared device memory (evaluate.wire.outputs); the parent
   compares them with the reference's, so a candidate never sees a reference output and cannot judge itself.
 
 Messages go to the parent over an inherited pipe as JSON lines carrying a nonce read from stdin (the
 request follows on the next line) before any user code is imported (the channel, the sink and the control
-lines: kforge_bot.evaluate.worker_io); anything the candidate prints goes to stdout/stderr, which decide
+lines: kforge_bot.evaluate.worker.worker_io); anything the candidate prints goes to stdout/stderr, which decide
 nothing.
 """
 
@@ -33,12 +34,13 @@ _BEGAN = time.monotonic()
 import torch  # noqa: E402
 
 _TORCH_AT = time.monotonic()
-from kforge_bot.evaluate import calls, checks, heldout, limits, loading  # noqa: E402
-from kforge_bot.evaluate.candidate_role import run_candidate  # noqa: E402
-from kforge_bot.evaluate.outputs import make_sink  # noqa: E402
-from kforge_bot.evaluate.plan import DoesNotFit, Plan, fit_plan  # noqa: E402
-from kforge_bot.evaluate.profile import profile_call  # noqa: E402
-from kforge_bot.evaluate.worker_io import (Channel, Stop, as_list, device_outputs,  # noqa: E402
+from kforge_bot.evaluate.worker import calls, loading  # noqa: E402
+from kforge_bot.evaluate.wire import checks, heldout, limits
+from kforge_bot.evaluate.worker.candidate_role import run_candidate  # noqa: E402
+from kforge_bot.evaluate.wire.outputs import make_sink  # noqa: E402
+from kforge_bot.evaluate.wire.plan import DoesNotFit, Plan, fit_plan  # noqa: E402
+from kforge_bot.evaluate.worker.profile import profile_call  # noqa: E402
+from kforge_bot.evaluate.worker.worker_io import (Channel, Stop, as_list, device_outputs,  # noqa: E402
                                            keep_outputs_on_device, read_control_line, save, short_error,
                                            use_sink)
 from kforge_bot.targets import make_target, unavailable_reason  # noqa: E402

@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.evaluate import devshare
+from kforge_bot.evaluate.wire import devshare
 from kforge_bot.targets import target_index
 
 ALIGN = 256  # each tensor of an output starts at a multiple of this (any dtype's alignment, and the L2 line)
@@ -44,7 +44,7 @@ class FileSink:
     def __init__(self, digest: bool = True) -> None:
         # Bound when the worker makes its sink, before any user code exists. Imported at the first save, after
         # hide_harness, the module would be whichever copy the candidate had put in sys.modules by then.
-        from kforge_bot.evaluate import tensorfile  # imports torch: the worker has it, the bot makes no sink
+        from kforge_bot.evaluate.wire import tensorfile  # imports torch: the worker has it, the bot makes no sink
 
         self._write = tensorfile.write
         self._digest = digest
@@ -201,7 +201,7 @@ class SharedOutputs:
 
 
 def _tensors(imported: devshare.ImportedBuffer, header: list[Any]) -> list[Any]:
-    from kforge_bot.evaluate.tensorfile import tensor_at  # imports torch: the bot does when it compares
+    from kforge_bot.evaluate.wire.tensorfile import tensor_at  # imports torch: the bot does when it compares
 
     whole = imported.tensor(imported.size)
     return [tensor_at(entry, whole, 0, imported.size, align=ALIGN) for entry in header]
@@ -211,7 +211,7 @@ def load(folder: Path, name: str, shared: SharedOutputs | None, digest: str | No
     """One saved output: from shared device memory where it came that way, else from its file (deleted once
     read: the pages stay mapped while its tensors live, and nothing is left on disk). `digest`: what the worker
     reported writing; a file that no longer matches raises tensorfile.ChangedTensorFile."""
-    from kforge_bot.evaluate import tensorfile  # imports torch: the bot does when it compares
+    from kforge_bot.evaluate.wire import tensorfile  # imports torch: the bot does when it compares
 
     tensors = shared.take(name) if shared is not None else None
     if tensors is not None:

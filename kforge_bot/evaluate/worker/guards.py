@@ -6,7 +6,7 @@
 - `hooks_and_modes_left`: global module hooks and torch function or dispatch modes a candidate left installed.
 
 The snapshot of the framework's functions and settings, compared after each phase, is
-kforge_bot.evaluate.snapshot.
+kforge_bot.evaluate.worker.snapshot.
 """
 
 from __future__ import annotations

@@ -25,12 +25,13 @@ import torch
 _WATCHED_MODULES = (
     "torch", "torch.nn.functional", "torch.testing", "torch.cuda", "torch.xpu", "torch.mps", "torch.linalg",
     "torch.fft", "torch.special", "torch.profiler", "torch.autograd", "torch.autograd.profiler", "time", "math",
-    "builtins", "os", "sys", "random", "json", "pickle", "numpy", "socket", "kforge_bot.evaluate.worker",
-    "kforge_bot.evaluate.worker_io", "kforge_bot.evaluate.candidate_role", "kforge_bot.evaluate.checks",
-    "kforge_bot.evaluate.stats", "kforge_bot.evaluate.timing", "kforge_bot.evaluate.graphs",
-    "kforge_bot.evaluate.loading",
-    "kforge_bot.evaluate.guards", "kforge_bot.evaluate.snapshot", "kforge_bot.evaluate.profile",
-    "kforge_bot.evaluate.outputs", "kforge_bot.evaluate.devshare", "kforge_bot.evaluate.tensorfile",
+    "builtins", "os", "sys", "random", "json", "pickle", "numpy", "socket", "kforge_bot.evaluate.worker.entry",
+    "kforge_bot.evaluate.worker.worker_io", "kforge_bot.evaluate.worker.candidate_role",
+    "kforge_bot.evaluate.wire.checks",
+    "kforge_bot.evaluate.wire.stats", "kforge_bot.evaluate.wire.timing", "kforge_bot.evaluate.wire.graphs",
+    "kforge_bot.evaluate.worker.loading",
+    "kforge_bot.evaluate.worker.guards", "kforge_bot.evaluate.worker.snapshot", "kforge_bot.evaluate.worker.profile",
+    "kforge_bot.evaluate.wire.outputs", "kforge_bot.evaluate.wire.devshare", "kforge_bot.evaluate.wire.tensorfile",
     "kforge_bot.targets.base", "kforge_bot.targets.cpu", "kforge_bot.targets.cuda", "kforge_bot.targets.xpu",
     "kforge_bot.targets.mps",
 )
@@ -41,20 +42,20 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
                     "kforge_bot.targets.base.Target", "kforge_bot.targets.base.HostTimer",
                     "kforge_bot.targets.cpu.CpuTarget", "kforge_bot.targets.cuda.CudaTarget",
                     "kforge_bot.targets.cuda.CudaEventTimer", "kforge_bot.targets.xpu.XpuTarget",
-                    "kforge_bot.targets.mps.MpsTarget", "kforge_bot.evaluate.worker_io.Channel",
+                    "kforge_bot.targets.mps.MpsTarget", "kforge_bot.evaluate.worker.worker_io.Channel",
                     # The candidate role's guards and phases, and one shape set's timing and its callbacks.
-                    "kforge_bot.evaluate.candidate_role.CandidateRun",
-                    "kforge_bot.evaluate.candidate_role.ShapeTiming",
-                    "kforge_bot.evaluate.graphs.GraphReplays", "kforge_bot.evaluate.timing.RepeatCheck",
+                    "kforge_bot.evaluate.worker.candidate_role.CandidateRun",
+                    "kforge_bot.evaluate.worker.candidate_role.ShapeTiming",
+                    "kforge_bot.evaluate.wire.graphs.GraphReplays", "kforge_bot.evaluate.wire.timing.RepeatCheck",
                     # How outputs leave the worker: a save that computed the answer only then would hide a
                     # timed call that never did.
-                    "kforge_bot.evaluate.outputs.FileSink", "kforge_bot.evaluate.outputs.DeviceSink",
-                    "kforge_bot.evaluate.devshare.ExportedBuffer", "socket.socket")
+                    "kforge_bot.evaluate.wire.outputs.FileSink", "kforge_bot.evaluate.wire.outputs.DeviceSink",
+                    "kforge_bot.evaluate.wire.devshare.ExportedBuffer", "socket.socket")
 # What the harness itself calls between two candidate calls while timing: checked after every timed
 # candidate sample (the whole snapshot is checked after every correctness call and every phase).
 CRITICAL = (
-    "time", "builtins", "torch.cuda.Event", "kforge_bot.evaluate.checks", "kforge_bot.evaluate.timing",
-    "kforge_bot.evaluate.loading", "kforge_bot.targets.base.HostTimer", "kforge_bot.targets.cuda.CudaEventTimer",
+    "time", "builtins", "torch.cuda.Event", "kforge_bot.evaluate.wire.checks", "kforge_bot.evaluate.wire.timing",
+    "kforge_bot.evaluate.worker.loading", "kforge_bot.targets.base.HostTimer", "kforge_bot.targets.cuda.CudaEventTimer",
     "kforge_bot.targets.cpu.CpuTarget", "kforge_bot.targets.cuda.CudaTarget", "kforge_bot.targets.base.Target",
     "torch.equal", "torch.save", "torch.no_grad", "torch.isfinite", "torch.cuda.synchronize",
     "torch.cuda.current_stream", "torch.Tensor.fill_", "torch.Tensor.clone", "torch.Tensor.copy_",
@@ -62,10 +63,11 @@ CRITICAL = (
     "torch.Tensor.data_ptr", "torch.Tensor.untyped_storage", "torch.Tensor.layout", "torch.Tensor.device",
     "torch.Tensor.is_meta", "torch.Tensor.nan_to_num", "torch.Tensor.__eq__",
     # measure_pair's callbacks (ShapeTiming's), the guards they run (CandidateRun's) and the progress messages.
-    "kforge_bot.evaluate.candidate_role", "kforge_bot.evaluate.candidate_role.CandidateRun",
-    "kforge_bot.evaluate.candidate_role.ShapeTiming", "kforge_bot.evaluate.worker_io",
-    "kforge_bot.evaluate.worker_io.Channel", "kforge_bot.evaluate.graphs", "kforge_bot.evaluate.graphs.GraphReplays",
-    "kforge_bot.evaluate.timing.RepeatCheck",
+    "kforge_bot.evaluate.worker.candidate_role", "kforge_bot.evaluate.worker.candidate_role.CandidateRun",
+    "kforge_bot.evaluate.worker.candidate_role.ShapeTiming", "kforge_bot.evaluate.worker.worker_io",
+    "kforge_bot.evaluate.worker.worker_io.Channel", "kforge_bot.evaluate.wire.graphs",
+    "kforge_bot.evaluate.wire.graphs.GraphReplays",
+    "kforge_bot.evaluate.wire.timing.RepeatCheck",
     "torch.cuda.graphs.CUDAGraph",  # every timed call of a short kernel is a replay
 )
 # Attributes that legitimately change after import (lazy initialisation and counters).

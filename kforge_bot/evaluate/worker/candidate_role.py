@@ -1,12 +1,12 @@
-"""The worker's candidate role (kforge_bot.evaluate.worker): the candidate, and the baseline beside it where one worker
+"""The worker's candidate role (kforge_bot.evaluate.worker.entry): the candidate, and the baseline beside it where one worker
 serves both sides (an A/A of one implementation). Where base and head each have a worker (Plan.side), this role runs
 in both: the head's checked as below, the base's only built and timed, the timing served sample by sample to the
-parent (evaluate.sample_server), the other side never in this process.
+parent (evaluate.worker.sample_server), the other side never in this process.
 
 It imports the baseline (and the reference, where the baseline is another implementation), records the
 integrity snapshot and installs the guards before the candidate is imported, hides the harness, then runs
 the correctness cases and the structural checks, profiles the candidate, the baseline and the reference, and
-times the first two interleaved. Outputs leave through the worker's sink (evaluate.worker_io); the parent
+times the first two interleaved. Outputs leave through the worker's sink (evaluate.worker.worker_io); the parent
 compares them with the reference's, so a candidate never sees a reference output and cannot judge itself.
 """
 
@@ -21,16 +21,17 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
-from kforge_bot.evaluate import calls, checks, conditions, heldout, loading
-from kforge_bot.evaluate.guards import AuditGuard, ThreadWatch, hooks_and_modes_left
-from kforge_bot.evaluate.plan import Case, Fit, Plan
-from kforge_bot.evaluate.profile import count_flops, profile_call
-from kforge_bot.evaluate.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness, trusted_namespaces,
-                                          restore_framework_state)
-from kforge_bot.evaluate.graphs import GraphReplays
-from kforge_bot.evaluate.sample_server import SideTimer, serve
-from kforge_bot.evaluate.timing import PairedTimes, a_sample_holding, measure_pair
-from kforge_bot.evaluate.worker_io import (Channel, Stop, as_list, close_stdin, is_compile_error,
+from kforge_bot.evaluate.worker import calls, loading
+from kforge_bot.evaluate.wire import checks, conditions, heldout
+from kforge_bot.evaluate.worker.guards import AuditGuard, ThreadWatch, hooks_and_modes_left
+from kforge_bot.evaluate.wire.plan import Case, Fit, Plan
+from kforge_bot.evaluate.worker.profile import count_flops, profile_call
+from kforge_bot.evaluate.worker.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness,
+                                                 restore_framework_state, trusted_namespaces)
+from kforge_bot.evaluate.wire.graphs import GraphReplays
+from kforge_bot.evaluate.worker.sample_server import SideTimer, serve
+from kforge_bot.evaluate.wire.timing import PairedTimes, a_sample_holding, measure_pair
+from kforge_bot.evaluate.worker.worker_io import (Channel, Stop, as_list, close_stdin, is_compile_error,
                                            keep_outputs_on_device, read_control_line, save, short_error)
 from kforge_bot.targets import make_target
 
@@ -351,7 +352,7 @@ class CandidateRun:
         self.channel.send("progress", phase="correctness", case=case.label)
 
     def _heldout_case(self, case: Case) -> None:
-        """A held-out variant (evaluate.heldout): the candidate on sizes and values no listed case has, built
+        """A held-out variant (evaluate.wire.heldout): the candidate on sizes and values no listed case has, built
         again where the variant changes its constructor's arguments. Failing to run there is being wrong there."""
         spec, variant = self.spec, heldout.Variant.from_dict(case.variant or {})
         cand_fn = self.cand_fn
@@ -682,7 +683,8 @@ class ShapeTiming:
     def serve(self, candidate: Callable[[list[Any]], Any], refresh: Callable[[str], None] | None,
               direction: str) -> PairedTimes:
         """This worker's own side of the pair, timed one sample at a time at the parent's request
-        (evaluate.sample_server), with the callbacks measure_pair would run on it; the figures are the parent's."""
+        (evaluate.worker.sample_server), with the callbacks measure_pair would run on it; the figures are the
+        parent's."""
         if not direction:
             self.first_own_call()
         self.no_helper_processes(f"before timing shape set {self.shape}")

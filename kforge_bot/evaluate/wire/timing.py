@@ -10,11 +10,11 @@ inputs of the call before it. The loop stops once the speedup's confidence inter
 time budget is spent; the parent recomputes every statistic from the raw samples it receives. After each
 sample the whole device is synchronized and the timer says how long it stayed busy after the timed region, and
 how long the settle before it took: a candidate whose calls run work on another stream outside the region is
-rejected (check_no_hidden_work). Around every sample the worker reads the conditions it ran in (evaluate.conditions:
+rejected (check_no_hidden_work). Around every sample the worker reads the conditions it ran in (wire.conditions:
 preemptions, CPU time, runnable tasks, threads, GPU clocks), which the parent judges; before every eager sample the
 input sets it calls get fresh storage (`fresh_inputs`), so a memo of an earlier call's tensors finds nothing.
 Where base and head each have a worker, the same schedule runs in the parent (evaluate.pair_driver) and each worker
-times its own samples with these helpers (evaluate.sample_server).
+times its own samples with these helpers (evaluate.worker.sample_server).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
-from kforge_bot.evaluate import conditions
-from kforge_bot.evaluate.checks import CheckFailure, poison_outputs, tolerance_for
-from kforge_bot.evaluate.graphs import GraphReplays, capture_graphs, tensors_of
-from kforge_bot.evaluate.stats import relative_half_width, speedup_from_pairs
+from kforge_bot.evaluate.wire import conditions
+from kforge_bot.evaluate.wire.checks import CheckFailure, poison_outputs, tolerance_for
+from kforge_bot.evaluate.wire.graphs import GraphReplays, capture_graphs, tensors_of
+from kforge_bot.evaluate.wire.stats import relative_half_width, speedup_from_pairs
 from kforge_bot.targets.base import Target
 
 MIN_SAMPLE_MS = 0.2  # shorter kernels are timed k calls at a time, so launch latency does not dominate
