@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from kforge_bot.config.eval_settings import EvalSettings  # noqa: F401 - defined beside the policy that fills it
+from kforge_bot.evaluate.wire.details import Details
 from kforge_bot.evaluate.wire.shapes import ShapeSpeedup, from_timing, regressions
 
 # inconclusive: correct, but its timing was disturbed (evaluate.wire.conditions): no verdict on its speed.
@@ -52,7 +53,7 @@ class EvalResult:
     correctness: dict[str, Any] = field(default_factory=dict)
     profile: dict[str, Any] = field(default_factory=dict)
     target_info: dict[str, Any] = field(default_factory=dict)
-    details: dict[str, Any] = field(default_factory=dict)  # logs tail, phases, wall times
+    details: Details = field(default_factory=lambda: Details())  # log tail, phases, timing (wire.details)
     cached: bool = False
     # Each shape set's speedup, interval and verdict (evaluate.wire.shapes); `speedup` is their geometric mean.
     per_shape: list[ShapeSpeedup] = field(default_factory=list)
@@ -105,7 +106,7 @@ class EvalResult:
             correctness=data.get("correctness", {}),
             profile=data.get("profile", {}),
             target_info=data.get("target_info", {}),
-            details=data.get("details", {}),
+            details=cast(Details, data.get("details", {})),  # as written: an old entry keeps its keys
             cached=data.get("cached", False),
             per_shape=per_shape_of(data),
         )
