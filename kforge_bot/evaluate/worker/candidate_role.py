@@ -293,12 +293,15 @@ class CandidateRun:
         self.shared = loading.share_matching_state(self.candidate, self.baseline)
         # Both sides as the harness calls them: the manifest's selected outputs, in-place inputs and gradients.
         try:
-            # A baseline that is the reference's own oracle (`check` times the kernel against it) returns its results.
-            oracle = self.plan.baseline == self.spec.reference and self.spec.reference_returns == "outputs"
+            # A baseline that is the reference's own oracle (`check` times the kernel against it) returns its results;
+            # in the base's own worker (plan.side "baseline") that baseline is this role's candidate.
+            own_oracle = self.spec.reference_returns == "outputs"
+            oracle = own_oracle and self.plan.baseline == self.spec.reference
+            base_here = own_oracle and self.plan.side == "baseline" and self.plan.candidate == self.spec.reference
             if calls.uses_conventions(self.spec):
                 self._base_call = calls.EntryCall(self.base_obj, self.baseline, self.spec, own_oracle=oracle,
                                                   module=self.base_module)
-                self._cand_call = calls.EntryCall(cand_obj, self.candidate, self.spec, own_oracle=False,
+                self._cand_call = calls.EntryCall(cand_obj, self.candidate, self.spec, own_oracle=base_here,
                                                   module=cand_module)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, str(failure)) from None
