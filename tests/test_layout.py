@@ -13,7 +13,7 @@ BOT = ("kforge_bot.bot",)
 OPTIMIZE = ("kforge_bot.optimize",)
 # Everything above the leaves: what runs, measures, searches or talks to a service.
 HARNESS = ("kforge_bot.evaluate", "kforge_bot.scale", "kforge_bot.optimize", "kforge_bot.agents", "kforge_bot.bot",
-           "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.counters", "kforge_bot.tuner")
+           "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.counters", "kforge_bot.tuner", "kforge_bot.init")
 RULES = {
     # The judge: nothing above it, and not the hardware counters either (they run beside it, never in a verdict).
     "evaluate": (("kforge_bot.evaluate",),
@@ -32,9 +32,9 @@ RULES = {
     "agents": (("kforge_bot.agents",), ("git", "github", "kforge_bot.gitops", "kforge_bot.commands", *BOT)),
     "optimize": (OPTIMIZE, ("kforge_bot.commands", "github", *BOT)),
     # init's reading of a library: text and ast only, nothing that runs code or talks to a service.
-    "libscan": (("kforge_bot.libscan",), ("kforge_bot.evaluate", "kforge_bot.agents", "kforge_bot.commands",
-                                          "kforge_bot.optimize", "kforge_bot.scale", "torch", "triton", "git",
-                                          "github", *BOT)),
+    "init.scan": (("kforge_bot.init.scan",), ("kforge_bot.evaluate", "kforge_bot.agents", "kforge_bot.commands",
+                                            "kforge_bot.optimize", "kforge_bot.scale", "torch", "triton", "git",
+                                            "github", *BOT)),
     # Workloads measure beside the judge, with its sandbox and statistics: nothing of the loop, the bot or the CLI.
     "workloads": (("kforge_bot.workloads",), ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.scale",
                                               "kforge_bot.tuner", "openai", "github", *BOT, *OPTIMIZE)),

@@ -1,6 +1,6 @@
 """`kforge-bot init [REPO]`: propose a kforge.yaml for an existing repository.
 
-It reads (never imports) the repository's Python files (kforge_bot.libscan) and proposes an entry for each
+It reads (never imports) the repository's Python files (kforge_bot.init.scan) and proposes an entry for each
 public launcher of a Triton kernel (`@triton.jit`, `@triton.autotune`, `f = triton.jit(g)`), found through the
 call graph across modules, and one for each file with a torch C++/CUDA extension (`load_inline`,
 `cpp_extension.load`). Other vendors' backend folders are left out (or proposed for their own target). Where
@@ -26,11 +26,11 @@ import yaml
 from kforge_bot.commands import examples, target_option
 from kforge_bot.config import reader
 from kforge_bot.errors import KforgeError
-from kforge_bot.libscan.device_queries import import_time_queries
-from kforge_bot.libscan.from_tests import TestEvidence, read_tests
-from kforge_bot.libscan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
-from kforge_bot.libscan.modules import Library, Module, dotted_name
-from kforge_bot.libscan.vendors import vendor_of, vendor_target
+from kforge_bot.init.scan.device_queries import import_time_queries
+from kforge_bot.init.scan.from_tests import TestEvidence, read_tests
+from kforge_bot.init.scan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
+from kforge_bot.init.scan.modules import Library, Module, dotted_name
+from kforge_bot.init.scan.vendors import vendor_of, vendor_target
 from kforge_bot.spec import MANIFEST_NAME, MAX_MANIFEST_KERNELS, defines, file_reference, is_kernelbench_source
 from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
 from kforge_bot.targets import choose_target

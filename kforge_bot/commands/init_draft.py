@@ -13,8 +13,8 @@ from kforge_bot.agents.llm import LLMClient
 from kforge_bot.errors import LLMUnavailable, MalformedReply
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.result import EvalSettings
-from kforge_bot.libscan.from_tests import TestEvidence
-from kforge_bot.libscan.launchers import Launcher
+from kforge_bot.init.scan.from_tests import TestEvidence
+from kforge_bot.init.scan.launchers import Launcher
 from kforge_bot.spec import Implementation, KernelSpec
 
 

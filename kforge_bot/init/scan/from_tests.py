@@ -19,8 +19,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from kforge_bot.libscan.launchers import Launcher, is_test_file
-from kforge_bot.libscan.modules import Library, Module
+from kforge_bot.init.scan.launchers import Launcher, is_test_file
+from kforge_bot.init.scan.modules import Library, Module
 
 _COMPARE = re.compile(r"allclose|assert\w*close|assert\w*equal|close\w*assert", re.I)
 _COPIES = {"clone", "detach", "requires_grad_", "contiguous", "detach_"}
