@@ -113,7 +113,7 @@ def init(repo: Path, paths: tuple[Path, ...], write_file: bool, draft: bool, dra
 
 def _drafter(repo: Path, target: str, isolation: str | None) -> Callable[..., Any]:
     from kforge_bot.agents.llm import LLMClient, configured, endpoint_from_env
-    from kforge_bot.commands.init_draft import Drafter
+    from kforge_bot.init.draft import Drafter
     from kforge_bot.evaluate.isolation import announcement
     from kforge_bot.config.policy import load_policy
 
