@@ -22,7 +22,7 @@ from rich.table import Table
 from kforge_bot import gitops
 from kforge_bot.bot import events, trust
 from kforge_bot.bot.evidence import fmt_time
-from kforge_bot.bot.github import GitHub
+from kforge_bot.github.client import GitHub
 from kforge_bot.commands import examples, json_option, output_console, timing_budget_option, write_json
 from kforge_bot.config.policy import load_policy_from_base
 from kforge_bot.errors import KforgeError

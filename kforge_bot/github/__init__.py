@@ -1,1 +1,2 @@
-"""GitHub as the gate and the PR bot meet it: the Actions environment of a step (actions)."""
+"""GitHub as the gate and the PR bot meet it: the REST API client (client), the Actions environment of a step
+(actions)."""
