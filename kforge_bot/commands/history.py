@@ -117,7 +117,7 @@ def ack(change_id: str | None, reason: str | None, by: str | None, from_event: b
 
 
 def _ack_from_event(root: Path, store: Store, policy_path: str | None) -> None:
-    from kforge_bot.bot.events import event_payload
+    from kforge_bot.github.events import event_payload
     from kforge_bot.github.client import GitHub
     from kforge_bot.config.policy import load_policy_from_base
     from kforge_bot.errors import KforgeError

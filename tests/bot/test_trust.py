@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kforge_bot.bot import events, trust
+from kforge_bot.bot import trust
+from kforge_bot.github import events
 from fakes.webhooks import as_fork, example, pr_comment
 
 

@@ -57,7 +57,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.scale.compile_ahead", "os.open"): "the compile-ahead build folders the bot made",
     ("kforge_bot.bot.results", "path.read_text"): "the PR bot's own results files",
     ("kforge_bot.bot.results", "open"): "the PR bot's own results files (appended)",
-    ("kforge_bot.bot.events", "p.read_text"): "the event payload the Actions runner wrote ($GITHUB_EVENT_PATH)",
+    ("kforge_bot.github.events", "p.read_text"): "the event payload the Actions runner wrote ($GITHUB_EVENT_PATH)",
     ("kforge_bot.machine.signing", "path.read_text"): "the cache-signing key in ~/.config/kforge-bot",
     ("kforge_bot.machine.signing", "os.fdopen"): "the cache-signing key, written new in ~/.config/kforge-bot",
     ("kforge_bot.cache", "os.fdopen"): "a temporary file the cache made",
