@@ -20,7 +20,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from kforge_bot import gitops
-from kforge_bot.bot import trust
 from kforge_bot.bot.evidence import fmt_time
 from kforge_bot.github.client import GitHub
 from kforge_bot.commands import examples, json_option, output_console, timing_budget_option, write_json
@@ -30,7 +29,7 @@ from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.gate.decision import FAILING, VERDICTS, fmt_threshold
 from kforge_bot.gate.report import GateReport, KernelReport
 from kforge_bot.gate.run import repo_root, run_gate
-from kforge_bot.github import events
+from kforge_bot.github import events, trust
 from kforge_bot.github.actions import Actions
 from kforge_bot.text import clip, markdown_cell, markdown_text, workflow_command
 
@@ -267,7 +266,7 @@ def render_console(report: GateReport) -> None:
 
 def spec_change_approval(label: str, repo: Path, head: str) -> tuple[bool, str | None]:
     """Whether this Actions run is a maintainer adding the spec-change label to the revision being gated
-    (kforge_bot.bot.trust.approves_spec_change), and, where the label is on the pull request but approves nothing
+    (kforge_bot.github.trust.approves_spec_change), and, where the label is on the pull request but approves nothing
     here, a note that says why. Outside a pull-request event nothing is approved."""
     if Actions.read().missing("event_path", "event_name"):
         return False, None

@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 
 from kforge_bot import gitops
-from kforge_bot.bot import evidence, trust
+from kforge_bot.bot import evidence
 from kforge_bot.bot.evidence import KernelEvidence, TargetRow
 from kforge_bot.errors import KforgeError
-from kforge_bot.github import events
+from kforge_bot.github import events, trust
 from kforge_bot.github.client import GitHub
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, make_repos, write

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from kforge_bot.bot import trust
-from kforge_bot.github import events
+from kforge_bot.github import events, trust
 from fakes.webhooks import as_fork, example, pr_comment
 
 
