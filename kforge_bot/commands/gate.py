@@ -20,7 +20,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from kforge_bot import gitops
-from kforge_bot.bot.evidence import fmt_time
 from kforge_bot.github.client import GitHub
 from kforge_bot.commands import examples, json_option, output_console, timing_budget_option, write_json
 from kforge_bot.config.policy import load_policy_from_base
@@ -31,7 +30,7 @@ from kforge_bot.gate.report import GateReport, KernelReport
 from kforge_bot.gate.run import repo_root, run_gate
 from kforge_bot.github import events, trust
 from kforge_bot.github.actions import Actions
-from kforge_bot.text import clip, markdown_cell, markdown_text, workflow_command
+from kforge_bot.text import clip, fmt_time, markdown_cell, markdown_text, workflow_command
 
 # ------------------------------------------------------------------------- rendering (pure functions)
 
