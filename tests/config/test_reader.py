@@ -65,7 +65,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.hardware", "p.read_text"): "a ceilings file the user passes (doctor --save wrote it)",
     ("kforge_bot.optimize.trajectory", "open"): "the optimize run's own report folder (appended)",
     ("kforge_bot.optimize.trajectory", "path.read_text"): "the optimize run's own report folder",
-    ("kforge_bot.commands.gate", "open"): "$GITHUB_STEP_SUMMARY, appended",
+    ("kforge_bot.gate.publish", "open"): "$GITHUB_STEP_SUMMARY, appended",
     ("kforge_bot.evaluate.loading", "importlib.util.spec_from_file_location"):
         "a kernel's module imported in its sandboxed worker, never in the bot",
     ("kforge_bot.workloads.worker", "importlib.util.spec_from_file_location"):
