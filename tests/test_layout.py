@@ -13,7 +13,8 @@ BOT = ("kforge_bot.bot",)
 OPTIMIZE = ("kforge_bot.optimize",)
 # Everything above the leaves: what runs, measures, searches or talks to a service.
 HARNESS = ("kforge_bot.evaluate", "kforge_bot.scale", "kforge_bot.optimize", "kforge_bot.agents", "kforge_bot.bot",
-           "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.counters", "kforge_bot.tuner", "kforge_bot.init")
+           "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.counters", "kforge_bot.tuner", "kforge_bot.init",
+           "kforge_bot.check")
 RULES = {
     # The judge: nothing above it, and not the hardware counters either (they run beside it, never in a verdict).
     "evaluate": (("kforge_bot.evaluate",),
