@@ -29,10 +29,10 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
-from kforge_bot.commands.init import propose_library  # noqa: E402
-from kforge_bot.libscan.launchers import CallGraph  # noqa: E402
-from kforge_bot.libscan.modules import Library  # noqa: E402
-from kforge_bot.libscan.vendors import vendor_of, vendor_target  # noqa: E402
+from kforge_bot.init.propose import propose_library  # noqa: E402
+from kforge_bot.init.scan.launchers import CallGraph  # noqa: E402
+from kforge_bot.init.scan.modules import Library  # noqa: E402
+from kforge_bot.init.scan.vendors import vendor_of, vendor_target  # noqa: E402
 
 _BASELINE = ("import json, sys; from pathlib import Path; from kforge_bot.commands.init import propose; "
              "text, n = propose(Path(sys.argv[1]).resolve()); print(json.dumps({'text': text, 'n': n}))")

@@ -20,6 +20,22 @@ def one_line_tail(text: object, limit: int) -> str:
     return flat if len(flat) <= limit else "..." + flat[-limit:]
 
 
+def three_figures(value: float) -> str:
+    """A figure to about three significant digits: 412, 41.2, 1.31."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def fmt_time(ms: float | None) -> str:
+    """A time in milliseconds as 412 us, 1.31 ms, 2.50 s; n/a when unknown."""
+    if ms is None or ms != ms or ms < 0:
+        return "n/a"
+    if ms >= 1000:
+        return f"{three_figures(ms / 1000)} s"
+    if ms >= 1:
+        return f"{three_figures(ms)} ms"
+    return f"{three_figures(ms * 1000)} us"
+
+
 def markdown_cell(text: object) -> str:
     """`text` as one cell of a Markdown table: backslashes and pipes escaped, on one line."""
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")

@@ -14,7 +14,8 @@ BOT = ("kforge_bot.bot",)
 OPTIMIZE = ("kforge_bot.optimize",)
 # Everything above the leaves: what runs, measures, searches or talks to a service.
 HARNESS = ("kforge_bot.evaluate", "kforge_bot.scale", "kforge_bot.optimize", "kforge_bot.agents", "kforge_bot.bot",
-           "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.counters", "kforge_bot.tuner")
+           "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.counters", "kforge_bot.tuner", "kforge_bot.init",
+           "kforge_bot.check")
 RULES = {
     # The judge: nothing above it, and not the hardware counters either (they run beside it, never in a verdict).
     "evaluate": (("kforge_bot.evaluate",),
@@ -33,12 +34,15 @@ RULES = {
     "agents": (("kforge_bot.agents",), ("git", "github", "kforge_bot.gitops", "kforge_bot.commands", *BOT)),
     "optimize": (OPTIMIZE, ("kforge_bot.commands", "github", *BOT)),
     # init's reading of a library: text and ast only, nothing that runs code or talks to a service.
-    "libscan": (("kforge_bot.libscan",), ("kforge_bot.evaluate", "kforge_bot.agents", "kforge_bot.commands",
-                                          "kforge_bot.optimize", "kforge_bot.scale", "torch", "triton", "git",
-                                          "github", *BOT)),
+    "init.scan": (("kforge_bot.init.scan",), ("kforge_bot.evaluate", "kforge_bot.agents", "kforge_bot.commands",
+                                            "kforge_bot.optimize", "kforge_bot.scale", "torch", "triton", "git",
+                                            "github", *BOT)),
     # Workloads measure beside the judge, with its sandbox and statistics: nothing of the loop, the bot or the CLI.
     "workloads": (("kforge_bot.workloads",), ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.scale",
                                               "kforge_bot.tuner", "openai", "github", *BOT, *OPTIMIZE)),
+    # The gate and the PR bot both stand on github/: the gate never reaches into the bot, GitHub's room into neither.
+    "gate": (("kforge_bot.gate",), (*BOT, "kforge_bot.commands")),
+    "github": (("kforge_bot.github",), ("kforge_bot.gate", "kforge_bot.commands", *BOT)),
     # One way: the loop asks its proposers and writes what they report; they never reach back into it.
     "proposers": (("kforge_bot.optimize.proposer", "kforge_bot.optimize.tuner_proposer",
                    "kforge_bot.optimize.llm_proposer"),
@@ -69,18 +73,29 @@ def _within(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
-def test_no_part_imports_what_it_must_not() -> None:
+def _forbidden(module: str, imports: set[str]) -> list[str]:
+    """The imports of `module` that a rule of its part forbids, each as 'module (part) imports name'."""
     broken = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        module = _module(path)
-        for part, (members, forbidden) in RULES.items():
-            if not any(_within(module, m) for m in members):
-                continue
-            for name in sorted(_imports(path)):
-                bad = next((f for f in forbidden if _within(name, f)), None)
-                if bad:
-                    broken.append(f"{module} ({part}) imports {name}")
+    for part, (members, forbidden) in RULES.items():
+        if any(_within(module, m) for m in members):
+            broken += [f"{module} ({part}) imports {name}" for name in sorted(imports)
+                       if any(_within(name, f) for f in forbidden)]
+    return broken
+
+
+def test_no_part_imports_what_it_must_not() -> None:
+    broken = [line for path in sorted(PACKAGE.rglob("*.py")) for line in _forbidden(_module(path), _imports(path))]
     assert not broken, "\n".join(broken)
+
+
+def test_the_rules_see_the_gate_or_github_reach_up() -> None:
+    """The gate never imports the PR bot; github/, below both, imports neither."""
+    assert _forbidden("kforge_bot.gate.render", {"kforge_bot.bot.evidence", "kforge_bot.github.client"}) == \
+        ["kforge_bot.gate.render (gate) imports kforge_bot.bot.evidence"]
+    assert _forbidden("kforge_bot.github.client", {"kforge_bot.gate.report", "kforge_bot.bot.prbot"}) == \
+        ["kforge_bot.github.client (github) imports kforge_bot.bot.prbot",
+         "kforge_bot.github.client (github) imports kforge_bot.gate.report"]
+    assert not _forbidden("kforge_bot.bot.prbot", {"kforge_bot.gate.report", "kforge_bot.github.client"})
 
 
 def test_the_rules_see_a_forbidden_import(tmp_path: Path) -> None:

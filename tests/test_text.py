@@ -1,6 +1,6 @@
 """kforge_bot.text: the clips every report line, error message and GitHub field uses."""
 
-from kforge_bot.text import clip, markdown_cell, one_line, one_line_tail
+from kforge_bot.text import clip, fmt_time, markdown_cell, one_line, one_line_tail
 
 
 def test_one_line_flattens_and_cuts_with_an_ellipsis() -> None:
@@ -101,3 +101,11 @@ def test_markdown_text_leaves_nothing_github_autolinks() -> None:
         assert markdown_text(hostile) == code_span(hostile), hostile
     for plain in ("0.01, 3 seeds (by dtype)", "softmax-v2 fast path", "threshold 25.0% (cpu)", "n=4096, -3.2%"):
         assert markdown_text(plain) == plain, plain
+
+
+def test_fmt_time_picks_the_unit_and_three_figures() -> None:
+    assert fmt_time(0.412) == "412 us"
+    assert fmt_time(0.0412) == "41.2 us"
+    assert fmt_time(1.31) == "1.31 ms"
+    assert fmt_time(2500) == "2.50 s"
+    assert fmt_time(None) == "n/a" and fmt_time(float("nan")) == "n/a"

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kforge_bot.text import clip, code_span, markdown_cell, markdown_text
+from kforge_bot.text import clip, code_span, fmt_time, markdown_cell, markdown_text, three_figures
 
 NA = "n/a"
 MAX_BODY = 65536
@@ -135,21 +135,6 @@ class KernelEvidence:
 
 
 # -- formatting ------------------------------------------------------------------------------
-
-def _num3(v: float) -> str:
-    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
-
-
-def fmt_time(ms: float | None) -> str:
-    """412 us, 1.31 ms, 2.50 s; n/a when unknown."""
-    if ms is None or ms != ms or ms < 0:
-        return NA
-    if ms >= 1000:
-        return f"{_num3(ms / 1000)} s"
-    if ms >= 1:
-        return f"{_num3(ms)} ms"
-    return f"{_num3(ms * 1000)} us"
-
 
 def fmt_speedup(row: TargetRow) -> str:
     """1.80x (1.78-1.82); the interval says n/a when it was not measured."""
@@ -337,7 +322,7 @@ def render_baselines(rows: Sequence[TargetRow]) -> str:
     lines = []
     for r in rows:
         for against, speedup, low, high in r.baselines:
-            ci = f" ({_num3(low)}-{_num3(high)})" if low is not None and high is not None else ""
+            ci = f" ({three_figures(low)}-{three_figures(high)})" if low is not None and high is not None else ""
             lines.append(f"- {markdown_text(r.target)}: {speedup:.2f}x{ci} against {markdown_text(against)}")
     if not lines:
         return ""

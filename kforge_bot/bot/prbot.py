@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot import gitops
-from kforge_bot.bot import events, evidence, trust
+from kforge_bot.bot import evidence
 from kforge_bot.bot.outcomes import outcome_for, skipped, with_spec_note, with_workloads, workload_row
 from kforge_bot.bot.results import PrReport, aggregate, load_results_dir
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.plan import material
+from kforge_bot.github import events, trust
 from kforge_bot.github.actions import Actions
 from kforge_bot.hardware import get_runner
 from kforge_bot.spec import kernel_implementation, kernels

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +13,7 @@ import click
 from rich.console import Console
 
 from kforge_bot.errors import KforgeError
+from kforge_bot.machine.writable import write_refusal
 from kforge_bot.targets import choose_target
 
 
@@ -54,33 +54,6 @@ def json_refusal(json_path: str | Path | None) -> KforgeError | None:
         return KforgeError("refusing to write the JSON report over this existing file or folder", path=path,
                            hint="give a new path or a .json file, or put --json last (or --json -) for stdout")
     return write_refusal(path, "the JSON report", "give a path in a folder you can write (or --json - for stdout)")
-
-
-def write_refusal(path: Path, what: str, hint: str) -> KforgeError | None:
-    """Why `what` could not be written as the file `path` (None: it can), found before any work: the nearest folder
-    that exists must be a folder this user may write and enter, and an existing file one it may write."""
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        return KforgeError(f"cannot write {what}: {folder} is not a folder", path=path, hint=hint)
-    if path.is_dir():
-        return KforgeError(f"cannot write {what}: it is a folder", path=path, hint=hint)
-    if not os.access(path if path.exists() else folder, os.W_OK) or not os.access(folder, os.X_OK):
-        return KforgeError(f"cannot write {what} here: no permission", path=path, hint=hint)
-    return None
-
-
-def folder_refusal(folder: Path, what: str, hint: str) -> KforgeError | None:
-    """Why `folder` could not hold `what` (None: it can): an existing one must be a folder this user may read,
-    write and enter; a new one, creatable in the nearest folder that exists."""
-    if folder.exists() and not folder.is_dir():
-        return KforgeError(f"cannot use it for {what}: it is not a folder", path=folder, hint=hint)
-    if folder.exists():
-        if not os.access(folder, os.R_OK | os.W_OK | os.X_OK):
-            return KforgeError(f"cannot use it for {what}: no permission to read and write it", path=folder, hint=hint)
-        return None
-    return write_refusal(folder, what, hint)
 
 
 def write_json(data: object, json_path: str | None) -> None:

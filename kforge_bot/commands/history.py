@@ -63,7 +63,7 @@ def history(kernels: tuple[str, ...], rev: str, json_path: str | None, html_dir:
 
 def _alert(root: Path, report, policy_path: str | None, rev: str, quiet: bool) -> list:  # noqa: ANN001
     """Confirm the open regressions by re-measuring, bisect them, and file them (kforge_bot/history/alerts.py)."""
-    from kforge_bot.bot.github import GitHub
+    from kforge_bot.github.client import GitHub
     from kforge_bot.config.policy import load_policy_from_base
     from kforge_bot.history.alerts import confirm, file_issue
 
@@ -117,8 +117,8 @@ def ack(change_id: str | None, reason: str | None, by: str | None, from_event: b
 
 
 def _ack_from_event(root: Path, store: Store, policy_path: str | None) -> None:
-    from kforge_bot.bot.events import event_payload
-    from kforge_bot.bot.github import GitHub
+    from kforge_bot.github.events import event_payload
+    from kforge_bot.github.client import GitHub
     from kforge_bot.config.policy import load_policy_from_base
     from kforge_bot.errors import KforgeError
     from kforge_bot.history.ack_comment import parse_ack_comment, refusal

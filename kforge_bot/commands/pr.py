@@ -20,7 +20,7 @@ import click
 from kforge_bot import gitops
 from kforge_bot.agents.llm import configured, endpoint_from_env
 from kforge_bot.bot import prbot, results
-from kforge_bot.bot.github import GitHub
+from kforge_bot.github.client import GitHub
 from kforge_bot.commands import examples, json_option, json_refusal, timing_budget_option, write_json
 from kforge_bot.config.policy import load_policy, load_policy_from_base
 from kforge_bot.evaluate.isolation import announcement

@@ -98,10 +98,10 @@ def follow_up_branches(repo: Path, scratch: Path) -> list[Item]:
 
 def recheck_item(item: Item, target: str, isolation: str) -> dict[str, Any]:
     """Today's correctness verdict on one kernel: the row recheck reports."""
-    from kforge_bot.commands.check import resolve_candidate
     from kforge_bot.evaluate.api import evaluate
     from kforge_bot.evaluate.judge import harness_version
     from kforge_bot.evaluate.wire.result import EvalSettings
+    from kforge_bot.spec.comparison import resolve_candidate
 
     candidate, baseline, _ = resolve_candidate(item.spec, item.candidate)
     settings = EvalSettings(measure=False, profile=False, isolation=isolation)

@@ -59,8 +59,8 @@ Which file does what:
   kernel is not measured;
 - `measure.py`: `compare`, the measurements of one kernel (confirmation run included);
 - `report.py`: the report (`GateReport`, one `KernelReport` per kernel) as data and JSON;
-- `run.py`: `run_gate`, the whole gate: two checkouts, every kernel, the result cache.
-
-The command (`kforge_bot/commands/gate.py`) turns a report into a table, Markdown, annotations and a
-commit status.
+- `run.py`: `run_gate`, the whole gate: two checkouts, every kernel, the result cache;
+- `render.py`: the report as a console table, the job summary's Markdown, annotations and a commit status;
+- `publish.py`: the gate as `kforge-bot gate` runs it (the base's policy, the spec-change label) and its report
+  published where people and GitHub read it.
 """

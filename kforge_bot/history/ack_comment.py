@@ -1,6 +1,6 @@
 """`/kforge ack <KERNEL@COMMIT> <reason>`: acknowledging a change point from a comment on an issue or a pull request
 (the regression issue the bot opened, typically). Restricted as the bot's other comment commands are
-(kforge_bot.bot.trust.may_command: the policy's trusted associations, and write permission looked up); anyone else's
+(kforge_bot.github.trust.may_command: the policy's trusted associations, and write permission looked up); anyone else's
 is refused with the reason. The acknowledgement records the commenter and the comment."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kforge_bot.bot.trust import may_command
+from kforge_bot.github.trust import may_command
 from kforge_bot.errors import KforgeError
 
 _ACK = re.compile(r"^/kforge\s+ack\s+(\S+)\s+(\S.*)$")

@@ -76,7 +76,7 @@ def issue_text(alert: Alert, run_url: str | None = None) -> tuple[str, str, str]
 
 
 def file_issue(gh: Any, alert: Alert, run_url: str | None = None) -> Any:
-    """Open the kernel's issue or comment on it (kforge_bot.bot.github.GitHub.open_or_comment_issue)."""
+    """Open the kernel's issue or comment on it (kforge_bot.github.client.GitHub.open_or_comment_issue)."""
     title, body, comment = issue_text(alert, run_url)
     marker = f"<!-- kforge-history kernel {fingerprint_kernel(alert.change.kernel)} -->"
     return gh.open_or_comment_issue(title=title, body=body, marker=marker, comment=comment,

@@ -222,7 +222,7 @@ def test_check_runs_a_src_layout_library_kernel_in_the_sandbox(tmp_path: Path) -
 
 
 def test_a_figure_that_leaves_out_launches_is_printed_beside_the_eager_one() -> None:
-    from kforge_bot.commands.check import launch_bound_notes
+    from kforge_bot.check.render import launch_bound_notes
     launch_bound = {"shape_set": 0, "mode": "cuda_graph",
                     "per_call_ms": {"baseline": {"eager": 2.0, "device": 0.5, "host_issue": 1.9},
                                     "candidate": {"eager": 1.0, "device": 0.25, "host_issue": 0.9}}}
@@ -319,7 +319,7 @@ def _settings_check_evaluates_with(monkeypatch: pytest.MonkeyPatch, *args: str |
     from click.testing import CliRunner
 
     from kforge_bot.cli import cli
-    from kforge_bot.commands import check as check_command
+    from kforge_bot.check import run as check_command
 
     seen: list[object] = []
     real = check_command.evaluate

@@ -352,7 +352,7 @@ def test_init_path_scans_one_folder_and_never_enters_an_application(tmp_path: Pa
     shutil.copytree(DATA / "kernel_library_src", repo)
     (repo / "apps" / "viewer" / "broken.py").write_text("def (:\n")  # parsed, it would only be skipped: never read
     (repo / "apps" / "viewer" / "big.py").write_text("x = 1\n" * 400_000)
-    from kforge_bot.commands.init import _library_files, _python_files
+    from kforge_bot.init.files import library_files as _library_files, python_files as _python_files
 
     read = {p.relative_to(repo).as_posix() for p in _python_files(repo)}
     assert not any(r.startswith("apps/") for r in read) and "src/srclib/ops/mm.py" in read

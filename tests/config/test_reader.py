@@ -57,7 +57,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.scale.compile_ahead", "os.open"): "the compile-ahead build folders the bot made",
     ("kforge_bot.bot.results", "path.read_text"): "the PR bot's own results files",
     ("kforge_bot.bot.results", "open"): "the PR bot's own results files (appended)",
-    ("kforge_bot.bot.events", "p.read_text"): "the event payload the Actions runner wrote ($GITHUB_EVENT_PATH)",
+    ("kforge_bot.github.events", "p.read_text"): "the event payload the Actions runner wrote ($GITHUB_EVENT_PATH)",
     ("kforge_bot.machine.signing", "path.read_text"): "the cache-signing key in ~/.config/kforge-bot",
     ("kforge_bot.machine.signing", "os.fdopen"): "the cache-signing key, written new in ~/.config/kforge-bot",
     ("kforge_bot.cache", "os.fdopen"): "a temporary file the cache made",
@@ -65,7 +65,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.hardware", "p.read_text"): "a ceilings file the user passes (doctor --save wrote it)",
     ("kforge_bot.optimize.trajectory", "open"): "the optimize run's own report folder (appended)",
     ("kforge_bot.optimize.trajectory", "path.read_text"): "the optimize run's own report folder",
-    ("kforge_bot.commands.gate", "open"): "$GITHUB_STEP_SUMMARY, appended",
+    ("kforge_bot.gate.publish", "open"): "$GITHUB_STEP_SUMMARY, appended",
     ("kforge_bot.evaluate.worker.loading", "importlib.util.spec_from_file_location"):
         "a kernel's module imported in its sandboxed worker, never in the bot",
     ("kforge_bot.workloads.worker", "importlib.util.spec_from_file_location"):

@@ -9,7 +9,7 @@ Every response it sends is validated against its schema in GitHub's OpenAPI desc
 that no client retries it) and is recorded in `schema_errors`; the `github_server` fixture fails
 the test if any were recorded.
 
-Endpoints (the ones kforge_bot.bot.github uses, under an /api/v3 prefix as on GitHub Enterprise):
+Endpoints (the ones kforge_bot.github.client uses, under an /api/v3 prefix as on GitHub Enterprise):
   GET    /repos/{owner}/{repo}
   GET    /repos/{owner}/{repo}/pulls                     state, head=owner:branch, base, paging
   POST   /repos/{owner}/{repo}/pulls

@@ -8,7 +8,7 @@ import pytest
 
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import make_repos
-from kforge_bot.bot.github import GitHub
+from kforge_bot.github.client import GitHub
 from kforge_bot.history.alerts import LABEL, Alert, file_issue
 from kforge_bot.history.bisect import BisectResult, Step
 from kforge_bot.history.changes import ChangePoint

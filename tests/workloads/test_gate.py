@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kforge_bot.commands.gate import render_markdown
+from kforge_bot.gate.render import render_markdown
 from kforge_bot.gate.report import GateReport, KernelReport
 from kforge_bot.workloads.gate import WorkloadReport, verdict
 from kforge_bot.workloads.measure import WorkloadMeasurement

@@ -1,4 +1,4 @@
-"""kforge_bot.bot.github: the real PyGithub client against the loopback GitHub API server, whose
+"""kforge_bot.github.client: the real PyGithub client against the loopback GitHub API server, whose
 responses are checked against GitHub's OpenAPI description, with real git repositories behind it."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from dataclasses import replace
 import pytest
 
 from kforge_bot import gitops
-from kforge_bot.bot import events, evidence, trust
-from kforge_bot.errors import KforgeError
+from kforge_bot.bot import evidence
 from kforge_bot.bot.evidence import KernelEvidence, TargetRow
-from kforge_bot.bot.github import GitHub
+from kforge_bot.errors import KforgeError
+from kforge_bot.github import events, trust
+from kforge_bot.github.client import GitHub
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, make_repos, write
 from fakes.webhooks import as_fork, example, pr_comment

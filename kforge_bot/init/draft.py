@@ -13,8 +13,8 @@ from kforge_bot.agents.llm import LLMClient
 from kforge_bot.errors import LLMUnavailable, MalformedReply
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.libscan.from_tests import TestEvidence
-from kforge_bot.libscan.launchers import Launcher
+from kforge_bot.init.scan.from_tests import TestEvidence
+from kforge_bot.init.scan.launchers import Launcher
 from kforge_bot.spec import Implementation, KernelSpec
 
 
@@ -42,7 +42,8 @@ class Drafter:
         if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return DraftOutcome(False, "not drafted: the launcher is a class")
         parameters = [a.arg for a in (*definition.args.posonlyargs, *definition.args.args)]
-        returns_several = any(isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) for n in ast.walk(definition))
+        returns_several = any(isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple)
+                              for n in ast.walk(definition))
         kernels = [text for k in launcher.kernels for text in k.sources()]
         messages = drafter.build_messages(launcher.symbol, launcher.module.rel,
                                           ast.get_source_segment(launcher.module.source, definition) or "",

@@ -1,8 +1,8 @@
-"""Other vendors' backend folders (kforge_bot.libscan.vendors)."""
+"""Other vendors' backend folders (kforge_bot.init.scan.vendors)."""
 
 from __future__ import annotations
 
-from kforge_bot.libscan.vendors import vendor_of, vendor_target
+from kforge_bot.init.scan.vendors import vendor_of, vendor_target
 
 
 def test_vendor_folders_and_their_targets() -> None:

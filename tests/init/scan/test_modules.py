@@ -1,8 +1,8 @@
-"""A repository's modules read as text, and names resolved across them (kforge_bot.libscan.modules)."""
+"""A repository's modules read as text, and names resolved across them (kforge_bot.init.scan.modules)."""
 
 from __future__ import annotations
 
-from kforge_bot.libscan.modules import Library, dotted_name, parse_module
+from kforge_bot.init.scan.modules import Library, dotted_name, parse_module
 
 
 def _library(files: dict[str, str]) -> Library:

@@ -1,4 +1,4 @@
-"""Code a library runs at import that asks for a GPU, read and never run (libscan.device_queries): `init` warns of a
+"""Code a library runs at import that asks for a GPU, read and never run (init.scan.device_queries): `init` warns of a
 library that will not import on a CPU machine."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from kforge_bot.cli import cli
-from kforge_bot.libscan.device_queries import import_time_queries
-from kforge_bot.libscan.modules import Library
+from kforge_bot.init.scan.device_queries import import_time_queries
+from kforge_bot.init.scan.modules import Library
 
 KERNEL = ("import triton\n\n\n@triton.jit\ndef _scale(x):\n    pass\n\n\n"
           "def scale(x):\n    _scale[(1,)](x)\n    return x\n")

@@ -1,9 +1,9 @@
-"""Triton kernels and the public launchers that reach them (kforge_bot.libscan.launchers)."""
+"""Triton kernels and the public launchers that reach them (kforge_bot.init.scan.launchers)."""
 
 from __future__ import annotations
 
-from kforge_bot.libscan.launchers import CallGraph, find_kernels
-from kforge_bot.libscan.modules import Library, parse_module
+from kforge_bot.init.scan.launchers import CallGraph, find_kernels
+from kforge_bot.init.scan.modules import Library, parse_module
 
 
 def _graph(files: dict[str, str]) -> CallGraph:

@@ -1,10 +1,10 @@
-"""References, inputs and sizes read from a library's own tests (kforge_bot.libscan.from_tests)."""
+"""References, inputs and sizes read from a library's own tests (kforge_bot.init.scan.from_tests)."""
 
 from __future__ import annotations
 
-from kforge_bot.libscan.from_tests import read_tests
-from kforge_bot.libscan.launchers import CallGraph
-from kforge_bot.libscan.modules import Library, parse_module
+from kforge_bot.init.scan.from_tests import read_tests
+from kforge_bot.init.scan.launchers import CallGraph
+from kforge_bot.init.scan.modules import Library, parse_module
 
 LIB = "import triton\n@triton.jit\ndef _k(x): pass\ndef op(x, w, eps=1e-6):\n    _k[(1,)](x)\n    return x\n"
 

@@ -1,9 +1,9 @@
-"""`kforge-bot gate`'s renderings of a report: annotations, the commit status and the step summary's Markdown
-(whole runs through the CLI are in tests/gate/test_gate_run.py)."""
+"""kforge_bot.gate.render: a gate report's annotations, commit status and step summary Markdown (whole runs through
+the CLI are in tests/gate/test_gate_run.py)."""
 
 from __future__ import annotations
 
-from kforge_bot.commands.gate import annotation_lines, render_markdown, status_for
+from kforge_bot.gate.render import annotation_lines, render_markdown, status_for
 from kforge_bot.gate.report import GateReport, KernelReport
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kforge_bot.bot import events, trust
+from kforge_bot.github import events, trust
 from fakes.webhooks import as_fork, example, pr_comment
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from kforge_bot.bot import events
+from kforge_bot.github import events
 from kforge_bot.errors import KforgeError
-from kforge_bot.bot.events import Ignored, PullRequestEvent
+from kforge_bot.github.events import Ignored, PullRequestEvent
 from fakes.webhooks import as_fork, example, pr_comment
 
 

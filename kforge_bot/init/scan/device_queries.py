@@ -8,7 +8,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kforge_bot.libscan.modules import Library
+from kforge_bot.init.scan.modules import Library
 
 # torch.cuda calls that raise where there is no CUDA device (is_available and device_count answer instead).
 RAISING_CUDA_CALLS = frozenset({"get_device_properties", "get_device_name", "get_device_capability",

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from kforge_bot.bot.events import PullRequestEvent
+from kforge_bot.github.events import PullRequestEvent
 
 DEFAULT_TRIGGER_LABEL = "kforge:run"
 TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})

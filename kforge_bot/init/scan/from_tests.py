@@ -19,8 +19,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from kforge_bot.libscan.launchers import Launcher, is_test_file
-from kforge_bot.libscan.modules import Library, Module
+from kforge_bot.init.scan.launchers import Launcher, is_test_file
+from kforge_bot.init.scan.modules import Library, Module
 
 _COMPARE = re.compile(r"allclose|assert\w*close|assert\w*equal|close\w*assert", re.I)
 _COPIES = {"clone", "detach", "requires_grad_", "contiguous", "detach_"}
@@ -370,16 +370,7 @@ class _TestReader:
             ev.notes.append(f"the inputs need {', '.join(unsized)}, which no parametrize gives (a fixture?)")
             return
         ordered = sorted(params, key=lambda p: self.params.index(p))
-        used = sorted({by_name[p] for p in ordered})
-        combos = []
-        for rows in itertools.product(*(sizes[i][1] for i in used)):
-            shape: dict[str, object] = {}
-            for i, row in zip(used, rows, strict=True):
-                for n, v in zip(sizes[i][0], row, strict=True):
-                    if n in ordered:
-                        shape[n] = v
-            if shape not in combos:
-                combos.append(shape)
+        combos = _size_combinations(sizes, by_name, ordered)
         if not combos:
             ev.notes.append("the parametrize values are not literals")
             return
@@ -390,6 +381,23 @@ class _TestReader:
         ev.inputs_code = [ast.unparse(s) for s in statements] + [f"return ({returned}{',' if len(arguments) == 1 else ''})"]
         ev.inputs_params = ordered
         ev.imports = list(dict.fromkeys([*ev.imports, *imports]))
+
+
+def _size_combinations(sizes: list[tuple[list[str], list[list[object]]]], by_name: dict[str, int],
+                       wanted: list[str]) -> list[dict[str, object]]:
+    """Every combination of the parametrize rows that give the `wanted` parameters, each once, as keyword
+    arguments (stacked parametrize decorators multiply)."""
+    used = sorted({by_name[p] for p in wanted})
+    combos: list[dict[str, object]] = []
+    for rows in itertools.product(*(sizes[i][1] for i in used)):
+        shape: dict[str, object] = {}
+        for i, row in zip(used, rows, strict=True):
+            for n, v in zip(sizes[i][0], row, strict=True):
+                if n in wanted:
+                    shape[n] = v
+        if shape not in combos:
+            combos.append(shape)
+    return combos
 
 
 def foreign_import(library: Library, name: str, seen: set[str] | None = None) -> str | None:

@@ -1,4 +1,4 @@
-"""The GitHub side of the pull-request bot, through PyGithub (imported lazily).
+"""GitHub's REST API for the gate and the pull-request bot, through PyGithub (imported lazily).
 
 One object per (token, repository, API URL). Every call goes to GITHUB_API_URL, so GitHub
 Enterprise works. Every API failure becomes a one-line `KforgeError` saying what the bot was doing,

@@ -3,7 +3,7 @@
 A kernel is a top-level function decorated with `triton.jit`, `triton.autotune` or `triton.heuristics` (or
 those names imported from triton), or a name bound to such a call (`kernel = triton.jit(_kernel)`). Every
 top-level function and class is a node; it uses what its body names (resolved across modules by
-kforge_bot.libscan.modules). A launcher of a kernel is the nearest public function (or nn.Module class) that
+kforge_bot.init.scan.modules). A launcher of a kernel is the nearest public function (or nn.Module class) that
 reaches it through private functions, `autograd.Function` classes and other classes: a helper that reaches
 no kernel (`get_num_warps`, `calculate_settings`) is never one, and nothing in a test or benchmark file is.
 """
@@ -15,7 +15,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from kforge_bot.libscan.modules import Library, Module, Ref, top_statements
+from kforge_bot.init.scan.modules import Library, Module, Ref, top_statements
 
 _TRITON_WRAPPERS = {"jit", "autotune", "heuristics"}
 _MAX_DEPTH = 6  # call-graph hops from a kernel to its launcher
