@@ -23,7 +23,7 @@ from kforge_bot.agents import analyst, generator
 from kforge_bot.agents.llm import LLMClient, Reply, Usage
 from kforge_bot.agents.reply_parser import extract_source
 from kforge_bot.errors import ContextLengthExceeded, LoopControl, MalformedReply, Terminating
-from kforge_bot.optimize.protocols import LLM, Exchange, Proposal, RunView
+from kforge_bot.optimize.protocols import LLM, Exchange, Interrupted, Proposal, RunView
 from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.spec import KernelSpec
 
@@ -187,6 +187,8 @@ class LLMProposer:
             except Terminating as exc:
                 out.report("llm_error", iteration=iteration, agent=agent, kind=type(exc).__name__, message=str(exc))
                 raise
+            except KeyboardInterrupt:
+                raise Interrupted(out) from None  # the loop still writes the prompt
             except MalformedReply:
                 out.report("reply", iteration=iteration, agent=agent, text="", prompt_tokens=0, completion_tokens=0,
                            usage=self.client.usage.to_dict(), llm_s=round(time.monotonic() - started, 3))

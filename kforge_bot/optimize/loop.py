@@ -31,7 +31,7 @@ from kforge_bot.optimize import candidates
 from kforge_bot.optimize.candidates import Candidate
 from kforge_bot.optimize.counters import Counters
 from kforge_bot.optimize.profiling import profile
-from kforge_bot.optimize.protocols import Evaluator, Exchange, Proposal, Proposer, RunView
+from kforge_bot.optimize.protocols import Evaluator, Exchange, Interrupted, Proposal, Proposer, RunView
 from kforge_bot.optimize.record import RunRecord
 from kforge_bot.optimize.roofline import WorkloadModel
 from kforge_bot.optimize.starting_point import measure_starting_point
@@ -96,7 +96,9 @@ class Loop:
                 self._judge_round(batch, stop, started)
         except Terminating as exc:
             kind, reason = type(exc).__name__, str(exc)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            if isinstance(exc, Interrupted):
+                self._write(exc.exchange)  # what the interrupted call had reported: its prompt, at least
             self.trajectory.append("stop", kind="Interrupted", reason="interrupted; continue with --resume",
                                    iteration=self.record.iterations_used)
             raise
@@ -106,11 +108,15 @@ class Loop:
     def elapsed_s(self) -> float:
         return self._prior_wall + (self.clock() - self._session_start)
 
-    def _ask(self, exchange: Exchange) -> Proposal | None:
-        """Write what a proposer call reports, at the moments it happened; then raise the signal that ended the
-        call, if one did, else answer its proposal."""
+    def _write(self, exchange: Exchange) -> None:
+        """Write what a proposer call reports, at the moments it happened."""
         for event in exchange.events:
             self.trajectory.append(event.kind, at=event.at, **event.fields)
+
+    def _ask(self, exchange: Exchange) -> Proposal | None:
+        """Write what a proposer call reports; then raise the signal that ended the call, if one did, else answer
+        its proposal."""
+        self._write(exchange)
         if exchange.signal is not None:
             raise exchange.signal
         return exchange.proposal

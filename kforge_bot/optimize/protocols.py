@@ -7,8 +7,9 @@
   each round's candidates are judged. Each call answers an `Exchange`: the events to record (its prompts,
   replies, advice, each stamped with the moment it happened), its proposal, and the signal that ended the call
   (a `NonTerminating` one spends the iteration, a `Terminating` one ends the run). The loop writes the events,
-  then acts on the signal: it is the trajectory's only writer. A proposer never writes the trajectory, so a run
-  killed during a model request keeps none of that request's events: its iteration is asked again on resume.
+  then acts on the signal: it is the trajectory's only writer. Interrupted (Ctrl-C) during a model request, a
+  proposer hands over what it had reported with the interrupt (`Interrupted`); a run killed outright during one
+  keeps none of that request's events, and its iteration is asked again on resume.
 - An `Evaluator` (kforge_bot.optimize.evaluator) measures an implementation: `submit` answers a future of a
   `Measured`, done at once where nothing runs in the background.
 """
@@ -64,6 +65,15 @@ class Exchange:
     def report(self, kind: str, /, **fields: Any) -> None:
         """Add an event, stamped now (its fields may include a "kind" of their own: llm_error's)."""
         self.events.append(Event(kind, fields))
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a proposer call, with what the call had reported by then: the loop writes it before it stops,
+    so a run interrupted during a model request still has the prompt on disk."""
+
+    def __init__(self, exchange: Exchange) -> None:
+        super().__init__()
+        self.exchange = exchange
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from kforge_bot.agents import analyst
 from kforge_bot.agents.llm import Endpoint, LLMClient, Reply, Usage
 from kforge_bot.errors import ContextLengthExceeded, LLMUnavailable, MalformedReply
 from kforge_bot.optimize.llm_proposer import LLMProposer
+from kforge_bot.optimize.protocols import Interrupted
 from kforge_bot.optimize.trajectory import Trajectory
 from kforge_bot.spec import load_spec
 
@@ -30,7 +31,7 @@ def fenced(source: str) -> str:
 class Client:
     """The LLMClient's surface as the proposer uses it, answering from a script (a Reply, or an exception)."""
 
-    def __init__(self, script: Sequence[Reply | Exception]) -> None:
+    def __init__(self, script: Sequence[Reply | BaseException]) -> None:
         self.endpoint = Endpoint("http://127.0.0.1:1/v1", "sk-test", "model-a")
         self.usage = Usage()
         self.script = list(script)
@@ -42,7 +43,7 @@ class Client:
     def chat(self, messages: list[dict[str, str]], model: str | None = None, max_tokens: int | None = None) -> Reply:
         self.asked.append((messages, model))
         answer = self.script.pop(0)
-        if isinstance(answer, Exception):
+        if isinstance(answer, BaseException):
             raise answer
         self.usage.calls += 1
         return answer
@@ -195,3 +196,12 @@ def test_the_analyst_asks_for_a_short_reply(tmp_path: Path) -> None:
         answer_of(LLMProposer(client, SPEC, "cpu").observe(view_of(trajectory(tmp_path)), ()))
         (body,) = server.chat_requests
     assert body["max_tokens"] == analyst.MAX_REPLY_TOKENS == 1024
+
+
+def test_ctrl_c_during_a_request_hands_the_loop_the_prompt_already_reported(tmp_path: Path) -> None:
+    view = view_of(trajectory(tmp_path))
+    proposer = LLMProposer(Client([KeyboardInterrupt()]), SPEC, "cpu")  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt) as info:
+        proposer.propose(asking(view, 1))
+    assert isinstance(info.value, Interrupted)
+    assert [(e.kind, e.fields["agent"]) for e in info.value.exchange.events] == [("prompt", "generator")]

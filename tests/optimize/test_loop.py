@@ -18,7 +18,7 @@ from kforge_bot.errors import BudgetExhausted, MalformedReply, NearRoofline, NoP
 from kforge_bot.evaluate.result import EvalResult, EvalSettings
 from kforge_bot.optimize.acceptance import accepts
 from kforge_bot.optimize.loop import Loop
-from kforge_bot.optimize.protocols import Exchange, Measured, Proposal, RunView
+from kforge_bot.optimize.protocols import Exchange, Interrupted, Measured, Proposal, RunView
 from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
 from kforge_bot.optimize.stops import StopRules
@@ -494,6 +494,27 @@ def test_the_loop_alone_owns_the_token_budget_and_asks_nothing_more_once_a_sampl
     assert proposer.sources == ["never\n"]  # the third sample was never asked for: 600 tokens were spent
     assert [e["iteration"] for e in events(tmp_path, "result")] == [1, 2]  # what the round launched is judged
     assert proposer.observed == []  # nor is the proposer's analyst asked about them
+
+
+class Interrupting(Scripted):
+    """Ctrl-C arrives while the model writes iteration 2, after its prompt was reported."""
+
+    def propose(self, view: RunView) -> Exchange:
+        out = super().propose(view)
+        if view.iteration == 2:
+            raise Interrupted(Exchange(events=out.events))
+        return out
+
+
+def test_ctrl_c_during_a_model_request_still_writes_its_prompt_then_the_stop(tmp_path: Path) -> None:
+    loop, _, _ = scripted_loop(tmp_path, ["fast\n", "faster\n"], iterations=9, kind=Interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        loop.run()
+    steps = [(e["event"], e.get("iteration")) for e in loop.trajectory.events if e["event"] in
+             ("prompt", "candidate", "result", "stop")]
+    assert steps == [("prompt", 1), ("candidate", 1), ("result", 1), ("prompt", 2), ("stop", 1)]
+    assert loop.record.stop is not None and loop.record.stop["kind"] == "Interrupted"
+    assert loop.record.fresh_iteration == 2  # a resumed run asks for iteration 2 again
 
 
 @pytest.mark.slow
