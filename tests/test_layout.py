@@ -16,6 +16,9 @@ OPTIMIZE = ("kforge_bot.optimize",)
 HARNESS = ("kforge_bot.evaluate", "kforge_bot.scale", "kforge_bot.optimize", "kforge_bot.agents", "kforge_bot.bot",
            "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.counters", "kforge_bot.tuner", "kforge_bot.init",
            "kforge_bot.check")
+# The loop and the parts around it (a candidate's way to its record, the starting point, acceptance, profiling).
+LOOP = ("kforge_bot.optimize.loop", "kforge_bot.optimize.candidates", "kforge_bot.optimize.starting_point",
+        "kforge_bot.optimize.acceptance", "kforge_bot.optimize.profiling")
 RULES = {
     # The judge: nothing above it, and not the hardware counters either (they run beside it, never in a verdict).
     "evaluate": (("kforge_bot.evaluate",),
@@ -44,9 +47,13 @@ RULES = {
     "gate": (("kforge_bot.gate",), (*BOT, "kforge_bot.commands")),
     "github": (("kforge_bot.github",), ("kforge_bot.gate", "kforge_bot.commands", *BOT)),
     # One way: the loop asks its proposers and writes what they report; they never reach back into it.
-    "proposers": (("kforge_bot.optimize.proposer", "kforge_bot.optimize.tuner_proposer",
+    "proposers": (("kforge_bot.optimize.protocols", "kforge_bot.optimize.tuner_proposer",
                    "kforge_bot.optimize.llm_proposer"),
-                  ("kforge_bot.optimize.loop", "kforge_bot.optimize.run", "kforge_bot.optimize.trajectory")),
+                  (*LOOP, "kforge_bot.optimize.run", "kforge_bot.optimize.trajectory")),
+    # The loop knows its partners by their protocols (kforge_bot.optimize.protocols) alone: which proposer and
+    # which evaluator a run has is kforge_bot.optimize.run's choice.
+    "loop": (LOOP, ("kforge_bot.optimize.tuner_proposer", "kforge_bot.optimize.llm_proposer",
+                    "kforge_bot.optimize.evaluator", "kforge_bot.agents.llm", "kforge_bot.tuner", "kforge_bot.scale")),
 }
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from kforge_bot.optimize.proposer import TUNER
+from kforge_bot.optimize.protocols import TUNER
 from kforge_bot.text import one_line
 
 

@@ -16,6 +16,7 @@ from kforge_bot.evaluate.baselines import CompiledBaseline, measure_compiled
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.spares import SpareWorkers
+from kforge_bot.optimize.protocols import Measured
 from kforge_bot.spec import Implementation, KernelSpec, candidate_language
 
 Progress = Callable[[dict[str, Any]], None]
@@ -47,8 +48,13 @@ class Evaluator:
         self.misses = 0
         self.languages = tuple(languages) if languages is not None else None  # the policy's; None: any
 
-    def __call__(self, candidate: Implementation) -> tuple[EvalResult, float]:
+    def __call__(self, candidate: Implementation) -> Measured:
         return self.submit(candidate).result()
+
+    @property
+    def slots(self) -> int:
+        """Evaluations that run at once: the pool's slots, else one."""
+        return int(getattr(self.pool, "size", 1) or 1)
 
     def _key(self, candidate: Implementation) -> tuple[str, dict[str, Any]] | None:
         if self.cache is None:
@@ -56,12 +62,12 @@ class Evaluator:
         material = evaluation_material(self.spec, candidate, self.settings, self.fingerprint)
         return cache_key(material), material
 
-    def submit(self, candidate: Implementation) -> Future[tuple[EvalResult, float]]:
+    def submit(self, candidate: Implementation) -> Future[Measured]:
         """A future of (result, seconds inside evaluate); a cache hit is done at once, 0 s."""
-        out: Future[tuple[EvalResult, float]] = Future()
+        out: Future[Measured] = Future()
         refused = self._refused_language(candidate)
         if refused is not None:
-            out.set_result((refused, 0.0))
+            out.set_result(Measured(refused, 0.0))
             return out
         keyed = self._key(candidate)
         if keyed is not None:
@@ -71,7 +77,7 @@ class Evaluator:
                 result = EvalResult.from_dict(hit)
                 result.cached = True
                 result.details["cache_key"] = keyed[0]
-                out.set_result((result, 0.0))
+                out.set_result(Measured(result, 0.0))
                 return out
             self.misses += 1
 
@@ -92,7 +98,7 @@ class Evaluator:
                 out.set_exception(exc)
                 return out
             store(result)
-            out.set_result((result, time.monotonic() - started))
+            out.set_result(Measured(result, time.monotonic() - started))
             return out
 
         inner = self.pool.submit(self.spec, candidate, self.settings, self.seeds, progress=self.progress)
@@ -110,7 +116,7 @@ class Evaluator:
                                                       "queue_s": round(pooled.queue_s, 3),
                                                       "prepare": pooled.prepare, "prepare_s": pooled.prepare_s})
             store(pooled.result)
-            out.set_result((pooled.result, pooled.eval_s))
+            out.set_result(Measured(pooled.result, pooled.eval_s))
 
         inner.add_done_callback(done)
         return out

@@ -23,7 +23,7 @@ from kforge_bot.gate.decision import FAILING
 from kforge_bot.machine.cache_dirs import user_cache_dir
 from kforge_bot.machine.writable import folder_refusal, write_refusal
 from kforge_bot.optimize.display import Display
-from kforge_bot.optimize.proposer import LLM, TUNER
+from kforge_bot.optimize.protocols import LLM, TUNER
 from kforge_bot.optimize.report import ReportFiles
 from kforge_bot.optimize.run import OptimizeOutcome, OptimizeRun, RunConfig, default_cpu_count
 from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, read_events

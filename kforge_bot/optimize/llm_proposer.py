@@ -1,7 +1,8 @@
 """The KForge generator and analyst as the loop's proposer, talking to an OpenAI-compatible endpoint.
 
-Every exchange with the model is reported to the loop as it happens (kforge_bot.optimize.proposer): the prompt
-before the request, then the reply (or the endpoint's failure), then what came of it (the analyst's advice).
+Every exchange with the model is reported to the loop in the call's `Exchange` (kforge_bot.optimize.protocols),
+in the order it happened: the prompt (stamped when it was sent), then the reply (or the endpoint's failure), then
+what came of it (the analyst's advice).
 
 A prompt longer than the model's context window (the server says so: kforge_bot.agents.llm raises
 ContextLengthExceeded) is sent again shorter, step by step, until one fits (TRIM_RULE, also in docs/optimize.md):
@@ -21,8 +22,8 @@ from typing import Any
 from kforge_bot.agents import analyst, generator
 from kforge_bot.agents.llm import LLMClient, Reply, Usage
 from kforge_bot.agents.reply_parser import extract_source
-from kforge_bot.errors import ContextLengthExceeded, MalformedReply, Terminating
-from kforge_bot.optimize.proposer import LLM, Event, Proposal, Proposer, RunView, Steps
+from kforge_bot.errors import ContextLengthExceeded, LoopControl, MalformedReply, Terminating
+from kforge_bot.optimize.protocols import LLM, Exchange, Interrupted, Proposal, RunView
 from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.spec import KernelSpec
 
@@ -38,7 +39,7 @@ TRIM_RULE = ("less history (2 attempts, then 1, then none), no other targets' co
              "analyst: fewer results of what was tried, no source")
 
 
-class LLMProposer(Proposer):
+class LLMProposer:
     """The KForge generator and analyst, talking to an OpenAI-compatible endpoint."""
 
     kind = LLM
@@ -57,64 +58,65 @@ class LLMProposer(Proposer):
         return {"generator": "LLM", "endpoint": self.client.endpoint.describe(), "model": self.client.endpoint.model,
                 "references": [r.get("note") or r.get("file") or r.get("target") for r in self.references]}
 
-    def prepare(self) -> Steps[None]:
+    def prepare(self) -> Exchange:
         """Settle the model before minutes of evaluation: with no model named this asks the endpoint for its
         models (GET /models), so a wrong URL or key ends the run at once."""
+        out = Exchange()
         try:
             self.client.resolve_model()
         except Terminating as exc:
-            yield Event("llm_error", {"iteration": 0, "agent": "models", "kind": type(exc).__name__,
-                                      "message": str(exc)})
-            raise
+            out.report("llm_error", iteration=0, agent="models", kind=type(exc).__name__, message=str(exc))
+            out.signal = exc
+        return out
 
-    def start(self, view: RunView) -> Steps[None]:
-        record = view.record
-        if record.usage:
-            self.client.usage = Usage.from_dict(record.usage)  # resume: the token budget counts what was spent
-        subject = record.best.iteration if record.best else 0
-        if record.analysed_for != subject:
-            yield from self._analyse(subject, view)
-
-    def propose(self, iteration: int, view: RunView) -> Steps[Proposal]:
-        best = view.record.best
-        source, _ = yield from self._write(iteration, view, view.best_source(), best.speedup if best else None)
-        return Proposal(source=source)
-
-    def observe(self, it: IterationRecord, view: RunView) -> Steps[None]:
-        if it.accepted:
-            yield from self._analyse(it.iteration, view)
-
-    # -- rounds ---------------------------------------------------------------------------------
-
-    def propose_for(self, iteration: int, slot: int, taken: Sequence[dict[str, int]],
-                    view: RunView) -> Steps[Proposal | None]:
-        """One of the round's samples: the models take turns (by iteration), the parents are the beam's
-        members in turn (the kernel as written while there is no correct candidate). A round of one (no
-        --parallel) starts from the current best, with the run's own model, as `propose` does."""
+    def propose(self, view: RunView) -> Exchange:
+        """One of the round's samples: the models take turns (by iteration), the parents are the beam's members
+        in turn (the kernel as written while there is no correct candidate). A round of one (no --parallel)
+        starts from the current best, with the run's own model."""
         parent: IterationRecord | None
         if view.parallel == 1:
             parent, model = view.record.best, None
         else:
             parents: list[IterationRecord | None] = list(view.record.beam(view.beam)) or [None]
-            parent = parents[slot % len(parents)]
-            model = self.models[(iteration - 1) % len(self.models)] if self.models else None
-        # The sample's model for this request only: the analyst keeps the run's own model.
-        source, reply = yield from self._write(iteration, view, view.source_of(parent.iteration if parent else 0),
-                                               parent.speedup if parent is not None else None, model=model)
-        return Proposal(source=source, parent=parent.iteration if parent is not None else 0,
-                        model=model or reply.model)
+            parent = parents[view.slot % len(parents)]
+            model = self.models[(view.iteration - 1) % len(self.models)] if self.models else None
+        out = Exchange()
+        try:
+            # The sample's model for this request only: the analyst keeps the run's own model.
+            source, reply = self._write(out, view, view.source_of(parent.iteration if parent else 0),
+                                        parent.speedup if parent is not None else None, model=model)
+        except LoopControl as signal:
+            out.signal = signal
+            return out
+        out.proposal = Proposal(source=source, parent=parent.iteration if parent is not None else 0,
+                                model=model or reply.model)
+        return out
 
-    def observe_round(self, its: Sequence[IterationRecord], view: RunView) -> Steps[None]:
-        """The analyst reads the round's best accepted candidate once, with every result of the round in its
-        list of what was tried."""
-        accepted = [it for it in its if it.accepted]
-        if accepted:
-            yield from self._analyse(max(accepted, key=lambda it: it.speedup or 0.0).iteration, view)
+    def observe(self, view: RunView, judged: Sequence[IterationRecord]) -> Exchange:
+        """Nothing judged yet (the run starts or resumes): the analyst reads the current best's profile unless it
+        already has. A round: the analyst reads the round's best accepted candidate once, with every result of
+        the round in its list of what was tried."""
+        record = view.record
+        if not judged:
+            if record.usage:
+                self.client.usage = Usage.from_dict(record.usage)  # resume: the token budget counts what was spent
+            subject: int | None = record.best.iteration if record.best else 0
+            subject = None if record.analysed_for == subject else subject
+        else:
+            accepted = [it for it in judged if it.accepted]
+            subject = max(accepted, key=lambda it: it.speedup or 0.0).iteration if accepted else None
+        out = Exchange()
+        if subject is not None:
+            try:
+                self._analyse(out, subject, view)
+            except LoopControl as signal:
+                out.signal = signal
+        return out
 
     # -- the exchanges --------------------------------------------------------------------------
 
-    def _write(self, iteration: int, view: RunView, current_source: str, best_speedup: float | None,
-               model: str | None = None) -> Steps[tuple[str, Reply]]:
+    def _write(self, out: Exchange, view: RunView, current_source: str, best_speedup: float | None,
+               model: str | None = None) -> tuple[str, Reply]:
         """Ask the generator for a new version of `current_source`: (the kernel it wrote, its reply)."""
         record = view.record
 
@@ -129,7 +131,7 @@ class LLMProposer(Proposer):
                 best_speedup=best_speedup, max_history=trim.get("max_history", generator.MAX_HISTORY),
                 max_message_chars=trim.get("max_message_chars", generator.MAX_MESSAGE_CHARS))
 
-        reply = yield from self._chat("generator", iteration, messages, len(GENERATOR_TRIMS), model=model)
+        reply = self._chat(out, "generator", view.iteration, messages, len(GENERATOR_TRIMS), model=model)
         try:
             # An entry in a launcher elsewhere is not this file's to define (spec.entry_file).
             entry = None if self.spec.entry_file else self.spec.entry
@@ -140,7 +142,7 @@ class LLMProposer(Proposer):
             raise
         return source, reply
 
-    def _analyse(self, iteration: int, view: RunView) -> Steps[None]:
+    def _analyse(self, out: Exchange, iteration: int, view: RunView) -> None:
         """Ask the analyst about the profile of `iteration` (0: the kernel as written)."""
         record = view.record
         speedup = record.best.speedup if (record.best and iteration) else None
@@ -154,51 +156,48 @@ class LLMProposer(Proposer):
                 source=view.source_of(iteration) if trim.get("source", True) else None, language=self.spec.language,
                 tried=tried[len(tried) - keep:] if keep else [], speedup=speedup)
 
-        reply = yield from self._chat("analyst", iteration, messages, len(ANALYST_TRIMS),
-                                      max_tokens=analyst.MAX_REPLY_TOKENS)
+        reply = self._chat(out, "analyst", iteration, messages, len(ANALYST_TRIMS), max_tokens=analyst.MAX_REPLY_TOKENS)
         try:
             items = analyst.parse_recommendations(reply.text)
         except MalformedReply as exc:
             # Advice is optional: keep the previous advice, spend no iteration.
-            yield Event("malformed", {"iteration": iteration, "agent": "analyst", "feedback": exc.feedback})
+            out.report("malformed", iteration=iteration, agent="analyst", feedback=exc.feedback)
             return
-        yield Event("recommendations", {"for_iteration": iteration, "items": items})
+        out.report("recommendations", for_iteration=iteration, items=items)
 
-    def _chat(self, agent: str, iteration: int, messages: Callable[[int], list[dict[str, str]]], steps: int,
-              model: str | None = None, max_tokens: int | None = None) -> Steps[Reply]:
+    def _chat(self, out: Exchange, agent: str, iteration: int, messages: Callable[[int], list[dict[str, str]]],
+              steps: int, model: str | None = None, max_tokens: int | None = None) -> Reply:
         """One exchange: the whole prompt first, then shorter ones while the server says it does not fit."""
         for step in range(steps):
             prompt = messages(step)
-            yield Event("prompt", {"iteration": iteration, "agent": agent, "messages": prompt,
-                                   **({"trim_step": step} if step else {})})
+            out.report("prompt", iteration=iteration, agent=agent, messages=prompt,
+                       **({"trim_step": step} if step else {}))
             started = time.monotonic()
             try:
                 reply = self.client.chat(prompt, model=model, max_tokens=max_tokens)
             except ContextLengthExceeded as exc:
                 if step + 1 < steps:
-                    yield Event("prompt_trimmed", {"iteration": iteration, "agent": agent, "step": step + 1,
-                                                   "prompt_tokens": exc.prompt_tokens,
-                                                   "context_tokens": exc.context_tokens})
+                    out.report("prompt_trimmed", iteration=iteration, agent=agent, step=step + 1,
+                               prompt_tokens=exc.prompt_tokens, context_tokens=exc.context_tokens)
                     continue
                 stop = ContextLengthExceeded(_too_long(agent, exc), prompt_tokens=exc.prompt_tokens,
                                              context_tokens=exc.context_tokens, attempts=exc.attempts)
-                yield Event("llm_error", {"iteration": iteration, "agent": agent, "kind": type(stop).__name__,
-                                          "message": str(stop)})
+                out.report("llm_error", iteration=iteration, agent=agent, kind=type(stop).__name__, message=str(stop))
                 raise stop from exc
             except Terminating as exc:
-                yield Event("llm_error", {"iteration": iteration, "agent": agent, "kind": type(exc).__name__,
-                                          "message": str(exc)})
+                out.report("llm_error", iteration=iteration, agent=agent, kind=type(exc).__name__, message=str(exc))
                 raise
+            except KeyboardInterrupt:
+                raise Interrupted(out) from None  # the loop still writes the prompt
             except MalformedReply:
-                yield Event("reply", {"iteration": iteration, "agent": agent, "text": "", "prompt_tokens": 0,
-                                      "completion_tokens": 0, "usage": self.client.usage.to_dict(),
-                                      "llm_s": round(time.monotonic() - started, 3)})
+                out.report("reply", iteration=iteration, agent=agent, text="", prompt_tokens=0, completion_tokens=0,
+                           usage=self.client.usage.to_dict(), llm_s=round(time.monotonic() - started, 3))
                 raise
-            yield Event("reply", {"iteration": iteration, "agent": agent, "text": reply.text, "model": reply.model,
-                                  "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                                  "attempts": reply.attempts, "finish_reason": reply.finish_reason,
-                                  "usage_estimated": reply.usage_estimated, "usage": self.client.usage.to_dict(),
-                                  "llm_s": round(time.monotonic() - started, 3)})
+            out.report("reply", iteration=iteration, agent=agent, text=reply.text, model=reply.model,
+                       prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+                       attempts=reply.attempts, finish_reason=reply.finish_reason,
+                       usage_estimated=reply.usage_estimated, usage=self.client.usage.to_dict(),
+                       llm_s=round(time.monotonic() - started, 3))
             return reply
         raise AssertionError("unreachable: the last step returns or raises")
 

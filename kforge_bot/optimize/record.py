@@ -1,14 +1,19 @@
 """The state of a run, folded from its trajectory's events (kforge_bot.optimize.trajectory): `RunRecord.apply`
-takes one event at a time, as it is appended or as a resumed run replays the file, so both reach the same state."""
+takes one event at a time, as it is appended or as a resumed run replays the file, so both reach the same state.
+Each line is typed first (kforge_bot.optimize.trajectory_events) and `fold` dispatches on its type."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import singledispatchmethod
 from typing import Any
 
 from kforge_bot.evaluate.wire.result import per_shape_of
 from kforge_bot.evaluate.wire.shapes import ShapeSpeedup, regressions
 from kforge_bot.optimize.roofline import roofline_position
+from kforge_bot.optimize.trajectory_events import (Baseline, CandidateWritten, Ceilings, CompiledBaselines,
+                                                   CountersCollected, End, Judged, LLMError, Malformed, ModelReply,
+                                                   Recommendations, Session, Start, Stop, Tunables, Workload, parse)
 from kforge_bot.text import one_line
 
 
@@ -99,121 +104,128 @@ class RunRecord:
 
     # -- folding --------------------------------------------------------------------------------
 
-    def apply(self, event: dict[str, Any]) -> None:
-        kind = event.get("event")
-        session = int(event.get("session", 1))
-        t = float(event.get("time", 0.0))
+    def apply(self, entry: dict[str, Any]) -> None:
+        """Fold one trajectory line (kforge_bot.optimize.trajectory_events types it)."""
+        session = int(entry.get("session", 1))
+        t = float(entry.get("time", 0.0))
         self._first_time.setdefault(session, t)
         self._last_time[session] = t
-        handler = getattr(self, f"_on_{kind}", None)
-        if handler is not None:
-            handler(event)
+        event = parse(entry)
+        if event is not None:
+            self.fold(event)
 
-    def _on_start(self, e: dict[str, Any]) -> None:
-        self.start = dict(e)
+    @singledispatchmethod
+    def fold(self, event: object) -> None:
+        """Fold one typed event into the state (one handler per type)."""
 
-    def _on_session(self, e: dict[str, Any]) -> None:
-        self.sessions.append(dict(e))
+    @fold.register
+    def _start(self, e: Start) -> None:
+        self.start = e.entry
 
-    def _on_baseline(self, e: dict[str, Any]) -> None:
-        self.baseline = e["result"]
-        self.baseline_eval_s = float(e.get("eval_s", 0.0))
+    @fold.register
+    def _session(self, e: Session) -> None:
+        self.sessions.append(e.entry)
 
-    def _on_workload(self, e: dict[str, Any]) -> None:
-        self.workload = {k: v for k, v in e.items() if k not in ("event", "time", "session")}
+    @fold.register
+    def _baseline(self, e: Baseline) -> None:
+        self.baseline, self.baseline_eval_s = e.result, e.eval_s
 
-    def _on_compiled_baselines(self, e: dict[str, Any]) -> None:
-        self.compiled_baselines = dict(e.get("baselines") or {})
+    @fold.register
+    def _workload(self, e: Workload) -> None:
+        self.workload = e.fields
 
-    def _on_ceilings(self, e: dict[str, Any]) -> None:
-        self.ceilings = e.get("ceilings")
-        self.ceilings_note = str(e.get("note") or "")
+    @fold.register
+    def _compiled_baselines(self, e: CompiledBaselines) -> None:
+        self.compiled_baselines = e.baselines
 
-    def _on_counters(self, e: dict[str, Any]) -> None:
-        if e.get("iteration") is None:  # the run cannot collect any: said once
-            self.counters_note = str(e.get("reason") or "")
-            return
-        self.counters[int(e["iteration"])] = {k: v for k, v in e.items()
-                                              if k not in ("event", "time", "session", "iteration")}
+    @fold.register
+    def _ceilings(self, e: Ceilings) -> None:
+        self.ceilings, self.ceilings_note = e.ceilings, e.note
 
-    def _on_tunables(self, e: dict[str, Any]) -> None:
-        self.tunables = list(e.get("tunables") or [])
+    @fold.register
+    def _counters(self, e: CountersCollected) -> None:
+        if e.iteration is None:  # the run cannot collect any: said once
+            self.counters_note = e.reason
+        else:
+            self.counters[e.iteration] = e.fields
+
+    @fold.register
+    def _tunables(self, e: Tunables) -> None:
+        self.tunables = e.tunables
 
     def _iteration(self, n: int) -> IterationRecord:
         return self.iterations.setdefault(n, IterationRecord(iteration=n))
 
-    def _on_reply(self, e: dict[str, Any]) -> None:
-        n = int(e.get("iteration", 0))
-        if e.get("usage"):
-            self.usage = dict(e["usage"])
-        if e.get("model") and e["model"] not in self.models:
-            self.models.append(str(e["model"]))
-        if n > 0:
-            it = self._iteration(n)
-            it.prompt_tokens += int(e.get("prompt_tokens", 0))
-            it.completion_tokens += int(e.get("completion_tokens", 0))
-            if e.get("agent", "generator") == "generator":  # the analyst runs after the step's clock stops
-                it.llm_s += float(e.get("llm_s", 0.0))
+    @fold.register
+    def _reply(self, e: ModelReply) -> None:
+        if e.usage:
+            self.usage = dict(e.usage)
+        if e.model and e.model not in self.models:
+            self.models.append(e.model)
+        if e.iteration > 0:
+            it = self._iteration(e.iteration)
+            it.prompt_tokens += e.prompt_tokens
+            it.completion_tokens += e.completion_tokens
+            if e.agent == "generator":  # the analyst runs after the step's clock stops
+                it.llm_s += e.llm_s
 
-    def _on_candidate(self, e: dict[str, Any]) -> None:
-        it = self._iteration(int(e["iteration"]))
-        it.file, it.sha256 = e.get("file"), e.get("sha256")
-        it.change = e.get("change") or it.change
-        it.assignment = e.get("assignment")
-        it.round = e.get("round")
-        it.model = e.get("model")
-        it.parent = e.get("parent")
+    @fold.register
+    def _candidate(self, e: CandidateWritten) -> None:
+        it = self._iteration(e.iteration)
+        it.file, it.sha256 = e.file, e.sha256
+        it.change = e.change or it.change
+        it.assignment, it.round, it.model, it.parent = e.assignment, e.round, e.model, e.parent
 
-    def _on_malformed(self, e: dict[str, Any]) -> None:
-        n = int(e["iteration"])
-        if e.get("agent", "generator") != "generator" or n <= 0:
+    @fold.register
+    def _malformed(self, e: Malformed) -> None:
+        if e.agent != "generator" or e.iteration <= 0:
             return  # an analyst reply that could not be used keeps the old advice; no iteration is spent
-        it = self._iteration(n)
-        it.verdict, it.reason = "malformed", str(e.get("feedback", ""))
-        it.iteration_s = float(e.get("iteration_s", 0.0))
-        if e.get("history_entry"):
-            self.history.append(e["history_entry"])
+        it = self._iteration(e.iteration)
+        it.verdict, it.reason, it.iteration_s = "malformed", e.feedback, e.iteration_s
+        if e.history_entry:
+            self.history.append(e.history_entry)
         self.since_progress += 1
 
-    def _on_result(self, e: dict[str, Any]) -> None:
-        it = self._iteration(int(e["iteration"]))
-        result = e["result"]
-        it.result = result
+    @fold.register
+    def _result(self, e: Judged) -> None:
+        it = self._iteration(e.iteration)
+        result = it.result = e.result
         it.verdict = str(result.get("verdict", "unknown"))
         it.reason = str(result.get("reason", ""))
         it.speedup = result.get("speedup")
         ci = result.get("speedup_ci")
         it.speedup_ci = (float(ci[0]), float(ci[1])) if ci else None
-        it.accepted = bool(e.get("accepted"))
-        it.eval_s = float(e.get("eval_s", 0.0))
-        it.iteration_s = float(e.get("iteration_s", 0.0))
-        it.duplicate_of = e.get("duplicate_of")
-        it.loop_s = float(e["loop_s"]) if e.get("loop_s") is not None else None
+        it.accepted, it.eval_s, it.iteration_s = e.accepted, e.eval_s, e.iteration_s
+        it.duplicate_of, it.loop_s = e.duplicate_of, e.loop_s
         it.cached = bool(result.get("cached"))
-        if e.get("round") is not None:
-            it.round = int(e["round"])
+        if e.round is not None:
+            it.round = e.round
         if it.accepted:
             self.best = it
             self.history = []  # earlier failures were attempts on an older best
             self.since_progress = 0
         else:
-            if e.get("history_entry"):
-                self.history.append(e["history_entry"])
+            if e.history_entry:
+                self.history.append(e.history_entry)
             self.since_progress += 1
 
-    def _on_recommendations(self, e: dict[str, Any]) -> None:
-        self.recommendations = list(e.get("items") or [])
-        self.analysed_for = int(e.get("for_iteration", 0))
+    @fold.register
+    def _recommendations(self, e: Recommendations) -> None:
+        self.recommendations = e.items
+        self.analysed_for = e.for_iteration
         self.recommendation_log.append({"for_iteration": self.analysed_for, "items": self.recommendations})
 
-    def _on_llm_error(self, e: dict[str, Any]) -> None:
-        self.llm_errors.append(dict(e))
+    @fold.register
+    def _llm_error(self, e: LLMError) -> None:
+        self.llm_errors.append(e.entry)
 
-    def _on_stop(self, e: dict[str, Any]) -> None:
-        self.stops.append(dict(e))
+    @fold.register
+    def _stop(self, e: Stop) -> None:
+        self.stops.append(e.entry)
 
-    def _on_end(self, e: dict[str, Any]) -> None:
-        self.ends.append(dict(e))
+    @fold.register
+    def _end(self, e: End) -> None:
+        self.ends.append(e.entry)
 
     # -- questions ------------------------------------------------------------------------------
 

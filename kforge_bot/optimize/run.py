@@ -17,7 +17,7 @@ from kforge_bot.optimize.counters import Counters
 from kforge_bot.optimize.evaluator import Evaluator, Progress
 from kforge_bot.optimize.llm_proposer import LLMProposer
 from kforge_bot.optimize.loop import Loop
-from kforge_bot.optimize.proposer import LLM, TUNER, Proposer
+from kforge_bot.optimize.protocols import LLM, TUNER, Proposer
 from kforge_bot.optimize.record import RunRecord
 from kforge_bot.optimize.report import ReportFiles, write_report
 from kforge_bot.optimize.roofline import WorkloadModel
@@ -42,7 +42,7 @@ class OptimizeOutcome:
     the kernel as written) and why it stopped."""
 
     record: RunRecord
-    proposer_kind: str  # TUNER or LLM (kforge_bot.optimize.proposer)
+    proposer_kind: str  # TUNER or LLM (kforge_bot.optimize.protocols)
     report_dir: Path
     best_source: str | None = None
     stop_kind: str = ""
@@ -188,8 +188,8 @@ class OptimizeRun:
         evaluator.progress = progress
         counters = Counters(spec, config.target, config.settings, trajectory.root, config.counters)
         loop = Loop(spec, config.target, proposer, trajectory, evaluator, budgets=config.budgets, rules=rules,
-                    workload_model=config.workload_model, progress=progress,
-                    parallel=config.parallel, beam=config.beam, counters=counters, baselines=config.baselines)
+                    workload_model=config.workload_model, parallel=config.parallel, beam=config.beam,
+                    counters=counters, baselines=config.baselines)
         run = cls(spec, trajectory, loop, evaluator, proposer_kind, config)
         run.own_pool = pool if own_pool else None
         return run

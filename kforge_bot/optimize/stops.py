@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kforge_bot.config.policy import Budgets
 from kforge_bot.errors import BudgetExhausted, NearRoofline, NoProgress, Terminating
-from kforge_bot.optimize.proposer import TUNER
+from kforge_bot.optimize.protocols import TUNER
 from kforge_bot.optimize.record import RunRecord
 from kforge_bot.text import one_line
 
@@ -81,3 +81,17 @@ def tokens_spent(record: RunRecord, budgets: Budgets) -> BudgetExhausted | None:
     if budgets.tokens is not None and spent >= budgets.tokens:
         return BudgetExhausted(f"token budget spent ({spent} of {budgets.tokens})", budget="tokens")
     return None
+
+
+def expected_step_s(record: RunRecord, parallel: int, round_walls: list[float], slots: int) -> float:
+    """What the next round will probably take: the mean of the rounds (or, one candidate at a time, of the steps)
+    so far, else the first evaluation's time minus the reference run it included (roughly half of it), once per
+    wave of the evaluator's `slots`."""
+    if parallel > 1:
+        if round_walls:
+            return sum(round_walls) / len(round_walls)
+        return record.baseline_eval_s / 2 * -(-parallel // max(1, slots))
+    steps = [it.iteration_s for it in record.completed if it.iteration_s > 0 and it.duplicate_of is None]
+    if steps:
+        return sum(steps) / len(steps)
+    return record.baseline_eval_s / 2

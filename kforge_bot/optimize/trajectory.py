@@ -1,4 +1,4 @@
-"""The record of one optimization run: every prompt, reply, candidate and result, as it happens.
+"""The record of one optimization run: every prompt, reply, candidate and result, under the moment it happened.
 
 A report directory holds:
 
@@ -107,9 +107,11 @@ class Trajectory:
         (root / CANDIDATES_DIR).mkdir(parents=True, exist_ok=True)
         return cls(root, events)
 
-    def append(self, event: str, **fields: Any) -> dict[str, Any]:
-        """Write one event now (flushed and fsynced), fold it into the record, tell the listeners."""
-        entry = {"event": event, "time": round(time.time(), 3), "session": self.session, **fields}
+    def append(self, event: str, *, at: float | None = None, **fields: Any) -> dict[str, Any]:
+        """Write one event now (flushed and fsynced), fold it into the record, tell the listeners. `at`: when it
+        happened, where that was before now (a proposer's prompt, written once its call returned)."""
+        entry = {"event": event, "time": round(time.time() if at is None else at, 3), "session": self.session,
+                 **fields}
         line = json.dumps(entry, default=_json_default, allow_nan=True)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(line + "\n")

@@ -6,14 +6,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from kforge_bot.errors import SearchExhausted
-from kforge_bot.optimize.proposer import TUNER, Event, Proposal, Proposer, RunView, Steps
+from kforge_bot.optimize.protocols import TUNER, Exchange, Proposal, RunView
 from kforge_bot.optimize.record import IterationRecord, tuner_score
 from kforge_bot.spec import KernelSpec
 from kforge_bot.tuner import search as tuner
 from kforge_bot.tuner import tunables
 
 
-class TunerProposer(Proposer):
+class TunerProposer:
     """The built-in tuner as a proposer: every candidate is the ORIGINAL source with new parameter values."""
 
     kind = TUNER
@@ -30,48 +30,55 @@ class TunerProposer(Proposer):
     def describe(self) -> dict[str, Any]:
         return {"generator": "built-in tuner", "tunables": [t.describe() for t in self.tunables]}
 
-    def start(self, view: RunView) -> Steps[None]:
+    def prepare(self) -> Exchange:
+        return Exchange()  # the tuner asks no one: nothing can fail before the kernel is measured
+
+    def propose(self, view: RunView) -> Exchange:
+        """Slot 0: the coordinate descent's next step; other slots: `_distinct`. The tuner asks no one, so the
+        exchange holds no events."""
+        assert self.search is not None
+        if view.slot:
+            return Exchange(proposal=self._distinct(self.search, view))
+        assignment = self.search.propose()
+        if assignment is None:
+            return Exchange(signal=SearchExhausted("the tuner tried every neighbouring value of every parameter, and "
+                                                   "joint moves of several, without further gain"))
+        return Exchange(proposal=self._proposal(assignment))
+
+    def observe(self, view: RunView, judged: Sequence[IterationRecord]) -> Exchange:
+        """Nothing judged yet: find the search's start (a resumed run replays the results, so nothing is proposed
+        twice). Then each judged candidate's score feeds the search."""
+        if self.search is None:
+            return self._start(view)
+        for it in judged:
+            if it.assignment is not None and it.result is not None:
+                self.search.record(it.assignment, tuner_score(it.result))
+        return Exchange()
+
+    def _start(self, view: RunView) -> Exchange:
+        out = Exchange()
         if not view.record.tunables and self.tunables:
-            yield Event("tunables", {"tunables": [t.describe() for t in self.tunables]})
+            out.report("tunables", tunables=[t.describe() for t in self.tunables])
         if not self.tunables:
-            raise SearchExhausted(
+            out.signal = SearchExhausted(
                 f"the tuner found no tunable parameters in {self.spec.kernel_file} (UPPER_CASE block/tile/warp/"
                 "thread constants, num_warps=, #define or constexpr values, launch shapes); mark one with "
                 "'# kforge: tune NAME in [a, b, c]' or configure an LLM endpoint")
-        hint = tuner.profile_hint(view.digest(0))
-        self.search = tuner.TunerSearch(self.tunables, hint=hint, min_gain=self.min_gain)
-        for assignment, score in view.record.tuner_results():  # resume: replay, propose nothing twice
+            return out
+        self.search = tuner.TunerSearch(self.tunables, hint=tuner.profile_hint(view.digest(0)), min_gain=self.min_gain)
+        for assignment, score in view.record.tuner_results():
             self.search.record(assignment, score)
+        return out
 
-    def propose(self, iteration: int, view: RunView) -> Steps[Proposal]:
-        yield from ()  # the tuner asks no one: nothing to record
-        assert self.search is not None
-        assignment = self.search.propose()
-        if assignment is None:
-            raise SearchExhausted("the tuner tried every neighbouring value of every parameter, and joint moves of "
-                                  "several, without further gain")
-        return self._proposal(assignment)
-
-    def observe(self, it: IterationRecord, view: RunView) -> Steps[None]:
-        yield from ()
-        if self.search is not None and it.assignment is not None and it.result is not None:
-            self.search.record(it.assignment, tuner_score(it.result))
-
-    # -- parallel rounds ------------------------------------------------------------------------
-
-    def propose_for(self, iteration: int, slot: int, taken: Sequence[dict[str, int]],
-                    view: RunView) -> Steps[Proposal | None]:
-        """Slot 0: the coordinate descent's next step. Other slots: untried neighbours (one step of one
-        parameter) of the beam's assignments, best first, then joint moves from the best; their results feed
-        the descent, which never proposes a measured assignment again. None: nothing distinct left."""
-        if slot == 0:
-            return (yield from self.propose(iteration, view))
-        assert self.search is not None
-        seen = {tuple(sorted(k)) for k in self.search.results} | {tuple(sorted(a.items())) for a in taken}
+    def _distinct(self, search: tuner.TunerSearch, view: RunView) -> Proposal | None:
+        """Another slot of a round: untried neighbours (one step of one parameter) of the beam's assignments, best
+        first, then joint moves from the best; their results feed the descent, which never proposes a measured
+        assignment again. None: nothing distinct left."""
+        seen = {tuple(sorted(k)) for k in search.results} | {tuple(sorted(a.items())) for a in view.taken}
         parents = [it.assignment for it in view.record.beam(view.beam) if it.assignment]
-        parents.append(self.search.best[0])
+        parents.append(search.best[0])
         for parent in parents:
-            for t, first in self.search.order():
+            for t, first in search.order():
                 values = list(t.candidates)
                 if len(values) < 2 or t.name not in parent:
                     continue
@@ -84,8 +91,8 @@ class TunerProposer(Proposer):
                     trial = {**parent, t.name: values[j]}
                     if tuple(sorted(trial.items())) not in seen:
                         return self._proposal(trial)
-        for trial in tuner.joint_moves(self.tunables, self.search.best[0], hint=self.search.hint,
-                                       seed=self.search.seed, limit=self.search.max_joint):
+        for trial in tuner.joint_moves(self.tunables, search.best[0], hint=search.hint, seed=search.seed,
+                                       limit=search.max_joint):
             if tuple(sorted(trial.items())) not in seen:  # single moves all taken: joint ones fill the round
                 return self._proposal(trial)
         return None

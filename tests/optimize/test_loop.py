@@ -5,7 +5,8 @@ against a scripted OpenAI-compatible server on loopback, and runs stopped and re
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,9 @@ from kforge_bot.agents.llm import Endpoint
 from kforge_bot.config.policy import Budgets
 from kforge_bot.errors import BudgetExhausted, MalformedReply, NearRoofline, NoProgress
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
+from kforge_bot.optimize.acceptance import accepts
 from kforge_bot.optimize.loop import Loop
-from kforge_bot.optimize.proposer import Event, Proposal, Proposer, RunView, Steps
+from kforge_bot.optimize.protocols import Exchange, Interrupted, Measured, Proposal, RunView
 from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
 from kforge_bot.optimize.stops import StopRules
@@ -26,6 +28,23 @@ from kforge_bot.spec import Implementation, load_spec
 
 FIXTURE = Path(__file__).parents[1] / "data" / "optimize"
 SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.5, timeout_s=120)
+
+
+class AtOnce:
+    """An evaluator that measures with a plain function, at once (the loop's `Evaluator` protocol)."""
+
+    slots = 1
+
+    def __init__(self, measure: Callable[[Implementation], tuple[EvalResult, float]]) -> None:
+        self.measure = measure
+
+    def submit(self, implementation: Implementation) -> Future[Measured]:
+        done: Future[Measured] = Future()
+        done.set_result(Measured(*self.measure(implementation)))
+        return done
+
+    def compiled_baselines(self, kinds: Sequence[str]) -> dict:
+        raise AssertionError("this run asks for no compiled baseline")
 
 
 def source_with(base: str, **subs: str) -> str:
@@ -185,7 +204,7 @@ def idle_loop(tmp_path: Path, budgets: Budgets, rules: StopRules | None = None, 
         raise AssertionError("the stop rules must decide without evaluating anything")
 
     now = clock or [0.0]
-    return Loop(spec, "cpu", TunerProposer(spec, cpu_count=2), trajectory, no_evaluation, budgets=budgets,
+    return Loop(spec, "cpu", TunerProposer(spec, cpu_count=2), trajectory, AtOnce(no_evaluation), budgets=budgets,
                 rules=rules or StopRules(), clock=lambda: now[0])
 
 
@@ -250,45 +269,51 @@ def test_acceptance_needs_the_whole_interval_above_1_and_a_real_gain_over_the_be
     from test_trajectory import result
 
     loop = idle_loop(tmp_path, Budgets(iterations=9), StopRules(min_gain=0.02))
-    assert loop._accepts(EvalResult.from_dict(result(speedup=1.5, ci=(1.2, 1.8))))
-    assert not loop._accepts(EvalResult.from_dict(result(speedup=1.5, ci=(0.98, 2.0))))  # could be noise
-    assert not loop._accepts(EvalResult.from_dict(result("incorrect")))
+
+    def accepted(got: dict) -> bool:
+        return accepts(loop.record, EvalResult.from_dict(got), loop.rules.min_gain)
+
+    assert accepted(result(speedup=1.5, ci=(1.2, 1.8)))
+    assert not accepted(result(speedup=1.5, ci=(0.98, 2.0)))  # could be noise
+    assert not accepted(result("incorrect"))
     loop.trajectory.append("candidate", iteration=1, file=loop.trajectory.write_source("1.py", "x"), sha256="1")
     loop.trajectory.append("result", iteration=1, result=result(speedup=1.5, ci=(1.2, 1.8)), accepted=True)
-    assert not loop._accepts(EvalResult.from_dict(result(speedup=1.52, ci=(1.4, 1.6))))  # within min_gain
-    assert loop._accepts(EvalResult.from_dict(result(speedup=1.6, ci=(1.4, 1.8))))
+    assert not accepted(result(speedup=1.52, ci=(1.4, 1.6)))  # within min_gain
+    assert accepted(result(speedup=1.6, ci=(1.4, 1.8)))
 
 
 # ---------------------------------------------------------------------------------- one path, step and round (fast)
 
 
-class Scripted(Proposer):
+class Scripted:
     """Proposes the given sources in turn (None: a reply with no code), reporting a prompt for each."""
 
-    mode = "llm"
+    kind = "llm"
 
     def __init__(self, sources: list[str | None]) -> None:
         self.sources = sources
         self.observed: list[list[int]] = []
 
-    def propose(self, iteration: int, view: RunView) -> Steps[Proposal]:
-        yield Event("prompt", {"iteration": iteration, "agent": "generator", "messages": []})
+    def describe(self) -> dict:
+        return {}
+
+    def prepare(self) -> Exchange:
+        return Exchange()
+
+    def propose(self, view: RunView) -> Exchange:
+        out = Exchange()
+        out.report("prompt", iteration=view.iteration, agent="generator", messages=[])
         source = self.sources.pop(0)
         if source is None:
-            raise MalformedReply("the reply had no fenced code block")
-        return Proposal(source=source, parent=0, model="m")
+            out.signal = MalformedReply("the reply had no fenced code block")
+        else:
+            out.proposal = Proposal(source=source, parent=0, model="m")
+        return out
 
-    def propose_for(self, iteration: int, slot: int, taken: Sequence[dict[str, int]],
-                    view: RunView) -> Steps[Proposal | None]:
-        return (yield from self.propose(iteration, view))
-
-    def observe(self, it: IterationRecord, view: RunView) -> Steps[None]:
-        yield from ()
-        self.observed.append([it.iteration])
-
-    def observe_round(self, its: Sequence[IterationRecord], view: RunView) -> Steps[None]:
-        yield from ()
-        self.observed.append([it.iteration for it in its])
+    def observe(self, view: RunView, judged: Sequence[IterationRecord]) -> Exchange:
+        if judged:
+            self.observed.append([it.iteration for it in judged])
+        return Exchange()
 
 
 def scripted_loop(tmp_path: Path, sources: list[str | None], iterations: int, parallel: int = 1,
@@ -306,7 +331,8 @@ def scripted_loop(tmp_path: Path, sources: list[str | None], iterations: int, pa
         return EvalResult.from_dict(result(speedup=speedup, ci=(speedup - 0.1, speedup + 0.1))), 1.0
 
     proposer = (kind or Scripted)(sources)
-    loop = Loop(spec, "cpu", proposer, trajectory, evaluator, budgets=Budgets(iterations=iterations, tokens=tokens),
+    loop = Loop(spec, "cpu", proposer, trajectory, AtOnce(evaluator),
+                budgets=Budgets(iterations=iterations, tokens=tokens),
                 rules=StopRules(patience=9), parallel=parallel)
     return loop, proposer, measured
 
@@ -385,20 +411,22 @@ def test_a_candidate_far_slower_on_one_shape_set_is_not_accepted_however_fast_on
     assert "| regression (over 5.0% slower) |" in markdown
 
 
-class _WithCompiled:
+class _WithCompiled(AtOnce):
     """A scripted evaluator whose session also measured the kernel as written under torch.compile."""
 
     def __init__(self, compiled: dict) -> None:
+        super().__init__(self.speed_of)
         self.compiled = compiled
         self.asked: list[tuple[str, ...]] = []
 
-    def __call__(self, candidate: Implementation) -> tuple[EvalResult, float]:
+    @staticmethod
+    def speed_of(candidate: Implementation) -> tuple[EvalResult, float]:
         from test_trajectory import result
 
         speedup = {"fast\n": 1.5, "faster\n": 2.0, "fastest\n": 3.0}.get(candidate.source, 1.0)
         return EvalResult.from_dict(result(speedup=speedup, ci=(speedup - 0.1, speedup + 0.1))), 1.0
 
-    def compiled_baselines(self, kinds: tuple[str, ...]) -> dict:
+    def compiled_baselines(self, kinds: Sequence[str]) -> dict:
         from kforge_bot.evaluate.baselines import CompiledBaseline
 
         self.asked.append(tuple(kinds))
@@ -452,11 +480,11 @@ def test_a_dropped_compiled_baseline_leaves_acceptance_against_eager(tmp_path: P
 class Spending(Scripted):
     """Each sample's reply costs 300 tokens (the client's running total rides on the reply event)."""
 
-    def propose(self, iteration: int, view: RunView) -> Steps[Proposal]:
-        proposal = yield from super().propose(iteration, view)
+    def propose(self, view: RunView) -> Exchange:
+        out = super().propose(view)
         spent = int(view.record.usage.get("total_tokens", 0)) + 300
-        yield Event("reply", {"iteration": iteration, "agent": "generator", "text": "", "usage": {"total_tokens": spent}})
-        return proposal
+        out.report("reply", iteration=view.iteration, agent="generator", text="", usage={"total_tokens": spent})
+        return out
 
 
 def test_the_loop_alone_owns_the_token_budget_and_asks_nothing_more_once_a_sample_spent_it(tmp_path: Path) -> None:
@@ -466,6 +494,27 @@ def test_the_loop_alone_owns_the_token_budget_and_asks_nothing_more_once_a_sampl
     assert proposer.sources == ["never\n"]  # the third sample was never asked for: 600 tokens were spent
     assert [e["iteration"] for e in events(tmp_path, "result")] == [1, 2]  # what the round launched is judged
     assert proposer.observed == []  # nor is the proposer's analyst asked about them
+
+
+class Interrupting(Scripted):
+    """Ctrl-C arrives while the model writes iteration 2, after its prompt was reported."""
+
+    def propose(self, view: RunView) -> Exchange:
+        out = super().propose(view)
+        if view.iteration == 2:
+            raise Interrupted(Exchange(events=out.events))
+        return out
+
+
+def test_ctrl_c_during_a_model_request_still_writes_its_prompt_then_the_stop(tmp_path: Path) -> None:
+    loop, _, _ = scripted_loop(tmp_path, ["fast\n", "faster\n"], iterations=9, kind=Interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        loop.run()
+    steps = [(e["event"], e.get("iteration")) for e in loop.trajectory.events if e["event"] in
+             ("prompt", "candidate", "result", "stop")]
+    assert steps == [("prompt", 1), ("candidate", 1), ("result", 1), ("prompt", 2), ("stop", 1)]
+    assert loop.record.stop is not None and loop.record.stop["kind"] == "Interrupted"
+    assert loop.record.fresh_iteration == 2  # a resumed run asks for iteration 2 again
 
 
 @pytest.mark.slow

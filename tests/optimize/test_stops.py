@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kforge_bot.config.policy import Budgets
 from kforge_bot.errors import BudgetExhausted, NoProgress
-from kforge_bot.optimize.proposer import LLM, TUNER
+from kforge_bot.optimize.protocols import LLM, TUNER
 from kforge_bot.optimize.record import RunRecord
 from kforge_bot.optimize.stops import StopRules, quick_rules, stop_signal, tokens_spent
 

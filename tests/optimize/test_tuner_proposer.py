@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_proposer import run_to_answer, view_of
+from test_protocols import answer_of, asking, view_of
 from test_trajectory import result, start_event
 
 from kforge_bot.errors import SearchExhausted
@@ -28,14 +28,14 @@ def started(tmp_path: Path) -> tuple[TunerProposer, Trajectory]:
 
 def test_start_reports_the_tunables_once_and_a_step_changes_the_marked_parameter_first(tmp_path: Path) -> None:
     proposer, t = started(tmp_path)
-    events, _ = run_to_answer(proposer.start(view_of(t)))
+    events, _ = answer_of(proposer.observe(view_of(t), ()))
     assert [e.kind for e in events] == ["tunables"]
     assert events[0].fields["tunables"][1].startswith("TILE_N = 32")
     t.append("tunables", **events[0].fields)  # as the loop writes it
-    again, _ = run_to_answer(TunerProposer(proposer.spec, cpu_count=2).start(view_of(t)))
+    again, _ = answer_of(TunerProposer(proposer.spec, cpu_count=2).observe(view_of(t), ()))
     assert again == []  # a resumed run has them already
 
-    events, proposal = run_to_answer(proposer.propose(1, view_of(t)))
+    events, proposal = answer_of(proposer.propose(view_of(t, iteration=1)))
     assert events == [] and proposal.change == "TILE_N 32->64"
     assert proposal.assignment == {"TILE_M": 8, "TILE_N": 64, "THREADS": 1}
     assert "TILE_N = 64  # kforge: tune" in proposal.source and proposal.source != proposer.original
@@ -45,10 +45,10 @@ def test_start_reports_the_tunables_once_and_a_step_changes_the_marked_parameter
 def test_a_round_proposes_distinct_untried_neighbours(tmp_path: Path) -> None:
     proposer, t = started(tmp_path)
     view = view_of(t, parallel=3)
-    run_to_answer(proposer.start(view))
+    answer_of(proposer.observe(view, ()))
     taken: list[dict[str, int]] = []
     for slot in range(3):
-        _, proposal = run_to_answer(proposer.propose_for(slot + 1, slot, taken, view))
+        _, proposal = answer_of(proposer.propose(asking(view, slot + 1, slot, tuple(taken))))
         assert proposal is not None and proposal.assignment not in taken
         taken.append(proposal.assignment)
     assert all(sum(a[k] != v for k, v in {"TILE_M": 8, "TILE_N": 32, "THREADS": 1}.items()) == 1 for a in taken)
@@ -57,30 +57,30 @@ def test_a_round_proposes_distinct_untried_neighbours(tmp_path: Path) -> None:
 def test_results_feed_the_search_and_a_kernel_without_tunables_ends_the_tuner(tmp_path: Path) -> None:
     proposer, t = started(tmp_path / "a")
     view = view_of(t)
-    run_to_answer(proposer.start(view))
-    _, first = run_to_answer(proposer.propose(1, view))
+    answer_of(proposer.observe(view, ()))
+    _, first = answer_of(proposer.propose(asking(view, 1)))
     t.append("candidate", iteration=1, file=t.write_source("0001.py", first.source), sha256="a",
              assignment=first.assignment)
     t.append("result", iteration=1, result=result("incorrect"), accepted=False)
-    run_to_answer(proposer.observe(t.record.iterations[1], view))
+    answer_of(proposer.observe(view, [t.record.iterations[1]]))
     assert proposer.search is not None and proposer.search.results[tuple(sorted(first.assignment.items()))] is None
-    _, second = run_to_answer(proposer.propose(2, view))
+    _, second = answer_of(proposer.propose(asking(view, 2)))
     assert second.assignment != first.assignment  # the failed direction is not proposed again
 
     softmax = load_spec(REPO / "examples" / "kernelbench" / "softmax_problem.py")
     empty = Trajectory.create(tmp_path / "b")
     with pytest.raises(SearchExhausted, match="kforge: tune NAME in"):
-        run_to_answer(TunerProposer(softmax, cpu_count=2).start(view_of(empty)))
+        answer_of(TunerProposer(softmax, cpu_count=2).observe(view_of(empty), ()))
 
 
 def test_a_wide_round_fills_its_slots_with_joint_moves_once_single_moves_run_out(tmp_path: Path) -> None:
     proposer, t = started(tmp_path)
     view = view_of(t, parallel=16)
-    run_to_answer(proposer.start(view))
+    answer_of(proposer.observe(view, ()))
     current = {"TILE_M": 8, "TILE_N": 32, "THREADS": 1}
     taken: list[dict[str, int]] = []
     for slot in range(16):
-        _, proposal = run_to_answer(proposer.propose_for(slot + 1, slot, taken, view))
+        _, proposal = answer_of(proposer.propose(asking(view, slot + 1, slot, tuple(taken))))
         if proposal is None:
             break
         taken.append(proposal.assignment)
@@ -106,9 +106,9 @@ def test_a_pin_after_an_imported_helpers_call_is_proposed_and_named_from_as_writ
     start_event(t)
     t.append("baseline", result=result(speedup=1.0), eval_s=1.0)
     proposer = TunerProposer(spec, cpu_count=2)  # type: ignore[arg-type]
-    events, _ = run_to_answer(proposer.start(view_of(t)))
+    events, _ = answer_of(proposer.observe(view_of(t), ()))
     assert events[0].fields["tunables"] == ["num_warps = as written (line 7, call; tries [1, 2, 4, as written, 8, 16, 32])"]
-    _, proposal = run_to_answer(proposer.propose(1, view_of(t)))
+    _, proposal = answer_of(proposer.propose(view_of(t, iteration=1)))
     value = proposal.assignment["num_warps"]
     assert proposal.change == f"num_warps as written->{value}"
     assert f"calculate_settings(n); num_warps = {value}\n" in proposal.source
