@@ -34,6 +34,7 @@ import torch  # noqa: E402
 
 _TORCH_AT = time.monotonic()
 from kforge_bot.evaluate import calls, checks, heldout, limits, loading  # noqa: E402
+from kforge_bot.evaluate.heap import hold_freed_memory  # noqa: E402
 from kforge_bot.evaluate.candidate_role import run_candidate  # noqa: E402
 from kforge_bot.evaluate.outputs import make_sink  # noqa: E402
 from kforge_bot.evaluate.plan import DoesNotFit, Plan, fit_plan  # noqa: E402
@@ -268,6 +269,7 @@ def main(argv: list[str]) -> int:
     # "RESULT_FD" or "RESULT_FD:OUTPUT_FD" (a socket for outputs handed over as device memory).
     result_fd, _, output_fd = argv[0].partition(":")
     fd = int(result_fd)
+    hold_freed_memory()  # before any timed call: what one sample frees, the next reuses without page faults
     if len(argv) > 2:
         if argv[3:] == ["hold"]:  # started during someone's timed run: touch the device only once that is over
             read_control_line()
