@@ -38,6 +38,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.evaluate.wire.activity", "open"): "/proc/<pid> files of the worker processes the bot started",
     ("kforge_bot.evaluate.wire.timing", "conditions.NvmlClocks.open"): "NVML's handle to the GPU: no file",
     ("kforge_bot.evaluate.worker.sample_server", "conditions.NvmlClocks.open"): "NVML's handle to the GPU: no file",
+    ("kforge_bot.evaluate.turns", "open"): "/proc/PID/task/TID/children and stat of the bot's own worker processes",
     ("kforge_bot.evaluate.bytecode", "(directory / 'primed.json').read_text"):
         "the bot's own bytecode cache folder (outside any checkout)",
     ("kforge_bot.evaluate.bytecode", "os.open"): "the lock file of the bot's own bytecode cache folder",

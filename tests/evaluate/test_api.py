@@ -17,7 +17,8 @@ from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerProcess
-from kforge_bot.spec import Implementation, KernelSpec, load_manifest, load_spec
+from kforge_bot.gate.base_spec import judged_spec
+from kforge_bot.spec import Implementation, KernelSpec, kernel_implementation, load_manifest, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
 
@@ -135,6 +136,55 @@ def test_a_against_a_has_an_interval_containing_one(tmp_path: Path, single_threa
         assert 0.8 < result.speedup < 1.25, (result.speedup, result.speedup_ci)
         low, high = result.speedup_ci
         intervals.append((low, high))
+        if low <= 1.0 <= high:
+            break
+    else:
+        pytest.fail(f"two A/A runs both missed 1.0: {intervals}")
+    assert not result.faster
+
+
+RELU_REFERENCE = """\
+import torch
+
+
+def reference(x, y):
+    return torch.relu(x * 2.0 + y)
+
+
+def make_inputs(n):
+    return torch.randn(n, n), torch.randn(n, n)
+"""
+
+
+def _relu_checkout(folder: Path) -> KernelSpec:
+    folder.mkdir()
+    (folder / "ref.py").write_text(RELU_REFERENCE)
+    (folder / "k.py").write_text("import torch\n\n\ndef kernel(x, y):\n    return torch.relu(x * 2.0 + y)\n")
+    (folder / "kforge.yaml").write_text("version: 1\nkernels:\n  k:\n    file: k.py\n    entry: kernel\n"
+                                        "    reference: ref.py:reference\n    inputs: ref.py:make_inputs\n"
+                                        "    shapes: [{n: 512}]\n    targets: [cpu]\n")
+    return load_spec(folder / "kforge.yaml", "k")
+
+
+@pytest.mark.parametrize("one_worker", [True, False], ids=["one worker", "split"])
+def test_a_against_a_from_two_checkouts_has_an_interval_containing_one(tmp_path: Path, one_worker: bool) -> None:
+    """Issue 40: the same ~0.1 ms kernel from a base and a head checkout, as the gate times them
+    (benchmarks/aa_layouts.py), read +3% to +13% with every interval above 1.0 in the one-worker layout. The
+    verdict, not a ratio: busy cores widen the interval, a bias of the harness moves it off 1.0. The conditions'
+    rules are off (1.0): on the shared machine they would call the timing disturbed, and the interval is what this
+    test is about."""
+    base, head = _relu_checkout(tmp_path / "base"), _relu_checkout(tmp_path / "head")
+    settings = EvalSettings(seeds=1, timing_budget_s=1.5, confidence=0.999, profile=False, cpu_threads=1,
+                            allow_framework_fallback=True, max_preempted_share=1.0, max_preempted_gap=1.0,
+                            max_crowded_share=1.0)
+    intervals = []
+    for _ in range(2):  # a second run where the first misses: a bias shows in both, a burst of load rarely does
+        result = evaluate(judged_spec(head, base), kernel_implementation(head), "cpu", settings,
+                          baseline=kernel_implementation(base), one_worker=one_worker)
+        assert result.verdict == "pass", result.reason
+        assert result.speedup_ci is not None, result.reason
+        low, high = result.speedup_ci
+        intervals.append((round(low, 4), round(high, 4)))
         if low <= 1.0 <= high:
             break
     else:

@@ -35,7 +35,8 @@ import torch  # noqa: E402
 
 _TORCH_AT = time.monotonic()
 from kforge_bot.evaluate.worker import calls, loading  # noqa: E402
-from kforge_bot.evaluate.wire import checks, heldout, limits
+from kforge_bot.evaluate.wire import checks, heldout, limits  # noqa: E402
+from kforge_bot.evaluate.worker.heap import hold_freed_memory  # noqa: E402
 from kforge_bot.evaluate.worker.candidate_role import run_candidate  # noqa: E402
 from kforge_bot.evaluate.wire.outputs import make_sink  # noqa: E402
 from kforge_bot.evaluate.wire.plan import DoesNotFit, Plan, fit_plan  # noqa: E402
@@ -270,6 +271,7 @@ def main(argv: list[str]) -> int:
     # "RESULT_FD" or "RESULT_FD:OUTPUT_FD" (a socket for outputs handed over as device memory).
     result_fd, _, output_fd = argv[0].partition(":")
     fd = int(result_fd)
+    hold_freed_memory()  # before any timed call: what one sample frees, the next reuses without page faults
     if len(argv) > 2:
         if argv[3:] == ["hold"]:  # started during someone's timed run: touch the device only once that is over
             read_control_line()
