@@ -6,7 +6,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
 
 import pytest
@@ -149,29 +148,13 @@ def workers_use_bytecode_cache(bytecode_cache: Path, monkeypatch: pytest.MonkeyP
     bytecode.reset()
 
 
-# The fast lane (`-m "not slow"`) starts no torch worker: a test that starts one in the suite's own process, outside
-# `slow`, is named at the end of the run (with how many it started), to be marked slow or moved onto the scripted
-# workers (tests/fakes/workers.py). Workers a test's child processes start are not seen here; --durations shows them.
-REAL_WORKERS: dict[str, int] = {}
 
+# The fast lane (`-m "not slow"`) starts no torch worker. To list the tests that would, run it with
+# KFORGE_TEST_WORKER_LOG=<file>: each real worker asked for, in the suite's process or in a command's (through
+# tests/fakes/quiet_machine), is refused at once and the test's id appended to that file.
+if os.environ.get("KFORGE_TEST_WORKER_LOG"):
+    from fakes.workers import refuse_real_workers
 
-@pytest.fixture(autouse=True)
-def real_workers_outside_slow(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    if "slow" in request.keywords:
-        return
-    from kforge_bot.evaluate import sandbox
+    from kforge_bot.evaluate import sandbox as _sandbox
 
-    start = sandbox.WorkerProcess.__init__
-
-    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
-        REAL_WORKERS[request.node.nodeid] = REAL_WORKERS.get(request.node.nodeid, 0) + 1
-        start(self, *args, **kwargs)
-
-    monkeypatch.setattr(sandbox.WorkerProcess, "__init__", counted)
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if REAL_WORKERS:
-        terminalreporter.write_line(f"{len(REAL_WORKERS)} test(s) outside `slow` started real workers:")
-        for nodeid, count in sorted(REAL_WORKERS.items()):
-            terminalreporter.write_line(f"  {nodeid}: {count}")
+    refuse_real_workers(_sandbox)

@@ -16,6 +16,7 @@ default.
 from __future__ import annotations
 
 import hashlib
+import os
 import queue
 import random
 import re
@@ -328,3 +329,17 @@ _READING = {"wall_ms": 1.0, "cpu_ms": 1.0, "involuntary_switches": 0, "runnable"
 def _sample(ms: float, noise: random.Random) -> float:
     return ms * (1.0 + SAMPLE_SPREAD * noise.uniform(-1.0, 1.0))
 
+
+
+
+def refuse_real_workers(sandbox_module: Any) -> None:
+    """Start no real worker from now on: each one asked for appends the running test's id (PYTEST_CURRENT_TEST, which
+    child processes inherit) to the file KFORGE_TEST_WORKER_LOG names, and is refused. With it, one quick run of
+    `-m "not slow"` lists every test that would start a real worker, in the suite's process or in a command's."""
+
+    def refused(self: Any, *args: Any, **kwargs: Any) -> None:
+        with open(os.environ["KFORGE_TEST_WORKER_LOG"], "a") as log:
+            log.write(os.environ.get("PYTEST_CURRENT_TEST", "(outside a test)") + "\n")
+        raise RuntimeError("a real worker was asked for (KFORGE_TEST_WORKER_LOG is set)")
+
+    sandbox_module.WorkerProcess.__init__ = refused

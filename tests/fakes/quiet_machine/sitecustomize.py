@@ -4,6 +4,7 @@ own process. The suite runs on shared, loaded machines; the detector has tests o
 
 With KFORGE_TEST_FAKE_WORKERS=1 in its environment (a test's choice, never the package's), the process starts the
 scripted workers of tests/fakes/workers.py instead of real ones: a command's own logic, tested without torch workers.
+With KFORGE_TEST_WORKER_LOG set (tests/conftest.py says why), it starts none: it names the test and refuses.
 
 An import hook, not an import: importing kforge_bot here would slow every Python process the suite starts."""
 
@@ -55,6 +56,15 @@ def _fake_workers(module: Any) -> None:
     module.starter = FakeWorkers().start
 
 
+def _no_workers(module: Any) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for `fakes`
+    from fakes.workers import refuse_real_workers
+
+    refuse_real_workers(module)
+
+
 sys.meta_path.insert(0, _AfterImport(_MODULE, _limits_off))
 if os.environ.get("KFORGE_TEST_FAKE_WORKERS") == "1":
     sys.meta_path.insert(0, _AfterImport(_SEAM, _fake_workers))
+elif os.environ.get("KFORGE_TEST_WORKER_LOG"):
+    sys.meta_path.insert(0, _AfterImport(_SEAM, _no_workers))
