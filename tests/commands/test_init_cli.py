@@ -245,6 +245,7 @@ def llm_env(monkeypatch: pytest.MonkeyPatch):
         yield server
 
 
+@pytest.mark.slow
 def test_init_draft_proposes_only_what_ran_correctly_against_the_kernel(tmp_path: Path, llm_env) -> None:
     from fakes.llm_server import reply
 
@@ -270,6 +271,7 @@ def test_init_draft_proposes_only_what_ran_correctly_against_the_kernel(tmp_path
     assert spec.inputs_symbol == "make_inputs" and spec.reference.symbol == "reference"
 
 
+@pytest.mark.slow
 def test_init_draft_leaves_a_draft_that_never_matched_as_a_todo(tmp_path: Path, llm_env) -> None:
     from fakes.llm_server import reply
 
