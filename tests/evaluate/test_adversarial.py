@@ -175,12 +175,14 @@ def runtime_layer(store: ReferenceStore) -> dict[str, EvalResult]:
         return _run_all(RUNTIME_LAYER, store)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(DEFAULT_LAYER))
 def test_hack_is_caught(name: str, default_layer: dict[str, EvalResult]) -> None:
     _, verdict, pattern = DEFAULT_LAYER[name]
     assert_verdict(default_layer[name], verdict, pattern)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(RUNTIME_LAYER))
 def test_hack_is_caught_without_the_static_scan(name: str, runtime_layer: dict[str, EvalResult]) -> None:
     _, verdict, pattern = RUNTIME_LAYER[name]

@@ -56,6 +56,7 @@ def test_torch_compile_marks_pass_and_stashed_state_under_their_names_does_not(
             checks.check_plain_outputs([y], "cpu")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_stash_under_torch_compile_s_names_is_rejected(tmp_path: Path, fmt: str) -> None:
     spec = write_problem(tmp_path / fmt, fmt, "rownorm")
