@@ -84,6 +84,7 @@ def test_gpumode_candidate_verdict(name: str, results: dict[str, EvalResult]) ->
     assert_verdict(results[name], verdict, pattern)
 
 
+@pytest.mark.slow
 def test_the_harness_seeds_every_case_not_task_yml(results: dict[str, EvalResult]) -> None:
     result = results["submission"]
     assert result.correctness["seeds"] == SEEDS
