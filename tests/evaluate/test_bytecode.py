@@ -77,6 +77,7 @@ def test_workers_get_the_cache_only_where_it_is_wanted(bytecode_cache: Path, mon
 
 
 
+@pytest.mark.slow
 def test_the_bot_reads_its_own_later_imports_from_the_cache_but_never_over_the_users_prefix(
         bytecode_cache: Path, tmp_path: Path) -> None:
     decide = ("from kforge_bot import environment; from kforge_bot.evaluate import bytecode; "
@@ -175,6 +176,7 @@ def test_the_lock_is_never_followed_out_of_the_cache(tmp_path: Path) -> None:
     assert victim.read_text() == "kept"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(BYTECODE_FILL_TIMEOUT_S + 600)  # a whole fill, as the session's cache (conftest.py)
 def test_filling_imports_nothing_from_the_cache_or_the_current_folder(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:

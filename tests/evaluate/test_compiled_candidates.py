@@ -26,6 +26,7 @@ STASH = ("if hasattr(x, '_dynamo_hint_overrides'):\n"
          "return y")
 
 
+@pytest.mark.slow
 def test_torch_compile_marks_pass_and_stashed_state_under_their_names_does_not(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # This test compiles in the suite's own process: its compiler caches are the test's. Some of inductor's caches

@@ -389,6 +389,7 @@ def test_kernels_that_stop_parsing_are_errors_and_deleted_ones_are_listed(tmp_pa
 # ------------------------------------------------------- base and head import their own local modules
 
 
+@pytest.mark.slow
 def test_base_and_head_each_import_their_own_local_helper(tmp_path):
     """Both revisions say `from helper import scale` and mean two different files. The kernel names no
     reference, so the base version is the oracle: the head (whose helper adds 1) must come out
@@ -621,6 +622,7 @@ def _git_identity() -> dict[str, str]:
     return dict(HUMAN)
 
 
+@pytest.mark.slow
 def test_a_pull_request_that_changes_only_a_data_file_the_kernel_reads_is_measured(tmp_path):
     """Attack (issue 28, class 3): the kernel's file is untouched; the data file it reads by literal path makes
     it wrong. Reported `unchanged`, it would pass."""
@@ -663,6 +665,7 @@ def kernel(x, y):
 """
 
 
+@pytest.mark.slow
 def test_a_head_that_crashes_only_in_the_comparison_fails_the_gate(tmp_path):
     """Attack (issue 28, class 4): the gate ran the head alone after a crash in the comparison and passed it."""
     root = one_kernel_repo(tmp_path / "repo", policy=POLICY)
@@ -676,6 +679,7 @@ def test_a_head_that_crashes_only_in_the_comparison_fails_the_gate(tmp_path):
 
 # ------------------------------------------------------------------------------ GPU MODE problems, unchanged
 
+@pytest.mark.slow
 def test_a_gpumode_problem_folder_is_gated_as_it_is(tmp_path):
     """A GPU MODE problem in its own layout (task.yml, reference.py, ../utils.py): its submission.py is the kernel
     as written. A head whose submission computes something else is incorrect against the problem's reference."""

@@ -288,6 +288,7 @@ def test_a_kernel_name_cannot_write_a_workflow_command(tmp_path):
 # --------------------------------------------------------------------------- 1: configuration from the head
 
 
+@pytest.mark.slow
 def test_the_heads_policy_file_is_not_read(tmp_path):
     """Class 1: the head sets `isolation: "off"` and a 99% threshold in the policy file the gate is pointed at, and
     its kernel, 20x slower, writes outside its sandbox when it can. The base's policy decides, the kernel runs
