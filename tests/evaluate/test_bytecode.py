@@ -49,6 +49,7 @@ def test_an_installation_without_bytecode_is_told_apart(tmp_path: Path, monkeypa
     assert bytecode.installation_has_bytecode("kforge_probe_pkg")
 
 
+@pytest.mark.slow
 def test_the_cache_holds_what_a_worker_imports_and_is_filled_once(bytecode_cache: Path) -> None:
     import torch
 
@@ -65,6 +66,7 @@ def test_the_cache_holds_what_a_worker_imports_and_is_filled_once(bytecode_cache
     assert (bytecode_cache / "primed.json").stat().st_mtime_ns == primed_at
 
 
+@pytest.mark.slow
 def test_workers_get_the_cache_only_where_it_is_wanted(bytecode_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KFORGE_BYTECODE_DIR", str(bytecode_cache))
     env = scrubbed_environment()
@@ -115,6 +117,7 @@ def test_the_environment_never_points_a_worker_at_a_host_folder_of_bytecode(tmp_
     assert isolation.environment(base, cached)["PYTHONPYCACHEPREFIX"] == bytecode.MOUNT
 
 
+@pytest.mark.slow
 @needs_sandbox
 def test_a_sandboxed_process_imports_from_the_cache_and_cannot_write_to_it(bytecode_cache: Path,
                                                                           tmp_path: Path) -> None:
