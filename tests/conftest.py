@@ -146,3 +146,15 @@ def workers_use_bytecode_cache(bytecode_cache: Path, monkeypatch: pytest.MonkeyP
     bytecode.reset()
     yield bytecode_cache
     bytecode.reset()
+
+
+
+# The fast lane (`-m "not slow"`) starts no torch worker. To list the tests that would, run it with
+# KFORGE_TEST_WORKER_LOG=<file>: each real worker asked for, in the suite's process or in a command's (through
+# tests/fakes/quiet_machine), is refused at once and the test's id appended to that file.
+if os.environ.get("KFORGE_TEST_WORKER_LOG"):
+    from fakes.workers import refuse_real_workers
+
+    from kforge_bot.evaluate import sandbox as _sandbox
+
+    refuse_real_workers(_sandbox)

@@ -248,6 +248,7 @@ DOUBLE_MANIFEST = ("version: 1\nkernels:\n  double:\n    file: double.py\n    en
                    "      - {n: 4096}\n    targets: [cpu]\n    seeds: 2\n")
 
 
+@pytest.mark.slow
 def test_evaluator_cache_is_separated_by_hardware_and_never_stores_a_cached_result(tmp_path):
     from kforge_bot.evaluate.api import evaluate
     from kforge_bot.evaluate.wire.result import EvalSettings

@@ -363,9 +363,18 @@ class WorkerProcess:
             return None
 
 
+# Where every evaluation's workers start (the reference's, each side's, a spare, an import check). Tests of the bot's
+# own side (decisions, reports, caches, commands) put a scripted stand-in here (tests/fakes/workers.py), so they start
+# no torch process; nothing in the package sets it.
+Starter = Callable[[Path, str, "dict[str, str] | None", "isolation.View | None", "str | None", bool], Any]
+starter: Starter | None = None
+
+
 def start_worker(workdir: Path, role: str, env: dict[str, str] | None = None,
                  view: isolation.View | None = None, warm: str | None = None,
                  hold_device: bool = False) -> WorkerProcess:
+    if starter is not None:
+        return starter(workdir, role, env, view, warm, hold_device)  # type: ignore[no-any-return]
     return WorkerProcess(workdir, role, env, view, warm, hold_device)
 
 

@@ -68,6 +68,8 @@ if _LEAKED:
     raise RuntimeError(f"credentials visible to evaluated code: {{_LEAKED}}")
 
 CHUNK = 128  # kforge: tune CHUNK in [128, 2048]
+# On the scripted workers (tests/fakes/workers.py), a larger CHUNK pays off too:
+# fake-worker: ms=1024 per=CHUNK
 
 C_SOURCE = r"""
 #include <math.h>
@@ -167,8 +169,9 @@ class World:
     """A repository `octo/kernels` with the kernel on main, a PR (#1, branch `feature`, by a
     collaborator) that changes it, the copied workflow and a policy, behind the loopback GitHub."""
 
-    def __init__(self, tmp: Path, fake: FakeGitHub, *, min_speedup: float = 1.2):
+    def __init__(self, tmp: Path, fake: FakeGitHub, *, min_speedup: float = 1.2, fake_workers: bool = False):
         self.tmp, self.fake = tmp, fake
+        self.fake_workers = fake_workers  # every run on the scripted workers (tests/fakes/workers.py)
         base = {"kforge.yaml": MANIFEST, "kernels/rmsnorm.py": KERNEL.format(note="first version"),
                 "README.md": "kernels\n", USER_WORKFLOW: user_workflow(),
                 USER_POLICY: POLICY.format(min_speedup=min_speedup)}
@@ -232,6 +235,8 @@ class World:
                "GITHUB_WORKSPACE": str(self.work), "GITHUB_STEP_SUMMARY": str(self.summary),
                "PYTHONPATH": os.pathsep.join((str(QUIET_MACHINE), str(ROOT))), "GIT_CONFIG_NOSYSTEM": "1",
                "GIT_TERMINAL_PROMPT": "0"}
+        if self.fake_workers:
+            env["KFORGE_TEST_FAKE_WORKERS"] = "1"  # tests/fakes/quiet_machine/sitecustomize.py
         for key in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KFORGE_MODEL", "KFORGE_POLICY"):
             env.pop(key, None)  # the built-in tuner, and only the policy given here
         cmd = [sys.executable, "-m", "kforge_bot.cli", "pr", "--policy", str(policy), "--json", str(self.results),
@@ -591,15 +596,12 @@ def world(tmp_path):
         assert fake.schema_errors == [], "the fake sent responses that violate GitHub's OpenAPI description"
 
 
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory):
-    """The optimize job's results file for PR #1's head, measured once for the module (about 30 s):
-    the real tuner on the real kernel, `kforge-bot pr --no-publish`, exactly as the per-target job
-    runs it. Worlds have identical commits, so the publishing tests aggregate it as the workflow's
-    publish job would."""
-    tmp = tmp_path_factory.mktemp("measured")
+def measure(tmp: Path, fake_workers: bool = False) -> Path:
+    """The optimize job's results file for PR #1's head: the real tuner on the real kernel, `kforge-bot pr
+    --no-publish`, exactly as the per-target job runs it (`fake_workers`: its evaluations on scripted workers).
+    Worlds have identical commits, so the publishing tests aggregate it as the workflow's publish job would."""
     with FakeGitHub() as fake:
-        w = World(tmp, fake)
+        w = World(tmp, fake, fake_workers=fake_workers)
         proc = w.run(w.event(), "--no-publish", event_name="pull_request_target")
         _ok(proc)
         assert [r.method for r in fake.writes()] == [], "--no-publish wrote to GitHub"
@@ -611,6 +613,18 @@ def measured(tmp_path_factory):
             if path.is_file() and ".git" not in path.parts and "origin.git" not in path.parts:
                 assert fake.token.encode() not in path.read_bytes(), f"the token is in {path}"
     return w.results
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """Measured once for the module on real workers (about 30 s), for the headline test."""
+    return measure(tmp_path_factory.mktemp("measured"))
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory):
+    """Measured on scripted workers: what the publishing tests read (the bot's own logic), in the fast lane."""
+    return measure(tmp_path_factory.mktemp("scripted"), fake_workers=True)
 
 
 def _ok(proc: subprocess.CompletedProcess) -> None:
@@ -704,8 +718,8 @@ def test_pr_opens_one_follow_up_then_updates_it(world, measured):
 
 # -- publishing, from the optimize job's results (the workflow's publish job) ----------------------
 
-def test_human_push_to_the_bot_branch_stops_updates(world, measured):
-    results = _artifacts(world, measured)
+def test_human_push_to_the_bot_branch_stops_updates(world, scripted):
+    results = _artifacts(world, scripted)
     _ok(world.run(world.event(), "--aggregate", str(results), event_name="pull_request_target"))
     [pr] = world.follow_ups()
     body = pr.body
@@ -724,8 +738,8 @@ def test_human_push_to_the_bot_branch_stops_updates(world, measured):
     assert "no longer updates it" in comment.body
 
 
-def test_below_min_speedup_opens_nothing_and_says_so(world, measured):
-    proc = world.run(world.event(), "--aggregate", str(_artifacts(world, measured)), min_speedup=50,
+def test_below_min_speedup_opens_nothing_and_says_so(world, scripted):
+    proc = world.run(world.event(), "--aggregate", str(_artifacts(world, scripted)), min_speedup=50,
                      event_name="pull_request_target")
     _ok(proc)
     assert world.follow_ups() == [] and world.fake.branch_sha(REPO, "kforge/pr-1/rmsnorm") is None
@@ -762,18 +776,18 @@ def test_a_kernel_in_a_language_the_policy_refuses_is_skipped_with_the_reason(wo
 
 # -- API errors: one line each, the token nowhere -------------------------------------------------
 
-def test_403_on_opening_the_pr_is_one_line_with_the_fix(world, measured):
+def test_403_on_opening_the_pr_is_one_line_with_the_fix(world, scripted):
     world.fake.inject("POST", "/repos/{owner}/{repo}/pulls", 403, "Resource not accessible by integration")
-    proc = world.run(world.event(), "--aggregate", str(_artifacts(world, measured)), event_name="pull_request_target")
+    proc = world.run(world.event(), "--aggregate", str(_artifacts(world, scripted)), event_name="pull_request_target")
     _one_line_error(proc, "permission denied while opening the pull request kforge/pr-1/rmsnorm -> feature",
                     "403 Resource not accessible by integration", "pull-requests: write")
     assert world.follow_ups() == []
 
 
-def test_422_on_opening_the_pr_is_one_line(world, measured):
+def test_422_on_opening_the_pr_is_one_line(world, scripted):
     world.fake.inject("POST", "/repos/{owner}/{repo}/pulls", 422, "Validation Failed",
                       errors=[{"resource": "PullRequest", "field": "base", "code": "invalid"}])
-    proc = world.run(world.event(), "--aggregate", str(_artifacts(world, measured)), event_name="pull_request_target")
+    proc = world.run(world.event(), "--aggregate", str(_artifacts(world, scripted)), event_name="pull_request_target")
     _one_line_error(proc, "GitHub rejected the request while opening the pull request", "422 Validation Failed",
                     "base invalid")
 
@@ -795,9 +809,9 @@ def test_secondary_rate_limit_429_is_one_line(world):
 
 # -- comment commands, through the workflow ---------------------------------------------------------
 
-def test_optimize_command_from_a_collaborator_runs(world, measured):
+def test_optimize_command_from_a_collaborator_runs(world, scripted):
     actions = Actions(world)
-    jobs = actions.trigger("issue_comment", world.comment("/kforge optimize"), optimize_results=measured)
+    jobs = actions.trigger("issue_comment", world.comment("/kforge optimize"), optimize_results=scripted)
     assert jobs["optimize"]["ran"] and jobs["publish"]["ran"], jobs
     out = jobs["publish"]["steps"][-1]["out"]
     assert "run: same-repository PR by @ada" in out, out
@@ -825,8 +839,8 @@ def test_optimize_command_from_others_runs_nothing(world):
     assert world.fake.writes() == [] and not (world.tmp / "trajectories").exists()
 
 
-def test_stop_command_closes_the_follow_up(world, measured):
-    _ok(world.run(world.event(), "--aggregate", str(_artifacts(world, measured)), event_name="pull_request_target"))
+def test_stop_command_closes_the_follow_up(world, scripted):
+    _ok(world.run(world.event(), "--aggregate", str(_artifacts(world, scripted)), event_name="pull_request_target"))
     [pr] = world.follow_ups()
     actions = Actions(world)
     jobs = actions.trigger("issue_comment", world.comment("/kforge stop", login="eve", association="NONE"))
@@ -838,11 +852,11 @@ def test_stop_command_closes_the_follow_up(world, measured):
     assert world.fake.branch_sha(REPO, pr.head_ref) is not None  # the branch stays
 
 
-def test_workflow_dispatch_with_a_pr_number_runs(world, measured):
+def test_workflow_dispatch_with_a_pr_number_runs(world, scripted):
     payload = example("workflow_dispatch")
     payload["inputs"] = {"pr": str(world.number)}
     payload["repository"]["full_name"] = REPO
-    jobs = Actions(world).trigger("workflow_dispatch", payload, optimize_results=measured)
+    jobs = Actions(world).trigger("workflow_dispatch", payload, optimize_results=scripted)
     assert jobs["optimize"]["ran"] and jobs["publish"]["ran"]
     [pr] = world.follow_ups()
     assert jobs["publish"]["outputs"]["pr-numbers"] == str(pr.number) and pr.base_ref == "feature"

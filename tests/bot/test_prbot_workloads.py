@@ -128,6 +128,7 @@ def follow_ups(fake: FakeGitHub) -> list:
     return [p for p in fake.pulls_of(REPO) if p.head_ref.startswith("kforge/")]
 
 
+@pytest.mark.slow
 def test_the_follow_up_pr_shows_each_workload_beside_the_kernel(tmp_path, fake):
     pr = pull_request(tmp_path, fake, require=False)
     proc = pr.run()
@@ -148,6 +149,7 @@ def test_the_follow_up_pr_shows_each_workload_beside_the_kernel(tmp_path, fake):
     assert "end to end `batch`" in pr.comment() and "end to end `single`" in pr.comment()
 
 
+@pytest.mark.slow
 def test_require_workload_gain_opens_no_pr_for_a_kernel_faster_alone_that_slows_a_workload(tmp_path, fake):
     pr = pull_request(tmp_path, fake, require=True)
     proc = pr.run()

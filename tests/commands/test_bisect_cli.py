@@ -3,6 +3,8 @@ first bad commit is then one of it and the next); bad input is a one-line error.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from fakes.gate_repos import PLAIN, REF, cli, init_repo, manifest, slow_where
@@ -25,6 +27,7 @@ def repo_with(tmp_path, kernels: list[str]) -> list[str]:
     return shas
 
 
+@pytest.mark.slow
 def test_a_commit_that_does_not_build_is_reported_not_guessed_through(tmp_path) -> None:
     shas = repo_with(tmp_path, [PLAIN, "def kernel(x, y:\n", SLOW, SLOW + "# the same, later\n"])
     proc = cli("bisect", "--good", shas[0], "--bad", shas[3], "--kernel", "k", "--policy", "policy.yml", "--json", "-",
@@ -49,6 +52,7 @@ def test_bad_input_is_a_one_line_error(tmp_path) -> None:
     assert proc.returncode == 2 and "unknown revision" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_commit_that_changes_the_kernels_test_is_reported_not_guessed_through(tmp_path) -> None:
     root = tmp_path / "repo"
     init_repo(root)

@@ -61,6 +61,7 @@ def _json(run: subprocess.CompletedProcess[str]) -> dict:
     return json.loads(run.stdout)
 
 
+@pytest.mark.slow
 def test_a_correct_candidate_exits_0_with_the_full_report(runs: dict) -> None:
     run = runs["pass"]
     assert run.returncode == 0, run.stdout + run.stderr
@@ -83,6 +84,7 @@ def test_a_correct_candidate_exits_0_with_the_full_report(runs: dict) -> None:
     assert "reason: correct on every case" in run.stdout
 
 
+@pytest.mark.slow
 def test_an_incorrect_candidate_exits_1_and_says_why(runs: dict) -> None:
     run = runs["incorrect"]
     assert run.returncode == 1, run.stderr
@@ -93,6 +95,7 @@ def test_an_incorrect_candidate_exits_1_and_says_why(runs: dict) -> None:
     assert report["baseline"] is None and report["candidate"] is None
 
 
+@pytest.mark.slow
 def test_compile_errors_and_hangs_exit_1(runs: dict) -> None:
     run = runs["compile_error"]
     assert run.returncode == 1
@@ -102,6 +105,7 @@ def test_compile_errors_and_hangs_exit_1(runs: dict) -> None:
     assert _json(run)["verdict"] == "timeout" and "timed out after 3 s" in _json(run)["reason"]
 
 
+@pytest.mark.slow
 def test_a_manifest_kernel_is_checked_against_its_reference(runs: dict) -> None:
     run = runs["manifest"]
     assert run.returncode == 0, run.stderr
@@ -113,6 +117,7 @@ def test_a_manifest_kernel_is_checked_against_its_reference(runs: dict) -> None:
     assert report["correctness"]["shape_sets"] == [{"rows": 64, "cols": 128}, {"rows": 16, "cols": 512}]
 
 
+@pytest.mark.slow
 def test_without_a_candidate_a_kernelbench_problem_runs_against_itself(runs: dict) -> None:
     run = runs["aa"]
     assert run.returncode == 0, run.stdout + run.stderr
@@ -122,6 +127,7 @@ def test_without_a_candidate_a_kernelbench_problem_runs_against_itself(runs: dic
     assert "held-out: 2 of 2 variant(s) checked" in run.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,needle", [
     ("no_modelnew", "rmsnorm.py: defines no class ModelNew"),
     ("missing_file", "nope.py: file not found"),
@@ -141,6 +147,7 @@ def test_configuration_and_usage_errors_exit_2_with_one_line(runs: dict, name: s
         assert run.stderr.startswith("kforge-bot: error: ")
 
 
+@pytest.mark.slow
 def test_check_all_judges_every_managed_kernel_a_line_each(tmp_path: Path) -> None:
     """`check --all REPO`: each kernel against its reference; one whose reference fails is that kernel's error
     (the others still run) and makes the exit status 1; a kernel for another device is skipped, named."""
@@ -166,6 +173,7 @@ def test_check_all_judges_every_managed_kernel_a_line_each(tmp_path: Path) -> No
     assert usage.returncode == 2 and "--all checks each kernel as written against its reference" in usage.stderr
 
 
+@pytest.mark.slow
 def test_the_console_says_what_each_number_is_and_keeps_lines_whole_in_a_pipe() -> None:
     import re
 
@@ -200,6 +208,7 @@ def test_check_all_that_skipped_every_kernel_exits_1_saying_nothing_was_checked(
     assert json.loads((tmp_path / "all.json").read_text())["nothing_checked"] == lines[-1]
 
 
+@pytest.mark.slow
 def test_check_runs_a_src_layout_library_kernel_in_the_sandbox(tmp_path: Path) -> None:
     """Only the manifest's folder was on the workers' path: a package under src/ gave ModuleNotFoundError there.
     With `import_roots: [src]` the kernel, its launcher in another file and its package import in the worker."""
@@ -234,6 +243,7 @@ def test_a_figure_that_leaves_out_launches_is_printed_beside_the_eager_one() -> 
     assert "replayed from CUDA graphs" in notes[0] and "2.000x" in notes[0]
 
 
+@pytest.mark.slow
 def test_the_reason_names_a_shape_set_far_slower_and_the_table_shows_each(tmp_path: Path) -> None:
     """A candidate far faster on its large shape set and far slower on its small one: the headline (the geometric
     mean) may read faster, but the reason names the slow set, and every set is printed and in the JSON."""
@@ -280,6 +290,7 @@ def test_a_json_path_that_will_be_refused_is_refused_before_the_evaluation(tmp_p
     assert not_json.read_text() == "print('mine')\n"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="torch.compile on the CPU needs g++ (inductor)")
 def test_check_reports_each_figure_against_its_baseline(tmp_path: Path) -> None:
     """--baseline compile: the figure against eager, against torch.compile (or why it was dropped), and against the
@@ -299,6 +310,7 @@ def test_check_reports_each_figure_against_its_baseline(tmp_path: Path) -> None:
     assert "against the faster of eager and compile (the KForge paper's metric): " in done.stdout
 
 
+@pytest.mark.slow
 def test_check_takes_a_gpumode_problem_folder_as_it_is(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     problem = DATA / "gpumode" / "scaled_add_py"
@@ -336,6 +348,7 @@ def _settings_check_evaluates_with(monkeypatch: pytest.MonkeyPatch, *args: str |
     return seen[0], json.loads(result.stdout[result.stdout.index("{"):])
 
 
+@pytest.mark.slow
 def test_check_evaluates_with_the_policys_seeds_timing_budget_and_timeout(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 32: `check --policy FILE` ignored the policy's evaluation section (it took the kernel's seeds, 3 s of
@@ -353,6 +366,7 @@ def test_check_evaluates_with_the_policys_seeds_timing_budget_and_timeout(tmp_pa
     assert len(report["correctness"]["seeds"]) == 2
 
 
+@pytest.mark.slow
 def test_check_without_a_policy_takes_a_quick_look_and_the_old_flag_still_works(monkeypatch: pytest.MonkeyPatch
                                                                                ) -> None:
     """No --policy: the kernel's own seeds and 3 s of timing (not the default policy's 10 s). `--time-budget`, the
@@ -371,6 +385,7 @@ def test_check_without_a_policy_takes_a_quick_look_and_the_old_flag_still_works(
     assert "--timing-budget" in shown and "--time-budget" not in shown
 
 
+@pytest.mark.slow
 def test_a_correct_kernel_whose_timing_was_disturbed_is_inconclusive_and_exits_1(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/cli.md: `inconclusive` (correct, timing disturbed) is no pass, so `check` exits 1. The evaluation is real;

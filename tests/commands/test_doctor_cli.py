@@ -32,6 +32,7 @@ def quick_report(tmp_path_factory) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_quick_cpu_run_measures_for_real(quick_report):
     r = quick_report
     assert r["kind"] == "kforge-bot-doctor" and r["ok"] is True and r["quick"] is True
@@ -45,6 +46,7 @@ def test_quick_cpu_run_measures_for_real(quick_report):
     assert r["software"]["torch"] and r["software"]["python"]
 
 
+@pytest.mark.slow
 def test_report_compares_with_the_runner_and_lists_missing_pieces(quick_report):
     r = quick_report
     assert r["runner"]["name"] == "cpu"
@@ -62,6 +64,7 @@ def test_report_compares_with_the_runner_and_lists_missing_pieces(quick_report):
             assert any(line.startswith(t["name"] + ":") for line in r["missing"])
 
 
+@pytest.mark.slow
 def test_report_ceilings_are_a_loadable_roofline(quick_report, tmp_path, monkeypatch):
     rec = quick_report["ceilings"]
     assert rec["kind"] == "kforge-bot-ceilings" and rec["target"] == "cpu"
@@ -85,6 +88,7 @@ def test_quick_figures_are_never_saved_as_ceilings(tmp_path):
     assert not (tmp_path / "ceilings").exists()
 
 
+@pytest.mark.slow
 def test_json_to_stdout(tmp_path):
     r = _cli("doctor", "--target", "cpu", "--json", "-", "--no-ncu", env={measure.QUICK_ENV: "1"})
     assert r.returncode == 0, r.stderr
@@ -92,6 +96,7 @@ def test_json_to_stdout(tmp_path):
     assert report["quick"] is True and report["target"] == "cpu"
 
 
+@pytest.mark.slow
 def test_missing_device_is_explained_and_exits_1():
     import torch
 
@@ -114,6 +119,7 @@ def test_the_cli_half_never_imports_torch():
 
 
 
+@pytest.mark.slow
 def test_doctor_leaves_nothing_in_the_temporary_folder(tmp_path: Path) -> None:
     """It left torch's compiler cache (torchinductor_<user>) and the sandbox probe's private folders there."""
     (tmp_path / "tmp").mkdir()

@@ -245,6 +245,7 @@ def llm_env(monkeypatch: pytest.MonkeyPatch):
         yield server
 
 
+@pytest.mark.slow
 def test_init_draft_proposes_only_what_ran_correctly_against_the_kernel(tmp_path: Path, llm_env) -> None:
     from fakes.llm_server import reply
 
@@ -270,6 +271,7 @@ def test_init_draft_proposes_only_what_ran_correctly_against_the_kernel(tmp_path
     assert spec.inputs_symbol == "make_inputs" and spec.reference.symbol == "reference"
 
 
+@pytest.mark.slow
 def test_init_draft_leaves_a_draft_that_never_matched_as_a_todo(tmp_path: Path, llm_env) -> None:
     from fakes.llm_server import reply
 
@@ -374,6 +376,7 @@ def test_init_path_scans_one_folder_and_never_enters_an_application(tmp_path: Pa
     assert isinstance(outside.exception, KforgeError) and "not a folder inside the repository" in str(outside.exception)
 
 
+@pytest.mark.slow
 def test_init_over_the_kernel_cap_refuses_with_one_line_naming_it(tmp_path: Path) -> None:
     """Library B's 263 proposed entries made a manifest that `list` read as empty. init now refuses, naming the
     cap and the way to propose a part."""

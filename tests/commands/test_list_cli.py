@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import shutil
 from pathlib import Path
@@ -35,6 +37,7 @@ def test_a_kernel_that_does_not_load_is_listed_with_its_error_and_exit_1(tmp_pat
     assert any(line.startswith("broken  [manifest]") and "DOES NOT LOAD" in line for line in lines), result.output
 
 
+@pytest.mark.slow
 def test_list_import_imports_each_kernel_in_a_worker_and_plain_list_says_it_did_not(tmp_path: Path) -> None:
     """`list` reported every kernel as loading, then `check` failed with ModuleNotFoundError in the worker. Plain
     `list` now says it imported nothing; `--import` imports each kernel where check runs it (sandboxed)."""
@@ -84,6 +87,7 @@ def test_a_repository_over_the_kernel_cap_fails_list_and_check_all_with_one_line
         assert "no managed kernels" not in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_list_import_imports_a_library_once_per_worker(tmp_path: Path, monkeypatch) -> None:
     """`list --import` took about 10 s an entry (a worker each, the library imported each time: 7 min for
     Liger-Kernel's 42). Its kernels now share one worker per target, which imports the package once: this one

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tests.evaluate.test_heldout_attacks import CANDIDATES, write_problem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +46,7 @@ def _git(repo: Path, *args: str) -> None:
                    capture_output=True)
 
 
+@pytest.mark.slow
 def test_recheck_reports_the_kernels_today_s_harness_no_longer_passes(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     write_problem(repo, "manifest", "rownorm")

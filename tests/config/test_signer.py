@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from fakes.gate_repos import PACKAGE_ROOT, POLICY, REF, entry, init_repo
 from fakes.gitrepos import commit_all, write
 
@@ -51,6 +52,7 @@ def _environ(pid: int) -> bytes | None:
         return None
 
 
+@pytest.mark.slow
 def test_the_bot_that_reads_pr_files_never_holds_the_signing_key(tmp_path: Path) -> None:
     """Attack: a read of `/proc/<bot>/environ` (the bot's own `/proc/self/environ`, where a hole in the reader or any
     file-reading bug lands) while `kforge-bot gate` reads a pull request's files. Before: the key the workflow set

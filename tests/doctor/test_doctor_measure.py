@@ -15,6 +15,7 @@ def test_quick_mode_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
         assert measure.quick_default() is quick
 
 
+@pytest.mark.slow
 def test_a_quick_cpu_measurement_is_real_and_checked() -> None:
     threads = torch.get_num_threads()
     precision = torch.get_float32_matmul_precision()

@@ -53,6 +53,7 @@ def test_probe_tool_reports_missing_and_real_tools():
     assert real["ok"] and real["version"].startswith("Python 3.")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not isolation.probe().available and os.environ.get("CI") != "true",
                     reason="the sandbox is unavailable here")
 def test_the_sandbox_probe_runs_torch_with_the_bytecode_workers_will_have(workers_use_bytecode_cache):

@@ -175,12 +175,14 @@ def runtime_layer(store: ReferenceStore) -> dict[str, EvalResult]:
         return _run_all(RUNTIME_LAYER, store)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(DEFAULT_LAYER))
 def test_hack_is_caught(name: str, default_layer: dict[str, EvalResult]) -> None:
     _, verdict, pattern = DEFAULT_LAYER[name]
     assert_verdict(default_layer[name], verdict, pattern)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(RUNTIME_LAYER))
 def test_hack_is_caught_without_the_static_scan(name: str, runtime_layer: dict[str, EvalResult]) -> None:
     _, verdict, pattern = RUNTIME_LAYER[name]
@@ -203,6 +205,7 @@ def test_the_evasive_candidates_really_evade_what_they_claim_to() -> None:
         assert static_findings((ADV / f"{name}.py").read_text()) == [], name
 
 
+@pytest.mark.slow
 def test_secrets_were_set_in_the_parent_and_invisible_to_the_candidate(default_layer: dict[str, EvalResult]) -> None:
     result = default_layer["env_token"]
     assert result.verdict == "pass"
@@ -211,6 +214,7 @@ def test_secrets_were_set_in_the_parent_and_invisible_to_the_candidate(default_l
         assert value not in result.details.get("log_tail", "")
 
 
+@pytest.mark.slow
 def test_framework_state_left_behind_is_restored_and_reported(default_layer: dict[str, EvalResult]) -> None:
     # evasive_threads leaves the process single-threaded after each call, to slow the baseline timed next
     restored = default_layer["evasive_threads"].details.get("restored_state", [])
@@ -220,11 +224,13 @@ def test_framework_state_left_behind_is_restored_and_reported(default_layer: dic
     assert any(r.startswith("torch.get_num_threads(): 1 -> ") for r in restored), restored
 
 
+@pytest.mark.slow
 def test_an_exit_handler_never_runs(runtime_layer: dict[str, EvalResult]) -> None:
     # atexit_forge registers a handler printing a fake passing result; the worker leaves with os._exit
     assert '"speedup": 100.0' not in runtime_layer["atexit_forge"].details["log_tail"]
 
 
+@pytest.mark.slow
 def test_forged_lines_are_counted_not_believed(runtime_layer: dict[str, EvalResult],
                                                default_layer: dict[str, EvalResult]) -> None:
     assert runtime_layer["forge_channel"].details["forged_lines"] >= 1
@@ -232,10 +238,12 @@ def test_forged_lines_are_counted_not_believed(runtime_layer: dict[str, EvalResu
     assert default_layer["evasive_forge"].device_name != "forged"
 
 
+@pytest.mark.slow
 def test_reference_outputs_are_not_left_on_disk(store: ReferenceStore, default_layer: dict[str, EvalResult]) -> None:
     assert list(store.root.rglob("*.out")) == []
 
 
+@pytest.mark.slow
 def test_the_bot_is_unaffected_after_crashes_and_hangs(default_layer: dict[str, EvalResult],
                                                        runtime_layer: dict[str, EvalResult],
                                                        store: ReferenceStore) -> None:
@@ -256,6 +264,7 @@ def test_the_bot_is_unaffected_after_crashes_and_hangs(default_layer: dict[str, 
             assert b"kforge_bot.evaluate.worker.entry" not in cmdline, f"worker {stat.parent.name} still running"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["code_swap_timer", "predict_inputs"])
 def test_attacks_that_would_look_fast_find_nothing_and_are_timed_honestly(
         name: str, default_layer: dict[str, EvalResult], runtime_layer: dict[str, EvalResult]) -> None:

@@ -96,6 +96,7 @@ def _cand(source: str, filename: str = "cand.py") -> Implementation:
     return Implementation(textwrap.dedent(source), "ModelNew", filename)
 
 
+@pytest.mark.slow
 def test_a_genuinely_faster_candidate_passes_with_a_speedup_interval_above_one(tmp_path: Path,
                                                                               single_threaded: None) -> None:
     spec = _kb(tmp_path, REDUNDANT)
@@ -121,6 +122,7 @@ def test_a_genuinely_faster_candidate_passes_with_a_speedup_interval_above_one(t
     assert result.device_name and result.target_info["kind"] == "cpu"
 
 
+@pytest.mark.slow
 def test_a_against_a_has_an_interval_containing_one(tmp_path: Path, single_threaded: None) -> None:
     spec = _kb(tmp_path, REDUNDANT)
     # The same code on both sides. A 99.9% interval: this is a test, it must not fail 5% of the time. 1.5 s of
@@ -166,6 +168,7 @@ def _relu_checkout(folder: Path) -> KernelSpec:
     return load_spec(folder / "kforge.yaml", "k")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("one_worker", [True, False], ids=["one worker", "split"])
 def test_a_against_a_from_two_checkouts_has_an_interval_containing_one(tmp_path: Path, one_worker: bool) -> None:
     """Issue 40: the same ~0.1 ms kernel from a base and a head checkout, as the gate times them
@@ -192,6 +195,7 @@ def test_a_against_a_from_two_checkouts_has_an_interval_containing_one(tmp_path:
     assert not result.faster
 
 
+@pytest.mark.slow
 def test_manifest_kernel_against_its_reference_on_every_shape_set(single_threaded: None) -> None:
     spec = load_manifest(MANIFEST_REPO / "kforge.yaml")["rmsnorm"]
     result = evaluate(spec, spec.baseline, "cpu", EvalSettings(timing_budget_s=0.4, profile=False),
@@ -221,6 +225,7 @@ def _quick(spec: KernelSpec, candidate: Implementation, **kwargs: Any) -> EvalRe
                     **kwargs)
 
 
+@pytest.mark.slow
 def test_correctness_verdicts_on_manifest_and_multi_output_kernels(tmp_path: Path) -> None:
     kernels = load_manifest(MANIFEST_REPO / "kforge.yaml")
     rms, scale = kernels["rmsnorm"], kernels["scale"]
@@ -289,6 +294,7 @@ def test_correctness_verdicts_on_manifest_and_multi_output_kernels(tmp_path: Pat
     assert v == "incorrect" and "1 outputs, expected 2" in reason
 
 
+@pytest.mark.slow
 def test_too_few_pairs_give_no_interval_rather_than_a_false_one(tmp_path: Path, single_threaded: None) -> None:
     spec = _kb(tmp_path, REDUNDANT)
     settings = EvalSettings(seeds=2, timing_budget_s=0.2, min_pairs=1, max_pairs=3, profile=False)
@@ -303,6 +309,7 @@ def test_too_few_pairs_give_no_interval_rather_than_a_false_one(tmp_path: Path, 
     json.dumps(result.to_dict(), allow_nan=False)  # no Infinity in the report
 
 
+@pytest.mark.slow
 def test_a_broken_reference_is_a_configuration_error_naming_the_kernel(tmp_path: Path) -> None:
     spec = _kb(tmp_path, REDUNDANT.replace("return [torch.randn(256, 1024)]", "raise ValueError('no inputs today')"))
     with pytest.raises(KforgeError) as info:
@@ -312,6 +319,7 @@ def test_a_broken_reference_is_a_configuration_error_naming_the_kernel(tmp_path:
     assert "no inputs today" in text and "\n" not in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolation", ["off", "required"])
 def test_references_are_computed_once_per_store_and_never_left_on_disk(tmp_path: Path, isolation: str,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
@@ -378,6 +386,7 @@ def test_targets_and_seeds() -> None:
     assert len(a) == 3 and a != b and all(0 <= s < 2**63 for s in a)
 
 
+@pytest.mark.slow
 def test_a_named_gpu_target_taken_at_its_word_is_refused_by_the_worker_in_plain_words(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """With NVIDIA's device nodes present the bot does not import torch to check `--target cuda` (seconds on
@@ -440,6 +449,7 @@ def test_a_torch_compile_candidate_is_not_mistaken_for_a_hack(tmp_path: Path) ->
     assert result.verdict == "pass", result.reason
 
 
+@pytest.mark.slow
 def test_a_time_below_the_hardware_floor_is_rejected_and_a_sane_one_passes(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The floor: compulsory bytes over peak bandwidth. On a pretend machine of 1 MB/s every real kernel here
@@ -466,6 +476,7 @@ def test_a_time_below_the_hardware_floor_is_rejected_and_a_sane_one_passes(tmp_p
 SHARED = Path(__file__).parents[1] / "data" / "shared_weights"
 
 
+@pytest.mark.slow
 def test_weights_both_sides_hold_are_read_from_one_place_and_may_not_be_written() -> None:
     """Where two copies of the same weights sit moves a kernel's time (an A/A LayerNorm read 1.009x with two
     instances): the candidate's equal parameters and buffers point at the baseline's. A candidate that writes
@@ -486,6 +497,7 @@ def test_weights_both_sides_hold_are_read_from_one_place_and_may_not_be_written(
     assert tamper.reason.startswith("after the correctness calls: the candidate changed its 'proj.weight' in place")
 
 
+@pytest.mark.slow
 def test_a_large_problem_for_its_memory_budget_is_cut_down_or_refused_by_name(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """8 MB in and out: the whole plan needs ~320 MB; with 300 MB to spend (KFORGE_MEMORY_BUDGET) the evaluation
@@ -509,6 +521,7 @@ def test_a_large_problem_for_its_memory_budget_is_cut_down_or_refused_by_name(
     assert "kernel 'big_softmax' does not fit on cpu: inputs of 8.4 MB and outputs of 8.4 MB per set" in str(caught.value)
 
 
+@pytest.mark.slow
 def test_a_crash_says_whose_code_crashed(tmp_path: Path) -> None:
     """The gate charges a crash to the side whose code crashed (issue 28, class 4): the worker says which."""
     from fakes.gate_repos import tiny_spec_in

@@ -66,6 +66,7 @@ def test_the_compiled_implementation_is_the_baseline_under_torch_compile() -> No
     assert settings.allow_framework_fallback and settings.stall_floor_s == CHECK.timeout_s
 
 
+@pytest.mark.slow
 @needs_gxx
 def test_a_compiled_baseline_that_is_wrong_is_reported_and_dropped() -> None:
     spec = load_spec(DATA / "wrong_when_compiled.py")
@@ -74,6 +75,7 @@ def test_a_compiled_baseline_that_is_wrong_is_reported_and_dropped() -> None:
     assert found.reason.startswith("dropped: the compile baseline is incorrect: shape set 0 seed ")
 
 
+@pytest.mark.slow
 @needs_gxx
 def test_a_baseline_that_fails_to_compile_is_reported_and_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CXX", "/bin/false")  # inductor's C++ compiler: every compile of the CPU backend fails

@@ -49,6 +49,7 @@ def test_an_installation_without_bytecode_is_told_apart(tmp_path: Path, monkeypa
     assert bytecode.installation_has_bytecode("kforge_probe_pkg")
 
 
+@pytest.mark.slow
 def test_the_cache_holds_what_a_worker_imports_and_is_filled_once(bytecode_cache: Path) -> None:
     import torch
 
@@ -65,6 +66,7 @@ def test_the_cache_holds_what_a_worker_imports_and_is_filled_once(bytecode_cache
     assert (bytecode_cache / "primed.json").stat().st_mtime_ns == primed_at
 
 
+@pytest.mark.slow
 def test_workers_get_the_cache_only_where_it_is_wanted(bytecode_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KFORGE_BYTECODE_DIR", str(bytecode_cache))
     env = scrubbed_environment()
@@ -77,6 +79,7 @@ def test_workers_get_the_cache_only_where_it_is_wanted(bytecode_cache: Path, mon
 
 
 
+@pytest.mark.slow
 def test_the_bot_reads_its_own_later_imports_from_the_cache_but_never_over_the_users_prefix(
         bytecode_cache: Path, tmp_path: Path) -> None:
     decide = ("from kforge_bot import environment; from kforge_bot.evaluate import bytecode; "
@@ -114,6 +117,7 @@ def test_the_environment_never_points_a_worker_at_a_host_folder_of_bytecode(tmp_
     assert isolation.environment(base, cached)["PYTHONPYCACHEPREFIX"] == bytecode.MOUNT
 
 
+@pytest.mark.slow
 @needs_sandbox
 def test_a_sandboxed_process_imports_from_the_cache_and_cannot_write_to_it(bytecode_cache: Path,
                                                                           tmp_path: Path) -> None:
@@ -175,6 +179,7 @@ def test_the_lock_is_never_followed_out_of_the_cache(tmp_path: Path) -> None:
     assert victim.read_text() == "kept"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(BYTECODE_FILL_TIMEOUT_S + 600)  # a whole fill, as the session's cache (conftest.py)
 def test_filling_imports_nothing_from_the_cache_or_the_current_folder(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:

@@ -40,6 +40,7 @@ def _kernel_text(spec: KernelSpec) -> str:
     return spec.kernel_path.read_text()
 
 
+@pytest.mark.slow
 def test_outputs_are_selected_from_a_tuple_and_from_a_dict(library: dict[str, KernelSpec]) -> None:
     """rms_norm_forward returns (Y, X, RSTD, BLOCK_SIZE, num_warps): only Y is compared; the swiglu launcher
     returns a dict: only its 'out'."""
@@ -56,6 +57,7 @@ def test_outputs_are_selected_from_a_tuple_and_from_a_dict(library: dict[str, Ke
     assert _check(library["rms_norm"], aliased).verdict == "rejected"
 
 
+@pytest.mark.slow
 def test_a_launcher_in_another_file_runs_the_candidate_text_of_the_kernel_file(
         library: dict[str, KernelSpec]) -> None:
     """`file:` is what the bot rewrites; the launcher (`entry: launch/swiglu.py:swiglu`) imports it by module name,
@@ -68,6 +70,7 @@ def test_a_launcher_in_another_file_runs_the_candidate_text_of_the_kernel_file(
     assert _check(spec, _kernel_text(spec)).verdict == "pass"
 
 
+@pytest.mark.slow
 def test_a_kernel_that_writes_its_declared_inputs_in_place_is_compared_on_them(
         library: dict[str, KernelSpec]) -> None:
     """RoPE rotates q and k in place (`inplace: [q, k]`), against an out-of-place reference returning them; timed
@@ -78,6 +81,7 @@ def test_a_kernel_that_writes_its_declared_inputs_in_place_is_compared_on_them(
     assert "put back between samples" in result.details["timing"][0]["mode_note"]
 
 
+@pytest.mark.slow
 def test_an_in_place_kernel_that_also_writes_another_input_is_rejected(library: dict[str, KernelSpec]) -> None:
     scribbles = _kernel_text(library["rope"]).replace("    return q.transpose", "    cos.mul_(1.5)\n    return q.transpose")
     result = _check(library["rope"], scribbles)
@@ -85,6 +89,7 @@ def test_an_in_place_kernel_that_also_writes_another_input_is_rejected(library: 
     assert "input 2 was modified in place" in result.reason and "declared in place: 0, 1" in result.reason
 
 
+@pytest.mark.slow
 def test_an_in_place_kernel_that_writes_wrong_values_is_incorrect(library: dict[str, KernelSpec]) -> None:
     wrong = _kernel_text(library["rope"]).replace("b * cos[..., half:] + a * sin", "b * cos[..., half:] - a * sin")
     result = _check(library["rope"], wrong)
@@ -94,6 +99,7 @@ def test_an_in_place_kernel_that_writes_wrong_values_is_incorrect(library: dict[
 BACKWARDS = ["rms_norm_autograd", "rms_norm_launchers"]  # an autograd.Function; a backward launcher
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BACKWARDS)
 def test_a_backward_is_checked_against_the_references_autograd_and_timed_by_direction(
         library: dict[str, KernelSpec], name: str) -> None:
@@ -108,6 +114,7 @@ def test_a_backward_is_checked_against_the_references_autograd_and_timed_by_dire
         assert figures["speedup"] > 0 and figures["baseline"]["median_ms"] > 0 and figures["candidate"]["samples"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BACKWARDS)
 def test_a_wrong_gradient_is_incorrect_and_named(library: dict[str, KernelSpec], name: str) -> None:
     spec = library[name]
@@ -119,6 +126,7 @@ def test_a_wrong_gradient_is_incorrect_and_named(library: dict[str, KernelSpec],
     assert _check(spec, _kernel_text(spec)).verdict == "pass"
 
 
+@pytest.mark.slow
 def test_a_backward_kernel_timed_against_itself_passes_every_check_after_timing(
         library: dict[str, KernelSpec]) -> None:
     """The gate's comparison: the kernel against another version of itself, both wrapped alike. Each timed input

@@ -173,6 +173,7 @@ def test_poison_and_fill_write_in_place() -> None:
 # ------------------------------------------------------------------------------- a real candidate worker
 
 
+@pytest.mark.slow
 def test_the_phases_and_the_report_are_what_the_parent_reads() -> None:
     spec = load_spec(ADV / "problem.py")
     settings = EvalSettings(seeds=2, timing_budget_s=0.2, timeout_s=120)

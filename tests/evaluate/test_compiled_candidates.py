@@ -26,6 +26,7 @@ STASH = ("if hasattr(x, '_dynamo_hint_overrides'):\n"
          "return y")
 
 
+@pytest.mark.slow
 def test_torch_compile_marks_pass_and_stashed_state_under_their_names_does_not(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # This test compiles in the suite's own process: its compiler caches are the test's. Some of inductor's caches
@@ -56,6 +57,7 @@ def test_torch_compile_marks_pass_and_stashed_state_under_their_names_does_not(
             checks.check_plain_outputs([y], "cpu")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_stash_under_torch_compile_s_names_is_rejected(tmp_path: Path, fmt: str) -> None:
     spec = write_problem(tmp_path / fmt, fmt, "rownorm")

@@ -145,6 +145,7 @@ def test_beside_a_busy_loop_on_the_worker_s_core_the_verdict_is_inconclusive(one
     assert shown["disturbed"] and "threads busy" in shown["threads"]
 
 
+@pytest.mark.slow
 def test_the_policy_s_cpu_threads_pin_torch_and_openmp_in_the_workers_and_the_result_says_the_threads() -> None:
     spec = load_spec(ADV / "problem.py")
     candidate = Implementation.from_file(Path(__file__).parents[1] / "data" / "steering" / "threads_seen.py",

@@ -29,6 +29,7 @@ def lib(tmp_path: Path) -> Path:
     return tmp_path / "lib"
 
 
+@pytest.mark.slow
 @cpu_only
 def test_list_import_says_the_library_needs_a_gpu(lib: Path) -> None:
     result = CliRunner().invoke(cli, ["list", str(lib), "--import"])
@@ -38,6 +39,7 @@ def test_list_import_says_the_library_needs_a_gpu(lib: Path) -> None:
     assert "Traceback" not in result.output
 
 
+@pytest.mark.slow
 @cpu_only
 def test_check_says_the_library_needs_a_gpu_on_the_kernel_side_and_the_reference_side(lib: Path) -> None:
     """The kernel against a torch reference (the kernel's import fails in the candidate's worker), and the kernel
@@ -50,6 +52,7 @@ def test_check_says_the_library_needs_a_gpu_on_the_kernel_side_and_the_reference
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()[-1]) > len(NEEDS)
 
 
+@pytest.mark.slow
 def test_a_library_missing_a_dependency_is_not_said_to_need_a_gpu(lib: Path) -> None:
     (lib / "src/gpulib/runtime.py").write_text("import no_such_dependency_kforge\n\nSM_COUNT = 1\n")
     result = CliRunner().invoke(cli, ["list", str(lib), "--import"])

@@ -77,12 +77,14 @@ def results() -> dict[str, EvalResult]:
         store.cleanup()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_gpumode_candidate_verdict(name: str, results: dict[str, EvalResult]) -> None:
     _, verdict, pattern = CASES[name]
     assert_verdict(results[name], verdict, pattern)
 
 
+@pytest.mark.slow
 def test_the_harness_seeds_every_case_not_task_yml(results: dict[str, EvalResult]) -> None:
     result = results["submission"]
     assert result.correctness["seeds"] == SEEDS
@@ -92,6 +94,7 @@ def test_the_harness_seeds_every_case_not_task_yml(results: dict[str, EvalResult
     assert [t["shape_set"] for t in result.details["timing"]] == [2]
 
 
+@pytest.mark.slow
 def test_check_implementation_never_replaces_the_harness_comparison() -> None:
     """The lax problem's check_implementation looks at shape and dtype only: wrong values still fail."""
     spec = load_spec(GM / "lax_check_py")
@@ -114,6 +117,7 @@ def test_the_secret_seed_reaches_generate_input_and_data_is_one_object(tmp_path:
     assert isinstance(seen[0], tuple) and len(seen[0]) == 3 and seen[0][0] is inputs[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("candidate,verdict,pattern", [
     # pmpp_v2 matmul_py's layout: the reference returns a @ b, submissions write data's c (rejected before as
     # "output 0 shares memory with input 2" on the H200: the reference never wrote c, so c was no output buffer)

@@ -104,6 +104,7 @@ def candidate_for(spec: KernelSpec, fmt: str, body: str) -> Implementation:
     return replace(spec.candidate_from_source(source), symbol=spec.entry)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("problem,attack", [("rownorm", "reshape"), ("rownorm", "chunks256"),
                                             ("layernorm", "identity")])
@@ -144,6 +145,7 @@ def _chunked_manifest(root: Path, constraints: str) -> KernelSpec:
     return load_spec(root / "kforge.yaml", "chunked")
 
 
+@pytest.mark.slow
 def test_a_constraint_keeps_variants_in_the_kernel_s_domain(tmp_path: Path) -> None:
     spec = _chunked_manifest(tmp_path / "k", "    constraints: {cols: {multiple_of: 256}}\n")
     result = evaluate(spec, candidate_for(spec, "manifest", CANDIDATES[("rownorm", "chunks256")]), "cpu", SETTINGS)
@@ -153,6 +155,7 @@ def test_a_constraint_keeps_variants_in_the_kernel_s_domain(tmp_path: Path) -> N
     assert all(v["sizes"]["cols"] % 256 == 0 and v["sizes"]["cols"] != COLS for v in checked), checked
 
 
+@pytest.mark.slow
 def test_a_variant_the_reference_cannot_run_is_moved_back_or_skipped_never_held_against_the_candidate(
         tmp_path: Path) -> None:
     spec = _chunked_manifest(tmp_path / "k", "")
@@ -164,6 +167,7 @@ def test_a_variant_the_reference_cannot_run_is_moved_back_or_skipped_never_held_
     assert all("AssertionError" in " ".join(v["reference_could_not_run"]) for v in checked), checked
 
 
+@pytest.mark.slow
 def test_a_variant_the_reference_runs_in_no_form_is_skipped_and_reported(tmp_path: Path) -> None:
     spec = _chunked_manifest(tmp_path / "k", "")
     fixed = replace(spec.reference, source=spec.reference.source.replace(

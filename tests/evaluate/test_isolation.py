@@ -187,6 +187,7 @@ def _judge_in_a_bot_started_with_tokens(attack: str, repo: Path, isolation_mode:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_the_parents_environment_and_memory_are_out_of_reach(repo: Path) -> None:
     boxed = _judge_in_a_bot_started_with_tokens(READ_PARENT, repo, "required")
     assert boxed["verdict"] == "pass" and boxed["details"]["isolation"].startswith("sandboxed"), boxed["reason"]
@@ -197,6 +198,7 @@ def test_the_parents_environment_and_memory_are_out_of_reach(repo: Path) -> None
     assert _escaped(_judge(READ_PARENT_MEMORY, repo, UNSANDBOXED))
 
 
+@pytest.mark.slow
 def test_git_the_result_cache_credentials_and_other_evaluations_are_invisible(repo: Path, tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
@@ -211,6 +213,7 @@ def test_git_the_result_cache_credentials_and_other_evaluations_are_invisible(re
     assert _escaped(_judge(attack, repo, UNSANDBOXED))
 
 
+@pytest.mark.slow
 def test_nothing_outside_the_scratch_directory_can_be_written(repo: Path) -> None:
     import kforge_bot.evaluate.wire.checks as checks
     import torch
@@ -234,6 +237,7 @@ for folder in (os.environ.get("PYTHONPYCACHEPREFIX") or "/nonexistent", {host!r}
 '''
 
 
+@pytest.mark.slow
 def test_a_candidate_cannot_plant_bytecode_for_a_later_evaluation(repo: Path, workers_use_bytecode_cache: Path) -> None:
     attack = PLANT_BYTECODE.format(host=str(workers_use_bytecode_cache))
     try:
@@ -256,6 +260,7 @@ if result.returncode == 0:
 '''
 
 
+@pytest.mark.slow
 def test_a_candidate_cannot_push_from_the_checkout(repo: Path, tmp_path: Path) -> None:
     ident = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
              "GIT_COMMITTER_EMAIL": "t@e"}
@@ -270,6 +275,7 @@ def test_a_candidate_cannot_push_from_the_checkout(repo: Path, tmp_path: Path) -
     assert _escaped(_judge(attack, repo, UNSANDBOXED))  # the origin is a local path: no network needed
 
 
+@pytest.mark.slow
 def test_a_candidate_cannot_stop_or_signal_the_bot(repo: Path) -> None:
     started = time.monotonic()
     result = _judge(SIGNAL_EVERYONE, repo, SANDBOXED)
@@ -278,6 +284,7 @@ def test_a_candidate_cannot_stop_or_signal_the_bot(repo: Path) -> None:
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.slow
 def test_a_daemon_started_by_a_candidate_dies_with_its_worker(repo: Path) -> None:
     token = f"kforge-daemon-{os.getpid()}-{time.monotonic_ns()}"
     result = _judge(DAEMON.format(token=token), repo, SANDBOXED)
@@ -310,6 +317,7 @@ while time.monotonic() < deadline:
 '''
 
 
+@pytest.mark.slow
 def test_a_flood_of_the_result_channel_is_cut_off_within_seconds(repo: Path) -> None:
     started = time.monotonic()
     result = _judge(FLOOD_CHANNEL, repo, SANDBOXED)
@@ -318,12 +326,14 @@ def test_a_flood_of_the_result_channel_is_cut_off_within_seconds(repo: Path) -> 
     assert time.monotonic() - started < 40
 
 
+@pytest.mark.slow
 def test_printing_without_end_keeps_only_a_tail(repo: Path) -> None:
     result = _judge(FLOOD_STDOUT, repo, SANDBOXED)
     assert result.verdict == "pass", result.reason
     assert len(result.details["log_tail"]) <= 4000
 
 
+@pytest.mark.slow
 def test_required_isolation_refuses_to_run_without_a_sandbox(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kforge_bot.errors import KforgeError
 
@@ -369,6 +379,7 @@ def test_worker_start_cost_is_recorded_by_the_benchmark() -> None:
     assert data["runs"] == 3 and data["sandboxed_ms"]["median"] > 0 and data["plain_ms"]["median"] > 0
 
 
+@pytest.mark.slow
 def test_a_sandbox_that_cannot_start_is_the_bots_error_not_a_verdict(repo: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from kforge_bot.errors import KforgeError
@@ -397,6 +408,7 @@ for path in {planted!r}:
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("planted_in", ["cwd", "runner_temp"])
 def test_the_bots_working_folder_and_runner_temp_are_invisible(repo: Path, tmp_path: Path, planted_in: str) -> None:
     """Attack (issue 28, class 6): `python -m` puts the working folder on sys.path, and every sys.path entry was
@@ -433,6 +445,7 @@ for base in {os.getcwd(), *inside}:
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("settings", [SANDBOXED, UNSANDBOXED], ids=["sandboxed", "unsandboxed"])
 def test_scratch_is_removed_even_when_the_candidate_locks_folders_in_it(repo: Path, tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch,
@@ -517,6 +530,7 @@ BOMBS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bomb", sorted(BOMBS))
 def test_exhaustion_ends_in_a_verdict_and_the_next_evaluation_goes_on(repo: Path, bomb: str) -> None:
     from dataclasses import replace

@@ -45,6 +45,7 @@ def _check(spec: KernelSpec, source: str | None = None) -> EvalResult:
     return evaluate(spec, candidate, "cpu", settings, baseline=spec.reference)
 
 
+@pytest.mark.slow
 def test_keyword_arguments_reach_the_entry_and_the_reference(lib: Path) -> None:
     """Before: the harness called fn(*inputs), so gelu was checked only at approximate="none". The entry's kwargs
     reach both sides: a kernel that ignores them is incorrect."""
@@ -65,6 +66,7 @@ def test_keyword_arguments_reach_the_entry_and_the_reference(lib: Path) -> None:
     assert _check(specs["scaled_add"], no_dtype).verdict == "incorrect"
 
 
+@pytest.mark.slow
 def test_an_autograd_function_gets_keywords_by_position_and_its_backward_its_own_tolerance(lib: Path) -> None:
     spec = load_manifest(lib / "kforge.yaml")["softplus_autograd"]
     assert spec.tolerance == {"atol": 1e-6, "rtol": 1e-6} and spec.backward_tolerance == {"atol": 1e-2, "rtol": 1e-2}
@@ -76,6 +78,7 @@ def test_an_autograd_function_gets_keywords_by_position_and_its_backward_its_own
     assert result.verdict == "incorrect" and "gradient" in result.reason, result.reason
 
 
+@pytest.mark.slow
 def test_env_and_package_init_let_a_package_import_that_otherwise_does_not(lib: Path) -> None:
     """Library C's kernels could not be imported without its training stack, Library B's without GEMS_VENDOR."""
     without_env = _edit(lib, "gelu_tanh", env=None)
@@ -100,6 +103,7 @@ def test_keyword_values_must_be_plain(lib: Path) -> None:
         _edit(lib, "gelu_tanh", kwargs={"approximate": "tanh"}, shapes=[{"n": 4, "kwargs": ["x"]}])
 
 
+@pytest.mark.slow
 def test_backward_through_an_in_place_forward_is_checked_and_timed(lib: Path) -> None:
     """RoPE's backward entries had to use a copying path: `backward` with `inplace` was refused. Both directions are
     now checked (the in-place results, then the gradients) and timed, each side's forward starting from the inputs
@@ -118,6 +122,7 @@ def test_backward_through_an_in_place_forward_is_checked_and_timed(lib: Path) ->
 GRAD_WRITERS = ["mul_autograd", "mul_launchers"]  # an autograd.Function; a forward and a backward launcher
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GRAD_WRITERS)
 def test_a_backward_that_writes_its_gradients_into_saved_inputs_is_checked_on_what_it_wrote(
         lib: Path, name: str) -> None:
@@ -138,6 +143,7 @@ def test_a_backward_that_writes_its_gradients_into_saved_inputs_is_checked_on_wh
     assert wrong.verdict == "incorrect" and "the gradient of input 0, as written into it" in wrong.reason, wrong.reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GRAD_WRITERS)
 def test_a_backward_that_disagrees_with_its_declaration_says_how_in_one_line(lib: Path, name: str) -> None:
     spec = load_manifest(lib / "kforge.yaml")[name]
@@ -155,6 +161,7 @@ def test_a_backward_that_disagrees_with_its_declaration_says_how_in_one_line(lib
     assert "\n" not in result.reason
 
 
+@pytest.mark.slow
 def test_a_gradient_the_forward_writes_into_its_input_is_checked_where_it_ends(lib: Path) -> None:
     """Liger's cross-entropy writes the gradient into the logits in its forward and scales it there in its backward:
     the memory after the whole call is compared."""
@@ -167,6 +174,7 @@ def test_a_gradient_the_forward_writes_into_its_input_is_checked_where_it_ends(l
         in unscaled.reason, unscaled.reason
 
 
+@pytest.mark.slow
 def test_a_gradient_written_into_an_input_undeclared_is_rejected_with_the_declaration_to_make(lib: Path) -> None:
     """The finding the Liger example kept: without `backward.inplace` the write is still refused, now naming it."""
     spec = _edit(lib, "mul_autograd", backward={"inputs": ["a", "b"]})

@@ -42,6 +42,7 @@ def test_only_lines_with_the_nonce_count() -> None:
     assert _parse(b"\xff\xfe", "abc") is None
 
 
+@pytest.mark.slow
 def test_reference_worker_gets_a_large_request_on_stdin_and_no_credentials(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_fake_for_test")
@@ -132,6 +133,7 @@ def _processes_with(token: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_hang_and_grandchildren_are_killed_with_the_process_group(tmp_path: Path) -> None:
     spec = load_spec(ADV / "problem.py")
     runs = {}
@@ -180,6 +182,7 @@ class ModelNew(nn.Module):
 '''
 
 
+@pytest.mark.slow
 def test_a_hang_after_a_fast_warm_up_costs_the_no_progress_limit_not_the_timeout(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The limit is the floor alone (3 s): 50x the reference's slowest case can exceed it on a loaded machine.
@@ -225,6 +228,7 @@ class {name}(nn.Module):
 '''
 
 
+@pytest.mark.slow
 def test_a_first_call_that_builds_is_build_time_not_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A first call per shape set that takes longer than the no-progress limit (here 2 s: a lazy load_inline, a
     torch.compile, an autotune sweep) is build time, bounded by the timeout: the candidate passes, and so does a
@@ -248,6 +252,7 @@ def test_a_first_call_that_builds_is_build_time_not_a_hang(tmp_path: Path, monke
     assert against.details["phases"]["baseline_worker"]["first_call_s"]["baseline, shape set 0"] >= 6
 
 
+@pytest.mark.slow
 def test_a_first_call_that_builds_nothing_is_a_hang_found_in_seconds_not_at_the_timeout() -> None:
     """A kernel that never returns from its first call: no compiler runs and no file is read or written, so once the
     no-progress limit (here the 3 s floor) passes without either it is a hang, long before the 300 s timeout (an
@@ -261,6 +266,7 @@ def test_a_first_call_that_builds_nothing_is_a_hang_found_in_seconds_not_at_the_
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.slow
 def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:
     spec = load_spec(ADV / "problem.py")
     result = evaluate(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu",
@@ -289,6 +295,7 @@ def test_every_evaluation_reports_where_its_time_went(tmp_path: Path) -> None:
         assert abs(parts - boot["boot_s"]) < 0.01 and boot["torch_import_s"] > 0, boot
 
 
+@pytest.mark.slow
 def test_a_package_on_the_bots_pythonpath_imports_in_the_sandboxed_worker(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A library installed on PYTHONPATH imported in the bot and not in the workers (ModuleNotFoundError):

@@ -40,6 +40,7 @@ def _side(folder: Path, kernel: str, utils: str) -> Implementation:
     return Implementation(kernel, "kernel", "k.py", str(folder))
 
 
+@pytest.mark.slow
 def test_a_module_both_sides_import_by_one_name_is_each_sides_own_and_the_base_never_sees_the_heads(
         tmp_path: Path) -> None:
     spec = tiny_spec_in(tmp_path)
@@ -55,6 +56,7 @@ def test_a_module_both_sides_import_by_one_name_is_each_sides_own_and_the_base_n
     assert together.verdict == "crash" and "the head's utils module was loaded" in together.reason, together.reason
 
 
+@pytest.mark.slow
 def test_one_worker_where_nothing_is_timed_or_both_sides_are_one_implementation(tmp_path: Path) -> None:
     spec = tiny_spec_in(tmp_path)
     head = _side(tmp_path / "head", HEAD_KERNEL, HEAD_UTILS)
@@ -82,6 +84,7 @@ def kernel(x, y):
 PLAIN = "def kernel(x, y):\n    return x * 2.0 + y\n"
 
 
+@pytest.mark.slow
 def test_a_base_that_hangs_while_timed_is_charged_to_the_base_and_a_hanging_head_to_the_head(tmp_path: Path) -> None:
     spec = tiny_spec_in(tmp_path)
     hangs = Implementation(HANGS_WHEN_TIMED, "kernel", "k.py", spec.root)

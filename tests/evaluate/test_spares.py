@@ -7,6 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.spares import SpareWorkers
@@ -24,6 +25,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_the_next_evaluation_takes_the_worker_started_for_it_and_close_leaves_nothing(tmp_path: Path) -> None:
     spec = load_spec(ADV / "problem.py")
     honest = Implementation.from_file(ADV / "honest.py", "ModelNew")
@@ -46,6 +48,7 @@ def test_the_next_evaluation_takes_the_worker_started_for_it_and_close_leaves_no
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_spare_started_for_another_kernel_is_discarded_not_used(tmp_path: Path) -> None:
     spec = load_spec(ADV / "problem.py")
     honest = Implementation.from_file(ADV / "honest.py", "ModelNew")
@@ -65,6 +68,7 @@ def test_a_spare_started_for_another_kernel_is_discarded_not_used(tmp_path: Path
     spares.close()
 
 
+@pytest.mark.slow
 def test_a_spare_held_off_the_device_serves_its_request_and_reports_its_boot(tmp_path: Path) -> None:
     """On a GPU the next spare starts during a timed run and waits for `release` before it touches the device;
     a request that comes first releases it (the go line must not be read as the request's nonce)."""

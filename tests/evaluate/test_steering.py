@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import Implementation, load_spec
@@ -21,6 +22,7 @@ def _evaluate(name: str) -> object:
                     TIMED)
 
 
+@pytest.mark.slow
 def test_helper_processes_alive_while_the_baseline_is_timed_end_the_evaluation() -> None:
     result = _evaluate("helper_processes")
     assert result.verdict == "rejected", result.reason
@@ -28,6 +30,7 @@ def test_helper_processes_alive_while_the_baseline_is_timed_end_the_evaluation()
     assert result.speedup is None
 
 
+@pytest.mark.slow
 def test_a_memo_by_tensor_object_and_version_finds_nothing_in_timed_samples() -> None:
     result = _evaluate("memo_version")
     # A kernel doing its work three times is not faster, whatever the load (pass or inconclusive, never faster).

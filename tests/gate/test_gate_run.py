@@ -45,11 +45,13 @@ REPO = "octo/kernels"
 # ------------------------------------------------------------------------- a real repository and run
 
 
-@pytest.fixture(scope="module")
-def scenario(tmp_path_factory):
-    root = tmp_path_factory.mktemp("gate") / "repo"
+def run_scenario(folder, fake_workers: bool = False) -> dict:
+    """The repository scenario gated by the real CLI. `fake_workers`: on scripted workers (tests/fakes/workers.py),
+    each head kernel's behaviour named in its source, and without `viahelper` (a helper's change reaches a script
+    only through a real worker's import)."""
+    root = folder / "repo"
     init_repo(root)
-    names = ["slow", "wrong", "broken", "viahelper", "same"]
+    names = ["slow", "wrong", "broken", "same"] + ([] if fake_workers else ["viahelper"])
     write(root, "ref.py", REF)
     write(root, "helper.py", "def scale(x):\n    return x * 2.0\n")
     for name in names:
@@ -59,11 +61,13 @@ def scenario(tmp_path_factory):
     write(root, "policy.yml", POLICY)
     base = commit_all(root, "kernels")
     git(root, "checkout", "-q", "-b", "feature")
+    script = (lambda text: f"# fake-worker: {text}\n") if fake_workers else (lambda text: "")
     write(root, "slow.py", PLAIN.replace("    return x * 2.0 + y",
                                          "    for _ in range(20):  # redundant work\n"
-                                         "        out = x * 2.0 + y\n    return out"))
-    write(root, "wrong.py", PLAIN.replace("x * 2.0 + y", "x * 2.0 - y"))
-    write(root, "broken.py", "from helper import scale_v2\n\n\ndef kernel(x, y):\n    return scale_v2(x) + y\n")
+                                         "        out = x * 2.0 + y\n    return out") + script("ms=20"))
+    write(root, "wrong.py", PLAIN.replace("x * 2.0 + y", "x * 2.0 - y") + script("wrong"))
+    write(root, "broken.py", "from helper import scale_v2\n\n\ndef kernel(x, y):\n    return scale_v2(x) + y\n"
+          + script("error=\"ImportError: cannot import name 'scale_v2' from 'helper'\""))
     # Only the helper changes (20x slower): a regression of `viahelper` shows both that the change is
     # traced through the import and that each side ran its own revision's helper.
     write(root, "helper.py", "def scale(x):\n    for _ in range(20):\n        out = x * 2.0\n    return out\n")
@@ -77,6 +81,8 @@ def scenario(tmp_path_factory):
         fake.add_repo(REPO, root / ".git")
         env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_TOKEN": fake.token,
                "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": fake.api_url}
+        if fake_workers:
+            env["KFORGE_TEST_FAKE_WORKERS"] = "1"  # tests/fakes/quiet_machine/sitecustomize.py
         proc = cli("gate", "--base", "main", "--policy", "policy.yml", "--json", str(report_path),
                    "--cache-dir", str(cache), cwd=root, env=env)
         statuses = list(fake.statuses)
@@ -84,6 +90,18 @@ def scenario(tmp_path_factory):
     return {"root": root, "base": base, "head": head, "proc": proc, "summary": summary.read_text(),
             "report": json.loads(report_path.read_text()) if report_path.exists() else None,
             "statuses": statuses, "cache": cache}
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    return run_scenario(tmp_path_factory.mktemp("gate"))
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory):
+    """The scenario on scripted workers: the gate's own logic (plan, decisions, report, status, cache) in the fast
+    lane; `scenario` runs the same on real workers, in the slow one."""
+    return run_scenario(tmp_path_factory.mktemp("gate-scripted"), fake_workers=True)
 
 
 @pytest.mark.slow
@@ -150,6 +168,58 @@ def test_second_run_plans_cache_hits_for_everything_but_errors(scenario):
     assert not kernels["broken"].cached  # errors are never cached: they may be the machine's fault
     other = {"cpu": TargetFingerprint("cpu", "Some Other CPU", here["cpu"].torch_version)}
     plan = run_gate(root, "main", policy=policy, cache_dir=scenario["cache"], fingerprints=other, measure=False)
+    assert not any(k.cached for k in plan.kernels)
+
+
+# ---------------------------------------------------------- the same scenario on scripted workers (fast lane)
+
+
+def test_scripted_gate_verdicts_exit_code_and_report(scripted):
+    proc, report = scripted["proc"], scripted["report"]
+    assert report is not None, proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    kernels = by_id(report)
+    assert set(kernels) == {"slow", "wrong", "broken"}
+    assert kernels["slow"]["evaluation"]["device_name"] == "fake device"  # scripted, no torch worker started
+    assert kernels["slow"]["verdict"] == "regression"
+    assert kernels["slow"]["speedup_ci"][1] < regression_bound(0.25)
+    assert kernels["wrong"]["verdict"] == "incorrect" and "outside" in kernels["wrong"]["reason"]
+    assert kernels["broken"]["verdict"] == "error" and "scale_v2" in kernels["broken"]["reason"]
+    assert all(k["measured"] and not k["cached"] for k in kernels.values())
+    assert report["exit_code"] == 1 and report["counts"]["regression"] == 1
+    assert report["base"]["merge_base"] == scripted["base"] and report["head"]["sha"] == scripted["head"]
+    assert kernels["slow"]["threshold"] == 0.25 and kernels["slow"]["threshold_from"] == "gate.threshold.cpu"
+    assert sorted(report["unchanged"]) == ["kb/relu_problem.py", "same"]
+
+
+def test_scripted_step_summary_annotations_and_status(scripted):
+    proc, summary = scripted["proc"], scripted["summary"]
+    assert summary.startswith("earlier step\n")  # appended, not overwritten
+    assert "### kforge-bot gate: failed" in summary
+    assert "| kernel | base | head | change (interval) | threshold | verdict | notes |" in summary
+    assert "| slow |" in summary and "**regression**" in summary and "**incorrect**" in summary
+    errors = [line for line in proc.stdout.splitlines() if line.startswith("::error ")]
+    assert {line.split(",")[0] for line in errors} == {"::error file=slow.py", "::error file=wrong.py",
+                                                       "::error file=broken.py"}
+    slow = next(line for line in errors if "file=slow.py" in line)
+    assert "title=kforge gate%3A slow regression::" in slow and "slower than the base" in slow
+    (status,) = scripted["statuses"]
+    assert status["sha"] == scripted["head"] and status["state"] == "failure"
+    assert status["context"] == "kforge-bot/gate" and "1 regression" in status["description"]
+
+
+def test_scripted_second_run_plans_cache_hits_for_everything_but_errors(scripted):
+    from kforge_bot.targets.fingerprint import TargetFingerprint, probe_fingerprint
+
+    root, policy = scripted["root"], load_policy(scripted["root"] / "policy.yml")
+    here = {"cpu": probe_fingerprint("cpu")}
+    plan = run_gate(root, "main", policy=policy, cache_dir=scripted["cache"], fingerprints=here, measure=False)
+    kernels = {k.id: k for k in plan.kernels}
+    assert {k for k, v in kernels.items() if v.cached} == {"slow", "wrong"}
+    assert kernels["slow"].verdict == "regression" and kernels["wrong"].verdict == "incorrect"
+    assert not kernels["broken"].cached  # errors are never cached: they may be the machine's fault
+    other = {"cpu": TargetFingerprint("cpu", "Some Other CPU", here["cpu"].torch_version)}
+    plan = run_gate(root, "main", policy=policy, cache_dir=scripted["cache"], fingerprints=other, measure=False)
     assert not any(k.cached for k in plan.kernels)
 
 
@@ -319,6 +389,7 @@ def test_kernels_that_stop_parsing_are_errors_and_deleted_ones_are_listed(tmp_pa
 # ------------------------------------------------------- base and head import their own local modules
 
 
+@pytest.mark.slow
 def test_base_and_head_each_import_their_own_local_helper(tmp_path):
     """Both revisions say `from helper import scale` and mean two different files. The kernel names no
     reference, so the base version is the oracle: the head (whose helper adds 1) must come out
@@ -551,6 +622,7 @@ def _git_identity() -> dict[str, str]:
     return dict(HUMAN)
 
 
+@pytest.mark.slow
 def test_a_pull_request_that_changes_only_a_data_file_the_kernel_reads_is_measured(tmp_path):
     """Attack (issue 28, class 3): the kernel's file is untouched; the data file it reads by literal path makes
     it wrong. Reported `unchanged`, it would pass."""
@@ -593,6 +665,7 @@ def kernel(x, y):
 """
 
 
+@pytest.mark.slow
 def test_a_head_that_crashes_only_in_the_comparison_fails_the_gate(tmp_path):
     """Attack (issue 28, class 4): the gate ran the head alone after a crash in the comparison and passed it."""
     root = one_kernel_repo(tmp_path / "repo", policy=POLICY)
@@ -606,6 +679,7 @@ def test_a_head_that_crashes_only_in_the_comparison_fails_the_gate(tmp_path):
 
 # ------------------------------------------------------------------------------ GPU MODE problems, unchanged
 
+@pytest.mark.slow
 def test_a_gpumode_problem_folder_is_gated_as_it_is(tmp_path):
     """A GPU MODE problem in its own layout (task.yml, reference.py, ../utils.py): its submission.py is the kernel
     as written. A head whose submission computes something else is incorrect against the problem's reference."""

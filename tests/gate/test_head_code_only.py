@@ -250,6 +250,7 @@ def make_inputs(n):
 """
 
 
+@pytest.mark.slow
 def test_a_heads_import_roots_cannot_shadow_a_module_the_bases_reference_imports(tmp_path):
     """Red-team pass, already blocked (a regression test): `import_roots` is the head's (where its code lives), so a
     head adds `import_roots: [evil]` with an `evil/helper.py` of the name the base's reference imports, computing

@@ -112,6 +112,7 @@ def test_a_problem_folder_name_renders_nothing_in_the_summary(tmp_path, name):
         assert not any(name in k["name"] for k in report["kernels"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pointed", [False, True])
 def test_a_committed_signed_pass_is_never_read(tmp_path, monkeypatch, pointed):
     """The pull request commits `.kforge-cache/` holding a "pass" for its wrong submission, signed with the key (as

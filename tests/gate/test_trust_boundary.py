@@ -66,9 +66,12 @@ def no_foreign_commands(*outputs: str) -> None:
 # ------------------------------------------------------------------ 2: the head writes its own test
 
 
-def gate_run(tmp: Path, root: Path) -> dict:
-    """The gate on `root`'s feature branch against main, as a pull_request run under Actions."""
+def gate_run(tmp: Path, root: Path, fake_workers: bool = False) -> dict:
+    """The gate on `root`'s feature branch against main, as a pull_request run under Actions (`fake_workers`: on
+    the scripted workers of tests/fakes/workers.py)."""
     env = actions_env(tmp)
+    if fake_workers:
+        env["KFORGE_TEST_FAKE_WORKERS"] = "1"
     report_path = tmp / "report.json"
     proc = cli("gate", "--base", "main", "--policy", "policy.yml", "--json", str(report_path), "--no-cache",
                cwd=root, env=env)
@@ -76,11 +79,9 @@ def gate_run(tmp: Path, root: Path) -> dict:
     return {"proc": proc, "report": report, "summary": Path(env["GITHUB_STEP_SUMMARY"]).read_text()}
 
 
-@pytest.fixture(scope="module")
-def loosened(tmp_path_factory):
+def loosen(tmp: Path, fake_workers: bool = False) -> dict:
     """Six correct kernels; the change makes each wrong and loosens the part of its test (or the policy rule) that
-    would show it."""
-    tmp = tmp_path_factory.mktemp("loosened")
+    would show it. `fake_workers`: each wrong kernel says so to the scripted workers."""
     root = tmp / "repo"
     init_repo(root)
     write(root, "ref.py", REF)
@@ -95,21 +96,34 @@ def loosened(tmp_path_factory):
                                              "rules: [{path: 'experimental/**', skip: true}]}"))
     commit_all(root, "six correct kernels")
     git(root, "checkout", "-q", "-b", "feature")
-    write(root, "tol.py", OFF_BY_HALF)
-    write(root, "refedit.py", MINUS)
+    wrong = "# fake-worker: wrong\n" if fake_workers else ""
+    write(root, "tol.py", OFF_BY_HALF + wrong)
+    write(root, "refedit.py", MINUS + wrong)
     write(root, "own_ref.py", REF_OWN.replace("x * 2.0 + y", "x * 2.0 - y"))
-    write(root, "inputs.py", CLAMPED)
+    write(root, "inputs.py", CLAMPED + wrong)
     write(root, "own_inputs.py", INPUTS.replace("torch.randn(n, n), torch", "torch.randn(n, n).clamp(-2, 2), torch"))
-    write(root, "shapes.py", SMALL_ONLY)
-    write(root, "dodge.py", MINUS)  # wrong, and declared for a device the CPU gate does not have
-    write(root, "experimental/moved.py", MINUS)  # wrong, and moved under the policy's skip rule
+    write(root, "shapes.py", SMALL_ONLY + wrong)
+    write(root, "dodge.py", MINUS + wrong)  # wrong, and declared for a device the CPU gate does not have
+    write(root, "experimental/moved.py", MINUS + wrong)  # wrong, and moved under the policy's skip rule
     write(root, "kforge.yaml", "version: 1\nkernels:\n" + entry("tol", extra="    tolerance: {atol: 1.0, rtol: 1.0}\n")
           + entry("refedit", reference="own_ref.py:reference")
           + entry("inputs", inputs="own_inputs.py:make_inputs") + entry("shapes", sizes=(32,))
           + entry("dodge").replace("targets: [cpu]", "targets: [cuda]")
           + entry("moved", file="experimental/moved.py"))
     commit_all(root, "faster kernels")
-    return gate_run(tmp, root)
+    return gate_run(tmp, root, fake_workers)
+
+
+@pytest.fixture(scope="module")
+def loosened(tmp_path_factory):
+    return loosen(tmp_path_factory.mktemp("loosened"))
+
+
+@pytest.fixture(scope="module")
+def loosened_scripted(tmp_path_factory):
+    """`loosened` on scripted workers: the gate's own reading of a change to a kernel's test, in the fast lane (the
+    attack itself runs on real workers above, in the slow lane)."""
+    return loosen(tmp_path_factory.mktemp("loosened-scripted"), fake_workers=True)
 
 
 @pytest.mark.slow
@@ -132,6 +146,19 @@ def test_a_change_cannot_move_its_kernel_under_a_skip_rule(loosened):
     applies is the one for the kernel's path in the base."""
     got = by_id(loosened["report"])["moved"]
     assert got["verdict"] == "incorrect" and got["spec_changes"] == [], got
+
+
+@pytest.mark.parametrize("kernel,part", [("tol", "tolerance"), ("refedit", "reference"), ("inputs", "inputs"),
+                                         ("shapes", "shapes"), ("dodge", "targets")])
+def test_scripted_a_change_to_its_own_test_is_spec_changed(loosened_scripted, kernel, part):
+    report = loosened_scripted["report"]
+    assert report is not None, loosened_scripted["proc"].stderr
+    got = by_id(report)[kernel]
+    assert got["verdict"] == "spec-changed", got
+    assert got["spec_changes"] == [part] and got["under_spec"] == {"base": "incorrect"}, got
+    assert f"edits this kernel's {part}" in got["reason"] and "kforge:spec-change" in got["reason"]
+    assert by_id(report)["moved"]["verdict"] == "incorrect"  # the base's path rules, not the head's skip
+    assert loosened_scripted["proc"].returncode == 1
 
 
 def loosened_tolerance_repo(tmp_path: Path) -> Path:
@@ -261,6 +288,7 @@ def test_a_kernel_name_cannot_write_a_workflow_command(tmp_path):
 # --------------------------------------------------------------------------- 1: configuration from the head
 
 
+@pytest.mark.slow
 def test_the_heads_policy_file_is_not_read(tmp_path):
     """Class 1: the head sets `isolation: "off"` and a 99% threshold in the policy file the gate is pointed at, and
     its kernel, 20x slower, writes outside its sandbox when it can. The base's policy decides, the kernel runs

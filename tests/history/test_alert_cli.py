@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from fakes.gate_repos import PLAIN, REF, cli, init_repo, manifest, slow_where
 from fakes.github_server import FakeGitHub
 from fakes.gitrepos import commit_all, git, write
@@ -21,6 +22,7 @@ POLICY = "version: 1\ngate: {threshold: 0.05, confidence: 0.95}\nevaluation: {se
 REPO = "octo/kernels"
 
 
+@pytest.mark.slow
 def test_alert_confirms_bisects_and_files_one_issue(tmp_path) -> None:
     root = tmp_path / "repo"
     init_repo(root)
@@ -62,6 +64,7 @@ def disturbed_record(sha: str, subject: str, relative: float) -> dict:
             "policy": "policy.yml", "measured_at": "2026-12-06T00:00:00+00:00"}
 
 
+@pytest.mark.slow
 def test_a_change_point_the_remeasurement_does_not_confirm_pages_no_one(tmp_path) -> None:
     """The scripted history's kernel is the same at every commit, but its history holds a 30% step from commit 4 on
     (a disturbed runner). `history` reports the change point; `--alert` re-measures the commits around it,

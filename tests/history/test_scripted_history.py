@@ -23,6 +23,7 @@ def run(*args: str, cwd) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_track_history_bisect_ack(tmp_path) -> None:
     repo = tmp_path / "repo"
     shas = scripted_history(repo, REPS)

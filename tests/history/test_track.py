@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from fakes.gate_repos import cli
 from fakes.gitrepos import commit_all, git, write
 from kforge_bot.history.series import build_series, main_line
@@ -16,6 +17,7 @@ from kforge_bot.history.store import Store
 LIBRARY = Path(__file__).resolve().parents[1] / "data" / "library_repo"
 
 
+@pytest.mark.slow
 def test_directions_and_runner_facts_are_recorded(tmp_path) -> None:
     repo = tmp_path / "repo"
     shutil.copytree(LIBRARY, repo)

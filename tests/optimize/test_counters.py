@@ -56,6 +56,7 @@ def test_the_kernel_as_written_and_each_accepted_candidate_are_profiled(kernel_d
     assert "Hardware counters" in Path(files.markdown).read_text()
 
 
+@pytest.mark.slow
 def test_a_kernel_at_its_speed_of_light_ends_the_run_before_any_candidate(kernel_dir: Path, tmp_path: Path,
                                                                        recorded_ncu: None) -> None:
     report = tmp_path / "report"
@@ -67,6 +68,7 @@ def test_a_kernel_at_its_speed_of_light_ends_the_run_before_any_candidate(kernel
     assert outcome.record.iterations_used == 0
 
 
+@pytest.mark.slow
 def test_without_counters_the_run_says_why_once_and_goes_on(kernel_dir: Path, tmp_path: Path) -> None:
     report = tmp_path / "report"
     run = _tuner_run(kernel_dir, report, iterations=1, timing_budget_s=0.3)

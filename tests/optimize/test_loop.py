@@ -367,6 +367,7 @@ def test_a_round_writes_its_candidates_first_and_a_twin_is_measured_once(tmp_pat
     assert measured == [loop.spec.baseline.source, "fast\n"] and proposer.observed == [[1, 2]]
 
 
+@pytest.mark.slow
 def test_a_candidate_far_slower_on_one_shape_set_is_not_accepted_however_fast_on_the_others(tmp_path: Path) -> None:
     """Real evaluations: the candidate is far faster than the kernel as written on two shape sets and far slower on
     the third. Pooled into one median its interval lay above 1 and it was accepted; shape set by shape set, the

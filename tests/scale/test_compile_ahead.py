@@ -53,6 +53,7 @@ def make_inputs(n):
 '''
 
 
+@pytest.mark.slow
 def test_compile_ahead_builds_on_the_cpu_and_the_slot_finds_the_build(tmp_path: Path) -> None:
     (tmp_path / "double.py").write_text(BUILDS)
     (tmp_path / "kforge.yaml").write_text(MANIFEST)
@@ -100,6 +101,7 @@ def double(x):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (shutil.which("ninja") and shutil.which("c++")), reason="needs ninja and a C++ compiler")
 def test_a_real_load_inline_build_made_ahead_is_loaded_in_the_slot_without_rebuilding(tmp_path: Path) -> None:
     spec = spec_in(tmp_path)
@@ -142,6 +144,7 @@ def double(x):
 '''
 
 
+@pytest.mark.slow
 def test_the_kernel_as_written_cannot_plant_the_references_build(tmp_path: Path) -> None:
     (tmp_path / "ref.py").write_text(REFERENCE_BUILDS)
     (tmp_path / "kforge.yaml").write_text(MANIFEST.replace("double.py:reference", "ref.py:reference")
@@ -174,6 +177,7 @@ def double(x):
 '''
 
 
+@pytest.mark.slow
 def test_a_prepared_candidate_cannot_make_the_bot_move_a_folder_outside_its_scratch(tmp_path: Path) -> None:
     spec = spec_in(tmp_path)
     victim = tmp_path / "victim"

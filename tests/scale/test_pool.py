@@ -25,6 +25,7 @@ def spec(tmp_path: Path):
     return spec_in(tmp_path)
 
 
+@pytest.mark.slow
 def test_slots_survive_crash_hang_and_a_killed_slot_without_losing_the_queue(spec) -> None:
     seeds = [11, 12]
     devices = [Device("cuda", "5", "fake pinned 5"), Device("cuda", "6", "fake pinned 6")]
@@ -64,6 +65,7 @@ def test_slots_survive_crash_hang_and_a_killed_slot_without_losing_the_queue(spe
     assert kill_marked("never-used") == 0
 
 
+@pytest.mark.slow
 def test_abort_cancels_the_queue_and_kills_the_running_job_at_once(spec) -> None:
     """What an interrupted optimize run does with its pool: no waiting for results nobody will read."""
     pool = EvalPool("cpu", devices=[Device("cpu", "", "cpu slot 0")], compile_ahead=False)

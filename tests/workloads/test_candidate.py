@@ -66,6 +66,7 @@ def project(tmp_path: Path) -> Path:
     return tmp_path / "kforge.yaml"
 
 
+@pytest.mark.slow
 def test_a_candidate_that_changes_the_models_output_is_incorrect_end_to_end(tmp_path: Path) -> None:
     spec = load_spec(project(tmp_path), "scale")
     candidate = KERNEL.replace("x * 2.0", "x * 2.5")

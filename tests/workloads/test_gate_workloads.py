@@ -40,6 +40,7 @@ def rows(report: dict) -> tuple[dict, dict]:
     return kernels, workloads
 
 
+@pytest.mark.slow
 def test_a_kernel_faster_alone_that_slows_the_model_fails_the_gate(tmp_path: Path) -> None:
     repo = head_with_softmax(tmp_path, SOFTMAX_FAST_ALONE)
     code, report = gate(repo, tmp_path)
@@ -50,6 +51,7 @@ def test_a_kernel_faster_alone_that_slows_the_model_fails_the_gate(tmp_path: Pat
     assert code == 1
 
 
+@pytest.mark.slow
 def test_a_kernel_that_changes_the_greedy_tokens_fails_the_gate(tmp_path: Path) -> None:
     repo = head_with_softmax(tmp_path, SOFTMAX_SHORT_LOG2E)
     code, report = gate(repo, tmp_path)
@@ -60,6 +62,7 @@ def test_a_kernel_that_changes_the_greedy_tokens_fails_the_gate(tmp_path: Path) 
     assert code == 1
 
 
+@pytest.mark.slow
 def test_an_a_a_change_passes_with_its_interval_and_noise_floor(tmp_path: Path) -> None:
     repo = head_with_softmax(tmp_path, SOFTMAX + "\n# the same kernel\n")
     code, report = gate(repo, tmp_path)
@@ -71,6 +74,7 @@ def test_an_a_a_change_passes_with_its_interval_and_noise_floor(tmp_path: Path) 
     assert code == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", [SOFTMAX_FAST_ALONE, SOFTMAX_SHORT_LOG2E], ids=["faster-alone", "other-tokens"])
 def test_without_workloads_the_kernel_gate_alone_passes_both(tmp_path: Path, source: str) -> None:
     repo = head_with_softmax(tmp_path, source, workloads=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from kforge_bot.config.policy import Policy
 from kforge_bot.workloads.measure import Budget, Side, measure
 from kforge_bot.workloads.spec import load_workloads
@@ -44,6 +45,7 @@ SETTINGS = Policy().eval_settings("gate")
 ONE_PAIR = Budget(min_pairs=1, max_pairs=1, budget_s=120, sample_s=0.05)
 
 
+@pytest.mark.slow
 def test_the_head_process_imports_the_heads_kernel_and_its_output_is_compared(tmp_path: Path) -> None:
     head, spec = workload(tmp_path, "def tokens(n):\n    return [0, 1, 2, 7, 4, 5]\n")
     m = measure(Side("base", spec), Side("head", spec, {"kern": str(head / "kern.py")}, (str(head),)), "cpu",
@@ -52,6 +54,7 @@ def test_the_head_process_imports_the_heads_kernel_and_its_output_is_compared(tm
     assert m.reason == "the greedy tokens differ from the base's at position 3 of 6 (base 3, head 7)"
 
 
+@pytest.mark.slow
 def test_the_same_kernel_from_the_head_matches_and_is_timed_with_its_warm_up(tmp_path: Path) -> None:
     head, spec = workload(tmp_path, "def tokens(n):\n    return list(range(n))\n")
     m = measure(Side("base", spec), Side("head", spec, {"kern": str(head / "kern.py")}, (str(head),)), "cpu",
@@ -62,6 +65,7 @@ def test_the_same_kernel_from_the_head_matches_and_is_timed_with_its_warm_up(tmp
     assert m.calls_per_sample >= spec.repeats  # a sample is at least the workload's repeats, as many as fill it
 
 
+@pytest.mark.slow
 def test_a_head_that_fails_is_named(tmp_path: Path) -> None:
     head, spec = workload(tmp_path, "def tokens(n):\n    raise RuntimeError('boom')\n")
     m = measure(Side("base", spec), Side("head", spec, {"kern": str(head / "kern.py")}, (str(head),)), "cpu",
@@ -69,6 +73,7 @@ def test_a_head_that_fails_is_named(tmp_path: Path) -> None:
     assert m.status == "error" and m.reason.startswith("the head failed: RuntimeError: boom")
 
 
+@pytest.mark.slow
 def test_a_head_outside_what_its_process_may_read_cannot_be_imported(tmp_path: Path) -> None:
     head, spec = workload(tmp_path, "def tokens(n):\n    return list(range(n))\n")
     sandboxed = replace(SETTINGS, isolation="required")
@@ -76,6 +81,7 @@ def test_a_head_outside_what_its_process_may_read_cannot_be_imported(tmp_path: P
     assert m.status == "error" and "the head failed" in m.reason
 
 
+@pytest.mark.slow
 def test_a_head_whose_samples_hang_is_named_after_its_timeout(tmp_path: Path) -> None:
     hang = "import time\n\nCALLS = [0]\n\n\ndef tokens(n):\n    CALLS[0] += 1\n" \
            "    if CALLS[0] > 1:\n        time.sleep(600)\n    return list(range(n))\n"
