@@ -47,7 +47,7 @@ from kforge_bot.evaluate.api import evaluate, new_seeds  # noqa: E402
 from kforge_bot.evaluate.wire.conditions import disturbance  # noqa: E402
 from kforge_bot.evaluate.references import ReferenceStore  # noqa: E402
 from kforge_bot.gate.measure import compare, gate_settings  # noqa: E402
-from kforge_bot.optimize.evaluator import Evaluator  # noqa: E402
+from kforge_bot.optimize.evaluator import HarnessEvaluator  # noqa: E402
 from kforge_bot.spec import load_spec  # noqa: E402
 
 KERNEL = "matmul_bias_relu_cpu"
@@ -94,7 +94,7 @@ def table(args: argparse.Namespace, out: dict[str, Any], save: Any) -> None:
         for run in range(args.runs):
             with tempfile.TemporaryDirectory(prefix="kforge-bench-cache-") as folder, busy_loops(loops):
                 cache = ResultCache(folder)
-                evaluator = Evaluator(spec, "cpu", settings, cache=cache, fingerprint=fingerprint)
+                evaluator = HarnessEvaluator(spec, "cpu", settings, cache=cache, fingerprint=fingerprint)
                 before = machine()
                 try:
                     result, seconds = evaluator(kernel.baseline)

@@ -252,7 +252,7 @@ DOUBLE_MANIFEST = ("version: 1\nkernels:\n  double:\n    file: double.py\n    en
 def test_evaluator_cache_is_separated_by_hardware_and_never_stores_a_cached_result(tmp_path):
     from kforge_bot.evaluate.api import evaluate
     from kforge_bot.evaluate.wire.result import EvalSettings
-    from kforge_bot.optimize.evaluator import Evaluator
+    from kforge_bot.optimize.evaluator import HarnessEvaluator
     from kforge_bot.spec import load_spec
 
     write(tmp_path / "k", "double.py", DOUBLE)
@@ -272,7 +272,7 @@ def test_evaluator_cache_is_separated_by_hardware_and_never_stores_a_cached_resu
     made = []
 
     def evaluator(fingerprint, evaluate_fn=measured):
-        made.append(Evaluator(spec, "cpu", settings, evaluate_fn=evaluate_fn, cache=store, fingerprint=fingerprint,
+        made.append(HarnessEvaluator(spec, "cpu", settings, evaluate_fn=evaluate_fn, cache=store, fingerprint=fingerprint,
                               seeds=[5, 6]))
         if len(made) > 1:
             made[-1].references = made[0].references  # the reference's outputs once (seeds are not in the key)

@@ -22,7 +22,7 @@ from kforge_bot.evaluate.sandbox import (WorkerOutcome, raise_on_sandbox_failure
                                          sandbox_view, scratch_root)
 from kforge_bot.spec import KernelSpec
 
-Progress = Callable[[dict[str, Any]], None]
+Progress = Callable[[dict[str, Any]], None]  # what an evaluation reports as it goes (one name everywhere)
 REFERENCE_TIMEOUT_S = 600.0
 
 

@@ -21,7 +21,7 @@ from kforge_bot.spec import Implementation, KernelSpec, has_own_reference
 
 CONFIRM_FACTOR = 3.0
 
-Evaluator = Callable[..., EvalResult]
+EvaluateFn = Callable[..., EvalResult]
 
 
 @dataclass
@@ -59,7 +59,7 @@ def confirmation_settings(settings: EvalSettings) -> EvalSettings:
 
 def compare(spec: KernelSpec, head: Implementation, base: Implementation | None, kind: str,
             settings: EvalSettings, threshold: float, *, oracle: Implementation | None = None,
-            evaluator: Evaluator | None = None, references: Any = None,
+            evaluator: EvaluateFn | None = None, references: Any = None,
             seeds: list[int] | None = None) -> Measurement:
     """Measure and judge one kernel: head against base (or, with no base, against its reference).
 

@@ -16,7 +16,7 @@ from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec
 from kforge_bot.gate.decision import CACHEABLE, fmt_threshold, stricter
-from kforge_bot.gate.measure import Evaluator, compare
+from kforge_bot.gate.measure import EvaluateFn, compare
 from kforge_bot.gate.plan import Planner, ToMeasure
 from kforge_bot.gate.report import GateReport, KernelReport, report_from
 from kforge_bot.gate.required_targets import required_targets
@@ -42,7 +42,7 @@ def repo_root(path: str | Path) -> Path:
 def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy, all_kernels: bool = False,
              target: str | TargetChoice = "auto", cache_dir: str | Path | None = None, use_cache: bool = True,
              timing_budget_s: float | None = None, fingerprints: Mapping[str, TargetFingerprint] | None = None,
-             log: Log | None = None, evaluator: Evaluator | None = None, measure: bool = True,
+             log: Log | None = None, evaluator: EvaluateFn | None = None, measure: bool = True,
              before_first_run: Callable[[], None] | None = None,
              require_all_targets: bool | None = None, spec_change_approved: bool = False,
              only: Collection[str] = ()) -> GateReport:
@@ -179,7 +179,7 @@ def _gone(base_kernels: dict[str, Kernel], head_kernels: dict[str, Kernel], head
     return removed
 
 
-def _measure(plan: ToMeasure, planner: Planner, cache: ResultCache | None, evaluator: Evaluator | None,
+def _measure(plan: ToMeasure, planner: Planner, cache: ResultCache | None, evaluator: EvaluateFn | None,
              say: Log) -> KernelReport:
     """Measure one planned kernel, report it, and keep a verdict that depends on the code alone in the cache.
     The head's code is judged by the base's test (kforge_bot/gate/base_spec.py); by its own only when it has no

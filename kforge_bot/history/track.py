@@ -28,7 +28,7 @@ from kforge_bot.spec.kernels import Kernel, discover
 from kforge_bot.targets import TargetChoice
 
 Log = Callable[[str], None]
-Evaluator = Callable[..., EvalResult]
+EvaluateFn = Callable[..., EvalResult]
 
 
 def commit_facts(root: Path, sha: str) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def direction_entries(result: EvalResult) -> dict[str, Any]:
 
 
 def measure_kernel(kernel: Kernel, policy: Policy, target: TargetChoice, timing_budget_s: float | None,
-                   evaluator: Evaluator | None = None) -> dict[str, Any]:
+                   evaluator: EvaluateFn | None = None) -> dict[str, Any]:
     """One kernel's entry in a record: measured (its shape sets and directions), or why not."""
     entry: dict[str, Any] = {"id": kernel.id, "name": kernel.name, "file": kernel.file}
     if kernel.spec is None:
@@ -92,7 +92,7 @@ def measure_kernel(kernel: Kernel, policy: Policy, target: TargetChoice, timing_
 
 def track_commit(root: Path, rev: str, runner: Runner, policy: Policy, *, target: TargetChoice,
                  kernels: Collection[str] = (), timing_budget_s: float | None = None, log: Log | None = None,
-                 evaluator: Evaluator | None = None) -> dict[str, Any]:
+                 evaluator: EvaluateFn | None = None) -> dict[str, Any]:
     """The record of one commit on this runner: every managed kernel (or those named, by id or name) measured."""
     say = log or (lambda _m: None)
     sha = gitops.resolve(root, rev)

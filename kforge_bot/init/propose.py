@@ -33,7 +33,7 @@ from kforge_bot.spec import MAX_MANIFEST_KERNELS, defines, is_kernelbench_source
 
 
 @dataclass
-class Proposal:
+class ManifestProposal:
     """The proposed manifest, the references module it names (None: nothing generated), and what was found."""
 
     manifest: str
@@ -44,7 +44,7 @@ class Proposal:
 
 
 def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft_limit: int = 0,
-                    scan: tuple[str, ...] = ()) -> Proposal:
+                    scan: tuple[str, ...] = ()) -> ManifestProposal:
     """The proposed manifest for the repository at `repo`; `drafter` (init --draft) is asked for up to
     `draft_limit` launchers that neither their file nor the tests give a reference and inputs; `scan` (folders
     relative to `repo`) limits the library to them (tests are read wherever they are)."""
@@ -97,7 +97,7 @@ def propose_library(repo: Path, drafter: Callable[..., Any] | None = None, draft
                           "one manifest", path=repo, hint="propose one part at a time: `kforge-bot init REPO "
                                                           "FOLDER` scans only FOLDER (e.g. the package's ops/)")
     module_text = references_module(state.references) if state.references else None
-    return Proposal("\n".join(head + state.entries + notes) + "\n", module_text, len(state.entries), state.counts,
+    return ManifestProposal("\n".join(head + state.entries + notes) + "\n", module_text, len(state.entries), state.counts,
                     state.drafts)
 
 

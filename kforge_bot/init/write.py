@@ -12,7 +12,7 @@ import click
 from kforge_bot.errors import KforgeError
 from kforge_bot.init.entries import REFERENCES_MODULE
 from kforge_bot.init.files import python_files
-from kforge_bot.init.propose import Proposal, propose_library
+from kforge_bot.init.propose import ManifestProposal, propose_library
 from kforge_bot.init.scan.modules import dotted_name
 from kforge_bot.spec import MANIFEST_NAME
 from kforge_bot.targets import choose_target
@@ -37,7 +37,7 @@ def run_init(repo: Path, paths: tuple[Path, ...], write_file: bool, draft: bool,
     return 0
 
 
-def _print(proposal: Proposal) -> None:
+def _print(proposal: ManifestProposal) -> None:
     """The manifest, then each module --write would put beside it, commented out."""
     click.echo(proposal.manifest, nl=False)
     extra = ([(REFERENCES_MODULE, proposal.references)] if proposal.references is not None else []) + \
@@ -47,7 +47,7 @@ def _print(proposal: Proposal) -> None:
         click.echo("".join(f"#   {line}\n" for line in text.splitlines()), nl=False)
 
 
-def _write(repo: Path, proposal: Proposal) -> None:
+def _write(repo: Path, proposal: ManifestProposal) -> None:
     """kforge.yaml and the modules it names, written in `repo` only when none of them exists yet."""
     if not proposal.entries:
         raise KforgeError("no new kernel files to propose an entry for", path=repo,

@@ -13,16 +13,15 @@ from kforge_bot.cache import EVAL_CACHEABLE, cache_key, evaluation_material
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.baselines import CompiledBaseline, measure_compiled
-from kforge_bot.evaluate.references import ReferenceStore
+from kforge_bot.evaluate.references import Progress, ReferenceStore
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.spares import SpareWorkers
 from kforge_bot.optimize.protocols import Measured
 from kforge_bot.spec import Implementation, KernelSpec, candidate_language
 
-Progress = Callable[[dict[str, Any]], None]
 
 
-class Evaluator:
+class HarnessEvaluator:
     """`evaluate` with one reference store and one seed list for the whole session, timed.
 
     With a `pool` (kforge_bot.scale: local slots or Ray) evaluations run there, several at once through

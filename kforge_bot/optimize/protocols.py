@@ -10,8 +10,8 @@
   then acts on the signal: it is the trajectory's only writer. Interrupted (Ctrl-C) during a model request, a
   proposer hands over what it had reported with the interrupt (`Interrupted`); a run killed outright during one
   keeps none of that request's events, and its iteration is asked again on resume.
-- An `Evaluator` (kforge_bot.optimize.evaluator) measures an implementation: `submit` answers a future of a
-  `Measured`, done at once where nothing runs in the background.
+- An `Evaluator` (kforge_bot.optimize.evaluator.HarnessEvaluator) measures an implementation: `submit` answers a
+  future of a `Measured`, done at once where nothing runs in the background.
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ from kforge_bot.agents.llm import LLMClient
 from kforge_bot.cache import ResultCache
 from kforge_bot.config.policy import Budgets, Policy
 from kforge_bot.errors import KforgeError
+from kforge_bot.evaluate.references import Progress
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.optimize.counters import Counters
-from kforge_bot.optimize.evaluator import Evaluator, Progress
+from kforge_bot.optimize.evaluator import HarnessEvaluator
 from kforge_bot.optimize.llm_proposer import LLMProposer
 from kforge_bot.optimize.loop import Loop
 from kforge_bot.optimize.protocols import LLM, TUNER, Proposer
@@ -126,7 +127,7 @@ class RunConfig:
 class OptimizeRun:
     """One session of a run: `open` (new or resumed), `run`, then `finish` (end event and report)."""
 
-    def __init__(self, spec: KernelSpec, trajectory: Trajectory, loop: Loop, evaluator: Evaluator, proposer_kind: str,
+    def __init__(self, spec: KernelSpec, trajectory: Trajectory, loop: Loop, evaluator: HarnessEvaluator, proposer_kind: str,
                  config: RunConfig) -> None:
         self.spec = spec
         self.trajectory = trajectory
@@ -183,7 +184,7 @@ class OptimizeRun:
                              or needs_build(spec.baseline.source)):
             pool, own_pool = make_pool(config.target, executor=config.executor, workers=config.workers,
                                        ray_address=config.ray_address), True
-        evaluator = Evaluator(spec, config.target, config.settings, pool=pool, cache=cache, fingerprint=fingerprint,
+        evaluator = HarnessEvaluator(spec, config.target, config.settings, pool=pool, cache=cache, fingerprint=fingerprint,
                               languages=config.languages)
         evaluator.progress = progress
         counters = Counters(spec, config.target, config.settings, trajectory.root, config.counters)

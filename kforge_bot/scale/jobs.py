@@ -7,10 +7,9 @@ import queue
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-
-Progress = Callable[[dict[str, Any]], None]
+from kforge_bot.evaluate.references import Progress
 
 STOP = object()  # put on the queue once per slot: that slot's driver stops
 

@@ -23,7 +23,8 @@ from typing import Any
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.scale.devices import VISIBILITY
-from kforge_bot.scale.jobs import STOP, PoolResult, Progress, drain
+from kforge_bot.evaluate.references import Progress
+from kforge_bot.scale.jobs import STOP, PoolResult, drain
 from kforge_bot.scale.orphans import SLOT_MARK, kill_marked
 
 

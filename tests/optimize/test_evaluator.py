@@ -9,7 +9,7 @@ from typing import Any
 
 from kforge_bot.targets.fingerprint import TargetFingerprint
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
-from kforge_bot.optimize.evaluator import Evaluator
+from kforge_bot.optimize.evaluator import HarnessEvaluator
 from kforge_bot.spec import Implementation, load_spec
 
 SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.5, timeout_s=120)
@@ -27,7 +27,7 @@ def test_the_policys_languages_bound_what_a_candidate_may_be_written_in() -> Non
     """Policy `languages`: a candidate in another language is rejected before anything runs; the kernel as
     written is measured whatever it is written in."""
     ran: list[str] = []
-    evaluator = Evaluator(KB, "cpu", SETTINGS, evaluate_fn=counting(ran), languages=("triton", "cuda"))
+    evaluator = HarnessEvaluator(KB, "cpu", SETTINGS, evaluate_fn=counting(ran), languages=("triton", "cuda"))
     torch_candidate = Implementation("import torch\nclass ModelNew(torch.nn.Module): pass\n", "ModelNew", "t.py")
     triton_candidate = Implementation("import torch\nimport triton\nclass ModelNew(torch.nn.Module): pass\n",
                                       "ModelNew", "tr.py")
@@ -55,7 +55,7 @@ class Store:
 def test_a_result_measured_before_is_reused_marked_and_costs_nothing() -> None:
     ran: list[str] = []
     store = Store()
-    evaluator = Evaluator(KB, "cpu", SETTINGS, evaluate_fn=counting(ran), cache=store,
+    evaluator = HarnessEvaluator(KB, "cpu", SETTINGS, evaluate_fn=counting(ran), cache=store,
                           fingerprint=TargetFingerprint("cpu", "Test CPU A", "2.13.0"))
     candidate = KB.candidate_from_source(KB.baseline.source + "\n# the same kernel, once more\n")
     first, seconds = evaluator(candidate)
@@ -82,7 +82,7 @@ def test_with_a_pool_the_evaluation_is_a_future_carrying_where_it_ran() -> None:
             return self.jobs[-1]
 
     pool = Pool()
-    evaluator = Evaluator(KB, "cpu", SETTINGS, evaluate_fn=counting([]), pool=pool)
+    evaluator = HarnessEvaluator(KB, "cpu", SETTINGS, evaluate_fn=counting([]), pool=pool)
     future = evaluator.submit(KB.candidate_from_source(KB.baseline.source + "\n# v2\n"))
     assert not future.done()  # the loop proposes the next candidate meanwhile
     pool.jobs[0].set_result(Pooled(EvalResult(verdict="pass", reason="ok", target="cpu")))
@@ -108,7 +108,7 @@ def test_the_cache_keeps_only_undisturbed_results_each_with_its_conditions(tmp_p
                           target="cpu", speedup=1.5, details={"conditions": shown})
 
     cache = ResultCache(tmp_path / "cache")
-    evaluator = Evaluator(KB, "cpu", SETTINGS, evaluate_fn=evaluate_fn, cache=cache,
+    evaluator = HarnessEvaluator(KB, "cpu", SETTINGS, evaluate_fn=evaluate_fn, cache=cache,
                           fingerprint=TargetFingerprint("cpu", "Test CPU A", "2.13.0"))
     assert evaluator(KB.baseline)[0].verdict == "inconclusive"
     assert len(cache) == 0

@@ -376,7 +376,7 @@ def test_a_candidate_far_slower_on_one_shape_set_is_not_accepted_however_fast_on
 
     from fakes.gate_repos import REF, SLOW_ON_LARGE, SLOW_ON_SMALL, shaped_manifest
 
-    from kforge_bot.optimize.evaluator import Evaluator
+    from kforge_bot.optimize.evaluator import HarnessEvaluator
     from kforge_bot.config.policy import load_policy
 
     folder = tmp_path / "kernel"
@@ -389,7 +389,7 @@ def test_a_candidate_far_slower_on_one_shape_set_is_not_accepted_however_fast_on
     settings = replace(settings, **load_policy().rule_for(spec.name, spec.kernel_file, "cpu").shape_settings())
     trajectory = Trajectory.create(tmp_path / "run")
     trajectory.append("start", schema=1, kernel=spec.name, kernel_file=spec.kernel_file, mode="llm", target="cpu")
-    evaluator = Evaluator(spec, "cpu", settings)
+    evaluator = HarnessEvaluator(spec, "cpu", settings)
     try:
         loop = Loop(spec, "cpu", Scripted([SLOW_ON_SMALL]), trajectory, evaluator, budgets=Budgets(iterations=1),
                     rules=StopRules(patience=9))

@@ -25,7 +25,7 @@ Node = tuple[str, str]  # (module rel, top-level symbol)
 
 
 @dataclass
-class Kernel:
+class FoundKernel:
     module: Module
     name: str
     autotuned: bool
@@ -44,7 +44,7 @@ class Launcher:
     module: Module
     symbol: str
     kind: str  # function | module (an nn.Module class)
-    kernels: list[Kernel] = field(default_factory=list)
+    kernels: list[FoundKernel] = field(default_factory=list)
 
     @property
     def is_backward(self) -> bool:
@@ -80,14 +80,14 @@ def _triton_wrapper(module: Module, node: ast.expr) -> str | None:
     return None
 
 
-def find_kernels(module: Module) -> dict[str, Kernel]:
+def find_kernels(module: Module) -> dict[str, FoundKernel]:
     """The Triton kernels a module defines at its top level."""
-    found: dict[str, Kernel] = {}
+    found: dict[str, FoundKernel] = {}
     for node in top_statements(module.tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             kinds = {_triton_wrapper(module, d) for d in node.decorator_list} - {None}
             if kinds:
-                found[node.name] = Kernel(module, node.name, "autotune" in kinds, wrapped=False)
+                found[node.name] = FoundKernel(module, node.name, "autotune" in kinds, wrapped=False)
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             calls = [c for c in ast.walk(node.value) if isinstance(c, ast.Call) and _triton_wrapper(module, c)]
             kinds = {_triton_wrapper(module, c) for c in calls}
@@ -95,7 +95,7 @@ def find_kernels(module: Module) -> dict[str, Kernel]:
             if kinds:
                 for target in node.targets:
                     if isinstance(target, ast.Name) and target.id not in found:
-                        found[target.id] = Kernel(module, target.id, "autotune" in kinds, wrapped=True, wraps=wrapped)
+                        found[target.id] = FoundKernel(module, target.id, "autotune" in kinds, wrapped=True, wraps=wrapped)
     return found
 
 
@@ -127,7 +127,7 @@ class CallGraph:
     """Kernels, definitions and who uses whom, for every module that is not skipped."""
 
     library: Library
-    kernels: dict[Node, Kernel] = field(default_factory=dict)
+    kernels: dict[Node, FoundKernel] = field(default_factory=dict)
     kinds: dict[Node, str] = field(default_factory=dict)  # function | module | autograd | class | kernel
     users: dict[Node, set[Node]] = field(default_factory=dict)
 
