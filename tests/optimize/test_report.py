@@ -48,7 +48,7 @@ def test_markdown_of_an_improved_run_states_measured_figures(tmp_path: Path) -> 
     text = render_markdown(t.record, plot_file="plot.png", plot_note="speedup per iteration")
     assert "**2.00x faster** than the kernel as written (95% interval 1.800-2.200)" in text
     assert "Written to `/tmp/out.py`" in text and "saved as `best.py`" in text
-    assert "m at http://127.0.0.1:1/v1" in text and "1,200 of 9,000" in text
+    assert "| LLM generator and analyst: m at http://127.0.0.1:1/v1 |" in text and "1,200 of 9,000" in text
     assert "| 1 | - | compile_error | - |" in text and "C compilation failed" in text
     assert "| 2 | - | malformed |" in text
     assert "iteration budget spent (3 of 3)" in text
