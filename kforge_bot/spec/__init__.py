@@ -43,8 +43,8 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.spec import gpumode
 from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
 from kforge_bot.spec.kernelbench import load_kernelbench
-from kforge_bot.spec.manifest import (check_kernel_name, file_reference, find_manifest, inside, load_manifest,
-                                      load_manifest_entry, module_name, read_manifest)
+from kforge_bot.spec.manifest import (check_kernel_name, file_reference, find_manifest, import_roots_field, inside,
+                                      load_manifest, load_manifest_entry, module_name, read_manifest)
 from kforge_bot.spec.manifest_fields import BACKWARD_ARG_KINDS, CONSTRAINT_KEYS, entry_parameters
 from kforge_bot.spec.model import (DEFAULT_SEEDS, KERNEL_LANGUAGES, LANGUAGE_ALIASES, MANIFEST_NAME,
                                    MAX_MANIFEST_KERNELS, MAX_SHAPE_SETS, TARGET_KINDS, TOP_KEYS, Implementation,
@@ -57,9 +57,9 @@ __all__ = ["BACKWARD_ARG_KINDS", "CONSTRAINT_KEYS", "DEFAULT_SEEDS", "KERNEL_LAN
            "MANIFEST_NAME", "MAX_MANIFEST_KERNELS", "MAX_SHAPE_SETS", "TARGET_KINDS", "TOP_KEYS", "Implementation",
            "KernelSpec", "ManifestOverCap", "candidate_language", "check_kernel_name", "defines", "discover_kernels",
            "entry_or_written", "entry_parameters", "file_reference", "find_manifest", "guess_language",
-           "has_own_reference", "inside", "is_kernelbench_source", "kernel_implementation", "kernelbench_class",
-           "load_kernelbench", "load_manifest", "load_manifest_entry", "load_spec", "module_name", "parse_python",
-           "read_manifest", "read_source", "top_level_names"]
+           "has_own_reference", "import_roots_field", "inside", "is_kernelbench_source", "kernel_implementation",
+           "kernelbench_class", "load_kernelbench", "load_manifest", "load_manifest_entry", "load_spec",
+           "module_name", "parse_python", "read_manifest", "read_source", "top_level_names"]
 
 
 def load_spec(path: str | Path, kernel: str | None = None) -> KernelSpec:

@@ -98,7 +98,7 @@ _KERNEL_KEYS = {"file", "entry", "reference", "inputs", "shapes", "init", "toler
                 "package_init"}
 
 
-def _import_roots(value: Any, where: str, root: Path, manifest: Path, boundary: Path) -> tuple[str, ...]:
+def import_roots_field(value: Any, where: str, root: Path, manifest: Path, boundary: Path) -> tuple[str, ...]:
     """`import_roots:` folders (relative to the manifest's) that go on sys.path: a src/ layout's `src`."""
     if value is None:
         return ()
@@ -204,7 +204,7 @@ def _kernel_code(entry: dict[str, Any], where: str, root: Path, manifest: Path, 
     kernel_file = entry["file"]
     if not isinstance(kernel_file, str) or not kernel_file.endswith(".py"):
         raise KforgeError(f"{where}.file: expected a path to a .py file, got {kernel_file!r}", path=manifest)
-    import_roots = _import_roots(entry.get("import_roots"), where, root, manifest, boundary)
+    import_roots = import_roots_field(entry.get("import_roots"), where, root, manifest, boundary)
     roots = [root / r for r in import_roots] + [root]
     paths = tuple(str((root / r).resolve()) for r in import_roots)
     entry_file, symbol = _entry(entry["entry"], where, kernel_file, roots, root, manifest, boundary)

@@ -28,7 +28,7 @@ from typing import Any
 from kforge_bot.config.reader import is_safe_name
 from kforge_bot.config.yamlcheck import did_you_mean
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import TARGET_KINDS, module_name
+from kforge_bot.spec import TARGET_KINDS, import_roots_field, module_name
 
 UNITS = ("tokens/s", "samples/s", "ms/step")
 COMPARISONS = ("tokens", "logits")
@@ -112,7 +112,7 @@ def _workload(name: Any, entry: Any, manifest: Path) -> WorkloadSpec:
             raise KforgeError(f"{where}: missing required key {required!r}", path=manifest,
                               hint="a workload needs file, entry, unit and compare")
     root = manifest.parent
-    import_roots = _import_roots(entry.get("import_roots"), where, root, manifest)
+    import_roots = import_roots_field(entry.get("import_roots"), where, root, manifest, root)
     roots = [root / r for r in import_roots] + [root]
     program = _python_file(entry["file"], f"{where}.file", root, manifest)
     entry_name = entry["entry"]
@@ -189,15 +189,3 @@ def _python_file(value: Any, key: str, root: Path, manifest: Path) -> str:
         raise KforgeError(f"{key}: file {value!r} does not exist", path=manifest,
                           hint="paths are relative to the manifest's directory")
     return Path(value).as_posix()
-
-
-def _import_roots(value: Any, where: str, root: Path, manifest: Path) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise KforgeError(f"{where}.import_roots: expected a list of folders", path=manifest)
-    for folder in value:
-        path = (root / folder).resolve()
-        if not path.is_relative_to(root.resolve()) or not path.is_dir():
-            raise KforgeError(f"{where}.import_roots: {folder!r} is not a folder inside the manifest's", path=manifest)
-    return tuple(value)
