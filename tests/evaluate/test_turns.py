@@ -3,6 +3,7 @@ the other side is stopped, the sandbox's whole pid namespace included, and nothi
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -173,3 +174,62 @@ def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as stat:
         text = stat.read()
     return text[text.rindex(")") + 2:][:1]
+
+
+# A bot that holds a stopped side and is then killed outright (SIGKILL: nothing of its own runs after): its
+# worker's pid list goes to stdout, then it kills itself.
+KILLED_BOT = """\
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+from kforge_bot.evaluate import isolation
+from kforge_bot.evaluate.sandbox import start_worker
+from kforge_bot.evaluate.turns import Turns, descendants
+
+work = Path(sys.argv[1])
+view = isolation.View(scratch=work) if sys.argv[2] == "sandboxed" else None
+worker = start_worker(work, "candidate", view=view)
+want = 3 if view is not None else 1  # bwrap, the sandbox's init and the worker; or the worker alone
+tree, deadline = [], time.monotonic() + 60
+while time.monotonic() < deadline and not (len(tree) >= want and tree == sorted(descendants(worker.proc.pid))):
+    tree = sorted(descendants(worker.proc.pid))
+    time.sleep(0.5)
+other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+turns = Turns({"worker": worker.proc, "other": other})
+turns.give("other")  # the worker's whole tree stopped, as the idle side is during a timed sample
+states = {}
+for pid in descendants(worker.proc.pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        states[pid] = stat.read().rsplit(")", 1)[1].split()[0]
+print(json.dumps({"states": states, "other": other.pid}), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["sandboxed", "unsandboxed"])
+def test_a_side_stopped_when_the_bot_is_killed_outright_does_not_outlive_it(tmp_path: Path, mode: str) -> None:
+    if mode == "sandboxed" and not isolation.probe().available:
+        pytest.skip("needs bubblewrap")
+    bot = subprocess.run([sys.executable, "-c", KILLED_BOT, str(tmp_path), mode], capture_output=True, text=True,
+                         timeout=120)
+    assert bot.returncode == -signal.SIGKILL, bot.stderr[-2000:]
+    seen = json.loads(bot.stdout)
+    os.kill(seen["other"], signal.SIGKILL)
+    tree = [int(pid) for pid in seen["states"]]
+    assert len(tree) >= (3 if mode == "sandboxed" else 1) and set(seen["states"].values()) == {"T"}, seen
+    deadline = time.monotonic() + 15
+    left = tree
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = [pid for pid in tree if _alive(pid)]
+    for pid in left:  # never left behind by the test itself
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"{mode}: the stopped worker outlived the killed bot: {left}"
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a process that has not ended (a zombie has)."""
+    try:
+        return _state(pid) != "Z"
+    except OSError:
+        return False

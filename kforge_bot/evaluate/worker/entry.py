@@ -28,6 +28,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.evaluate.worker.parent import die_with_parent
+
+die_with_parent()  # before torch's import (seconds): a bot killed outright leaves no worker behind, stopped or not
+
 # Clocks around torch's import, so a worker's start can be told apart (BOOT: the sandbox's and the interpreter's
 # start before _BEGAN, torch's import, then the harness's modules).
 _BEGAN = time.monotonic()
