@@ -34,10 +34,14 @@ class Endpoint:
     timeout_s: float = DEFAULT_TIMEOUT_S  # the longest silence from the server, before the first token or between two
     stream: bool = True  # False: the server refuses streamed replies (found by LLMClient.check or a first request)
 
+    @property
+    def url(self) -> str:
+        """Where the requests go (OpenAI's own API where no base URL is set)."""
+        return self.base_url or "https://api.openai.com/v1"
+
     def describe(self) -> str:
         """For logs and reports; never shows the key."""
-        where = self.base_url or "https://api.openai.com/v1"
-        return f"{display_model(self.model) if self.model else '(model not set)'} at {where}"
+        return f"{display_model(self.model) if self.model else '(model not set)'} at {self.url}"
 
 
 def display_model(model: str) -> str:

@@ -55,7 +55,8 @@ class LLMProposer:
         generator.kernel_language(spec.language, target_kind)  # no prompt for this language: fail before spending
 
     def describe(self) -> dict[str, Any]:
-        return {"generator": "LLM", "endpoint": self.client.endpoint.describe(), "model": self.client.endpoint.model,
+        endpoint = self.client.endpoint
+        return {"generator": "LLM", "endpoint": endpoint.describe(), "endpoint_url": endpoint.url, "model": endpoint.model,
                 "references": [r.get("note") or r.get("file") or r.get("target") for r in self.references]}
 
     def prepare(self) -> Exchange:

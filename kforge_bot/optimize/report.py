@@ -65,8 +65,7 @@ def _overview(record: RunRecord) -> str:
     budgets = latest or start.get("budgets") or {}  # a resumed session may have raised them
     if start.get("mode") == "llm":
         model = ", ".join(record.models) or start.get("model") or "model not reported"
-        endpoint = str(start.get("endpoint", "n/a"))
-        where = endpoint.split(" at ", 1)[1] if " at " in endpoint else endpoint  # Endpoint.describe(): "<model> at <url>"
+        where = start.get("endpoint_url") or "an endpoint the run did not record"
         generator = f"LLM generator and analyst: {model} at {where}"
     else:
         generator = "built-in tuner (no LLM endpoint was configured; it searches the kernel's own parameters)"

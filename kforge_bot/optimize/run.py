@@ -166,12 +166,14 @@ class OptimizeRun:
         if not resume:
             suffix = Path(spec.kernel_file).suffix or ".py"
             baseline_file = trajectory.write_source(f"baseline{suffix}", spec.baseline.source)
+            described = proposer.describe()
             trajectory.append("start", schema=SCHEMA, kernel=spec.name, format=spec.format, root=spec.root,
                               kernel_file=spec.kernel_file, entry=spec.entry, language=spec.language,
                               target=config.target, mode=proposer_kind, baseline_file=baseline_file,
                               baseline_sha256=sha256(spec.baseline.source), settings=config.settings.to_dict(),
                               budgets=config.budgets.limits(), rules=asdict(rules),
-                              endpoint=proposer.describe().get("endpoint"), model=proposer.describe().get("model"),
+                              endpoint=described.get("endpoint"), endpoint_url=described.get("endpoint_url"),
+                              model=described.get("model"),
                               references=[r.get("note") or r.get("file") for r in config.references])
         cache = fingerprint = None
         if config.cache_dir is not None:

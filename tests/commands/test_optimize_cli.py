@@ -196,6 +196,8 @@ def test_llm_run_that_finds_nothing_better_leaves_the_kernel_untouched(kernel_di
     assert (kernel_dir / "tiny_mm.py").read_text() == original
     text = (report / "report.md").read_text()
     assert "No candidate beat the kernel as written" in text and "left untouched" in text
+    # The endpoint's URL as the start event recorded it, the model named once.
+    assert f"| LLM generator and analyst: kforge-test-model at {server.base_url} |" in text
     for path in (report / "trajectory.jsonl", report / "report.md"):
         assert "sk-test-secret" not in path.read_text()
     assert "sk-test-secret" not in proc.stdout + proc.stderr

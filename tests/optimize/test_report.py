@@ -17,7 +17,8 @@ from test_trajectory import result
 def llm_run(tmp_path: Path, *, improved: bool, flops: float | None = None, ceilings: bool = True) -> Trajectory:
     t = Trajectory.create(tmp_path)
     t.append("start", schema=1, kernel="tiny_mm", kernel_file="tiny_mm.py", entry="mm_bias_relu", language="c",
-             mode="llm", target="cpu", endpoint="m at http://127.0.0.1:1/v1", model="m",
+             mode="llm", target="cpu", endpoint="m at http://127.0.0.1:1/v1",
+             endpoint_url="http://127.0.0.1:1/v1", model="m",
              baseline_file="candidates/baseline.py", baseline_sha256="x", budgets={"iterations": 4, "tokens": 9000},
              settings={"seeds": 2, "timing_budget_s": 0.5, "confidence": 0.95})
     t.append("session", resumed=False)
