@@ -86,11 +86,18 @@ def positions(items: tuple[int | str, ...], names: list[str] | None, key: str, w
     left as names where the entry's parameters cannot be read here (its worker resolves them)."""
     if names is None:
         return items
-    unknown = [i for i in items if isinstance(i, str) and i not in names]
+    found, unknown = name_positions(items, names)
     if unknown:
         raise KforgeError(f"{where}.{key}: the entry has no parameter {unknown[0]!r} (has: {', '.join(names)})",
                           path=manifest)
-    return tuple(names.index(i) if isinstance(i, str) else i for i in items)
+    return found
+
+
+def name_positions(items: tuple[int | str, ...], names: list[str]) -> tuple[tuple[int | str, ...], list[str]]:
+    """(`items` with each parameter name as its position, the names that are no parameter): the one mapping the
+    manifest's reader and the worker (for entries whose parameters only it can read) both apply."""
+    unknown = [i for i in items if isinstance(i, str) and i not in names]
+    return tuple(names.index(i) if isinstance(i, str) and i in names else i for i in items), unknown
 
 
 def backward_field(value: Any, where: str, manifest: Path) -> tuple[tuple[int | str, ...], tuple[int | str, ...],

@@ -17,6 +17,7 @@ import torch
 
 from kforge_bot.evaluate.wire.checks import CheckFailure, flatten_outputs
 from kforge_bot.spec import KernelSpec
+from kforge_bot.spec.manifest_fields import name_positions
 
 _randn = torch.randn
 _Generator = torch.Generator
@@ -55,15 +56,10 @@ def parameter_names(obj: Any) -> list[str]:
 
 def positions(items: tuple[int | str, ...], names: list[str], what: str) -> list[int]:
     """Input positions for a manifest's indices or parameter names."""
-    found = []
-    for item in items:
-        if isinstance(item, int):
-            found.append(item)
-        elif item in names:
-            found.append(names.index(item))
-        else:
-            raise CheckFailure("crash", f"{what}: the entry has no parameter {item!r} (has: {', '.join(names)})")
-    return found
+    found, unknown = name_positions(items, names)
+    if unknown:
+        raise CheckFailure("crash", f"{what}: the entry has no parameter {unknown[0]!r} (has: {', '.join(names)})")
+    return [int(i) for i in found]
 
 
 def select(value: Any, outputs: tuple[int | str, ...] | None) -> list[Any]:
