@@ -67,103 +67,122 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
     The seeds of the first run are reused by a confirmation run, so the reference is computed once;
     `seeds` and `references` let a caller share one reference computation across many decisions
     (the benchmark's repeated decisions on one kernel)."""
-    # Long on purpose: one decision procedure, read top to bottom (new kernel; a failure and whose it is; the
-    # first run; the confirmation), whose steps share the run counter, the seeds and the reference store.
     # On a GPU the gate's own evaluations keep a spare pair of workers (evaluate.spares), started as each run begins
     # and held off the device: a confirmation run, or a run again after a disturbed one, finds the head's and the
     # base's workers started. On the CPU a spare starts only as a run ends, and the next run starts at once: no gain
     # (benchmarks/results/gate_decision_cost_cpu.md), so none.
     spares = SpareWorkers() if evaluator is None and kind != "cpu" else None
-    run_one = evaluator or functools.partial(evaluate, spares=spares)
-    started = time.monotonic()
-    seeds_count = max(settings.seeds or spec.seeds, 1)
     store = references if references is not None else ReferenceStore()
-    seeds = list(seeds) if seeds else new_seeds(seeds_count)
-    judged = replace(spec, reference=oracle) if oracle is not None else spec
-    runs = 0
-
-    def run(s: KernelSpec, cand: Implementation, against: Implementation, how: EvalSettings) -> EvalResult:
-        nonlocal runs
-        runs += 1
-        result = run_one(s, cand, kind, how, baseline=against, seeds=seeds, references=store)
-        if result.verdict == "inconclusive" and how.measure:  # a disturbed timing: measured once more
-            runs += 1
-            again = run_one(s, cand, kind, how, baseline=against, seeds=seeds, references=store)
-            again.details["disturbed_before"] = result.reason
-            return again
-        return result
-
-    def done(m: Measurement) -> Measurement:
-        m.wall_s, m.runs = time.monotonic() - started, runs
-        return m
-
+    steps = _Steps(evaluator or functools.partial(evaluate, spares=spares), kind, store,
+                   list(seeds) if seeds else new_seeds(max(settings.seeds or spec.seeds, 1)))
     try:
         if base is None:
-            result = _safe(lambda: run(spec, head, spec.reference, replace(settings, measure=False)))
-            if isinstance(result, str):
-                return done(Measurement("error", result))
-            bad = harness_verdict(result)
-            if bad:
-                return done(Measurement(*bad, result=result))
-            what = "its reference" if has_own_reference(spec) else "itself (it names no reference)"
-            return done(Measurement("pass", f"new kernel: correct against {what}; no base version to time against",
-                                    result=result))
+            measurement = steps.new_kernel(spec, head, settings)
+        else:
+            judged = replace(spec, reference=oracle) if oracle is not None else spec
+            measurement = steps.head_against_base(judged, head, base, settings, threshold, oracle is not None)
+    finally:
+        if spares is not None:
+            spares.close()
+        if references is None:
+            store.cleanup()
+    measurement.wall_s, measurement.runs = time.monotonic() - steps.started, steps.runs
+    return measurement
 
-        result = _safe(lambda: run(judged, head, base, settings))
+
+class _Steps:
+    """One decision's steps (a new kernel; or the first run, a failure and whose it is, the confirmation), which
+    share the run counter, the seeds and the reference store."""
+
+    def __init__(self, run_one: EvaluateFn, kind: str, store: Any, seeds: list[int]) -> None:
+        self.run_one, self.kind, self.store, self.seeds = run_one, kind, store, seeds
+        self.started = time.monotonic()
+        self.runs = 0
+
+    def run(self, spec: KernelSpec, cand: Implementation, against: Implementation,
+            how: EvalSettings) -> EvalResult | str:
+        """One evaluation, measured once more where its timing was disturbed; or the one-line reason it could not
+        run (a reference or inputs that fail)."""
+        try:
+            self.runs += 1
+            result = self.run_one(spec, cand, self.kind, how, baseline=against, seeds=self.seeds,
+                                  references=self.store)
+            if result.verdict == "inconclusive" and how.measure:  # a disturbed timing: measured once more
+                self.runs += 1
+                again = self.run_one(spec, cand, self.kind, how, baseline=against, seeds=self.seeds,
+                                     references=self.store)
+                again.details["disturbed_before"] = result.reason
+                return again
+            return result
+        except KforgeError as exc:
+            return str(exc)
+
+    def new_kernel(self, spec: KernelSpec, head: Implementation, settings: EvalSettings) -> Measurement:
+        """No base version: the head checked against its reference, nothing timed."""
+        result = self.run(spec, head, spec.reference, replace(settings, measure=False))
+        if isinstance(result, str):
+            return Measurement("error", result)
+        bad = harness_verdict(result)
+        if bad:
+            return Measurement(*bad, result=result)
+        what = "its reference" if has_own_reference(spec) else "itself (it names no reference)"
+        return Measurement("pass", f"new kernel: correct against {what}; no base version to time against",
+                           result=result)
+
+    def head_against_base(self, judged: KernelSpec, head: Implementation, base: Implementation,
+                          settings: EvalSettings, threshold: float, base_is_oracle: bool) -> Measurement:
+        """The first run decides unless its interval straddles the threshold; then a longer confirmation run."""
+        result = self.run(judged, head, base, settings)
         if isinstance(result, str):
             # The reference worker runs no head code: the head's reference or inputs, or the base as the oracle
             # of a kernel that is its own reference, failed on their own. Nothing judges the head then.
-            whose = ("the base version (this kernel's oracle)" if oracle is not None
-                     else "the head's reference or inputs")
-            return done(Measurement("error", f"{whose} fail: {result}", cacheable=oracle is None))
+            whose = "the base version (this kernel's oracle)" if base_is_oracle else "the head's reference or inputs"
+            return Measurement("error", f"{whose} fail: {result}", cacheable=not base_is_oracle)
         base_failed = _base_failure(result)
         if base_failed:
-            return done(Measurement("error", base_failed, result=result, cacheable=False))
+            return Measurement("error", base_failed, result=result, cacheable=False)
         if result.verdict == "inconclusive":
-            return done(_inconclusive(f"disturbed twice: {result.reason}", result, None, settings))
+            return _inconclusive(f"disturbed twice: {result.reason}", result, None, settings)
         bad = harness_verdict(result)
         if bad:
-            return done(Measurement(*bad, result=result))
+            return Measurement(*bad, result=result)
         decision = _decision(result, threshold)
         if decision not in ("uncertain", "unmeasured"):
-            return done(Measurement(decision, _timing_reason(decision, result, threshold), result=result))
+            return Measurement(decision, _timing_reason(decision, result, threshold), result=result)
+        return self.confirmation(judged, head, base, settings, threshold, result)
 
-        confirm = _safe(lambda: run(judged, head, base, confirmation_settings(settings)))
+    def confirmation(self, judged: KernelSpec, head: Implementation, base: Implementation, settings: EvalSettings,
+                     threshold: float, first: EvalResult) -> Measurement:
+        confirm = self.run(judged, head, base, confirmation_settings(settings))
         if isinstance(confirm, str):
-            return done(Measurement("error", f"confirmation run: {confirm}", result=result))
+            return Measurement("error", f"confirmation run: {confirm}", result=first)
         base_failed = _base_failure(confirm)
         if base_failed:
-            return done(Measurement("error", f"confirmation run: {base_failed}", result=confirm, first=result,
-                                    cacheable=False))
+            return Measurement("error", f"confirmation run: {base_failed}", result=confirm, first=first,
+                               cacheable=False)
         if confirm.verdict == "inconclusive":
-            return done(_inconclusive(f"confirmation run disturbed twice: {confirm.reason}", confirm, result, settings))
+            return _inconclusive(f"confirmation run disturbed twice: {confirm.reason}", confirm, first, settings)
         bad = harness_verdict(confirm)
         if bad:
-            return done(Measurement(bad[0], f"confirmation run: {bad[1]}", result=confirm, first=result))
+            return Measurement(bad[0], f"confirmation run: {bad[1]}", result=confirm, first=first)
         decision = _decision(confirm, threshold)
         if decision == "unmeasured":
             # Passing what could not be timed would let any slowdown through; failing says what to fix.
             note = confirm.details.get("speedup_ci_note") or "no timing came back"
-            return done(Measurement("error", f"could not be timed, even with a confirmation run of "
-                                             f"{confirmation_settings(settings).timing_budget_s:g} s ({note}); raise the "
-                                             "policy's evaluation.timing_budget_s", result=confirm, first=result,
-                                    cacheable=False))
+            return Measurement("error", f"could not be timed, even with a confirmation run of "
+                                        f"{confirmation_settings(settings).timing_budget_s:g} s ({note}); raise the "
+                                        "policy's evaluation.timing_budget_s", result=confirm, first=first,
+                               cacheable=False)
         if decision == "uncertain":
             # An interval that still holds both a regression and none decides nothing: passing it let a kernel
             # anywhere from 0.7x to 7.7x through.
             open_sets = [p for p in confirm.per_shape if not p.informational and p.status == "uncertain"]
             which = (" on " + ", ".join(f"{p.label} ({fmt_change(p.speedup, p.ci)})" for p in open_sets)
                      if len(confirm.per_shape) > 1 and open_sets else "")
-            return done(_inconclusive(f"not resolved at the {threshold:.1%} threshold after a confirmation run{which} "
-                                      f"({fmt_change(confirm.speedup, confirm.speedup_ci)})", confirm, result,
-                                      settings))
-        return done(Measurement(decision, f"confirmed: {_timing_reason(decision, confirm, threshold)}", result=confirm,
-                                first=result))
-    finally:
-        if spares is not None:
-            spares.close()
-        if references is None:
-            store.cleanup()
+            return _inconclusive(f"not resolved at the {threshold:.1%} threshold after a confirmation run{which} "
+                                 f"({fmt_change(confirm.speedup, confirm.speedup_ci)})", confirm, first, settings)
+        return Measurement(decision, f"confirmed: {_timing_reason(decision, confirm, threshold)}", result=confirm,
+                           first=first)
 
 
 def _inconclusive(why: str, result: EvalResult, first: EvalResult | None, settings: EvalSettings) -> Measurement:
@@ -187,14 +206,6 @@ def _base_failure(result: EvalResult) -> str | None:
         return None
     return (f"the base version failed beside the head ({result.reason}); the head could not be compared against "
             "it, and is not judged (a base that fails here needs a maintainer: re-run, or fix the base first)")
-
-
-def _safe(call: Callable[[], EvalResult]) -> EvalResult | str:
-    """An evaluation, or the one-line reason it could not run (a reference or inputs that fail)."""
-    try:
-        return call()
-    except KforgeError as exc:
-        return str(exc)
 
 
 def _decision(result: EvalResult, threshold: float) -> str:
