@@ -251,67 +251,25 @@ class WorkerProcess:
         assert self._nonce is not None, "send the request first"
         self._done = True
         proc, read_fd = self.proc, self._read_fd
-        nonce = self._nonce
         outcome = WorkerOutcome(sandboxed=self.sandboxed, shared=self.shared)
         started = time.monotonic()
-        buffer = b""
-        received = 0
+        lines = _ChannelLines(self._nonce, outcome)
+        liveness = _Liveness(proc.pid, started, timeout_s, stall_s, scratch_limit, self)
         selector = selectors.DefaultSelector()
         selector.register(read_fd, selectors.EVENT_READ)
         eof = False
-        last_message = started
-        next_scratch_check = started + SCRATCH_CHECK_S
-        building = False  # inside a side's first call on a shape set: build time while it looks like one
-        watch: BuildWatch | None = None
-        next_look = started
         try:
-            while not eof:
-                now = time.monotonic()
-                remaining = timeout_s - (now - started)
-                if remaining <= 0:
-                    outcome.timed_out = True
-                    break
-                if scratch_limit is not None and now >= next_scratch_check:
-                    next_scratch_check = now + SCRATCH_CHECK_S
-                    if self._overfilled(scratch_limit):
-                        outcome.overfilled = scratch_limit
-                        break
-                if self.waiting_on_parent:
-                    last_message = now
-                if stall_s is not None and outcome.built and not building and now - last_message > stall_s:
-                    outcome.timed_out, outcome.stalled_s = True, stall_s
-                    break
-                if stall_s is not None and building and now >= next_look:
-                    next_look = now + SCRATCH_CHECK_S
-                    watch = watch or BuildWatch(proc.pid, last_message)
-                    watch.look(now)
-                    if now - max(last_message, watch.last_active) > stall_s:
-                        outcome.timed_out, outcome.stalled_s = True, stall_s
-                        outcome.quiet_build_cpu_s = watch.cpu_s
-                        break
-                for _key, _ in selector.select(timeout=min(remaining, SCRATCH_CHECK_S)):
+            while not eof and not liveness.ended(time.monotonic(), outcome):
+                for _key, _ in selector.select(timeout=liveness.wait_s(time.monotonic())):
                     chunk = os.read(read_fd, 1 << 16)
                     if not chunk:
                         eof = True
                         break
-                    received += len(chunk)
-                    buffer += chunk
-                    while b"\n" in buffer:
-                        line, buffer = buffer.split(b"\n", 1)
-                        message = _parse(line, nonce)
-                        if message is None:
-                            outcome.forged_lines += 1 if line.strip() else 0
-                            continue
-                        outcome.messages.append(message)
-                        last_message = time.monotonic()
-                        outcome.built = outcome.built or message.get("phase") == "imported"
-                        building = message.get("phase") == "first_call"
-                        watch = None  # a new first call: its build is watched from its own start
+                    for message in lines.feed(chunk):
+                        liveness.heard(message, outcome)
                         if on_message is not None:
                             on_message(message)
-                    if received > MAX_CHANNEL_BYTES or len(buffer) > MAX_LINE_BYTES:
-                        outcome.flooded = (f"over {MAX_CHANNEL_BYTES >> 20} MiB in all" if received > MAX_CHANNEL_BYTES
-                                           else f"a line over {MAX_LINE_BYTES >> 20} MiB")
+                    if outcome.flooded:
                         eof = True
                         break
                 if not eof and proc.poll() is not None and not selector.select(timeout=0):
@@ -402,6 +360,85 @@ def _feed(proc: subprocess.Popen[bytes], data: bytes, close: bool, previous: thr
             proc.stdin.close()
     except (BrokenPipeError, OSError, ValueError):
         pass  # the child died first; its exit status tells the story
+
+
+class _ChannelLines:
+    """The worker's channel as messages: complete lines carrying the nonce; a line without it is counted as forged,
+    and a channel past its limits ends (`outcome.flooded` says which)."""
+
+    def __init__(self, nonce: str, outcome: WorkerOutcome) -> None:
+        self.nonce, self.outcome = nonce, outcome
+        self.buffer = b""
+        self.received = 0
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        outcome = self.outcome
+        self.received += len(chunk)
+        self.buffer += chunk
+        messages = []
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            message = _parse(line, self.nonce)
+            if message is None:
+                outcome.forged_lines += 1 if line.strip() else 0
+                continue
+            outcome.messages.append(message)
+            messages.append(message)
+        if self.received > MAX_CHANNEL_BYTES or len(self.buffer) > MAX_LINE_BYTES:
+            outcome.flooded = (f"over {MAX_CHANNEL_BYTES >> 20} MiB in all" if self.received > MAX_CHANNEL_BYTES
+                               else f"a line over {MAX_LINE_BYTES >> 20} MiB")
+        return messages
+
+
+class _Liveness:
+    """When a running worker is ended: its whole time spent, its scratch folder over the limit, or silent for
+    `stall_s` once built (the parent's own waits excepted); inside a first call on a shape set, silent and with no
+    sign of a build (evaluate.wire.activity) for as long."""
+
+    def __init__(self, pid: int, started: float, timeout_s: float, stall_s: float | None, scratch_limit: int | None,
+                 worker: WorkerProcess) -> None:
+        self.pid, self.started, self.timeout_s = pid, started, timeout_s
+        self.stall_s, self.scratch_limit, self.worker = stall_s, scratch_limit, worker
+        self.last_message = started
+        self.next_scratch_check = started + SCRATCH_CHECK_S
+        self.building = False  # inside a side's first call on a shape set: build time while it looks like one
+        self.watch: BuildWatch | None = None
+        self.next_look = started
+
+    def wait_s(self, now: float) -> float:
+        return max(min(self.timeout_s - (now - self.started), SCRATCH_CHECK_S), 0.0)
+
+    def heard(self, message: dict[str, Any], outcome: WorkerOutcome) -> None:
+        self.last_message = time.monotonic()
+        outcome.built = outcome.built or message.get("phase") == "imported"
+        self.building = message.get("phase") == "first_call"
+        self.watch = None  # a new first call: its build is watched from its own start
+
+    def ended(self, now: float, outcome: WorkerOutcome) -> bool:
+        """Whether the worker is to be ended now (and why, in `outcome`)."""
+        if self.timeout_s - (now - self.started) <= 0:
+            outcome.timed_out = True
+            return True
+        if self.scratch_limit is not None and now >= self.next_scratch_check:
+            self.next_scratch_check = now + SCRATCH_CHECK_S
+            if self.worker._overfilled(self.scratch_limit):
+                outcome.overfilled = self.scratch_limit
+                return True
+        if self.worker.waiting_on_parent:
+            self.last_message = now
+        stall_s = self.stall_s
+        if stall_s is not None and outcome.built and not self.building and now - self.last_message > stall_s:
+            outcome.timed_out, outcome.stalled_s = True, stall_s
+            return True
+        if stall_s is not None and self.building and now >= self.next_look:
+            self.next_look = now + SCRATCH_CHECK_S
+            self.watch = self.watch or BuildWatch(self.pid, self.last_message)
+            self.watch.look(now)
+            if now - max(self.last_message, self.watch.last_active) > stall_s:
+                outcome.timed_out, outcome.stalled_s = True, stall_s
+                outcome.quiet_build_cpu_s = self.watch.cpu_s
+                return True
+        return False
 
 
 def _parse(line: bytes, nonce: str) -> dict[str, Any] | None:
