@@ -64,17 +64,13 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
     base_sha = gitops.resolve(root, base)
     merge_base = gitops.merge_base(root, base_sha, head_sha)
     changed = _changed_paths(root, merge_base, head_sha)  # the pull request's own diff, as GitHub shows it
-    # One setting for every command's cache: --cache-dir, then $KFORGE_CACHE_DIR (as optimize reads it), then the
-    # user's cache folder, which actions/cache can carry between runs.
-    chosen = Path(cache_dir) if cache_dir else user_cache_dir()
-    refused = use_cache and cache_inside_checkout(chosen, root)
-    cache = ResultCache(chosen) if use_cache and not refused else None
+    chosen, cache = _cache_for(root, cache_dir, use_cache)
     report = GateReport(repo=str(root), base_ref=base, head_ref=head, base_sha=base_sha, head_sha=head_sha,
                         merge_base=merge_base, kernels=[], policy=policy.source, all_kernels=all_kernels,
                         cache_dir=str(cache.directory) if cache else None,
                         required_targets=list(policy.required_targets), require_all_targets=strict_targets,
                         all_skipped=policy.gate.all_skipped)
-    if refused:
+    if use_cache and cache is None:
         report.notes.append(f"the result cache {chosen} lies inside the checkout under test, where a pull request "
                             "can commit entries: not used (point --cache-dir or $KFORGE_CACHE_DIR outside it)")
         say(report.notes[-1])
@@ -89,18 +85,8 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
         head_root = stack.enter_context(gitops.worktree(root, head_sha)).resolve()
         fork_root = (stack.enter_context(gitops.worktree(root, merge_base)).resolve()
                      if merge_base != base_sha else None)
-        base_notes: list[str] = []
-        try:
-            base_kernels = discover(base_root, policy, strict=False, notes=base_notes)
-        except KforgeError as exc:  # a base manifest over the kernel cap: named as the base's path
-            raise KforgeError("base: " + str(exc).replace(f"{base_root}{os.sep}", "")) from None
-        report.notes.extend(f"base: {n}" for n in base_notes)
-        fork_kernels = discover(fork_root, policy, strict=False) if fork_root is not None else base_kernels
-        try:  # the base's kernels stay managed wherever the head moves their files
-            head_kernels = discover(head_root, policy, strict=True, notes=report.notes,
-                                    keep=set(base_kernels) | set(fork_kernels))
-        except KforgeError as exc:  # named as a repository path, not the temporary checkout's
-            raise KforgeError(str(exc).replace(f"{head_root}{os.sep}", "")) from None
+        base_kernels, fork_kernels, head_kernels = _kernels_of_each(policy, base_root, head_root, fork_root,
+                                                                    report.notes)
         report.removed.extend(_gone(fork_kernels, head_kernels, head_root))  # removed by this change
         planner = Planner(policy, target, required, head_root, base_root, changed, all_kernels, timing_budget_s, cache,
                           fingerprint, measure, report.targets, spec_change_approved, fork_root)
@@ -131,6 +117,34 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
         say(note)
     report.wall_s = time.monotonic() - started
     return report
+
+
+def _cache_for(root: Path, cache_dir: str | Path | None, use_cache: bool) -> tuple[Path, ResultCache | None]:
+    """(the cache folder chosen, the cache: None where unused, or refused for lying inside the checkout under test).
+    One setting for every command's cache: --cache-dir, then $KFORGE_CACHE_DIR (as optimize reads it), then the
+    user's cache folder, which actions/cache can carry between runs."""
+    chosen = Path(cache_dir) if cache_dir else user_cache_dir()
+    if not use_cache or cache_inside_checkout(chosen, root):
+        return chosen, None
+    return chosen, ResultCache(chosen)
+
+
+def _kernels_of_each(policy: Policy, base_root: Path, head_root: Path, fork_root: Path | None,
+                     notes: list[str]) -> tuple[dict[str, Kernel], dict[str, Kernel], dict[str, Kernel]]:
+    """The managed kernels of the base, the branch point (the base's where they are one commit) and the head."""
+    base_notes: list[str] = []
+    try:
+        base_kernels = discover(base_root, policy, strict=False, notes=base_notes)
+    except KforgeError as exc:  # a base manifest over the kernel cap: named as the base's path
+        raise KforgeError("base: " + str(exc).replace(f"{base_root}{os.sep}", "")) from None
+    notes.extend(f"base: {n}" for n in base_notes)
+    fork_kernels = discover(fork_root, policy, strict=False) if fork_root is not None else base_kernels
+    try:  # the base's kernels stay managed wherever the head moves their files
+        head_kernels = discover(head_root, policy, strict=True, notes=notes,
+                                keep=set(base_kernels) | set(fork_kernels))
+    except KforgeError as exc:  # named as a repository path, not the temporary checkout's
+        raise KforgeError(str(exc).replace(f"{head_root}{os.sep}", "")) from None
+    return base_kernels, fork_kernels, head_kernels
 
 
 def _changed_paths(root: Path, merge_base: str, head_sha: str) -> set[str]:
