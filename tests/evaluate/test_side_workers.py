@@ -141,3 +141,33 @@ def test_where_a_kernel_is_its_own_reference_no_base_code_is_loaded_in_the_heads
     judged = replace(spec, reference=base)  # what judged_spec makes of a kernel that names no reference
     result = evaluate(judged, head, "cpu", SETTINGS, baseline=base)
     assert result.verdict == "pass", result.reason
+
+
+# The common layout: the kernel, its reference and its inputs in one file. Under the gate the reference and the inputs
+# are the base's (gate.base_spec.judged_spec), so the base's whole file, its kernel's code and whatever that loads at
+# import included, is imported in the head's worker as the reference's and the inputs' module.
+BASE_FILE_MARKS = BASE_MARKS + """
+
+def reference(x, y):
+    return x * 2.0 + y
+
+
+def make_inputs(n):
+    import torch
+    return torch.randn(n, n), torch.randn(n, n)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="open (SECURITY.md, 'Still open with the split'): the head's worker imports "
+                                       "the base's file where the reference or the inputs live in it")
+def test_where_the_reference_shares_the_kernels_file_no_base_code_is_loaded_in_the_heads_process(
+        tmp_path: Path) -> None:
+    spec = tiny_spec_in(tmp_path)
+    write(tmp_path / "base", "k.py", BASE_FILE_MARKS)
+    write(tmp_path / "head", "k.py", HEAD_LOOKS)
+    base = Implementation(BASE_FILE_MARKS, "kernel", "k.py", str(tmp_path / "base"))
+    head = Implementation(HEAD_LOOKS, "kernel", "k.py", str(tmp_path / "head"))
+    judged = replace(spec, reference=replace(base, symbol="reference"),
+                     inputs_source=replace(base, symbol="make_inputs"), inputs_symbol="make_inputs")
+    result = evaluate(judged, head, "cpu", SETTINGS, baseline=base)
+    assert result.verdict == "pass", result.reason

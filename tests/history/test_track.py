@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fakes.gate_repos import cli
 from fakes.gitrepos import commit_all, git, write
-from kforge_bot.history.series import build_series, main_line
+from kforge_bot.history.series import RECORD_PREFIX, build_series, main_line
 from kforge_bot.history.store import Store
 
 LIBRARY = Path(__file__).resolve().parents[1] / "data" / "library_repo"
@@ -70,3 +70,30 @@ def test_a_commit_with_a_link_loop_is_tracked_not_a_crash(tmp_path) -> None:
     assert "Traceback" not in proc.stderr, proc.stderr
     [kernel] = json.loads(proc.stdout)["records"][0]["kernels"]
     assert kernel["status"] == "error" and "does not load" in kernel["reason"]
+
+
+def test_a_disturbed_measurement_is_taken_again_and_never_a_point(tmp_path: Path) -> None:
+    """A timing the harness calls disturbed (`inconclusive`) is measured once more; disturbed twice, the commit's
+    entry says so and no series gets a point from it (it was recorded as a crash, `error`, before)."""
+    from fakes.gate_repos import tiny_spec_in
+    from kforge_bot.config.policy import load_policy
+    from kforge_bot.evaluate.wire.result import EvalResult
+    from kforge_bot.history.track import measure_kernel
+    from kforge_bot.spec.kernels import discover
+    from kforge_bot.targets import choose_target
+
+    tiny_spec_in(tmp_path)
+    policy = load_policy(None)
+    [kernel] = discover(tmp_path, policy).values()
+    disturbed = EvalResult(verdict="inconclusive", reason="disturbed: 91% of samples preempted", target="cpu")
+    calls: list[str] = []
+
+    def evaluator(*args: object, **kwargs: object) -> EvalResult:
+        calls.append("run")
+        return disturbed
+
+    entry = measure_kernel(kernel, policy, choose_target("cpu"), 0.1, evaluator=evaluator)
+    assert len(calls) == 2
+    assert entry["status"] == "inconclusive" and "disturbed twice: disturbed: 91%" in entry["reason"]
+    record = {"runs": [{"commit": "c" * 40, "subject": "s", "runner": {"key": "r"}, "kernels": [entry]}]}
+    assert build_series({f"{RECORD_PREFIX}r/{'c' * 40}.json": record}, ["c" * 40]) == []
