@@ -17,7 +17,8 @@ import torch
 from kforge_bot.evaluate.worker import candidate_role, guards, worker_io
 from kforge_bot.evaluate.wire import checks
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.worker.candidate_role import CandidateRun, ShapeTiming, _fill, _inherits_forward
+from kforge_bot.evaluate.worker.candidate_role import CandidateRun, _inherits_forward
+from kforge_bot.evaluate.worker.shape_timing import ShapeTiming, fill_buffers
 from kforge_bot.evaluate.wire.graphs import GraphReplays
 from kforge_bot.evaluate.wire.plan import Plan
 from kforge_bot.evaluate.wire.result import EvalSettings
@@ -166,7 +167,7 @@ def test_poison_and_fill_write_in_place() -> None:
     assert floats.isnan().all() and (ints == -1).all()
     buffer = torch.zeros(3)
     pointer = buffer.data_ptr()
-    _fill([buffer, 7], [torch.arange(3.0), 8])
+    fill_buffers([buffer, 7], [torch.arange(3.0), 8])
     assert torch.equal(buffer, torch.arange(3.0)) and buffer.data_ptr() == pointer
 
 

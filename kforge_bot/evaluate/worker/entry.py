@@ -300,7 +300,7 @@ def main(argv: list[str]) -> int:
         torch.set_num_threads(threads)
         os.environ["OMP_NUM_THREADS"] = str(threads)
     # torch.compile's compile workers would outlive the build as processes beside every timed sample, which the
-    # harness refuses (candidate_role.ShapeTiming.no_helper_processes): compile in the worker's own process.
+    # harness refuses (shape_timing.ShapeTiming.no_helper_processes): compile in the worker's own process.
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     try:
         if plan.role == "reference":

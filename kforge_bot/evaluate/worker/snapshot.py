@@ -27,7 +27,7 @@ _WATCHED_MODULES = (
     "torch.fft", "torch.special", "torch.profiler", "torch.autograd", "torch.autograd.profiler", "time", "math",
     "builtins", "os", "sys", "random", "json", "pickle", "numpy", "socket", "kforge_bot.evaluate.worker.entry",
     "kforge_bot.evaluate.worker.worker_io", "kforge_bot.evaluate.worker.candidate_role",
-    "kforge_bot.evaluate.wire.checks",
+    "kforge_bot.evaluate.worker.shape_timing", "kforge_bot.evaluate.wire.checks",
     "kforge_bot.evaluate.wire.stats", "kforge_bot.evaluate.wire.timing", "kforge_bot.evaluate.wire.graphs",
     "kforge_bot.evaluate.worker.loading",
     "kforge_bot.evaluate.worker.guards", "kforge_bot.evaluate.worker.snapshot", "kforge_bot.evaluate.worker.profile",
@@ -45,7 +45,7 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
                     "kforge_bot.targets.mps.MpsTarget", "kforge_bot.evaluate.worker.worker_io.Channel",
                     # The candidate role's guards and phases, and one shape set's timing and its callbacks.
                     "kforge_bot.evaluate.worker.candidate_role.CandidateRun",
-                    "kforge_bot.evaluate.worker.candidate_role.ShapeTiming",
+                    "kforge_bot.evaluate.worker.shape_timing.ShapeTiming",
                     "kforge_bot.evaluate.wire.graphs.GraphReplays", "kforge_bot.evaluate.wire.timing.RepeatCheck",
                     # How outputs leave the worker: a save that computed the answer only then would hide a
                     # timed call that never did.
@@ -64,7 +64,8 @@ CRITICAL = (
     "torch.Tensor.is_meta", "torch.Tensor.nan_to_num", "torch.Tensor.__eq__",
     # measure_pair's callbacks (ShapeTiming's), the guards they run (CandidateRun's) and the progress messages.
     "kforge_bot.evaluate.worker.candidate_role", "kforge_bot.evaluate.worker.candidate_role.CandidateRun",
-    "kforge_bot.evaluate.worker.candidate_role.ShapeTiming", "kforge_bot.evaluate.worker.worker_io",
+    "kforge_bot.evaluate.worker.shape_timing", "kforge_bot.evaluate.worker.shape_timing.ShapeTiming",
+    "kforge_bot.evaluate.worker.worker_io",
     "kforge_bot.evaluate.worker.worker_io.Channel", "kforge_bot.evaluate.wire.graphs",
     "kforge_bot.evaluate.wire.graphs.GraphReplays",
     "kforge_bot.evaluate.wire.timing.RepeatCheck",
