@@ -27,7 +27,8 @@ from kforge_bot.counters import ncu_parse
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.evaluate.sandbox import kill_group, remove_scratch, sandbox_view
+from kforge_bot.evaluate.sandbox import kill_group, sandbox_view
+from kforge_bot.evaluate.scratch import remove_scratch
 from kforge_bot.spec import Implementation, KernelSpec
 
 MAX_OUTPUT = 16 << 20  # bytes of the tool's output kept: a flood from the profiled process cannot fill memory

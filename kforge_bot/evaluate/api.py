@@ -27,7 +27,8 @@ from kforge_bot.evaluate.wire.plan import Plan
 from kforge_bot.evaluate.references import Progress, ReferenceStore, reference_fit
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerOutcome, WorkerProcess, raise_on_sandbox_failure,
-                                         remove_scratch, run_worker, sandbox_view, scratch_root, start_worker)
+                                        run_worker, sandbox_view, start_worker)
+from kforge_bot.evaluate.scratch import remove_scratch, scratch_root
 from kforge_bot.evaluate.side_workers import merge_timing, run_sides
 from kforge_bot.evaluate.spares import Spare, SpareWorkers
 from kforge_bot.evaluate.static_scan import static_findings

@@ -18,8 +18,8 @@ from kforge_bot.evaluate.wire import devshare, outputs
 from kforge_bot.evaluate.wire.limits import limits_for
 from kforge_bot.evaluate.wire.plan import Fit, Plan
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.evaluate.sandbox import (WorkerOutcome, raise_on_sandbox_failure, remove_scratch, run_worker,
-                                         sandbox_view, scratch_root)
+from kforge_bot.evaluate.sandbox import WorkerOutcome, raise_on_sandbox_failure, run_worker, sandbox_view
+from kforge_bot.evaluate.scratch import remove_scratch, scratch_root
 from kforge_bot.spec import KernelSpec
 
 Progress = Callable[[dict[str, Any]], None]  # what an evaluation reports as it goes (one name everywhere)

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from kforge_bot.evaluate.sandbox import WorkerProcess, remove_scratch
+from kforge_bot.evaluate.sandbox import WorkerProcess
+from kforge_bot.evaluate.scratch import remove_scratch
 
 
 @dataclass

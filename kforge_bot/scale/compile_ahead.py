@@ -18,7 +18,8 @@ from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.wire.limits import limits_for
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.evaluate.sandbox import kill_group, remove_scratch, sandbox_view
+from kforge_bot.evaluate.sandbox import kill_group, sandbox_view
+from kforge_bot.evaluate.scratch import remove_scratch
 
 PREPARE_TIMEOUT_S = 900.0
 

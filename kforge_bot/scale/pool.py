@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.sandbox import remove_scratch
+from kforge_bot.evaluate.scratch import remove_scratch
 from kforge_bot.evaluate.references import REFERENCE_TIMEOUT_S, Progress
 from kforge_bot.scale.compile_ahead import (PREPARE_TIMEOUT_S, candidate_imports, kernel_as_written_steps, needs_build,
                                             prepare_build)

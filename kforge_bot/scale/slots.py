@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.sandbox import remove_scratch
+from kforge_bot.evaluate.scratch import remove_scratch
 from kforge_bot.scale.devices import VISIBILITY, Device
 from kforge_bot.scale.jobs import STOP, Job, PoolResult
 from kforge_bot.scale.orphans import SLOT_MARK, kill_marked, marked_pids

@@ -24,8 +24,8 @@ from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.wire.limits import limits_for
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.evaluate.sandbox import (WorkerProcess, kill_group, python_path_folders,
-                                         raise_on_sandbox_failure, remove_scratch, scratch_root)
+from kforge_bot.evaluate.sandbox import WorkerProcess, kill_group, python_path_folders, raise_on_sandbox_failure
+from kforge_bot.evaluate.scratch import remove_scratch, scratch_root
 from kforge_bot.evaluate.wire.stats import relative_half_width, speedup_from_pairs
 from kforge_bot.targets import target_kind
 from kforge_bot.workloads.compare import mismatch

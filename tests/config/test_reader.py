@@ -43,7 +43,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "the bot's own bytecode cache folder (outside any checkout)",
     ("kforge_bot.evaluate.bytecode", "os.open"): "the lock file of the bot's own bytecode cache folder",
     ("kforge_bot.evaluate.bytecode", "os.fdopen"): "a temporary file the bot made in its bytecode cache folder",
-    ("kforge_bot.evaluate.sandbox", "os.open"): "the sandbox's own scratch folders, walked without following links",
+    ("kforge_bot.evaluate.scratch", "os.open"): "the sandbox's own scratch folders, walked without following links",
     ("kforge_bot.evaluate.wire.tensorfile", "os.open"): "tensors a worker wrote into its own scratch (O_NOFOLLOW)",
     ("kforge_bot.agents.generator", "resources.files('kforge_bot.agents').joinpath('prompts', name).read_text"):
         "the package's own prompt files",

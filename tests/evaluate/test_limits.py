@@ -12,7 +12,7 @@ from kforge_bot.config.policy import parse_policy
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.wire.limits import GIB, Limits, folder_bytes, limits_for
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.evaluate.sandbox import remove_scratch
+from kforge_bot.evaluate.scratch import remove_scratch
 from kforge_bot.gate.measure import gate_settings
 
 

@@ -325,7 +325,7 @@ def test_a_scratch_folder_that_cannot_be_removed_is_an_error_naming_it(tmp_path:
     import shutil
 
     from kforge_bot.errors import KforgeError
-    from kforge_bot.evaluate.sandbox import remove_scratch
+    from kforge_bot.evaluate.scratch import remove_scratch
 
     scratch = tmp_path / "kforge-eval-x"
     (scratch / "deep" / "er").mkdir(parents=True)
@@ -347,7 +347,7 @@ def test_a_scratch_folder_that_cannot_be_removed_is_an_error_naming_it(tmp_path:
 def test_a_scratch_nested_past_path_max_with_locked_folders_is_removed(tmp_path: Path) -> None:
     # Red-team pass: a candidate that nests folders a few thousand deep (one `chdir` at a time, past PATH_MAX) and
     # locks one there made the removal raise RecursionError (not the one-line error), the scratch left behind.
-    from kforge_bot.evaluate.sandbox import remove_scratch
+    from kforge_bot.evaluate.scratch import remove_scratch
 
     scratch = tmp_path / "kforge-eval-deep"
     scratch.mkdir()

@@ -62,8 +62,12 @@ def _run_phases(plan: Plan, channel: Channel, workdir: Path, started: float, boo
     run.build()
     if plan.side != "baseline":  # the base's outputs are not what is judged: its worker only times it
         run.correctness()
-    profile = run.profile()
+    # Timed before the profiler runs: a process the profiler has run in launches kernels with its hooks still in
+    # place, and with base and head in workers of their own only one side's process would carry them. On an H100,
+    # profiling first made even an A/A's head look busy 24 us longer after its samples, and honest candidates were
+    # rejected for hidden work (benchmarks/results/busy_before_split_h100.md).
     timing = run.timing()
+    profile = run.profile()
     run.report(profile, timing)
 
 
