@@ -5,8 +5,8 @@ parent (evaluate.worker.sample_server), the other side never in this process.
 
 It imports the baseline (and the reference, where the baseline is another implementation), records the
 integrity snapshot and installs the guards before the candidate is imported, hides the harness, then runs
-the correctness cases and the structural checks, profiles the candidate, the baseline and the reference, and
-times the first two interleaved. Outputs leave through the worker's sink (evaluate.worker.worker_io); the parent
+the correctness cases and the structural checks, times the candidate and the baseline interleaved, then profiles
+them and the reference. Outputs leave through the worker's sink (evaluate.worker.worker_io); the parent
 compares them with the reference's, so a candidate never sees a reference output and cannot judge itself.
 """
 

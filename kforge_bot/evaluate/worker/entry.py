@@ -5,8 +5,8 @@ Two roles, never in the same process:
 - `reference`: trusted code only. Computes the reference outputs for every correctness case and every
   timing input set.
 - `candidate` (kforge_bot.evaluate.worker.candidate_role): imports the candidate (and the baseline), runs the
-  correctness cases and the structural checks, profiles the candidate, the baseline and the reference, and
-  times the first two interleaved. Where base and head each get a worker (Plan.side, evaluate.side_workers), it
+  correctness cases and the structural checks, times the candidate and the baseline interleaved, then profiles
+  them and the reference. Where base and head each get a worker (Plan.side, evaluate.side_workers), it
   holds one side, and the parent drives the interleaved timing across the two (evaluate.pair_driver).
   Outputs are saved as files, or on a GPU handed over as shared device memory (evaluate.wire.outputs); the parent
   compares them with the reference's, so a candidate never sees a reference output and cannot judge itself.
