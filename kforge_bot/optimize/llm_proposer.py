@@ -56,7 +56,8 @@ class LLMProposer:
 
     def describe(self) -> dict[str, Any]:
         endpoint = self.client.endpoint
-        return {"generator": "LLM", "endpoint": endpoint.describe(), "endpoint_url": endpoint.url, "model": endpoint.model,
+        return {"generator": "LLM", "endpoint": endpoint.describe(), "endpoint_url": endpoint.url,
+                "model": endpoint.model,
                 "references": [r.get("note") or r.get("file") or r.get("target") for r in self.references]}
 
     def prepare(self) -> Exchange:
