@@ -250,7 +250,7 @@ class WorkerProcess:
         outcome = WorkerOutcome(sandboxed=self.sandboxed, shared=self.shared)
         started = time.monotonic()
         lines = _ChannelLines(self._nonce, outcome)
-        liveness = _Liveness(proc.pid, started, timeout_s, stall_s, scratch_limit, self)
+        liveness = _Liveness(self, started, timeout_s, stall_s, scratch_limit)
         selector = selectors.DefaultSelector()
         selector.register(read_fd, selectors.EVENT_READ)
         eof = False
@@ -391,10 +391,10 @@ class _Liveness:
     `stall_s` once built (the parent's own waits excepted); inside a first call on a shape set, silent and with no
     sign of a build (evaluate.wire.activity) for as long."""
 
-    def __init__(self, pid: int, started: float, timeout_s: float, stall_s: float | None, scratch_limit: int | None,
-                 worker: WorkerProcess) -> None:
-        self.pid, self.started, self.timeout_s = pid, started, timeout_s
-        self.stall_s, self.scratch_limit, self.worker = stall_s, scratch_limit, worker
+    def __init__(self, worker: WorkerProcess, started: float, timeout_s: float, stall_s: float | None,
+                 scratch_limit: int | None) -> None:
+        self.worker, self.started, self.timeout_s = worker, started, timeout_s
+        self.stall_s, self.scratch_limit = stall_s, scratch_limit
         self.last_message = started
         self.next_scratch_check = started + SCRATCH_CHECK_S
         self.building = False  # inside a side's first call on a shape set: build time while it looks like one
@@ -428,7 +428,7 @@ class _Liveness:
             return True
         if stall_s is not None and self.building and now >= self.next_look:
             self.next_look = now + SCRATCH_CHECK_S
-            self.watch = self.watch or BuildWatch(self.pid, self.last_message)
+            self.watch = self.watch or BuildWatch(self.worker.proc.pid, self.last_message)
             self.watch.look(now)
             if now - max(self.last_message, self.watch.last_active) > stall_s:
                 outcome.timed_out, outcome.stalled_s = True, stall_s

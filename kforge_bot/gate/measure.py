@@ -103,17 +103,12 @@ class _Steps:
             how: EvalSettings) -> EvalResult | str:
         """One evaluation, measured once more where its timing was disturbed; or the one-line reason it could not
         run (a reference or inputs that fail)."""
-        try:
+        def once() -> EvalResult:
             self.runs += 1
-            result = self.run_one(spec, cand, self.kind, how, baseline=against, seeds=self.seeds,
-                                  references=self.store)
-            if result.verdict == "inconclusive" and how.measure:  # a disturbed timing: measured once more
-                self.runs += 1
-                again = self.run_one(spec, cand, self.kind, how, baseline=against, seeds=self.seeds,
-                                     references=self.store)
-                again.details["disturbed_before"] = result.reason
-                return again
-            return result
+            return self.run_one(spec, cand, self.kind, how, baseline=against, seeds=self.seeds, references=self.store)
+
+        try:
+            return again_if_disturbed(once) if how.measure else once()
         except KforgeError as exc:
             return str(exc)
 
@@ -183,6 +178,17 @@ class _Steps:
                                  f"({fmt_change(confirm.speedup, confirm.speedup_ci)})", confirm, first, settings)
         return Measurement(decision, f"confirmed: {_timing_reason(decision, confirm, threshold)}", result=confirm,
                            first=first)
+
+
+def again_if_disturbed(run_one: Callable[[], EvalResult]) -> EvalResult:
+    """An evaluation, measured once more where its timing was disturbed (`inconclusive`): the second's result, with
+    the first's reason as `details.disturbed_before`. The gate's runs and `track`'s points are taken so."""
+    result = run_one()
+    if result.verdict != "inconclusive":
+        return result
+    again = run_one()
+    again.details["disturbed_before"] = result.reason
+    return again
 
 
 def _inconclusive(why: str, result: EvalResult, first: EvalResult | None, settings: EvalSettings) -> Measurement:

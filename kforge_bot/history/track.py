@@ -22,7 +22,7 @@ from kforge_bot.config.policy import Policy
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalResult
 from kforge_bot.gate.decision import harness_verdict
-from kforge_bot.gate.measure import gate_settings
+from kforge_bot.gate.measure import again_if_disturbed, gate_settings
 from kforge_bot.history.runner import Runner
 from kforge_bot.spec import has_own_reference, kernel_implementation
 from kforge_bot.spec.kernels import Kernel, discover
@@ -82,9 +82,7 @@ def measure_kernel(kernel: Kernel, policy: Policy, target: TargetChoice, timing_
     # own kernel is the kernel itself.
     run_one = functools.partial(evaluator or evaluate, kernel.spec, kernel_implementation(kernel.spec), kind,
                                 settings, baseline=kernel.spec.reference if distinct else None)
-    result = run_one()
-    if result.verdict == "inconclusive":  # a disturbed timing: measured once more, as the gate does
-        result = run_one()
+    result = again_if_disturbed(run_one)
     entry.update(target=kind, threshold=rule.threshold, reference_distinct=distinct,
                  wall_s=round(time.monotonic() - started, 3))
     if result.verdict == "inconclusive":  # disturbed twice: no point of any series (never a figure)
