@@ -7,7 +7,9 @@ end down, a pass or improvement the good end up: about log2(commits) steps, plus
 
 A commit that cannot be judged (it does not build, its kernel is incorrect or gone, or it changes the kernel's
 test) is reported and left out, as `git bisect skip` does, never guessed through: when skipped commits sit next to
-the answer, the result says the first bad commit is one of them or the one found.
+the answer, the result says the first bad commit is one of them or the one found. A step whose timing was
+disturbed (`inconclusive`, the gate having measured it twice already) is the machine's, not the commit's: it is
+measured once more before it is skipped, and every measurement is in `steps`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kforge_bot.history.track import commit_facts
 
 BAD = ("regression",)
 GOOD = ("pass", "improved")
+AGAIN = ("inconclusive",)  # a timing disturbed twice within the gate's run
 
 Probe = Callable[[str], KernelReport | None]  # a commit -> the gate's report on the kernel there (None: absent)
 
@@ -92,12 +95,17 @@ def bisect(root: Path, good: str, bad: str, kernel: str, probe: Probe) -> Bisect
         raise KforgeError(f"no commit between --good {good} and --bad {bad}", hint="give two different revisions")
     verdicts: dict[int, str] = {}
 
-    def judge(i: int) -> str:
-        report = probe(commits[i])
-        facts = commit_facts(root, commits[i])
-        step = Step(commits[i], facts["subject"], report.verdict if report else "absent",
+    def measure(commit: str) -> Step:
+        report = probe(commit)
+        step = Step(commit, commit_facts(root, commit)["subject"], report.verdict if report else "absent",
                     report.change if report else "n/a", report.reason if report else "the kernel is not there")
         result.steps.append(step)
+        return step
+
+    def judge(i: int) -> str:
+        step = measure(commits[i])
+        if step.verdict in AGAIN:  # the machine's state, not the commit's: one more measurement before a skip
+            step = measure(commits[i])
         verdict = "bad" if step.verdict in BAD else "good" if step.verdict in GOOD else "skip"
         if verdict == "skip":
             result.skipped.append(step)
@@ -120,7 +128,7 @@ def bisect(root: Path, good: str, bad: str, kernel: str, probe: Probe) -> Bisect
         elif verdict == "good":
             lo = i
     between = [commits[i] for i in range(lo + 1, hi) if verdicts.get(i) == "skip"]
-    first = next(s for s in result.steps if s.commit == commits[hi])
+    first = next(s for s in reversed(result.steps) if s.commit == commits[hi])
     result.first_bad, result.subject, result.change = first.commit, first.subject, first.change
     result.candidates = [*between, commits[hi]] if between else []
     result.status = "found" if not between else "unresolved"

@@ -45,7 +45,7 @@ def test_alert_confirms_bisects_and_files_one_issue(tmp_path) -> None:
         fake.add_repo(REPO, origin)
         env = {"GITHUB_TOKEN": fake.token, "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": fake.api_url}
         proc = cli("history", "--remote", "", "--alert", "--policy", "policy.yml", "--json", "-", cwd=root, env=env)
-        assert proc.returncode == 1, proc.stderr  # a confirmed regression
+        assert proc.returncode == 1, proc.stderr + proc.stdout  # a confirmed regression
         [alert] = json.loads(proc.stdout)["alerts"]
         assert alert["confirmed"] and alert["bisect"]["first_bad"] == shas[4]
         [issue] = fake.issues_of(REPO)
@@ -100,5 +100,7 @@ def test_a_change_point_the_remeasurement_does_not_confirm_pages_no_one(tmp_path
         # that timing inconclusive (unresolved), never a regression of an unchanged kernel.
         assert alert["bisect"]["good"] == shas[2] and alert["bisect"]["bad"] == shas[5]
         assert alert["bisect"]["status"] in ("not-regressed", "unresolved"), alert
-        assert alert["bisect"]["measurements"] == 1 and alert["bisect"]["first_bad"] is None
+        steps = alert["bisect"]["steps"]  # the bad end only (measured twice where the first was disturbed)
+        assert {s["commit"] for s in steps} == {shas[5]} and len(steps) == 1 + (steps[0]["verdict"] == "inconclusive")
+        assert alert["bisect"]["first_bad"] is None
         assert fake.issues_of(REPO) == [] and fake.schema_errors == []
