@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from kforge_bot.counters import ncu_parse
@@ -319,7 +319,8 @@ def _config_of(t: Tunable) -> str:
 
 
 def joint_moves(tunables: Sequence[Tunable], best: Mapping[str, int], *, hint: str | None = None, seed: int = 0,
-                limit: int = 32, tried: Mapping[tuple[tuple[str, int], ...], Any] | None = None) -> list[dict[str, int]]:
+                limit: int = 32, tried: Mapping[tuple[tuple[str, int], ...], Any] | None = None
+                ) -> list[dict[str, int]]:
     """Assignments that move several parameters at once from `best`, in the order to try them, at most `limit`,
     none already in `tried`. Deterministic for a seed.
 
@@ -330,21 +331,26 @@ def joint_moves(tunables: Sequence[Tunable], best: Mapping[str, int], *, hint: s
        smaller first when the profile says registers or occupancy limit).
     3. Pairs of parameters, each one step either way, in an order shuffled by `seed`.
     """
-    tried = tried or {}
-    seen: set[tuple[tuple[str, int], ...]] = set(tried)
+    seen: set[tuple[tuple[str, int], ...]] = set(tried or {})
     out: list[dict[str, int]] = []
-
-    def offer(trial: dict[str, int]) -> None:
+    configs: dict[str, list[Tunable]] = {}
+    for t in tunables:
+        configs.setdefault(_config_of(t), []).append(t)
+    trials = itertools.chain(_pin_moves(configs, best), _axis_moves(configs, best, hint),
+                             _pair_moves(tunables, best, seed))
+    for trial in trials:
         key = _key(trial)
         if key not in seen and trial != dict(best):
             seen.add(key)
             out.append(trial)
+        if len(out) >= limit:
+            break  # the rest (pairs, lazily) would be cut off anyway
+    return out[:limit]
 
-    configs: dict[str, list[Tunable]] = {}
-    for t in tunables:
-        configs.setdefault(_config_of(t), []).append(t)
 
-    # 1. Pins.
+def _pin_moves(configs: Mapping[str, list[Tunable]], best: Mapping[str, int]) -> Iterator[dict[str, int]]:
+    """Each autotune list with every `triton.Config` of it set to one of them, in turn (a config whose fields
+    differ from the chosen one's is left as it is)."""
     lists: dict[str, list[str]] = {}
     for config in configs:
         if config.startswith("configs@") and "/" in config:
@@ -358,9 +364,13 @@ def joint_moves(tunables: Sequence[Tunable], best: Mapping[str, int], *, hint: s
                     continue
                 for name, t in fields[target].items():
                     trial[t.name] = best[fields[source][name].name]
-            offer(trial)
+            yield trial
 
-    # 2. Axis moves.
+
+def _axis_moves(configs: Mapping[str, list[Tunable]], best: Mapping[str, int], hint: str | None
+                ) -> Iterator[dict[str, int]]:
+    """Per direction vector over the axes (two or three of them moving), each configuration with its
+    parameters on those axes stepped together; only trials where at least two axes moved."""
     shrink_first = hint in ("registers", "occupancy")
     vectors = [v for v in itertools.product((1, -1, 0), repeat=len(_AXES)) if sum(1 for d in v if d) >= 2]
     vectors.sort(key=lambda v: (sum(v) if shrink_first else -sum(v), v.count(0)))
@@ -379,19 +389,18 @@ def joint_moves(tunables: Sequence[Tunable], best: Mapping[str, int], *, hint: s
                             trial[t.name], moved = value, True
                 moved_axes += moved
             if moved_axes >= 2:
-                offer(trial)
+                yield trial
 
-    # 3. Pairs, shuffled by the seed.
+
+def _pair_moves(tunables: Sequence[Tunable], best: Mapping[str, int], seed: int) -> Iterator[dict[str, int]]:
+    """Two parameters, each one step either way, in an order shuffled by the seed."""
     movable = [t for t in tunables if len(t.candidates) > 1]
     pairs = [(a, b, da, db) for a, b in itertools.combinations(movable, 2) for da in (1, -1) for db in (1, -1)]
     random.Random(seed).shuffle(pairs)
     for a, b, da, db in pairs:
         va, vb = _step(a, best[a.name], da), _step(b, best[b.name], db)
         if va is not None and vb is not None:
-            offer({**best, a.name: va, b.name: vb})
-        if len(out) >= limit:
-            break
-    return out[:limit]
+            yield {**best, a.name: va, b.name: vb}
 
 
 def _nearest(values: list[int], value: int) -> int:

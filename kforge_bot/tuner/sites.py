@@ -106,90 +106,108 @@ def _is_upper(name: str) -> bool:
     return bool(re.fullmatch(r"[A-Z][A-Z0-9_]*", name))
 
 
-def python_sites(tree: ast.Module, text: SourceText, gpu: bool, forced: set[str]) -> tuple[list[Site], list[tuple[int, int]]]:
-    sites: list[Site] = []
-    strings: list[tuple[int, int]] = []
-    taken: set[int] = set()
+def python_sites(tree: ast.Module, text: SourceText, gpu: bool, forced: set[str]
+                 ) -> tuple[list[Site], list[tuple[int, int]]]:
+    """The sites of a Python source, and the spans of its string literals (outermost only: C may hide there).
+    The order of the readings matters: the first to reach a literal names it."""
+    scan = _PythonScan(text, gpu, forced)
+    # First, so that a pin's literal is read as its call's size (no constant or local of the same name).
+    local_helpers = _helper_sites(tree, lambda *_: None, scan.looks_tunable, gpu)
+    scan.sites += _call_sites(tree, text, gpu, forced, local_helpers, scan.taken)
+    scan.module_constants(tree)
+    scan.function_locals(tree)
+    _helper_sites(tree, scan.add, scan.looks_tunable, gpu)
+    _config_space_sites(tree, scan.add, gpu)
+    scan.calls(tree)
+    strings = [text.span(sub) for sub in ast.walk(tree)
+               if isinstance(sub, ast.JoinedStr) or (isinstance(sub, ast.Constant) and isinstance(sub.value, str))]
+    return scan.sites, _outermost(strings)
 
-    def add(base: str, kind: str | None, node: ast.AST | None, origin: str, group: str | None = None) -> None:
+
+class _PythonScan:
+    """The sites found so far in one Python source, and the literals they took: one literal, one site."""
+
+    def __init__(self, text: SourceText, gpu: bool, forced: set[str]):
+        self.text, self.gpu, self.forced = text, gpu, forced
+        self.sites: list[Site] = []
+        self.taken: set[int] = set()
+
+    def add(self, base: str, kind: str | None, node: ast.AST | None, origin: str, group: str | None = None) -> None:
         value = _int_value(node)
         if value is None or node is None:
             return
-        start, end = text.span(node)
-        if start in taken:
+        start, end = self.text.span(node)
+        if start in self.taken:
             return  # one literal, one site: the first reading of it (a local before a helper's size) names it
-        taken.add(start)
-        sites.append(Site(base, kind, value, origin, node.lineno, [(start, end, 0)], group))  # type: ignore[attr-defined]
+        self.taken.add(start)
+        line: int = node.lineno  # type: ignore[attr-defined]
+        self.sites.append(Site(base, kind, value, origin, line, [(start, end, 0)], group))
 
-    def looks_tunable(name: str) -> bool:
-        return bool(_is_upper(name) and kind_of(name, gpu=gpu)) or name in forced
+    def looks_tunable(self, name: str) -> bool:
+        return bool(_is_upper(name) and kind_of(name, gpu=self.gpu)) or name in self.forced
 
-    # First, so that a pin's literal is read as its call's size (no constant or local of the same name).
-    local_helpers = _helper_sites(tree, lambda *_: None, looks_tunable, gpu)
-    sites += _call_sites(tree, text, gpu, forced, local_helpers, taken)
+    def module_constants(self, tree: ast.Module) -> None:
+        for node in tree.body:
+            target, value = _simple_assign(node)
+            if target and self.looks_tunable(target):
+                self.add(target, kind_of(target, gpu=self.gpu), value, "constant")
 
-    # Module-level constants.
-    for node in tree.body:
-        target, value = _simple_assign(node)
-        if target and looks_tunable(target):
-            add(target, kind_of(target, gpu=gpu), value, "constant")
-
-    # Assignments inside functions, each name assigned exactly once there.
-    for fn in ast.walk(tree):
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        counts: dict[str, int] = {}
-        literal: dict[str, ast.AST] = {}
-        for inner in ast.walk(fn):
-            for name in _assigned_names(inner):
-                counts[name] = counts.get(name, 0) + 1
-            target, value = _simple_assign(inner)
-            if target and value is not None and _int_value(value) is not None:
-                literal[target] = value
-        for name, value in literal.items():
-            if counts.get(name) != 1:
+    def function_locals(self, tree: ast.Module) -> None:
+        """Assignments inside functions, each name assigned exactly once there."""
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
-            if name in ("num_warps", "num_stages"):
-                add(name, "warps" if name == "num_warps" else "stages", value, "local")
-            elif looks_tunable(name):
-                add(name, kind_of(name, gpu=gpu), value, "local")
+            counts: dict[str, int] = {}
+            literal: dict[str, ast.AST] = {}
+            for inner in ast.walk(fn):
+                for name in _assigned_names(inner):
+                    counts[name] = counts.get(name, 0) + 1
+                target, value = _simple_assign(inner)
+                if target and value is not None and _int_value(value) is not None:
+                    literal[target] = value
+            for name, value in literal.items():
+                if counts.get(name) != 1:
+                    continue
+                if name in ("num_warps", "num_stages"):
+                    self.add(name, "warps" if name == "num_warps" else "stages", value, "local")
+                elif self.looks_tunable(name):
+                    self.add(name, kind_of(name, gpu=self.gpu), value, "local")
 
-    _helper_sites(tree, add, looks_tunable, gpu)
-    _config_space_sites(tree, add, gpu)
-
-    # Calls: autotune configs, launch keywords, num_warps / num_stages anywhere.
-    config_lists = {id(e): f"configs@{node.lineno}" for node in ast.walk(tree) if isinstance(node, (ast.List, ast.Tuple))
-                    for e in node.elts if isinstance(e, ast.Call) and _is_config(e)}
-    config_lists.update({id(node.elt): f"configs@{node.lineno}" for node in ast.walk(tree)
-                         if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and isinstance(node.elt, ast.Call)})
-    config_index = 0
-    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
-    for call in calls:
-        func = call.func
-        if _is_config(call):
-            prefix = f"autotune[{config_index}]."
-            config_index += 1
-            group = config_lists.get(id(call))
-            if call.args and isinstance(call.args[0], ast.Dict):
-                for key, value in zip(call.args[0].keys, call.args[0].values, strict=True):
-                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                        add(prefix + key.value, kind_of(key.value, gpu=gpu) or "int", value, "autotune", group)
+    def calls(self, tree: ast.Module) -> None:
+        """Autotune configs, launch keywords, num_warps / num_stages anywhere; in source order."""
+        groups = _config_groups(tree)
+        config_index = 0
+        calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
+        for call in calls:
+            if _is_config(call):
+                self._config(call, f"autotune[{config_index}].", groups.get(id(call)))
+                config_index += 1
+                continue
+            is_launch = isinstance(call.func, ast.Subscript)
             for kw in call.keywords:
                 if kw.arg in ("num_warps", "num_stages"):
-                    add(prefix + kw.arg, "warps" if kw.arg == "num_warps" else "stages", kw.value, "autotune", group)
-            continue
-        is_launch = isinstance(func, ast.Subscript)
+                    self.add(kw.arg, "warps" if kw.arg == "num_warps" else "stages", kw.value, "keyword")
+                elif kw.arg and (is_launch or kw.arg in self.forced) and self.looks_tunable(kw.arg):
+                    self.add(kw.arg, kind_of(kw.arg, gpu=self.gpu), kw.value, "keyword")
+
+    def _config(self, call: ast.Call, prefix: str, group: str | None) -> None:
+        """One `triton.Config({...}, num_warps=.., num_stages=..)`: every int of its dict, and its warps and stages."""
+        if call.args and isinstance(call.args[0], ast.Dict):
+            for key, value in zip(call.args[0].keys, call.args[0].values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    self.add(prefix + key.value, kind_of(key.value, gpu=self.gpu) or "int", value, "autotune", group)
         for kw in call.keywords:
             if kw.arg in ("num_warps", "num_stages"):
-                add(kw.arg, "warps" if kw.arg == "num_warps" else "stages", kw.value, "keyword")
-            elif kw.arg and (is_launch or kw.arg in forced) and looks_tunable(kw.arg):
-                add(kw.arg, kind_of(kw.arg, gpu=gpu), kw.value, "keyword")
+                self.add(prefix + kw.arg, "warps" if kw.arg == "num_warps" else "stages", kw.value, "autotune", group)
 
-    for sub in ast.walk(tree):
-        if isinstance(sub, ast.JoinedStr) or (isinstance(sub, ast.Constant) and isinstance(sub.value, str)):
-            strings.append(text.span(sub))
-    strings = _outermost(strings)
-    return sites, strings
+
+def _config_groups(tree: ast.Module) -> dict[int, str]:
+    """The autotune list (`configs@LINE`) of each `Config` call in one, by the call's id: its elements move as one."""
+    groups = {id(e): f"configs@{node.lineno}" for node in ast.walk(tree) if isinstance(node, (ast.List, ast.Tuple))
+              for e in node.elts if isinstance(e, ast.Call) and _is_config(e)}
+    groups.update({id(node.elt): f"configs@{node.lineno}" for node in ast.walk(tree)
+                   if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and isinstance(node.elt, ast.Call)})
+    return groups
 
 
 def _is_config(call: ast.Call) -> bool:

@@ -31,7 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.tuner.sites import UNPINNED, Pin, Site, SourceText, c_sites, find_markers, python_sites
+from kforge_bot.tuner.sites import (UNPINNED, Marker, Pin, Site, SourceText, c_sites, find_markers,
+                                    python_sites)
 
 # Sane bounds per kind; candidates are powers of two inside them (stages: every integer).
 BOUNDS: dict[str, tuple[int, int]] = {
@@ -124,14 +125,24 @@ def _is_gpu(source: str, language: str | None) -> bool:
     return bool(_GPU_HINTS.search(source))
 
 
-def find_tunables(source: str, language: str | None = None, *, path: str | None = None, cpu_count: int | None = None) -> list[Tunable]:
+def find_tunables(source: str, language: str | None = None, *, path: str | None = None,
+                  cpu_count: int | None = None) -> list[Tunable]:
     """Every tunable parameter of a kernel source, in source order. Names are stable under `apply`.
 
     language: the spec's language ("triton", "cuda", "c", "cpp", "sycl", "torch"); None to infer.
     path: only for error messages (a malformed marker is a KforgeError naming the file)."""
     markers = find_markers(source, path)
-    forced = {m.name for m in markers}
     gpu = _is_gpu(source, language)
+    sites = _scan(source, gpu, {m.name for m in markers})
+    tunables = [_tunable(s, name, gpu, cpu_count) for s, name in zip(sites, _site_names(sites), strict=True)]
+    for marker in markers:
+        _mark(tunables, marker, path)
+    return tunables
+
+
+def _scan(source: str, gpu: bool, forced: set[str]) -> list[Site]:
+    """The sites of a source, one per literal, in source order: a Python file through its syntax tree (and C in
+    its string literals), anything else as C."""
     text = SourceText(source)
     try:
         tree: ast.Module | None = ast.parse(source)
@@ -146,13 +157,17 @@ def find_tunables(source: str, language: str | None = None, *, path: str | None 
     unique: dict[int, Site] = {}
     for s in sites:
         unique.setdefault(s.anchor, s)
-    sites = sorted(unique.values(), key=lambda s: s.anchor)
+    return sorted(unique.values(), key=lambda s: s.anchor)
 
+
+def _site_names(sites: Sequence[Site]) -> list[str]:
+    """Each site's name: its base when unique in the file, else `base@line`, and `base@line.N` for the Nth
+    more on one line."""
     counts: dict[str, int] = {}
     for s in sites:
         counts[s.base] = counts.get(s.base, 0) + 1
     seen: dict[str, int] = {}
-    tunables: list[Tunable] = []
+    names: list[str] = []
     for s in sites:
         name = s.base if counts[s.base] == 1 else f"{s.base}@{s.line}"
         if name in seen:  # two sites of one name on one line
@@ -160,32 +175,38 @@ def find_tunables(source: str, language: str | None = None, *, path: str | None 
             name = f"{name}.{seen[name]}"
         else:
             seen[name] = 0
-        kind = s.kind or "int"
-        if s.pin is not None:
-            values = pin_candidates(kind, gpu=gpu)
-            values = values if s.current in values else tuple(sorted({*values, s.current}))  # a pin by hand
-        else:
-            values = candidates_for(kind, s.current, cpu_count=cpu_count, gpu=gpu)
-        tunables.append(Tunable(name, kind, s.current, values, s.origin, s.line, tuple(s.spans), group=s.group,
-                                pin=s.pin))
+        names.append(name)
+    return names
 
-    for marker in markers:
-        hits = [t for t in tunables if t.name == marker.name or t.name.split("@")[0] == marker.name]
-        if len(hits) > 1:  # several sites of one name: the marker picks the one on its line or the next
-            near = [t for t in hits if t.line in (marker.line, marker.line + 1)]
-            hits = near or hits
-        if not hits:
-            raise KforgeError(
-                f"line {marker.line}: 'kforge: tune {marker.name}' names no integer constant, #define, "
-                f"constexpr or keyword literal of that name",
-                path=path,
-                hint="put the marker next to a line like 'NAME = 128' or '#define NAME 128', or fix the name",
-            )
-        for t in hits:
-            values = tuple(sorted(set(marker.values) | {t.current}))
-            tunables[tunables.index(t)] = Tunable(t.name, t.kind, t.current, values, t.origin, t.line, t.spans, marked=True,
-                                                  group=t.group, pin=t.pin)
-    return tunables
+
+def _tunable(s: Site, name: str, gpu: bool, cpu_count: int | None) -> Tunable:
+    """A site as a tunable, with the candidates its kind tries."""
+    kind = s.kind or "int"
+    if s.pin is not None:
+        values = pin_candidates(kind, gpu=gpu)
+        values = values if s.current in values else tuple(sorted({*values, s.current}))  # a pin by hand
+    else:
+        values = candidates_for(kind, s.current, cpu_count=cpu_count, gpu=gpu)
+    return Tunable(name, kind, s.current, values, s.origin, s.line, tuple(s.spans), group=s.group, pin=s.pin)
+
+
+def _mark(tunables: list[Tunable], marker: Marker, path: str | None) -> None:
+    """Gives the tunables a `kforge: tune` marker names its values (in place); a KforgeError when it names none."""
+    hits = [t for t in tunables if t.name == marker.name or t.name.split("@")[0] == marker.name]
+    if len(hits) > 1:  # several sites of one name: the marker picks the one on its line or the next
+        near = [t for t in hits if t.line in (marker.line, marker.line + 1)]
+        hits = near or hits
+    if not hits:
+        raise KforgeError(
+            f"line {marker.line}: 'kforge: tune {marker.name}' names no integer constant, #define, "
+            f"constexpr or keyword literal of that name",
+            path=path,
+            hint="put the marker next to a line like 'NAME = 128' or '#define NAME 128', or fix the name",
+        )
+    for t in hits:
+        values = tuple(sorted(set(marker.values) | {t.current}))
+        tunables[tunables.index(t)] = Tunable(t.name, t.kind, t.current, values, t.origin, t.line, t.spans,
+                                              marked=True, group=t.group, pin=t.pin)
 
 
 # ---------------------------------------------------------------------------------------------------
