@@ -23,7 +23,7 @@ from typing import Any
 
 from kforge_bot import gitops
 from kforge_bot.bot import evidence
-from kforge_bot.bot.outcomes import outcome_for, skipped, with_spec_note, with_workloads, workload_row
+from kforge_bot.bot.outcomes import KernelOutcome, outcome_for, skipped, with_spec_note, with_workloads, workload_row
 from kforge_bot.bot.results import PrReport, aggregate, load_results_dir
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec, spec_changes
@@ -32,7 +32,7 @@ from kforge_bot.github import events, trust
 from kforge_bot.github.actions import Actions
 from kforge_bot.hardware import get_runner
 from kforge_bot.spec import kernel_implementation, kernels
-from kforge_bot.targets import choose_target
+from kforge_bot.targets import TargetChoice, choose_target
 from kforge_bot.workloads.candidate import follow_up_workloads
 
 Log = Callable[[str], None]
@@ -202,58 +202,76 @@ def optimize_changed(env: ActionEnv, event: Any, policy: Any, options: Options, 
                      if merge_base != base_sha else None)
         kernels = changed_kernels(repo, merge_base, head_sha, policy, head_root, base_root, report.notes, fork_root)
         log(f"{len(kernels)} changed kernel(s): {', '.join(k.id for k, _, _ in kernels) or 'none'}")
+        one = _OptimizeOne(event.labels, policy, options, optimize, targets, base_root, head_root, log)
         for kernel, old, fork in kernels:
-            if kernel.spec is None:
-                report.kernels.append(skipped(kernel.id, kernel.name, kernel.file,
-                                              f"does not load: {kernel.error}".replace(f"{head_root}{os.sep}", "")))
-                continue
-            spec, spec_note, blocked = judged(kernel, old, policy, event.labels, fork)
-            rule = policy.rule_for(kernel.name, old.file if old is not None else kernel.file)  # the base's path
-            if rule.skip:
-                report.kernels.append(skipped(kernel.id, kernel.name, kernel.file,
-                                              f"skipped by the policy ({rule.matched})"))
-                continue
-            kind, chosen, why = None, None, ""
-            for target in targets:
-                kind, why = target.kernel_kind(spec.targets)  # the base's targets
-                if kind is not None:
-                    chosen = target
-                    break
-            if kind is None or chosen is None:
-                report.kernels.append(skipped(kernel.id, kernel.name, kernel.file, why))
-                continue
-            if kernel.spec.format == "manifest" and not policy.allows_language(kernel.spec.language):
-                report.kernels.append(skipped(kernel.id, kernel.name, kernel.file,
-                                              f"written in {kernel.spec.language}; the policy allows candidates only "
-                                              f"in {', '.join(policy.languages)}"))
-                continue
-            runs_on = chosen.runner or kind  # the report's name for it: the runner class when one was named
-            labels: tuple[str, ...] = ()
-            if chosen.runner:
-                labels = tuple(get_runner(chosen.runner).labels)
-            log(f"{kernel.name}: optimizing on {runs_on}" + (f" ({spec_note})" if spec_note else ""))
-            try:
-                source, result, how = optimize(spec, kind, policy, iterations=options.iterations,
-                                               model=options.model, models=options.models,
-                                               timing_budget_s=options.timing_budget_s,
-                                               work_dir=options.work_dir, log=log)
-            except KforgeError as exc:  # this kernel cannot be optimized (it fails its test): the others go on
-                why = str(exc).replace(f"{head_root}{os.sep}", "").replace(f"{base_root}{os.sep}", "")
-                failed = skipped(kernel.id, kernel.name, kernel.file, f"not optimized: {why}", target=runs_on)
-                report.kernels.append(with_spec_note(failed, spec_note, blocked))
-                log(f"{kernel.name}: not optimized: {why}")
-                continue
-            # The kernel's text as the spec loader read it (inside the checkout), not the file again.
-            baseline_source = kernel_implementation(kernel.spec).source
-            run = outcome_for(kernel.id, kernel.name, kernel.file, kernel.format, target=runs_on, kind=kind,
-                              labels=labels, baseline_source=baseline_source, candidate=source, result=result,
-                              how=how, min_speedup=policy.min_speedup, spec=spec)
-            if run.qualifies and source is not None:  # the model's number beside the kernel's (docs/workloads.md)
-                ends = follow_up_workloads(kernel, base_root, head_root, source, kind, policy, log)
-                run = with_workloads(run, [workload_row(w) for w in ends], policy.require_workload_gain)
-            run = with_spec_note(run, spec_note, blocked)
-            log(f"{kernel.name}: {'improvement' if run.qualifies else run.evidence.skip_reason}")
-            report.kernels.append(run)
+            report.kernels.append(one(kernel, old, fork))
+
+
+@dataclass(frozen=True)
+class _OptimizeOne:
+    """One changed kernel's outcome on this runner: skipped (with why), not optimized, or its best candidate."""
+
+    pr_labels: Sequence[str]  # a maintainer's label approves a change to a kernel's test
+    policy: Any
+    options: Options
+    optimize: OptimizeFn
+    targets: Sequence[TargetChoice]
+    base_root: Path
+    head_root: Path
+    log: Log
+
+    def __call__(self, kernel: kernels.Kernel, old: kernels.Kernel | None, fork: kernels.Kernel | None
+                 ) -> KernelOutcome:
+        policy, log = self.policy, self.log
+        if kernel.spec is None:
+            return skipped(kernel.id, kernel.name, kernel.file,
+                           f"does not load: {kernel.error}".replace(f"{self.head_root}{os.sep}", ""))
+        spec, spec_note, blocked = judged(kernel, old, policy, self.pr_labels, fork)
+        rule = policy.rule_for(kernel.name, old.file if old is not None else kernel.file)  # the base's path
+        if rule.skip:
+            return skipped(kernel.id, kernel.name, kernel.file, f"skipped by the policy ({rule.matched})")
+        kind, chosen, why = _first_target(self.targets, spec.targets)  # the base's targets
+        if kind is None or chosen is None:
+            return skipped(kernel.id, kernel.name, kernel.file, why)
+        if kernel.spec.format == "manifest" and not policy.allows_language(kernel.spec.language):
+            return skipped(kernel.id, kernel.name, kernel.file, f"written in {kernel.spec.language}; the policy "
+                           f"allows candidates only in {', '.join(policy.languages)}")
+        runs_on = chosen.runner or kind  # the report's name for it: the runner class when one was named
+        labels: tuple[str, ...] = tuple(get_runner(chosen.runner).labels) if chosen.runner else ()
+        log(f"{kernel.name}: optimizing on {runs_on}" + (f" ({spec_note})" if spec_note else ""))
+        options = self.options
+        try:
+            source, result, how = self.optimize(spec, kind, policy, iterations=options.iterations,
+                                                model=options.model, models=options.models,
+                                                timing_budget_s=options.timing_budget_s,
+                                                work_dir=options.work_dir, log=log)
+        except KforgeError as exc:  # this kernel cannot be optimized (it fails its test): the others go on
+            why = str(exc).replace(f"{self.head_root}{os.sep}", "").replace(f"{self.base_root}{os.sep}", "")
+            log(f"{kernel.name}: not optimized: {why}")
+            failed = skipped(kernel.id, kernel.name, kernel.file, f"not optimized: {why}", target=runs_on)
+            return with_spec_note(failed, spec_note, blocked)
+        # The kernel's text as the spec loader read it (inside the checkout), not the file again.
+        baseline_source = kernel_implementation(kernel.spec).source
+        run = outcome_for(kernel.id, kernel.name, kernel.file, kernel.format, target=runs_on, kind=kind,
+                          labels=labels, baseline_source=baseline_source, candidate=source, result=result,
+                          how=how, min_speedup=policy.min_speedup, spec=spec)
+        if run.qualifies and source is not None:  # the model's number beside the kernel's (docs/workloads.md)
+            ends = follow_up_workloads(kernel, self.base_root, self.head_root, source, kind, policy, log)
+            run = with_workloads(run, [workload_row(w) for w in ends], policy.require_workload_gain)
+        run = with_spec_note(run, spec_note, blocked)
+        log(f"{kernel.name}: {'improvement' if run.qualifies else run.evidence.skip_reason}")
+        return run
+
+
+def _first_target(targets: Sequence[TargetChoice], spec_targets: Sequence[str]
+                  ) -> tuple[str | None, TargetChoice | None, str]:
+    """(device kind, the target that has it, why none) for the first of `targets` the kernel runs on."""
+    kind, why = None, ""
+    for target in targets:
+        kind, why = target.kernel_kind(spec_targets)
+        if kind is not None:
+            return kind, target, why
+    return kind, None, why
 
 
 def publish(env: ActionEnv, event: Any, report: PrReport, gh: Any, log: Log) -> None:

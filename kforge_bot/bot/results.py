@@ -33,63 +33,84 @@ def aggregate(documents: Sequence[Mapping[str, Any]], required: Sequence[str],
         for entry in doc.get("kernels") or []:
             run = KernelOutcome.from_dict(entry)
             by_kernel.setdefault(run.id, []).append(run)
-    merged: list[KernelOutcome] = []
-    for kid in sorted(by_kernel):
-        runs = by_kernel[kid]
-        first = runs[0]
-        reported = sorted({r.target for r in runs if r.evidence.targets})
-        need = list(required) or reported
-        rows: dict[str, dict[str, TargetRow]] = {}  # candidate hash -> target -> row
-        sources: dict[str, KernelOutcome] = {}
-        workloads: dict[str, list[WorkloadRow]] = {}  # candidate hash -> its workloads' rows, every target's
+    return [_merge(by_kernel[kid], required, min_speedup, require_workload_gain) for kid in sorted(by_kernel)]
+
+
+@dataclass
+class _Candidates:
+    """One kernel's candidates across the targets' runs, by source hash."""
+
+    rows: dict[str, dict[str, TargetRow]] = field(default_factory=dict)  # candidate hash -> target -> row
+    sources: dict[str, KernelOutcome] = field(default_factory=dict)
+    workloads: dict[str, list[WorkloadRow]] = field(default_factory=dict)  # its workloads' rows, every target's
+
+    @classmethod
+    def of(cls, runs: Sequence[KernelOutcome]) -> _Candidates:
+        found = cls()
         for r in runs:
             if r.candidate is None:
                 continue
             h = r.candidate_sha256 or ""
-            sources.setdefault(h, r)
+            found.sources.setdefault(h, r)
             for row in r.evidence.targets:
-                rows.setdefault(h, {})[row.target] = row
-            workloads.setdefault(h, []).extend(r.evidence.workloads)
-        best: tuple[float, str] | None = None
-        reasons: list[str] = []
-        for h, per in rows.items():
-            missing = [t for t in need if t not in per]
-            wrong = [t for t, row in per.items() if row.correct is not True]
-            slower = [t for t, row in per.items() if row.ci_high is None or row.ci_high <= 1.0]
-            enough = [t for t, row in per.items() if row.ci_low is not None and row.ci_low >= min_speedup]
-            if missing:
-                reasons.append(f"candidate {h[:8]} was not measured on {', '.join(missing)}")
-            elif wrong:
-                reasons.append(f"candidate {h[:8]} is not correct on {', '.join(wrong)}")
-            elif slower:
-                reasons.append(f"candidate {h[:8]} is not faster on {', '.join(slower)}")
-            elif not enough:
-                reasons.append(f"candidate {h[:8]} reaches min_speedup {min_speedup:g} on no target")
-            elif held := workloads_hold_back(workloads.get(h, []), require_workload_gain):
-                reasons.append(f"candidate {h[:8]}: {held}")
-            else:
-                score = min(row.speedup or 0.0 for row in per.values())
-                if best is None or score > best[0]:
-                    best = (score, h)
-        all_rows = tuple(row for r in runs for row in r.evidence.targets)
-        blocked = next((r.evidence for r in runs if r.evidence.spec_blocked), None)
-        if blocked is not None:  # the PR changed the kernel's test and no maintainer approved it: nothing counts
-            outcome = replace(blocked, targets=all_rows, pr_url=None, pr_number=None)
-            merged.append(replace(first, evidence=outcome, qualifies=False, candidate=None))
+                found.rows.setdefault(h, {})[row.target] = row
+            found.workloads.setdefault(h, []).extend(r.evidence.workloads)
+        return found
+
+
+def _merge(runs: Sequence[KernelOutcome], required: Sequence[str], min_speedup: float,
+           require_workload_gain: bool) -> KernelOutcome:
+    """One kernel's outcome from every target's run of it (aggregate's rules)."""
+    first = runs[0]
+    reported = sorted({r.target for r in runs if r.evidence.targets})
+    need = list(required) or reported
+    found = _Candidates.of(runs)
+    best: tuple[float, str] | None = None
+    reasons: list[str] = []
+    for h, per in found.rows.items():
+        why = _why_not(h, per, need, found.workloads.get(h, []), min_speedup, require_workload_gain)
+        if why:
+            reasons.append(why)
             continue
-        if best is None:
-            why = "; ".join(reasons) or "; ".join(sorted({r.evidence.skip_reason or "" for r in runs} - {""})) \
-                or "no candidate from any target"
-            outcome = replace(first.evidence, targets=all_rows, skip_reason=f"no candidate good on every target: {why}"
-                              if reasons else why, pr_url=None, pr_number=None)
-            merged.append(replace(first, evidence=outcome, qualifies=False, candidate=None))
-            continue
-        chosen = sources[best[1]]
-        per = rows[best[1]]
-        outcome = replace(chosen.evidence, targets=tuple(per[t] for t in sorted(per)), skip_reason=None,
-                          pr_url=None, pr_number=None, workloads=tuple(workloads.get(best[1], [])))
-        merged.append(replace(chosen, evidence=outcome, qualifies=True, target=",".join(sorted(per))))
-    return merged
+        score = min(row.speedup or 0.0 for row in per.values())
+        if best is None or score > best[0]:
+            best = (score, h)
+    all_rows = tuple(row for r in runs for row in r.evidence.targets)
+    blocked = next((r.evidence for r in runs if r.evidence.spec_blocked), None)
+    if blocked is not None:  # the PR changed the kernel's test and no maintainer approved it: nothing counts
+        outcome = replace(blocked, targets=all_rows, pr_url=None, pr_number=None)
+        return replace(first, evidence=outcome, qualifies=False, candidate=None)
+    if best is None:
+        why = "; ".join(reasons) or "; ".join(sorted({r.evidence.skip_reason or "" for r in runs} - {""})) \
+            or "no candidate from any target"
+        outcome = replace(first.evidence, targets=all_rows, skip_reason=f"no candidate good on every target: {why}"
+                          if reasons else why, pr_url=None, pr_number=None)
+        return replace(first, evidence=outcome, qualifies=False, candidate=None)
+    chosen = found.sources[best[1]]
+    per = found.rows[best[1]]
+    outcome = replace(chosen.evidence, targets=tuple(per[t] for t in sorted(per)), skip_reason=None,
+                      pr_url=None, pr_number=None, workloads=tuple(found.workloads.get(best[1], [])))
+    return replace(chosen, evidence=outcome, qualifies=True, target=",".join(sorted(per)))
+
+
+def _why_not(h: str, per: Mapping[str, TargetRow], need: Sequence[str], workloads: Sequence[WorkloadRow],
+             min_speedup: float, require_workload_gain: bool) -> str | None:
+    """Why candidate `h` (its row per target) does not qualify; None where it does."""
+    missing = [t for t in need if t not in per]
+    wrong = [t for t, row in per.items() if row.correct is not True]
+    slower = [t for t, row in per.items() if row.ci_high is None or row.ci_high <= 1.0]
+    enough = [t for t, row in per.items() if row.ci_low is not None and row.ci_low >= min_speedup]
+    if missing:
+        return f"candidate {h[:8]} was not measured on {', '.join(missing)}"
+    if wrong:
+        return f"candidate {h[:8]} is not correct on {', '.join(wrong)}"
+    if slower:
+        return f"candidate {h[:8]} is not faster on {', '.join(slower)}"
+    if not enough:
+        return f"candidate {h[:8]} reaches min_speedup {min_speedup:g} on no target"
+    if held := workloads_hold_back(workloads, require_workload_gain):
+        return f"candidate {h[:8]}: {held}"
+    return None
 
 
 def load_results_dir(directory: str | Path) -> list[dict[str, Any]]:

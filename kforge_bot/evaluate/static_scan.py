@@ -98,69 +98,8 @@ def static_findings(source: str) -> list[Finding]:
         tree = ast.parse(source)
     except SyntaxError:
         return []  # the import in the worker reports syntax errors as compile errors
-    findings: list[Finding] = []
-    imported = _import_names(tree)
-
-    def resolved(node: ast.AST) -> str | None:
-        name = _dotted(node)
-        if name is None:
-            return None
-        head = name.split(".")[0]
-        return imported[head] + name[len(head):] if head in imported else name
-
-    for node in ast.walk(tree):
-        line = getattr(node, "lineno", 0)
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                root = alias.name.split(".")[0]
-                if root in FORBIDDEN_IMPORTS:
-                    findings.append(Finding(line, f"import {alias.name}", FORBIDDEN_IMPORTS[root]))
-        elif isinstance(node, ast.ImportFrom):
-            root = (node.module or "").split(".")[0]
-            if root in FORBIDDEN_IMPORTS:
-                findings.append(Finding(line, f"from {node.module} import ...", FORBIDDEN_IMPORTS[root]))
-            for alias in node.names:
-                if (root, alias.name) in FORBIDDEN_CALLS:
-                    findings.append(Finding(line, f"from {root} import {alias.name}",
-                                            FORBIDDEN_CALLS[(root, alias.name)]))
-        elif isinstance(node, ast.Call):
-            name = resolved(node.func)
-            if name:
-                parts = name.split(".")
-                key = (parts[-2], parts[-1]) if len(parts) >= 2 else ("builtins", parts[-1])
-                if key in FORBIDDEN_CALLS:
-                    findings.append(Finding(line, f"call to {name}()", FORBIDDEN_CALLS[key]))
-                if parts[-1] in ("setattr", "delattr") and node.args:
-                    target = resolved(node.args[0])
-                    if target and target.split(".")[0] in PATCHABLE_ROOTS:
-                        findings.append(Finding(line, f"{parts[-1]}({target}, ...)",
-                                                "patching the framework or the clock changes what is measured"))
-                if parts[-1] == "__import__" or name in ("importlib.import_module",):
-                    arg = node.args[0] if node.args else None
-                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
-                            and arg.value.split(".")[0] in FORBIDDEN_IMPORTS:
-                        findings.append(Finding(line, f"dynamic import of {arg.value}",
-                                                FORBIDDEN_IMPORTS[arg.value.split(".")[0]]))
-                    elif not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
-                        findings.append(Finding(line, f"{name}() of a computed module name",
-                                                "a name built at run time hides which module is imported"))
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            for target in targets:
-                dotted = resolved(target) if isinstance(target, ast.Attribute) else None
-                if dotted and dotted.split(".")[0] in PATCHABLE_ROOTS:
-                    findings.append(Finding(line, f"assignment to {dotted}",
-                                            "patching the framework or the clock changes what is measured"))
-        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_NAMES:
-            findings.append(Finding(line, f"use of .{node.attr}", FORBIDDEN_NAMES[node.attr]))
-        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
-            findings.append(Finding(line, f"use of {node.id}", FORBIDDEN_NAMES[node.id]))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "/proc/self/fd" in node.value:
-            findings.append(Finding(line, "reference to /proc/self/fd",
-                                    "opening inherited file descriptors can forge the harness's result channel"))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _FORBIDDEN_STRINGS:
-            # getattr(sys, "_getframe") and friends: the same attribute, named by a string.
-            findings.append(Finding(line, f"the string {node.value!r}", _FORBIDDEN_STRINGS[node.value]))
+    scan = _Scan(_import_names(tree))
+    findings = [finding for node in ast.walk(tree) for finding in scan.node(node)]
     # One finding per line is enough to explain; keep the first.
     seen: set[int] = set()
     unique = []
@@ -169,3 +108,87 @@ def static_findings(source: str) -> list[Finding]:
             seen.add(finding.line)
             unique.append(finding)
     return unique
+
+
+_PATCHING = "patching the framework or the clock changes what is measured"
+
+
+class _Scan:
+    """The findings of one node of a source whose imports bind `imported` (_import_names)."""
+
+    def __init__(self, imported: dict[str, str]) -> None:
+        self.imported = imported
+
+    def resolved(self, node: ast.AST) -> str | None:
+        """The dotted name `node` stands for, a renamed import's alias replaced by what it imports."""
+        name = _dotted(node)
+        if name is None:
+            return None
+        head = name.split(".")[0]
+        return self.imported[head] + name[len(head):] if head in self.imported else name
+
+    def node(self, node: ast.AST) -> list[Finding]:
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import):
+            return [Finding(line, f"import {alias.name}", FORBIDDEN_IMPORTS[alias.name.split(".")[0]])
+                    for alias in node.names if alias.name.split(".")[0] in FORBIDDEN_IMPORTS]
+        if isinstance(node, ast.ImportFrom):
+            return _import_from(node, line)
+        if isinstance(node, ast.Call):
+            return self.call(node, line)
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            dotted = [self.resolved(t) if isinstance(t, ast.Attribute) else None for t in targets]
+            return [Finding(line, f"assignment to {d}", _PATCHING) for d in dotted
+                    if d and d.split(".")[0] in PATCHABLE_ROOTS]
+        return _named(node, line)
+
+    def call(self, node: ast.Call, line: int) -> list[Finding]:
+        name = self.resolved(node.func)
+        if not name:
+            return []
+        findings = []
+        parts = name.split(".")
+        key = (parts[-2], parts[-1]) if len(parts) >= 2 else ("builtins", parts[-1])
+        if key in FORBIDDEN_CALLS:
+            findings.append(Finding(line, f"call to {name}()", FORBIDDEN_CALLS[key]))
+        if parts[-1] in ("setattr", "delattr") and node.args:
+            target = self.resolved(node.args[0])
+            if target and target.split(".")[0] in PATCHABLE_ROOTS:
+                findings.append(Finding(line, f"{parts[-1]}({target}, ...)", _PATCHING))
+        if parts[-1] == "__import__" or name in ("importlib.import_module",):
+            arg = node.args[0] if node.args else None
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
+                    and arg.value.split(".")[0] in FORBIDDEN_IMPORTS:
+                findings.append(Finding(line, f"dynamic import of {arg.value}",
+                                        FORBIDDEN_IMPORTS[arg.value.split(".")[0]]))
+            elif not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                findings.append(Finding(line, f"{name}() of a computed module name",
+                                        "a name built at run time hides which module is imported"))
+        return findings
+
+
+def _import_from(node: ast.ImportFrom, line: int) -> list[Finding]:
+    findings = []
+    root = (node.module or "").split(".")[0]
+    if root in FORBIDDEN_IMPORTS:
+        findings.append(Finding(line, f"from {node.module} import ...", FORBIDDEN_IMPORTS[root]))
+    for alias in node.names:
+        if (root, alias.name) in FORBIDDEN_CALLS:
+            findings.append(Finding(line, f"from {root} import {alias.name}", FORBIDDEN_CALLS[(root, alias.name)]))
+    return findings
+
+
+def _named(node: ast.AST, line: int) -> list[Finding]:
+    """A forbidden attribute or name, used or spelled as a string."""
+    if isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_NAMES:
+        return [Finding(line, f"use of .{node.attr}", FORBIDDEN_NAMES[node.attr])]
+    if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
+        return [Finding(line, f"use of {node.id}", FORBIDDEN_NAMES[node.id])]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and "/proc/self/fd" in node.value:
+        return [Finding(line, "reference to /proc/self/fd",
+                        "opening inherited file descriptors can forge the harness's result channel")]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _FORBIDDEN_STRINGS:
+        # getattr(sys, "_getframe") and friends: the same attribute, named by a string.
+        return [Finding(line, f"the string {node.value!r}", _FORBIDDEN_STRINGS[node.value])]
+    return []

@@ -109,6 +109,55 @@ class Planner:
              ) -> KernelReport | ToMeasure | None:
         """None for an unchanged kernel, a KernelReport when no measurement is needed, else what to measure. `old` is
         the kernel at the base branch's tip, `fork` at the branch point (where that is another commit)."""
+        seen = self._versions(kernel, old, fork)
+        old, touched = seen.old, seen.touched
+        if not self.all_kernels and seen.since_mat == seen.head_mat:
+            return None
+        if kernel.spec is None:
+            return self.clean(KernelReport(kid, kernel.name, kernel.file, kernel.format, "error",
+                                           f"does not load: {kernel.error}", touched_by=touched, new=old is None))
+        edits = _edits(kernel, old, seen.fork, self.spec_change_approved)
+        usable_base, changes = edits.base, edits.changes
+        # The base's rules decide where a kernel is measured and which policy rule applies: its targets (unless a
+        # maintainer approved the change to its test) and its path (a change cannot move a kernel under a skip rule).
+        ruled = judged_spec(kernel.spec, usable_base.spec) if usable_base is not None and not edits.approved \
+            else kernel.spec
+        path = old.file if old is not None else kernel.file
+        rule = self.policy.rule_for(kernel.name, path)  # skip does not depend on the target
+        if rule.skip:
+            why = f"skipped by the policy ({rule.matched}" + (f": {rule.reason})" if rule.reason else ")")
+            return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped", why, rule=rule.matched,
+                                touched_by=touched)
+        kind, why = self.target.kernel_kind(ruled.targets)
+        if kind is None:
+            needs = required_status(self.required, ruled, None, "", self.target)
+            return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped", why, touched_by=touched,
+                                required=needs, spec_changes=changes)
+        fp = self.fingerprint(kind)
+        self.targets[kind] = fp.to_dict()
+        rule = self.policy.rule_for(kernel.name, path, kind)  # the threshold for this target kind
+        needs = required_status(self.required, ruled, kind, fp.device_name, self.target)
+        settings = gate_settings(self.policy, rule, self.timing_budget_s)
+        key_material = {"kernel": kid, "head": seen.head_mat, "base": seen.base_mat if usable_base else None,
+                        "rule": {"threshold": rule.threshold, "confidence": rule.confidence},
+                        "settings": settings.key_material(), "target": fp.to_dict(),
+                        "spec_changes": changes, "approved": edits.approved,
+                        "fork": material(edits.fork, seen.fork_root) if edits.fork_changes and edits.fork else None}
+        key = cache_key(key_material)
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is not None:
+            return _from_cache(hit, kid, kernel, touched, key, needs)
+        if not self.measure:
+            return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
+                                "plan only: not in the cache, would be measured", target=kind, key=key,
+                                touched_by=touched, new=usable_base is None, threshold=rule.threshold,
+                                confidence=rule.confidence, threshold_from=rule.threshold_from, required=needs,
+                                spec_changes=changes)
+        return ToMeasure(kernel, old, kind, fp.device_name, rule, settings, touched, needs, key, key_material, changes,
+                         edits.approved, edits.fork if edits.fork_changes else None, edits.fork_changes)
+
+    def _versions(self, kernel: Kernel, old: Kernel | None, fork: Kernel | None) -> _Versions:
+        """Which base and branch-point versions judge the head, and what the change touches of them."""
         fork_root = self.fork_root or self.base_root
         old_root = self.base_root
         if fork_root == self.base_root:
@@ -127,55 +176,50 @@ class Planner:
         since_mat = material(since, since_root) if since is not None else None
         touched = sorted(self.changed & {p.relative_to(self.head_root).as_posix() for p in head_deps}
                          | self.changed & {p.relative_to(since_root).as_posix() for p in since_deps})
-        if not self.all_kernels and since_mat == head_mat:
-            return None
-        if kernel.spec is None:
-            return self.clean(KernelReport(kid, kernel.name, kernel.file, kernel.format, "error",
-                                           f"does not load: {kernel.error}", touched_by=touched, new=old is None))
-        usable_base = old if old is not None and old.spec is not None else None
-        changes = spec_changes(usable_base.spec, kernel.spec) if usable_base is not None and usable_base.spec else []
-        usable_fork = fork if fork is not None and fork.spec is not None and fork is not old else None
-        fork_changes = spec_changes(usable_fork.spec, usable_base.spec) if usable_fork and usable_base else []
-        if usable_fork is not None:  # the head's edits: what differs from both the tip and the branch point
-            head_edits = spec_changes(usable_fork.spec, kernel.spec)
-            changes = [part for part in changes if part in head_edits]
-        approved = bool(changes) and self.spec_change_approved
-        # The base's rules decide where a kernel is measured and which policy rule applies: its targets (unless a
-        # maintainer approved the change to its test) and its path (a change cannot move a kernel under a skip rule).
-        ruled = judged_spec(kernel.spec, usable_base.spec) if usable_base is not None and not approved else kernel.spec
-        path = old.file if old is not None else kernel.file
-        rule = self.policy.rule_for(kernel.name, path)  # skip does not depend on the target
-        if rule.skip:
-            return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
-                                f"skipped by the policy ({rule.matched}" + (f": {rule.reason})" if rule.reason else ")"),
-                                rule=rule.matched, touched_by=touched)
-        kind, why = self.target.kernel_kind(ruled.targets)
-        if kind is None:
-            needs = required_status(self.required, ruled, None, "", self.target)
-            return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped", why, touched_by=touched,
-                                required=needs, spec_changes=changes)
-        fp = self.fingerprint(kind)
-        self.targets[kind] = fp.to_dict()
-        rule = self.policy.rule_for(kernel.name, path, kind)  # the threshold for this target kind
-        needs = required_status(self.required, ruled, kind, fp.device_name, self.target)
-        settings = gate_settings(self.policy, rule, self.timing_budget_s)
-        key_material = {"kernel": kid, "head": head_mat, "base": base_mat if usable_base else None,
-                        "rule": {"threshold": rule.threshold, "confidence": rule.confidence},
-                        "settings": settings.key_material(), "target": fp.to_dict(),
-                        "spec_changes": changes, "approved": approved,
-                        "fork": material(usable_fork, fork_root) if fork_changes and usable_fork else None}
-        key = cache_key(key_material)
-        hit = self.cache.get(key) if self.cache is not None else None
-        if hit is not None:
-            cached = KernelReport.from_dict(hit)
-            cached.id, cached.file, cached.cached, cached.measured = kid, kernel.file, True, False
-            cached.touched_by, cached.key, cached.wall_s, cached.required = touched, key, 0.0, needs
-            return cached
-        if not self.measure:
-            return KernelReport(kid, kernel.name, kernel.file, kernel.format, "skipped",
-                                "plan only: not in the cache, would be measured", target=kind, key=key,
-                                touched_by=touched, new=usable_base is None, threshold=rule.threshold,
-                                confidence=rule.confidence, threshold_from=rule.threshold_from, required=needs,
-                                spec_changes=changes)
-        return ToMeasure(kernel, old, kind, fp.device_name, rule, settings, touched, needs, key, key_material, changes,
-                         approved, usable_fork if fork_changes else None, fork_changes)
+        return _Versions(old, fork, fork_root, head_mat, base_mat, since_mat, touched)
+
+
+@dataclass(frozen=True)
+class _Versions:
+    """A head kernel's base version (the branch point's where the target branch removed it), its branch point's,
+    the materials of each, and the change's paths it depends on."""
+
+    old: Kernel | None
+    fork: Kernel | None  # the base's, where the branch point is the base tip
+    fork_root: Path
+    head_mat: dict[str, Any]
+    base_mat: dict[str, Any] | None
+    since_mat: dict[str, Any] | None  # the version the change starts from: the branch point's
+    touched: list[str]
+
+
+@dataclass(frozen=True)
+class _Edits:
+    """What the head changed of a kernel's test, and what the target branch changed of it since the branch point."""
+
+    base: Kernel | None  # the base version, where it loads
+    fork: Kernel | None  # the branch point's version, where it loads and is not the base's
+    changes: list[str]  # the head's own edits to its test
+    fork_changes: list[str]
+    approved: bool
+
+
+def _edits(kernel: Kernel, old: Kernel | None, fork: Kernel | None, label_added: bool) -> _Edits:
+    assert kernel.spec is not None
+    usable_base = old if old is not None and old.spec is not None else None
+    changes = spec_changes(usable_base.spec, kernel.spec) if usable_base is not None and usable_base.spec else []
+    usable_fork = fork if fork is not None and fork.spec is not None and fork is not old else None
+    fork_changes = spec_changes(usable_fork.spec, usable_base.spec) if usable_fork and usable_base else []
+    if usable_fork is not None:  # the head's edits: what differs from both the tip and the branch point
+        head_edits = spec_changes(usable_fork.spec, kernel.spec)
+        changes = [part for part in changes if part in head_edits]
+    return _Edits(usable_base, usable_fork, changes, fork_changes, bool(changes) and label_added)
+
+
+def _from_cache(hit: dict[str, Any], kid: str, kernel: Kernel, touched: list[str], key: str,
+                needs: dict[str, str]) -> KernelReport:
+    """A cached verdict, reported as this run's kernel."""
+    cached = KernelReport.from_dict(hit)
+    cached.id, cached.file, cached.cached, cached.measured = kid, kernel.file, True, False
+    cached.touched_by, cached.key, cached.wall_s, cached.required = touched, key, 0.0, needs
+    return cached

@@ -8,6 +8,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from kforge_bot import gitops
@@ -16,7 +17,7 @@ from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec
 from kforge_bot.gate.decision import CACHEABLE, fmt_threshold, stricter
-from kforge_bot.gate.measure import EvaluateFn, compare
+from kforge_bot.gate.measure import EvaluateFn, Measurement, compare
 from kforge_bot.gate.plan import Planner, ToMeasure
 from kforge_bot.gate.report import GateReport, KernelReport, report_from
 from kforge_bot.gate.required_targets import required_targets
@@ -60,63 +61,107 @@ def run_gate(repo: str | Path, base: str, head: str = "HEAD", *, policy: Policy,
     required = required_targets(policy)
     strict_targets = policy.gate.require_all_targets if require_all_targets is None else require_all_targets
     root = repo_root(repo)
-    head_sha = gitops.resolve(root, head)
-    base_sha = gitops.resolve(root, base)
-    merge_base = gitops.merge_base(root, base_sha, head_sha)
-    changed = _changed_paths(root, merge_base, head_sha)  # the pull request's own diff, as GitHub shows it
+    revs = _Revisions.of(root, base, head)
     chosen, cache = _cache_for(root, cache_dir, use_cache)
-    report = GateReport(repo=str(root), base_ref=base, head_ref=head, base_sha=base_sha, head_sha=head_sha,
-                        merge_base=merge_base, kernels=[], policy=policy.source, all_kernels=all_kernels,
-                        cache_dir=str(cache.directory) if cache else None,
-                        required_targets=list(policy.required_targets), require_all_targets=strict_targets,
-                        all_skipped=policy.gate.all_skipped)
+    report = _empty_report(root, base, head, revs, policy, all_kernels, cache, strict_targets)
     if use_cache and cache is None:
-        report.notes.append(f"the result cache {chosen} lies inside the checkout under test, where a pull request "
-                            "can commit entries: not used (point --cache-dir or $KFORGE_CACHE_DIR outside it)")
-        say(report.notes[-1])
+        _note(report, say, f"the result cache {chosen} lies inside the checkout under test, where a pull request "
+                           "can commit entries: not used (point --cache-dir or $KFORGE_CACHE_DIR outside it)")
     fingerprint = _fingerprints(target, fingerprints)
 
     with contextlib.ExitStack() as stack:
-        # The base is the target branch's tip (the author chooses the branch point, not what main holds now); the
-        # branch point is checked out too where it is another commit: its test judges the head as well.
-        say(f"checking out {base_sha[:12]} (base), {head_sha[:12]} (head)"
-            + (f" and {merge_base[:12]} (branch point)" if merge_base != base_sha else ""))
-        base_root = stack.enter_context(gitops.worktree(root, base_sha)).resolve()
-        head_root = stack.enter_context(gitops.worktree(root, head_sha)).resolve()
-        fork_root = (stack.enter_context(gitops.worktree(root, merge_base)).resolve()
-                     if merge_base != base_sha else None)
+        base_root, head_root, fork_root = _check_out(stack, root, revs, say)
         base_kernels, fork_kernels, head_kernels = _kernels_of_each(policy, base_root, head_root, fork_root,
                                                                     report.notes)
         report.removed.extend(_gone(fork_kernels, head_kernels, head_root))  # removed by this change
-        planner = Planner(policy, target, required, head_root, base_root, changed, all_kernels, timing_budget_s, cache,
-                          fingerprint, measure, report.targets, spec_change_approved, fork_root)
+        planner = Planner(policy, target, required, head_root, base_root, revs.changed, all_kernels, timing_budget_s,
+                          cache, fingerprint, measure, report.targets, spec_change_approved, fork_root)
+        runs = _Runs(planner, cache, evaluator, say, before_first_run)
         for kid in sorted(head_kernels):
             kernel = head_kernels[kid]
-            if only and kid not in only and kernel.name not in only:
-                continue
-            planned = planner.plan(kid, kernel, base_kernels.get(kid), fork_kernels.get(kid))
-            if planned is None:
-                report.unchanged.append(kid)
-            elif isinstance(planned, KernelReport):
-                report.kernels.append(planned)
-                if planned.cached:
-                    say(f"{kernel.name}: cache hit ({planned.verdict})")
-            else:
-                if before_first_run is not None:
-                    before_first_run()  # says whether the code about to run is sandboxed
-                    before_first_run = None
-                report.kernels.append(_measure(planned, planner, cache, evaluator, say))
+            if not only or kid in only or kernel.name in only:
+                runs.plan_one(report, kid, kernel, base_kernels.get(kid), fork_kernels.get(kid))
         # The workloads that use the changed kernels, end to end (kforge_bot/workloads/gate.py).
-        report.workloads.extend(gate_workloads(base_root, head_root, changed, policy, target, head_kernels.values(),
-                                               report.kernels, policy.eval_settings("gate"), say, measure))
+        report.workloads.extend(gate_workloads(base_root, head_root, revs.changed, policy, target,
+                                               head_kernels.values(), report.kernels, policy.eval_settings("gate"),
+                                               say, measure))
     if cache is not None and cache.rejected:
-        note = (f"ignored {len(cache.rejected)} cache entr{'y' if len(cache.rejected) == 1 else 'ies'} that failed "
-                f"authentication (not written by this machine's bot) and measured again: "
-                + ", ".join(Path(p).name for p in cache.rejected[:3]))
-        report.notes.append(note)
-        say(note)
+        _note(report, say, f"ignored {len(cache.rejected)} cache entr{'y' if len(cache.rejected) == 1 else 'ies'} "
+                           f"that failed authentication (not written by this machine's bot) and measured again: "
+                           + ", ".join(Path(p).name for p in cache.rejected[:3]))
     report.wall_s = time.monotonic() - started
     return report
+
+
+@dataclass(frozen=True)
+class _Revisions:
+    """The three commits a gate run compares, and the change's paths."""
+
+    base_sha: str
+    head_sha: str
+    merge_base: str
+    changed: set[str]
+
+    @classmethod
+    def of(cls, root: Path, base: str, head: str) -> _Revisions:
+        head_sha = gitops.resolve(root, head)
+        base_sha = gitops.resolve(root, base)
+        merge_base = gitops.merge_base(root, base_sha, head_sha)
+        # the pull request's own diff, as GitHub shows it
+        return cls(base_sha, head_sha, merge_base, _changed_paths(root, merge_base, head_sha))
+
+
+def _empty_report(root: Path, base: str, head: str, revs: _Revisions, policy: Policy, all_kernels: bool,
+                  cache: ResultCache | None, strict_targets: bool) -> GateReport:
+    """The report before any kernel is planned: what was compared, under which policy, with which cache."""
+    return GateReport(repo=str(root), base_ref=base, head_ref=head, base_sha=revs.base_sha, head_sha=revs.head_sha,
+                      merge_base=revs.merge_base, kernels=[], policy=policy.source, all_kernels=all_kernels,
+                      cache_dir=str(cache.directory) if cache else None,
+                      required_targets=list(policy.required_targets), require_all_targets=strict_targets,
+                      all_skipped=policy.gate.all_skipped)
+
+
+def _note(report: GateReport, say: Log, note: str) -> None:
+    report.notes.append(note)
+    say(note)
+
+
+def _check_out(stack: contextlib.ExitStack, root: Path, revs: _Revisions, say: Log
+               ) -> tuple[Path, Path, Path | None]:
+    """(base, head, branch point) checkouts, removed when `stack` closes; the branch point is None where it is
+    the base. The base is the target branch's tip (the author chooses the branch point, not what main holds now);
+    the branch point is checked out too where it is another commit: its test judges the head as well."""
+    base_sha, head_sha, merge_base = revs.base_sha, revs.head_sha, revs.merge_base
+    say(f"checking out {base_sha[:12]} (base), {head_sha[:12]} (head)"
+        + (f" and {merge_base[:12]} (branch point)" if merge_base != base_sha else ""))
+    base_root = stack.enter_context(gitops.worktree(root, base_sha)).resolve()
+    head_root = stack.enter_context(gitops.worktree(root, head_sha)).resolve()
+    fork_root = (stack.enter_context(gitops.worktree(root, merge_base)).resolve()
+                 if merge_base != base_sha else None)
+    return base_root, head_root, fork_root
+
+
+class _Runs:
+    """Plans each kernel and measures those the plan asks for, adding each to the report."""
+
+    def __init__(self, planner: Planner, cache: ResultCache | None, evaluator: EvaluateFn | None, say: Log,
+                 before_first_run: Callable[[], None] | None) -> None:
+        self.planner, self.cache, self.evaluator, self.say = planner, cache, evaluator, say
+        self.before_first_run = before_first_run
+
+    def plan_one(self, report: GateReport, kid: str, kernel: Kernel, base: Kernel | None, fork: Kernel | None) -> None:
+        planned = self.planner.plan(kid, kernel, base, fork)
+        if planned is None:
+            report.unchanged.append(kid)
+        elif isinstance(planned, KernelReport):
+            report.kernels.append(planned)
+            if planned.cached:
+                self.say(f"{kernel.name}: cache hit ({planned.verdict})")
+        else:
+            if self.before_first_run is not None:
+                self.before_first_run()  # says whether the code about to run is sandboxed
+                self.before_first_run = None
+            report.kernels.append(_measure(planned, self.planner, self.cache, self.evaluator, self.say))
 
 
 def _cache_for(root: Path, cache_dir: str | Path | None, use_cache: bool) -> tuple[Path, ResultCache | None]:
@@ -195,8 +240,36 @@ def _gone(base_kernels: dict[str, Kernel], head_kernels: dict[str, Kernel], head
 
 def _measure(plan: ToMeasure, planner: Planner, cache: ResultCache | None, evaluator: EvaluateFn | None,
              say: Log) -> KernelReport:
-    """Measure one planned kernel, report it, and keep a verdict that depends on the code alone in the cache.
-    The head's code is judged by the base's test (kforge_bot/gate/base_spec.py); by its own only when it has no
+    """Measure one planned kernel, report it, and keep a verdict that depends on the code alone in the cache."""
+    kernel = plan.kernel
+    judged = _judge(plan, evaluator, say)
+    entry = planner.clean(report_from(kernel, judged.final, plan.rule, plan.kind, plan.touched, new=plan.old is None))
+    entry.spec_changes = list(plan.spec_changes)
+    _explain(entry, plan, judged, planner)
+    entry.key, entry.required = plan.key, plan.required
+    say(f"{kernel.name}: {entry.verdict} ({entry.reason})")
+    if cache is not None and entry.verdict in CACHEABLE and judged.cacheable:
+        cache.put(plan.key, plan.key_material, entry.to_dict())
+    return entry
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """One kernel's measurements under each test that judges it."""
+
+    final: Measurement  # the verdict that stands
+    under_tip: Measurement  # under the base tip's test
+    under_fork: Measurement | None  # under the branch point's, where the base branch changed the test since
+    under_base: Measurement  # the base's verdict: the stricter of the tip's and the branch point's
+
+    @property
+    def cacheable(self) -> bool:
+        return (self.final.cacheable and self.under_base.cacheable and self.under_tip.cacheable
+                and (self.under_fork is None or self.under_fork.cacheable))
+
+
+def _judge(plan: ToMeasure, evaluator: EvaluateFn | None, say: Log) -> _Judged:
+    """The head's code is judged by the base's test (kforge_bot/gate/base_spec.py); by its own only when it has no
     base, or when a maintainer approved a change to its test."""
     kernel, old, kind, rule = plan.kernel, plan.old, plan.kind, plan.rule
     assert kernel.spec is not None
@@ -220,28 +293,33 @@ def _measure(plan: ToMeasure, planner: Planner, cache: ResultCache | None, evalu
                              rule.threshold, evaluator=evaluator)
         if stricter(under_fork.verdict, m.verdict):
             m = under_fork
-    under_base = m  # the base's verdict: the stricter of the tip's test and the branch point's
+    under_base = m
     if plan.spec_changes and plan.approved:
         say(f"{kernel.name}: its test changed ({', '.join(plan.spec_changes)}), approved: measuring under the head's")
         oracle = None if has_own_reference(kernel.spec) else base_impl
         m = compare(kernel.spec, head_impl, base_impl, kind, plan.settings, rule.threshold, oracle=oracle,
                     evaluator=evaluator)
-    entry = planner.clean(report_from(kernel, m, rule, kind, plan.touched, new=old is None))
-    entry.spec_changes = list(plan.spec_changes)
+    return _Judged(m, under_tip, under_fork, under_base)
+
+
+def _explain(entry: KernelReport, plan: ToMeasure, judged: _Judged, planner: Planner) -> None:
+    """Say in the entry's reason (and `under_spec`) which test judged it, and turn a head whose test changed
+    without approval into `spec-changed`."""
     label = planner.policy.trust.spec_change_label
+    under_base, under_tip, under_fork = judged.under_base, judged.under_tip, judged.under_fork
     if plan.spec_changes:
         parts = ", ".join(plan.spec_changes)
         entry.under_spec = {"base": under_base.verdict}
         base_said = planner.clean_text(f"{under_base.verdict}: {under_base.reason}")
         if plan.approved:
-            entry.under_spec["head"] = m.verdict
+            entry.under_spec["head"] = judged.final.verdict
             entry.reason = (f"the change edits this kernel's {parts}, approved with the '{label}' label; under the "
                             f"head's spec: {entry.reason}; under the base's spec: {base_said}")
         else:
             entry.verdict = "spec-changed"
             entry.reason = (f"the change edits this kernel's {parts}: judged under the base's spec it is "
                             f"{base_said}; the head's spec counts once a maintainer adds the '{label}' label")
-    elif old is None:
+    elif plan.old is None:
         entry.reason = f"judged under its own spec (new in head: no base to take one from); {entry.reason}"
     elif plan.usable_base is None:
         entry.reason = (f"the base version does not load, so it was judged under its own spec and only correctness "
@@ -251,9 +329,3 @@ def _measure(plan: ToMeasure, planner: Planner, cache: ResultCache | None, evalu
         entry.reason += (f"; the base branch changed this kernel's {', '.join(plan.fork_changes)} since the branch "
                          f"point: judged under both, the stricter stands (tip: {under_tip.verdict}, branch point: "
                          f"{under_fork.verdict})")
-    entry.key, entry.required = plan.key, plan.required
-    say(f"{kernel.name}: {entry.verdict} ({entry.reason})")
-    if cache is not None and entry.verdict in CACHEABLE and m.cacheable and under_base.cacheable \
-            and under_tip.cacheable and (under_fork is None or under_fork.cacheable):
-        cache.put(plan.key, plan.key_material, entry.to_dict())
-    return entry

@@ -53,41 +53,12 @@ def is_gpumode_problem(path: str | Path) -> bool:
 def load_gpumode(path: str | Path, boundary: str | Path | None = None) -> KernelSpec:
     """The spec of one GPU MODE problem, from its folder or its task.yml. Every file it reads lies inside
     `boundary` (the checkout; default: the git working tree the folder is in, else the folder's parent)."""
-    path = Path(path).absolute()
-    folder = path.parent if path.name == TASK_NAME else path
-    if not reader.is_safe_name(folder.name):
-        raise KforgeError(f"the problem folder's name {ascii(folder.name)[:40]} is not allowed", path=folder.parent,
-                          hint="name it with letters, digits, '.', '_' and '-' (at most 64, starting with a letter "
-                               "or digit): it is the kernel's name in every report")
-    boundary = Path(boundary).resolve() if boundary is not None else reader.checkout_root(folder)
-    folder = reader.resolve_inside(folder, boundary)
+    folder, boundary = _problem_folder(Path(path).absolute(), boundary)
     task_file = folder / TASK_NAME
     task = _load_task(task_file, boundary)
-    lang = task.get("lang", "py")
-    if lang != "py":
-        raise KforgeError(f"lang: {lang!r} problems are not supported (a Python submission defines custom_kernel)",
-                          path=task_file, hint="use a problem of a Python track (lang: \"py\")")
-    if task.get("multi_gpu") or (isinstance(task.get("gpus"), int) and task["gpus"] > 1):
-        raise KforgeError("a multi-GPU problem: kforge-bot evaluates on one device", path=task_file,
-                          hint="use a single-GPU problem")
-    tests = _keyword_sets(task, "tests", task_file)
-    benchmarks = _keyword_sets(task, "benchmarks", task_file, required=False)
-    if len(tests) + len(benchmarks) > MAX_SHAPE_SETS:  # as a manifest's shapes: each set is run, checked and timed
-        raise KforgeError(f"tests and benchmarks: {len(tests) + len(benchmarks)} keyword sets, at most "
-                          f"{MAX_SHAPE_SETS}", path=task_file, hint="keep the sets that matter")
-    reference_path = folder / REFERENCE
-    source = read_source(reference_path, boundary)
-    parse_python(reference_path, source)
-    if not defines(source, "ref_kernel") and all(defines(source, s) for s in FORWARD_BACKWARD):
-        raise KforgeError("a forward-and-backward problem (generate_inputs, reference_forward, reference_backward, "
-                          "its own eval.py) is not read as GPU MODE's layout", path=reference_path,
-                          hint="supported: GPU MODE's layout (reference.py with generate_input(**kw) and "
-                               "ref_kernel(data)); for a forward with its backward, a kforge.yaml kernel with "
-                               "`backward: {inputs: [...]}` (docs/manifest.md)")
-    for symbol in ("generate_input", "ref_kernel"):
-        if not defines(source, symbol):
-            raise KforgeError(f"defines no top-level {symbol!r}", path=reference_path,
-                              hint="a GPU MODE reference defines generate_input(**kw) and ref_kernel(data)")
+    _check_supported(task, task_file)
+    tests, benchmarks = _tests_and_benchmarks(task, task_file)
+    source = _reference_source(folder / REFERENCE, boundary)
     reference = Implementation(source=source, symbol="ref_kernel", filename=REFERENCE, root=str(folder))
     submission = folder / SUBMISSION
     kernel = None  # the problem's submission.py, where it has one: the kernel as written (the gate, check without it)
@@ -118,6 +89,54 @@ def load_gpumode(path: str | Path, boundary: str | Path | None = None) -> Kernel
         support=_support_files(task, folder, task_file, boundary),
         kernel=kernel,
     )
+
+
+def _problem_folder(path: Path, boundary: str | Path | None) -> tuple[Path, Path]:
+    """(the problem's folder, inside the boundary; the boundary), the folder's name held to the safe-name rule."""
+    folder = path.parent if path.name == TASK_NAME else path
+    if not reader.is_safe_name(folder.name):
+        raise KforgeError(f"the problem folder's name {ascii(folder.name)[:40]} is not allowed", path=folder.parent,
+                          hint="name it with letters, digits, '.', '_' and '-' (at most 64, starting with a letter "
+                               "or digit): it is the kernel's name in every report")
+    inside = Path(boundary).resolve() if boundary is not None else reader.checkout_root(folder)
+    return reader.resolve_inside(folder, inside), inside
+
+
+def _check_supported(task: dict[str, Any], task_file: Path) -> None:
+    """A Python track, on one device."""
+    lang = task.get("lang", "py")
+    if lang != "py":
+        raise KforgeError(f"lang: {lang!r} problems are not supported (a Python submission defines custom_kernel)",
+                          path=task_file, hint="use a problem of a Python track (lang: \"py\")")
+    if task.get("multi_gpu") or (isinstance(task.get("gpus"), int) and task["gpus"] > 1):
+        raise KforgeError("a multi-GPU problem: kforge-bot evaluates on one device", path=task_file,
+                          hint="use a single-GPU problem")
+
+
+def _tests_and_benchmarks(task: dict[str, Any], task_file: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    tests = _keyword_sets(task, "tests", task_file)
+    benchmarks = _keyword_sets(task, "benchmarks", task_file, required=False)
+    if len(tests) + len(benchmarks) > MAX_SHAPE_SETS:  # as a manifest's shapes: each set is run, checked and timed
+        raise KforgeError(f"tests and benchmarks: {len(tests) + len(benchmarks)} keyword sets, at most "
+                          f"{MAX_SHAPE_SETS}", path=task_file, hint="keep the sets that matter")
+    return tests, benchmarks
+
+
+def _reference_source(reference_path: Path, boundary: Path) -> str:
+    """reference.py's text, once it parses and defines generate_input and ref_kernel (GPU MODE's layout)."""
+    source = read_source(reference_path, boundary)
+    parse_python(reference_path, source)
+    if not defines(source, "ref_kernel") and all(defines(source, s) for s in FORWARD_BACKWARD):
+        raise KforgeError("a forward-and-backward problem (generate_inputs, reference_forward, reference_backward, "
+                          "its own eval.py) is not read as GPU MODE's layout", path=reference_path,
+                          hint="supported: GPU MODE's layout (reference.py with generate_input(**kw) and "
+                               "ref_kernel(data)); for a forward with its backward, a kforge.yaml kernel with "
+                               "`backward: {inputs: [...]}` (docs/manifest.md)")
+    for symbol in ("generate_input", "ref_kernel"):
+        if not defines(source, symbol):
+            raise KforgeError(f"defines no top-level {symbol!r}", path=reference_path,
+                              hint="a GPU MODE reference defines generate_input(**kw) and ref_kernel(data)")
+    return source
 
 
 def candidate_file(spec: KernelSpec, path: str | Path) -> Implementation:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import bytecode, isolation
@@ -222,30 +222,10 @@ def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: B
     say = log or (lambda _msg: None)
     started = time.monotonic()
     m = WorkloadMeasurement(status="ok")
-    sides: list[Running] = []
+    sides = _start(base, head, kind, settings, settings.timeout_s + budget.budget_s + 60)
     try:
-        for side in (base, head):
-            sides.append(Running(side, kind, settings, settings.timeout_s + budget.budget_s + 60))
-    except BaseException:
-        for running in sides:
-            running.close()
-        raise
-
-    def fail(i: int, waited_s: float) -> WorkloadMeasurement:
-        for running in sides:
-            running.close()
-        whose = "the base" if i == 0 else "the head"
-        m.status, m.reason = "error", f"{whose} failed: {sides[i].failure(waited_s)}"
-        m.wall_s = time.monotonic() - started
-        return m
-
-    try:
-        ready = []
-        for i, running in enumerate(sides):
-            message = running.wait("ready", started + settings.timeout_s)
-            if message is None:
-                return fail(i, settings.timeout_s)
-            ready.append(message)
+        ready = [_answer(running.wait("ready", started + settings.timeout_s), i, settings.timeout_s)
+                 for i, running in enumerate(sides)]
         m.boot_s = time.monotonic() - started
         m.warmup_ms = {name: [round(float(t), 3) for t in r["warmup_ms"]] for name, r in zip(("base", "head"), ready)}
         m.setup_s = {name: float(r.get("setup_s", 0.0)) for name, r in zip(("base", "head"), ready)}
@@ -253,8 +233,7 @@ def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: B
         wrong = mismatch(outputs[0], outputs[1], base.spec.compare) if all(outputs) else \
             "no output came back to compare"
         if wrong and judge_outputs:
-            for running in sides:
-                running.close()
+            _close(sides)
             m.status, m.reason, m.wall_s = "incorrect", wrong, time.monotonic() - started
             return m
         m.reason = f"outputs differ, not judged: {wrong}" if wrong else ""
@@ -262,45 +241,83 @@ def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: B
         guess = max(float(r["warmup_ms"][-1]) for r in ready)
         least = base.spec.repeats
         settle = calls_for(budget.sample_s, guess, least)
-        times = []
-        for i, running in enumerate(sides):
-            t = running.sample(settle, settings.timeout_s)
-            if t is None:
-                return fail(i, settings.timeout_s)
-            times.append(t)
+        times = [_answer(running.sample(settle, settings.timeout_s), i, settings.timeout_s)
+                 for i, running in enumerate(sides)]
         m.calls_per_sample = calls = calls_for(budget.sample_s, max(times), least)
         say(f"warm: {calls} calls a sample (base {times[0]:.3f} ms, head {times[1]:.3f} ms a call)")
-        order = [0, 1]
-        while True:
-            pair_started = time.monotonic()
-            times = [0.0, 0.0]
-            for i in order:
-                t = sides[i].sample(calls, settings.timeout_s)
-                if t is None:
-                    return fail(i, settings.timeout_s)
-                times[i] = t
-            order.reverse()
-            m.base_ms.append(times[0])
-            m.head_ms.append(times[1])
-            now = time.monotonic()
-            say(f"pair {m.pairs}: base {times[0]:.3f} ms, head {times[1]:.3f} ms a call")
-            _summarize(m, budget.confidence)
-            if m.pairs >= budget.min_pairs and m.half_width is not None and m.half_width <= budget.precision:
-                m.stop = f"interval within {budget.precision:.2%}"
-            elif m.pairs >= budget.max_pairs:
-                m.stop = f"{budget.max_pairs} pairs"
-            elif now - started + (now - pair_started) > budget.budget_s:
-                m.stop = f"budget of {budget.budget_s:g} s"
-            if m.stop:
-                break
+        _timed_pairs(m, sides, calls, budget, settings.timeout_s, started, say)
+    except _NoAnswer as gone:
+        _close(sides)
+        whose = "the base" if gone.side == 0 else "the head"
+        m.status, m.reason = "error", f"{whose} failed: {sides[gone.side].failure(gone.waited_s)}"
+        m.wall_s = time.monotonic() - started
+        return m
     except BaseException:
-        for running in sides:
-            running.close()
+        _close(sides)
         raise
-    for running in sides:
-        running.close()
+    _close(sides)
     m.wall_s = time.monotonic() - started
     return m
+
+
+class _NoAnswer(Exception):
+    """Side `side` (0 the base, 1 the head) gave no answer within `waited_s`: the measurement ends in an error."""
+
+    def __init__(self, side: int, waited_s: float) -> None:
+        super().__init__(side, waited_s)
+        self.side, self.waited_s = side, waited_s
+
+
+_Answer = TypeVar("_Answer")
+
+
+def _answer(answer: _Answer | None, side: int, waited_s: float) -> _Answer:
+    if answer is None:
+        raise _NoAnswer(side, waited_s)
+    return answer
+
+
+def _start(base: Side, head: Side, kind: str, settings: EvalSettings, life_s: float) -> list[Running]:
+    """Both sides' processes, started together; where the second cannot start, the first is stopped."""
+    sides: list[Running] = []
+    try:
+        for side in (base, head):
+            sides.append(Running(side, kind, settings, life_s))
+    except BaseException:
+        _close(sides)
+        raise
+    return sides
+
+
+def _close(sides: list[Running]) -> None:
+    for running in sides:
+        running.close()
+
+
+def _timed_pairs(m: WorkloadMeasurement, sides: list[Running], calls: int, budget: Budget, timeout_s: float,
+                 started: float, say: Log) -> None:
+    """Timed pairs, alternating which side goes first, until the interval is narrow enough, the pairs run out or
+    the budget ends (`m.stop` says which)."""
+    order = [0, 1]
+    while True:
+        pair_started = time.monotonic()
+        times = [0.0, 0.0]
+        for i in order:
+            times[i] = _answer(sides[i].sample(calls, timeout_s), i, timeout_s)
+        order.reverse()
+        m.base_ms.append(times[0])
+        m.head_ms.append(times[1])
+        now = time.monotonic()
+        say(f"pair {m.pairs}: base {times[0]:.3f} ms, head {times[1]:.3f} ms a call")
+        _summarize(m, budget.confidence)
+        if m.pairs >= budget.min_pairs and m.half_width is not None and m.half_width <= budget.precision:
+            m.stop = f"interval within {budget.precision:.2%}"
+        elif m.pairs >= budget.max_pairs:
+            m.stop = f"{budget.max_pairs} pairs"
+        elif now - started + (now - pair_started) > budget.budget_s:
+            m.stop = f"budget of {budget.budget_s:g} s"
+        if m.stop:
+            return
 
 
 def _summarize(m: WorkloadMeasurement, confidence: float) -> None:
