@@ -14,7 +14,7 @@ import json
 import secrets
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,44 +66,64 @@ def evaluate(
         return rejected
 
     store = references or ReferenceStore()
-    # Base and head each in a worker of their own wherever both run (side_workers); one worker where nothing is
-    # timed, or where both sides are the same implementation.
-    split = settings.measure and not one_worker and candidate.to_dict() != baseline.to_dict()
-    # The sandbox's view less its scratch: one lookup of the folders it shows, for this evaluation's (head's)
-    # worker, the key a spare must match, and the next spare.
-    template = sandbox_view(spec, [candidate] if split else [candidate, baseline], kind, Path("/scratch"), settings)
-    base_template = sandbox_view(spec, [baseline], kind, Path("/scratch"), settings) if split else None
-    key = _spare_key(kind, template, "candidate")
-    base_role = "candidate" if settings.profile else "baseline"  # BaseWorker.start's
-    base_key = _spare_key(kind, base_template, base_role) if split else ""
-    spare = spares.take(key) if spares is not None else None
-    base_spare = spares.take_base(base_key) if spares is not None and split else None
-
-    def prepare_spares(hold_device: bool) -> None:
-        assert spares is not None
-        base = (base_key, lambda: _start_spare(base_template, kind, spares.root, hold_device, base_role, "base")) \
-            if split else None
-        spares.prepare(key, lambda: _start_spare(template, kind, spares.root, hold_device), base)
-
+    views = _views(spec, candidate, baseline, kind, settings, one_worker)
+    spare = spares.take(views.key) if spares is not None else None
+    base_spare = spares.take_base(views.base_key) if spares is not None and views.split else None
     # The next spares: on a GPU, started now and held off the device until this timing is over (spares.py).
-    spare_early = spares is not None and kind != "cpu"
-    if spare_early:
-        prepare_spares(hold_device=True)
+    spare_early = kind != "cpu"
+    if spares is not None and spare_early:
+        _prepare_spares(spares, views, kind, hold_device=True)
     work = spare.work if spare is not None else Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=scratch_root()))
     try:
         full = Plan(role="candidate", target=kind, spec=spec, baseline=baseline, candidate=candidate,
                     settings=settings, seeds=seeds, out_dir=work, await_fit=True,
-                    limits=limits_for(settings, kind, template is not None, str(scratch_root())))
-        result = _run_and_judge(full, store, template, spare, progress, split, base_template, base_spare)
+                    limits=limits_for(settings, kind, views.template is not None, str(scratch_root())))
+        result = _run_and_judge(full, store, views.template, spare, progress, views.split, views.base_template,
+                                base_spare)
     finally:
         remove_scratch(work)
         if references is None:
             store.cleanup()
-    if spare_early:  # timing is over: the spares may make their device contexts now
+    if spares is not None and spare_early:  # timing is over: the spares may make their device contexts now
         spares.release()
     elif spares is not None:  # the CPU: the next evaluation's workers start only now, while the caller moves on
-        prepare_spares(hold_device=False)
+        _prepare_spares(spares, views, kind, hold_device=False)
     return result
+
+
+@dataclass(frozen=True)
+class _Views:
+    """One evaluation's workers as the sandbox shows them: whether base and head get a worker each (`split`), the
+    views less their scratch, and the key a spare must match to serve as each."""
+
+    split: bool
+    template: isolation.View | None
+    base_template: isolation.View | None
+    key: str
+    base_key: str
+    base_role: str
+
+
+def _views(spec: KernelSpec, candidate: Implementation, baseline: Implementation, kind: str,
+           settings: EvalSettings, one_worker: bool) -> _Views:
+    """The sandbox's view less its scratch: one lookup of the folders it shows, for this evaluation's (head's)
+    worker, the key a spare must match, and the next spare."""
+    # Base and head each in a worker of their own wherever both run (side_workers); one worker where nothing is
+    # timed, or where both sides are the same implementation.
+    split = settings.measure and not one_worker and candidate.to_dict() != baseline.to_dict()
+    template = sandbox_view(spec, [candidate] if split else [candidate, baseline], kind, Path("/scratch"), settings)
+    base_template = sandbox_view(spec, [baseline], kind, Path("/scratch"), settings) if split else None
+    base_role = "candidate" if settings.profile else "baseline"  # BaseWorker.start's
+    return _Views(split=split, template=template, base_template=base_template,
+                  key=_spare_key(kind, template, "candidate"),
+                  base_key=_spare_key(kind, base_template, base_role) if split else "", base_role=base_role)
+
+
+def _prepare_spares(spares: SpareWorkers, views: _Views, kind: str, hold_device: bool) -> None:
+    """The next evaluation's spare workers (the base's too, `split`), started by `spares` for the same views."""
+    base = (views.base_key, lambda: _start_spare(views.base_template, kind, spares.root, hold_device,
+                                                 views.base_role, "base")) if views.split else None
+    spares.prepare(views.key, lambda: _start_spare(views.template, kind, spares.root, hold_device), base)
 
 
 def _spare_key(kind: str, view: isolation.View | None, role: str) -> str:
