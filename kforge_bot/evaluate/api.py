@@ -14,7 +14,7 @@ import json
 import secrets
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.judge import judge
 from kforge_bot.evaluate.wire.limits import limits_for
-from kforge_bot.evaluate.wire.plan import Plan
+from kforge_bot.evaluate.wire.plan import Fit, Plan
 from kforge_bot.evaluate.references import Progress, ReferenceStore, reference_fit
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerOutcome, WorkerProcess, raise_on_sandbox_failure,
@@ -66,44 +66,64 @@ def evaluate(
         return rejected
 
     store = references or ReferenceStore()
-    # Base and head each in a worker of their own wherever both run (side_workers); one worker where nothing is
-    # timed, or where both sides are the same implementation.
-    split = settings.measure and not one_worker and candidate.to_dict() != baseline.to_dict()
-    # The sandbox's view less its scratch: one lookup of the folders it shows, for this evaluation's (head's)
-    # worker, the key a spare must match, and the next spare.
-    template = sandbox_view(spec, [candidate] if split else [candidate, baseline], kind, Path("/scratch"), settings)
-    base_template = sandbox_view(spec, [baseline], kind, Path("/scratch"), settings) if split else None
-    key = _spare_key(kind, template, "candidate")
-    base_role = "candidate" if settings.profile else "baseline"  # BaseWorker.start's
-    base_key = _spare_key(kind, base_template, base_role) if split else ""
-    spare = spares.take(key) if spares is not None else None
-    base_spare = spares.take_base(base_key) if spares is not None and split else None
-
-    def prepare_spares(hold_device: bool) -> None:
-        assert spares is not None
-        base = (base_key, lambda: _start_spare(base_template, kind, spares.root, hold_device, base_role, "base")) \
-            if split else None
-        spares.prepare(key, lambda: _start_spare(template, kind, spares.root, hold_device), base)
-
+    views = _views(spec, candidate, baseline, kind, settings, one_worker)
+    spare = spares.take(views.key) if spares is not None else None
+    base_spare = spares.take_base(views.base_key) if spares is not None and views.split else None
     # The next spares: on a GPU, started now and held off the device until this timing is over (spares.py).
-    spare_early = spares is not None and kind != "cpu"
-    if spare_early:
-        prepare_spares(hold_device=True)
+    spare_early = kind != "cpu"
+    if spares is not None and spare_early:
+        _prepare_spares(spares, views, kind, hold_device=True)
     work = spare.work if spare is not None else Path(tempfile.mkdtemp(prefix="kforge-eval-", dir=scratch_root()))
     try:
         full = Plan(role="candidate", target=kind, spec=spec, baseline=baseline, candidate=candidate,
                     settings=settings, seeds=seeds, out_dir=work, await_fit=True,
-                    limits=limits_for(settings, kind, template is not None, str(scratch_root())))
-        result = _run_and_judge(full, store, template, spare, progress, split, base_template, base_spare)
+                    limits=limits_for(settings, kind, views.template is not None, str(scratch_root())))
+        result = _run_and_judge(full, store, views.template, spare, progress, views.split, views.base_template,
+                                base_spare)
     finally:
         remove_scratch(work)
         if references is None:
             store.cleanup()
-    if spare_early:  # timing is over: the spares may make their device contexts now
+    if spares is not None and spare_early:  # timing is over: the spares may make their device contexts now
         spares.release()
     elif spares is not None:  # the CPU: the next evaluation's workers start only now, while the caller moves on
-        prepare_spares(hold_device=False)
+        _prepare_spares(spares, views, kind, hold_device=False)
     return result
+
+
+@dataclass(frozen=True)
+class _Views:
+    """One evaluation's workers as the sandbox shows them: whether base and head get a worker each (`split`), the
+    views less their scratch, and the key a spare must match to serve as each."""
+
+    split: bool
+    template: isolation.View | None
+    base_template: isolation.View | None
+    key: str
+    base_key: str
+    base_role: str
+
+
+def _views(spec: KernelSpec, candidate: Implementation, baseline: Implementation, kind: str,
+           settings: EvalSettings, one_worker: bool) -> _Views:
+    """The sandbox's view less its scratch: one lookup of the folders it shows, for this evaluation's (head's)
+    worker, the key a spare must match, and the next spare."""
+    # Base and head each in a worker of their own wherever both run (side_workers); one worker where nothing is
+    # timed, or where both sides are the same implementation.
+    split = settings.measure and not one_worker and candidate.to_dict() != baseline.to_dict()
+    template = sandbox_view(spec, [candidate] if split else [candidate, baseline], kind, Path("/scratch"), settings)
+    base_template = sandbox_view(spec, [baseline], kind, Path("/scratch"), settings) if split else None
+    base_role = "candidate" if settings.profile else "baseline"  # BaseWorker.start's
+    return _Views(split=split, template=template, base_template=base_template,
+                  key=_spare_key(kind, template, "candidate"),
+                  base_key=_spare_key(kind, base_template, base_role) if split else "", base_role=base_role)
+
+
+def _prepare_spares(spares: SpareWorkers, views: _Views, kind: str, hold_device: bool) -> None:
+    """The next evaluation's spare workers (the base's too, `split`), started by `spares` for the same views."""
+    base = (views.base_key, lambda: _start_spare(views.base_template, kind, spares.root, hold_device,
+                                                 views.base_role, "base")) if views.split else None
+    spares.prepare(views.key, lambda: _start_spare(views.template, kind, spares.root, hold_device), base)
 
 
 def _spare_key(kind: str, view: isolation.View | None, role: str) -> str:
@@ -190,14 +210,7 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
                    base_template: isolation.View | None = None, base_spare: Spare | None = None) -> EvalResult:
     """The reference's outputs (or the store's copy), the candidate's worker (and the base's, `split`) on the plan
     they fit, and the verdict, with where the time went."""
-    started = time.monotonic()
-    clock = [started]
-
-    def lap() -> float:
-        now = time.monotonic()
-        spent, clock[0] = now - clock[0], now
-        return round(spent, 3)
-
+    clock = _Laps()
     settings = full.settings
     # The candidate's worker starts now and imports torch while the reference runs. Sandboxed, it cannot
     # see the reference's files, so it gets its plan at once and imports and builds the candidate meanwhile
@@ -211,31 +224,18 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
     workers = [(worker, replace(full, side="candidate", baseline=full.spec.reference) if split else full)]
     if base is not None:
         workers.append((base.worker, base.plan))
-    base_outcome: WorkerOutcome | None = None
     try:
         if view is not None:
-            for each, plan_of in workers:
-                each.send(plan_of.to_dict(), more=True)
+            _send_plans(workers)
         ref_outputs, ref_result = store.ensure(full.spec, full.target, full.seeds, settings, progress)
-        parent = {"reference_s": lap()}  # about 0 when an earlier candidate's reference run is reused
+        parent = {"reference_s": clock.lap()}  # about 0 when an earlier candidate's reference run is reused
         fit = reference_fit(ref_result)
-        for each, plan_of in workers:
-            if view is None:
-                each.send(plan_of.to_dict(), more=True)
-            if base is None:
-                each.send_last(fit.to_dict())
-            else:  # stdin stays open: the timing's requests follow (pair_driver)
-                each.command(fit.to_dict())
+        _send_fit(workers, fit, plans_sent=view is not None, paired=base is not None)
         plan = full.fitted(fit)
         stall_s = max(settings.stall_floor_s, STALL_FACTOR * float(ref_result.get("slowest_case_s") or 0.0))
-        scratch_limit = full.limits.scratch_bytes if full.limits else None
-        if base is None:
-            outcome = worker.run(None, settings.timeout_s, on_message=progress, stall_s=stall_s,
-                                 scratch_limit=scratch_limit)
-        else:
-            outcome, base_outcome = _run_pair(worker, base.worker, plan, stall_s, scratch_limit, progress)
+        outcome, base_outcome = _run_workers(worker, base, plan, stall_s, progress)
         raise_on_sandbox_failure(outcome)
-        parent["candidate_worker_s"] = lap()
+        parent["candidate_worker_s"] = clock.lap()
     except BaseException:
         if worker.shared is not None:  # what it handed over holds device memory: nothing will compare it now
             worker.shared.close()
@@ -249,8 +249,8 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
     finally:
         if outcome.shared is not None:
             outcome.shared.close()
-    parent["compare_s"] = lap()
-    parent["total_s"] = round(time.monotonic() - started, 3)
+    parent["compare_s"] = clock.lap()
+    parent["total_s"] = clock.total()
     _record_phases(result, parent, ref_result, outcome, base_outcome, stall_s, spare is not None, template)
     if base is not None:
         result.details["phases"]["baseline_worker_started_early"] = base_spare is not None
@@ -258,6 +258,49 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
         result.details["memory_fit"] = fit.to_dict()
     result.details.setdefault("seeds", plan.seeds)
     return result
+
+
+class _Laps:
+    """The parent's own steps, timed one after the other: seconds since the last lap, and since the start."""
+
+    def __init__(self) -> None:
+        self.started = self.last = time.monotonic()
+
+    def lap(self) -> float:
+        now = time.monotonic()
+        spent, self.last = now - self.last, now
+        return round(spent, 3)
+
+    def total(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+
+def _send_plans(workers: list[tuple[WorkerProcess, Plan]]) -> None:
+    """Each worker its plan, a line (the reference's Fit) still to follow."""
+    for each, plan_of in workers:
+        each.send(plan_of.to_dict(), more=True)
+
+
+def _send_fit(workers: list[tuple[WorkerProcess, Plan]], fit: Fit, plans_sent: bool, paired: bool) -> None:
+    """Each worker the reference's Fit (its plan first, where it has not had it: unsandboxed). A lone worker's
+    stdin closes after it; a pair's stays open: the timing's requests follow (pair_driver)."""
+    for each, plan_of in workers:
+        if not plans_sent:
+            each.send(plan_of.to_dict(), more=True)
+        if not paired:
+            each.send_last(fit.to_dict())
+        else:
+            each.command(fit.to_dict())
+
+
+def _run_workers(worker: WorkerProcess, base: BaseWorker | None, plan: Plan, stall_s: float,
+                 progress: Progress | None) -> tuple[WorkerOutcome, WorkerOutcome | None]:
+    """The candidate's worker to its end, or both sides' (`base`): their outcomes."""
+    scratch_limit = plan.limits.scratch_bytes if plan.limits else None
+    if base is None:
+        return worker.run(None, plan.settings.timeout_s, on_message=progress, stall_s=stall_s,
+                          scratch_limit=scratch_limit), None
+    return _run_pair(worker, base.worker, plan, stall_s, scratch_limit, progress)
 
 
 def _run_pair(head: WorkerProcess, base: WorkerProcess, plan: Plan, stall_s: float, scratch_limit: int | None,

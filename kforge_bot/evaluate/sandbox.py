@@ -6,7 +6,8 @@
 - An environment stripped of tokens, keys, passwords and CI credentials.
 - Results over a private pipe, as JSON lines carrying a nonce the child reads from stdin before any user
   code is imported; the channel is bounded (per line and in total), so a flood ends the worker within
-  seconds and with bounded memory. stdout and stderr go through a pipe too, of which only a tail is kept.
+  seconds and with bounded memory. stdout and stderr go through a pipe too, of which only a tail is kept
+  (both read by kforge_bot.evaluate.channel_reader).
   On a GPU, outputs may come back as shared device memory over a socket of their own (evaluate.wire.outputs).
 - The request (seeds included) also arrives on stdin, never as a file: a candidate that could read the
   seeds, its own or a concurrent evaluation's, could precompute the expected results at import time.
@@ -31,15 +32,13 @@ from typing import Any, Callable
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import bytecode, isolation
+from kforge_bot.evaluate.channel_reader import ChannelLines, LogTail
 from kforge_bot.evaluate.wire import limits, outputs
 from kforge_bot.evaluate.wire.activity import BuildWatch
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec
 from kforge_bot.targets import target_kind
 
-LOG_TAIL_BYTES = 16_000
-MAX_LINE_BYTES = 8 << 20  # one message: timing samples and a profile digest take well under 1 MiB
-MAX_CHANNEL_BYTES = 64 << 20  # everything a worker may send
 SCRATCH_CHECK_S = 0.5  # how often a running worker's scratch folder is measured against its limit
 STALL_FACTOR = 50.0  # once built, a candidate silent for this many times the reference's slowest case is hung
 
@@ -155,7 +154,7 @@ class WorkerProcess:
             os.close(log_write)
             if theirs is not None:
                 theirs.close()
-        self._log = _LogTail(log_read)
+        self._log = LogTail(log_read)
         self._done = False
         self._nonce: str | None = None
         self._feeder: threading.Thread | None = None
@@ -249,7 +248,7 @@ class WorkerProcess:
         proc, read_fd = self.proc, self._read_fd
         outcome = WorkerOutcome(sandboxed=self.sandboxed, shared=self.shared)
         started = time.monotonic()
-        lines = _ChannelLines(self._nonce, outcome)
+        lines = ChannelLines(self._nonce, outcome)
         liveness = _Liveness(self, started, timeout_s, stall_s, scratch_limit)
         selector = selectors.DefaultSelector()
         selector.register(read_fd, selectors.EVENT_READ)
@@ -358,34 +357,6 @@ def _feed(proc: subprocess.Popen[bytes], data: bytes, close: bool, previous: thr
         pass  # the child died first; its exit status tells the story
 
 
-class _ChannelLines:
-    """The worker's channel as messages: complete lines carrying the nonce; a line without it is counted as forged,
-    and a channel past its limits ends (`outcome.flooded` says which)."""
-
-    def __init__(self, nonce: str, outcome: WorkerOutcome) -> None:
-        self.nonce, self.outcome = nonce, outcome
-        self.buffer = b""
-        self.received = 0
-
-    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
-        outcome = self.outcome
-        self.received += len(chunk)
-        self.buffer += chunk
-        messages = []
-        while b"\n" in self.buffer:
-            line, self.buffer = self.buffer.split(b"\n", 1)
-            message = _parse(line, self.nonce)
-            if message is None:
-                outcome.forged_lines += 1 if line.strip() else 0
-                continue
-            outcome.messages.append(message)
-            messages.append(message)
-        if self.received > MAX_CHANNEL_BYTES or len(self.buffer) > MAX_LINE_BYTES:
-            outcome.flooded = (f"over {MAX_CHANNEL_BYTES >> 20} MiB in all" if self.received > MAX_CHANNEL_BYTES
-                               else f"a line over {MAX_LINE_BYTES >> 20} MiB")
-        return messages
-
-
 class _Liveness:
     """When a running worker is ended: its whole time spent, its scratch folder over the limit, or silent for
     `stall_s` once built (the parent's own waits excepted); inside a first call on a shape set, silent and with no
@@ -437,16 +408,6 @@ class _Liveness:
         return False
 
 
-def _parse(line: bytes, nonce: str) -> dict[str, Any] | None:
-    try:
-        message = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(message, dict) or message.get("nonce") != nonce:
-        return None
-    return message
-
-
 def kill_group(proc: subprocess.Popen[Any]) -> None:
     """SIGKILL the process group `proc` leads (started with start_new_session): what it started goes with it. A
     group already gone, or one that is not this user's to signal, is no error."""
@@ -454,35 +415,6 @@ def kill_group(proc: subprocess.Popen[Any]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-class _LogTail:
-    """Drains a worker's stdout and stderr in a thread, keeping only the last LOG_TAIL_BYTES: a candidate that
-    prints without end costs this process a little CPU, never memory or disk."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._data = bytearray()
-        self._thread = threading.Thread(target=self._drain, name="kforge-worker-log", daemon=True)
-        self._thread.start()
-
-    def _drain(self) -> None:
-        try:
-            while True:
-                chunk = os.read(self._fd, 1 << 16)
-                if not chunk:
-                    break
-                self._data += chunk
-                if len(self._data) > 2 * LOG_TAIL_BYTES:
-                    del self._data[:-LOG_TAIL_BYTES]
-        except OSError:
-            pass
-        finally:
-            os.close(self._fd)
-
-    def text(self) -> str:
-        self._thread.join(timeout=2)  # the pipe closes when the process group is gone
-        return bytes(self._data[-LOG_TAIL_BYTES:]).decode("utf-8", errors="replace")
 
 
 # ------------------------------------------------------------------------- an evaluation's workers

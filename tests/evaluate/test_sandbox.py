@@ -15,7 +15,8 @@ from kforge_bot.evaluate import api
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.plan import Plan
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.evaluate.sandbox import WorkerOutcome, _parse, run_worker
+from kforge_bot.evaluate.channel_reader import _parse
+from kforge_bot.evaluate.sandbox import WorkerOutcome, run_worker
 from kforge_bot.spec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"

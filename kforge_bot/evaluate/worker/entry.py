@@ -24,7 +24,7 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,80 +62,110 @@ BOOT: dict[str, float] = {"began_at": _BEGAN, "torch_at": _TORCH_AT, "imported_a
 
 
 def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
-    spec = plan.spec
     missing = unavailable_reason(plan.target.split(":")[0])
     if missing:  # the bot took a named target at its word (targets._device_nodes_present)
         raise Stop("unavailable", missing)
     target = make_target(plan.target)
     device = target.device
     device_free, host_free = free_memory(device)  # before this worker holds anything: what evaluations may use
-    inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs", spec.support)
-    ref_module = loading.import_implementation(spec.reference, workdir, "reference", spec.support)
-    ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
-    reference = calls.wrap(ref_obj, loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed),
-                           spec, own_oracle=spec.reference_returns == "outputs", module=ref_module)
-    input_bytes: list[int] = [0] * len(spec.shape_sets)
-    output_bytes: list[int] = [0] * len(spec.shape_sets)
+    ref = _Reference.load(plan, workdir, device)
     phases: dict[str, Any] = {"setup_s": _clock() - STARTED, "boot": dict(BOOT)}
-    slowest = 0.0
-    done: set[str] = set()
-    slots: set[int] = set()  # inputs the reference writes its outputs into (GPU MODE's output buffers)
-    probed = False  # whether the inputs were probed for output buffers the reference never reads (once)
-
-    def compute(case: Any) -> None:
-        nonlocal slowest, probed
-        case_started = _clock()
-        inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[case.shape], case.seed, device)
-        input_count = len(inputs)
-        # Sizes: the compulsory traffic for the roofline, and the memory budget.
-        input_bytes[case.shape] = max(input_bytes[case.shape], _tensor_bytes(inputs))
-        if case.perturbed:
-            checks.perturb_elements(inputs, case.seed, skip=frozenset(slots))
-        if isinstance(reference, calls.EntryCall):
-            reference.bind(inputs, case.seed)  # its upstream gradients: the candidate's worker draws the same
-            reference.copy_inplace = True
-        outputs = as_list(loading.call(reference, inputs))
-        checks.check_plain_outputs(outputs, device.type)
-        if spec.data_arg and not case.perturbed:
-            slots.update(checks.output_slots(outputs, inputs))
-        output_bytes[case.shape] = max(output_bytes[case.shape], _tensor_bytes(outputs))
-        del inputs
-        save(outputs, plan.out_dir / case.ref_file)
-        done.add(case.ref_file)
-        slowest = max(slowest, _clock() - case_started)
-        if spec.data_arg and not case.perturbed and not probed:  # after the case's time: the probe is no case
-            # GPU MODE's matmul returns a @ b and leaves data's c for submissions to write.
-            probed = True
-            slots.update(checks.unread_inputs(
-                lambda: loading.make_inputs(spec, inputs_module, spec.shape_sets[case.shape], case.seed, device),
-                lambda values: as_list(loading.call(reference, values)), outputs, case.seed, input_count))
-        channel.send("progress", phase="reference", case=case.label, output_bytes=_tensor_bytes(outputs))
-
+    cases = _ReferenceCases(plan, ref, device, channel)
     # First each shape set's first seed, which every plan keeps: its sizes say how much of the plan fits.
     for case in plan.correctness_cases():
         if case.seed == plan.seeds[0]:
-            compute(case)
+            cases.compute(case)
     try:
-        fit = fit_plan(plan, input_bytes, output_bytes, device_free, host_free, device_outputs=device_outputs())
+        fit = fit_plan(plan, cases.input_bytes, cases.output_bytes, device_free, host_free,
+                       device_outputs=device_outputs())
     except DoesNotFit as exc:
         raise Stop("too_large", str(exc)) from None
-    fit = replace(fit, output_slots=tuple(sorted(slots)))
+    fit = replace(fit, output_slots=tuple(sorted(cases.slots)))
     plan = plan.fitted(fit)
     keep_outputs_on_device(fit.device_outputs)
     for case in plan.all_cases():
-        if case.ref_file not in done:
-            compute(case)
+        if case.ref_file not in cases.done:
+            cases.compute(case)
     phases["cases_s"] = _clock() - STARTED - phases["setup_s"]
     held_started = _clock()
     fit = replace(fit, heldout=tuple(v.to_dict() for v in reference_heldout(
-        plan, inputs_module, ref_module, ref_obj, reference, device, frozenset(slots), channel)))
+        plan, ref.inputs_module, ref.module, ref.obj, ref.call, device, frozenset(cases.slots), channel)))
     phases["heldout_s"] = _clock() - held_started
     # No profile here: the candidate's worker profiles the reference beside the baseline and the candidate, with
     # the profiler it warmed up while this worker ran (its first use costs seconds in a fresh process).
     # The slowest case (inputs made, the call, the outputs saved) sets how long a candidate's case may run.
     channel.send("result", status="ok", device_name=target.device_name(), fit=fit.to_dict(),
-                 target_info=target.describe(), input_bytes=input_bytes, output_bytes=output_bytes,
-                 slowest_case_s=slowest, phases=phases)
+                 target_info=target.describe(), input_bytes=cases.input_bytes, output_bytes=cases.output_bytes,
+                 slowest_case_s=cases.slowest, phases=phases)
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """The kernel's inputs module and its reference, imported, looked up and wrapped as a call (`call`)."""
+
+    inputs_module: Any
+    module: Any
+    obj: Any
+    call: Any
+
+    @classmethod
+    def load(cls, plan: Plan, workdir: Path, device: torch.device) -> _Reference:
+        spec = plan.spec
+        inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs", spec.support)
+        ref_module = loading.import_implementation(spec.reference, workdir, "reference", spec.support)
+        ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
+        call = calls.wrap(ref_obj, loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed),
+                          spec, own_oracle=spec.reference_returns == "outputs", module=ref_module)
+        return cls(inputs_module, ref_module, ref_obj, call)
+
+
+class _ReferenceCases:
+    """The reference's outputs case by case, saved for the parent, and what they tell the plan: each shape set's
+    largest inputs and outputs in bytes (the compulsory traffic for the roofline, and the memory budget), the
+    slowest case, the cases done, and the inputs the reference writes its outputs into (GPU MODE's output
+    buffers: `slots`)."""
+
+    def __init__(self, plan: Plan, ref: _Reference, device: torch.device, channel: Channel) -> None:
+        self.plan, self.ref, self.device, self.channel = plan, ref, device, channel
+        self.input_bytes: list[int] = [0] * len(plan.spec.shape_sets)
+        self.output_bytes: list[int] = [0] * len(plan.spec.shape_sets)
+        self.slowest = 0.0
+        self.done: set[str] = set()
+        self.slots: set[int] = set()
+        self.probed = False  # whether the inputs were probed for output buffers the reference never reads (once)
+
+    def compute(self, case: Any) -> None:
+        spec, ref, device = self.plan.spec, self.ref, self.device
+        case_started = _clock()
+        inputs = loading.make_inputs(spec, ref.inputs_module, spec.shape_sets[case.shape], case.seed, device)
+        input_count = len(inputs)
+        self.input_bytes[case.shape] = max(self.input_bytes[case.shape], _tensor_bytes(inputs))
+        if case.perturbed:
+            checks.perturb_elements(inputs, case.seed, skip=frozenset(self.slots))
+        if isinstance(ref.call, calls.EntryCall):
+            ref.call.bind(inputs, case.seed)  # its upstream gradients: the candidate's worker draws the same
+            ref.call.copy_inplace = True
+        outputs = as_list(loading.call(ref.call, inputs))
+        checks.check_plain_outputs(outputs, device.type)
+        if spec.data_arg and not case.perturbed:
+            self.slots.update(checks.output_slots(outputs, inputs))
+        self.output_bytes[case.shape] = max(self.output_bytes[case.shape], _tensor_bytes(outputs))
+        del inputs
+        save(outputs, self.plan.out_dir / case.ref_file)
+        self.done.add(case.ref_file)
+        self.slowest = max(self.slowest, _clock() - case_started)
+        if spec.data_arg and not case.perturbed and not self.probed:  # after the case's time: the probe is no case
+            self._probe_unread_inputs(case, outputs, input_count)
+        self.channel.send("progress", phase="reference", case=case.label, output_bytes=_tensor_bytes(outputs))
+
+    def _probe_unread_inputs(self, case: Any, outputs: list[Any], input_count: int) -> None:
+        """GPU MODE's matmul returns a @ b and leaves data's c for submissions to write: inputs the reference never
+        reads are output buffers too."""
+        spec, ref, device = self.plan.spec, self.ref, self.device
+        self.probed = True
+        self.slots.update(checks.unread_inputs(
+            lambda: loading.make_inputs(spec, ref.inputs_module, spec.shape_sets[case.shape], case.seed, device),
+            lambda values: as_list(loading.call(ref.call, values)), outputs, case.seed, input_count))
 
 
 def reference_heldout(plan: Plan, inputs_module: Any, ref_module: Any, ref_obj: Any, reference: Any,
