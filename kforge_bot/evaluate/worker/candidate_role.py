@@ -21,7 +21,7 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
-from kforge_bot.evaluate.worker import calls, loading
+from kforge_bot.evaluate.worker import calls, importing, loading
 from kforge_bot.evaluate.wire import checks, conditions, heldout
 from kforge_bot.evaluate.worker.guards import AuditGuard, ThreadWatch, hooks_and_modes_left
 from kforge_bot.evaluate.wire.plan import Case, Fit, Plan
@@ -223,9 +223,9 @@ class CandidateRun:
         self.target = make_target(plan.target)
         device = self.device = self.target.device
         torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
-        inputs_module = self.inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs",
+        inputs_module = self.inputs_module = importing.import_implementation(spec.inputs_source, workdir, "inputs",
                                                                            spec.support)
-        base_module = self.base_module = loading.import_implementation(plan.baseline, workdir, "baseline",
+        base_module = self.base_module = importing.import_implementation(plan.baseline, workdir, "baseline",
                                                                        spec.support)
         base_obj = self.base_obj = loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename)
         self.listed_init = loading.init_key(spec, inputs_module)  # a held-out variant's that differs is built again
@@ -236,7 +236,7 @@ class CandidateRun:
             self.baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed)
             reference_instance = self.baseline
         else:
-            ref_module = loading.import_implementation(spec.reference, workdir, "reference", spec.support)
+            ref_module = importing.import_implementation(spec.reference, workdir, "reference", spec.support)
             ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
             reference_instance = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
         ref_call = reference_instance if baseline_is_reference else \
@@ -246,7 +246,7 @@ class CandidateRun:
             del ref_module
         self.state_source = reference_instance if isinstance(reference_instance, torch.nn.Module) else None
         if spec.oracle_symbol:  # its own import: nothing the baseline's module holds is shared with it
-            oracle_module = loading.import_implementation(spec.inputs_source, workdir, "oracle", spec.support)
+            oracle_module = importing.import_implementation(spec.inputs_source, workdir, "oracle", spec.support)
             self.oracle = loading.lookup(oracle_module, spec.oracle_symbol, spec.inputs_source.filename)
         if not baseline_is_reference:
             self.baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed,
@@ -277,7 +277,7 @@ class CandidateRun:
         """Import and build the candidate (failures here are compile errors), then wait for the reference's Fit."""
         plan = self.plan
         try:
-            cand_module = loading.import_implementation(plan.candidate, self.workdir, "candidate", self.spec.support)
+            cand_module = importing.import_implementation(plan.candidate, self.workdir, "candidate", self.spec.support)
             cand_obj = loading.lookup(cand_module, plan.candidate.symbol, plan.candidate.filename)
             self.cand_module, self.cand_obj = cand_module, cand_obj
             self.candidate = loading.build_callable(cand_obj, self.spec, self.inputs_module, self.device,

@@ -29,7 +29,7 @@ _WATCHED_MODULES = (
     "kforge_bot.evaluate.worker.worker_io", "kforge_bot.evaluate.worker.candidate_role",
     "kforge_bot.evaluate.worker.shape_timing", "kforge_bot.evaluate.wire.checks",
     "kforge_bot.evaluate.wire.stats", "kforge_bot.evaluate.wire.timing", "kforge_bot.evaluate.wire.graphs",
-    "kforge_bot.evaluate.worker.loading",
+    "kforge_bot.evaluate.worker.loading", "kforge_bot.evaluate.worker.importing",
     "kforge_bot.evaluate.worker.guards", "kforge_bot.evaluate.worker.snapshot", "kforge_bot.evaluate.worker.profile",
     "kforge_bot.evaluate.wire.outputs", "kforge_bot.evaluate.wire.devshare", "kforge_bot.evaluate.wire.tensorfile",
     "kforge_bot.targets.base", "kforge_bot.targets.cpu", "kforge_bot.targets.cuda", "kforge_bot.targets.xpu",
@@ -55,7 +55,8 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
 # candidate sample (the whole snapshot is checked after every correctness call and every phase).
 CRITICAL = (
     "time", "builtins", "torch.cuda.Event", "kforge_bot.evaluate.wire.checks", "kforge_bot.evaluate.wire.timing",
-    "kforge_bot.evaluate.worker.loading", "kforge_bot.targets.base.HostTimer", "kforge_bot.targets.cuda.CudaEventTimer",
+    "kforge_bot.evaluate.worker.loading", "kforge_bot.evaluate.worker.importing", "kforge_bot.targets.base.HostTimer",
+    "kforge_bot.targets.cuda.CudaEventTimer",
     "kforge_bot.targets.cpu.CpuTarget", "kforge_bot.targets.cuda.CudaTarget", "kforge_bot.targets.base.Target",
     "torch.equal", "torch.save", "torch.no_grad", "torch.isfinite", "torch.cuda.synchronize",
     "torch.cuda.current_stream", "torch.Tensor.fill_", "torch.Tensor.clone", "torch.Tensor.copy_",
