@@ -44,7 +44,7 @@ def _profile_one_call(request: dict) -> None:
     # Here, not at the top: the bot imports this module for RANGE (counters.ncu) and must not import torch.
     import torch
 
-    from kforge_bot.evaluate.worker import loading
+    from kforge_bot.evaluate.worker import importing, loading
     from kforge_bot.spec import Implementation, KernelSpec
     from kforge_bot.targets import make_target
 
@@ -54,8 +54,8 @@ def _profile_one_call(request: dict) -> None:
     target = make_target(request["target"])
     device = target.device
     torch.zeros(1, device=device)
-    inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs", spec.support)
-    module = loading.import_implementation(implementation, workdir, "profiled", spec.support)
+    inputs_module = importing.import_implementation(spec.inputs_source, workdir, "inputs", spec.support)
+    module = importing.import_implementation(implementation, workdir, "profiled", spec.support)
     fn = loading.build_callable(loading.lookup(module, implementation.symbol, implementation.filename), spec,
                                 inputs_module, device, int(request["init_seed"]))
     inputs = loading.make_inputs(spec, inputs_module, spec.shape_sets[0], int(request["seed"]), device)

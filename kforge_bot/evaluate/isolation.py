@@ -44,7 +44,7 @@ _HOME_SECRETS = (".ssh", ".git-credentials", ".gitconfig", ".netrc", ".config", 
 _ALWAYS_HIDDEN_NAMES = (".git", ".kforge-cache")
 _COMPILERS = ("nvcc", "gcc", "g++", "cc", "c++", "clang", "clang++", "icpx", "ninja", "ptxas")
 # Where a sandboxed process builds torch extensions it may not build in the shared compile-ahead folders
-# (kforge_bot.evaluate.worker.loading): the same path in every sandbox, because ninja rebuilds a build found under any
+# (kforge_bot.evaluate.worker.importing): the same path in every sandbox, because ninja rebuilds a build found under any
 # other path (its commands name the build folder), so a build made ahead is reused only where it was made.
 EXTENSIONS_MOUNT = "/run/kforge-extensions"
 INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap), or set policy "

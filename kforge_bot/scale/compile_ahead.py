@@ -34,12 +34,12 @@ import json, sys
 from pathlib import Path
 from kforge_bot.spec import Implementation
 from kforge_bot.evaluate.wire import limits
-from kforge_bot.evaluate.worker import loading
+from kforge_bot.evaluate.worker import importing
 work = Path(sys.argv[1])
 request = json.loads(sys.stdin.read())
 limits.apply(limits.Limits.from_dict(request["limits"]))  # before any user code, as in a worker
 for tag, impl in request["imports"]:
-    loading.import_implementation(Implementation.from_dict(impl), work, tag)
+    importing.import_implementation(Implementation.from_dict(impl), work, tag)
 print("KFORGE_PREPARED", flush=True)
 """
 

@@ -11,7 +11,7 @@
   as that candidate's crash; the slot is replaced, its orphans are killed, and queued jobs stay queued.
 - Compile-ahead: a candidate that builds a torch C++/CUDA extension at import is first imported on the
   host's CPU cores, in a sandboxed child that sees no GPU, with the same per-source extension folders
-  (KFORGE_EXTENSIONS_ROOT, see kforge_bot.evaluate.worker.loading) and TORCH_CUDA_ARCH_LIST as the slot's own
+  (KFORGE_EXTENSIONS_ROOT, see kforge_bot.evaluate.worker.importing) and TORCH_CUDA_ARCH_LIST as the slot's own
   children. The job joins the device queue only once prepared, so the slot finds the build done and
   compile time hides behind other candidates' measurements.
 

@@ -67,11 +67,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.optimize.trajectory", "open"): "the optimize run's own report folder (appended)",
     ("kforge_bot.optimize.trajectory", "path.read_text"): "the optimize run's own report folder",
     ("kforge_bot.gate.publish", "open"): "$GITHUB_STEP_SUMMARY, appended",
-    ("kforge_bot.evaluate.worker.loading", "importlib.util.spec_from_file_location"):
+    ("kforge_bot.evaluate.worker.importing", "importlib.util.spec_from_file_location"):
         "a kernel's module imported in its sandboxed worker, never in the bot",
     ("kforge_bot.workloads.worker", "importlib.util.spec_from_file_location"):
         "a workload's module imported in its sandboxed worker, never in the bot",
-    ("kforge_bot.evaluate.worker.loading", "shutil.copytree"):
+    ("kforge_bot.evaluate.worker.importing", "shutil.copytree"):
         "compile-ahead builds the bot made, copied in the worker",
     ("kforge_bot.counters.ncu", "shutil.copy"): "the profiler's report from its own scratch",
 }

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 import torch
 
-from kforge_bot.evaluate.worker import candidate_role, guards, worker_io
+from kforge_bot.evaluate.worker import candidate_role, guards, importing, worker_io
 from kforge_bot.evaluate.wire import checks
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.worker.candidate_role import CandidateRun, _inherits_forward
+from kforge_bot.evaluate.worker.correctness_cases import CorrectnessCases
 from kforge_bot.evaluate.worker.shape_timing import ShapeTiming, fill_buffers
 from kforge_bot.evaluate.wire.graphs import GraphReplays
 from kforge_bot.evaluate.wire.plan import Plan
@@ -131,6 +132,8 @@ def test_the_heartbeat_speaks_at_most_once_a_second(run: CandidateRun) -> None:
     (CandidateRun, "guard"), (CandidateRun, "between_samples"), (ShapeTiming, "after_candidate"),
     (ShapeTiming, "call_candidate"), (checks, "poison_outputs"), (worker_io.Channel, "send"),
     (worker_io, "as_list"), (GraphReplays, "poison_outputs"), (RepeatCheck, "__call__"),
+    # Moved out of CandidateRun and loading: still checked between samples, as they were there.
+    (CorrectnessCases, "listed"), (importing, "import_implementation"),
 ])
 def test_what_runs_between_timed_samples_is_checked_after_every_sample(holder: Any, name: str,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:

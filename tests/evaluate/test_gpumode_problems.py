@@ -19,7 +19,7 @@ import pytest
 import torch
 from fakes.verdict_cases import SEEDS, Case, assert_verdict, judge_all, judging_settings
 
-from kforge_bot.evaluate.worker import loading
+from kforge_bot.evaluate.worker import importing, loading
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.wire.result import EvalResult
@@ -105,7 +105,7 @@ def test_check_implementation_never_replaces_the_harness_comparison() -> None:
 
 def test_the_secret_seed_reaches_generate_input_and_data_is_one_object(tmp_path: Path) -> None:
     spec = load_spec(PROBLEM)
-    module = loading.import_implementation(spec.inputs_source, tmp_path, "inputs", spec.support)
+    module = importing.import_implementation(spec.inputs_source, tmp_path, "inputs", spec.support)
     inputs = loading.make_inputs(spec, module, spec.shape_sets[0], 987654321, torch.device("cpu"))
     a, b, out = module.generate_input(size=33, seed=987654321)
     assert isinstance(inputs, loading.DataInputs) and len(inputs) == 3

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from kforge_bot.evaluate.worker import loading
-from kforge_bot.evaluate.worker.loading import import_implementation
+from kforge_bot.evaluate.worker.importing import import_implementation
 from kforge_bot.spec import Implementation
 
 

@@ -256,7 +256,7 @@ def test_a_heads_import_roots_cannot_shadow_a_module_the_bases_reference_imports
     head adds `import_roots: [evil]` with an `evil/helper.py` of the name the base's reference imports, computing
     what its wrong kernel computes. Two walls hold: the reference is the base's Implementation (judged_spec), and a
     reference outside a package is imported from its own folder in a worker of its own, never from any import root
-    (kforge_bot.evaluate.worker.loading). With the first removed by hand (the head's reference, with the head's roots)
+    (kforge_bot.evaluate.worker.importing). With the first removed by hand (the head's reference, with the head's roots)
     it still held, by the second; the test fails only if both go."""
     root = tmp_path / "repo"
     init_repo(root)

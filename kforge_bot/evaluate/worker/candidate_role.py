@@ -1,13 +1,14 @@
-"""The worker's candidate role (kforge_bot.evaluate.worker.entry): the candidate, and the baseline beside it where one worker
-serves both sides (an A/A of one implementation). Where base and head each have a worker (Plan.side), this role runs
-in both: the head's checked as below, the base's only built and timed, the timing served sample by sample to the
+"""The worker's candidate role (kforge_bot.evaluate.worker.entry): the candidate, and the baseline beside it where one
+worker serves both sides (an A/A of one implementation). Where base and head each have a worker (Plan.side), this role
+runs in both: the head's checked as below, the base's only built and timed, the timing served sample by sample to the
 parent (evaluate.worker.sample_server), the other side never in this process.
 
 It imports the baseline (and the reference, where the baseline is another implementation), records the
 integrity snapshot and installs the guards before the candidate is imported, hides the harness, then runs
-the correctness cases and the structural checks, times the candidate and the baseline interleaved, then profiles
-them and the reference. Outputs leave through the worker's sink (evaluate.worker.worker_io); the parent
-compares them with the reference's, so a candidate never sees a reference output and cannot judge itself.
+the correctness cases (evaluate.worker.correctness_cases) and the structural checks, times the candidate and the
+baseline interleaved (evaluate.worker.shape_timing), then profiles them and the reference. Outputs leave through
+the worker's sink (evaluate.worker.worker_io); the parent compares them with the reference's, so a candidate never
+sees a reference output and cannot judge itself.
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
-from kforge_bot.evaluate.worker import calls, loading
-from kforge_bot.evaluate.wire import checks, conditions, heldout
+from kforge_bot.evaluate.worker import calls, importing, loading
+from kforge_bot.evaluate.wire import checks, conditions
 from kforge_bot.evaluate.worker.guards import AuditGuard, ThreadWatch, hooks_and_modes_left
-from kforge_bot.evaluate.wire.plan import Case, Fit, Plan
+from kforge_bot.evaluate.wire.plan import Fit, Plan
+from kforge_bot.evaluate.worker.correctness_cases import CorrectnessCases
 from kforge_bot.evaluate.worker.profile import count_flops, profile_call
 from kforge_bot.evaluate.worker.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness,
                                                  restore_framework_state, trusted_namespaces)
 from kforge_bot.evaluate.worker.worker_io import (Channel, Stop, as_list, close_stdin, is_compile_error,
                                            keep_outputs_on_device, read_control_line, save, short_error)
-from kforge_bot.evaluate.worker.shape_timing import ShapeTiming, fill_buffers
+from kforge_bot.evaluate.worker.shape_timing import ShapeTiming
 from kforge_bot.targets import make_target
 
 _clock = time.monotonic  # bound before user code exists
@@ -223,9 +225,9 @@ class CandidateRun:
         self.target = make_target(plan.target)
         device = self.device = self.target.device
         torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
-        inputs_module = self.inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs",
+        inputs_module = self.inputs_module = importing.import_implementation(spec.inputs_source, workdir, "inputs",
                                                                            spec.support)
-        base_module = self.base_module = loading.import_implementation(plan.baseline, workdir, "baseline",
+        base_module = self.base_module = importing.import_implementation(plan.baseline, workdir, "baseline",
                                                                        spec.support)
         base_obj = self.base_obj = loading.lookup(base_module, plan.baseline.symbol, plan.baseline.filename)
         self.listed_init = loading.init_key(spec, inputs_module)  # a held-out variant's that differs is built again
@@ -236,7 +238,7 @@ class CandidateRun:
             self.baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed)
             reference_instance = self.baseline
         else:
-            ref_module = loading.import_implementation(spec.reference, workdir, "reference", spec.support)
+            ref_module = importing.import_implementation(spec.reference, workdir, "reference", spec.support)
             ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
             reference_instance = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
         ref_call = reference_instance if baseline_is_reference else \
@@ -246,7 +248,7 @@ class CandidateRun:
             del ref_module
         self.state_source = reference_instance if isinstance(reference_instance, torch.nn.Module) else None
         if spec.oracle_symbol:  # its own import: nothing the baseline's module holds is shared with it
-            oracle_module = loading.import_implementation(spec.inputs_source, workdir, "oracle", spec.support)
+            oracle_module = importing.import_implementation(spec.inputs_source, workdir, "oracle", spec.support)
             self.oracle = loading.lookup(oracle_module, spec.oracle_symbol, spec.inputs_source.filename)
         if not baseline_is_reference:
             self.baseline = loading.build_callable(base_obj, spec, inputs_module, device, plan.init_seed,
@@ -277,7 +279,7 @@ class CandidateRun:
         """Import and build the candidate (failures here are compile errors), then wait for the reference's Fit."""
         plan = self.plan
         try:
-            cand_module = loading.import_implementation(plan.candidate, self.workdir, "candidate", self.spec.support)
+            cand_module = importing.import_implementation(plan.candidate, self.workdir, "candidate", self.spec.support)
             cand_obj = loading.lookup(cand_module, plan.candidate.symbol, plan.candidate.filename)
             self.cand_module, self.cand_obj = cand_module, cand_obj
             self.candidate = loading.build_callable(cand_obj, self.spec, self.inputs_module, self.device,
@@ -330,130 +332,15 @@ class CandidateRun:
         self.phases["waited_for_reference_s"] = _clock() - waited
 
     def correctness(self) -> None:
-        """Every shape set, every seed; inputs must stay unchanged; outputs plain and fresh."""
+        """Every shape set, every seed; inputs must stay unchanged; outputs plain and fresh (CorrectnessCases)."""
+        cases = CorrectnessCases(self)
         for case in self.plan.correctness_cases():
-            self._correctness_case(case)
+            cases.listed(case)
         for case in self.plan.heldout_cases():
-            self._heldout_case(case)
+            cases.heldout(case)
         self.guard("while running")
         self.shared_unchanged("after the correctness calls")
         self.lap("correctness_s")
-
-    def _correctness_case(self, case: Case) -> None:
-        spec = self.spec
-        inputs = loading.make_inputs(spec, self.inputs_module, spec.shape_sets[case.shape], case.seed, self.device)
-        before = checks.snapshot_inputs(inputs)
-        entry = self.cand_fn if isinstance(self.cand_fn, calls.EntryCall) else None
-        if entry is not None:
-            entry.bind(inputs, case.seed)  # the upstream gradients the reference's worker drew for this seed
-        outputs = self.first_call("candidate", case.shape,
-                                  lambda: self.call(self.cand_fn, inputs, f"running {case.label}"))
-        returned = self.last_output
-        self._checked_and_saved(case, outputs, inputs, before, entry)
-        if self.oracle is not None:
-            self._problem_oracle(case, inputs, before, returned)
-        if case.reuse_file:
-            self._same_buffers_again(case, inputs, outputs)
-        self.channel.send("progress", phase="correctness", case=case.label)
-
-    def _heldout_case(self, case: Case) -> None:
-        """A held-out variant (evaluate.wire.heldout): the candidate on sizes and values no listed case has, built
-        again where the variant changes its constructor's arguments. Failing to run there is being wrong there."""
-        spec, variant = self.spec, heldout.Variant.from_dict(case.variant or {})
-        cand_fn = self.cand_fn
-        with heldout.module_globals([self.inputs_module, self.base_module], variant):
-            if loading.init_key(spec, self.inputs_module) != self.listed_init:
-                weights = loading.build_callable(self.base_obj, spec, self.inputs_module, self.device,
-                                                 self.plan.init_seed)
-                try:
-                    built = loading.build_callable(self.cand_obj, spec, self.inputs_module, self.device,
-                                                   self.plan.init_seed,
-                                                   state_from=weights if isinstance(weights, torch.nn.Module) else None)
-                except Exception as exc:  # noqa: BLE001 - the candidate cannot be built for these sizes
-                    self.no_reaching_in(f"building for {case.label}")
-                    raise Stop("incorrect", f"{case.label}: the candidate could not be built: {short_error(exc)}",
-                               traceback.format_exc()[-4000:]) from None
-                cand_fn = calls.wrap(self.cand_obj, built, spec, own_oracle=False, module=self.cand_module)
-                del weights
-            shape = heldout.shape_of(variant, spec.shape_sets[case.shape])
-            inputs = loading.make_inputs(spec, self.inputs_module, shape, case.seed, self.device)
-            heldout.change_values(inputs, variant.values, variant.seed, self.output_slots)
-        self.no_threads_left(f"building for {case.label}")
-        self.guard(f"building for {case.label}")
-        self.restore_state()
-        before = checks.snapshot_inputs(inputs)
-        entry = cand_fn if isinstance(cand_fn, calls.EntryCall) else None
-        if entry is not None:
-            entry.bind(inputs, case.seed)
-        try:
-            outputs = self.first_call("candidate", f"{heldout.LABEL_PREFIX} {variant.index}",
-                                      lambda: self.call(cand_fn, inputs, f"running {case.label}"))
-        except Stop as stop:
-            if stop.status not in ("crash", "compile_error"):
-                raise
-            hint = "; a kernel meant for some sizes only declares them: constraints: in kforge.yaml" \
-                if spec.format == "manifest" else ""
-            raise Stop("incorrect", f"{stop.reason} (it runs on the listed shapes only?{hint})", stop.detail) from None
-        self._checked_and_saved(case, outputs, inputs, before, entry)
-        self.channel.send("progress", phase="correctness", case=case.label)
-
-    def _checked_and_saved(self, case: Case, outputs: list[Any], inputs: list[Any], before: list[Any],
-                           entry: calls.EntryCall | None) -> None:
-        """A correctness call's outputs plain and fresh, its inputs unchanged (but those it may write), then saved
-        for the parent's comparison."""
-        try:
-            checks.check_plain_outputs(outputs, self.device.type)
-            checks.check_no_alias(outputs if entry is None else entry.fresh(outputs), inputs, self.output_slots)
-            checks.check_inputs_unchanged(inputs, before, () if entry is None else entry.written,
-                                          skip=self.output_slots)
-        except checks.CheckFailure as failure:
-            raise Stop(failure.kind, f"{case.label}: {failure}") from None
-        self.save(outputs, case.cand_file)
-
-    def _problem_oracle(self, case: Case, inputs: list[Any], before: list[Any], returned: Any) -> None:
-        """The problem's own check (GPU MODE's check_implementation(data, output)), beside the bot's comparison,
-        never instead of it: on copies of the inputs as they were before the call (the reference it runs may write
-        an output buffer) and of the output, after the output was saved for the bot."""
-        from torch.utils import _pytree
-
-        data = loading.DataInputs([t.clone() if isinstance(t, torch.Tensor) else t for t in before],
-                                  inputs.structure).data() if isinstance(inputs, loading.DataInputs) else before
-        output = _pytree.tree_map(lambda t: torch.Tensor.clone(t) if type(t) is torch.Tensor else t,  # noqa: E721
-                                  returned)
-        try:
-            verdict = self.oracle(data, output)  # type: ignore[misc]
-            self.target.synchronize()
-        except Exception as exc:  # noqa: BLE001 - the check failing on this output is a failed check
-            raise Stop("incorrect", f"{case.label}: the problem's {self.spec.oracle_symbol} raised "
-                                    f"{short_error(exc)}") from None
-        self.guard("in the problem's check")
-        self.restore_state()
-        good, message = _oracle_verdict(verdict)
-        if not good:
-            raise Stop("incorrect", f"{case.label}: the problem's {self.spec.oracle_symbol} failed: "
-                                    f"{message[:500] or 'no reason given'}")
-
-    def _same_buffers_again(self, case: Case, inputs: list[Any], outputs: list[Any]) -> None:
-        # Same input buffers, new values: a result cached by pointer or shape shows up here, and an
-        # output buffer reused across calls overwrites the first result.
-        spec = self.spec
-        kept = [o.clone() for o in outputs]
-        fresh = loading.make_inputs(spec, self.inputs_module, spec.shape_sets[case.shape], case.reuse_seed, self.device)
-        fill_buffers(inputs, fresh)
-        if isinstance(self.cand_fn, calls.EntryCall):
-            self.cand_fn.bind(inputs, case.reuse_seed or 0)
-        again = self.call(self.cand_fn, inputs, f"running {case.label} again with new values in the same buffers")
-        try:
-            checks.check_plain_outputs(again, self.device.type)
-        except checks.CheckFailure as failure:
-            raise Stop(failure.kind, f"{case.label}: {failure}") from None
-        self.save(again, case.reuse_file)
-        for i, (first, copy) in enumerate(zip(outputs, kept)):
-            if checks.aliases_any(first, inputs, self.output_slots):
-                continue  # the output buffer the harness hands every call: written again by design
-            if not torch.equal(first.nan_to_num(), copy.nan_to_num()):
-                raise Stop("rejected", f"{case.label}: output {i} of an earlier call changed when the "
-                                       "candidate ran again (output buffers reused across calls)")
 
     def profile(self) -> dict[str, Any]:
         """The framework profiler's view of the candidate, the baseline and the reference on shape set 0, and the
@@ -524,15 +411,3 @@ def _inherits_forward(candidate: Any, baseline: Any) -> bool:
     a, b = getattr(mine, "__code__", None), getattr(theirs, "__code__", None)
     return a is not None and b is not None and (a.co_code, a.co_consts, a.co_names) == (b.co_code, b.co_consts,
                                                                                         b.co_names)
-
-
-def _oracle_verdict(verdict: Any) -> tuple[bool, str]:
-    """A check's answer as GPU MODE's problems give it: (good, message), a bare bool, or a list of reasons (empty:
-    good) or a message (empty: good)."""
-    if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[0], bool):
-        return verdict[0], str(verdict[1])
-    if isinstance(verdict, bool):
-        return verdict, ""
-    if isinstance(verdict, (list, str)):
-        return not verdict, " ".join(map(str, verdict)) if isinstance(verdict, list) else verdict
-    return False, f"returned {type(verdict).__name__}, not (bool, message)"

@@ -38,7 +38,7 @@ _BEGAN = time.monotonic()
 import torch  # noqa: E402
 
 _TORCH_AT = time.monotonic()
-from kforge_bot.evaluate.worker import calls, loading  # noqa: E402
+from kforge_bot.evaluate.worker import calls, importing, loading  # noqa: E402
 from kforge_bot.evaluate.wire import checks, heldout, limits  # noqa: E402
 from kforge_bot.evaluate.worker.heap import hold_freed_memory  # noqa: E402
 from kforge_bot.evaluate.worker.candidate_role import run_candidate  # noqa: E402
@@ -111,8 +111,8 @@ class _Reference:
     @classmethod
     def load(cls, plan: Plan, workdir: Path, device: torch.device) -> _Reference:
         spec = plan.spec
-        inputs_module = loading.import_implementation(spec.inputs_source, workdir, "inputs", spec.support)
-        ref_module = loading.import_implementation(spec.reference, workdir, "reference", spec.support)
+        inputs_module = importing.import_implementation(spec.inputs_source, workdir, "inputs", spec.support)
+        ref_module = importing.import_implementation(spec.reference, workdir, "reference", spec.support)
         ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
         call = calls.wrap(ref_obj, loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed),
                           spec, own_oracle=spec.reference_returns == "outputs", module=ref_module)
@@ -229,7 +229,7 @@ def run_imports(plan: Plan, channel: Channel, workdir: Path) -> None:
         try:
             for tag, impl in (("inputs", spec.inputs_source), ("reference", spec.reference),
                               ("kernel", spec.baseline)):
-                module = loading.import_as_written(impl, workdir, f"{tag}{n}")
+                module = importing.import_as_written(impl, workdir, f"{tag}{n}")
                 loading.lookup(module, impl.symbol, impl.filename)
         except Exception as exc:  # noqa: BLE001 - this kernel's import, said in one line; the next one still runs
             problems.append(short_error(exc))

@@ -27,9 +27,10 @@ _WATCHED_MODULES = (
     "torch.fft", "torch.special", "torch.profiler", "torch.autograd", "torch.autograd.profiler", "time", "math",
     "builtins", "os", "sys", "random", "json", "pickle", "numpy", "socket", "kforge_bot.evaluate.worker.entry",
     "kforge_bot.evaluate.worker.worker_io", "kforge_bot.evaluate.worker.candidate_role",
-    "kforge_bot.evaluate.worker.shape_timing", "kforge_bot.evaluate.wire.checks",
-    "kforge_bot.evaluate.wire.stats", "kforge_bot.evaluate.wire.timing", "kforge_bot.evaluate.wire.graphs",
-    "kforge_bot.evaluate.worker.loading",
+    "kforge_bot.evaluate.worker.shape_timing", "kforge_bot.evaluate.worker.correctness_cases",
+    "kforge_bot.evaluate.wire.checks", "kforge_bot.evaluate.wire.stats", "kforge_bot.evaluate.wire.timing",
+    "kforge_bot.evaluate.wire.graphs",
+    "kforge_bot.evaluate.worker.loading", "kforge_bot.evaluate.worker.importing",
     "kforge_bot.evaluate.worker.guards", "kforge_bot.evaluate.worker.snapshot", "kforge_bot.evaluate.worker.profile",
     "kforge_bot.evaluate.wire.outputs", "kforge_bot.evaluate.wire.devshare", "kforge_bot.evaluate.wire.tensorfile",
     "kforge_bot.targets.base", "kforge_bot.targets.cpu", "kforge_bot.targets.cuda", "kforge_bot.targets.xpu",
@@ -43,8 +44,10 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
                     "kforge_bot.targets.cpu.CpuTarget", "kforge_bot.targets.cuda.CudaTarget",
                     "kforge_bot.targets.cuda.CudaEventTimer", "kforge_bot.targets.xpu.XpuTarget",
                     "kforge_bot.targets.mps.MpsTarget", "kforge_bot.evaluate.worker.worker_io.Channel",
-                    # The candidate role's guards and phases, and one shape set's timing and its callbacks.
+                    # The candidate role's guards and phases, its correctness calls, and one shape set's timing
+                    # and its callbacks.
                     "kforge_bot.evaluate.worker.candidate_role.CandidateRun",
+                    "kforge_bot.evaluate.worker.correctness_cases.CorrectnessCases",
                     "kforge_bot.evaluate.worker.shape_timing.ShapeTiming",
                     "kforge_bot.evaluate.wire.graphs.GraphReplays", "kforge_bot.evaluate.wire.timing.RepeatCheck",
                     # How outputs leave the worker: a save that computed the answer only then would hide a
@@ -55,16 +58,19 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
 # candidate sample (the whole snapshot is checked after every correctness call and every phase).
 CRITICAL = (
     "time", "builtins", "torch.cuda.Event", "kforge_bot.evaluate.wire.checks", "kforge_bot.evaluate.wire.timing",
-    "kforge_bot.evaluate.worker.loading", "kforge_bot.targets.base.HostTimer", "kforge_bot.targets.cuda.CudaEventTimer",
+    "kforge_bot.evaluate.worker.loading", "kforge_bot.evaluate.worker.importing", "kforge_bot.targets.base.HostTimer",
+    "kforge_bot.targets.cuda.CudaEventTimer",
     "kforge_bot.targets.cpu.CpuTarget", "kforge_bot.targets.cuda.CudaTarget", "kforge_bot.targets.base.Target",
     "torch.equal", "torch.save", "torch.no_grad", "torch.isfinite", "torch.cuda.synchronize",
     "torch.cuda.current_stream", "torch.Tensor.fill_", "torch.Tensor.clone", "torch.Tensor.copy_",
     "torch.Tensor.detach", "torch.Tensor.cpu", "torch.Tensor.numel", "torch.Tensor.is_floating_point",
     "torch.Tensor.data_ptr", "torch.Tensor.untyped_storage", "torch.Tensor.layout", "torch.Tensor.device",
     "torch.Tensor.is_meta", "torch.Tensor.nan_to_num", "torch.Tensor.__eq__",
-    # measure_pair's callbacks (ShapeTiming's), the guards they run (CandidateRun's) and the progress messages.
+    # measure_pair's callbacks (ShapeTiming's), the guards they run (CandidateRun's) and the progress messages;
+    # the correctness calls (CorrectnessCases), checked here as when they were CandidateRun's own.
     "kforge_bot.evaluate.worker.candidate_role", "kforge_bot.evaluate.worker.candidate_role.CandidateRun",
     "kforge_bot.evaluate.worker.shape_timing", "kforge_bot.evaluate.worker.shape_timing.ShapeTiming",
+    "kforge_bot.evaluate.worker.correctness_cases", "kforge_bot.evaluate.worker.correctness_cases.CorrectnessCases",
     "kforge_bot.evaluate.worker.worker_io",
     "kforge_bot.evaluate.worker.worker_io.Channel", "kforge_bot.evaluate.wire.graphs",
     "kforge_bot.evaluate.wire.graphs.GraphReplays",
