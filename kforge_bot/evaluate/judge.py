@@ -14,8 +14,9 @@ from typing import Any
 
 from kforge_bot import HARNESS_VERSION, __version__
 from kforge_bot.evaluate import bound, isolation
-from kforge_bot.evaluate.wire import conditions, heldout, outputs
-from kforge_bot.evaluate.wire.plan import Case, Plan
+from kforge_bot.evaluate.comparison import compare_all
+from kforge_bot.evaluate.wire import conditions
+from kforge_bot.evaluate.wire.plan import Plan
 from kforge_bot.evaluate.wire.result import DIRECTIONS, EvalResult, EvalSettings, TimingStats, directions_text
 from kforge_bot.evaluate.wire.shapes import DEFINITION, ShapeSpeedup, combine, regression_text
 from kforge_bot.evaluate.sandbox import WorkerOutcome
@@ -27,35 +28,16 @@ def judge(plan: Plan, outcome: WorkerOutcome, ref_outputs: dict[str, list[Any]],
           ref_result: dict[str, Any]) -> EvalResult:
     """The verdict on the candidate's worker: how it ended, then its outputs against the reference's, its
     profile, and its timing (statistics from the raw samples, checked against the hardware's floor)."""
-    base = EvalResult(verdict="crash", reason="", target=plan.target,
-                      device_name=ref_result.get("device_name", ""), target_info=ref_result.get("target_info", {}))
-    base.details = {"harness_version": harness_version(), "wall_s": round(outcome.wall_s, 3),
-                    "log_tail": outcome.log_tail[-4000:],
-                    "isolation": isolation.probe().describe() if outcome.sandboxed else "not sandboxed"}
-    if ref_result.get("input_bytes") is not None:
-        base.details["input_bytes"] = ref_result["input_bytes"]  # per shape set, tensors only
-    if outcome.forged_lines:
-        base.details["forged_lines"] = outcome.forged_lines
+    base = _new_result(plan, outcome, ref_result)
     if _ended_without_result(base, outcome):
         return base
     message = outcome.result
-    base.device_name = message.get("device_name", base.device_name)
-    base.target_info = message.get("target_info", base.target_info)
-    profile = message.get("profile", {})
-    base.profile = {"baseline": profile.get("baseline", {}), "candidate": profile.get("candidate", {}),
-                    "reference": profile.get("reference", {})}
-    if profile.get("reference_flops") is not None:
-        base.profile["reference_flops"] = profile["reference_flops"]  # per shape set; None where not counted
-
-    if message.get("restored_state"):
-        base.details["restored_state"] = message["restored_state"]
-    if message.get("shared_state"):  # weights both sides read from one place (loading.share_matching_state)
-        base.details["shared_with_baseline"] = message["shared_state"]
+    _read_message(base, message)
     if outcome.shared is not None and outcome.shared.rejected:
         base.verdict, base.reason = "rejected", f"the candidate's output channel carried {outcome.shared.rejected}"
         return base
-    correctness = _compare_all(plan, ref_outputs, timed=bool(message.get("timing")), shared=outcome.shared,
-                               saved=message.get("saved"))
+    correctness = compare_all(plan, ref_outputs, timed=bool(message.get("timing")), shared=outcome.shared,
+                              saved=message.get("saved"))
     base.correctness = correctness
     if not correctness["ok"]:
         base.verdict, base.reason = correctness["status"], correctness["reason"]
@@ -70,30 +52,75 @@ def judge(plan: Plan, outcome: WorkerOutcome, ref_outputs: dict[str, list[Any]],
     base.reason = "correct on every case"
     timing = message.get("timing") or []
     if timing:
-        _attach_timing(base, timing, plan.settings, plan.spec.shape_sets)
-        _attach_directions(base, timing, plan.settings.confidence)
-        broken = _physical_bound(base, plan, ref_outputs, ref_result)
-        if broken:
-            base.verdict, base.reason = "rejected", broken
-            base.speedup = base.speedup_ci = None
-            base.per_shape = []
-            return base
-        several = " (geometric mean over the shape sets)" if len(base.per_shape) > 1 else ""
-        if base.speedup_ci is not None:
-            base.reason = (f"correct on every case; {base.speedup:.3f}x{several} "
-                           f"(CI {base.speedup_ci[0]:.3f}-{base.speedup_ci[1]:.3f})")
-        elif base.speedup is not None:
-            base.reason = f"correct on every case; {base.speedup:.3f}x{several} ({base.details['speedup_ci_note']})"
-        slow = regression_text(base.per_shape)
-        if slow:
-            base.reason += f"; but {slow}"
-        if base.details.get("directions"):  # a backward: the headline is forward+backward; each direction said
-            base.reason += "; " + directions_text(base.details["directions"])
-        disturbed = _attach_conditions(base, plan.settings)
-        if disturbed:
-            base.verdict = "inconclusive"
-            base.reason = f"timing disturbed: {disturbed}; not a verdict on its speed ({base.reason})"
+        _judge_timing(base, plan, timing, ref_outputs, ref_result)
     return base
+
+
+def _new_result(plan: Plan, outcome: WorkerOutcome, ref_result: dict[str, Any]) -> EvalResult:
+    """The result before any verdict (a crash, until the outcome says otherwise), with the run's details."""
+    base = EvalResult(verdict="crash", reason="", target=plan.target,
+                      device_name=ref_result.get("device_name", ""), target_info=ref_result.get("target_info", {}))
+    base.details = {"harness_version": harness_version(), "wall_s": round(outcome.wall_s, 3),
+                    "log_tail": outcome.log_tail[-4000:],
+                    "isolation": isolation.probe().describe() if outcome.sandboxed else "not sandboxed"}
+    if ref_result.get("input_bytes") is not None:
+        base.details["input_bytes"] = ref_result["input_bytes"]  # per shape set, tensors only
+    if outcome.forged_lines:
+        base.details["forged_lines"] = outcome.forged_lines
+    return base
+
+
+def _read_message(base: EvalResult, message: dict[str, Any]) -> None:
+    """What the worker's ok result says besides the outputs and timing: the device, the profile, and the state it
+    restored or shared."""
+    base.device_name = message.get("device_name", base.device_name)
+    base.target_info = message.get("target_info", base.target_info)
+    profile = message.get("profile", {})
+    base.profile = {"baseline": profile.get("baseline", {}), "candidate": profile.get("candidate", {}),
+                    "reference": profile.get("reference", {})}
+    if profile.get("reference_flops") is not None:
+        base.profile["reference_flops"] = profile["reference_flops"]  # per shape set; None where not counted
+    if message.get("restored_state"):
+        base.details["restored_state"] = message["restored_state"]
+    if message.get("shared_state"):  # weights both sides read from one place (loading.share_matching_state)
+        base.details["shared_with_baseline"] = message["shared_state"]
+
+
+def _judge_timing(base: EvalResult, plan: Plan, timing: list[dict[str, Any]], ref_outputs: dict[str, list[Any]],
+                  ref_result: dict[str, Any]) -> None:
+    """A correct candidate's timing: its figures attached and its speedup in the reason; rejected where a median
+    beats the hardware's floor, inconclusive where the conditions say the timing was disturbed."""
+    _attach_timing(base, timing, plan.settings, plan.spec.shape_sets)
+    _attach_directions(base, timing, plan.settings.confidence)
+    broken = _physical_bound(base, plan, ref_outputs, ref_result)
+    if broken:
+        base.verdict, base.reason = "rejected", broken
+        base.speedup = base.speedup_ci = None
+        base.per_shape = []
+        return
+    base.reason = _speed_reason(base)
+    disturbed = _attach_conditions(base, plan.settings)
+    if disturbed:
+        base.verdict = "inconclusive"
+        base.reason = f"timing disturbed: {disturbed}; not a verdict on its speed ({base.reason})"
+
+
+def _speed_reason(result: EvalResult) -> str:
+    """'correct on every case; 1.234x (CI ...)', with the shape sets that got slower and, for a kernel with a
+    backward, each direction's figures."""
+    reason = result.reason
+    several = " (geometric mean over the shape sets)" if len(result.per_shape) > 1 else ""
+    if result.speedup_ci is not None:
+        reason = (f"correct on every case; {result.speedup:.3f}x{several} "
+                  f"(CI {result.speedup_ci[0]:.3f}-{result.speedup_ci[1]:.3f})")
+    elif result.speedup is not None:
+        reason = f"correct on every case; {result.speedup:.3f}x{several} ({result.details['speedup_ci_note']})"
+    slow = regression_text(result.per_shape)
+    if slow:
+        reason += f"; but {slow}"
+    if result.details.get("directions"):  # a backward: the headline is forward+backward; each direction said
+        reason += "; " + directions_text(result.details["directions"])
+    return reason
 
 
 def _attach_conditions(result: EvalResult, settings: EvalSettings) -> str | None:
@@ -205,140 +232,6 @@ def _physical_bound(result: EvalResult, plan: Plan, ref_outputs: dict[str, list[
         result.details["large_gain"] = (f"{result.speedup:.1f}x is over {bound.LARGE_GAIN:g}x: worth a human look "
                                         "before it is believed (KernelBench flags the same)")
     return problem
-
-
-def _compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
-                 shared: outputs.SharedOutputs | None = None, saved: Any = None) -> dict[str, Any]:
-    """Every case's outputs against the reference's. `saved` is the worker's word, over its nonce channel, on
-    what it saved: each file's digest (None: handed over as device memory). The files lie in the worker's
-    scratch, which the candidate's code can write, so a file must be one the worker saved, still hold what it
-    wrote, and not have gone missing."""
-    from kforge_bot.evaluate.wire.checks import compare_outputs, comparison_device  # imports torch (see module doc)
-    from kforge_bot.evaluate.wire.tensorfile import ChangedTensorFile
-
-    records: list[dict[str, Any]] = []
-    tolerance = plan.spec.tolerance
-    device = comparison_device(plan.target)
-    handed_over = shared.names() if shared is not None else set()
-    via: set[str] = set()  # how the candidate's outputs came back
-
-    digests: dict[str, Any] = saved if isinstance(saved, dict) else {}
-
-    def written(name: str) -> bool:
-        return name in handed_over or name in digests
-
-    def check(case: Case, cand_file: str, ref_file: str, label: str) -> str | None:
-        on_disk = (plan.out_dir / cand_file).is_file()
-        if cand_file not in handed_over:
-            if cand_file in digests and not on_disk:
-                return f"rejected|{label}: the output the harness saved is gone (deleted by the candidate?)"
-            if not on_disk:
-                return f"rejected|{label}: the candidate's process produced no output for this case"
-            if not isinstance(digests.get(cand_file), str):
-                (plan.out_dir / cand_file).unlink(missing_ok=True)
-                return f"rejected|{label}: an output file the harness never saved (written by the candidate?)"
-        via.add("device memory" if cand_file in handed_over else "files")
-        try:
-            cand = outputs.load(plan.out_dir, cand_file, shared, digests.get(cand_file))
-        except ChangedTensorFile:
-            return f"rejected|{label}: the output file was changed after the harness saved it"
-        except Exception as exc:  # noqa: BLE001 - a forged or truncated output is the candidate's problem
-            return f"rejected|{label}: unreadable output ({type(exc).__name__}: {str(exc)[:200]})"
-        finally:
-            (plan.out_dir / cand_file).unlink(missing_ok=True)  # compared once; outputs must not pile up
-        ref = ref_outputs[ref_file]
-        per_output = compare_outputs(cand, ref, tolerance, device, gradients=len(plan.spec.grad_inputs),
-                                     gradient_override=plan.spec.backward_tolerance)
-        del cand
-        records.append({"case": label, "shape_set": case.shape, "seed": case.seed, "outputs": per_output})
-        bad = next((o for o in per_output if not o["ok"]), None)
-        return f"incorrect|{label}: {_output_name(plan, bad['index'], len(per_output))}: {bad['problem']}" \
-            if bad else None
-
-    failure = None
-    for case in plan.correctness_cases():
-        failure = check(case, case.cand_file, case.ref_file, case.label)
-        if failure is None and case.reuse_file and case.reuse_ref_file:
-            failure = check(case, case.reuse_file, case.reuse_ref_file,
-                            f"{case.label}, called again with seed {case.reuse_seed}'s values in the same buffers")
-            if failure and failure.startswith("incorrect|"):
-                failure = "rejected|" + failure.split("|", 1)[1] + " (result cached across calls?)"
-        if failure:
-            break
-    for case in plan.heldout_cases() if failure is None else ():
-        failure = check(case, case.cand_file, case.ref_file, case.label)
-        if failure:
-            break
-    if failure is None:
-        for case in plan.timing_cases():
-            if not written(case.cand_file) and not (plan.out_dir / case.cand_file).is_file():
-                continue  # a very slow kernel may not reach every rotated set; the ones it saved are checked
-            failure = check(case, case.cand_file, case.ref_file, case.label)
-            if failure:
-                break
-    # After timing, these values (or nearly these) passed moments before: a wrong answer is read as a cache.
-    after_timing = ((plan.changed_cases(), "input buffer or values"), (plan.moved_cases(), "input buffer")) \
-        if timed else ()
-    for cases, keyed_by in after_timing:
-        for case in cases:
-            if failure is not None:
-                break
-            failure = check(case, case.cand_file, case.ref_file, case.label)
-            if failure and failure.startswith("incorrect|"):
-                failure = "rejected|" + failure.split("|", 1)[1] + f" (result cached by {keyed_by}?)"
-    return _correctness_summary(plan, records, via, failure)
-
-
-def _output_name(plan: Plan, index: int, count: int) -> str:
-    """'output 0', or for a kernel with a backward (its gradients come last) 'the gradient of input x'."""
-    grads = plan.spec.grad_inputs
-    first = count - len(grads)
-    if grads and index >= first:
-        written = ", as written into it" if grads[index - first] in plan.spec.grad_inplace else ""
-        return f"the gradient of input {grads[index - first]}{written} (output {index})"
-    return f"output {index}"
-
-
-def _correctness_summary(plan: Plan, records: list[dict[str, Any]], via: set[str],
-                         failure: str | None) -> dict[str, Any]:
-    worst_abs = max((o.get("max_abs", 0.0) for r in records for o in r["outputs"]), default=0.0)
-    worst_rel = max((o.get("rel_norm", 0.0) for r in records for o in r["outputs"]), default=0.0)
-    summary: dict[str, Any] = {
-        "ok": failure is None,
-        "seeds": plan.seeds,
-        "shape_sets": list(plan.spec.shape_sets),
-        "cases_checked": len(records),
-        "timed_outputs_checked": sum(1 for r in records if r["case"].startswith("timed run")),
-        "outputs_via": sorted(via),
-        "max_abs_error": worst_abs,
-        "max_rel_norm_error": worst_rel,
-        "tolerance": plan.spec.tolerance or "by dtype",
-        **({"backward_tolerance": plan.spec.backward_tolerance} if plan.spec.backward_tolerance else {}),
-        "checks": ["shape and dtype", "NaN/Inf", "elementwise atol/rtol", "relative norm", "non-constant",
-                   "inputs unchanged", "no aliasing", "plain tensors", "same buffers new values",
-                   "earlier outputs not overwritten", "timed outputs", "elements of each timed input set changed",
-                   "values moved between timed buffers"],
-        "records": records,
-        "heldout": heldout_summary(plan),
-    }
-    if failure:
-        summary["status"], summary["reason"] = failure.split("|", 1)
-    return summary
-
-
-def heldout_summary(plan: Plan) -> list[dict[str, Any]]:
-    """Each held-out variant as checked (its label), or skipped and why (the reference could not run it)."""
-    out = []
-    for data in plan.heldout or ():
-        variant = heldout.Variant.from_dict(data)
-        entry: dict[str, Any] = {"variant": variant.index, "label": variant.label, "sizes": variant.sizes,
-                                 "seed": variant.seed}
-        if variant.skipped:
-            entry["skipped"] = variant.skipped
-        elif variant.attempts:
-            entry["reference_could_not_run"] = list(variant.attempts)
-        out.append(entry)
-    return out
 
 
 def _profile_rejection(plan: Plan, profile: dict[str, Any]) -> str | None:

@@ -37,7 +37,7 @@ class SideEnded(Exception):
 
 
 class HiddenWork(Exception):
-    """The candidate's samples left work outside their timed regions (timing.check_no_hidden_work's reason)."""
+    """The candidate's samples left work outside their timed regions (paired_times.check_no_hidden_work's reason)."""
 
 
 class RemoteSide:
@@ -92,10 +92,10 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
                   progress: Callable[[dict[str, Any]], None] | None, shape: int,
                   turns: Turns | None = None) -> dict[str, Any]:
     """One shape set's (or one direction's) interleaved timing across the two workers, as measure_pair would time
-    it in one: the same fields as timing.PairedTimes.to_dict(). Raises HiddenWork where the candidate's samples hid
+    it in one: the same fields as paired_times.PairedTimes.to_dict(). Raises HiddenWork where the candidate's samples hid
     work (the caller rejects the candidate) and SideEnded where a worker ended. `turns` (keyed "b", "c"): each
     request goes to a side whose other side is stopped; the caller releases them after."""
-    from kforge_bot.evaluate.wire import timing  # the rules' one home; the parent imports torch only once it compares
+    from kforge_bot.evaluate.wire import paired_times, timing  # the rules' one home (torch only once it compares)
 
     if turns is not None:
         sides = {s: TurnTaking(side, s, turns) for s, side in sides.items()}  # type: ignore[assignment, misc]
@@ -122,13 +122,13 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
     result = {"baseline_ms": times["b"], "candidate_ms": times["c"], "calls_per_sample": k, "mode": launch,
               "mode_note": note, "stop_reason": times["stop_reason"], "per_call_ms": per_call,
               "conditions": {name: summarize(times["readings"][s]) for s, name in SIDES},
-              "busy_after_ms": {name: timing.upper_quartile(times["after"][s]) for s, name in SIDES},
-              "busy_before_ms": {name: timing.upper_quartile(times["before"][s]) for s, name in SIDES}}
+              "busy_after_ms": {name: paired_times.upper_quartile(times["after"][s]) for s, name in SIDES},
+              "busy_before_ms": {name: paired_times.upper_quartile(times["before"][s]) for s, name in SIDES}}
     if timed_shapes > 1 and result["stop_reason"].startswith("time budget"):
         result["stop_reason"] += f" (this shape set's share of {settings.timing_budget_s:g} s)"
     try:
-        timing.check_no_hidden_work(result["busy_before_ms"], result["busy_after_ms"],
-                                    timing.upper_quartile(times["c"]) * k)
+        paired_times.check_no_hidden_work(result["busy_before_ms"], result["busy_after_ms"],
+                                    paired_times.upper_quartile(times["c"]) * k)
     except Exception as exc:  # noqa: BLE001 - timing's CheckFailure: the candidate's verdict, not the parent's crash
         raise HiddenWork(str(exc)) from None
     result["wall_s"] = time.monotonic() - started

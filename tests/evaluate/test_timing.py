@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kforge_bot.evaluate.wire import graphs, timing
+from kforge_bot.evaluate.wire import graphs, paired_times, timing
 from kforge_bot.targets.base import HostTimer, Target, Timer
 
 
@@ -39,7 +39,7 @@ def _busy(seconds: float) -> None:
         pass
 
 
-def _measure(monkeypatch: pytest.MonkeyPatch, replay_s: float) -> timing.PairedTimes:
+def _measure(monkeypatch: pytest.MonkeyPatch, replay_s: float) -> paired_times.PairedTimes:
     # Eager calls cost 10 ms of "launch" each (at least a sample's worth, so eager timing would take one call a
     # sample); their captured graphs replay in `replay_s`. The thresholds are scaled up so that a loaded CPU
     # (busy-waits only ever last longer) cannot change which way the test goes.
@@ -216,7 +216,7 @@ def test_a_short_kernel_off_cuda_is_timed_eagerly() -> None:
     def fn(inputs: list[Any]) -> list[Any]:
         return []
 
-    result = timing.PairedTimes()
+    result = paired_times.PairedTimes()
     assert timing._replay_if_short(result, CpuLike(), 0.001, (fn, fn), [[1]], (print, print)) == (fn, fn)
     assert (result.launch, result.launch_note) == ("eager", "")
 
@@ -306,7 +306,7 @@ def test_a_graph_idle_in_some_timed_samples_is_refused_and_every_set_kept_comes_
 
     kept: list[int] = []
 
-    def measure(candidate_graph: type) -> timing.PairedTimes:
+    def measure(candidate_graph: type) -> paired_times.PairedTimes:
         monkeypatch.setattr(timing, "capture_graphs",
                             lambda target, fns, s: ((replays(_RecordingGraph), replays(candidate_graph)), ""))
         return timing.measure_pair(LaunchBoundTarget(), eager, eager, sets, timing_budget_s=0.05, target_precision=0.0,
@@ -431,7 +431,7 @@ class HiddenWorkTarget(LaunchBoundTarget):
         return Busy()
 
 
-def _hidden_work(hidden_ms: float, when: str = "after", every: int = 1) -> timing.PairedTimes:
+def _hidden_work(hidden_ms: float, when: str = "after", every: int = 1) -> paired_times.PairedTimes:
     target = HiddenWorkTarget(hidden_ms, when, every)
 
     def side(name: str) -> Any:
@@ -491,9 +491,9 @@ def test_the_allowance_grows_with_the_candidates_sample() -> None:
     from kforge_bot.evaluate.wire.checks import CheckFailure
 
     none = {"baseline": 1.0, "candidate": 1.0}
-    timing.check_no_hidden_work(none, {"baseline": 0.01, "candidate": 0.5}, candidate_sample_ms=20.0)  # 2.5%
+    paired_times.check_no_hidden_work(none, {"baseline": 0.01, "candidate": 0.5}, candidate_sample_ms=20.0)  # 2.5%
     with pytest.raises(CheckFailure):
-        timing.check_no_hidden_work(none, {"baseline": 0.01, "candidate": 0.5}, candidate_sample_ms=5.0)  # 10%
+        paired_times.check_no_hidden_work(none, {"baseline": 0.01, "candidate": 0.5}, candidate_sample_ms=5.0)  # 10%
 
 
 def test_both_sides_of_an_eager_short_sample_get_the_same_lead(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,17 +4,17 @@ Each sample waits for the whole device, flushes the last-level cache (on a GPU: 
 length, so every sample starts from the same state whichever side ran before; `Target.settle`), and times `k`
 calls between two device timestamps (k > 1 only for kernels too short to time singly); where such short calls
 are timed eagerly, the device is kept busy before the first timestamp for longer than the host takes to issue
-the k calls (`settle(lead_ms)`), so the interval holds the device's work and not the host's launches. Samples come in pairs whose order
-alternates (B C, C B, ...) so neither side always runs first. Input sets rotate, so no call sees the
-inputs of the call before it. The loop stops once the speedup's confidence interval is tight enough or the
+the k calls (`settle(lead_ms)`), so the interval holds the device's work and not the host's launches. Samples
+come in pairs whose order alternates (B C, C B, ...) so neither side always runs first. Input sets rotate, so no
+call sees the inputs of the call before it. The loop stops once the speedup's confidence interval is tight enough or the
 time budget is spent; the parent recomputes every statistic from the raw samples it receives. After each
 sample the whole device is synchronized and the timer says how long it stayed busy after the timed region, and
 how long the settle before it took: a candidate whose calls run work on another stream outside the region is
-rejected (check_no_hidden_work). Around every sample the worker reads the conditions it ran in (wire.conditions:
-preemptions, CPU time, runnable tasks, threads, GPU clocks), which the parent judges; before every eager sample the
-input sets it calls get fresh storage (`fresh_inputs`), so a memo of an earlier call's tensors finds nothing.
-Where base and head each have a worker, the same schedule runs in the parent (evaluate.pair_driver) and each worker
-times its own samples with these helpers (evaluate.worker.sample_server).
+rejected (paired_times.check_no_hidden_work). Around every sample the worker reads the conditions it ran in
+(wire.conditions: preemptions, CPU time, runnable tasks, threads, GPU clocks), which the parent judges; before every
+eager sample the input sets it calls get fresh storage (`fresh_inputs`), so a memo of an earlier call's tensors finds
+nothing. Where base and head each have a worker, the same schedule runs in the parent (evaluate.pair_driver) and each
+worker times its own samples with these helpers (evaluate.worker.sample_server).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import torch
 from kforge_bot.evaluate.wire import conditions
 from kforge_bot.evaluate.wire.checks import CheckFailure, poison_outputs, tolerance_for
 from kforge_bot.evaluate.wire.graphs import GraphReplays, capture_graphs, tensors_of
+from kforge_bot.evaluate.wire.paired_times import PairedTimes, check_no_hidden_work, upper_quartile
 from kforge_bot.evaluate.wire.stats import relative_half_width, speedup_from_pairs
 from kforge_bot.targets.base import Target
 
@@ -42,45 +43,6 @@ LAUNCH_BOUND_SHARE = 0.8  # calls whose launches take this share of their device
 
 _monotonic = time.monotonic  # bound at import, before any candidate code exists
 _randbits = secrets.randbits  # likewise: the positions RepeatCheck compares must not be the candidate's choice
-
-
-@dataclass
-class PairedTimes:
-    baseline_ms: list[float] = field(default_factory=list)
-    candidate_ms: list[float] = field(default_factory=list)
-    calls_per_sample: int = 1
-    stop_reason: str = ""
-    wall_s: float = 0.0
-    # How the timed calls were issued: "eager" (each one launched), or "cuda_graph" (short kernels replayed from
-    # captured graphs, no host overhead); results keep it under "mode" and "mode_note", as they always have.
-    launch: str = "eager"
-    launch_note: str = ""
-    busy_after_ms: dict[str, float] = field(default_factory=dict)  # per side, Sample.busy_after_ms's upper quartile
-    busy_before_ms: dict[str, float] = field(default_factory=dict)  # per side, Sample.busy_before_ms's
-    # Per side, the warm-up's median time a call (after a 1 ms device lead, so a call whose host needs longer to
-    # launch it than that lead stalls the device: about what a user calling it eagerly pays), the device's own time a
-    # call (queued behind a lead longer than its launches: `_device_estimate`), and the host's time to issue one.
-    per_call_ms: dict[str, dict[str, float]] = field(default_factory=dict)
-    # Per side, the conditions its timed samples ran in (conditions.summarize): the parent judges them.
-    conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # The candidate as it was timed, where that was not its own function (graph replays): the checks after
-    # timing must run the code that was timed. Not part of the report.
-    timed_candidate: GraphReplays | None = field(default=None, repr=False, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "baseline_ms": self.baseline_ms,
-            "candidate_ms": self.candidate_ms,
-            "calls_per_sample": self.calls_per_sample,
-            "mode": self.launch,
-            "mode_note": self.launch_note,
-            "stop_reason": self.stop_reason,
-            "busy_after_ms": self.busy_after_ms,
-            "busy_before_ms": self.busy_before_ms,
-            "per_call_ms": self.per_call_ms,
-            "conditions": self.conditions,
-            "wall_s": self.wall_s,
-        }
 
 
 class Sample(NamedTuple):
@@ -316,27 +278,18 @@ def stop_reason(pair: int, now: float, budget_end: float, timing_budget_s: float
     return ""
 
 
-def measure_pair(
-    target: Target,
-    baseline: Callable[[list[Any]], Any],
-    candidate: Callable[[list[Any]], Any],
-    input_sets: list[list[Any]],
-    *,
-    timing_budget_s: float,
-    target_precision: float,
-    min_pairs: int,
-    max_pairs: int,
-    confidence: float,
-    warmup_ms: float,
-    after_baseline: Callable[[Any, int], None],
-    after_candidate: Callable[[Any, int], None],
-    progress: Callable[[int, float | None, tuple[float, float] | None], None] | None = None,
-    heartbeat: Callable[[int], None] | None = None,
-    tolerance: dict[str, float] | None = None,
-    after_candidate_sample: Callable[[], None] | None = None,
-    refresh: Callable[[str], None] | None = None,
-    fresh_inputs: Callable[[list[int]], None] | None = None,
-) -> PairedTimes:
+_Call = Callable[[list[Any]], Any]  # one call of a side on one input set
+_After = Callable[[Any, int], None]  # a callback on an output and its input set's index
+_Progress = Callable[[int, float | None, tuple[float, float] | None], None]
+
+
+def measure_pair(target: Target, baseline: _Call, candidate: _Call, input_sets: list[list[Any]], *,
+                 timing_budget_s: float, target_precision: float, min_pairs: int, max_pairs: int, confidence: float,
+                 warmup_ms: float, after_baseline: _After, after_candidate: _After,
+                 progress: _Progress | None = None, heartbeat: Callable[[int], None] | None = None,
+                 tolerance: dict[str, float] | None = None, after_candidate_sample: Callable[[], None] | None = None,
+                 refresh: Callable[[str], None] | None = None,
+                 fresh_inputs: Callable[[list[int]], None] | None = None) -> PairedTimes:
     """Interleaved A/B timing until the CI is tight, the budget is spent, or `max_pairs` is reached.
 
     `heartbeat(pairs)` runs after every call of the warm-up and every pair (the caller throttles it).
@@ -361,22 +314,46 @@ def measure_pair(
         sample_done()
         after_candidate(out, index)
 
-    warm, host_per_call = _warm_up(target, baseline, candidate, input_sets, warmup_ms, after_baseline,
-                                   after_single_call, heartbeat, refresh)
+    result, (baseline, candidate), lead = _prepare(target, (baseline, candidate), input_sets, warmup_ms,
+                                                   (after_baseline, after_single_call), heartbeat, refresh)
+    # The budget is the timed pairs': the warm-up, the estimates and the graph captures before them are the
+    # harness's own cost (with the leads of a model of many launches, seconds: level 3's bidirectional GRU got
+    # one pair of a 2 s budget when they counted).
+    budget_end = _monotonic() + timing_budget_s
+    repeats = RepeatCheck(tolerance)
+    gauge = conditions.Gauge(conditions.NvmlClocks.open(target.kind, getattr(target, "index", 0)))
+    loop = PairLoop(target, {"b": baseline, "c": candidate}, input_sets, result, lead,
+                    StopRule(timing_budget_s, target_precision, min_pairs, max_pairs, confidence, budget_end),
+                    repeats, gauge, after_baseline, after_candidate, sample_done, heartbeat, progress, refresh,
+                    # a replayed graph runs no code a memo could live in
+                    fresh_inputs if result.launch == "eager" else None)
+    loop.run()
+    loop.finish()
+    result.wall_s = _monotonic() - started
+    return result
+
+
+def _prepare(target: Target, fns: tuple[_Call, _Call], input_sets: list[list[Any]], warmup_ms: float,
+             afters: tuple[_After, _After], heartbeat: Callable[[int], None] | None,
+             refresh: Callable[[str], None] | None) -> tuple[PairedTimes, tuple[_Call, _Call], dict[str, float]]:
+    """Everything before the timed pairs: the warm-up, each side's device time a call and the graph decision. Returns
+    the result with its calls per sample, launch and per-call figures set, the sides as they will be timed, and each
+    side's device lead."""
+    warm, host_per_call = _warm_up(target, fns[0], fns[1], input_sets, warmup_ms, afters[0], afters[1], heartbeat,
+                                   refresh)
     # One lead for both sides (the longer host): each sample's settle is then the same work, so a settle stretched by
     # work the candidate ran beside it shows (check_no_hidden_work), and no side sets its own window.
     longest = max(host_per_call.values(), default=0.0)
     # With a refresh, every call consumes what the refresh puts back: no extra estimate calls, the warm-up's figures.
     device = [warm["b"], warm["c"]] if refresh is not None else \
-        _device_estimate(target, (baseline, candidate), input_sets, (after_baseline, after_single_call),
-                         LEAD_FACTOR * longest, warm, heartbeat)
+        _device_estimate(target, fns, input_sets, afters, LEAD_FACTOR * longest, warm, heartbeat)
     result = PairedTimes(calls_per_sample=calls_per_sample_for(max(device)))
     result.per_call_ms = {name: {"eager": warm[side], "device": dev, "host_issue": host_per_call[side]}
                           for name, side, dev in (("baseline", "b", device[0]), ("candidate", "c", device[1]))}
     if refresh is None:
-        baseline, candidate = _replay_if_short(result, target, max(device), (baseline, candidate), input_sets,
-                                               (after_baseline, after_single_call))
+        baseline, candidate = _replay_if_short(result, target, max(device), fns, input_sets, afters)
     else:
+        baseline, candidate = fns
         result.calls_per_sample = min(result.calls_per_sample, len(input_sets))
         result.launch_note = "eager: each call's inputs or graph are put back between samples, outside the timed region"
     k = result.calls_per_sample
@@ -388,106 +365,122 @@ def measure_pair(
     # Fixed for the run, not fed back: a call that synchronizes the host would otherwise grow its own lead every
     # sample.
     lead = {side: (LEAD_FACTOR * longest * k if result.launch == "eager" else 0.0) for side in host_per_call}
-    # The budget is the timed pairs': the warm-up, the estimates and the graph captures before them are the
-    # harness's own cost (with the leads of a model of many launches, seconds: level 3's bidirectional GRU got
-    # one pair of a 2 s budget when they counted).
-    budget_end = _monotonic() + timing_budget_s
-    repeats = RepeatCheck(tolerance)
-    busy_after: dict[str, list[float]] = {"b": [], "c": []}
-    busy_before: dict[str, list[float]] = {"b": [], "c": []}
-    readings: dict[str, list[dict[str, Any]]] = {"b": [], "c": []}
-    gauge = conditions.Gauge(conditions.NvmlClocks.open(target.kind, getattr(target, "index", 0)))
-    fresh = fresh_inputs if result.launch == "eager" else None  # a replayed graph runs no code a memo could live in
-    pair = 0
-    while True:
-        order = ((baseline, "b"), (candidate, "c")) if pair % 2 == 0 else ((candidate, "c"), (baseline, "b"))
-        for fn, side in order:
-            # Every call's output stays allocated until the sample is over and is then poisoned (the last one by
-            # the callbacks): freed as the next call began, the baseline's earlier answers lay in memory the
-            # candidate's next outputs could be given. Both sides alike, so their memory traffic matches.
-            outs: list[Any] = []
-            calls = sample_sets(pair, k, len(input_sets))
-            if fresh is not None:
-                fresh(sorted(set(calls)))
-            gauge.begin()
-            sample = timed_sample(target, fn, input_sets, calls, lead[side], outs)
-            readings[side].append(gauge.take())
-            busy_after[side].append(sample.busy_after_ms)
-            busy_before[side].append(sample.busy_before_ms)
-            if side == "b":
-                result.baseline_ms.append(sample.ms)
-                after_baseline(sample.out, sample.index)
-            else:
-                result.candidate_ms.append(sample.ms)
-                sample_done()
-                # Every call of the sample, not only the last: each is checked against the first timed call on
-                # its inputs, and what is kept for the bot's comparison comes from timed calls only.
-                if isinstance(fn, GraphReplays):  # a replayed graph's outputs are its last replay's
-                    calls = sorted(set(calls))
-                    outs = [fn.output(input_sets[j]) for j in calls]
-                for j, o in zip(calls, outs):
-                    repeats(o, j)
-                    after_candidate(o, j)
-            if isinstance(fn, GraphReplays):
-                fn.poison_outputs()  # every graph's, not only the last call's: no sample starts with an answer
-            elif side == "b":
-                poison_outputs(outs[:-1])  # the candidate's were poisoned by its callback, one by one
-            del outs, sample
-            if refresh is not None:
-                refresh(side)
-        pair += 1
-        if heartbeat is not None:
-            heartbeat(pair)  # the parent's no-progress limit counts from the last message
+    return result, (baseline, candidate), lead
+
+
+class StopRule(NamedTuple):
+    """When measure_pair's loop stops (PairLoop.stop_reason): its arguments, and the time its budget ends."""
+    timing_budget_s: float
+    target_precision: float
+    min_pairs: int
+    max_pairs: int
+    confidence: float
+    budget_end: float
+
+
+@dataclass
+class PairLoop:
+    """measure_pair's timed pairs: the sides as timed (by side, not by function: an A/A run may pass one function
+    for both), its callbacks (measure_pair's, `sample_done` its after_candidate_sample), and what each side's samples
+    gathered. Its steps, in the order the loop takes them: `sample` (one side's), `check_candidate` and `poison` (its
+    outputs), `stop_reason` (after each pair), `finish` (the result's per-side summaries, the hidden-work check)."""
+    target: Target
+    fns: dict[str, _Call]
+    input_sets: list[list[Any]]
+    result: PairedTimes
+    lead: dict[str, float]
+    rule: StopRule
+    repeats: RepeatCheck
+    gauge: conditions.Gauge
+    after_baseline: _After
+    after_candidate: _After
+    sample_done: Callable[[], None]
+    heartbeat: Callable[[int], None] | None
+    progress: _Progress | None
+    refresh: Callable[[str], None] | None
+    fresh: Callable[[list[int]], None] | None
+    busy_after: dict[str, list[float]] = field(default_factory=lambda: {"b": [], "c": []})
+    busy_before: dict[str, list[float]] = field(default_factory=lambda: {"b": [], "c": []})
+    readings: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"b": [], "c": []})
+
+    def run(self) -> None:
+        """Pairs, B C then C B and so on, until `stop_reason` gives one (set on the result)."""
+        pair = 0
+        while not self.result.stop_reason:
+            for side in ("b", "c") if pair % 2 == 0 else ("c", "b"):
+                self.sample(pair, side)
+            pair += 1
+            if self.heartbeat is not None:
+                self.heartbeat(pair)  # the parent's no-progress limit counts from the last message
+            self.result.stop_reason = self.stop_reason(pair)
+
+    def sample(self, pair: int, side: str) -> None:
+        """One side's timed sample of pair `pair`, then, outside the timed region, its callbacks, the poisoning of
+        its outputs and the refresh."""
+        fn = self.fns[side]
+        # Every call's output stays allocated until the sample is over and is then poisoned (the last one by the
+        # callbacks): freed as the next call began, the baseline's earlier answers lay in memory the candidate's
+        # next outputs could be given. Both sides alike, so their memory traffic matches.
+        outs: list[Any] = []
+        calls = sample_sets(pair, self.result.calls_per_sample, len(self.input_sets))
+        if self.fresh is not None:
+            self.fresh(sorted(set(calls)))
+        self.gauge.begin()
+        sample = timed_sample(self.target, fn, self.input_sets, calls, self.lead[side], outs)
+        self.readings[side].append(self.gauge.take())
+        self.busy_after[side].append(sample.busy_after_ms)
+        self.busy_before[side].append(sample.busy_before_ms)
+        if side == "b":
+            self.result.baseline_ms.append(sample.ms)
+            self.after_baseline(sample.out, sample.index)
+        else:
+            self.result.candidate_ms.append(sample.ms)
+            self.check_candidate(fn, calls, outs)
+        self.poison(fn, side, outs)
+        del outs, sample
+        if self.refresh is not None:
+            self.refresh(side)
+
+    def check_candidate(self, fn: _Call, calls: list[int], outs: list[Any]) -> None:
+        """The candidate's per-sample checks, then every call of the sample, not only the last: each is checked
+        against the first timed call on its inputs, and what is kept for the bot's comparison comes from timed
+        calls only."""
+        self.sample_done()
+        if isinstance(fn, GraphReplays):  # a replayed graph's outputs are its last replay's
+            calls = sorted(set(calls))
+            outs = [fn.output(self.input_sets[j]) for j in calls]
+        for j, o in zip(calls, outs):
+            self.repeats(o, j)
+            self.after_candidate(o, j)
+
+    @staticmethod
+    def poison(fn: _Call, side: str, outs: list[Any]) -> None:
+        if isinstance(fn, GraphReplays):
+            fn.poison_outputs()  # every graph's, not only the last call's: no sample starts with an answer
+        elif side == "b":
+            poison_outputs(outs[:-1])  # the candidate's were poisoned by its callback, one by one
+
+    def stop_reason(self, pair: int) -> str:
+        """Why the loop stops after `pair` pairs (the interval is tight enough, else `stop_reason`'s), or ""."""
+        rule = self.rule
         now = _monotonic()
-        if pair >= min_pairs and (pair % 5 == 0 or pair >= max_pairs or now >= budget_end):
-            speedup, ci = speedup_from_pairs(result.baseline_ms, result.candidate_ms, confidence)
-            if progress is not None:
-                progress(pair, speedup, ci)
-            if relative_half_width(ci, speedup) <= target_precision:
-                result.stop_reason = f"confidence interval within +-{target_precision:.1%}"
-                break
-        result.stop_reason = stop_reason(pair, now, budget_end, timing_budget_s, min_pairs, max_pairs)
-        if result.stop_reason:
-            break
-    result.conditions = {"baseline": conditions.summarize(readings["b"]),
-                         "candidate": conditions.summarize(readings["c"])}
-    result.busy_after_ms = {"baseline": upper_quartile(busy_after["b"]),
-                            "candidate": upper_quartile(busy_after["c"])}
-    result.busy_before_ms = {"baseline": upper_quartile(busy_before["b"]),
-                             "candidate": upper_quartile(busy_before["c"])}
-    check_no_hidden_work(result.busy_before_ms, result.busy_after_ms, upper_quartile(result.candidate_ms) * k)
-    result.wall_s = _monotonic() - started
-    return result
+        if pair >= rule.min_pairs and (pair % 5 == 0 or pair >= rule.max_pairs or now >= rule.budget_end):
+            speedup, ci = speedup_from_pairs(self.result.baseline_ms, self.result.candidate_ms, rule.confidence)
+            if self.progress is not None:
+                self.progress(pair, speedup, ci)
+            if relative_half_width(ci, speedup) <= rule.target_precision:
+                return f"confidence interval within +-{rule.target_precision:.1%}"
+        return stop_reason(pair, now, rule.budget_end, rule.timing_budget_s, rule.min_pairs, rule.max_pairs)
 
-
-# Work a call runs on another stream outside the timed region escapes the timer's events. After the region: the
-# device-wide synchronize after each sample waits for it, and the device's busy time after the region shows it.
-# Before it: work started on a stream that does not wait for the current one runs beside the settle's cache flush
-# (queued without a host wait, so the device leads the host), and stretches it. A side stream that waits for the
-# current stream and is joined back (as cuDNN's grouped convolutions do: KernelBench L1 72 and 75) is timed and
-# shows in neither. Upper quartiles, not medians: the speedup is a median of pair ratios, which work escaping in a
-# minority of samples moves a little; escaping in more than a quarter of them shows here.
-BUSY_FLOOR_MS = 0.02  # the host's timing differs this little between sides (quartiles over pairs)
-BUSY_SHARE = 0.05  # ... or this share of the candidate's sample, where that is more
-
-
-def check_no_hidden_work(busy_before_ms: dict[str, float], busy_after_ms: dict[str, float],
-                         candidate_sample_ms: float) -> None:
-    """Raises CheckFailure where the device was busy beside the settle before the candidate's samples, or after
-    them, longer than beside or after the baseline's, by more than the host's jitter or BUSY_SHARE of the
-    candidate's sample."""
-    allowance = max(BUSY_FLOOR_MS, BUSY_SHARE * candidate_sample_ms)
-    for when, busy, what in (
-            ("after", busy_after_ms, "work left running outside the timed stream (a side stream not joined back to "
-                                     "the current one) escapes the timer"),
-            ("before", busy_before_ms, "work run beside the cache flush before the timed region (a side stream that "
-                                       "does not wait for the current one) escapes the timer")):
-        extra = busy.get("candidate", 0.0) - busy.get("baseline", 0.0)
-        if extra > allowance:
-            raise CheckFailure("rejected", f"the device was busy {extra * 1e3:.1f} us longer {when} the candidate's "
-                                           f"timed samples than {when} the baseline's (upper quartiles; samples of "
-                                           f"{candidate_sample_ms * 1e3:.1f} us): {what}")
-
-
-def upper_quartile(values: list[float]) -> float:
-    return sorted(values)[(3 * len(values)) // 4] if values else 0.0
+    def finish(self) -> None:
+        """Each side's conditions and busy times summarised in the result; raises CheckFailure where the candidate
+        hid work from the timer (check_no_hidden_work)."""
+        result = self.result
+        result.conditions = {"baseline": conditions.summarize(self.readings["b"]),
+                             "candidate": conditions.summarize(self.readings["c"])}
+        result.busy_after_ms = {"baseline": upper_quartile(self.busy_after["b"]),
+                                "candidate": upper_quartile(self.busy_after["c"])}
+        result.busy_before_ms = {"baseline": upper_quartile(self.busy_before["b"]),
+                                 "candidate": upper_quartile(self.busy_before["c"])}
+        check_no_hidden_work(result.busy_before_ms, result.busy_after_ms,
+                             upper_quartile(result.candidate_ms) * result.calls_per_sample)

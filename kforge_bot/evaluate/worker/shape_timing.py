@@ -14,7 +14,8 @@ from kforge_bot.evaluate.worker import calls, loading
 from kforge_bot.evaluate.wire import checks, conditions
 from kforge_bot.evaluate.wire.graphs import GraphReplays
 from kforge_bot.evaluate.worker.sample_server import SideTimer, serve
-from kforge_bot.evaluate.wire.timing import PairedTimes, a_sample_holding, measure_pair
+from kforge_bot.evaluate.wire.paired_times import PairedTimes
+from kforge_bot.evaluate.wire.timing import a_sample_holding, measure_pair
 from kforge_bot.evaluate.worker.worker_io import Stop, as_list, short_error
 _clock = time.monotonic  # bound before user code exists
 

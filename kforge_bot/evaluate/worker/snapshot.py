@@ -29,7 +29,7 @@ _WATCHED_MODULES = (
     "kforge_bot.evaluate.worker.worker_io", "kforge_bot.evaluate.worker.candidate_role",
     "kforge_bot.evaluate.worker.shape_timing", "kforge_bot.evaluate.worker.correctness_cases",
     "kforge_bot.evaluate.wire.checks", "kforge_bot.evaluate.wire.stats", "kforge_bot.evaluate.wire.timing",
-    "kforge_bot.evaluate.wire.graphs",
+    "kforge_bot.evaluate.wire.graphs", "kforge_bot.evaluate.wire.paired_times",
     "kforge_bot.evaluate.worker.loading", "kforge_bot.evaluate.worker.importing",
     "kforge_bot.evaluate.worker.guards", "kforge_bot.evaluate.worker.snapshot", "kforge_bot.evaluate.worker.profile",
     "kforge_bot.evaluate.wire.outputs", "kforge_bot.evaluate.wire.devshare", "kforge_bot.evaluate.wire.tensorfile",
@@ -50,6 +50,7 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
                     "kforge_bot.evaluate.worker.correctness_cases.CorrectnessCases",
                     "kforge_bot.evaluate.worker.shape_timing.ShapeTiming",
                     "kforge_bot.evaluate.wire.graphs.GraphReplays", "kforge_bot.evaluate.wire.timing.RepeatCheck",
+                    "kforge_bot.evaluate.wire.timing.PairLoop",
                     # How outputs leave the worker: a save that computed the answer only then would hide a
                     # timed call that never did.
                     "kforge_bot.evaluate.wire.outputs.FileSink", "kforge_bot.evaluate.wire.outputs.DeviceSink",
@@ -74,7 +75,8 @@ CRITICAL = (
     "kforge_bot.evaluate.worker.worker_io",
     "kforge_bot.evaluate.worker.worker_io.Channel", "kforge_bot.evaluate.wire.graphs",
     "kforge_bot.evaluate.wire.graphs.GraphReplays",
-    "kforge_bot.evaluate.wire.timing.RepeatCheck",
+    "kforge_bot.evaluate.wire.timing.RepeatCheck", "kforge_bot.evaluate.wire.timing.PairLoop",  # the loop's steps
+    "kforge_bot.evaluate.wire.paired_times",
     "torch.cuda.graphs.CUDAGraph",  # every timed call of a short kernel is a replay
 )
 # Attributes that legitimately change after import (lazy initialisation and counters).
