@@ -92,8 +92,8 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
                   progress: Callable[[dict[str, Any]], None] | None, shape: int,
                   turns: Turns | None = None) -> dict[str, Any]:
     """One shape set's (or one direction's) interleaved timing across the two workers, as measure_pair would time
-    it in one: the same fields as paired_times.PairedTimes.to_dict(). Raises HiddenWork where the candidate's samples hid
-    work (the caller rejects the candidate) and SideEnded where a worker ended. `turns` (keyed "b", "c"): each
+    it in one: the same fields as paired_times.PairedTimes.to_dict(). Raises HiddenWork where the candidate's
+    samples hid work (the caller rejects the candidate) and SideEnded where a worker ended. `turns` (keyed "b", "c"): each
     request goes to a side whose other side is stopped; the caller releases them after."""
     from kforge_bot.evaluate.wire import paired_times, timing  # the rules' one home (torch only once it compares)
 
