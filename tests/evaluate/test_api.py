@@ -211,7 +211,10 @@ def test_manifest_kernel_against_its_reference_on_every_shape_set(single_threade
     assert len(corr["heldout"]) == 2 and not any(v.get("skipped") for v in corr["heldout"])
     assert corr["tolerance"] == {"atol": 1e-5, "rtol": 1e-5}
     assert all(o["atol"] == 1e-5 for r in corr["records"] for o in r["outputs"])
-    assert 0 < corr["max_abs_error"] < 1e-5
+    # Compared, not identical; and close everywhere. Not `max_abs_error < atol`: the elementwise bound is
+    # atol + rtol * |expected|, so an output of a few units may differ by more than atol and pass (CI's run of the
+    # twentieth session, on its seeds: 1.53e-05).
+    assert corr["max_abs_error"] > 0 and corr["max_rel_norm_error"] < 1e-5
     assert [t["shape_set"] for t in result.details["timing"]] == [0, 1]
     per_shape = sum(t["baseline"]["median_ms"] for t in result.details["timing"])
     assert result.baseline.median_ms == pytest.approx(per_shape)  # one call on every shape set
