@@ -175,7 +175,9 @@ def test_the_base_is_the_target_branchs_tip_and_the_stricter_test_stands(attacke
     got = _kernel(attacked, "late")
     assert got["verdict"] == "incorrect", got
     assert got["spec_changes"] == [] and got["under_spec"]["tip"] == "incorrect", got
-    assert got["under_spec"]["branch_point"] in ("pass", "improved", "regression"), got
+    # Correct under the branch point's tolerance: a timing verdict, or `inconclusive` where the timing did not decide
+    # (CI's clean-clone run of 396ef06) - never `incorrect`.
+    assert got["under_spec"]["branch_point"] in ("pass", "improved", "regression", "inconclusive"), got
     assert attacked["report"]["base"]["sha"] != attacked["report"]["base"]["merge_base"]
 
 

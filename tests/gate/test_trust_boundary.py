@@ -182,7 +182,10 @@ def test_a_maintainers_label_lets_the_heads_test_count_and_both_are_reported(tmp
                                          head_sha=head))
     got = by_id(json.loads(report_path.read_text()))["tol"]
     assert got["under_spec"] == {"base": "incorrect", "head": got["verdict"]}, got
-    assert got["verdict"] in ("pass", "improved", "regression") and proc.returncode in (0, 1), proc.stderr
+    # Correct under the head's tolerance: a timing verdict, or `inconclusive` where its interval straddled the
+    # threshold (CI's clean-clone run of 396ef06: +19.1% (+8.9% to +33.8%) at 25%) - never `incorrect`.
+    assert got["verdict"] in ("pass", "improved", "regression", "inconclusive") and proc.returncode in (0, 1), \
+        proc.stderr
     assert "approved with the 'kforge:spec-change' label" in got["reason"] and "under the base's spec: incorrect" in got[
         "reason"]
 
