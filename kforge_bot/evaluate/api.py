@@ -29,6 +29,7 @@ from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import (STALL_FACTOR, WorkerOutcome, WorkerProcess, raise_on_sandbox_failure,
                                         run_worker, sandbox_view, start_worker)
 from kforge_bot.evaluate.scratch import remove_scratch, scratch_root
+from kforge_bot.evaluate.shipping import Stager
 from kforge_bot.evaluate.side_workers import merge_timing, run_sides
 from kforge_bot.evaluate.spares import Spare, SpareWorkers
 from kforge_bot.evaluate.static_scan import static_findings
@@ -77,6 +78,7 @@ def evaluate(
     try:
         full = Plan(role="candidate", target=kind, spec=spec, baseline=baseline, candidate=candidate,
                     settings=settings, seeds=seeds, out_dir=work, await_fit=True,
+                    ship_inputs=views.split and ships_inputs(spec, candidate),
                     limits=limits_for(settings, kind, views.template is not None, str(scratch_root())))
         result = _run_and_judge(full, store, views.template, spare, progress, views.split, views.base_template,
                                 base_spare)
@@ -89,6 +91,16 @@ def evaluate(
     elif spares is not None:  # the CPU: the next evaluation's workers start only now, while the caller moves on
         _prepare_spares(spares, views, kind, hold_device=False)
     return result
+
+
+def ships_inputs(spec: KernelSpec, candidate: Implementation) -> bool:
+    """Whether the head's worker gets its inputs as files (Plan.ship_inputs): where the reference or the inputs
+    come from another checkout than the candidate's (the gate's base), importing them would run the base's files,
+    often the kernel's own, in the head's process."""
+    if not candidate.root:
+        return False
+    own = Path(candidate.root).resolve()
+    return any(i.root and Path(i.root).resolve() != own for i in (spec.reference, spec.inputs_source))
 
 
 @dataclass(frozen=True)
@@ -227,13 +239,16 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
     try:
         if view is not None:
             _send_plans(workers)
-        ref_outputs, ref_result = store.ensure(full.spec, full.target, full.seeds, settings, progress)
+        ref_outputs, ref_result = store.ensure(full.spec, full.target, full.seeds, settings, progress,
+                                               ship=full.ship_inputs)
+        stager = Stager(store.shipped_folder(full.spec, full.target, full.seeds, settings), full.out_dir) \
+            if full.ship_inputs else None
         parent = {"reference_s": clock.lap()}  # about 0 when an earlier candidate's reference run is reused
         fit = reference_fit(ref_result)
         _send_fit(workers, fit, plans_sent=view is not None, paired=base is not None)
         plan = full.fitted(fit)
         stall_s = max(settings.stall_floor_s, STALL_FACTOR * float(ref_result.get("slowest_case_s") or 0.0))
-        outcome, base_outcome = _run_workers(worker, base, plan, stall_s, progress)
+        outcome, base_outcome = _run_workers(worker, base, plan, stall_s, progress, stager)
         raise_on_sandbox_failure(outcome)
         parent["candidate_worker_s"] = clock.lap()
     except BaseException:
@@ -294,21 +309,21 @@ def _send_fit(workers: list[tuple[WorkerProcess, Plan]], fit: Fit, plans_sent: b
 
 
 def _run_workers(worker: WorkerProcess, base: BaseWorker | None, plan: Plan, stall_s: float,
-                 progress: Progress | None) -> tuple[WorkerOutcome, WorkerOutcome | None]:
+                 progress: Progress | None, stager: Stager | None) -> tuple[WorkerOutcome, WorkerOutcome | None]:
     """The candidate's worker to its end, or both sides' (`base`): their outcomes."""
     scratch_limit = plan.limits.scratch_bytes if plan.limits else None
     if base is None:
         return worker.run(None, plan.settings.timeout_s, on_message=progress, stall_s=stall_s,
                           scratch_limit=scratch_limit), None
-    return _run_pair(worker, base.worker, plan, stall_s, scratch_limit, progress)
+    return _run_pair(worker, base.worker, plan, stall_s, scratch_limit, progress, stager)
 
 
 def _run_pair(head: WorkerProcess, base: WorkerProcess, plan: Plan, stall_s: float, scratch_limit: int | None,
-              progress: Progress | None) -> tuple[WorkerOutcome, WorkerOutcome | None]:
+              progress: Progress | None, stager: Stager | None) -> tuple[WorkerOutcome, WorkerOutcome | None]:
     """Both sides' workers to their end (side_workers), and the head's outcome with the parent's timing and the
     base's profile in it: what the judge reads."""
     pair = run_sides(head, base, plan.settings, len(plan.spec.timed_indices()), stall_s=stall_s,
-                     scratch_limit=scratch_limit, progress=progress)
+                     scratch_limit=scratch_limit, progress=progress, stager=stager)
     raise_on_sandbox_failure(pair.base or pair.judged)
     message = pair.judged.result
     if message is not None and message.get("status") == "ok":
@@ -317,6 +332,9 @@ def _run_pair(head: WorkerProcess, base: WorkerProcess, plan: Plan, stall_s: flo
         base_profile = (base_message.get("profile") or {}).get("candidate")
         if isinstance(message.get("profile"), dict) and base_profile is not None:
             message["profile"]["baseline"] = base_profile  # the head's worker profiled the reference, not the base
+            for part in ("reference", "reference_flops"):  # shipped, the head's worker holds no reference
+                if part not in message["profile"] and part in (base_message.get("profile") or {}):
+                    message["profile"][part] = base_message["profile"][part]
     return pair.judged, pair.base
 
 
@@ -351,7 +369,8 @@ class BaseWorker:
             # Warmed as a reference's is (the device alone): the gate profiles nothing.
             role = "candidate" if full.settings.profile else "baseline"
             worker = start_worker(work, role, view=view, warm=full.target)
-        plan = replace(full, side="baseline", candidate=full.baseline, baseline=full.spec.reference, out_dir=work)
+        plan = replace(full, side="baseline", candidate=full.baseline, baseline=full.spec.reference, out_dir=work,
+                       ship_inputs=False)  # the base imports its own files
         return cls(worker, work, plan)
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from kforge_bot.evaluate.shipping import Stager
 from kforge_bot.evaluate.wire.conditions import summarize
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerProcess
@@ -44,13 +45,17 @@ class RemoteSide:
     """One worker as the pair driver sees it: requests written to its stdin, answers read from its messages (the
     thread that runs `WorkerProcess.run` hands them over through `on_message`)."""
 
-    def __init__(self, name: str, worker: WorkerProcess, forward: Callable[[dict[str, Any]], None] | None) -> None:
+    def __init__(self, name: str, worker: WorkerProcess, forward: Callable[[dict[str, Any]], None] | None,
+                 stager: Stager | None = None) -> None:
         self.name, self.worker, self.forward = name, worker, forward
+        self.stager = stager  # a head's worker with shipped inputs asks for them (evaluate.shipping)
         self.answers: queue.Queue[dict[str, Any]] = queue.Queue()
         self.ended = threading.Event()
 
     def on_message(self, message: dict[str, Any]) -> None:
-        if message.get("phase") == "side":
+        if message.get("phase") == "need_inputs" and self.stager is not None:
+            self.worker.command(self.stager.answer(message))  # outside any session: the worker waits for it
+        elif message.get("phase") == "side":
             self.worker.waiting_on_parent = True  # silent now by the parent's choice: no stall
             self.answers.put(message)
         elif self.forward is not None:

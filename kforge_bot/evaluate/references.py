@@ -18,6 +18,7 @@ from kforge_bot.evaluate.wire import devshare, outputs
 from kforge_bot.evaluate.wire.limits import limits_for
 from kforge_bot.evaluate.wire.plan import Fit, Plan
 from kforge_bot.evaluate.wire.result import EvalSettings
+from kforge_bot.evaluate.wire import shipped
 from kforge_bot.evaluate.sandbox import WorkerOutcome, raise_on_sandbox_failure, run_worker, sandbox_view
 from kforge_bot.evaluate.scratch import remove_scratch, scratch_root
 from kforge_bot.spec import KernelSpec
@@ -40,29 +41,35 @@ class ReferenceStore:
         self._done: dict[str, tuple[dict[str, list[Any]], dict[str, Any]]] = {}
         self._lock = threading.Lock()  # evaluations in threads share a store: one reference run per key
 
-    def key(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings) -> str:
+    def key(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings, ship: bool = False) -> str:
         material = json.dumps([spec.reference.to_dict(), spec.inputs_source.to_dict(), spec.inputs_symbol,
                                spec.init_symbol, spec.init_kwargs, list(spec.shape_sets), target, seeds,
-                               settings.measure, settings.heldout, settings.rotate_sets, settings.short_kernel_sets],
-                              sort_keys=True, default=str)
+                               settings.measure, settings.heldout, settings.rotate_sets, settings.short_kernel_sets,
+                               ship], sort_keys=True, default=str)
         return hashlib.sha256(material.encode()).hexdigest()[:16]
 
     def ensure(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings,
-               progress: Progress | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
-        """(reference outputs by file name, the reference worker's result message)."""
-        key = self.key(spec, target, seeds, settings)
+               progress: Progress | None, ship: bool = False) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+        """(reference outputs by file name, the reference worker's result message). `ship`: the reference's
+        worker records its inputs for a head's worker that imports none of its files (Plan.ship_inputs); the
+        folder they are kept in is shipped_folder(...)."""
+        key = self.key(spec, target, seeds, settings, ship)
         with self._lock:
             if key not in self._done:
-                self._done[key] = self._compute(key, spec, target, seeds, settings, progress)
+                self._done[key] = self._compute(key, spec, target, seeds, settings, progress, ship)
             return self._done[key]
 
+    def shipped_folder(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings) -> Path:
+        """Where the recorded inputs of ensure(..., ship=True) are kept, out of every worker's view."""
+        return self.root / f"{self.key(spec, target, seeds, settings, True)}-shipped"
+
     def _compute(self, key: str, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings,
-                 progress: Progress | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+                 progress: Progress | None, ship: bool) -> tuple[dict[str, list[Any]], dict[str, Any]]:
         _import_torch_meanwhile(target)
         folder = self.root / key
         view = sandbox_view(spec, [], target, folder, settings)
         plan = Plan(role="reference", target=target, spec=spec, baseline=spec.reference, candidate=None,
-                    settings=settings, seeds=seeds, out_dir=folder,
+                    settings=settings, seeds=seeds, out_dir=folder, ship_inputs=ship,
                     limits=limits_for(settings, target, view is not None, str(scratch_root())))
         folder.mkdir(parents=True, exist_ok=True)
         written: list[dict[str, Any]] = []  # the reference's progress: how far it got, and how much it wrote
@@ -100,6 +107,8 @@ class ReferenceStore:
                                   path=Path(spec.root) / spec.kernel_file,
                                   hint="run `kforge-bot doctor`; KFORGE_OUTPUTS=files passes outputs through the "
                                        "host instead of sharing device memory") from None
+            if ship:  # kept for the heads this reference serves; every file they ask for is copied from here
+                os.replace(folder / shipped.FOLDER, self.root / f"{key}-shipped")
         finally:
             remove_scratch(folder)
             if outcome is not None and outcome.shared is not None:
@@ -111,6 +120,9 @@ class ReferenceStore:
             self._done.clear()  # outputs held as device memory are unmapped once their tensors are gone
         if self._own:
             remove_scratch(self.root)
+        else:
+            for kept in self.root.glob("*-shipped"):
+                remove_scratch(kept)
 
 
 def reference_fit(ref_result: dict[str, Any]) -> Fit:

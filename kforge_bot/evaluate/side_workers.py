@@ -21,6 +21,7 @@ from typing import Any, Callable
 from kforge_bot.evaluate.pair_driver import HiddenWork, RemoteSide, SideEnded, drive_session
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerOutcome, WorkerProcess, kill_group
+from kforge_bot.evaluate.shipping import Stager
 from kforge_bot.evaluate.turns import Turns
 
 POLL_S = 0.02  # how often the parent looks for a session's opening (never inside one)
@@ -46,9 +47,11 @@ class PairOutcome:
 
 def run_sides(head: WorkerProcess, base: WorkerProcess, settings: EvalSettings, timed_shapes: int, *,
               stall_s: float, scratch_limit: int | None,
-              progress: Callable[[dict[str, Any]], None] | None) -> PairOutcome:
-    """Run both workers (their requests sent already) to the end, driving every timing session they open."""
-    runs = {"c": SideRun(RemoteSide("candidate", head, progress)), "b": SideRun(RemoteSide("baseline", base, None))}
+              progress: Callable[[dict[str, Any]], None] | None, stager: Stager | None = None) -> PairOutcome:
+    """Run both workers (their requests sent already) to the end, driving every timing session they open. `stager`:
+    the head's worker asks for its inputs (Plan.ship_inputs)."""
+    runs = {"c": SideRun(RemoteSide("candidate", head, progress, stager)),
+            "b": SideRun(RemoteSide("baseline", base, None))}
     for side in runs.values():
         side.thread = threading.Thread(target=_run_one, args=(side, settings.timeout_s, stall_s, scratch_limit),
                                        daemon=True)

@@ -130,8 +130,7 @@ def kernel(x, y):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="open (SECURITY.md, 'Still open with the split'): where a kernel is its own "
-                                       "reference, the head's worker imports the base's version for its weights")
+@pytest.mark.slow
 def test_where_a_kernel_is_its_own_reference_no_base_code_is_loaded_in_the_heads_process(tmp_path: Path) -> None:
     spec = tiny_spec_in(tmp_path)
     base = Implementation(BASE_MARKS, "kernel", "k.py", str(tmp_path / "base"))
@@ -158,8 +157,7 @@ def make_inputs(n):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="open (SECURITY.md, 'Still open with the split'): the head's worker imports "
-                                       "the base's file where the reference or the inputs live in it")
+@pytest.mark.slow
 def test_where_the_reference_shares_the_kernels_file_no_base_code_is_loaded_in_the_heads_process(
         tmp_path: Path) -> None:
     spec = tiny_spec_in(tmp_path)

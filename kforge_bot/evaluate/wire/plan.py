@@ -55,6 +55,11 @@ class Plan:
     # `baseline` then the reference (the weights' source), and its timing served to the parent
     # (evaluate.worker.sample_server). "": both sides in this worker, timed here (measure_pair).
     side: str = ""
+    # The head's worker imports none of the base's files (issue 38): where the reference or the inputs come from
+    # another checkout than the candidate's, the reference's worker records its inputs, constructor arguments and
+    # weights as files (evaluate.worker.shipped_inputs) and the head's worker gets each from the parent when it
+    # needs it. Set on the reference's plan (it records) and the head's (it asks), never the base's.
+    ship_inputs: bool = False
 
     def heldout_forms(self) -> list[list[heldout.Variant]]:
         """Each held-out variant's forms, in the order the reference tries them (none where the settings say so)."""
@@ -173,6 +178,7 @@ class Plan:
             "heldout": None if self.heldout is None else list(self.heldout),
             "also": [s.to_dict() for s in self.also],
             "side": self.side,
+            "ship_inputs": self.ship_inputs,
         }
 
     @classmethod
@@ -193,6 +199,7 @@ class Plan:
             heldout=None if data.get("heldout") is None else tuple(data["heldout"]),
             also=[KernelSpec.from_dict(s) for s in data.get("also") or ()],
             side=str(data.get("side") or ""),
+            ship_inputs=bool(data.get("ship_inputs", False)),
         )
 
 

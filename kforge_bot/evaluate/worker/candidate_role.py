@@ -13,17 +13,18 @@ sees a reference output and cannot judge itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 
 from kforge_bot.evaluate.worker import calls, importing, loading
-from kforge_bot.evaluate.wire import checks, conditions
+from kforge_bot.evaluate.wire import checks, conditions, heldout
 from kforge_bot.evaluate.worker.guards import AuditGuard, ThreadWatch, hooks_and_modes_left
 from kforge_bot.evaluate.wire.plan import Fit, Plan
 from kforge_bot.evaluate.worker.correctness_cases import CorrectnessCases
@@ -33,6 +34,8 @@ from kforge_bot.evaluate.worker.snapshot import (CRITICAL, FunctionSnapshot, fra
 from kforge_bot.evaluate.worker.worker_io import (Channel, Stop, as_list, close_stdin, is_compile_error,
                                            keep_outputs_on_device, read_control_line, save, short_error)
 from kforge_bot.evaluate.worker.shape_timing import ShapeTiming
+from kforge_bot.evaluate.wire.shipped import LISTED, form_context
+from kforge_bot.evaluate.worker.shipped_inputs import ShippedInputs, fetcher, forward_fingerprint
 from kforge_bot.targets import make_target
 
 _clock = time.monotonic  # bound before user code exists
@@ -102,6 +105,13 @@ class CandidateRun:
         self.output_slots: frozenset[int] = frozenset()  # inputs that are output buffers (Fit.output_slots)
         self.oracle: Callable[..., Any] | None = None  # the problem's own check_implementation, where it has one
         self.last_output: Any = None  # the last call's output as returned (the oracle takes it whole)
+        # The head's worker with none of the base's files (Plan.ship_inputs): no baseline, no reference in it.
+        self.shipped = plan.ship_inputs and plan.side == "candidate"
+        self.baseline: Any = None
+        self.base_module: Any = None
+        self.base_obj: Any = None
+        self.state_source: Any = None
+        self.reference_for_profile: Any = None
 
     @property
     def base_fn(self) -> Any:
@@ -210,6 +220,29 @@ class CandidateRun:
         self.last_output = raw
         return out
 
+    @contextlib.contextmanager
+    def sizes_of(self, variant: heldout.Variant) -> Iterator[None]:
+        """A held-out variant's sizes in force: set on the trusted modules (KernelBench's globals), or, shipped, the
+        variant's recorded inputs and constructor arguments asked for."""
+        if not self.shipped:
+            with heldout.module_globals([m for m in (self.inputs_module, self.base_module) if m is not None],
+                                        variant):
+                yield
+            return
+        self.inputs_module.context = form_context(variant.seed)
+        try:
+            yield
+        finally:
+            self.inputs_module.context = LISTED
+
+    def variant_weights(self) -> Any:
+        """The reference's weights for the variant's sizes (inside sizes_of), where the reference is a module."""
+        if self.shipped:
+            return self.inputs_module.weights()
+        weights = loading.build_callable(self.base_obj, self.spec, self.inputs_module, self.device,
+                                         self.plan.init_seed)
+        return weights if isinstance(weights, torch.nn.Module) else None
+
     def inputs_plain(self, inputs: list[Any], what: str) -> None:
         try:
             checks.check_inputs_plain(inputs)
@@ -225,6 +258,9 @@ class CandidateRun:
         self.target = make_target(plan.target)
         device = self.device = self.target.device
         torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
+        if self.shipped:
+            self._setup_shipped()
+            return
         inputs_module = self.inputs_module = importing.import_implementation(spec.inputs_source, workdir, "inputs",
                                                                            spec.support)
         base_module = self.base_module = importing.import_implementation(plan.baseline, workdir, "baseline",
@@ -263,6 +299,36 @@ class CandidateRun:
         trusted = {"the baseline's module": base_module, "the inputs' module": inputs_module}
         if self.oracle is not None:
             trusted["the problem's check's module"] = oracle_module
+        self._guards_up(trusted)
+
+    def _setup_shipped(self) -> None:
+        """The head's worker where the base's files stay out of it (Plan.ship_inputs): a stand-in inputs module
+        whose answers the parent hands over as the reference recorded them, no baseline, no reference."""
+        spec, workdir = self.spec, self.workdir
+        self.inputs_module = ShippedInputs(spec.inputs_symbol, spec.init_symbol,
+                                           fetcher(self._ask_parent, self.plan.out_dir, self.device))
+        trusted: dict[str, Any] = {"the inputs' module": self.inputs_module}
+        if spec.oracle_symbol:  # the problem's check (GPU MODE's reference.py), never the kernel's file
+            oracle_module = importing.import_implementation(spec.inputs_source, workdir, "oracle", spec.support)
+            self.oracle = loading.lookup(oracle_module, spec.oracle_symbol, spec.inputs_source.filename)
+            trusted["the problem's check's module"] = oracle_module
+        self._guards_up(trusted)
+
+    def _ask_parent(self, name: str) -> bool:
+        """Has the parent put the reference's recorded `name` into this worker's scratch (evaluate.shipping)."""
+        self.channel.send("progress", phase="need_inputs", file=name)
+        try:
+            reply = json.loads(read_control_line())
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict) or reply.get("op") != "staged" or reply.get("file") != name:
+            raise Stop("rejected", "the harness's control line was unreadable (consumed by the candidate?)")
+        return bool(reply.get("ok"))
+
+    def _guards_up(self, trusted: dict[str, Any]) -> None:
+        """The integrity snapshot over the framework and the trusted modules, the thread and audit guards, the
+        harness hidden: the last of the trusted work, before the candidate is imported."""
+        plan, spec, workdir = self.plan, self.spec, self.workdir
         roots = tuple(dict.fromkeys(str(Path(p).resolve()) + os.sep for p in (workdir, spec.root, plan.baseline.root)
                                     if p))
         self.snapshot = FunctionSnapshot(extra=self._baseline_extra(), holders=trusted_namespaces(trusted, roots))
@@ -276,21 +342,19 @@ class CandidateRun:
         self.channel.send("progress", phase="baseline built")  # a death before this is the baseline's (judge)
 
     def build(self) -> None:
-        """Import and build the candidate (failures here are compile errors), then wait for the reference's Fit."""
+        """Import and build the candidate (failures here are compile errors), then wait for the reference's Fit.
+        Shipped (Plan.ship_inputs), it is built after the Fit: its constructor's arguments and weights are the
+        reference's, recorded in the reference's worker."""
         plan = self.plan
-        try:
-            cand_module = importing.import_implementation(plan.candidate, self.workdir, "candidate", self.spec.support)
-            cand_obj = loading.lookup(cand_module, plan.candidate.symbol, plan.candidate.filename)
-            self.cand_module, self.cand_obj = cand_module, cand_obj
-            self.candidate = loading.build_callable(cand_obj, self.spec, self.inputs_module, self.device,
-                                                    plan.init_seed, state_from=self.state_source)
-        except Exception as exc:  # noqa: BLE001 - any failure to build is the candidate's
-            self.no_reaching_in("while importing")  # a refused frame or gc access surfaces as an exception here
-            raise Stop("compile_error", short_error(exc), traceback.format_exc()[-4000:]) from None
-        self.no_threads_left("while importing")
-        self.guard("while importing")
-        self.restore_state()
-        if _inherits_forward(self.candidate, self.baseline):
+        self._built(self._import_candidate)
+        if self.shipped:
+            if plan.await_fit:
+                self._await_fit()
+            self.listed_init = loading.init_key(self.spec, self.inputs_module)
+            self.state_source = self.inputs_module.weights()
+        self._built(self._build_candidate)
+        if _inherits_forward(self.candidate, self.baseline) or (
+                self.shipped and _inherits_recorded(self.candidate, self.inputs_module.forward())):
             raise Stop("rejected", "the candidate inherits the baseline's forward unchanged (it does no work of its "
                                    "own)")
         # One placement for the weights both sides hold, so where they sit in memory cannot tilt the comparison.
@@ -303,18 +367,39 @@ class CandidateRun:
             oracle = own_oracle and self.plan.baseline == self.spec.reference
             base_here = own_oracle and self.plan.side == "baseline" and self.plan.candidate == self.spec.reference
             if calls.uses_conventions(self.spec):
-                self._base_call = calls.EntryCall(self.base_obj, self.baseline, self.spec, own_oracle=oracle,
-                                                  module=self.base_module)
-                self._cand_call = calls.EntryCall(cand_obj, self.candidate, self.spec, own_oracle=base_here,
-                                                  module=cand_module)
+                if self.baseline is not None:
+                    self._base_call = calls.EntryCall(self.base_obj, self.baseline, self.spec, own_oracle=oracle,
+                                                      module=self.base_module)
+                self._cand_call = calls.EntryCall(self.cand_obj, self.candidate, self.spec, own_oracle=base_here,
+                                                  module=self.cand_module)
         except checks.CheckFailure as failure:
             raise Stop(failure.kind, str(failure)) from None
         self.shared_before = [(name, t.detach().clone()) for name, t in self.shared]
         self.phases["import_s"] = _clock() - self.started - self.phases["setup_s"]
         self.channel.send("progress", phase="imported")  # from here on, the parent's no-progress limit applies
-        if plan.await_fit:
+        if plan.await_fit and not self.shipped:
             self._await_fit()
         self.mark = _clock()
+
+    def _import_candidate(self) -> None:
+        plan = self.plan
+        self.cand_module = importing.import_implementation(plan.candidate, self.workdir, "candidate", self.spec.support)
+        self.cand_obj = loading.lookup(self.cand_module, plan.candidate.symbol, plan.candidate.filename)
+
+    def _build_candidate(self) -> None:
+        self.candidate = loading.build_callable(self.cand_obj, self.spec, self.inputs_module, self.device,
+                                                self.plan.init_seed, state_from=self.state_source)
+
+    def _built(self, step: Callable[[], None]) -> None:
+        """An import or build step of the candidate's: any failure is its compile error; the guards after."""
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - any failure to build is the candidate's
+            self.no_reaching_in("while importing")  # a refused frame or gc access surfaces as an exception here
+            raise Stop("compile_error", short_error(exc), traceback.format_exc()[-4000:]) from None
+        self.no_threads_left("while importing")
+        self.guard("while importing")
+        self.restore_state()
 
     def _await_fit(self) -> None:
         # Built while the reference ran; the reference's sizes decide how many seeds and timed sets stay. Only
@@ -349,23 +434,14 @@ class CandidateRun:
         if not self.plan.settings.profile:
             return profile
         plan, spec, device, target = self.plan, self.spec, self.device, self.target
-        candidate, baseline, reference_for_profile = self.cand_fn, self.base_fn, self.reference_for_profile
-        inputs = loading.make_inputs(spec, self.inputs_module, spec.shape_sets[0], plan.timing_seed(0, 0), device)
+        candidate = self.cand_fn
         try:
+            inputs = loading.make_inputs(spec, self.inputs_module, spec.shape_sets[0], plan.timing_seed(0, 0), device)
             profile["candidate"] = profile_call(lambda: loading.call(candidate, inputs), device, target.synchronize)
             self.guard("while profiling")
             self.restore_state()
-            profile["baseline"] = self.first_call("baseline", 0, lambda: profile_call(
-                lambda: loading.call(baseline, inputs), device, target.synchronize))
-            reference = baseline if reference_for_profile is None else reference_for_profile
-            profile["reference"] = profile["baseline"] if reference_for_profile is None else \
-                profile_call(lambda: loading.call(reference, inputs), device, target.synchronize)
-            # The reference's FLOPs on every shape set, for the roofline (None where the framework counts none).
-            flops = []
-            for s, shape in enumerate(spec.shape_sets):
-                flops.append(self._flops(reference, inputs if s == 0 else loading.make_inputs(
-                    spec, self.inputs_module, shape, plan.timing_seed(s, 0), device)))
-            profile["reference_flops"] = flops
+            if self.baseline is not None:  # shipped, the base's worker profiles both (side_workers merges them)
+                self._profile_references(profile, inputs)
         except Exception as exc:  # noqa: BLE001 - a profiler failure is not the candidate's fault
             profile["error"] = short_error(exc)
         self.reference_for_profile = None  # profiled: this run holds it no longer
@@ -373,6 +449,21 @@ class CandidateRun:
         self.restore_state()
         self.lap("profile_s")
         return profile
+
+    def _profile_references(self, profile: dict[str, Any], inputs: list[Any]) -> None:
+        plan, spec, device, target = self.plan, self.spec, self.device, self.target
+        baseline, reference_for_profile = self.base_fn, self.reference_for_profile
+        profile["baseline"] = self.first_call("baseline", 0, lambda: profile_call(
+            lambda: loading.call(baseline, inputs), device, target.synchronize))
+        reference = baseline if reference_for_profile is None else reference_for_profile
+        profile["reference"] = profile["baseline"] if reference_for_profile is None else \
+            profile_call(lambda: loading.call(reference, inputs), device, target.synchronize)
+        # The reference's FLOPs on every shape set, for the roofline (None where the framework counts none).
+        flops = []
+        for s, shape in enumerate(spec.shape_sets):
+            flops.append(self._flops(reference, inputs if s == 0 else loading.make_inputs(
+                spec, self.inputs_module, shape, plan.timing_seed(s, 0), device)))
+        profile["reference_flops"] = flops
 
     def _flops(self, reference: Any, inputs: list[Any]) -> int | None:
         flops = count_flops(lambda: loading.call(reference, inputs))
@@ -394,6 +485,16 @@ class CandidateRun:
         self.channel.send("result", status="ok", profile=profile, timing=timing, device_name=self.target.device_name(),
                           target_info=self.target.describe(), restored_state=self.restored, phases=self.phases,
                           shared_state=[name for name, _ in self.shared], saved=self.saved)
+
+
+def _inherits_recorded(candidate: Any, fingerprint: str | None) -> bool:
+    """_inherits_forward against the reference's forward as its worker recorded it (shipped: no baseline here)."""
+    if fingerprint is None or not isinstance(candidate, torch.nn.Module):
+        return False
+    owner = next((k for k in type(candidate).__mro__ if "forward" in vars(k)), None)
+    if owner is None or owner.__module__ == type(candidate).__module__:
+        return False  # defined by the candidate's own module: its own work
+    return forward_fingerprint(owner) == fingerprint
 
 
 def _inherits_forward(candidate: Any, baseline: Any) -> bool:

@@ -50,14 +50,12 @@ class CorrectnessCases:
         run = self.run
         spec, variant = run.spec, heldout.Variant.from_dict(case.variant or {})
         cand_fn = run.cand_fn
-        with heldout.module_globals([run.inputs_module, run.base_module], variant):
+        with run.sizes_of(variant):
             if loading.init_key(spec, run.inputs_module) != run.listed_init:
-                weights = loading.build_callable(run.base_obj, spec, run.inputs_module, run.device,
-                                                 run.plan.init_seed)
+                weights = run.variant_weights()
                 try:
                     built = loading.build_callable(run.cand_obj, spec, run.inputs_module, run.device,
-                                                   run.plan.init_seed,
-                                                   state_from=weights if isinstance(weights, torch.nn.Module) else None)
+                                                   run.plan.init_seed, state_from=weights)
                 except Exception as exc:  # noqa: BLE001 - the candidate cannot be built for these sizes
                     run.no_reaching_in(f"building for {case.label}")
                     raise Stop("incorrect", f"{case.label}: the candidate could not be built: {short_error(exc)}",

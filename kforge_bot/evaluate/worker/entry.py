@@ -40,7 +40,9 @@ import torch  # noqa: E402
 _TORCH_AT = time.monotonic()
 from kforge_bot.evaluate.worker import calls, importing, loading  # noqa: E402
 from kforge_bot.evaluate.wire import checks, heldout, limits  # noqa: E402
+from kforge_bot.evaluate.wire import shipped  # noqa: E402
 from kforge_bot.evaluate.worker.heap import hold_freed_memory  # noqa: E402
+from kforge_bot.evaluate.worker.shipped_inputs import Recorder  # noqa: E402
 from kforge_bot.evaluate.worker.candidate_role import run_candidate  # noqa: E402
 from kforge_bot.evaluate.wire.outputs import make_sink  # noqa: E402
 from kforge_bot.evaluate.wire.plan import DoesNotFit, Plan, fit_plan  # noqa: E402
@@ -89,7 +91,8 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
     phases["cases_s"] = _clock() - STARTED - phases["setup_s"]
     held_started = _clock()
     fit = replace(fit, heldout=tuple(v.to_dict() for v in reference_heldout(
-        plan, ref.inputs_module, ref.module, ref.obj, ref.call, device, frozenset(cases.slots), channel)))
+        plan, ref.inputs_module, ref.module, ref.obj, ref.call, device, frozenset(cases.slots), channel,
+        ref.recorder)))
     phases["heldout_s"] = _clock() - held_started
     # No profile here: the candidate's worker profiles the reference beside the baseline and the candidate, with
     # the profiler it warmed up while this worker ran (its first use costs seconds in a fresh process).
@@ -107,16 +110,24 @@ class _Reference:
     module: Any
     obj: Any
     call: Any
+    recorder: Recorder | None = None  # where the head's worker gets its inputs as files (Plan.ship_inputs)
 
     @classmethod
     def load(cls, plan: Plan, workdir: Path, device: torch.device) -> _Reference:
         spec = plan.spec
         inputs_module = importing.import_implementation(spec.inputs_source, workdir, "inputs", spec.support)
+        recorder = None
+        if plan.ship_inputs:
+            recorder = Recorder(plan.out_dir / shipped.FOLDER)
+            recorder.install(inputs_module, spec.inputs_symbol, spec.init_symbol)
         ref_module = importing.import_implementation(spec.reference, workdir, "reference", spec.support)
         ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)
-        call = calls.wrap(ref_obj, loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed),
-                          spec, own_oracle=spec.reference_returns == "outputs", module=ref_module)
-        return cls(inputs_module, ref_module, ref_obj, call)
+        instance = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
+        if recorder is not None:
+            recorder.weights(instance)
+            recorder.forward(ref_obj)
+        call = calls.wrap(ref_obj, instance, spec, own_oracle=spec.reference_returns == "outputs", module=ref_module)
+        return cls(inputs_module, ref_module, ref_obj, call, recorder)
 
 
 class _ReferenceCases:
@@ -169,7 +180,8 @@ class _ReferenceCases:
 
 
 def reference_heldout(plan: Plan, inputs_module: Any, ref_module: Any, ref_obj: Any, reference: Any,
-                      device: torch.device, slots: frozenset[int], channel: Channel) -> list[heldout.Variant]:
+                      device: torch.device, slots: frozenset[int], channel: Channel,
+                      recorder: Recorder | None = None) -> list[heldout.Variant]:
     """Each held-out variant in the first form the reference runs with finite outputs (their outputs saved as
     the variant's case), or skipped with every form's reason: a variant the reference cannot run is never held
     against a candidate."""
@@ -179,12 +191,17 @@ def reference_heldout(plan: Plan, inputs_module: Any, ref_module: Any, ref_obj: 
         reasons: list[str] = []
         for form in forms:
             case = plan.heldout_case(form)
+            if recorder is not None:
+                recorder.context = shipped.form_context(form.seed)
             try:
                 outputs = _reference_form(plan, form, inputs_module, ref_module, ref_obj, reference, device, slots,
-                                          listed_init)
+                                          listed_init, recorder)
             except Exception as exc:  # noqa: BLE001 - the reference cannot run this form: the next one, or skipped
                 reasons.append(f"{heldout.form_text(form)}: {short_error(exc)[:200]}")
                 continue
+            finally:
+                if recorder is not None:
+                    recorder.context = shipped.LISTED
             save(outputs, plan.out_dir / case.ref_file)
             del outputs
             settled.append(replace(form, attempts=tuple(reasons)))
@@ -197,7 +214,8 @@ def reference_heldout(plan: Plan, inputs_module: Any, ref_module: Any, ref_obj: 
 
 
 def _reference_form(plan: Plan, form: heldout.Variant, inputs_module: Any, ref_module: Any, ref_obj: Any,
-                    reference: Any, device: torch.device, slots: frozenset[int], listed_init: str) -> list[Any]:
+                    reference: Any, device: torch.device, slots: frozenset[int], listed_init: str,
+                    recorder: Recorder | None = None) -> list[Any]:
     """The reference's outputs on one form of a variant (its own frame: a form too large for the device leaves
     nothing behind for the next). Raises where the reference cannot run it, or gives non-finite outputs on changed
     values."""
@@ -205,8 +223,11 @@ def _reference_form(plan: Plan, form: heldout.Variant, inputs_module: Any, ref_m
     with heldout.module_globals([inputs_module, ref_module], form):
         call = reference
         if loading.init_key(spec, inputs_module) != listed_init:  # sizes get_init_inputs reads: built again
-            call = calls.wrap(ref_obj, loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed),
-                              spec, own_oracle=spec.reference_returns == "outputs", module=ref_module)
+            instance = loading.build_callable(ref_obj, spec, inputs_module, device, plan.init_seed)
+            if recorder is not None:
+                recorder.weights(instance)
+            call = calls.wrap(ref_obj, instance, spec, own_oracle=spec.reference_returns == "outputs",
+                              module=ref_module)
         inputs = loading.make_inputs(spec, inputs_module, heldout.shape_of(form, spec.shape_sets[form.base]),
                                      form.seed, device)
         heldout.change_values(inputs, form.values, form.seed, slots)

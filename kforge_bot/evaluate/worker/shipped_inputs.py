@@ -1,0 +1,150 @@
+"""Inputs as data, for a head's worker that may import none of the base's files (issue 38, Plan.ship_inputs).
+
+Under the gate the reference and the inputs come from the base's checkout, and often from the kernel's own file:
+imported in the head's worker, the base's kernel code would run in the head's process. Instead the reference's
+worker (trusted code only) records what the inputs' module gives: each input set keyed by its seed and keywords,
+the constructor's arguments and the reference's weights for the listed sizes and for each held-out form, and the
+fingerprint of the reference's forward. The head's worker builds from a stand-in inputs module (`ShippedInputs`)
+that asks the parent for one file at the moment the harness would have made those inputs, loads it and deletes it:
+no input set lies on disk before the call that uses it, as no input set exists before it is made today.
+
+Files hold tensors, numbers and containers only (torch.save), read back with `weights_only` (no code runs).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import marshal
+import types
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from kforge_bot.evaluate.wire.shipped import FORWARD, LISTED, init_name, inputs_name, state_name
+
+
+class NotShipped(LookupError):
+    """The parent has no such file: the reference never made these inputs."""
+
+
+def forward_fingerprint(obj: Any) -> str | None:
+    """What a class's forward does, as text that survives the process: its bytecode, constants (nested code by
+    their own fingerprints) and names. None where it has no Python forward."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    code = getattr(getattr(cls, "forward", None), "__code__", None)
+    return None if code is None else _code_digest(code)
+
+
+def _code_digest(code: types.CodeType) -> str:
+    consts = tuple(_code_digest(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
+    return hashlib.sha256(marshal.dumps((code.co_code, consts, code.co_names))).hexdigest()
+
+
+class Recorder:
+    """In the reference's worker: the inputs' module's callables wrapped to record what they return, and the
+    reference's weights and forward saved, each as a file in `folder`. `context` names the sizes being run."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.context = LISTED
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def install(self, module: types.ModuleType, inputs_symbol: str, init_symbol: str) -> None:
+        inputs = getattr(module, inputs_symbol, None)
+        if callable(inputs):
+            @functools.wraps(inputs)  # the signature stays the callable's (make_inputs reads its `device`)
+            def recorded_inputs(**kwargs: Any) -> Any:
+                values = inputs(**kwargs)
+                self._save(values, inputs_name(torch.initial_seed(), kwargs))
+                return values
+
+            setattr(module, inputs_symbol, recorded_inputs)
+        init = getattr(module, init_symbol, None) if init_symbol else None
+        if callable(init):
+            @functools.wraps(init)
+            def recorded_init() -> Any:
+                values = init()
+                self._save(values, init_name(self.context))
+                return values
+
+            setattr(module, init_symbol, recorded_init)
+
+    def weights(self, instance: Any) -> None:
+        if isinstance(instance, torch.nn.Module):
+            self._save(instance.state_dict(), state_name(self.context))
+
+    def forward(self, obj: Any) -> None:
+        self._save(forward_fingerprint(obj), FORWARD)
+
+    def _save(self, value: Any, name: str) -> None:
+        try:
+            torch.save(value, self.folder / name)
+        except Exception:  # noqa: BLE001 - not data (a callable, an object): the head's worker says it has none
+            (self.folder / name).unlink(missing_ok=True)
+
+
+class StateHolder:
+    """Shipped weights where build_callable takes a module to copy them from (only `state_dict` is read)."""
+
+    def __init__(self, state: dict[str, torch.Tensor]) -> None:
+        self._state = state
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self._state
+
+
+class ShippedInputs(types.ModuleType):
+    """In the head's worker: the inputs' module as the harness calls it (its inputs callable and its
+    constructor-arguments callable), each answer a recorded file fetched from the parent (`fetch`)."""
+
+    def __init__(self, inputs_symbol: str, init_symbol: str, fetch: Callable[[str], Any]) -> None:
+        super().__init__("kforge_shipped_inputs")
+        self.context = LISTED
+        self._fetch = fetch
+        setattr(self, inputs_symbol, self._inputs)
+        if init_symbol:
+            setattr(self, init_symbol, self._init)
+
+    def _inputs(self, **kwargs: Any) -> Any:
+        return self._fetch(inputs_name(torch.initial_seed(), kwargs))  # make_inputs has seeded the generators
+
+    def _init(self) -> Any:
+        try:
+            return self._fetch(init_name(self.context))
+        except NotShipped:
+            if self.context == LISTED:
+                raise
+            return self._fetch(init_name(LISTED))
+
+    def weights(self) -> StateHolder | None:
+        """The reference's weights for the current sizes; None where the reference is no module."""
+        try:
+            return StateHolder(self._fetch(state_name(self.context)))
+        except NotShipped:
+            return None
+
+    def forward(self) -> str | None:
+        """The reference's forward's fingerprint (None: it has none, or none was recorded)."""
+        try:
+            value = self._fetch(FORWARD)
+        except NotShipped:
+            return None
+        return value if isinstance(value, str) else None
+
+
+def fetcher(ask: Callable[[str], bool], folder: Path, device: torch.device) -> Callable[[str], Any]:
+    """`ask(name)` has the parent put one recorded file into `folder` (False: it has none); the file is read back
+    (tensors on `device`) and deleted at once."""
+
+    def fetch(name: str) -> Any:
+        if not ask(name):
+            raise NotShipped(f"the reference recorded no {name}")
+        path = folder / f"shipped-{name}"
+        try:
+            return torch.load(path, map_location=device, weights_only=True)
+        finally:
+            path.unlink(missing_ok=True)
+
+    return fetch
