@@ -108,7 +108,11 @@ class ReferenceStore:
                                   hint="run `kforge-bot doctor`; KFORGE_OUTPUTS=files passes outputs through the "
                                        "host instead of sharing device memory") from None
             if ship:  # kept for the heads this reference serves; every file they ask for is copied from here
-                os.replace(folder / shipped.FOLDER, self.root / f"{key}-shipped")
+                kept = self.root / f"{key}-shipped"
+                if (folder / shipped.FOLDER).is_dir():
+                    os.replace(folder / shipped.FOLDER, kept)
+                else:  # nothing recorded (a reference that records nothing): every head's request is answered "none"
+                    kept.mkdir(exist_ok=True)
         finally:
             remove_scratch(folder)
             if outcome is not None and outcome.shared is not None:

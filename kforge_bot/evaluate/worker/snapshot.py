@@ -31,6 +31,7 @@ _WATCHED_MODULES = (
     "kforge_bot.evaluate.wire.checks", "kforge_bot.evaluate.wire.stats", "kforge_bot.evaluate.wire.timing",
     "kforge_bot.evaluate.wire.graphs", "kforge_bot.evaluate.wire.paired_times",
     "kforge_bot.evaluate.worker.loading", "kforge_bot.evaluate.worker.importing",
+    "kforge_bot.evaluate.worker.shipped_inputs", "kforge_bot.evaluate.wire.shipped",
     "kforge_bot.evaluate.worker.guards", "kforge_bot.evaluate.worker.snapshot", "kforge_bot.evaluate.worker.profile",
     "kforge_bot.evaluate.wire.outputs", "kforge_bot.evaluate.wire.devshare", "kforge_bot.evaluate.wire.tensorfile",
     "kforge_bot.targets.base", "kforge_bot.targets.cpu", "kforge_bot.targets.cuda", "kforge_bot.targets.xpu",
@@ -49,6 +50,9 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
                     "kforge_bot.evaluate.worker.candidate_role.CandidateRun",
                     "kforge_bot.evaluate.worker.correctness_cases.CorrectnessCases",
                     "kforge_bot.evaluate.worker.shape_timing.ShapeTiming",
+                    # Where a head's inputs, arguments and weights come from when shipped (Plan.ship_inputs).
+                    "kforge_bot.evaluate.worker.shipped_inputs.ShippedInputs",
+                    "kforge_bot.evaluate.worker.shipped_inputs.StateHolder",
                     "kforge_bot.evaluate.wire.graphs.GraphReplays", "kforge_bot.evaluate.wire.timing.RepeatCheck",
                     "kforge_bot.evaluate.wire.timing.PairLoop",
                     # How outputs leave the worker: a save that computed the answer only then would hide a
