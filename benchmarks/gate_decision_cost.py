@@ -10,6 +10,8 @@ reference too, as a gate run does.
     python benchmarks/gate_decision_cost.py --target cuda --decisions 8 --label ... --out $OUT    # on the H200
     python benchmarks/gate_decision_cost.py --one-worker ...   # this tree with base and head in one worker (before)
     python benchmarks/gate_decision_cost.py --no-spares ...    # this tree without spare workers between runs
+    python benchmarks/gate_decision_cost.py --no-ship ...      # the head's worker imports the base's reference and
+                                                               # inputs again (before shipped inputs, issue 38)
 
 Every run appends its labelled summary to <out>/gate_decision_cost_<target>.json and rewrites the .md beside it,
 so figures before and after a change sit side by side; compare only rows from one machine under like load (the
@@ -197,7 +199,14 @@ def main() -> None:
                         help="base and head in one worker, as before the split (the same tree's 'before' row)")
     parser.add_argument("--no-spares", action="store_true",
                         help="no spare workers between a decision's runs (the gate before they had them)")
+    parser.add_argument("--no-ship", action="store_true",
+                        help="the head's worker imports the base's reference and inputs itself, as before shipped "
+                             "inputs (Plan.ship_inputs; no command or policy turns them off)")
     args = parser.parse_args()
+    if args.no_ship:
+        from kforge_bot.evaluate import api
+
+        api.ships_inputs = lambda spec, candidate: False  # this tree's layout before inputs were shipped
     summary = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"gate_decision_cost_{args.target}.json"
