@@ -1,0 +1,83 @@
+"""Red team (issue 38's shipped inputs): what a head's code can do to the parent's copy of a recorded file into its
+scratch (evaluate.shipping.Stager) and to the file its harness then loads. Real CPU workers, sandboxed."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kforge_bot.evaluate import isolation
+from kforge_bot.evaluate.api import evaluate, ships_inputs
+from kforge_bot.evaluate.wire.result import EvalSettings
+from kforge_bot.spec import Implementation, load_spec
+
+SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.3, profile=False)
+needs_sandbox = pytest.mark.skipif(not isolation.probe().available, reason="needs bubblewrap")
+
+BASE_PROBLEM = """\
+import torch
+import torch.nn as nn
+
+batch_size = 8
+dim = 64
+
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [dim]
+"""
+
+HONEST = """\
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        return F.relu(F.linear(x, self.linear.weight, self.linear.bias))
+"""
+
+
+def _evaluate(tmp_path: Path, prelude: str, body: str = HONEST, extra_files: dict[str, str] | None = None):
+    base, head = tmp_path / "base", tmp_path / "head"
+    base.mkdir()
+    head.mkdir()
+    (base / "problem.py").write_text(BASE_PROBLEM)
+    for name, text in (extra_files or {}).items():
+        (head / name).write_text(text)
+    source = ("import os\n\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+              + textwrap.dedent(prelude) + "\n\n" + body)
+    (head / "problem.py").write_text(source)
+    spec = load_spec(base / "problem.py")
+    candidate = Implementation(source, "ModelNew", "problem.py", str(head))
+    assert ships_inputs(spec, candidate)
+    return evaluate(spec, candidate, "cpu", SETTINGS)
+
+
+@needs_sandbox
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="red team: the parent's copy follows a link the head planted in its scratch "
+                                       "and writes a file outside it")
+def test_the_parents_copy_never_writes_through_a_link_the_head_planted(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"  # any file of the bot's user: ~/.bashrc, the cache, the signing key's file
+    victim.write_text("precious")
+    prelude = f"""\
+        for _name in ('init-listed', 'state-listed', 'forward'):
+            os.symlink({str(victim)!r}, os.path.join(os.getcwd(), 'shipped-' + _name + '.pt'))
+        """
+    _evaluate(tmp_path, prelude)
+    assert victim.read_bytes() == b"precious"
