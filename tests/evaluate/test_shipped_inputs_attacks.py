@@ -81,3 +81,15 @@ def test_the_parents_copy_never_writes_through_a_link_the_head_planted(tmp_path:
         """
     _evaluate(tmp_path, prelude)
     assert victim.read_bytes() == b"precious"
+
+
+@needs_sandbox
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="red team: a folder the head leaves under a shipped file's name makes the "
+                                       "parent's copy raise: the evaluation crashes instead of giving a verdict")
+def test_a_folder_in_place_of_a_shipped_file_is_the_heads_verdict_not_the_parents_crash(tmp_path: Path) -> None:
+    prelude = """\
+        os.mkdir(os.path.join(os.getcwd(), 'shipped-init-listed.pt'))
+        """
+    result = _evaluate(tmp_path, prelude)
+    assert result.verdict in ("compile_error", "crash", "rejected"), result.reason
