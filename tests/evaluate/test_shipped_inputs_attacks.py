@@ -93,3 +93,23 @@ def test_a_folder_in_place_of_a_shipped_file_is_the_heads_verdict_not_the_parent
         """
     result = _evaluate(tmp_path, prelude)
     assert result.verdict in ("compile_error", "crash", "rejected"), result.reason
+
+
+@needs_sandbox
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="red team: a link to a path the sandbox shows as the head's own file makes "
+                                       "the harness load the head's forward fingerprint, not the recorded one")
+def test_a_head_cannot_hand_its_harness_its_own_copy_of_a_recorded_file(tmp_path: Path) -> None:
+    # The head inherits a copy of the reference's forward (rejected when the recorded fingerprint is read:
+    # test_shipped_inputs). Its link names a path under the host's /tmp: there the parent writes the recorded file;
+    # in the sandbox /tmp is the head's own folder, where it wrote a fingerprint of its choosing.
+    fake = tmp_path / "sink" / "forward.pt"
+    fake.parent.mkdir()
+    prelude = f"""\
+        os.makedirs({str(fake.parent)!r}, exist_ok=True)
+        torch.save('not the reference', {str(fake)!r})
+        os.symlink({str(fake)!r}, os.path.join(os.getcwd(), 'shipped-forward.pt'))
+        from copied import Model
+        """
+    result = _evaluate(tmp_path, prelude, "class ModelNew(Model):\n    pass\n", {"copied.py": BASE_PROBLEM})
+    assert result.verdict == "rejected" and "inherits the baseline's forward" in result.reason, result.reason
