@@ -52,11 +52,12 @@ class ModelNew(nn.Module):
 """
 
 
-def _evaluate(tmp_path: Path, prelude: str, body: str = HONEST, extra_files: dict[str, str] | None = None):
+def _evaluate(tmp_path: Path, prelude: str, body: str = HONEST, extra_files: dict[str, str] | None = None,
+              base_problem: str = BASE_PROBLEM):
     base, head = tmp_path / "base", tmp_path / "head"
     base.mkdir()
     head.mkdir()
-    (base / "problem.py").write_text(BASE_PROBLEM)
+    (base / "problem.py").write_text(base_problem)
     for name, text in (extra_files or {}).items():
         (head / name).write_text(text)
     source = ("import os\n\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
@@ -113,3 +114,17 @@ def test_a_head_cannot_hand_its_harness_its_own_copy_of_a_recorded_file(tmp_path
         """
     result = _evaluate(tmp_path, prelude, "class ModelNew(Model):\n    pass\n", {"copied.py": BASE_PROBLEM})
     assert result.verdict == "rejected" and "inherits the baseline's forward" in result.reason, result.reason
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="red team: a base whose constructor's arguments hold a numpy integer records "
+                                       "a file weights_only refuses: the honest head is charged a compile_error")
+def test_an_honest_head_is_not_failed_by_base_values_the_shipped_file_cannot_carry(tmp_path: Path) -> None:
+    # Not shipped (the head's worker imports the base's file, as before issue 38) this head passes: `Linear` takes
+    # a numpy integer. Shipped, the recorded file holds one, and torch.load(weights_only=True) refuses it in the
+    # head's harness; the failure is charged to the head. (A callable or an object in the inputs, which torch.save
+    # cannot write, leaves no file at all: NotShipped, charged to the head too.)
+    base = BASE_PROBLEM.replace("import torch\n", "import numpy as np\nimport torch\n", 1)
+    base = base.replace("return [dim]", "return [np.int64(dim)]")
+    result = _evaluate(tmp_path, "", base_problem=base)
+    assert result.verdict in ("pass", "inconclusive"), result.reason
