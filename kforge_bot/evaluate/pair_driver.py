@@ -54,7 +54,12 @@ class RemoteSide:
 
     def on_message(self, message: dict[str, Any]) -> None:
         if message.get("phase") == "need_inputs" and self.stager is not None:
-            self.worker.command(self.stager.answer(message))  # outside any session: the worker waits for it
+            try:
+                answer = self.stager.answer(message)
+            except Exception as exc:  # noqa: BLE001 - never the thread that reads the channel: the worker gets a no
+                answer = {"op": "staged", "file": str(message.get("file") or ""), "ok": False,
+                          "refused": f"{type(exc).__name__}: {exc}"[:300]}
+            self.worker.command(answer)  # outside any session: the worker waits for it
         elif message.get("phase") == "side":
             self.worker.waiting_on_parent = True  # silent now by the parent's choice: no stall
             self.answers.put(message)

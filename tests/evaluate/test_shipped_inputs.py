@@ -4,6 +4,7 @@ reference's worker recorded, handed over one file at a time. Real CPU workers (s
 
 from __future__ import annotations
 
+import hashlib
 import textwrap
 from pathlib import Path
 
@@ -140,8 +141,20 @@ def test_the_parent_hands_over_only_recorded_files_by_their_names(tmp_path: Path
     (recorded / name).write_bytes(b"data")
     (tmp_path / "secret.pt").write_bytes(b"x")
     stager = Stager(recorded, scratch)
-    assert stager.answer({"file": name}) == {"op": "staged", "file": name, "ok": True}
+    assert stager.answer({"file": name}) == {"op": "staged", "file": name, "ok": True,
+                                             "sha256": hashlib.sha256(b"data").hexdigest()}
     assert (scratch / f"shipped-{name}").read_bytes() == b"data"
+    # What the head left under the name is removed, never written through: a link to the bot's files, a folder.
+    (scratch / f"shipped-{name}").unlink()
+    (scratch / f"shipped-{name}").symlink_to(tmp_path / "secret.pt")
+    assert stager.answer({"file": name})["ok"] is True
+    assert (tmp_path / "secret.pt").read_bytes() == b"x" and not (scratch / f"shipped-{name}").is_symlink()
+    (scratch / f"shipped-{name}").unlink()
+    (scratch / f"shipped-{name}").mkdir()
+    assert stager.answer({"file": name})["ok"] is True and (scratch / f"shipped-{name}").read_bytes() == b"data"
+    # A value the reference could not record as data: said so, for the head's harness to charge the base.
+    (recorded / "init-listed.pt.why").write_text("UnpicklingError: numpy.core.multiarray.scalar")
+    assert stager.answer({"file": "init-listed.pt"})["unshippable"].startswith("UnpicklingError")
     assert stager.answer({"file": inputs_name(8, {"rows": 4})})["ok"] is False  # never recorded
     for forged in ("../secret.pt", "/etc/passwd", "in-../../x.pt", None, 5, "state-listed.pt/../../secret.pt"):
         assert not valid_name(forged)

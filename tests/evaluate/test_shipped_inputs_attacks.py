@@ -71,8 +71,6 @@ def _evaluate(tmp_path: Path, prelude: str, body: str = HONEST, extra_files: dic
 
 @needs_sandbox
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="red team: the parent's copy follows a link the head planted in its scratch "
-                                       "and writes a file outside it")
 def test_the_parents_copy_never_writes_through_a_link_the_head_planted(tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"  # any file of the bot's user: ~/.bashrc, the cache, the signing key's file
     victim.write_text("precious")
@@ -86,20 +84,17 @@ def test_the_parents_copy_never_writes_through_a_link_the_head_planted(tmp_path:
 
 @needs_sandbox
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="red team: a folder the head leaves under a shipped file's name makes the "
-                                       "parent's copy raise: the evaluation crashes instead of giving a verdict")
-def test_a_folder_in_place_of_a_shipped_file_is_the_heads_verdict_not_the_parents_crash(tmp_path: Path) -> None:
+def test_a_folder_in_place_of_a_shipped_file_is_removed_not_the_parents_crash(tmp_path: Path) -> None:
     prelude = """\
         os.mkdir(os.path.join(os.getcwd(), 'shipped-init-listed.pt'))
         """
-    result = _evaluate(tmp_path, prelude)
-    assert result.verdict in ("compile_error", "crash", "rejected"), result.reason
+    result = _evaluate(tmp_path, prelude)  # raised from the parent's reading thread before
+    # What stood in the way is removed, not written through: the honest head gets its weights and is judged.
+    assert result.verdict in ("pass", "inconclusive"), result.reason
 
 
 @needs_sandbox
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="red team: a link to a path the sandbox shows as the head's own file makes "
-                                       "the harness load the head's forward fingerprint, not the recorded one")
 def test_a_head_cannot_hand_its_harness_its_own_copy_of_a_recorded_file(tmp_path: Path) -> None:
     # The head inherits a copy of the reference's forward (rejected when the recorded fingerprint is read:
     # test_shipped_inputs). Its link names a path under the host's /tmp: there the parent writes the recorded file;
@@ -117,8 +112,6 @@ def test_a_head_cannot_hand_its_harness_its_own_copy_of_a_recorded_file(tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="red team: a base whose constructor's arguments hold a numpy integer records "
-                                       "a file weights_only refuses: the honest head is charged a compile_error")
 def test_an_honest_head_is_not_failed_by_base_values_the_shipped_file_cannot_carry(tmp_path: Path) -> None:
     # Not shipped (the head's worker imports the base's file, as before issue 38) this head passes: `Linear` takes
     # a numpy integer. Shipped, the recorded file holds one, and torch.load(weights_only=True) refuses it in the

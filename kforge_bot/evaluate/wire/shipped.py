@@ -37,5 +37,10 @@ def form_context(seed: int) -> str:
     return f"form-{seed}"
 
 
+def why_name(name: str) -> str:
+    """Where the reference's worker says why it could not record `name` (a value that cannot travel as data)."""
+    return f"{name}.why"
+
+
 def valid_name(name: object) -> bool:
     return isinstance(name, str) and _NAME.fullmatch(name) is not None

@@ -314,8 +314,9 @@ class CandidateRun:
             trusted["the problem's check's module"] = oracle_module
         self._guards_up(trusted)
 
-    def _ask_parent(self, name: str) -> bool:
-        """Has the parent put the reference's recorded `name` into this worker's scratch (evaluate.shipping)."""
+    def _ask_parent(self, name: str) -> dict[str, Any]:
+        """The parent's answer (evaluate.shipping.Stager) to putting the reference's recorded `name` into this
+        worker's scratch."""
         self.channel.send("progress", phase="need_inputs", file=name)
         try:
             reply = json.loads(read_control_line())
@@ -323,7 +324,7 @@ class CandidateRun:
             reply = None
         if not isinstance(reply, dict) or reply.get("op") != "staged" or reply.get("file") != name:
             raise Stop("rejected", "the harness's control line was unreadable (consumed by the candidate?)")
-        return bool(reply.get("ok"))
+        return reply
 
     def _guards_up(self, trusted: dict[str, Any]) -> None:
         """The integrity snapshot over the framework and the trusted modules, the thread and audit guards, the
@@ -394,6 +395,8 @@ class CandidateRun:
         """An import or build step of the candidate's: any failure is its compile error; the guards after."""
         try:
             step()
+        except Stop:
+            raise  # the harness's own verdict (a shipped file refused, or the base's that cannot travel)
         except Exception as exc:  # noqa: BLE001 - any failure to build is the candidate's
             self.no_reaching_in("while importing")  # a refused frame or gc access surfaces as an exception here
             raise Stop("compile_error", short_error(exc), traceback.format_exc()[-4000:]) from None

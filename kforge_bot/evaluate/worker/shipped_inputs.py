@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import marshal
+import os
 import types
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from kforge_bot.evaluate.wire.shipped import FORWARD, LISTED, init_name, inputs_name, state_name
+from kforge_bot.evaluate.wire.shipped import FORWARD, LISTED, init_name, inputs_name, state_name, why_name
+from kforge_bot.evaluate.worker.worker_io import Stop
 
 
 class NotShipped(LookupError):
@@ -79,10 +82,46 @@ class Recorder:
         self._save(forward_fingerprint(obj), FORWARD)
 
     def _save(self, value: Any, name: str) -> None:
+        """`value` as the head's harness will read it (numpy's scalars and arrays as Python's and torch's); a value
+        that cannot travel as data (a callable, an object) is no file but a reason (`why_name`), charged to the
+        base where the head's harness asks for it."""
+        value = _plain(value)
         try:
-            torch.save(value, self.folder / name)
-        except Exception:  # noqa: BLE001 - not data (a callable, an object): the head's worker says it has none
-            (self.folder / name).unlink(missing_ok=True)
+            buffer = io.BytesIO()
+            torch.save(value, buffer)
+            if not _only_data(value):  # what torch.load(weights_only=True) takes is checked by doing it
+                torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any reason it cannot travel: said, not raised
+            (self.folder / why_name(name)).write_text(f"{type(exc).__name__}: {exc}"[:300])
+            return
+        (self.folder / name).write_bytes(buffer.getbuffer())
+
+
+_DATA = (torch.Tensor, int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device)
+
+
+def _plain(value: Any) -> Any:
+    """numpy's scalars and arrays in a recorded value as Python's numbers and torch's tensors (the head's harness
+    reads back only data; a constructor taking np.int64(dim) takes int(dim) as well)."""
+    if isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
+        items = [_plain(v) for v in value]
+        return type(value)(items) if type(value) in (list, tuple) else items
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    module = type(value).__module__
+    if module == "numpy" and hasattr(value, "item") and getattr(value, "shape", None) == ():
+        return value.item()
+    if module == "numpy" and hasattr(value, "__array__"):
+        return torch.from_numpy(value)
+    return value
+
+
+def _only_data(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(_only_data(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, (str, int)) and _only_data(v) for k, v in value.items())
+    return isinstance(value, _DATA)
 
 
 class StateHolder:
@@ -134,17 +173,49 @@ class ShippedInputs(types.ModuleType):
         return value if isinstance(value, str) else None
 
 
-def fetcher(ask: Callable[[str], bool], folder: Path, device: torch.device) -> Callable[[str], Any]:
-    """`ask(name)` has the parent put one recorded file into `folder` (False: it has none); the file is read back
-    (tensors on `device`) and deleted at once."""
+def fetcher(ask: Callable[[str], dict[str, Any]], folder: Path, device: torch.device) -> Callable[[str], Any]:
+    """`ask(name)` has the parent put one recorded file into `folder` and answers as evaluate.shipping.Stager does;
+    the file is read without following links, checked against the digest the parent sent, deleted, then loaded
+    (tensors on `device`)."""
 
     def fetch(name: str) -> Any:
-        if not ask(name):
+        reply = ask(name)
+        if not reply.get("ok"):
+            if reply.get("unshippable"):
+                raise Stop("crash", f"the base's {_what(name)} cannot be handed to the head's process as data: "
+                                    f"{reply['unshippable']}", side="baseline")
+            if reply.get("refused"):
+                raise Stop("rejected", f"the reference's {_what(name)} could not be put in the candidate's scratch: "
+                                       f"{reply['refused']} (something of its own was in the way)")
             raise NotShipped(f"the reference recorded no {name}")
         path = folder / f"shipped-{name}"
         try:
-            return torch.load(path, map_location=device, weights_only=True)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise Stop("rejected", f"the reference's {_what(name)} was taken from the candidate's scratch before the "
+                                   f"harness read it ({exc.strerror})") from None
         finally:
-            path.unlink(missing_ok=True)
+            _remove(path)
+        if hashlib.sha256(data).hexdigest() != reply.get("sha256"):
+            raise Stop("rejected", f"the reference's {_what(name)} was changed in the candidate's scratch before the "
+                                   "harness read it")
+        return torch.load(io.BytesIO(data), map_location=device, weights_only=True)
 
     return fetch
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except IsADirectoryError:
+        pass
+    except OSError:
+        pass
+
+
+def _what(name: str) -> str:
+    kind = name.split("-", 1)[0].removesuffix(".pt")
+    return {"in": "inputs", "init": "constructor's arguments", "state": "weights",
+            "forward": "forward's fingerprint"}.get(kind, name)
