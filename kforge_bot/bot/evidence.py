@@ -47,7 +47,8 @@ def render_title(outcome: KernelEvidence) -> str:
     """`kforge: rmsnorm 1.80x faster on b200, 1.30x on arc-b580` (only measured speedups)."""
     parts = [f"{r.speedup:.2f}x{' faster' if i == 0 else ''} on {r.target}"
              for i, r in enumerate([r for r in outcome.targets if r.speedup is not None])]
-    title = f"kforge: {outcome.kernel} {', '.join(parts)}" if parts else f"kforge: new {outcome.kernel} candidate (not timed)"
+    name = markdown_text(outcome.kernel)  # GH-1 or a commit-like name GitHub would link: quoted
+    title = f"kforge: {name} {', '.join(parts)}" if parts else f"kforge: new {name} candidate (not timed)"
     return clip(title, 250)
 
 

@@ -60,7 +60,7 @@ def confirm(root: Path, report: HistoryReport, policy: Policy, *, target: str = 
 def issue_text(alert: Alert, run_url: str | None = None) -> tuple[str, str, str]:
     """(title, issue body, comment) for a confirmed alert. What commits and people wrote is quoted, never linked."""
     c, r = alert.change, alert.result
-    title = f"kforge-bot: {c.name} slower since {(r.first_bad or c.commit)[:10]}"
+    title = f"kforge-bot: {markdown_text(c.name)} slower since {(r.first_bad or c.commit)[:10]}"
     lines = [f"**{markdown_text(c.name)}** regressed past its threshold ({c.threshold:.1%}) on {c.target} "
              f"({code_span(c.runner)}).", "",
              f"- shape sets: {', '.join(markdown_text(p) for p in alert.parts)}",

@@ -12,8 +12,6 @@ from kforge_bot.bot import evidence
 from kforge_bot.bot.evidence import KernelEvidence, TargetRow
 
 
-@pytest.mark.xfail(strict=True, reason="red team: a kernel named GH-1 or like a commit id is written as is into the "
-                                       "follow-up PR's title and commit message, where GitHub links it")
 @pytest.mark.parametrize("name", ["GH-1", "deadbeef1"])
 def test_a_kernel_name_github_links_is_quoted_in_the_follow_up_title(name: str) -> None:
     outcome = KernelEvidence(kernel=name, file=f"kernels/{name}.py",
