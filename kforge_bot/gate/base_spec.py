@@ -83,10 +83,25 @@ def _code(impl: Implementation, kernel: Implementation) -> tuple[str, str, str]:
 
 
 def _definition(source: str, symbol: str) -> str:
+    """Every top-level statement that binds `symbol` in `source`, in order (Python keeps the last: a second one
+    further down is a change too), or the whole source where none does or it does not parse."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return source
+    found = [ast.get_source_segment(source, node) or ast.dump(node) for node in tree.body
+             if symbol in _bound_names(node)]
+    return "\n".join(found) if found else source
+
+
+def _bound_names(node: ast.stmt) -> list[str]:
+    """The names a top-level statement binds: a def or class, an assignment's plain targets, an import's names."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+    return [n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
     for node in tree.body:
         names = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else [
             t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
