@@ -40,8 +40,11 @@ _ANGLE_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*<([^>\n]+)>', re.MULTIL
 _MACRO_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[A-Za-z_]", re.MULTILINE)
 # Calls that read a file by the path they are given (a method of that name on anything: np.load, torch.load,
 # cpp_extension.load, Path.read_bytes, ...). Modules whose `load` takes an open file, already followed, are not.
+# Loaders of a module from a file whose path is their second argument (after the module's name).
+_PATH_SECOND = {"spec_from_file_location", "SourceFileLoader", "SourcelessFileLoader", "ExtensionFileLoader"}
 _READERS = {"open", "load", "fromfile", "loadtxt", "genfromtxt", "memmap", "read_text", "read_bytes", "read_csv",
-            "safe_open", "load_file", "imread", "load_inline", "run_path", "spec_from_file_location"}
+            "safe_open", "load_file", "imread", "load_inline", "run_path",
+            "CDLL", "PyDLL", "LoadLibrary", "load_library"} | _PATH_SECOND  # shared libraries loaded from a file too
 # Calls that import a module by the name they are given (a literal is followed like an `import`).
 _IMPORTERS = {"import_module", "__import__", "run_module"}
 _FILE_OBJECT_MODULES = {"json", "pickle", "yaml", "marshal", "tomllib", "csv"}
@@ -181,9 +184,9 @@ def _scan_call(node: ast.Call, scan: _Scan) -> None:
     if isinstance(node.func, ast.Attribute) and name in ("read_text", "read_bytes", "open") and not node.args:
         # `Path(...).read_text()`, `path.open()`: the path is the receiver; with no literal in it, made at run time
         target: ast.AST | None = node.func.value
-    elif name == "spec_from_file_location":  # (name, location)
+    elif name in _PATH_SECOND:  # (name, location) or (fullname, path)
         target = node.args[1] if len(node.args) > 1 else next(
-            (k.value for k in node.keywords if k.arg == "location"), None)
+            (k.value for k in node.keywords if k.arg in ("location", "path")), None)
     else:
         target = node.args[0] if node.args else next(
             (k.value for k in node.keywords if k.arg in _BUILD_KEYWORDS), None)

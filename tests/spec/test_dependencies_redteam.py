@@ -23,8 +23,6 @@ LOADERS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="red team: a file loaded by ctypes, torch.ops.load_library or a "
-                                       "SourceFileLoader from a computed path is in no kernel's closure")
 @pytest.mark.parametrize("loader", sorted(LOADERS))
 def test_a_file_loaded_by_a_computed_path_through_any_loader_counts(tmp_path: Path, loader: str) -> None:
     loaded, source = LOADERS[loader]
