@@ -34,6 +34,7 @@ from pathlib import Path
 from kforge_bot.config.choices import ISOLATION_MODES
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.bytecode import MOUNT as BYTECODE_MOUNT
+from kforge_bot.evaluate.wire.shipped import INBOX
 
 # Top-level system folders the view holds read-only (those that exist; merged-/usr links stay links).
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
@@ -267,6 +268,9 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
     for folder in [*view.writable, view.scratch]:
         resolved = str(Path(folder).resolve())
         args += ["--bind", resolved, resolved]
+    inbox = inbox_folder(Path(view.scratch).resolve())
+    inbox.mkdir(exist_ok=True)
+    args += ["--ro-bind", str(inbox), str(inbox)]  # over the scratch's own bind: the worker reads, only the bot writes
     args += ["--chdir", str(Path(view.scratch).resolve()), "--"]
     return args + list(argv)
 
@@ -275,6 +279,12 @@ def private_folders(scratch: Path) -> dict[str, Path]:
     """The sandbox's /tmp, /dev/shm and /run, and the folders of `scratch` they are."""
     return {private: scratch / ".private" / private.strip("/").replace("/", "-") for private in ("/tmp", "/dev/shm",
                                                                                                  "/run")}
+
+
+def inbox_folder(scratch: Path) -> Path:
+    """The folder of `scratch` a sandbox sees read-only: what the bot hands its worker while it runs (shipped
+    inputs, evaluate.shipping), which the worker's code can neither change nor replace."""
+    return scratch / INBOX
 
 
 def extensions_folder(scratch: Path) -> Path:

@@ -1,37 +1,37 @@
 """The parent's half of shipped inputs (Plan.ship_inputs, evaluate.worker.shipped_inputs): each file a head's worker
-asks for, copied from the reference's recorded folder (out of every worker's view) into that worker's scratch, one
-at a time, when its harness asks.
+asks for, handed from the reference's recorded folder (out of every worker's view) into that worker's inbox, one at
+a time, when its harness asks.
 
-The head's code can write its scratch, so nothing there is followed: whatever sits under the file's name (a link
-to a file of the bot's user, a folder) is removed, not written through, and the copy is created anew (O_EXCL,
-O_NOFOLLOW). The reply carries the file's SHA-256, which the head's harness checks on what it reads: a file swapped
-after the copy is refused there. A copy, never a link: the recorded files serve every later head of the reference.
+The inbox is the folder of the worker's scratch its sandbox shows read-only (isolation.inbox_folder): the head's
+code can neither write a handed-over file nor put anything in its place, so the file is a hard link to the recorded
+one (no copy, no digest: on an H100 copying and hashing each input set made a gate decision 4x slower) and what the
+harness reads is what the reference wrote. Before each file the last one goes: no input set lies there before the
+call that uses it. Unsandboxed (`isolation: off`) the inbox is as writable as the rest, and whatever is in it is
+removed, never followed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+from kforge_bot.evaluate.isolation import inbox_folder
 from kforge_bot.evaluate.wire.shipped import valid_name, why_name
-
-_CHUNK = 1 << 20
 
 
 class Stager:
     """Answers a head worker's `need_inputs` messages (evaluate.pair_driver.RemoteSide) from `recorded`."""
 
     def __init__(self, recorded: Path, scratch: Path) -> None:
-        self.recorded, self.scratch = recorded, scratch
+        self.recorded, self.inbox = recorded, inbox_folder(scratch)
         self.staged = 0  # files handed over
 
     def answer(self, message: dict[str, Any]) -> dict[str, Any]:
-        """The control line that answers one request: {"op": "staged", "file", "ok"} and, where handed over, its
-        "sha256"; where not, "unshippable" (the base's value cannot travel as data) or "refused" (the head's
-        scratch would not take it), each a reason in words."""
+        """The control line that answers one request: {"op": "staged", "file", "ok"}; where not handed over,
+        "unshippable" (the base's value cannot travel as data) or "refused" (the inbox would not take it), each a
+        reason in words."""
         name = message.get("file")
         reply: dict[str, Any] = {"op": "staged", "file": name if isinstance(name, str) else "", "ok": False}
         if not valid_name(name):
@@ -43,8 +43,10 @@ class Stager:
                 reply["unshippable"] = why.read_text(errors="replace")[:300]
             return reply
         try:
-            reply["sha256"] = _copy_fresh(source, self.scratch / f"shipped-{name}")
-        except OSError as exc:  # the head's scratch holds something it cannot remove, or is full
+            self.inbox.mkdir(exist_ok=True)
+            _empty(self.inbox)
+            _hand_over(source, self.inbox / str(name))
+        except OSError as exc:  # a full disk, or (unsandboxed) something of the head's in the way
             reply["refused"] = f"{type(exc).__name__}: {exc.strerror or exc}"[:300]
             return reply
         self.staged += 1
@@ -52,16 +54,17 @@ class Stager:
         return reply
 
 
-def _copy_fresh(source: Path, dest: Path) -> str:
-    """Copy `source` to a new file at `dest`, removing whatever is there without following it; its SHA-256."""
-    if dest.is_symlink() or dest.is_file():
-        dest.unlink()
-    elif dest.exists():
-        shutil.rmtree(dest)
-    digest = hashlib.sha256()
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
-        while chunk := src.read(_CHUNK):
-            digest.update(chunk)
-            out.write(chunk)
-    return digest.hexdigest()
+def _empty(folder: Path) -> None:
+    """Everything in `folder` removed, nothing followed (a link goes, not what it points at)."""
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+def _hand_over(source: Path, dest: Path) -> None:
+    try:
+        os.link(source, dest)
+    except OSError:  # another filesystem: a copy
+        shutil.copyfile(source, dest, follow_symlinks=False)

@@ -367,7 +367,12 @@ def test_the_view_hides_git_and_credentials_inside_readable_folders(tmp_path: Pa
     assert ("--bind", str(tmp_path / "scratch"), str(tmp_path / "scratch")) in pairs
     assert "--unshare-all" in argv and "--die-with-parent" in argv and argv[-2:] == ["--", "true"]
     # the readable folders under tmp_path are inside the one bound folder: bound once
-    assert sum(1 for a, b in zip(argv, argv[1:]) if a == "--ro-bind" and b.startswith(str(tmp_path))) == 1
+    inbox = str(tmp_path / "scratch" / "inbox")
+    assert sum(1 for a, b in zip(argv, argv[1:]) if a == "--ro-bind" and b.startswith(str(tmp_path))
+               and b != inbox) == 1
+    # The scratch's inbox read-only over its writable bind (shipped inputs: only the bot writes it).
+    assert pairs.index(("--ro-bind", inbox, inbox)) > pairs.index(("--bind", str(tmp_path / "scratch"),
+                                                                   str(tmp_path / "scratch")))
 
 
 def test_worker_start_cost_is_recorded_by_the_benchmark() -> None:

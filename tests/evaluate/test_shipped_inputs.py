@@ -4,7 +4,6 @@ reference's worker recorded, handed over one file at a time. Real CPU workers (s
 
 from __future__ import annotations
 
-import hashlib
 import textwrap
 from pathlib import Path
 
@@ -141,17 +140,14 @@ def test_the_parent_hands_over_only_recorded_files_by_their_names(tmp_path: Path
     (recorded / name).write_bytes(b"data")
     (tmp_path / "secret.pt").write_bytes(b"x")
     stager = Stager(recorded, scratch)
-    assert stager.answer({"file": name}) == {"op": "staged", "file": name, "ok": True,
-                                             "sha256": hashlib.sha256(b"data").hexdigest()}
-    assert (scratch / f"shipped-{name}").read_bytes() == b"data"
-    # What the head left under the name is removed, never written through: a link to the bot's files, a folder.
-    (scratch / f"shipped-{name}").unlink()
-    (scratch / f"shipped-{name}").symlink_to(tmp_path / "secret.pt")
+    inbox = scratch / "inbox"
+    assert stager.answer({"file": name}) == {"op": "staged", "file": name, "ok": True}
+    assert (inbox / name).read_bytes() == b"data"
+    # Before each file the inbox is emptied, nothing followed: a link (to the bot's files) goes, a folder too.
+    (inbox / "planted.pt").symlink_to(tmp_path / "secret.pt")
+    (inbox / "folder").mkdir()
     assert stager.answer({"file": name})["ok"] is True
-    assert (tmp_path / "secret.pt").read_bytes() == b"x" and not (scratch / f"shipped-{name}").is_symlink()
-    (scratch / f"shipped-{name}").unlink()
-    (scratch / f"shipped-{name}").mkdir()
-    assert stager.answer({"file": name})["ok"] is True and (scratch / f"shipped-{name}").read_bytes() == b"data"
+    assert sorted(p.name for p in inbox.iterdir()) == [name] and (tmp_path / "secret.pt").read_bytes() == b"x"
     # A value the reference could not record as data: said so, for the head's harness to charge the base.
     (recorded / "init-listed.pt.why").write_text("UnpicklingError: numpy.core.multiarray.scalar")
     assert stager.answer({"file": "init-listed.pt"})["unshippable"].startswith("UnpicklingError")
@@ -159,4 +155,4 @@ def test_the_parent_hands_over_only_recorded_files_by_their_names(tmp_path: Path
     for forged in ("../secret.pt", "/etc/passwd", "in-../../x.pt", None, 5, "state-listed.pt/../../secret.pt"):
         assert not valid_name(forged)
         assert stager.answer({"file": forged})["ok"] is False
-    assert sorted(p.name for p in scratch.iterdir()) == [f"shipped-{name}"]
+    assert sorted(p.name for p in inbox.iterdir()) == [name]

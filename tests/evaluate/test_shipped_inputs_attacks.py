@@ -121,3 +121,21 @@ def test_an_honest_head_is_not_failed_by_base_values_the_shipped_file_cannot_car
     base = base.replace("return [dim]", "return [np.int64(dim)]")
     result = _evaluate(tmp_path, "", base_problem=base)
     assert result.verdict in ("pass", "inconclusive"), result.reason
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_the_heads_code_cannot_write_its_inbox(tmp_path: Path) -> None:
+    # The inbox (where the parent hands over each recorded file) is read-only to the sandbox: a head that could write
+    # it could swap a file between the parent's link and its harness's read. This head is wrong wherever it can.
+    prelude = """\
+        try:
+            with open(os.path.join(os.getcwd(), 'inbox', 'forward.pt'), 'wb') as _f:
+                _f.write(b'mine')
+            WRONG = 1.0
+        except OSError:
+            WRONG = 0.0
+        """
+    body = HONEST.replace("return F.relu(", "return WRONG + F.relu(")
+    result = _evaluate(tmp_path, prelude, body)
+    assert result.verdict in ("pass", "inconclusive"), result.reason

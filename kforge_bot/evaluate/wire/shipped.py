@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 FOLDER = "shipped"  # under the reference's out_dir; the parent keeps it for the heads (evaluate.references)
+INBOX = "inbox"  # the folder of a worker's scratch its sandbox shows read-only: where the parent hands a file over
 LISTED = "listed"  # the listed sizes' context; a held-out form's is form_context(its seed)
 FORWARD = "forward.pt"
 _NAME = re.compile(r"(in-[0-9a-f]{32}|init-(listed|form-[0-9]{1,20})|state-(listed|form-[0-9]{1,20})|forward)\.pt")

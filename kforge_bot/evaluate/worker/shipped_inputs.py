@@ -17,14 +17,13 @@ import functools
 import hashlib
 import io
 import marshal
-import os
 import types
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from kforge_bot.evaluate.wire.shipped import FORWARD, LISTED, init_name, inputs_name, state_name, why_name
+from kforge_bot.evaluate.wire.shipped import FORWARD, INBOX, LISTED, init_name, inputs_name, state_name, why_name
 from kforge_bot.evaluate.worker.worker_io import Stop
 
 
@@ -173,10 +172,9 @@ class ShippedInputs(types.ModuleType):
         return value if isinstance(value, str) else None
 
 
-def fetcher(ask: Callable[[str], dict[str, Any]], folder: Path, device: torch.device) -> Callable[[str], Any]:
-    """`ask(name)` has the parent put one recorded file into `folder` and answers as evaluate.shipping.Stager does;
-    the file is read without following links, checked against the digest the parent sent, deleted, then loaded
-    (tensors on `device`)."""
+def fetcher(ask: Callable[[str], dict[str, Any]], scratch: Path, device: torch.device) -> Callable[[str], Any]:
+    """`ask(name)` has the parent hand one recorded file into this worker's inbox (read-only to its code) and
+    answers as evaluate.shipping.Stager does; the file is loaded from there (tensors on `device`)."""
 
     def fetch(name: str) -> Any:
         reply = ask(name)
@@ -185,34 +183,16 @@ def fetcher(ask: Callable[[str], dict[str, Any]], folder: Path, device: torch.de
                 raise Stop("crash", f"the base's {_what(name)} cannot be handed to the head's process as data: "
                                     f"{reply['unshippable']}", side="baseline")
             if reply.get("refused"):
-                raise Stop("rejected", f"the reference's {_what(name)} could not be put in the candidate's scratch: "
-                                       f"{reply['refused']} (something of its own was in the way)")
+                raise Stop("rejected", f"the reference's {_what(name)} could not be handed to the candidate's worker: "
+                                       f"{reply['refused']}")
             raise NotShipped(f"the reference recorded no {name}")
-        path = folder / f"shipped-{name}"
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(fd, "rb") as handle:
-                data = handle.read()
+            return torch.load(scratch / INBOX / name, map_location=device, weights_only=True)
         except OSError as exc:
-            raise Stop("rejected", f"the reference's {_what(name)} was taken from the candidate's scratch before the "
+            raise Stop("rejected", f"the reference's {_what(name)} was gone from the candidate's inbox before the "
                                    f"harness read it ({exc.strerror})") from None
-        finally:
-            _remove(path)
-        if hashlib.sha256(data).hexdigest() != reply.get("sha256"):
-            raise Stop("rejected", f"the reference's {_what(name)} was changed in the candidate's scratch before the "
-                                   "harness read it")
-        return torch.load(io.BytesIO(data), map_location=device, weights_only=True)
 
     return fetch
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except IsADirectoryError:
-        pass
-    except OSError:
-        pass
 
 
 def _what(name: str) -> str:
