@@ -51,10 +51,17 @@ def anchors(markdown: str) -> set[str]:
     return found
 
 
-def test_the_docs_build_strictly(tmp_path: Path) -> None:
-    proc = build(ROOT, tmp_path / "site")
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The docs as they are, built once for the tests that read the site (a build is seconds)."""
+    site = tmp_path_factory.mktemp("docs") / "site"
+    return build(ROOT, site), site
+
+
+def test_the_docs_build_strictly(built: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    proc, site = built
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert (tmp_path / "site" / "evaluation" / "index.html").is_file()
+    assert (site / "evaluation" / "index.html").is_file()
 
 
 @pytest.mark.parametrize("broken", ["[a page](no-such-page.md)", "[a section](cli.md#no-such-section)"])
@@ -106,11 +113,10 @@ def test_the_repository_s_address_is_set_once_in_mkdocs_yml() -> None:
     assert addresses and all(a == REPO_URL or a.startswith(REPO_URL + "/") for a in addresses)
 
 
-def test_a_repo_link_becomes_an_address_under_repo_url(tmp_path: Path) -> None:
-    project = copy_of_the_docs(tmp_path)
-    proc = build(project, tmp_path / "site")
+def test_a_repo_link_becomes_an_address_under_repo_url(built: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    proc, site = built
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    html = (tmp_path / "site" / "security" / "index.html").read_text()
+    html = (site / "security" / "index.html").read_text()
     assert f'href="{REPO_URL}/blob/main/SECURITY.md"' in html and "repo:" not in html
 
 

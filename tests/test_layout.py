@@ -4,6 +4,7 @@ them, at the top of a module or inside a function."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -57,8 +58,18 @@ RULES = {
 }
 
 
+def _parse(path: Path) -> ast.Module:
+    return _parsed(path.read_text(), str(path))
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(text: str, filename: str) -> ast.Module:
+    # Each rule walks every module: parsed once for all of them (keyed on the text, so an edit is parsed again).
+    return ast.parse(text, filename)
+
+
 def _imports(path: Path) -> set[str]:
-    return _imported_names(ast.walk(ast.parse(path.read_text(), str(path))))
+    return _imported_names(ast.walk(_parse(path)))
 
 
 def _imported_names(nodes: Iterable[ast.AST]) -> set[str]:
@@ -187,7 +198,7 @@ def test_the_wall_rules_see_a_crossing(tmp_path: Path) -> None:
 
 def _top_imports(path: Path) -> set[str]:
     """The imports a module makes as it loads: those outside its functions."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = _parse(path)
     deferred = {id(node) for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef,
                                                                                     ast.AsyncFunctionDef))
                 for node in ast.walk(function)}
@@ -217,7 +228,7 @@ def test_the_load_time_rule_sees_an_import_at_the_top(tmp_path: Path) -> None:
 def _private_uses(path: Path) -> list[str]:
     """Where a module reaches another module's private name: `from kforge_bot.x import _name`, or `m._name` on a
     module `m` of the package that it imported (`import kforge_bot.x as m`, `from kforge_bot import x`)."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = _parse(path)
     modules: set[str] = set()  # local names bound to modules of the package
     found = []
     for node in ast.walk(tree):
@@ -300,7 +311,7 @@ def _import_graph(package: Path) -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = {}
     for module, path in modules.items():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = _parse(path)
         deferred = {id(node) for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef,
                                                                                         ast.AsyncFunctionDef))
                     for node in ast.walk(function)}
@@ -373,7 +384,7 @@ def test_the_circle_rule_sees_a_circle_through_a_function(tmp_path: Path) -> Non
 def _actions_variables(path: Path) -> list[str]:
     """The GitHub Actions variables (GITHUB_*) a module names as a whole string: what it reads from the
     environment."""
-    return sorted({node.value for node in ast.walk(ast.parse(path.read_text(), str(path)))
+    return sorted({node.value for node in ast.walk(_parse(path))
                    if isinstance(node, ast.Constant) and isinstance(node.value, str)
                    and node.value.startswith("GITHUB_") and node.value[7:].replace("_", "").isalnum()
                    and node.value.isupper()})
@@ -395,7 +406,7 @@ def test_the_actions_rule_sees_a_variable(tmp_path: Path) -> None:
 def _exits(path: Path) -> list[str]:
     """Where a module ends the process itself: sys.exit(...), exit(...) or raise SystemExit."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_parse(path)):
         if isinstance(node, ast.Call) and ast.unparse(node.func) in ("sys.exit", "exit", "quit"):
             found.append((node.lineno, ast.unparse(node.func)))
         elif isinstance(node, ast.Raise) and node.exc is not None and "SystemExit" in ast.unparse(node.exc):

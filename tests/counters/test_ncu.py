@@ -80,8 +80,8 @@ def test_a_hung_ncu_is_ended_at_its_limit(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("KFORGE_NCU", str(fake))
     spec = load_spec(ADV / "problem.py")
     got = ncu.collect(spec, Implementation.from_file(ADV / "honest.py", "ModelNew"), "cpu", tmp_path / "report",
-                      "baseline", settings=SETTINGS, timeout_s=3)
-    assert got == {"available": False, "reason": "ncu did not finish within 3 s", "wall_s": got["wall_s"]}
+                      "baseline", settings=SETTINGS, timeout_s=1)  # it never finishes: any limit shows the ending
+    assert got == {"available": False, "reason": "ncu did not finish within 1 s", "wall_s": got["wall_s"]}
     assert got["wall_s"] < 30
 
 

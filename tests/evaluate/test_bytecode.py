@@ -147,17 +147,28 @@ def test_a_sandboxed_process_imports_from_the_cache_and_cannot_write_to_it(bytec
     assert not list(cache.rglob("planted.pyc"))
 
 
+@pytest.fixture
+def claimed_cache(tmp_path: Path) -> Path:
+    """A safe folder whose primed.json has the right key: all `_choose` reads of a filled cache (filling the
+    real one takes the session's bytecode_cache 14 s, which only the slow tests need)."""
+    folder = tmp_path / "claimed"
+    folder.mkdir(mode=0o700)
+    (folder / "primed.json").write_text(json.dumps({"keys": [bytecode._key()]}))
+    assert bytecode.unsafe_reason(folder) is None and bytecode._primed(folder)
+    return folder
+
+
 @pytest.mark.parametrize("make", ["writable by others", "a link", "relative"])
 def test_a_folder_others_could_write_is_never_used_even_when_it_claims_to_be_filled(
-        make: str, bytecode_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        make: str, claimed_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "cache"
     if make == "writable by others":
         folder.mkdir()
-        shutil.copy(bytecode_cache / "primed.json", folder / "primed.json")  # the right key: a forger can compute it
+        shutil.copy(claimed_cache / "primed.json", folder / "primed.json")  # the right key: a forger can compute it
         folder.chmod(0o777)
     elif make == "a link":
-        folder.symlink_to(bytecode_cache)
+        folder.symlink_to(claimed_cache)
     else:
         monkeypatch.chdir(tmp_path)
         folder = Path("cache")

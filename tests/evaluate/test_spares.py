@@ -3,6 +3,7 @@ and nothing of it outlives the session."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -102,7 +103,18 @@ def _view_of(spec, candidate):
     return sandbox_view(spec, [candidate, spec.baseline], "cpu", Path("/scratch"), QUICK)
 
 
-def test_where_base_and_head_each_have_a_worker_the_next_evaluation_finds_both_started(tmp_path: Path) -> None:
+# The spares are the bot's side: on scripted workers (tests/fakes/workers.py) in the fast lane, on real ones in the
+# whole suite (a real worker's start is seconds: six here).
+@pytest.mark.parametrize("workers", [pytest.param("real", marks=pytest.mark.slow), "scripted"])
+def test_where_base_and_head_each_have_a_worker_the_next_evaluation_finds_both_started(tmp_path: Path,
+                                                                                       workers: str) -> None:
+    from fakes.workers import FakeWorkers
+
+    with FakeWorkers().installed() if workers == "scripted" else contextlib.nullcontext():
+        _both_started(tmp_path)
+
+
+def _both_started(tmp_path: Path) -> None:
     from fakes.gate_repos import tiny_spec_in, write
 
     spec = tiny_spec_in(tmp_path / "repo")

@@ -69,6 +69,40 @@ def _cpu_ns(root: int) -> int:
     return total
 
 
+def test_scripted_the_heads_worker_is_stopped_during_every_one_of_the_bases_samples(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bot's side of the next test, in the fast lane: a scripted head's process is stopped (state T) whenever
+    the base is asked for a sample, and the evaluation still ends (nothing left stopped to wait on)."""
+    from fakes.workers import FakeWorkers
+
+    spec = tiny_spec_in(tmp_path)
+    sides: dict[str, pair_driver.RemoteSide] = {}
+    states: list[str] = []  # the head's process state at each of the base's timed samples
+    original_init, original_ask = pair_driver.RemoteSide.__init__, pair_driver.RemoteSide.ask
+
+    def init(self: pair_driver.RemoteSide, name: str, *args: Any) -> None:
+        original_init(self, name, *args)
+        sides[name] = self
+
+    def ask(self: pair_driver.RemoteSide, op: str, **args: Any) -> Any:
+        if self.name == "baseline" and op == "sample":
+            states.append(_state(sides["candidate"].worker.proc.pid))
+        return original_ask(self, op, **args)
+
+    monkeypatch.setattr(pair_driver.RemoteSide, "__init__", init)
+    monkeypatch.setattr(pair_driver.RemoteSide, "ask", ask)
+    b = spec.baseline
+    head = Implementation(f"{b.source}# the head, written differently\n", b.symbol, b.filename, b.root, b.paths)
+    with FakeWorkers().installed() as fake:
+        result = evaluate(spec, head, "cpu", EvalSettings(seeds=1, timing_budget_s=0.5, profile=False), baseline=b)
+    # Base and head in workers of their own (the base's role says so where the sandbox is on).
+    assert fake.started.get("candidate", 0) + fake.started.get("baseline", 0) == 2, fake.started
+    assert result.verdict in ("pass", "inconclusive"), result.reason
+    assert len(states) >= 5 and set(states) == {"T"}, states
+
+
+# Real workers (seconds to start, then a 2 s budget): the scripted test above keeps the bot's side in the fast lane.
+@pytest.mark.slow
 def test_the_heads_timer_handler_gets_no_cpu_while_the_bases_samples_run(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     spec = tiny_spec_in(tmp_path)

@@ -72,18 +72,20 @@ def test_the_dashboard_renders_in_headless_chromium(tmp_path) -> None:
     index = write_site(report(), tmp_path / "site", None)
     pages = [index, *sorted(p for p in index.parent.glob("kernel-*.html"))]
     assert len(pages) == 2
-    for page in pages:
-        dom, console = render(page, "--dump-dom")
+    shot = tmp_path / "shot.png"
+    doms = []
+    for page in pages:  # the kernel page's screenshot in the same browser run (a browser start is seconds)
+        shoot = [f"--screenshot={shot}", "--window-size=1000,900"] if page == pages[1] else []
+        dom, console = render(page, "--dump-dom", *shoot)
         assert console == [], f"{page.name} logged to the console: {console}"
         assert "<h1>" in dom and "<table>" in dom  # parsed and rendered, not a Chromium error page
         for href in re.findall(r'href="([^"#]+)"', dom):
             assert (page.parent / href).is_file(), f"{page.name} links to {href}, which is not there"
-    kernel_dom, _ = render(pages[1], "--dump-dom")
+        doms.append(dom)
+    kernel_dom = doms[1]
     assert kernel_dom.count("<svg") == 1 and kernel_dom.count('class="point"') == 20
     assert kernel_dom.count('class="change"') == 1
     # The commit's subject and the acknowledgement's reason are text in the built page, not elements.
     assert kernel_dom.count(html.escape(EVIL, quote=False)) == 3  # the change's row, the commit's row, the reason
     assert "<script" not in kernel_dom and "<img" not in kernel_dom
-    shot = tmp_path / "shot.png"
-    _, console = render(pages[1], f"--screenshot={shot}", "--window-size=1000,900")
-    assert console == [] and shot.stat().st_size > 10_000  # an image with the chart in it, not a blank page
+    assert shot.stat().st_size > 10_000  # an image with the chart in it, not a blank page

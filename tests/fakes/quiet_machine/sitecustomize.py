@@ -1,6 +1,7 @@
 """Run at the start of the kforge-bot processes the suite starts (tests/fakes/gate_repos.py's `cli` puts this folder
 on PYTHONPATH): the timing-disturbance detector's limits off, as tests/conftest.py turns them off in the suite's
 own process. The suite runs on shared, loaded machines; the detector has tests of its own (marked `disturbance`).
+PyGithub's spacing of requests is off too: the GitHub these processes talk to is the suite's fake.
 
 With KFORGE_TEST_FAKE_WORKERS=1 in its environment (a test's choice, never the package's), the process starts the
 scripted workers of tests/fakes/workers.py instead of real ones: a command's own logic, tested without torch workers.
@@ -49,6 +50,13 @@ def _limits_off(module: Any) -> None:
         setattr(module, limit, 1.0)
 
 
+def _no_throttle(module: Any) -> None:
+    # PyGithub spaces requests 0.25 s and writes 1 s apart by default, a courtesy to github.com; these processes
+    # talk to the suite's loopback fake (tests/fakes/github_server.py), where that was seconds of sleep per test.
+    module.DEFAULT_SECONDS_BETWEEN_REQUESTS = None
+    module.DEFAULT_SECONDS_BETWEEN_WRITES = None
+
+
 def _fake_workers(module: Any) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for `fakes`
     from fakes.workers import FakeWorkers
@@ -64,6 +72,7 @@ def _no_workers(module: Any) -> None:
 
 
 sys.meta_path.insert(0, _AfterImport(_MODULE, _limits_off))
+sys.meta_path.insert(0, _AfterImport("github.Consts", _no_throttle))
 if os.environ.get("KFORGE_TEST_FAKE_WORKERS") == "1":
     sys.meta_path.insert(0, _AfterImport(_SEAM, _fake_workers))
 elif os.environ.get("KFORGE_TEST_WORKER_LOG"):
