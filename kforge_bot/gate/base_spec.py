@@ -102,9 +102,3 @@ def _bound_names(node: ast.stmt) -> list[str]:
         return [(a.asname or a.name).split(".")[0] for a in node.names]
     targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
     return [n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
-    for node in tree.body:
-        names = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else [
-            t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
-        if symbol in names:
-            return ast.get_source_segment(source, node) or source
-    return source
