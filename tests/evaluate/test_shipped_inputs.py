@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fakes.kb_linear import MARKED_LINEAR_PROBLEM
 
 from kforge_bot.evaluate.api import evaluate, ships_inputs
 from kforge_bot.evaluate.shipping import Stager
@@ -17,35 +18,8 @@ from kforge_bot.spec import Implementation, load_spec
 
 SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.3, profile=False)
 
-# A KernelBench problem whose weights come from its constructor's argument, a module-level size: a held-out variant of
-# `dim` builds every side again with other weights. The base's file marks the process it is imported in.
-BASE_PROBLEM = """\
-import os
-
-import torch
-import torch.nn as nn
-
-os.environ['KFORGE_TEST_BASE_LOADED'] = 'here'
-batch_size = 8
-dim = 64
-
-
-class Model(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-
-    def forward(self, x):
-        return torch.relu(self.linear(x))
-
-
-def get_inputs():
-    return [torch.randn(batch_size, dim)]
-
-
-def get_init_inputs():
-    return [dim]
-"""
+# The base's file marks the process it is imported in.
+BASE_PROBLEM = MARKED_LINEAR_PROBLEM
 
 
 def head_problem(extra: str = "") -> str:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from fakes.kb_linear import LINEAR_PROBLEM
+
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.api import evaluate, ships_inputs
 from kforge_bot.evaluate.wire.result import EvalSettings
@@ -16,30 +18,7 @@ from kforge_bot.spec import Implementation, load_spec
 SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.3, profile=False)
 needs_sandbox = pytest.mark.skipif(not isolation.probe().available, reason="needs bubblewrap")
 
-BASE_PROBLEM = """\
-import torch
-import torch.nn as nn
-
-batch_size = 8
-dim = 64
-
-
-class Model(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-
-    def forward(self, x):
-        return torch.relu(self.linear(x))
-
-
-def get_inputs():
-    return [torch.randn(batch_size, dim)]
-
-
-def get_init_inputs():
-    return [dim]
-"""
+BASE_PROBLEM = LINEAR_PROBLEM
 
 HONEST = """\
 class ModelNew(nn.Module):
