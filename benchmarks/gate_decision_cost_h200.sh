@@ -14,9 +14,13 @@ python3 -c "from kforge_bot.doctor.probes import probe_sandbox; print(probe_sand
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo "this tree")
 n=${DECISIONS:-3}
-# SHIP=1: the rows are the head's worker importing the base's files (--no-ship) against shipped inputs (this tree).
+# SHIP=1: three rows a round: base and head in one worker (before the split), the split with the head's worker
+# importing the base's files (--no-ship), and shipped inputs (this tree): issue 38's whole before and after.
 for round in $(seq 1 "${ROUNDS:-2}"); do
   if [ -n "${SHIP:-}" ]; then
+    timeout "${ROW_TIMEOUT:-130}" python3 benchmarks/gate_decision_cost.py --target cuda --decisions "$n" --one-worker \
+      --label "$commit, round $round: base and head in one worker (before the split)" \
+      --conditions "the device machine, alone" --out "$out"
     timeout "${ROW_TIMEOUT:-130}" python3 benchmarks/gate_decision_cost.py --target cuda --decisions "$n" --no-ship \
       --label "$commit, round $round: the head's worker imports the base's reference and inputs" \
       --conditions "the device machine, alone" --out "$out"
