@@ -75,6 +75,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.evaluate.worker.importing", "shutil.copytree"):
         "compile-ahead builds the bot made, copied in the worker",
     ("kforge_bot.counters.ncu", "shutil.copy"): "the profiler's report from its own scratch",
+    ("kforge_bot.evaluate.shipping", "shutil.copyfile"):
+        "a file the reference's worker recorded, into a head's inbox where no hard link reaches (shipped inputs)",
+    ("kforge_bot.evaluate.shipping", "why.read_text"):
+        "the reference's worker's own word on a value it could not record (shipped inputs)",
+    ("kforge_bot.evaluate.worker.shipped_inputs", "torch.load"):
+        "a file the reference's worker recorded, in the worker's read-only inbox, read with weights_only",
 }
 
 
