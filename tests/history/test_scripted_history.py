@@ -4,7 +4,7 @@ over them; `history` finds both steps at their commits and nothing else; `bisect
 measurements; an acknowledgement silences the first. Verdicts only: the machine may be busy. The steps are large
 because this test is the plumbing end to end (a 6% step, then a 15% one, were lost in the noise of CI runs of the
 whole suite: benchmarks/results/ci_cpu.md); small steps against the threshold are test_changes.py's, on scripted
-series. The policy's threshold stays 3%."""
+series. `track` runs under a 10% threshold and `bisect` under 20% (each a policy outside the checkout)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,13 @@ def test_track_history_bisect_ack(tmp_path) -> None:
     repo = tmp_path / "repo"
     shas = scripted_history(repo, REPS)
 
-    tracked = run("track", "--rev", shas[0], "--range", f"{shas[0]}..{shas[-1]}", "--policy", "policy.yml", cwd=repo)
+    # Tracked under a 10% threshold: the steps are 40% and 50%, and on a two-core runner shared with the rest of the
+    # suite a run of three commits timed minutes apart drifted past 3% (CI's clean-clone run of 4ed9cff: a third
+    # change point, an "improvement"). Small steps against the threshold are test_changes.py's, on scripted series.
+    track_policy = tmp_path / "track-policy.yml"  # outside the checkout: the runner's, not a commit's
+    track_policy.write_text((repo / "policy.yml").read_text().replace("cpu: 0.03", "cpu: 0.10"))
+    tracked = run("track", "--rev", shas[0], "--range", f"{shas[0]}..{shas[-1]}", "--policy", str(track_policy),
+                  cwd=repo)
     assert len(tracked["records"]) == 30
     assert all(r["kernels"][0]["status"] == "measured" for r in tracked["records"])
     runner = tracked["records"][0]["runner"]
@@ -39,7 +45,9 @@ def test_track_history_bisect_ack(tmp_path) -> None:
 
     report = run("history", cwd=repo)
     found = {(c["commit"], c["regression"]) for c in report["change_points"]}
-    assert found == {(shas[10], True), (shas[20], True)}, report["change_points"]
+    assert found == {(shas[10], True), (shas[20], True)}, json.dumps(
+        [{**c, "index": shas.index(c["commit"]) if c["commit"] in shas else None} for c in report["change_points"]],
+        indent=1)
 
     budget = math.log2(30) + 2
     # The bisection judges 40-50% steps, and its A/A steps (two commits of one level) at the history's 3% were a coin
