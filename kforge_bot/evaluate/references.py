@@ -107,7 +107,7 @@ class ReferenceStore:
                                   path=Path(spec.root) / spec.kernel_file,
                                   hint="run `kforge-bot doctor`; KFORGE_OUTPUTS=files passes outputs through the "
                                        "host instead of sharing device memory") from None
-            if ship:  # kept for the heads this reference serves; every file they ask for is copied from here
+            if ship:  # kept for the heads this reference serves; every file they ask for is linked from here
                 kept = self.root / f"{key}-shipped"
                 if (folder / shipped.FOLDER).is_dir():
                     os.replace(folder / shipped.FOLDER, kept)

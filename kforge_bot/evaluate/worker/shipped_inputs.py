@@ -5,8 +5,9 @@ imported in the head's worker, the base's kernel code would run in the head's pr
 worker (trusted code only) records what the inputs' module gives: each input set keyed by its seed and keywords,
 the constructor's arguments and the reference's weights for the listed sizes and for each held-out form, and the
 fingerprint of the reference's forward. The head's worker builds from a stand-in inputs module (`ShippedInputs`)
-that asks the parent for one file at the moment the harness would have made those inputs, loads it and deletes it:
-no input set lies on disk before the call that uses it, as no input set exists before it is made today.
+that asks the parent for one file at the moment the harness would have made those inputs and loads it from its
+inbox, read-only to its code (evaluate.shipping): no input set lies there before the call that uses it, as no input
+set exists before it is made when the inputs' module runs in the worker.
 
 Files hold tensors, numbers and containers only (torch.save), read back with `weights_only` (no code runs).
 """
@@ -86,11 +87,14 @@ class Recorder:
         base where the head's harness asks for it."""
         value = _plain(value)
         try:
+            if _only_data(value):  # tensors, numbers and their containers: straight to the file (no copy in memory)
+                torch.save(value, self.folder / name)
+                return
             buffer = io.BytesIO()
             torch.save(value, buffer)
-            if not _only_data(value):  # what torch.load(weights_only=True) takes is checked by doing it
-                torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)
+            torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)  # what the head's harness will do
         except Exception as exc:  # noqa: BLE001 - any reason it cannot travel: said, not raised
+            (self.folder / name).unlink(missing_ok=True)
             (self.folder / why_name(name)).write_text(f"{type(exc).__name__}: {exc}"[:300])
             return
         (self.folder / name).write_bytes(buffer.getbuffer())
