@@ -494,10 +494,16 @@ def _inherits_recorded(candidate: Any, fingerprint: str | None) -> bool:
     """_inherits_forward against the reference's forward as its worker recorded it (shipped: no baseline here)."""
     if fingerprint is None or not isinstance(candidate, torch.nn.Module):
         return False
+    owner = _inherited_forward_owner(candidate)
+    return owner is not None and forward_fingerprint(owner) == fingerprint
+
+
+def _inherited_forward_owner(candidate: torch.nn.Module) -> type | None:
+    """The class the candidate's forward comes from, where another module than the candidate's defines it."""
     owner = next((k for k in type(candidate).__mro__ if "forward" in vars(k)), None)
     if owner is None or owner.__module__ == type(candidate).__module__:
-        return False  # defined by the candidate's own module: its own work
-    return forward_fingerprint(owner) == fingerprint
+        return None  # defined by the candidate's own module: its own work
+    return owner
 
 
 def _inherits_forward(candidate: Any, baseline: Any) -> bool:
@@ -509,9 +515,8 @@ def _inherits_forward(candidate: Any, baseline: Any) -> bool:
     theirs = getattr(type(baseline), "forward", None)
     if mine is theirs:
         return True
-    owner = next((k for k in type(candidate).__mro__ if "forward" in vars(k)), None)
-    if owner is None or owner.__module__ == type(candidate).__module__:
-        return False  # defined by the candidate's own module: its own work
+    if _inherited_forward_owner(candidate) is None:
+        return False
     a, b = getattr(mine, "__code__", None), getattr(theirs, "__code__", None)
     return a is not None and b is not None and (a.co_code, a.co_consts, a.co_names) == (b.co_code, b.co_consts,
                                                                                         b.co_names)
