@@ -26,7 +26,6 @@ class Stager:
 
     def __init__(self, recorded: Path, scratch: Path) -> None:
         self.recorded, self.inbox = recorded, inbox_folder(scratch)
-        self.staged = 0  # files handed over
 
     def answer(self, message: dict[str, Any]) -> dict[str, Any]:
         """The control line that answers one request: {"op": "staged", "file", "ok"}; where not handed over,
@@ -49,7 +48,6 @@ class Stager:
         except OSError as exc:  # a full disk, or (unsandboxed) something of the head's in the way
             reply["refused"] = f"{type(exc).__name__}: {exc.strerror or exc}"[:300]
             return reply
-        self.staged += 1
         reply["ok"] = True
         return reply
 
