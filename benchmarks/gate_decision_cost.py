@@ -133,7 +133,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(args.decisions):
                 m = compare(spec, kernel_implementation(head), kernel_implementation(base), args.target, settings,
                             rule.threshold, evaluator=evaluator)
-                rows.append({"decision": i, "verdict": m.verdict, "wall_s": round(m.wall_s, 3), "runs": m.runs})
+                rows.append({"decision": i, "verdict": m.verdict, "wall_s": round(m.wall_s, 3), "runs": m.runs,
+                             # how the recorded inputs reached the head's worker (shipped only): device memory or files
+                             "shipped_inputs": (m.result.details.get("shipped_inputs") if m.result else None)})
                 print(json.dumps(rows[-1]), flush=True)
         walls = [r["wall_s"] for r in rows]
         return {

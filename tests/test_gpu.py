@@ -307,3 +307,53 @@ def test_kernelbench_triton_example_passes():
     cand = Implementation.from_file(EXAMPLES / "kernelbench" / "softmax_triton.py", "ModelNew")
     result = evaluate(spec, cand, "cuda", QUICK)
     assert result.verdict == "pass", result.reason
+
+
+_SHIPPED_HEAD = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        return F.relu(F.linear(x, self.linear.weight, self.linear.bias)){wrong}
+"""
+
+
+@pytest.mark.parametrize("outputs_via", ["device", "files"])
+def test_shipped_inputs_reach_the_head_as_device_memory_and_a_wrong_head_is_still_caught(tmp_path, monkeypatch,
+                                                                                          outputs_via):
+    """Issue 38 on a GPU: the head's worker imports none of the base's files; the input sets and weights the
+    reference recorded reach it as device memory (evaluate.wire.shipped_device), each a fresh copy of its own, and
+    through the host where outputs do (KFORGE_OUTPUTS=files)."""
+    from fakes.kb_linear import LINEAR_PROBLEM
+
+    from kforge_bot.evaluate.api import ships_inputs
+
+    if outputs_via == "files":
+        monkeypatch.setenv("KFORGE_OUTPUTS", "files")
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "problem.py").write_text(
+        LINEAR_PROBLEM.replace("batch_size = 8", "batch_size = 1024").replace("dim = 64", "dim = 512"))
+    spec = load_spec(tmp_path / "base" / "problem.py")
+    verdicts = {}
+    for wrong in ("", " + 1e-2"):
+        head = tmp_path / f"head{len(wrong)}"
+        head.mkdir()
+        source = _SHIPPED_HEAD.format(wrong=wrong)
+        (head / "problem.py").write_text(source)
+        candidate = Implementation(source, "ModelNew", "problem.py", str(head))
+        assert ships_inputs(spec, candidate)
+        result = evaluate(spec, candidate, "cuda", QUICK)
+        verdicts[wrong] = result.verdict
+        handed = result.details.get("shipped_inputs") or {}
+        if outputs_via == "device":
+            assert handed.get("device", 0) >= 2, handed  # input sets (2 MiB) and weights (1 MiB) at least
+        else:
+            assert handed.get("device") == 0 and handed.get("file", 0) > 0, handed
+    assert verdicts == {"": "pass", " + 1e-2": "incorrect"}, verdicts

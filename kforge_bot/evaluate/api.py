@@ -34,7 +34,7 @@ from kforge_bot.evaluate.side_workers import merge_timing, run_sides
 from kforge_bot.evaluate.spares import Spare, SpareWorkers
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.spec import Implementation, KernelSpec
-from kforge_bot.targets import TargetChoice, choose_target
+from kforge_bot.targets import TargetChoice, choose_target, target_index
 
 
 def new_seeds(count: int) -> list[int]:
@@ -241,7 +241,9 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
             _send_plans(workers)
         ref_outputs, ref_result = store.ensure(full.spec, full.target, full.seeds, settings, progress,
                                                ship=full.ship_inputs)
-        stager = Stager(store.shipped_folder(full.spec, full.target, full.seeds, settings), full.out_dir) \
+        stager = Stager(store.shipped_folder(full.spec, full.target, full.seeds, settings), full.out_dir,
+                        store.shipped_on_device(full.spec, full.target, full.seeds, settings),
+                        worker.shared.send if worker.shared is not None else None, target_index(full.target)) \
             if full.ship_inputs else None
         parent = {"reference_s": clock.lap()}  # about 0 when an earlier candidate's reference run is reused
         fit = reference_fit(ref_result)
@@ -269,6 +271,8 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
     _record_phases(result, parent, ref_result, outcome, base_outcome, stall_s, spare is not None, template)
     if base is not None:
         result.details["phases"]["baseline_worker_started_early"] = base_spare is not None
+    if stager is not None:  # how the recorded inputs reached the head: as device memory, or through the host
+        result.details["shipped_inputs"] = dict(stager.handed)
     if fit.note:  # a large problem: fewer seeds and timed sets than asked, and why
         result.details["memory_fit"] = fit.to_dict()
     result.details.setdefault("seeds", plan.seeds)

@@ -39,6 +39,9 @@ class ReferenceStore:
         self._own = root is None
         self.root = Path(tempfile.mkdtemp(prefix="kforge-ref-", dir=scratch_root())) if root is None else root
         self._done: dict[str, tuple[dict[str, list[Any]], dict[str, Any]]] = {}
+        # Recorded inputs the reference's worker handed over as device memory (evaluate.wire.shipped_device), by
+        # key: {file name: (the allocation mapped here, its header)}.
+        self._on_device: dict[str, dict[str, tuple[Any, list[Any]]]] = {}
         self._lock = threading.Lock()  # evaluations in threads share a store: one reference run per key
 
     def key(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings, ship: bool = False) -> str:
@@ -62,6 +65,11 @@ class ReferenceStore:
     def shipped_folder(self, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings) -> Path:
         """Where the recorded inputs of ensure(..., ship=True) are kept, out of every worker's view."""
         return self.root / f"{self.key(spec, target, seeds, settings, True)}-shipped"
+
+    def shipped_on_device(self, spec: KernelSpec, target: str, seeds: list[int],
+                          settings: EvalSettings) -> dict[str, tuple[Any, list[Any]]]:
+        """The recorded inputs of ensure(..., ship=True) that are kept as device memory rather than files."""
+        return self._on_device.get(self.key(spec, target, seeds, settings, True), {})
 
     def _compute(self, key: str, spec: KernelSpec, target: str, seeds: list[int], settings: EvalSettings,
                  progress: Progress | None, ship: bool) -> tuple[dict[str, list[Any]], dict[str, Any]]:
@@ -113,6 +121,8 @@ class ReferenceStore:
                     os.replace(folder / shipped.FOLDER, kept)
                 else:  # nothing recorded (a reference that records nothing): every head's request is answered "none"
                     kept.mkdir(exist_ok=True)
+                if outcome.shared is not None:
+                    self._on_device[key] = outcome.shared.take_whole(shipped.valid_name)
         finally:
             remove_scratch(folder)
             if outcome is not None and outcome.shared is not None:
@@ -122,6 +132,7 @@ class ReferenceStore:
     def cleanup(self) -> None:
         with self._lock:
             self._done.clear()  # outputs held as device memory are unmapped once their tensors are gone
+            self._on_device.clear()  # recorded inputs likewise
         if self._own:
             remove_scratch(self.root)
         else:

@@ -79,6 +79,8 @@ ALLOWED: dict[tuple[str, str], str] = {
         "a file the reference's worker recorded, into a head's inbox where no hard link reaches (shipped inputs)",
     ("kforge_bot.evaluate.shipping", "why.read_text"):
         "the reference's worker's own word on a value it could not record (shipped inputs)",
+    ("kforge_bot.evaluate.shipping", "torch.load"):
+        "a skeleton the reference's worker recorded (no PR's file), read with weights_only to write its value whole",
     ("kforge_bot.evaluate.worker.shipped_inputs", "torch.load"):
         "a file the reference's worker recorded, in the worker's read-only inbox, read with weights_only",
 }

@@ -20,7 +20,7 @@ import os
 import socket
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kforge_bot.evaluate.wire import devshare
 from kforge_bot.targets import target_index
@@ -32,6 +32,15 @@ MAX_SHARED = 256  # outputs one worker may hand over (a plan writes well under 1
 
 def _aligned(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def layout(tensors: list[Any]) -> tuple[list[dict[str, Any]], int]:
+    """Each tensor's header entry (dtype, shape, offset) in one allocation, and the bytes that allocation needs."""
+    header, offset = [], 0
+    for t in tensors:
+        header.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "offset": offset})
+        offset = _aligned(offset + t.numel() * t.element_size())
+    return header, max(offset, ALIGN)
 
 
 # ----------------------------------------------------------------------------------------- worker side
@@ -66,6 +75,15 @@ class DeviceSink:
         devshare.bind_torch()
         self.unavailable = devshare.supported(device)  # None: the device can export
 
+    @property
+    def socket(self) -> socket.socket:
+        """The worker's end of the channel (the parent's recorded inputs arrive on it too)."""
+        return self._sock
+
+    @property
+    def device(self) -> int:
+        return self._device
+
     def save(self, tensors: list[Any], path: Path) -> str | None:
         """The file's digest where the outputs went to a file; None where they were handed over."""
         if self.unavailable or not tensors or any(t.device.type != "cuda" for t in tensors):
@@ -77,13 +95,22 @@ class DeviceSink:
             return self._files.save(tensors, path)
         return None
 
+    def export(self, tensors: list[Any], name: str) -> bool:
+        """`tensors` handed over as device memory under `name` (the reference's recorded inputs use this too,
+        evaluate.wire.shipped_device); False where that cannot be done here (the caller writes a file)."""
+        if self.unavailable:
+            return False
+        try:
+            self._export(tensors, name)
+        except devshare.DeviceShareError as exc:
+            self.unavailable = str(exc)
+            return False
+        return True
+
     def _export(self, tensors: list[Any], name: str) -> None:
         torch = self._torch
-        header, offset = [], 0
-        for t in tensors:
-            header.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "offset": offset})
-            offset = _aligned(offset + t.numel() * t.element_size())
-        buffer = devshare.ExportedBuffer(max(offset, ALIGN), self._device)
+        header, size = layout(tensors)
+        buffer = devshare.ExportedBuffer(size, self._device)
         try:
             whole = buffer.tensor()
             for entry, t in zip(header, tensors):
@@ -93,12 +120,16 @@ class DeviceSink:
             del whole
             fd = buffer.export_fd()
             try:
-                message = json.dumps({"nonce": self._nonce, "name": name, "size": buffer.size, "tensors": header})
-                devshare.send_fds(self._sock, message.encode(), [fd])
+                devshare.send_fds(self._sock, share_message(name, buffer.size, header, self._nonce), [fd])
             finally:
                 os.close(fd)
         finally:
             buffer.close()  # the fd on its way keeps the allocation alive; this process's mapping goes now
+
+
+def share_message(name: str, size: int, header: list[dict[str, Any]], nonce: str = "") -> bytes:
+    """What travels with an allocation's fd: whose it is, how large, and the tensors in it."""
+    return json.dumps({"nonce": nonce, "name": name, "size": size, "tensors": header}).encode()
 
 
 def make_sink(output_fd: int | None, nonce: str, target: str, trusted: bool = False) -> FileSink | DeviceSink:
@@ -186,6 +217,27 @@ class SharedOutputs:
         finally:
             os.close(fd)
         return _tensors(imported, data["tensors"])
+
+    def take_whole(self, accept: Callable[[str], bool]) -> dict[str, tuple[Any, list[Any]]]:
+        """Every allocation handed over under a name `accept` takes (the reference's recorded inputs,
+        evaluate.wire.shipped_device), mapped whole: {name: (uint8 tensor on the device, header)}."""
+        with self._lock:
+            names = [name for name in self._received if accept(name)]
+            taken = [(name, self._received.pop(name)) for name in names]
+        kept: dict[str, tuple[Any, list[Any]]] = {}
+        for name, (data, fd) in taken:
+            try:
+                imported = devshare.ImportedBuffer(fd, data["size"], self._device)
+            except devshare.DeviceShareError:
+                continue  # lost: a head that asks for it is told so (evaluate.shipping)
+            finally:
+                os.close(fd)
+            kept[name] = (imported.tensor(imported.size), data["tensors"])
+        return kept
+
+    def send(self, message: bytes, fds: list[int]) -> None:
+        """One message and its fds to the worker (the socket carries both ways)."""
+        devshare.send_fds(self._sock, message, fds)
 
     def close(self) -> None:
         """Stop collecting and close every fd not taken (their memory is freed once no one holds it)."""

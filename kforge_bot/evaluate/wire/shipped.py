@@ -38,6 +38,12 @@ def form_context(seed: int) -> str:
     return f"form-{seed}"
 
 
+def skeleton_name(name: str) -> str:
+    """The recorded file of a value whose tensors travel as device memory: the value with meta tensors in their
+    place (evaluate.wire.shipped_device)."""
+    return f"{name}.skeleton"
+
+
 def why_name(name: str) -> str:
     """Where the reference's worker says why it could not record `name` (a value that cannot travel as data)."""
     return f"{name}.why"

@@ -32,7 +32,8 @@ from kforge_bot.evaluate.worker.profile import count_flops, profile_call
 from kforge_bot.evaluate.worker.snapshot import (CRITICAL, FunctionSnapshot, framework_state, hide_harness,
                                                  restore_framework_state, trusted_namespaces)
 from kforge_bot.evaluate.worker.worker_io import (Channel, Stop, as_list, close_stdin, is_compile_error,
-                                           keep_outputs_on_device, read_control_line, save, short_error)
+                                           keep_outputs_on_device, read_control_line, save, shared_receiver,
+                                           short_error)
 from kforge_bot.evaluate.worker.shape_timing import ShapeTiming
 from kforge_bot.evaluate.wire.shipped import LISTED, form_context
 from kforge_bot.evaluate.worker.shipped_inputs import ShippedInputs, fetcher, forward_fingerprint
@@ -306,7 +307,8 @@ class CandidateRun:
         whose answers the parent hands over as the reference recorded them, no baseline, no reference."""
         spec, workdir = self.spec, self.workdir
         self.inputs_module = ShippedInputs(spec.inputs_symbol, spec.init_symbol,
-                                           fetcher(self._ask_parent, self.plan.out_dir, self.device))
+                                           fetcher(self._ask_parent, self.plan.out_dir, self.device,
+                                                   shared_receiver()))
         trusted: dict[str, Any] = {"the inputs' module": self.inputs_module}
         if spec.oracle_symbol:  # the problem's check (GPU MODE's reference.py), never the kernel's file
             oracle_module = importing.import_implementation(spec.inputs_source, workdir, "oracle", spec.support)

@@ -48,7 +48,7 @@ from kforge_bot.evaluate.wire.outputs import make_sink  # noqa: E402
 from kforge_bot.evaluate.wire.plan import DoesNotFit, Plan, fit_plan  # noqa: E402
 from kforge_bot.evaluate.worker.profile import profile_call  # noqa: E402
 from kforge_bot.evaluate.worker.worker_io import (Channel, Stop, as_list, device_outputs,  # noqa: E402
-                                           keep_outputs_on_device, read_control_line, save, short_error,
+                                           export_tensors, keep_outputs_on_device, read_control_line, save, short_error,
                                            use_sink)
 from kforge_bot.targets import make_target, unavailable_reason  # noqa: E402
 
@@ -118,7 +118,7 @@ class _Reference:
         inputs_module = importing.import_implementation(spec.inputs_source, workdir, "inputs", spec.support)
         recorder = None
         if plan.ship_inputs:
-            recorder = Recorder(plan.out_dir / shipped.FOLDER)
+            recorder = Recorder(plan.out_dir / shipped.FOLDER, export=export_tensors)
             recorder.install(inputs_module, spec.inputs_symbol, spec.init_symbol)
         ref_module = importing.import_implementation(spec.reference, workdir, "reference", spec.support)
         ref_obj = loading.lookup(ref_module, spec.reference.symbol, spec.reference.filename)

@@ -24,7 +24,9 @@ from typing import Any, Callable
 
 import torch
 
-from kforge_bot.evaluate.wire.shipped import FORWARD, INBOX, LISTED, init_name, inputs_name, state_name, why_name
+from kforge_bot.evaluate.wire import devshare, shipped_device
+from kforge_bot.evaluate.wire.shipped import (FORWARD, INBOX, LISTED, init_name, inputs_name, skeleton_name, state_name,
+                                              why_name)
 from kforge_bot.evaluate.worker.worker_io import Stop
 
 
@@ -49,9 +51,11 @@ class Recorder:
     """In the reference's worker: the inputs' module's callables wrapped to record what they return, and the
     reference's weights and forward saved, each as a file in `folder`. `context` names the sizes being run."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, export: Callable[[list[torch.Tensor], str], bool] | None = None) -> None:
         self.folder = folder
         self.context = LISTED
+        self.export = export  # on a GPU: tensors handed to the parent as device memory (worker_io.export_tensors)
+        self.on_device = 0
         folder.mkdir(parents=True, exist_ok=True)
 
     def install(self, module: types.ModuleType, inputs_symbol: str, init_symbol: str) -> None:
@@ -86,6 +90,12 @@ class Recorder:
         that cannot travel as data (a callable, an object) is no file but a reason (`why_name`), charged to the
         base where the head's harness asks for it."""
         value = _plain(value)
+        if self.export is not None and self.on_device < shipped_device.MAX_RECORDED:
+            parts = shipped_device.split(value)
+            if parts is not None and self.export(parts[1], name):  # the tensors never cross the host
+                torch.save(parts[0], self.folder / skeleton_name(name))
+                self.on_device += 1
+                return
         try:
             if _only_data(value):  # tensors, numbers and their containers: straight to the file (no copy in memory)
                 torch.save(value, self.folder / name)
@@ -176,9 +186,12 @@ class ShippedInputs(types.ModuleType):
         return value if isinstance(value, str) else None
 
 
-def fetcher(ask: Callable[[str], dict[str, Any]], scratch: Path, device: torch.device) -> Callable[[str], Any]:
+def fetcher(ask: Callable[[str], dict[str, Any]], scratch: Path, device: torch.device,
+            receive: Callable[[str], list[torch.Tensor]] | None = None) -> Callable[[str], Any]:
     """`ask(name)` has the parent hand one recorded file into this worker's inbox (read-only to its code) and
-    answers as evaluate.shipping.Stager does; the file is loaded from there (tensors on `device`)."""
+    answers as evaluate.shipping.Stager does; the file is loaded from there (tensors on `device`). Where the reply
+    says `device`, the file is the value's skeleton and `receive(name)` its tensors, sent as device memory
+    (evaluate.wire.shipped_device)."""
 
     def fetch(name: str) -> Any:
         reply = ask(name)
@@ -191,10 +204,19 @@ def fetcher(ask: Callable[[str], dict[str, Any]], scratch: Path, device: torch.d
                                        f"{reply['refused']}")
             raise NotShipped(f"the reference recorded no {name}")
         try:
-            return torch.load(scratch / INBOX / name, map_location=device, weights_only=True)
+            value = torch.load(scratch / INBOX / name, map_location=device, weights_only=True)
         except OSError as exc:
             raise Stop("rejected", f"the reference's {_what(name)} was gone from the candidate's inbox before the "
                                    f"harness read it ({exc.strerror})") from None
+        if not reply.get("device"):
+            return value
+        try:
+            if receive is None:
+                raise devshare.DeviceShareError("this worker has no channel for device memory")
+            return shipped_device.refill(value, receive(name))
+        except (devshare.DeviceShareError, ValueError) as exc:
+            raise Stop("rejected", f"the reference's {_what(name)} could not be handed to the candidate's worker as "
+                                   f"device memory: {exc}") from None
 
     return fetch
 

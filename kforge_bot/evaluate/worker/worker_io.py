@@ -10,11 +10,12 @@ Everything here is bound when the worker imports it, before any user code exists
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kforge_bot.evaluate.wire import checks
 from kforge_bot.evaluate.wire.outputs import DeviceSink, FileSink
@@ -105,6 +106,22 @@ def save(outputs: list[Any], path: Path) -> str | None:
     """Saves one case's outputs; returns the file's digest, or None where they were handed over as device memory.
     The candidate's worker reports every digest with its result: its files lie in a folder its code can write."""
     return _SINK.save(outputs, path)
+
+
+def export_tensors(tensors: list[Any], name: str) -> bool:
+    """`tensors` handed to the parent as device memory under `name` (the reference's recorded inputs); False where
+    outputs go through the host here (the caller writes a file)."""
+    return isinstance(_SINK, DeviceSink) and _SINK.export(tensors, name)
+
+
+def shared_receiver() -> Callable[[str], list[Any]] | None:
+    """Where the parent's device memory for a recorded input arrives (evaluate.wire.shipped_device.receive): this
+    worker's output socket, bound now, before any user code exists; None where outputs go through the host."""
+    if not isinstance(_SINK, DeviceSink) or _SINK.unavailable:
+        return None
+    from kforge_bot.evaluate.wire.shipped_device import receive  # imports torch: the worker has it
+
+    return functools.partial(receive, _SINK.socket, _SINK.device)
 
 
 def device_outputs() -> bool:
