@@ -39,6 +39,7 @@ class Details(TypedDict, total=False):
     # The evaluation around the worker (evaluate.api).
     static_findings: list[str]  # why the static scan rejected the candidate before any worker ran
     memory_fit: dict[str, Any]  # wire.plan.Fit.to_dict: where the outputs were kept
+    shipped_inputs: dict[str, int]  # evaluate.shipping.Stager.handed: recorded inputs sent as device memory, as files
     seeds: list[int]
     phases: dict[str, Any]  # where the wall time went, in the parent and in each worker
     # The commands and the loop, after the evaluation.
