@@ -90,7 +90,7 @@ class Stager:
             partial = self.recorded / f"{name}.partial"
             torch.save(shipped_device.whole_value(skeleton, whole, header), partial)
             os.replace(partial, self.recorded / name)
-        del self.on_device[name]
+        self.on_device.pop(name, None)  # shared by every head of this reference: a file for all from here on
         return False
 
 
