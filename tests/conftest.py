@@ -112,7 +112,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 from kforge_bot.evaluate.wire import conditions as _conditions  # noqa: E402
 
 DISTURBANCE_DEFAULTS = {name: getattr(_conditions, name) for name in ("PREEMPTED_SHARE", "PREEMPTED_GAP",
-                                                                      "CROWDED_SHARE")}
+                                                                      "CROWDED_SHARE", "WAIT_SHARE")}
 for _name in DISTURBANCE_DEFAULTS:
     setattr(_conditions, _name, 1.0)
 

@@ -48,11 +48,13 @@ class EvalSettings:
     shape_thresholds: dict[int, float] = field(default_factory=dict)  # per shape set (index), over the above
     informational_shapes: tuple[int, ...] = ()  # shape sets reported but never a regression
     # A timing is no verdict (`inconclusive`) beyond these (evaluate.wire.conditions; policy evaluation.disturbance):
-    # the share of a side's samples preempted, the gap between the sides' shares, the share on a crowded machine.
+    # the share of a side's samples preempted, the gap between the sides' shares, the share on a crowded machine,
+    # the share of a side's runnable time spent waiting for a core.
     # None: evaluate.wire.conditions' defaults.
     max_preempted_share: float | None = None
     max_preempted_gap: float | None = None
     max_crowded_share: float | None = None
+    max_wait_share: float | None = None
     cpu_threads: int | None = None  # torch's (and OpenMP's) threads in the workers; None: the framework's default
     # What the gate makes of an inconclusive timing after its retry (policy gate.inconclusive): fail | pass.
     inconclusive: str = "fail"

@@ -399,7 +399,7 @@ def _parse_evaluation(ck: Checker, raw: Any, base: Evaluation) -> Evaluation:
         ekw["cpu_threads"] = ck.integer(e["cpu_threads"], "evaluation.cpu_threads", minimum=1, maximum=4096)
     if e.get("disturbance") is not None:
         d = ck.mapping(e["disturbance"], "evaluation.disturbance",
-                       allowed=("preempted_share", "preempted_gap", "crowded_share"))
+                       allowed=("preempted_share", "preempted_gap", "crowded_share", "wait_share"))
         ekw["disturbance"] = Disturbance(**{k: None if v is None else ck.number(v, f"evaluation.disturbance.{k}",
                                                                                   minimum=0, maximum=1)
                                             for k, v in d.items()})

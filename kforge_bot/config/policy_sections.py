@@ -145,6 +145,7 @@ class Disturbance:
     preempted_share: float | None = None  # a side's samples with an involuntary context switch
     preempted_gap: float | None = None  # ... more on one side than on the other
     crowded_share: float | None = None  # samples on a machine with more runnable tasks than cores
+    wait_share: float | None = None  # a side's threads' runnable time spent waiting for a core (CPU targets)
 
 
 @dataclass(frozen=True)

@@ -205,4 +205,5 @@ def _disturbance() -> dict[str, Any]:
                              "description": text} for key, text in (
             ("preempted_share", "a side's samples with an involuntary context switch (default 0.75)"),
             ("preempted_gap", "... more on one side than the other (default 0.3)"),
-            ("crowded_share", "samples with more runnable tasks than cores (default 0.5)"))}}
+            ("crowded_share", "samples with more runnable tasks than cores (default 0.5)"),
+            ("wait_share", "a side's runnable time spent waiting for a core, CPU targets (default 0.15)"))}}

@@ -127,7 +127,7 @@ def _attach_conditions(result: EvalResult, settings: EvalSettings) -> str | None
     """Each shape set's timing conditions (evaluate.wire.conditions) summarised in `details.conditions`, and the one
     line saying what disturbed the timing where the policy's limits say it was (else None)."""
     limits = conditions.policy_limits(settings.max_preempted_share, settings.max_preempted_gap,
-                                      settings.max_crowded_share)
+                                      settings.max_crowded_share, settings.max_wait_share)
     per_shape = []
     disturbed = None
     for entry in result.details.get("timing") or []:

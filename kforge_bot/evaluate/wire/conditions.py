@@ -3,8 +3,8 @@
 Interleaving cancels load that hits both sides alike, not load that hits one side harder: a reference on two
 threads beside a busy loop stalls at every barrier while a one-thread kernel barely notices. So every sample
 carries what the machine and the process did meanwhile: the machine's runnable tasks against its cores
-(/proc/loadavg), the process's involuntary context switches and CPU time against the wall time (getrusage), its
-thread count, and on NVIDIA GPUs the clocks and throttle reasons (NVML, where importable). `summarize` condenses
+(/proc/loadavg), the process's involuntary context switches and CPU time against the wall time (getrusage), on a CPU
+target how long its threads waited, runnable, for a core (/proc/self/task/*/schedstat), its thread count, and on NVIDIA GPUs the clocks and throttle reasons (NVML, where importable). `summarize` condenses
 them per side; `disturbance` says in one line why they make a timing no verdict, or None.
 
 `others_alive` lists the processes of this sandbox besides the worker: a helper process busy only while one side
@@ -32,6 +32,10 @@ CORES = os.cpu_count() or 1
 PREEMPTED_SHARE = 0.75  # a side's samples with an involuntary context switch
 PREEMPTED_GAP = 0.3  # ... or more on one side than on the other by this share (load hitting one side harder)
 CROWDED_SHARE = 0.5  # samples during which the machine had more runnable tasks than cores
+# A side's run-queue wait as a share of its threads' runnable time (waiting + running). On the 2-core VM, idle: at most
+# 0.09; beside a process busy a third of a core (which no other rule saw, and which moved the bundled kernel's figure
+# by up to 25%): 0.12-0.25, at least 0.19 on the side that waited most (benchmarks/results/disturbed_timing_cpu.md).
+WAIT_SHARE = 0.15
 # NVML's throttle reasons that slow a kernel down behind its back: hardware slowdown, software and hardware thermal
 # slowdown, power brake (not the idle, application-clock or power-cap bits, which a busy healthy GPU shows too).
 SLOWDOWN_REASONS = 0x08 | 0x20 | 0x40 | 0x80
@@ -44,14 +48,16 @@ class Limits:
     preempted_share: float
     preempted_gap: float
     crowded_share: float
+    wait_share: float = 1.0
 
 
 def policy_limits(preempted_share: float | None = None, preempted_gap: float | None = None,
-           crowded_share: float | None = None) -> Limits:
+                  crowded_share: float | None = None, wait_share: float | None = None) -> Limits:
     """The policy's limits, this module's defaults where it sets none (read when called)."""
     return Limits(PREEMPTED_SHARE if preempted_share is None else preempted_share,
                   PREEMPTED_GAP if preempted_gap is None else preempted_gap,
-                  CROWDED_SHARE if crowded_share is None else crowded_share)
+                  CROWDED_SHARE if crowded_share is None else crowded_share,
+                  WAIT_SHARE if wait_share is None else wait_share)
 
 
 def runnable_tasks() -> int | None:
@@ -61,6 +67,17 @@ def runnable_tasks() -> int | None:
         return int(fields[3].split("/")[0])
     except (IndexError, ValueError):
         return None
+
+
+def run_queue_wait_s() -> float:
+    """How long this process's threads have waited, runnable, for a CPU (each thread's /proc/<tid>/schedstat
+    second field, in ns), in seconds; 0 where the kernel keeps no such count."""
+    total = 0
+    for tid in _listdir("/proc/self/task"):
+        fields = read_proc(f"/proc/self/task/{tid}/schedstat").split()
+        if len(fields) > 1 and fields[1].isdigit():
+            total += int(fields[1])
+    return total / 1e9
 
 
 def thread_count() -> int:
@@ -73,16 +90,21 @@ def thread_count() -> int:
 class Gauge:
     """One reading before a sample and one after: the sample's conditions (`take`)."""
 
-    def __init__(self, gpu: Any = None) -> None:
+    def __init__(self, gpu: Any = None, waits: bool = False) -> None:
         self._gpu = gpu
+        self._waits = waits  # a CPU target's: a file per thread per sample, more than a GPU's samples should pay
+        self._wait = 0.0
         self._start: tuple[float, float, int] = (0.0, 0.0, 0)
 
     def begin(self) -> None:
         usage = _getrusage(resource.RUSAGE_SELF)
+        if self._waits:
+            self._wait = run_queue_wait_s()
         self._start = (_monotonic(), usage.ru_utime + usage.ru_stime, usage.ru_nivcsw)
 
     def take(self) -> dict[str, Any]:
         usage = _getrusage(resource.RUSAGE_SELF)
+        waited = run_queue_wait_s() - self._wait if self._waits else None
         wall = _monotonic() - self._start[0]
         cpu = usage.ru_utime + usage.ru_stime - self._start[1]
         running = runnable_tasks()
@@ -91,6 +113,8 @@ class Gauge:
             "involuntary_switches": usage.ru_nivcsw - self._start[2],
             "runnable": running, "threads": thread_count(),
         }
+        if waited is not None:
+            reading["wait_ms"] = round(waited * 1e3, 4)
         if self._gpu is not None:
             reading.update(self._gpu.read())
         return reading
@@ -176,6 +200,10 @@ def summarize(readings: list[dict[str, Any]]) -> dict[str, Any]:
         "threads": max(int(r.get("threads", 0)) for r in readings),
         "cores": CORES,
     }
+    waits = [r for r in readings if "wait_ms" in r]
+    if waits:  # the share of its threads' runnable time the side spent waiting for a core
+        summary["wait_share"] = round(sum(r["wait_ms"] for r in waits)
+                                      / max(1e-9, sum(r["wait_ms"] + r["cpu_ms"] for r in waits)), 4)
     if runnable:
         # Our own busy threads are among the machine's runnable tasks: more than the cores means a wait for one.
         summary["runnable_median"] = _median([float(x) for x in runnable])
@@ -206,6 +234,11 @@ def disturbance(sides: dict[str, dict[str, Any]], limits: Limits | None = None) 
     if crowded > allowed.crowded_share:
         return (f"the machine had more runnable tasks than its {b.get('cores', CORES)} cores during {crowded:.0%} "
                 f"of the samples (limit {allowed.crowded_share:.0%})")
+    for name, side in (("baseline", b), ("candidate", c)):
+        if side.get("wait_share", 0.0) > allowed.wait_share:
+            return (f"the {name}'s threads waited for a core {side['wait_share']:.0%} of the time they were ready to "
+                    f"run (limit {allowed.wait_share:.0%}): other work took the machine's {side.get('cores', CORES)} "
+                    f"cores")
     for side in (b, c):
         if side.get("throttled_share", 0.0) > 0.0:
             return f"the GPU throttled its clocks during {side['throttled_share']:.0%} of one side's samples"

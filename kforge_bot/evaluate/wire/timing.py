@@ -321,7 +321,8 @@ def measure_pair(target: Target, baseline: _Call, candidate: _Call, input_sets: 
     # one pair of a 2 s budget when they counted).
     budget_end = _monotonic() + timing_budget_s
     repeats = RepeatCheck(tolerance)
-    gauge = conditions.Gauge(conditions.NvmlClocks.open(target.kind, getattr(target, "index", 0)))
+    gauge = conditions.Gauge(conditions.NvmlClocks.open(target.kind, getattr(target, "index", 0)),
+                             waits=target.kind == "cpu")
     loop = PairLoop(target, {"b": baseline, "c": candidate}, input_sets, result, lead,
                     StopRule(timing_budget_s, target_precision, min_pairs, max_pairs, confidence, budget_end),
                     repeats, gauge, after_baseline, after_candidate, sample_done, heartbeat, progress, refresh,

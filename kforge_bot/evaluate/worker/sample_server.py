@@ -38,7 +38,8 @@ class SideTimer:
         self.after, self.after_sample, self.refresh = after, after_sample, refresh
         self.fresh_inputs, self.heartbeat = fresh_inputs, heartbeat
         self.repeats = timing.RepeatCheck(tolerance)
-        self.gauge = conditions.Gauge(conditions.NvmlClocks.open(target.kind, getattr(target, "index", 0)))
+        self.gauge = conditions.Gauge(conditions.NvmlClocks.open(target.kind, getattr(target, "index", 0)),
+                                      waits=target.kind == "cpu")
         self.replays: GraphReplays | None = None  # this side's graphs, where the parent chose to replay them
         self.calls_per_sample = 1
         self.eager_ms = 0.0

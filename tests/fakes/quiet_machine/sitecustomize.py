@@ -46,7 +46,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 def _limits_off(module: Any) -> None:
-    for limit in ("PREEMPTED_SHARE", "PREEMPTED_GAP", "CROWDED_SHARE"):
+    for limit in ("PREEMPTED_SHARE", "PREEMPTED_GAP", "CROWDED_SHARE", "WAIT_SHARE"):
         setattr(module, limit, 1.0)
 
 
