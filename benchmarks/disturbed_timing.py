@@ -78,8 +78,8 @@ def conditions_of(result: Any) -> dict[str, Any]:
     for entry in shown.get("per_shape") or []:
         for side in ("baseline", "candidate"):
             s = entry.get(side) or {}
-            sides.setdefault(side, []).append({k: s.get(k) for k in ("preempted_share", "busy_threads",
-                                                                      "crowded_share", "runnable_median", "wait_share")})
+            sides.setdefault(side, []).append({k: s.get(k) for k in ("preempted_share", "busy_threads", "crowded_share",
+                                                                      "runnable_median", "wait_share")})
     return {"disturbed": shown.get("disturbed"), "threads": shown.get("threads"), "sides": sides}
 
 
