@@ -5,7 +5,8 @@ threads beside a busy loop stalls at every barrier while a one-thread kernel bar
 carries what the machine and the process did meanwhile: the machine's runnable tasks against its cores
 (/proc/loadavg), the process's involuntary context switches and CPU time against the wall time (getrusage), on a CPU
 target how long its threads waited, runnable, for a core (/proc/self/task/*/schedstat), its thread count, and on
-NVIDIA GPUs the clocks and throttle reasons (NVML, where importable). `summarize` condenses them per side; `disturbance` says in one line why they make a timing no verdict, or None.
+NVIDIA GPUs the clocks and throttle reasons (NVML, where importable). `summarize` condenses them per side;
+`disturbance` says in one line why they make a timing no verdict, or None.
 
 `others_alive` lists the processes of this sandbox besides the worker: a helper process busy only while one side
 runs steers the comparison, so none may be alive while a timed sample runs.
