@@ -179,7 +179,8 @@ def canary(args: argparse.Namespace, out: dict[str, Any], save: Any) -> None:
     canary reads a disturbance only where the load hits its two sides differently; its two sides are alike."""
     spec = load_spec(MANIFEST, KERNEL)
     quick = load_policy(None).eval_settings("check", quick=True)
-    off = replace(quick, max_preempted_share=1.0, max_preempted_gap=1.0, max_crowded_share=1.0)
+    off = replace(quick, max_preempted_share=1.0, max_preempted_gap=1.0, max_crowded_share=1.0,
+                  max_wait_share=1.0)
     rows = out.setdefault("canary", [])
     with busy_loops(args.canary_loops):
         for i in range(args.canary):

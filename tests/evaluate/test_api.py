@@ -179,7 +179,7 @@ def test_a_against_a_from_two_checkouts_has_an_interval_containing_one(tmp_path:
     base, head = _relu_checkout(tmp_path / "base"), _relu_checkout(tmp_path / "head")
     settings = EvalSettings(seeds=1, timing_budget_s=1.5, confidence=0.999, profile=False, cpu_threads=1,
                             allow_framework_fallback=True, max_preempted_share=1.0, max_preempted_gap=1.0,
-                            max_crowded_share=1.0)
+                            max_crowded_share=1.0, max_wait_share=1.0)
     intervals = []
     for _ in range(2):  # a second run where the first misses: a bias shows in both, a burst of load rarely does
         result = evaluate(judged_spec(head, base), kernel_implementation(head), "cpu", settings,

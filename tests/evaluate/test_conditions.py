@@ -187,7 +187,8 @@ def test_the_policy_s_cpu_threads_pin_torch_and_openmp_in_the_workers_and_the_re
                                          "ModelNew")
     pinned = evaluate(spec, candidate, "cpu", EvalSettings(seeds=2, timing_budget_s=0.3, profile=False, timeout_s=120,
                                                             cpu_threads=1, max_preempted_share=1.0,
-                                                            max_preempted_gap=1.0, max_crowded_share=1.0))
+                                                            max_preempted_gap=1.0, max_crowded_share=1.0,
+                                                            max_wait_share=1.0))
     assert pinned.verdict == "pass", pinned.reason
     assert "threads busy" in pinned.details["conditions"]["threads"]
     sides = pinned.details["conditions"]["per_shape"][0]
