@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,6 +91,28 @@ def test_a_sample_beside_a_process_that_holds_the_core_counts_the_wait(one_core:
     only_waits = conditions.policy_limits(preempted_share=1.0, preempted_gap=1.0, crowded_share=1.0)
     why = conditions.disturbance({"baseline": summary, "candidate": summary}, only_waits)
     assert why is not None and "waited for a core" in why, why
+
+
+def test_the_wait_reader_keeps_one_file_per_live_thread_and_closes_those_of_ended_ones() -> None:
+    reader = conditions.RunQueueWait()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    reader.seconds()
+    opened = len(os.listdir("/proc/self/fd"))
+    stop.set()
+    thread.join()
+    reader.seconds()
+    assert len(os.listdir("/proc/self/fd")) == opened - 1
+    reader.close()
+    assert not [fd for fd in os.listdir("/proc/self/fd") if _links_to_schedstat(fd)]
+
+
+def _links_to_schedstat(fd: str) -> bool:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").endswith("/schedstat")
+    except OSError:
+        return False
 
 
 def test_processes_started_by_this_one_are_found_and_gone_once_ended() -> None:
