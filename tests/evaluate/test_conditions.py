@@ -72,7 +72,7 @@ def test_a_sample_beside_a_process_that_holds_the_core_counts_the_wait(one_core:
     """The disturbance no other rule saw on a 2-core VM: work beside the worker that never crowds the machine but
     takes a share of its cores (benchmarks/results/disturbed_timing_cpu.md). Here a process spins on the worker's
     own core; the scheduler shares the core, and the sample's threads wait for it about as long as they run."""
-    if conditions.run_queue_wait_s() == 0.0:
+    if conditions.RunQueueWait().seconds() == 0.0:
         pytest.skip("this kernel keeps no run-queue delay (/proc/<tid>/schedstat)")
     hog = subprocess.Popen([sys.executable, "-c", f"import os, time; os.sched_setaffinity(0, {{{one_core}}})\n"
                             "end = time.time() + 20\nwhile time.time() < end: pass"])

@@ -122,15 +122,6 @@ def _close_quietly(fd: int) -> None:
         pass
 
 
-def run_queue_wait_s() -> float:
-    """This process's threads' run-queue waits so far, in seconds (one reading, files closed after)."""
-    reader = RunQueueWait()
-    try:
-        return reader.seconds()
-    finally:
-        reader.close()
-
-
 def thread_count() -> int:
     for line in read_proc("/proc/self/status").splitlines():
         if line.startswith("Threads:"):

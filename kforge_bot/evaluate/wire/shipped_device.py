@@ -1,7 +1,7 @@
 """Recorded inputs that travel as device memory (Plan.ship_inputs on a GPU; issue 38).
 
 Through files, every recorded input set crossed the host twice: the reference's worker copied it to the host and
-wrote it, the head's worker read it and copied it back. On the H200 that made a gate decision 2.3x slower than with
+wrote it, the head's worker read it and copied it back. On the H200 that made a gate decision 2.5x slower than with
 base and head in one worker (benchmarks/results/gate_decision_cost_h200.md). A value whose tensors all lie on the
 CUDA device is split instead into a skeleton (the value with each tensor replaced by a meta tensor of its shape,
 dtype and requires_grad: a small file, read back with `weights_only`) and its tensors, which the reference's worker
@@ -35,27 +35,34 @@ class _Unfit(Exception):
     pass
 
 
+def _map_tensors(item: Any, on_tensor: Any) -> Any:
+    """`item` rebuilt with each tensor replaced by on_tensor(tensor), in walk order, through lists, tuples and
+    dicts (a state_dict's OrderedDict too); any other container (a named tuple, say) raises _Unfit: torch.save keeps
+    what it is, this would not."""
+    if isinstance(item, torch.Tensor):
+        return on_tensor(item)
+    if type(item) in (list, tuple):
+        return type(item)(_map_tensors(x, on_tensor) for x in item)
+    if type(item) in (dict, OrderedDict):
+        return type(item)((k, _map_tensors(x, on_tensor)) for k, x in item.items())
+    if isinstance(item, (list, tuple, dict)) and not isinstance(item, torch.Size):
+        raise _Unfit
+    return item
+
+
 def split(value: Any, device_type: str = "cuda") -> tuple[Any, list[torch.Tensor]] | None:
     """(skeleton, tensors in walk order) where `value` may travel as device memory (every tensor on a
     `device_type` device); None where it stays a file."""
     tensors: list[torch.Tensor] = []
 
-    def walk(item: Any) -> Any:
-        if isinstance(item, torch.Tensor):
-            if type(item) is not torch.Tensor or item.device.type != device_type or not item.is_contiguous():
-                raise _Unfit
-            tensors.append(item)
-            return torch.empty(item.shape, dtype=item.dtype, device="meta", requires_grad=item.requires_grad)
-        if type(item) in (list, tuple):
-            return type(item)(walk(x) for x in item)
-        if type(item) in (dict, OrderedDict):  # a state_dict is an OrderedDict
-            return type(item)((k, walk(x)) for k, x in item.items())
-        if isinstance(item, (list, tuple, dict)) and not isinstance(item, torch.Size):
-            raise _Unfit  # a container subclass (a named tuple, say): torch.save keeps what it is
-        return item
+    def to_meta(item: torch.Tensor) -> torch.Tensor:
+        if type(item) is not torch.Tensor or item.device.type != device_type or not item.is_contiguous():
+            raise _Unfit
+        tensors.append(item)
+        return torch.empty(item.shape, dtype=item.dtype, device="meta", requires_grad=item.requires_grad)
 
     try:
-        skeleton = walk(value)
+        skeleton = _map_tensors(value, to_meta)
     except _Unfit:
         return None
     storages = {t.untyped_storage().data_ptr() for t in tensors}
@@ -69,19 +76,18 @@ def refill(skeleton: Any, tensors: list[torch.Tensor]) -> Any:
     and dtype, else ValueError), with the skeleton's requires_grad."""
     given = iter(tensors)
 
-    def walk(item: Any) -> Any:
-        if isinstance(item, torch.Tensor) and item.device.type == "meta":
-            tensor = next(given, None)
-            if tensor is None or tensor.shape != item.shape or tensor.dtype != item.dtype:
-                raise ValueError("the handed-over tensors do not match the recorded value's")
-            return tensor.requires_grad_(item.requires_grad) if item.requires_grad else tensor
-        if type(item) in (list, tuple):
-            return type(item)(walk(x) for x in item)
-        if type(item) in (dict, OrderedDict):
-            return type(item)((k, walk(x)) for k, x in item.items())
-        return item
+    def fill(item: torch.Tensor) -> torch.Tensor:
+        if item.device.type != "meta":
+            return item
+        tensor = next(given, None)
+        if tensor is None or tensor.shape != item.shape or tensor.dtype != item.dtype:
+            raise ValueError("the handed-over tensors do not match the recorded value's")
+        return tensor.requires_grad_(item.requires_grad) if item.requires_grad else tensor
 
-    value = walk(skeleton)
+    try:
+        value = _map_tensors(skeleton, fill)
+    except _Unfit:
+        raise ValueError("the recorded skeleton holds a container split never writes") from None
     if next(given, None) is not None:
         raise ValueError("more tensors were handed over than the recorded value holds")
     return value
