@@ -357,3 +357,53 @@ def test_shipped_inputs_reach_the_head_as_device_memory_and_a_wrong_head_is_stil
         else:
             assert handed.get("device") == 0 and handed.get("file", 0) > 0, handed
     assert verdicts == {"": "pass", " + 1e-2": "incorrect"}, verdicts
+
+
+_WRITING_HEAD = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        with torch.no_grad():
+            self.linear.weight.zero_()  # writes into the weights it was handed
+
+    def forward(self, x):
+        y = F.relu(F.linear(x, self.linear.weight, self.linear.bias))
+        x.fill_(7.0)  # and into the input set it was handed
+        return y
+"""
+
+
+def test_a_head_writing_into_its_handed_over_device_memory_reaches_no_other_head(tmp_path):
+    """Issue 38's hand-over attacked as a head would: a head that writes into the input set and the weights it was
+    handed (its own fresh copy of the recording) is caught, and an honest head judged next from the same recording
+    still passes: nothing one head writes reaches the recording or another head."""
+    from fakes.kb_linear import LINEAR_PROBLEM
+
+    from kforge_bot.evaluate.references import ReferenceStore
+
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "problem.py").write_text(
+        LINEAR_PROBLEM.replace("batch_size = 8", "batch_size = 1024").replace("dim = 64", "dim = 512"))
+    spec = load_spec(tmp_path / "base" / "problem.py")
+    store = ReferenceStore()
+    results = {}
+    try:
+        for name, source in (("writer", _WRITING_HEAD), ("honest", _SHIPPED_HEAD.format(wrong=""))):
+            head = tmp_path / name
+            head.mkdir()
+            (head / "problem.py").write_text(source)
+            candidate = Implementation(source, "ModelNew", "problem.py", str(head))
+            results[name] = evaluate(spec, candidate, "cuda", QUICK, references=store)
+    finally:
+        store.cleanup()
+    writer, honest = results["writer"], results["honest"]
+    assert writer.verdict in ("rejected", "incorrect"), writer.reason
+    assert (writer.details.get("shipped_inputs") or {}).get("device", 0) >= 1, writer.details.get("shipped_inputs")
+    assert honest.verdict == "pass", honest.reason
+    assert (honest.details.get("shipped_inputs") or {}).get("device", 0) >= 2, honest.details.get("shipped_inputs")
