@@ -87,7 +87,7 @@ def table(args: argparse.Namespace, out: dict[str, Any], save: Any) -> None:
     # As `kforge-bot check` runs it: the kernel as written against its reference (torch's matmul).
     kernel = load_spec(MANIFEST, KERNEL)
     spec = kernel.with_baseline(kernel.reference)
-    settings = load_policy(None).eval_settings("check", quick=True)
+    settings = replace(load_policy(None).eval_settings("check", quick=True), cpu_threads=args.cpu_threads)
     fingerprint = probe_fingerprint("cpu")
     rows = out.setdefault("table", [])
     for loops in args.loops:
@@ -145,7 +145,7 @@ def aa(args: argparse.Namespace, out: dict[str, Any], save: Any) -> None:
     spec = load_spec(MANIFEST, KERNEL)
     policy = load_policy(None)
     rule = policy.rule_for(KERNEL, spec.kernel_file, "cpu")
-    settings = gate_settings(policy, rule)
+    settings = replace(gate_settings(policy, rule), cpu_threads=args.cpu_threads)
     store, seeds = ReferenceStore(), new_seeds(settings.seed_count(spec.seeds))
     rows = out.setdefault("aa", [])
     try:
@@ -202,8 +202,11 @@ def canary(args: argparse.Namespace, out: dict[str, Any], save: Any) -> None:
 
 
 def render_md(out: dict[str, Any]) -> str:
+    threads = out.get("cpu_threads")
     lines = [f"# Disturbed timing on the CPU ({out['date']})", "",
-             f"Machine: {out['machine']}. {out.get('note', '')}", ""]
+             f"Machine: {out['machine']}. {out.get('note', '')}", "",
+             f"Threads per worker: {threads} (evaluation.cpu_threads)" if threads else
+             "Threads per worker: the framework's default", ""]
     if out.get("table_summary"):
         lines += [f"Idle figure: {out.get('idle_figure')}", "",
                   "| busy loops | runs | inconclusive | pass, interval holds idle | pass, interval misses idle | other "
@@ -243,11 +246,14 @@ def main() -> None:
     parser.add_argument("--canary", type=int, default=0, help="A/A canary runs (reference against itself)")
     parser.add_argument("--canary-loops", type=int, default=3)
     parser.add_argument("--idle-figure", type=float, default=None)
+    parser.add_argument("--cpu-threads", type=int, default=None,
+                        help="the policy's evaluation.cpu_threads for both parts (a runner that shares its cores)")
     parser.add_argument("--note", default="", help="what else the machine was doing")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "disturbed_timing_cpu")
     args = parser.parse_args()
     out: dict[str, Any] = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                           "machine": machine(), "note": args.note, "argv": sys.argv[1:]}
+                           "machine": machine(), "note": args.note, "argv": sys.argv[1:],
+                           "cpu_threads": args.cpu_threads}
 
     def save() -> None:
         judge_table(out, args.idle_figure)

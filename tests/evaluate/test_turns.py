@@ -227,7 +227,8 @@ tree, deadline = [], time.monotonic() + 60
 while time.monotonic() < deadline and not (len(tree) >= want and tree == sorted(descendants(worker.proc.pid))):
     tree = sorted(descendants(worker.proc.pid))
     time.sleep(0.5)
-other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+# its own output: holding the bot's pipes, it would keep the test waiting on them for its whole 60 s
+other = subprocess.Popen(["sleep", "60"], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 turns = Turns({"worker": worker.proc, "other": other})
 turns.give("other")  # the worker's whole tree stopped, as the idle side is during a timed sample
 states = {}
