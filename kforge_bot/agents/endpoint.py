@@ -1,6 +1,6 @@
 """Where an LLM is: an OpenAI-compatible endpoint (base URL, key, model, reply limit, timeout), from flags with
-the environment's OPENAI_BASE_URL, OPENAI_API_KEY, KFORGE_MODEL, KFORGE_MAX_TOKENS and KFORGE_LLM_TIMEOUT behind
-them."""
+the environment's OPENAI_BASE_URL, OPENAI_API_KEY, KFORGE_MODEL, KFORGE_MAX_TOKENS, KFORGE_LLM_TIMEOUT and
+KFORGE_LLM_ATTEMPTS behind them."""
 
 from __future__ import annotations
 
@@ -15,12 +15,16 @@ ENV_API_KEY = "OPENAI_API_KEY"
 ENV_MODEL = "KFORGE_MODEL"
 ENV_MAX_TOKENS = "KFORGE_MAX_TOKENS"
 ENV_TIMEOUT = "KFORGE_LLM_TIMEOUT"
+ENV_ATTEMPTS = "KFORGE_LLM_ATTEMPTS"
 
 DEFAULT_MAX_TOKENS = 4096  # a whole kernel file and some prose; the analyst asks for less (ANALYST_MAX_TOKENS)
 MIN_MAX_TOKENS = 256  # below this a lowered max_tokens leaves no room for a kernel: the prompt must shrink
 # Seconds of silence before a request counts as timed out. The first token waits for the whole prompt to be read:
 # a small model on a busy CPU takes minutes for the analyst's first prompt (benchmarks/results/real_model_cpu.md).
 DEFAULT_TIMEOUT_S = 300.0
+# Tries per request before the endpoint counts as unavailable (and a run stops with its resume hint): the waits
+# between them double from 1 s, so six tries ride out about half a minute of a server restarting.
+DEFAULT_ATTEMPTS = 6
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,7 @@ class Endpoint:
     max_tokens: int = DEFAULT_MAX_TOKENS  # the most tokens one reply may have (sent with every request)
     timeout_s: float = DEFAULT_TIMEOUT_S  # the longest silence from the server, before the first token or between two
     stream: bool = True  # False: the server refuses streamed replies (found by LLMClient.check or a first request)
+    attempts: int = DEFAULT_ATTEMPTS  # tries per request on a transient failure (429, 5xx, a dropped connection)
 
     @property
     def url(self) -> str:
@@ -68,6 +73,7 @@ def endpoint_from_env(
         model=(model or env.get(ENV_MODEL) or None),
         max_tokens=max_tokens or int(_positive_from_env(env, ENV_MAX_TOKENS, DEFAULT_MAX_TOKENS, whole=True)),
         timeout_s=_positive_from_env(env, ENV_TIMEOUT, DEFAULT_TIMEOUT_S),
+        attempts=int(_positive_from_env(env, ENV_ATTEMPTS, DEFAULT_ATTEMPTS, whole=True)),
     )
 
 

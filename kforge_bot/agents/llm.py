@@ -137,7 +137,7 @@ class LLMClient:
 
     endpoint: Endpoint
     timeout: float = 300.0  # seconds of silence from the server (before the first token, or between two)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy | None = None  # None: the default policy with the endpoint's attempts (KFORGE_LLM_ATTEMPTS)
     sleep: Callable[[float], None] = time.sleep
     rand: Callable[[], float] = random.random
     usage: Usage = field(default_factory=Usage)
@@ -148,6 +148,8 @@ class LLMClient:
 
     def __post_init__(self) -> None:
         self._streams = self.endpoint.stream
+        if self.retry is None:
+            self.retry = RetryPolicy(max_attempts=self.endpoint.attempts)
 
     def _openai(self) -> Any:
         if self._client is None:
@@ -323,9 +325,10 @@ class LLMClient:
         import openai  # lazy, as above
 
         where = self.endpoint.base_url or "https://api.openai.com/v1"
+        policy = self.retry or RetryPolicy(max_attempts=self.endpoint.attempts)
         last = ""
         status: int | None = None
-        for attempt in range(1, self.retry.max_attempts + 1):
+        for attempt in range(1, policy.max_attempts + 1):
             retry_after: float | None = None
             try:
                 return call(), attempt
@@ -353,18 +356,18 @@ class LLMClient:
                 raise_refusal(exc.body, last, attempt)
             except openai.OpenAIError as exc:  # unparseable response and the like: retrying will not help
                 raise LLMUnavailable(f"LLM endpoint {where} failed: {exc}", attempts=attempt) from exc
-            if retry_after is not None and retry_after > self.retry.max_retry_after:
+            if retry_after is not None and retry_after > policy.max_retry_after:
                 raise LLMUnavailable(
                     f"LLM endpoint {where} asked to wait {retry_after:.0f} s ({last}); giving up",
                     status=status,
                     attempts=attempt,
                 )
-            if attempt < self.retry.max_attempts:
-                self.sleep(self.retry.delay(attempt, retry_after, self.rand()))
+            if attempt < policy.max_attempts:
+                self.sleep(policy.delay(attempt, retry_after, self.rand()))
         raise LLMUnavailable(
-            f"LLM endpoint {where} failed after {self.retry.max_attempts} attempts: {last}",
+            f"LLM endpoint {where} failed after {policy.max_attempts} attempts: {last}",
             status=status,
-            attempts=self.retry.max_attempts,
+            attempts=policy.max_attempts,
         )
 
     def _status_hint(self, status: int, model: str | None) -> str:

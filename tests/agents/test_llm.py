@@ -163,6 +163,17 @@ def test_500_exhausted_raises_llm_unavailable_after_exponential_backoff(server):
     assert sleeps == [0.375, 0.75, 1.5]  # 0.5 * 2^k with "equal jitter" at rand = 0.5
 
 
+def test_the_endpoint_says_how_many_tries_a_request_gets(server):
+    """KFORGE_LLM_ATTEMPTS (through the endpoint) bounds the tries where no retry policy is given."""
+    server.push(*[server_error(500)] * 3)
+    sleeps: list[float] = []
+    client = LLMClient(Endpoint(server.base_url, "sk-test-123", "kforge-test-model", attempts=2), timeout=5.0,
+                       sleep=sleeps.append, rand=lambda: 0.5)
+    with pytest.raises(LLMUnavailable, match="failed after 2 attempts"):
+        client.chat(MESSAGES)
+    assert len(server.chat_requests) == 2 and sleeps == [0.75]  # the default policy's first wait: 1 s, jittered
+
+
 def test_backoff_is_capped_and_jittered():
     policy = RetryPolicy(base_delay=1.0, max_delay=8.0)
     assert [policy.delay(k, None, 0.0) for k in range(1, 7)] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
@@ -317,6 +328,10 @@ def test_the_silence_timeout_is_a_setting_for_slow_prompt_reading():
     assert endpoint_from_env(env={"KFORGE_LLM_TIMEOUT": "900"}).timeout_s == 900.0
     with pytest.raises(KforgeError, match="KFORGE_LLM_TIMEOUT='-1' is not a positive number"):
         endpoint_from_env(env={"KFORGE_LLM_TIMEOUT": "-1"})
+    assert endpoint_from_env(env={}).attempts == 6
+    assert endpoint_from_env(env={"KFORGE_LLM_ATTEMPTS": "2"}).attempts == 2
+    with pytest.raises(KforgeError, match="KFORGE_LLM_ATTEMPTS='0.5' is not a positive whole number"):
+        endpoint_from_env(env={"KFORGE_LLM_ATTEMPTS": "0.5"})
 
 
 def test_a_slow_model_that_keeps_writing_is_not_cut_off_by_the_timeout(server):

@@ -390,9 +390,10 @@ def test_resume_judges_an_interrupted_rounds_candidates_without_asking_the_model
 
 @pytest.mark.slow
 def test_a_server_that_dies_mid_run_stops_it_with_a_resume_hint_and_loses_nothing(
-        kernel_dir: Path, tmp_path: Path, quick_policy: Path) -> None:
+        kernel_dir: Path, tmp_path: Path, quick_policy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """llama-server killed while it writes iteration 2's reply: the run retries, stops, says how to go on, and the
     resumed run (a new server, another port) carries on from iteration 2 with iteration 1 as it was."""
+    monkeypatch.setenv("KFORGE_LLM_ATTEMPTS", "2")  # one retry, not the default five (about 30 s of waiting)
     kinds = variants((kernel_dir / "tiny_mm.py").read_text())
     report = tmp_path / "report"
     with ScriptedLLMServer([reply(ADVICE), reply(fenced(kinds["wrong"])), Die(after_chars=40)]) as server:
