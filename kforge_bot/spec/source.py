@@ -4,6 +4,7 @@ whether it is a KernelBench problem, the language it is written in. Nothing here
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from kforge_bot.config import reader
@@ -43,19 +44,23 @@ def top_level_names(tree: ast.Module) -> dict[str, str]:
     return names
 
 
-def is_kernelbench_source(source: str) -> bool:
+@functools.lru_cache(maxsize=16)
+def _names_of(source: str) -> frozenset[tuple[str, str]] | None:
+    """top_level_names of `source` as a hashable set, None where it does not parse. Cached: `init` asks about every
+    launcher of a module with hundreds (one parse each made a 257-launcher module take 10 s)."""
     try:
-        names = top_level_names(ast.parse(source))
+        return frozenset(top_level_names(ast.parse(source)).items())
     except SyntaxError:
-        return False
+        return None
+
+
+def is_kernelbench_source(source: str) -> bool:
+    names = dict(_names_of(source) or ())
     return names.get("Model") == "class" and "get_inputs" in names and "get_init_inputs" in names
 
 
 def defines(source: str, symbol: str) -> bool:
-    try:
-        return symbol in top_level_names(ast.parse(source))
-    except SyntaxError:
-        return False
+    return any(name == symbol for name, _ in _names_of(source) or ())
 
 
 def entry_or_written(source: str, entry: str, written: str) -> str:
