@@ -148,8 +148,6 @@ class LLMClient:
 
     def __post_init__(self) -> None:
         self._streams = self.endpoint.stream
-        if self.retry is None:
-            self.retry = RetryPolicy(max_attempts=self.endpoint.attempts)
 
     def _openai(self) -> Any:
         if self._client is None:
