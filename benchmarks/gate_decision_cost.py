@@ -135,7 +135,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             rule.threshold, evaluator=evaluator)
                 rows.append({"decision": i, "verdict": m.verdict, "wall_s": round(m.wall_s, 3), "runs": m.runs,
                              # how the recorded inputs reached the head's worker (shipped only): device memory or files
-                             "shipped_inputs": (m.result.details.get("shipped_inputs") if m.result else None)})
+                             "shipped_inputs": (m.result.details.get("shipped_inputs") if m.result else None),
+                             # what a decision other than pass says (an A/A must pass)
+                             **({"reason": m.reason[:2000]} if m.verdict != "pass" else {})})
                 print(json.dumps(rows[-1]), flush=True)
         walls = [r["wall_s"] for r in rows]
         return {
