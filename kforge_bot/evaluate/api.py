@@ -236,6 +236,7 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
     workers = [(worker, replace(full, side="candidate", baseline=full.spec.reference) if split else full)]
     if base is not None:
         workers.append((base.worker, base.plan))
+    stager: Stager | None = None
     try:
         if view is not None:
             _send_plans(workers)
@@ -261,6 +262,8 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
         worker.discard()
         if base is not None:
             base.close()
+        if stager is not None:
+            stager.close()
     try:
         result = judge(plan, outcome, ref_outputs, ref_result)
     finally:

@@ -32,6 +32,7 @@ class Stager:
         self.recorded, self.inbox = recorded, inbox_folder(scratch)
         self.on_device, self.send, self.device = on_device or {}, send, device
         self.handed = {"device": 0, "file": 0}
+        self._sent: Any = None  # the copy last sent, held until the head has asked for another (or close())
 
     def answer(self, message: dict[str, Any]) -> dict[str, Any]:
         """The control line that answers one request: {"op": "staged", "file", "ok"}; where not handed over,
@@ -75,9 +76,12 @@ class Stager:
         whole, header = recording
         if self.send is not None:
             try:
-                fd, size = shipped_device.fresh_copy(whole, self.device)
+                # The head asks for a set only once it holds the one before (its harness copies each into its
+                # own memory on arrival), so the copy sent before this request is no longer read.
+                self.close()
+                fd, self._sent = shipped_device.fresh_copy(whole, self.device)
                 try:
-                    self.send(share_message(name, size, header), [fd])
+                    self.send(share_message(name, self._sent.size, header), [fd])
                 finally:
                     os.close(fd)
                 return True
@@ -92,6 +96,13 @@ class Stager:
             os.replace(partial, self.recorded / name)
         self.on_device.pop(name, None)  # shared by every head of this reference: a file for all from here on
         return False
+
+
+    def close(self) -> None:
+        """The last copy sent let go (the evaluation's end; the head's worker has ended or mapped it)."""
+        sent, self._sent = self._sent, None
+        if sent is not None:
+            sent.close()
 
 
 def _empty(folder: Path) -> None:

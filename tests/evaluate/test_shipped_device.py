@@ -5,6 +5,8 @@ is checked on a GPU by tests/test_gpu.py and benchmarks/gate_decision_cost.py, w
 
 from __future__ import annotations
 
+import json
+import os
 from collections import OrderedDict, namedtuple
 from pathlib import Path
 
@@ -104,6 +106,39 @@ def test_a_channel_that_fails_falls_back_to_the_file_and_a_lost_recording_is_sai
     lost = inputs_name(4, {"n": 4})
     (recorded / skeleton_name(lost)).write_bytes(b"")  # its allocation never reached the parent
     assert "lost" in Stager(recorded, tmp_path / "scratch").answer({"file": lost})["refused"]
+
+
+def test_each_copy_sent_is_held_until_the_head_asks_for_another_and_the_last_until_the_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The allocation a head maps never rests on the fd in flight alone: the parent lets a copy go only once the head
+    has asked for the next set (its harness copies each on arrival), and the last one when the evaluation ends."""
+    class Copy:
+        size = 4096
+
+        def __init__(self) -> None:
+            self.closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    made: list[Copy] = []
+
+    def fresh_copy(whole, device):  # the device's part; what is held and let go is the Stager's
+        made.append(Copy())
+        return os.open(os.devnull, os.O_RDONLY), made[-1]
+
+    monkeypatch.setattr(shipped_device, "fresh_copy", fresh_copy)
+    name = inputs_name(3, {"n": 4})
+    recorded, _, on_device = _recording(tmp_path, name)
+    (tmp_path / "scratch").mkdir()
+    sent: list = []
+    stager = Stager(recorded, tmp_path / "scratch", on_device, send=lambda m, fds: sent.append(json.loads(m)))
+    assert stager.answer({"file": name})["device"] is True
+    assert [c.closed for c in made] == [False]  # the head may still be mapping it
+    assert stager.answer({"file": name})["device"] is True
+    assert [c.closed for c in made] == [True, False]
+    stager.close()
+    assert [c.closed for c in made] == [True, True] and [m["size"] for m in sent] == [4096, 4096]
 
 
 def test_the_heads_harness_refills_the_skeleton_with_what_arrived_and_refuses_without_a_channel(tmp_path: Path) -> None:

@@ -100,18 +100,21 @@ def _nbytes(t: torch.Tensor) -> int:
 # ------------------------------------------------------------------------------------------ the parent
 
 
-def fresh_copy(whole: torch.Tensor, device: int) -> tuple[int, int]:
-    """A new exported allocation holding `whole`'s bytes (a recording, mapped in the parent), as (fd, size): what
-    a head's worker maps is its own, so nothing it writes there reaches the recording."""
+def fresh_copy(whole: torch.Tensor, device: int) -> tuple[int, devshare.ExportedBuffer]:
+    """A new exported allocation holding `whole`'s bytes (a recording, mapped in the parent), as (fd, buffer): what
+    a head's worker maps is its own, so nothing it writes there reaches the recording. The caller closes the buffer
+    once the head has mapped its copy (shipping.Stager: at the next request or the evaluation's end), so the
+    allocation never rests on the fd in flight alone."""
     buffer = devshare.ExportedBuffer(whole.numel(), device)
     try:
         mine = buffer.tensor()
         mine.copy_(whole[:mine.numel()])
         torch.cuda.synchronize(device)
         del mine
-        return buffer.export_fd(), buffer.size
-    finally:
-        buffer.close()  # the fd keeps the allocation alive; the parent's mapping goes now
+        return buffer.export_fd(), buffer
+    except BaseException:
+        buffer.close()
+        raise
 
 
 def whole_value(skeleton: Any, whole: torch.Tensor, header: list[dict[str, Any]]) -> Any:
