@@ -425,3 +425,38 @@ def test_the_exit_rule_sees_an_exit(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
     sample.write_text("import sys\n\ndef f(bad):\n    if bad:\n        sys.exit(1)\n    raise SystemExit(0)\n")
     assert _exits(sample) == ["line 5: sys.exit", "line 6: raise SystemExit"]
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 60
+SAYS_WHY = "Long because"  # a docstring that opens a paragraph with this may pass the size rule
+
+
+def _oversized(root: Path) -> list[str]:
+    """Modules over MAX_MODULE_LINES and functions over MAX_FUNCTION_LINES under `root` whose docstring does not
+    say why (a paragraph starting with SAYS_WHY)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        source = path.read_text()
+        tree = ast.parse(source)
+        rel = path.relative_to(root).as_posix()
+        if source.count("\n") > MAX_MODULE_LINES and SAYS_WHY not in (ast.get_docstring(tree) or ""):
+            found.append(f"{rel}: {source.count(chr(10))} lines")
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES and SAYS_WHY not in (ast.get_docstring(node) or ""):
+                    found.append(f"{rel}:{node.lineno} {node.name}: {length} lines")
+    return found
+
+
+def test_no_module_over_500_lines_and_no_function_over_60() -> None:
+    """Issue 41's size rule: a part a reader can hold in one sitting, or a docstring that says why not."""
+    assert _oversized(PACKAGE) == []
+
+
+def test_the_size_rule_sees_a_long_module_and_a_long_function(tmp_path: Path) -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(61))
+    (tmp_path / "long_function.py").write_text(f"def f():\n{body}")
+    (tmp_path / "long_module.py").write_text("x = 1\n" * 501)
+    (tmp_path / "excused.py").write_text(f'def g():\n    """{SAYS_WHY} it lists every case."""\n{body}')
+    assert _oversized(tmp_path) == ["long_function.py:1 f: 62 lines", "long_module.py: 501 lines"]

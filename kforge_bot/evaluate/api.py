@@ -217,6 +217,14 @@ def _static_rejection(candidate: Implementation, target: str) -> EvalResult | No
                       details={"static_findings": [str(f) for f in findings]})
 
 
+def _stager(full: Plan, store: ReferenceStore, worker: WorkerProcess) -> Stager:
+    """What hands the head's worker the reference's recorded inputs (Plan.ship_inputs): files, and on a GPU device
+    memory over the worker's output channel."""
+    args = (full.spec, full.target, full.seeds, full.settings)
+    return Stager(store.shipped_folder(*args), full.out_dir, store.shipped_on_device(*args),
+                  worker.shared.send if worker.shared is not None else None, target_index(full.target))
+
+
 def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View | None, spare: Spare | None,
                    progress: Progress | None, split: bool = False,
                    base_template: isolation.View | None = None, base_spare: Spare | None = None) -> EvalResult:
@@ -242,10 +250,7 @@ def _run_and_judge(full: Plan, store: ReferenceStore, template: isolation.View |
             _send_plans(workers)
         ref_outputs, ref_result = store.ensure(full.spec, full.target, full.seeds, settings, progress,
                                                ship=full.ship_inputs)
-        stager = Stager(store.shipped_folder(full.spec, full.target, full.seeds, settings), full.out_dir,
-                        store.shipped_on_device(full.spec, full.target, full.seeds, settings),
-                        worker.shared.send if worker.shared is not None else None, target_index(full.target)) \
-            if full.ship_inputs else None
+        stager = _stager(full, store, worker) if full.ship_inputs else None
         parent = {"reference_s": clock.lap()}  # about 0 when an earlier candidate's reference run is reused
         fit = reference_fit(ref_result)
         _send_fit(workers, fit, plans_sent=view is not None, paired=base is not None)

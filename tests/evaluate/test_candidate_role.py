@@ -17,7 +17,8 @@ import torch
 from kforge_bot.evaluate.worker import candidate_role, guards, importing, worker_io
 from kforge_bot.evaluate.wire import checks
 from kforge_bot.evaluate.api import evaluate
-from kforge_bot.evaluate.worker.candidate_role import CandidateRun, _inherits_forward
+from kforge_bot.evaluate.worker.candidate_role import CandidateRun
+from kforge_bot.evaluate.worker.inheritance import inherits_forward
 from kforge_bot.evaluate.worker.correctness_cases import CorrectnessCases
 from kforge_bot.evaluate.worker.shape_timing import ShapeTiming, fill_buffers
 from kforge_bot.evaluate.wire.graphs import GraphReplays
@@ -158,10 +159,10 @@ def test_inheriting_the_baselines_forward_is_no_work_of_ones_own() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x.exp() / x.exp().sum(dim=1, keepdim=True)
 
-    assert _inherits_forward(Inherits(), Baseline())
-    assert not _inherits_forward(Overrides(), Baseline())
-    assert not _inherits_forward(Baseline(), Baseline())  # the same class: an A/A run
-    assert not _inherits_forward(_softmax, Baseline())  # a function has no forward to inherit
+    assert inherits_forward(Inherits(), Baseline())
+    assert not inherits_forward(Overrides(), Baseline())
+    assert not inherits_forward(Baseline(), Baseline())  # the same class: an A/A run
+    assert not inherits_forward(_softmax, Baseline())  # a function has no forward to inherit
 
 
 def test_poison_and_fill_write_in_place() -> None:

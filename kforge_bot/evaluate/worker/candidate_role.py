@@ -36,7 +36,8 @@ from kforge_bot.evaluate.worker.worker_io import (Channel, Stop, as_list, close_
                                            short_error)
 from kforge_bot.evaluate.worker.shape_timing import ShapeTiming
 from kforge_bot.evaluate.wire.shipped import LISTED, form_context
-from kforge_bot.evaluate.worker.shipped_inputs import ShippedInputs, fetcher, forward_fingerprint
+from kforge_bot.evaluate.worker.inheritance import inherits_forward, inherits_recorded
+from kforge_bot.evaluate.worker.shipped_inputs import ShippedInputs, fetcher
 from kforge_bot.targets import make_target
 
 _clock = time.monotonic  # bound before user code exists
@@ -356,8 +357,8 @@ class CandidateRun:
             self.listed_init = loading.init_key(self.spec, self.inputs_module)
             self.state_source = self.inputs_module.weights()
         self._built(self._build_candidate)
-        if _inherits_forward(self.candidate, self.baseline) or (
-                self.shipped and _inherits_recorded(self.candidate, self.inputs_module.forward())):
+        if inherits_forward(self.candidate, self.baseline) or (
+                self.shipped and inherits_recorded(self.candidate, self.inputs_module.forward())):
             raise Stop("rejected", "the candidate inherits the baseline's forward unchanged (it does no work of its "
                                    "own)")
         # One placement for the weights both sides hold, so where they sit in memory cannot tilt the comparison.
@@ -490,35 +491,3 @@ class CandidateRun:
         self.channel.send("result", status="ok", profile=profile, timing=timing, device_name=self.target.device_name(),
                           target_info=self.target.describe(), restored_state=self.restored, phases=self.phases,
                           shared_state=[name for name, _ in self.shared], saved=self.saved)
-
-
-def _inherits_recorded(candidate: Any, fingerprint: str | None) -> bool:
-    """_inherits_forward against the reference's forward as its worker recorded it (shipped: no baseline here)."""
-    if fingerprint is None or not isinstance(candidate, torch.nn.Module):
-        return False
-    owner = _inherited_forward_owner(candidate)
-    return owner is not None and forward_fingerprint(owner) == fingerprint
-
-
-def _inherited_forward_owner(candidate: torch.nn.Module) -> type | None:
-    """The class the candidate's forward comes from, where another module than the candidate's defines it."""
-    owner = next((k for k in type(candidate).__mro__ if "forward" in vars(k)), None)
-    if owner is None or owner.__module__ == type(candidate).__module__:
-        return None  # defined by the candidate's own module: its own work
-    return owner
-
-
-def _inherits_forward(candidate: Any, baseline: Any) -> bool:
-    """The candidate's forward is the baseline's, inherited (even from another import of the same file)."""
-    if not isinstance(candidate, torch.nn.Module) or not isinstance(baseline, torch.nn.Module) \
-            or type(candidate) is type(baseline):
-        return False
-    mine = getattr(type(candidate), "forward", None)
-    theirs = getattr(type(baseline), "forward", None)
-    if mine is theirs:
-        return True
-    if _inherited_forward_owner(candidate) is None:
-        return False
-    a, b = getattr(mine, "__code__", None), getattr(theirs, "__code__", None)
-    return a is not None and b is not None and (a.co_code, a.co_consts, a.co_names) == (b.co_code, b.co_consts,
-                                                                                        b.co_names)
