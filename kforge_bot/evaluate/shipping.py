@@ -97,7 +97,6 @@ class Stager:
         self.on_device.pop(name, None)  # shared by every head of this reference: a file for all from here on
         return False
 
-
     def close(self) -> None:
         """The last copy sent let go (the evaluation's end; the head's worker has ended or mapped it)."""
         sent, self._sent = self._sent, None
