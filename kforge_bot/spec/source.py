@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from kforge_bot.config import reader
 from kforge_bot.errors import KforgeError
@@ -45,22 +47,22 @@ def top_level_names(tree: ast.Module) -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=16)
-def _names_of(source: str) -> frozenset[tuple[str, str]] | None:
-    """top_level_names of `source` as a hashable set, None where it does not parse. Cached: `init` asks about every
-    launcher of a module with hundreds (one parse each made a 257-launcher module take 10 s)."""
+def _names_of(source: str) -> Mapping[str, str]:
+    """top_level_names of `source`, read-only (shared by every caller), empty where it does not parse. Cached:
+    `init` asks about every launcher of a module with hundreds (one parse each made a 257-launcher module take 10 s)."""
     try:
-        return frozenset(top_level_names(ast.parse(source)).items())
+        return MappingProxyType(top_level_names(ast.parse(source)))
     except SyntaxError:
-        return None
+        return MappingProxyType({})
 
 
 def is_kernelbench_source(source: str) -> bool:
-    names = dict(_names_of(source) or ())
+    names = _names_of(source)
     return names.get("Model") == "class" and "get_inputs" in names and "get_init_inputs" in names
 
 
 def defines(source: str, symbol: str) -> bool:
-    return any(name == symbol for name, _ in _names_of(source) or ())
+    return symbol in _names_of(source)
 
 
 def entry_or_written(source: str, entry: str, written: str) -> str:
