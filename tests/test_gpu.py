@@ -6,6 +6,7 @@ Skipped where no CUDA device exists (see conftest.py); run on the H200 with `pyt
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ DATA = Path(__file__).parent / "data" / "gpu"
 EXAMPLES = Path(__file__).parents[1] / "examples"
 QUICK = EvalSettings(seeds=2, timing_budget_s=1.0, timeout_s=240)
 # Heads written with the reference's own ops (the hand-over's tests are not about the framework-fallback rule).
-SAME_OPS = EvalSettings(seeds=2, timing_budget_s=1.0, timeout_s=240, allow_framework_fallback=True)
+SAME_OPS = replace(QUICK, allow_framework_fallback=True)
 
 
 def _candidate(name: str) -> Implementation:
@@ -327,22 +328,28 @@ class ModelNew(nn.Module):
 """
 
 
+def _linear_base(tmp_path: Path):
+    """The base's KernelBench linear problem, large enough that its input sets and weights (2 MiB, 1 MiB) travel as
+    device memory."""
+    from fakes.kb_linear import LINEAR_PROBLEM
+
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "problem.py").write_text(
+        LINEAR_PROBLEM.replace("batch_size = 8", "batch_size = 1024").replace("dim = 64", "dim = 512"))
+    return load_spec(tmp_path / "base" / "problem.py")
+
+
 @pytest.mark.parametrize("outputs_via", ["device", "files"])
 def test_shipped_inputs_reach_the_head_as_device_memory_and_a_wrong_head_is_still_caught(tmp_path, monkeypatch,
                                                                                           outputs_via):
     """Issue 38 on a GPU: the head's worker imports none of the base's files; the input sets and weights the
     reference recorded reach it as device memory (evaluate.wire.shipped_device), each a fresh copy of its own, and
     through the host where outputs do (KFORGE_OUTPUTS=files)."""
-    from fakes.kb_linear import LINEAR_PROBLEM
-
     from kforge_bot.evaluate.api import ships_inputs
 
     if outputs_via == "files":
         monkeypatch.setenv("KFORGE_OUTPUTS", "files")
-    (tmp_path / "base").mkdir()
-    (tmp_path / "base" / "problem.py").write_text(
-        LINEAR_PROBLEM.replace("batch_size = 8", "batch_size = 1024").replace("dim = 64", "dim = 512"))
-    spec = load_spec(tmp_path / "base" / "problem.py")
+    spec = _linear_base(tmp_path)
     verdicts = {}
     for wrong in ("", " + 1e-2"):
         head = tmp_path / f"head{len(wrong)}"
@@ -385,14 +392,9 @@ def test_a_head_writing_into_its_handed_over_device_memory_reaches_no_other_head
     """Issue 38's hand-over attacked as a head would: a head that writes into the input set and the weights it was
     handed (its own fresh copy of the recording) is caught, and an honest head judged next from the same recording
     still passes: nothing one head writes reaches the recording or another head."""
-    from fakes.kb_linear import LINEAR_PROBLEM
-
     from kforge_bot.evaluate.references import ReferenceStore
 
-    (tmp_path / "base").mkdir()
-    (tmp_path / "base" / "problem.py").write_text(
-        LINEAR_PROBLEM.replace("batch_size = 8", "batch_size = 1024").replace("dim = 64", "dim = 512"))
-    spec = load_spec(tmp_path / "base" / "problem.py")
+    spec = _linear_base(tmp_path)
     store = ReferenceStore()
     results = {}
     try:
