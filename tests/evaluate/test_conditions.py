@@ -102,6 +102,10 @@ def test_the_wait_reader_keeps_one_file_per_live_thread_and_closes_those_of_ende
     opened = len(os.listdir("/proc/self/fd"))
     stop.set()
     thread.join()
+    # join returns when the thread has run its last code; the kernel lists its task a moment longer
+    deadline = time.monotonic() + 5
+    while str(thread.native_id) in os.listdir("/proc/self/task") and time.monotonic() < deadline:
+        time.sleep(0.01)
     reader.seconds()
     assert len(os.listdir("/proc/self/fd")) == opened - 1
     reader.close()
