@@ -119,7 +119,7 @@ def _shim(tmp_path: Path, torch: bool) -> Path:
     shim.write_text(f"""#!/usr/bin/env bash
 # Stands in for the runner's Python: records what the action asks of it, and from where.
 echo "$*" >> "$SHIM_DIR/calls.log"
-echo "$PWD" >> "$SHIM_DIR/cwd.log"
+printf '%s\t%s\n' "$PWD" "$(ls -A | wc -l)" >> "$SHIM_DIR/cwd.log"  # the folder, and how full it is
 if [ "$1" = "-c" ] && [ "$2" = "import torch" ]; then exit {0 if torch else 1}; fi
 if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then
   for a in "$@"; do if [ -f "$a" ] && [ "${{a##*.}}" = "txt" ]; then cp "$a" "$SHIM_DIR/requirements.txt"; fi; done
@@ -163,6 +163,7 @@ def _run_action(tmp_path: Path, inputs: dict[str, str], torch: bool = True,
     output.touch()
     workdir = tmp_path / "workspace"
     workdir.mkdir()
+    (tmp_path / "tmp").mkdir()  # the runner's /tmp (mktemp's folder): a step leaves nothing in it
     for name, text in {**SHADOWS, **(workspace_files or {})}.items():
         (workdir / name).parent.mkdir(parents=True, exist_ok=True)
         (workdir / name).write_text(text)
@@ -182,7 +183,8 @@ def _run_action(tmp_path: Path, inputs: dict[str, str], torch: bool = True,
         script = tmp_path / f"step{i}.sh"
         script.write_text(step["run"])
         env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_ACTION_PATH": str(ROOT),
-               "RUNNER_TEMP": str(runner_temp), "GITHUB_OUTPUT": str(output), "SHIM_DIR": str(tmp_path)}
+               "RUNNER_TEMP": str(runner_temp), "GITHUB_OUTPUT": str(output), "SHIM_DIR": str(tmp_path),
+               "TMPDIR": str(tmp_path / "tmp")}
         env.update({k: expand(v) for k, v in (step.get("env") or {}).items()})
         proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=workdir,
                               env=env, capture_output=True, text=True, timeout=60)
@@ -210,9 +212,12 @@ def test_action_passes_inputs_as_data_not_code(tmp_path):
     assert not list(tmp_path.rglob("PWNED*"))
     # No Python ran from the workspace, where the checkout's json.py, torch.py, pip/ and kforge_bot/ would win, nor
     # from the runner's temp folder, where actions/checkout leaves credentials (issue 28): each from an empty folder.
-    folders = [Path(line) for line in (tmp_path / "cwd.log").read_text().split("\n") if line]
+    calls = [line.split("\t") for line in (tmp_path / "cwd.log").read_text().split("\n") if line]
+    folders = [Path(folder) for folder, _ in calls]
     assert folders and all(not f.is_relative_to(tmp_path / "workspace") and not f.is_relative_to(runner_temp)
-                           and not any(f.iterdir()) for f in folders), folders
+                           and entries.strip() == "0" for f, (_, entries) in zip(folders, calls)), calls
+    # Each step's empty folder went with the step: a self-hosted runner's /tmp does not fill up job by job.
+    assert not any((tmp_path / "tmp").iterdir()), list((tmp_path / "tmp").iterdir())
     # No reports were written (the stand-in CLI measured nothing): the output is empty, so no empty artifact.
     assert output.read_text().splitlines() == ["pr-numbers=7,9", f"results-file={results}", "reports-dir="]
     # With torch present, the package is installed with its dependencies, torch left alone.
@@ -285,10 +290,11 @@ def test_example_gate_workflow_shape():
     run = wf["jobs"]["gate"]["steps"][-1]
     assert "gate --repo \"$GITHUB_WORKSPACE\" --base \"$BASE_SHA\" --head \"$HEAD_SHA\"" in run["run"]
     # Every step that runs Python runs it outside the checkout (the current folder leads sys.path).
-    # Nor in the runner's temp folder, where actions/checkout leaves credentials: in a new empty folder.
+    # Nor in the runner's temp folder, where actions/checkout leaves credentials: in a new empty folder inside it,
+    # which the runner empties after the job.
     for step in wf["jobs"]["gate"]["steps"]:
         if "python" in step.get("run", ""):
-            assert step["run"].startswith('cd "$(mktemp -d)" && python3 '), step["name"]
+            assert step["run"].startswith('cd "$(mktemp -d -p "$RUNNER_TEMP")" && python3 '), step["name"]
             assert "working-directory" not in step, step["name"]
 
 
