@@ -136,6 +136,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 rows.append({"decision": i, "verdict": m.verdict, "wall_s": round(m.wall_s, 3), "runs": m.runs,
                              # how the recorded inputs reached the head's worker (shipped only): device memory or files
                              "shipped_inputs": (m.result.details.get("shipped_inputs") if m.result else None),
+                             # the hidden-work check's figures, each shape set: busy before and after, per side
+                             "busy": _busy(m.result),
                              # what a decision other than pass says (an A/A must pass)
                              **({"reason": m.reason[:2000]} if m.verdict != "pass" else {})})
                 print(json.dumps(rows[-1]), flush=True)
@@ -189,6 +191,13 @@ def render_md(runs: list[dict[str, Any]], target: str) -> str:
                      f"{verdicts} ({r['confirmed']}) | {r['median_s']} | {r['mean_s']} | {r['max_s']} | "
                      f"{r['worker_peak_rss_mib']} | {r['device_peak_mib_above_idle'] or '-'} |")
     return "\n".join(lines) + "\n"
+
+
+def _busy(result: Any) -> list[dict[str, Any]]:
+    """The hidden-work check's figures of a decision's last run (ms, upper quartiles; host_tail_ms: what was taken
+    off each side's busy-after as its own host's share, split layouts only)."""
+    timing = (result.details.get("timing") if result is not None else None) or []
+    return [{k: t.get(k) for k in ("busy_before_ms", "busy_after_ms", "host_tail_ms")} for t in timing]
 
 
 def main() -> None:

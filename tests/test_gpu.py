@@ -359,7 +359,8 @@ def test_shipped_inputs_reach_the_head_as_device_memory_and_a_wrong_head_is_stil
         candidate = Implementation(source, "ModelNew", "problem.py", str(head))
         assert ships_inputs(spec, candidate)
         result = evaluate(spec, candidate, "cuda", SAME_OPS)
-        verdicts[wrong] = result.verdict
+        verdicts[wrong] = result.verdict if result.verdict in ("pass", "incorrect") else \
+            f"{result.verdict}: {result.reason}"
         handed = result.details.get("shipped_inputs") or {}
         if outputs_via == "device":
             assert handed.get("device", 0) >= 2, handed  # input sets (2 MiB) and weights (1 MiB) at least

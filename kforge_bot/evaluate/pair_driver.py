@@ -27,6 +27,7 @@ from kforge_bot.evaluate.turns import Turns
 from kforge_bot.evaluate.wire.stats import relative_half_width, speedup_from_pairs
 
 SIDES = (("b", "baseline"), ("c", "candidate"))
+MAX_HOST_TAIL_MS = 1.0  # a host tail longer than this is no host's wake-up: taken as none
 
 
 class SideEnded(Exception):
@@ -51,6 +52,10 @@ class RemoteSide:
         self.stager = stager  # a head's worker with shipped inputs asks for them (evaluate.shipping)
         self.answers: queue.Queue[dict[str, Any]] = queue.Queue()
         self.ended = threading.Event()
+        # The host's own share of this worker's busy-after figures (wire.timing.calibrate): the first the worker
+        # sent, in its setup, before any candidate code existed in it.
+        self.host_tail_ms = 0.0
+        self._calibrated = False
 
     def on_message(self, message: dict[str, Any]) -> None:
         if message.get("phase") == "need_inputs" and self.stager is not None:
@@ -60,6 +65,9 @@ class RemoteSide:
                 answer = {"op": "staged", "file": str(message.get("file") or ""), "ok": False,
                           "refused": f"{type(exc).__name__}: {exc}"[:300]}
             self.worker.command(answer)  # outside any session: the worker waits for it
+        elif message.get("phase") == "calibrated":
+            if not self._calibrated:
+                self.host_tail_ms, self._calibrated = _tail_ms(message.get("host_tail_ms")), True
         elif message.get("phase") == "side":
             self.worker.waiting_on_parent = True  # silent now by the parent's choice: no stall
             self.answers.put(message)
@@ -87,6 +95,15 @@ class RemoteSide:
         self.worker.command({"op": "close"})
 
 
+def _tail_ms(value: Any) -> float:
+    """A worker's calibrated host tail, within sense: none where it sent something else."""
+    try:
+        tail = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return tail if 0.0 <= tail <= MAX_HOST_TAIL_MS else 0.0
+
+
 class TurnTaking:
     """A side that gets the turn (every other side stopped, evaluate.turns) before each request it is asked."""
 
@@ -107,6 +124,7 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
     request goes to a side whose other side is stopped; the caller releases them after."""
     from kforge_bot.evaluate.wire import paired_times, timing  # the rules' one home (torch only once it compares)
 
+    tails = {s: float(getattr(side, "host_tail_ms", 0.0)) for s, side in sides.items()}
     if turns is not None:
         sides = {s: TurnTaking(side, s, turns) for s, side in sides.items()}  # type: ignore[assignment, misc]
     started = time.monotonic()
@@ -132,7 +150,10 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
     result = {"baseline_ms": times["b"], "candidate_ms": times["c"], "calls_per_sample": k, "mode": launch,
               "mode_note": note, "stop_reason": times["stop_reason"], "per_call_ms": per_call,
               "conditions": {name: summarize(times["readings"][s]) for s, name in SIDES},
-              "busy_after_ms": {name: paired_times.upper_quartile(times["after"][s]) for s, name in SIDES},
+              # Each side's net of its own host's share (wire.timing.calibrate): two processes' hosts differ.
+              "busy_after_ms": {name: paired_times.upper_quartile([max(0.0, v - tails[s]) for v in times["after"][s]])
+                                for s, name in SIDES},
+              "host_tail_ms": {name: tails[s] for s, name in SIDES},
               "busy_before_ms": {name: paired_times.upper_quartile(times["before"][s]) for s, name in SIDES}}
     if timed_shapes > 1 and result["stop_reason"].startswith("time budget"):
         result["stop_reason"] += f" (this shape set's share of {settings.timing_budget_s:g} s)"

@@ -31,7 +31,9 @@ class Timer(ABC):
     def elapsed_ms(self) -> float: ...
 
     def mark_settle(self) -> None:
-        """Called by `Target.settle` once the device is idle, before the settle's own work is queued."""
+        """Called by `Target.settle` once the last sample's work is done, before the settle's own work is queued
+        (on a device that runs ahead of the host, behind a short lead of the device's own, so that the gap to the
+        region's start holds no launch of the host's)."""
 
     def settle_ms(self) -> float:
         """After `elapsed_ms`: from `mark_settle` to the region's start, on the device's clock: the settle's fixed
@@ -94,11 +96,15 @@ class Target(ABC):
             self._flush_buffer = torch.empty(size // 4, dtype=torch.int32, device=self.device)
         self._flush_buffer.fill_(1)
 
+    def calibrate(self) -> None:
+        """Measure, before any candidate code exists (the worker's trusted setup), what `settle` measures once per
+        process: a call inside a candidate's first sample could otherwise skew it."""
+
     def settle(self, lead_ms: float = 0.0, mark: Callable[[], None] | None = None) -> None:
         """Ready the device for a timed sample: no warm data in the cache, earlier work finished. `lead_ms`: on an
         asynchronous device, leave it busy for about that long, so the host can queue the sample's calls before
-        the device reaches them (ignored where the host clock is the device clock). `mark()` runs once the device
-        is idle, before the settle's work (Timer.mark_settle)."""
+        the device reaches them (ignored where the host clock is the device clock). `mark()` runs once the last
+        sample's work is done, before the settle's work (Timer.mark_settle)."""
         if mark is not None:
             mark()
         self.flush_cache()

@@ -36,6 +36,7 @@ MAX_FLUSH_LEAD_MS = 25.0
 # SETTLE_MS = 0 is the earlier loop (kept for benchmarks/agreement.py): one flush, a host wait, then a
 # one-block spin of this many cycles (25-100 us) so the host's launch latency falls outside the interval.
 PREFILL_CYCLES = 100_000
+MARK_LEAD_MS = 0.2  # the device's lead over the host at the settle's mark: longer than the host's launches behind it
 # Persisting L2 (gpu-mode/pygpubench#49): a call may reserve an L2 carveout (cuCtxSetLimit) and mark data
 # persisting (a stream access-policy window); the flush's ordinary writes do not evict such lines, so they stayed
 # into later samples and took L2 from them, the baseline's included (a reference ran much slower beside such a
@@ -142,17 +143,29 @@ class CudaTarget(Target):
         _device_sync(self.index)  # the last sample's outputs are checked and poisoned: nothing left running
         if _reset_persisting_l2 is not None:
             _reset_persisting_l2()  # before the flush, which then evicts the demoted lines
-        if mark is not None:
-            mark()
         if SETTLE_MS <= 0:
+            if mark is not None:
+                mark()
             self.flush_cache()
             _device_sync(self.index)
             _sleep(max(PREFILL_CYCLES, int(busy_ms * _spin_cycles_per_ms())))
             return
+        if mark is not None:
+            # The device busy while the host records the mark and queues the first flush: the settle's length is
+            # then the device's alone. Marked on an idle device, it held the host's launch latency too, which
+            # differs from process to process (base and head in workers of their own) by more than the check's
+            # floor: honest A/A heads were rejected for hidden work
+            # (benchmarks/results/gate_decision_cost_h100_device.md).
+            _sleep(int(MARK_LEAD_MS * _spin_cycles_per_ms()))
+            mark()
         if spin:
             _sleep(spin)
         for _ in range(flushes):
             self.flush_cache()
+
+    def calibrate(self) -> None:
+        _spin_cycles_per_ms()
+        self._flush_ms()
 
     def _flush_ms(self) -> float:
         """One flush's time on this device (a 256 MB fill), measured once per process."""

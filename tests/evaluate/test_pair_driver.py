@@ -15,8 +15,9 @@ from kforge_bot.evaluate.wire.result import EvalSettings
 class FakeSide:
     """A side answering the driver's requests with fixed figures, keeping every request it was sent."""
 
-    def __init__(self, ms: float, capture: str = "", busy_after_ms: float = 0.0) -> None:
+    def __init__(self, ms: float, capture: str = "", busy_after_ms: float = 0.0, host_tail_ms: float = 0.0) -> None:
         self.ms, self.capture_answer, self.busy_after_ms = ms, capture, busy_after_ms
+        self.host_tail_ms = host_tail_ms  # as RemoteSide keeps it from the worker's setup
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
     def ask(self, op: str, **args: Any) -> Any:
@@ -93,6 +94,44 @@ def test_graphs_on_both_sides_are_replayed_and_no_lead_is_given() -> None:
 def test_work_the_candidate_hides_after_its_samples_rejects_it() -> None:
     with pytest.raises(HiddenWork, match="busy"):
         _drive(FakeSide(1.0), FakeSide(1.0, busy_after_ms=0.5), device="cuda")
+
+
+def test_each_side_is_judged_net_of_its_own_hosts_tail_and_hidden_work_still_shows() -> None:
+    # Base and head in processes of their own: the head's host takes 30 us longer to wake and close a region
+    # (H100: 11-60 us from process to process); with samples of 300 us the check allows 20 us. Net of each one's
+    # calibrated tail, an honest head passes ...
+    slow_host = _drive(FakeSide(0.3, busy_after_ms=0.015, host_tail_ms=0.015),
+                       FakeSide(0.3, busy_after_ms=0.045, host_tail_ms=0.045), device="cuda")
+    assert slow_host["busy_after_ms"] == {"baseline": 0.0, "candidate": 0.0}
+    assert slow_host["host_tail_ms"] == {"baseline": 0.015, "candidate": 0.045}
+    # ... where the raw figures, compared across the two processes, rejected it.
+    with pytest.raises(HiddenWork, match="busy 30.0 us longer after"):
+        _drive(FakeSide(0.3, busy_after_ms=0.015), FakeSide(0.3, busy_after_ms=0.045), device="cuda")
+    # Work left running past its own host's tail is still the head's.
+    with pytest.raises(HiddenWork, match="busy"):
+        _drive(FakeSide(0.3, busy_after_ms=0.015, host_tail_ms=0.015),
+               FakeSide(0.3, busy_after_ms=0.545, host_tail_ms=0.045), device="cuda")
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.commands: list[dict[str, Any]] = []
+        self.waiting_on_parent = False
+
+    def command(self, message: dict[str, Any]) -> None:
+        self.commands.append(message)
+
+
+def test_a_side_keeps_the_first_calibration_its_worker_sent_and_nothing_out_of_sense() -> None:
+    side = pair_driver.RemoteSide("candidate", _Worker(), None)  # type: ignore[arg-type]
+    side.on_message({"phase": "calibrated", "host_tail_ms": 0.04})
+    # A second one came after setup, when candidate code could have sent it: ignored.
+    side.on_message({"phase": "calibrated", "host_tail_ms": 0.9})
+    assert side.host_tail_ms == 0.04
+    for sent in ("lots", -1.0, 50.0, None, float("nan")):
+        fresh = pair_driver.RemoteSide("candidate", _Worker(), None)  # type: ignore[arg-type]
+        fresh.on_message({"phase": "calibrated", "host_tail_ms": sent})
+        assert fresh.host_tail_ms == 0.0, sent
 
 
 def test_a_refreshed_session_is_timed_eagerly_and_asks_no_device_estimate() -> None:

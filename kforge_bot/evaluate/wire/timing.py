@@ -32,7 +32,7 @@ from kforge_bot.evaluate.wire.checks import CheckFailure, poison_outputs, tolera
 from kforge_bot.evaluate.wire.graphs import GraphReplays, capture_graphs, tensors_of
 from kforge_bot.evaluate.wire.paired_times import PairedTimes, check_no_hidden_work, upper_quartile
 from kforge_bot.evaluate.wire.stats import relative_half_width, speedup_from_pairs
-from kforge_bot.targets.base import Target
+from kforge_bot.targets.base import Target, Timer
 
 MIN_SAMPLE_MS = 0.2  # shorter kernels are timed k calls at a time, so launch latency does not dominate
 MAX_CALLS_PER_SAMPLE = 256
@@ -69,6 +69,12 @@ def timed_sample(target: Target, fn: Callable[[list[Any]], Any], input_sets: lis
         if kept is not None:
             kept.append(out)
     host_ms = (_monotonic() - issued) * 1000.0
+    elapsed, busy_after = _region_end(target, timer)
+    return Sample(elapsed / k, out, sets[-1], host_ms, busy_after, timer.settle_ms())
+
+
+def _region_end(target: Target, timer: Timer) -> tuple[float, float]:
+    """Ends a timed region: its time, and how long the device stayed busy after it (with the host's own path)."""
     timer.stop()
     elapsed = timer.elapsed_ms()
     waited = _monotonic()
@@ -76,8 +82,27 @@ def timed_sample(target: Target, fn: Callable[[list[Any]], Any], input_sets: lis
     sync_ms = (_monotonic() - waited) * 1000.0
     # Work left running shows in both: the device's gap after the region (which also holds the host's wake-up, long
     # where the host was preempted) and the host's wait in the synchronize (brief unless work was left running).
-    busy_after = min(timer.busy_after_ms(), sync_ms)
-    return Sample(elapsed / k, out, sets[-1], host_ms, busy_after, timer.settle_ms())
+    return elapsed, min(timer.busy_after_ms(), sync_ms)
+
+
+HOST_TAIL_REPEATS = 32
+
+
+def calibrate(target: Target) -> float:
+    """In the worker's trusted setup, before any candidate code exists (none can skew it): the target's own figures
+    (Target.calibrate), and the host's own share of a region's busy-after figure (its wake-up, the synchronize, the
+    closing event's launch, with nothing left running), an upper quartile over empty regions. That share differs
+    from process to process (11-60 us on an H100, steady within one: benchmarks/results/busy_before_split_h100.md):
+    where base and head run in workers of their own, the parent takes each side's figures net of its own
+    (evaluate.pair_driver), or the hidden-work check would compare two processes' hosts."""
+    target.calibrate()
+    tails = []
+    for _ in range(HOST_TAIL_REPEATS):
+        timer = target.timer()
+        target.synchronize()
+        timer.start()
+        tails.append(_region_end(target, timer)[1])
+    return upper_quartile(tails)
 
 
 def calls_per_sample_for(estimate_ms: float) -> int:

@@ -38,6 +38,7 @@ from kforge_bot.evaluate.worker.shape_timing import ShapeTiming
 from kforge_bot.evaluate.wire.shipped import LISTED, form_context
 from kforge_bot.evaluate.worker.inheritance import inherits_forward, inherits_recorded
 from kforge_bot.evaluate.worker.shipped_inputs import ShippedInputs, fetcher
+from kforge_bot.evaluate.wire.timing import calibrate as calibrate_timing
 from kforge_bot.targets import make_target
 
 _clock = time.monotonic  # bound before user code exists
@@ -260,6 +261,9 @@ class CandidateRun:
         self.target = make_target(plan.target)
         device = self.device = self.target.device
         torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
+        host_tail_ms = calibrate_timing(self.target)  # before any candidate code exists
+        if plan.side:  # the parent judges this worker's samples beside another process's (evaluate.pair_driver)
+            self.channel.send("progress", phase="calibrated", host_tail_ms=host_tail_ms)
         if self.shipped:
             self._setup_shipped()
             return
