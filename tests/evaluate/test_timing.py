@@ -591,3 +591,46 @@ def test_a_call_whose_launches_outlast_its_device_work_is_replayed_from_graphs_h
     assert result.launch == "cuda_graph"
     assert timing.launch_bound({"baseline": {"host_issue": 40.0, "device": 24.0}})
     assert not timing.launch_bound({"baseline": {"host_issue": 2.3, "device": 3.1}})  # level 3's VGG16
+
+
+class SlowHostTarget(LaunchBoundTarget):
+    """A device whose host takes `host_ms` to wake and close a region, with nothing left running: every
+    region's busy-after figure holds it."""
+
+    def __init__(self, host_ms: float) -> None:
+        super().__init__()
+        self.host_ms, self.calibrated, self.flushes = host_ms, 0, 0
+
+    def calibrate(self) -> None:
+        self.calibrated += 1
+
+    def flush_cache(self) -> None:
+        self.flushes += 1
+
+    def timer(self) -> Timer:
+        target = self
+
+        class Tail(HostTimer):
+            def busy_after_ms(self) -> float:
+                return target.host_ms
+
+        return Tail()
+
+    def synchronize(self) -> None:
+        _busy(self.host_ms / 1000.0)
+
+
+def test_the_calibration_measures_the_hosts_own_tail_and_the_target_s_figures_once() -> None:
+    # What the parent takes off this worker's busy-after figures (pair_driver): the host's own share, over regions
+    # of device work the host waits for as for a sample's.
+    target = SlowHostTarget(2.0)
+    tail = timing.calibrate(target)
+    assert 2.0 <= tail < 20.0, tail  # the synchronize's 2 ms, measured on the host (a loaded machine adds to it)
+    assert target.calibrated == 1 and target.flushes == timing.HOST_TAIL_REPEATS
+
+
+def test_on_the_cpu_nothing_runs_after_a_region_and_nothing_is_flushed_to_find_out() -> None:
+    target = SlowHostTarget(2.0)
+    target.kind = "cpu"
+    assert timing.calibrate(target) == 0.0
+    assert target.calibrated == 1 and target.flushes == 0

@@ -91,16 +91,19 @@ HOST_TAIL_REPEATS = 32
 def calibrate(target: Target) -> float:
     """In the worker's trusted setup, before any candidate code exists (none can skew it): the target's own figures
     (Target.calibrate), and the host's own share of a region's busy-after figure (its wake-up, the synchronize, the
-    closing event's launch, with nothing left running), an upper quartile over empty regions. That share differs
+    closing event's launch, with nothing left running), an upper quartile over regions of one cache flush. It differs
     from process to process (11-60 us on an H100, steady within one: benchmarks/results/busy_before_split_h100.md):
     where base and head run in workers of their own, the parent takes each side's figures net of its own
     (evaluate.pair_driver), or the hidden-work check would compare two processes' hosts."""
     target.calibrate()
+    if target.kind == "cpu":
+        return 0.0  # the host's clock is the device's: nothing runs after a region
     tails = []
     for _ in range(HOST_TAIL_REPEATS):
         timer = target.timer()
         target.synchronize()
         timer.start()
+        target.flush_cache()  # device work of its own (no other stream): the host waits for it as for a sample's
         tails.append(_region_end(target, timer)[1])
     return upper_quartile(tails)
 
