@@ -59,20 +59,18 @@ def select(level2: Path) -> list[str]:
 
 def measure(problem: Path, target: str, budget: float, timeout: float, kinds: list[str]) -> dict:
     """A/A and each compiled baseline against eager, one reference run for all (same secret seeds)."""
-    from kforge_bot.evaluate.api import evaluate, new_seeds
     from kforge_bot.evaluate.baselines import measure_compiled
-    from kforge_bot.evaluate.references import ReferenceStore
+    from kforge_bot.evaluate.session import EvaluationSession
     from kforge_bot.evaluate.wire.result import EvalSettings
     from kforge_bot.spec import load_spec
 
     spec = load_spec(problem)
     settings = EvalSettings(timing_budget_s=budget, timeout_s=timeout)
-    seeds = new_seeds(spec.seeds)
-    store = ReferenceStore()
+    session = EvaluationSession(target, spec.seeds)
     row: dict = {"problem": problem.name}
     try:
         started = time.monotonic()
-        aa = evaluate(spec, spec.baseline, target, settings, seeds=seeds, references=store)
+        aa = session.evaluate(spec, spec.baseline, settings)
         timing = (aa.details.get("timing") or [{}])[0]
         row["aa"] = {"verdict": aa.verdict, "reason": aa.reason[:300], "speedup": aa.speedup, "ci": aa.speedup_ci,
                      "eager_ms": aa.baseline.median_ms if aa.baseline else None, "mode": timing.get("mode"),
@@ -80,8 +78,7 @@ def measure(problem: Path, target: str, budget: float, timeout: float, kinds: li
         row["device"] = aa.device_name
         for kind in kinds:
             started = time.monotonic()
-            found = measure_compiled(spec, spec.baseline, [kind], evaluate, target, settings, seeds=seeds,
-                                     references=store)[kind]
+            found = measure_compiled(spec, spec.baseline, [kind], session.evaluate, settings)[kind]
             over = found.speedup_over_eager.get(0)
             ci = found.ci_over_eager.get(0)
             row[kind] = {"verdict": found.verdict, "reason": found.reason[:300], "speedup_over_eager": over,
@@ -90,7 +87,7 @@ def measure(problem: Path, target: str, budget: float, timeout: float, kinds: li
     except Exception as exc:  # noqa: BLE001 - one problem's failure is its row, the others still run
         row["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
     finally:
-        store.cleanup()
+        session.close()
     return row
 
 

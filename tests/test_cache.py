@@ -275,7 +275,7 @@ def test_evaluator_cache_is_separated_by_hardware_and_never_stores_a_cached_resu
         made.append(HarnessEvaluator(spec, "cpu", settings, evaluate_fn=evaluate_fn, cache=store, fingerprint=fingerprint,
                               seeds=[5, 6]))
         if len(made) > 1:
-            made[-1].references = made[0].references  # the reference's outputs once (seeds are not in the key)
+            made[-1].session.references = made[0].session.references  # the reference's outputs once (seeds are not in the key)
         return made[-1]
 
     machine_a = TargetFingerprint("cpu", "Test CPU A", "2.13.0")

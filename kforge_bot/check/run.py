@@ -16,10 +16,10 @@ from rich.console import Console
 from kforge_bot.check.render import nothing_checked, render
 from kforge_bot.config.policy import Policy, load_policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.api import evaluate, new_seeds
+from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.baselines import against_baselines, measure_compiled, requested_compiled
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.evaluate.references import ReferenceStore
+from kforge_bot.evaluate.session import EvaluationSession
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.spec import Implementation, KernelSpec, load_spec
 from kforge_bot.spec.comparison import resolve_candidate
@@ -78,18 +78,12 @@ def run_check(request: CheckRequest, *, quiet: bool, console: Console, save_json
     settings = settings_for(spec, kind)
     click.echo(announcement(isolation), err=True)
     kinds = requested_compiled(request.baselines or policy.baseline)
-    store = ReferenceStore()
-    try:
-        with _Progress(enabled=sys.stderr.isatty() and not quiet) as progress:
-            # One set of secret seeds for the candidate and the compiled baselines: one reference run serves both.
-            seeds_used = new_seeds(settings.seed_count(spec.seeds))
-            result = evaluate(spec, candidate, target, settings, baseline=baseline, progress=progress,
-                              seeds=seeds_used, references=store)
-            if kinds:
-                attach_baselines(result, spec, baseline, kinds, target, settings, seeds=seeds_used,
-                                 references=store, progress=progress)
-    finally:
-        store.cleanup()
+    # One session for the candidate and the compiled baselines: one reference run serves both.
+    with EvaluationSession(target, settings.seed_count(spec.seeds)) as session, \
+            _Progress(enabled=sys.stderr.isatty() and not quiet) as progress:
+        result = session.evaluate(spec, candidate, settings, baseline=baseline, progress=progress)
+        if kinds:
+            attach_baselines(result, spec, baseline, kinds, session, settings, progress=progress)
     save_json({"kernel": spec.name, "format": spec.format, "comparison": title, **result.to_dict()})
     if not quiet:
         render(result, f"kforge-bot check: {title}", console)
@@ -103,14 +97,14 @@ def _chosen_for(chosen: TargetChoice, kind: str) -> TargetChoice:
 
 
 def attach_baselines(result: EvalResult, spec: KernelSpec, eager: Implementation, kinds: tuple[str, ...],
-                     target: TargetChoice, settings: EvalSettings, **kwargs: Any) -> None:
+                     session: EvaluationSession, settings: EvalSettings, **kwargs: Any) -> None:
     """The compiled baselines measured (only for a correct, timed candidate: there is nothing to compare otherwise)
     and the candidate's speedups against each, in `details.baselines`."""
     if not (result.correct and result.details.get("timing")):
         result.details["baselines"] = {"note": f"{', '.join(kinds)} not measured: the candidate is "
                                                f"{result.verdict} (or untimed)"}
         return
-    compiled = measure_compiled(spec, eager, kinds, evaluate, target, settings, **kwargs)
+    compiled = measure_compiled(spec, eager, kinds, session.evaluate, settings, **kwargs)
     result.details["baselines"] = against_baselines(result, compiled)
 
 

@@ -61,7 +61,7 @@ def evaluate(
     settings = settings or EvalSettings()
     kind = choose_target(target).device_kind(spec.targets)
     baseline = baseline or spec.baseline
-    seeds = seeds or new_seeds(settings.seeds or spec.seeds)
+    seeds = seeds or new_seeds(settings.seed_count(spec.seeds))
     rejected = _static_rejection(candidate, kind)
     if rejected is not None:
         return rejected

@@ -121,14 +121,14 @@ def requested_compiled(kinds: tuple[str, ...] | list[str]) -> tuple[str, ...]:
 
 
 def measure_compiled(spec: KernelSpec, eager: Implementation, kinds: tuple[str, ...] | list[str],
-                     evaluate_fn: Callable[..., EvalResult], target: str, settings: EvalSettings,
+                     run: Callable[..., EvalResult], settings: EvalSettings,
                      **kwargs: Any) -> dict[str, CompiledBaseline]:
-    """Each compiled kind of `eager` evaluated as a candidate against `eager` (`evaluate_fn`: api.evaluate, passed in
-    so the caller chooses its reference store and progress)."""
+    """Each compiled kind of `eager` evaluated as a candidate against `eager` (`run`: the caller's
+    EvaluationSession.evaluate, with its target, seeds and reference outputs)."""
     found: dict[str, CompiledBaseline] = {}
     for kind in requested_compiled(kinds):
-        result = evaluate_fn(spec, compiled_implementation(eager, kind), target, compile_settings(settings),
-                             baseline=eager, **kwargs)
+        result = run(spec, compiled_implementation(eager, kind), compile_settings(settings), baseline=eager,
+                     **kwargs)
         found[kind] = CompiledBaseline.from_result(kind, result)
     return found
 

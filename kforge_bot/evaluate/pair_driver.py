@@ -52,7 +52,7 @@ class RemoteSide:
         self.stager = stager  # a head's worker with shipped inputs asks for them (evaluate.shipping)
         self.answers: queue.Queue[dict[str, Any]] = queue.Queue()
         self.ended = threading.Event()
-        # The host's own share of this worker's busy-after figures (wire.timing.calibrate): the first the worker
+        # The host's own share of this worker's busy-after figures (wire.sample.calibrate): the first the worker
         # sent, in its setup, before any candidate code existed in it.
         self.host_tail_ms = 0.0
         self._calibrated = False
@@ -150,7 +150,7 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
     result = {"baseline_ms": times["b"], "candidate_ms": times["c"], "calls_per_sample": k, "mode": launch,
               "mode_note": note, "stop_reason": times["stop_reason"], "per_call_ms": per_call,
               "conditions": {name: summarize(times["readings"][s]) for s, name in SIDES},
-              # Each side's net of its own host's share (wire.timing.calibrate): two processes' hosts differ.
+              # Each side's net of its own host's share (wire.sample.calibrate): two processes' hosts differ.
               "busy_after_ms": {name: paired_times.upper_quartile([max(0.0, v - tails[s]) for v in times["after"][s]])
                                 for s, name in SIDES},
               "host_tail_ms": {name: tails[s] for s, name in SIDES},

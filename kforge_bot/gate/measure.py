@@ -3,7 +3,6 @@ confirmation run when the first interval straddles the threshold."""
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -11,17 +10,13 @@ from typing import Any
 
 from kforge_bot.config.policy import GateRule, Policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.api import evaluate, new_seeds
-from kforge_bot.evaluate.references import ReferenceStore
-from kforge_bot.evaluate.spares import SpareWorkers
+from kforge_bot.evaluate.session import EvaluateFn, EvaluationSession
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.wire.shapes import regressions
 from kforge_bot.gate.decision import direction_regressions, fmt_change, harness_verdict, result_decision
 from kforge_bot.spec import Implementation, KernelSpec, has_own_reference
 
 CONFIRM_FACTOR = 3.0
-
-EvaluateFn = Callable[..., EvalResult]
 
 
 @dataclass
@@ -71,21 +66,14 @@ def compare(spec: KernelSpec, head: Implementation, base: Implementation | None,
     # and held off the device: a confirmation run, or a run again after a disturbed one, finds the head's and the
     # base's workers started. On the CPU a spare starts only as a run ends, and the next run starts at once: no gain
     # (benchmarks/results/gate_decision_cost_cpu.md), so none.
-    spares = SpareWorkers() if evaluator is None and kind != "cpu" else None
-    store = references if references is not None else ReferenceStore()
-    steps = _Steps(evaluator or functools.partial(evaluate, spares=spares), kind, store,
-                   list(seeds) if seeds else new_seeds(max(settings.seeds or spec.seeds, 1)))
-    try:
+    with EvaluationSession(kind, settings.seed_count(spec.seeds), seeds=seeds, references=references,
+                           spares=kind != "cpu", evaluate_fn=evaluator) as session:
+        steps = _Steps(session)
         if base is None:
             measurement = steps.new_kernel(spec, head, settings)
         else:
             judged = replace(spec, reference=oracle) if oracle is not None else spec
             measurement = steps.head_against_base(judged, head, base, settings, threshold, oracle is not None)
-    finally:
-        if spares is not None:
-            spares.close()
-        if references is None:
-            store.cleanup()
     measurement.wall_s, measurement.runs = time.monotonic() - steps.started, steps.runs
     return measurement
 
@@ -94,8 +82,8 @@ class _Steps:
     """One decision's steps (a new kernel; or the first run, a failure and whose it is, the confirmation), which
     share the run counter, the seeds and the reference store."""
 
-    def __init__(self, run_one: EvaluateFn, kind: str, store: Any, seeds: list[int]) -> None:
-        self.run_one, self.kind, self.store, self.seeds = run_one, kind, store, seeds
+    def __init__(self, session: EvaluationSession) -> None:
+        self.session = session
         self.started = time.monotonic()
         self.runs = 0
 
@@ -105,7 +93,7 @@ class _Steps:
         run (a reference or inputs that fail)."""
         def once() -> EvalResult:
             self.runs += 1
-            return self.run_one(spec, cand, self.kind, how, baseline=against, seeds=self.seeds, references=self.store)
+            return self.session.evaluate(spec, cand, how, baseline=against)
 
         try:
             return again_if_disturbed(once) if how.measure else once()

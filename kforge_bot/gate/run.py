@@ -17,7 +17,8 @@ from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec
 from kforge_bot.gate.decision import CACHEABLE, fmt_threshold, stricter
-from kforge_bot.gate.measure import EvaluateFn, Measurement, compare
+from kforge_bot.evaluate.session import EvaluateFn
+from kforge_bot.gate.measure import Measurement, compare
 from kforge_bot.gate.plan import Planner, ToMeasure
 from kforge_bot.gate.report import GateReport, KernelReport, report_from
 from kforge_bot.gate.required_targets import required_targets

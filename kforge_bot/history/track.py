@@ -19,7 +19,7 @@ from typing import Any
 
 from kforge_bot import gitops
 from kforge_bot.config.policy import Policy
-from kforge_bot.evaluate.api import evaluate
+from kforge_bot.evaluate.session import EvaluateFn, EvaluationSession
 from kforge_bot.evaluate.wire.result import EvalResult
 from kforge_bot.gate.decision import harness_verdict
 from kforge_bot.gate.measure import again_if_disturbed, gate_settings
@@ -29,7 +29,6 @@ from kforge_bot.spec.kernels import Kernel, discover
 from kforge_bot.targets import TargetChoice
 
 Log = Callable[[str], None]
-EvaluateFn = Callable[..., EvalResult]
 
 
 def commit_facts(root: Path, sha: str) -> dict[str, Any]:
@@ -80,9 +79,10 @@ def measure_kernel(kernel: Kernel, policy: Policy, target: TargetChoice, timing_
     distinct = has_own_reference(kernel.spec)
     # Timed in pairs against its reference (the oracle), not against the spec's baseline, which for a repository's
     # own kernel is the kernel itself.
-    run_one = functools.partial(evaluator or evaluate, kernel.spec, kernel_implementation(kernel.spec), kind,
-                                settings, baseline=kernel.spec.reference if distinct else None)
-    result = again_if_disturbed(run_one)
+    # A run again after a disturbed one reuses the first's seeds and reference outputs, as the gate's does.
+    with EvaluationSession(kind, settings.seed_count(kernel.spec.seeds), evaluate_fn=evaluator) as session:
+        result = again_if_disturbed(functools.partial(session.evaluate, kernel.spec, kernel_implementation(kernel.spec),
+                                                      settings, baseline=kernel.spec.reference if distinct else None))
     entry.update(target=kind, threshold=rule.threshold, reference_distinct=distinct,
                  wall_s=round(time.monotonic() - started, 3))
     if result.verdict == "inconclusive":  # disturbed twice: no point of any series (never a figure)

@@ -1,21 +1,20 @@
-"""The loop's evaluator: `evaluate()` for one session of one kernel, with one reference store, one seed list,
-spare workers, the result cache and (optionally) an evaluation pool. Pure plumbing: it decides no verdict (the
+"""The loop's evaluator: one kernel's evaluation session (evaluate.session: one reference store, one seed list, spare
+workers), the result cache and (optionally) an evaluation pool. Pure plumbing: it decides no verdict (the
 harness does) and knows nothing of proposals or the trajectory (the loop does)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
 from kforge_bot.cache import EVAL_CACHEABLE, cache_key, evaluation_material
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.baselines import CompiledBaseline, measure_compiled
-from kforge_bot.evaluate.references import Progress, ReferenceStore
+from kforge_bot.evaluate.references import Progress
+from kforge_bot.evaluate.session import EvaluateFn, EvaluationSession
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
-from kforge_bot.evaluate.spares import SpareWorkers
 from kforge_bot.optimize.protocols import Measured
 from kforge_bot.spec import Implementation, KernelSpec, candidate_language
 
@@ -29,16 +28,15 @@ class HarnessEvaluator:
     before for the same content on the same hardware is reused and marked `cached`."""
 
     def __init__(self, spec: KernelSpec, target: str, settings: EvalSettings, *, seeds: list[int] | None = None,
-                 evaluate_fn: Callable[..., EvalResult] | None = None, pool: Any = None, cache: Any = None,
+                 evaluate_fn: EvaluateFn | None = None, pool: Any = None, cache: Any = None,
                  fingerprint: Any = None, languages: Sequence[str] | None = None) -> None:
         self.spec = spec
         self.target = target
         self.settings = settings
-        self.seeds = seeds or new_seeds(settings.seed_count(spec.seeds))
-        self.references = ReferenceStore()
-        self._evaluate = evaluate_fn or evaluate
-        # Candidates come one after another: each one's worker starts while the loop records and proposes.
-        self.spares = SpareWorkers() if evaluate_fn is None else None
+        # Candidates come one after another: each one's worker starts while the loop records and proposes (spares).
+        self.session = EvaluationSession(target, settings.seed_count(spec.seeds), seeds=seeds, spares=True,
+                                         evaluate_fn=evaluate_fn)
+        self.seeds = self.session.seeds  # the pool's jobs carry them
         self.progress: Progress | None = None
         self.pool = pool
         self.cache = cache if fingerprint is not None else None
@@ -90,9 +88,7 @@ class HarnessEvaluator:
         if self.pool is None:
             started = time.monotonic()
             try:
-                extra = {"spares": self.spares} if self.spares is not None else {}
-                result = self._evaluate(self.spec, candidate, self.target, self.settings, seeds=self.seeds,
-                                        references=self.references, progress=self.progress, **extra)
+                result = self.session.evaluate(self.spec, candidate, self.settings, progress=self.progress)
             except BaseException as exc:  # noqa: BLE001 - the caller's .result() raises it
                 out.set_exception(exc)
                 return out
@@ -123,8 +119,8 @@ class HarnessEvaluator:
     def compiled_baselines(self, kinds: Sequence[str]) -> dict[str, CompiledBaseline]:
         """The kernel as written under torch.compile (each kind), measured against it once for the session, with the
         session's seeds and reference outputs (evaluate.baselines)."""
-        return measure_compiled(self.spec, self.spec.baseline, tuple(kinds), self._evaluate, self.target,
-                                self.settings, seeds=self.seeds, references=self.references, progress=self.progress)
+        return measure_compiled(self.spec, self.spec.baseline, tuple(kinds), self.session.evaluate, self.settings,
+                                progress=self.progress)
 
     def _refused_language(self, candidate: Implementation) -> EvalResult | None:
         if self.languages is None or candidate == self.spec.baseline:
@@ -137,6 +133,4 @@ class HarnessEvaluator:
                                  f"{', '.join(self.languages)})", details={"language": language})
 
     def close(self) -> None:
-        if self.spares is not None:
-            self.spares.close()
-        self.references.cleanup()
+        self.session.close()

@@ -331,16 +331,16 @@ def _settings_check_evaluates_with(monkeypatch: pytest.MonkeyPatch, *args: str |
     from click.testing import CliRunner
 
     from kforge_bot.cli import cli
-    from kforge_bot.check import run as check_command
+    from kforge_bot.evaluate import session as evaluation_session
 
     seen: list[object] = []
-    real = check_command.evaluate
+    real = evaluation_session.evaluate
 
     def evaluate(spec, candidate, target, settings, **kwargs):  # the real evaluation, its settings noted
         seen.append(settings)
         return real(spec, candidate, target, settings, **kwargs)
 
-    monkeypatch.setattr(check_command, "evaluate", evaluate)
+    monkeypatch.setattr(evaluation_session, "evaluate", evaluate)  # what check's session runs
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     result = CliRunner().invoke(cli, ["check", *map(str, args), "--json", "-"])
     assert result.exit_code == 0, result.output

@@ -11,7 +11,7 @@ import pytest
 
 from kforge_bot.config.choices import BASELINE_KINDS, EAGER
 from kforge_bot.evaluate import baselines
-from kforge_bot.evaluate.api import evaluate
+from kforge_bot.evaluate.session import EvaluationSession
 from kforge_bot.evaluate.baselines import (CompiledBaseline, against_baselines, compile_settings,
                                            compiled_implementation, measure_compiled)
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
@@ -70,7 +70,8 @@ def test_the_compiled_implementation_is_the_baseline_under_torch_compile() -> No
 @needs_gxx
 def test_a_compiled_baseline_that_is_wrong_is_reported_and_dropped() -> None:
     spec = load_spec(DATA / "wrong_when_compiled.py")
-    found = measure_compiled(spec, spec.baseline, ["compile"], evaluate, "cpu", CHECK)["compile"]
+    with EvaluationSession("cpu") as session:
+        found = measure_compiled(spec, spec.baseline, ["compile"], session.evaluate, CHECK)["compile"]
     assert found.verdict == "incorrect" and not found.usable, found.reason
     assert found.reason.startswith("dropped: the compile baseline is incorrect: shape set 0 seed ")
 
@@ -80,7 +81,8 @@ def test_a_compiled_baseline_that_is_wrong_is_reported_and_dropped() -> None:
 def test_a_baseline_that_fails_to_compile_is_reported_and_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CXX", "/bin/false")  # inductor's C++ compiler: every compile of the CPU backend fails
     spec = load_spec(DATA / "scale.py")
-    found = measure_compiled(spec, spec.baseline, ["compile"], evaluate, "cpu", CHECK)["compile"]
+    with EvaluationSession("cpu") as session:
+        found = measure_compiled(spec, spec.baseline, ["compile"], session.evaluate, CHECK)["compile"]
     assert found.verdict == "compile_error" and not found.usable, found.reason
     assert "dropped: the compile baseline is compile_error: " in found.reason and "C++ compiler" in found.reason
 

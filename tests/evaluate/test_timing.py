@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kforge_bot.evaluate.wire import graphs, paired_times, timing
+from kforge_bot.evaluate.wire import graphs, paired_times, sample, timing
 from kforge_bot.targets.base import HostTimer, Target, Timer
 
 
@@ -624,13 +624,13 @@ def test_the_calibration_measures_the_hosts_own_tail_and_the_target_s_figures_on
     # What the parent takes off this worker's busy-after figures (pair_driver): the host's own share, over regions
     # of device work the host waits for as for a sample's.
     target = SlowHostTarget(2.0)
-    tail = timing.calibrate(target)
+    tail = sample.calibrate(target)
     assert 2.0 <= tail < 20.0, tail  # the synchronize's 2 ms, measured on the host (a loaded machine adds to it)
-    assert target.calibrated == 1 and target.flushes == timing.HOST_TAIL_REPEATS
+    assert target.calibrated == 1 and target.flushes == sample.HOST_TAIL_REPEATS
 
 
 def test_on_the_cpu_nothing_runs_after_a_region_and_nothing_is_flushed_to_find_out() -> None:
     target = SlowHostTarget(2.0)
     target.kind = "cpu"
-    assert timing.calibrate(target) == 0.0
+    assert sample.calibrate(target) == 0.0
     assert target.calibrated == 1 and target.flushes == 0

@@ -31,8 +31,9 @@ from kforge_bot.evaluate.wire import conditions
 from kforge_bot.evaluate.wire.checks import CheckFailure, poison_outputs, tolerance_for
 from kforge_bot.evaluate.wire.graphs import GraphReplays, capture_graphs, tensors_of
 from kforge_bot.evaluate.wire.paired_times import PairedTimes, check_no_hidden_work, upper_quartile
+from kforge_bot.evaluate.wire.sample import timed_sample
 from kforge_bot.evaluate.wire.stats import relative_half_width, speedup_from_pairs
-from kforge_bot.targets.base import Target, Timer
+from kforge_bot.targets.base import Target
 
 MIN_SAMPLE_MS = 0.2  # shorter kernels are timed k calls at a time, so launch latency does not dominate
 MAX_CALLS_PER_SAMPLE = 256
@@ -43,69 +44,6 @@ LAUNCH_BOUND_SHARE = 0.8  # calls whose launches take this share of their device
 
 _monotonic = time.monotonic  # bound at import, before any candidate code exists
 _randbits = secrets.randbits  # likewise: the positions RepeatCheck compares must not be the candidate's choice
-
-
-class Sample(NamedTuple):
-    ms: float  # per call
-    out: Any  # the last call's output
-    index: int  # its input set
-    host_ms: float  # the host's time to issue the calls
-    busy_after_ms: float  # the device's work after the timed region's end (Timer.busy_after_ms, the host's sync)
-    busy_before_ms: float  # the settle before the region, with whatever ran beside it (Timer.settle_ms)
-
-
-def timed_sample(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list[Any]], sets: list[int],
-                 lead_ms: float = 0.0, kept: list[Any] | None = None) -> Sample:
-    """Time consecutive calls, one on each input set of `sets` (sample_sets). `kept`: every call's output is
-    appended (and so stays allocated until the caller is done with it)."""
-    timer = target.timer()
-    target.settle(lead_ms, timer.mark_settle)
-    out = None
-    k = len(sets)
-    timer.start()
-    issued = _monotonic()
-    for index in sets:
-        out = fn(input_sets[index])
-        if kept is not None:
-            kept.append(out)
-    host_ms = (_monotonic() - issued) * 1000.0
-    elapsed, busy_after = _region_end(target, timer)
-    return Sample(elapsed / k, out, sets[-1], host_ms, busy_after, timer.settle_ms())
-
-
-def _region_end(target: Target, timer: Timer) -> tuple[float, float]:
-    """Ends a timed region: its time, and how long the device stayed busy after it (with the host's own path)."""
-    timer.stop()
-    elapsed = timer.elapsed_ms()
-    waited = _monotonic()
-    target.synchronize()  # work on other streams must finish before anyone reads the output
-    sync_ms = (_monotonic() - waited) * 1000.0
-    # Work left running shows in both: the device's gap after the region (which also holds the host's wake-up, long
-    # where the host was preempted) and the host's wait in the synchronize (brief unless work was left running).
-    return elapsed, min(timer.busy_after_ms(), sync_ms)
-
-
-HOST_TAIL_REPEATS = 32
-
-
-def calibrate(target: Target) -> float:
-    """In the worker's trusted setup, before any candidate code exists (none can skew it): the target's own figures
-    (Target.calibrate), and the host's own share of a region's busy-after figure (its wake-up, the synchronize, the
-    closing event's launch, with nothing left running), an upper quartile over regions of one cache flush. It differs
-    from process to process (11-60 us on an H100, steady within one: benchmarks/results/busy_before_split_h100.md):
-    where base and head run in workers of their own, the parent takes each side's figures net of its own
-    (evaluate.pair_driver), or the hidden-work check would compare two processes' hosts."""
-    target.calibrate()
-    if target.kind == "cpu":
-        return 0.0  # the host's clock is the device's: nothing runs after a region
-    tails = []
-    for _ in range(HOST_TAIL_REPEATS):
-        timer = target.timer()
-        target.synchronize()
-        timer.start()
-        target.flush_cache()  # device work of its own (no other stream): the host waits for it as for a sample's
-        tails.append(_region_end(target, timer)[1])
-    return upper_quartile(tails)
 
 
 def calls_per_sample_for(estimate_ms: float) -> int:

@@ -38,7 +38,7 @@ from kforge_bot.evaluate.worker.shape_timing import ShapeTiming
 from kforge_bot.evaluate.wire.shipped import LISTED, form_context
 from kforge_bot.evaluate.worker.inheritance import inherits_forward, inherits_recorded
 from kforge_bot.evaluate.worker.shipped_inputs import ShippedInputs, fetcher
-from kforge_bot.evaluate.wire.timing import calibrate as calibrate_timing
+from kforge_bot.evaluate.wire.sample import calibrate as calibrate_timing
 from kforge_bot.targets import make_target
 
 _clock = time.monotonic  # bound before user code exists

@@ -15,6 +15,7 @@ import json
 from typing import Any, Callable
 
 from kforge_bot.evaluate.wire import conditions, timing
+from kforge_bot.evaluate.wire.sample import timed_sample
 from kforge_bot.evaluate.wire.graphs import GraphReplays, capture_graphs
 from kforge_bot.evaluate.worker.worker_io import Channel, Stop, read_control_line
 from kforge_bot.targets.base import Target
@@ -89,7 +90,7 @@ class SideTimer:
         if self.replays is None and self.fresh_inputs is not None:
             self.fresh_inputs(sorted(set(calls)))
         self.gauge.begin()
-        sample = timing.timed_sample(self.target, fn, self.sets, calls, lead_ms, outs)
+        sample = timed_sample(self.target, fn, self.sets, calls, lead_ms, outs)
         reading = self.gauge.take()
         self.after_sample()
         if self.replays is not None:  # a replayed graph's outputs are its last replay's

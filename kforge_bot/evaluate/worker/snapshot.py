@@ -63,6 +63,7 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "to
 # candidate sample (the whole snapshot is checked after every correctness call and every phase).
 CRITICAL = (
     "time", "builtins", "torch.cuda.Event", "kforge_bot.evaluate.wire.checks", "kforge_bot.evaluate.wire.timing",
+    "kforge_bot.evaluate.wire.sample",
     "kforge_bot.evaluate.worker.loading", "kforge_bot.evaluate.worker.importing", "kforge_bot.targets.base.HostTimer",
     "kforge_bot.targets.cuda.CudaEventTimer",
     "kforge_bot.targets.cpu.CpuTarget", "kforge_bot.targets.cuda.CudaTarget", "kforge_bot.targets.base.Target",
