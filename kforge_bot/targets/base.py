@@ -71,6 +71,10 @@ class Target(ABC):
     def __init__(self, index: int = 0) -> None:
         self.index = index
         self._flush_buffer: torch.Tensor | None = None
+        # The last settle's own work, as this process expects it to take (its flush count times its measured
+        # flush, plus any spin); Sample.busy_before_ms is the settle's time beyond it. Two processes can choose
+        # different flush counts for one lead (the count rounds a measured time up).
+        self.settle_expected_ms = 0.0
 
     @classmethod
     @abstractmethod

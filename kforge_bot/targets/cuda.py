@@ -140,6 +140,7 @@ class CudaTarget(Target):
         flush_ms = min(busy_ms, MAX_FLUSH_LEAD_MS)
         flushes = max(1, math.ceil(flush_ms / self._flush_ms())) if SETTLE_MS > 0 else 0  # measured once, first
         spin = int((busy_ms - flush_ms) * _spin_cycles_per_ms()) if busy_ms > flush_ms else 0  # likewise
+        self.settle_expected_ms = flushes * self._flush_ms() + (busy_ms - flush_ms if spin else 0.0)
         _device_sync(self.index)  # the last sample's outputs are checked and poisoned: nothing left running
         if _reset_persisting_l2 is not None:
             _reset_persisting_l2()  # before the flush, which then evicts the demoted lines

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kforge_bot.evaluate.wire import graphs, paired_times, sample, timing
+from kforge_bot.evaluate.wire.checks import CheckFailure
 from kforge_bot.targets.base import HostTimer, Target, Timer
 
 
@@ -634,3 +635,38 @@ def test_on_the_cpu_nothing_runs_after_a_region_and_nothing_is_flushed_to_find_o
     target.kind = "cpu"
     assert sample.calibrate(target) == 0.0
     assert target.calibrated == 1 and target.flushes == 0
+
+
+class FlushCountTarget(LaunchBoundTarget):
+    """A device whose settle runs `flushes` flushes of 85 us (as an H100's 256 MB fill), plus `beside_ms` of work
+    something ran beside them; the count is this process's own choice for the lead."""
+
+    def __init__(self, flushes: int, beside_ms: float = 0.0) -> None:
+        super().__init__()
+        self.flushes, self.beside_ms = flushes, beside_ms
+
+    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> None:
+        self.settle_expected_ms = self.flushes * 0.085
+
+    def timer(self) -> Timer:
+        target = self
+
+        class Settled(HostTimer):
+            def settle_ms(self) -> float:
+                return target.flushes * 0.085 + target.beside_ms
+
+        return Settled()
+
+
+def test_a_sample_s_busy_before_is_its_settle_beyond_the_work_its_own_process_chose() -> None:
+    # Base and head in workers of their own: one rounded its flush count for the lead to 12, the other to 13. An
+    # honest head is not 85 us "busier before" for that; work run beside its flushes still shows.
+    def busy_before(target: Target) -> float:
+        return sample.timed_sample(target, lambda inputs: None, [[]], [0]).busy_before_ms
+
+    base, head = busy_before(FlushCountTarget(12)), busy_before(FlushCountTarget(13))
+    assert abs(base) < 1e-9 and abs(head) < 1e-9
+    paired_times.check_no_hidden_work({"baseline": base, "candidate": head}, {}, 0.3)
+    hiding = busy_before(FlushCountTarget(13, beside_ms=0.1))
+    with pytest.raises(CheckFailure, match="busy 100.0 us longer before"):
+        paired_times.check_no_hidden_work({"baseline": base, "candidate": hiding}, {}, 0.3)
