@@ -53,9 +53,8 @@ class RemoteSide:
         self.answers: queue.Queue[dict[str, Any]] = queue.Queue()
         self.ended = threading.Event()
         # The host's own share of this worker's busy-after figures (wire.sample.calibrate): the first the worker
-        # sent, in its setup, before any candidate code existed in it.
-        self.host_tail_ms = 0.0
-        self._calibrated = False
+        # sent, in its setup, before any candidate code existed in it; None until then.
+        self.host_tail_ms: float | None = None
 
     def on_message(self, message: dict[str, Any]) -> None:
         if message.get("phase") == "need_inputs" and self.stager is not None:
@@ -66,8 +65,8 @@ class RemoteSide:
                           "refused": f"{type(exc).__name__}: {exc}"[:300]}
             self.worker.command(answer)  # outside any session: the worker waits for it
         elif message.get("phase") == "calibrated":
-            if not self._calibrated:
-                self.host_tail_ms, self._calibrated = _tail_ms(message.get("host_tail_ms")), True
+            if self.host_tail_ms is None:
+                self.host_tail_ms = _tail_ms(message.get("host_tail_ms"))
         elif message.get("phase") == "side":
             self.worker.waiting_on_parent = True  # silent now by the parent's choice: no stall
             self.answers.put(message)
@@ -124,7 +123,7 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
     request goes to a side whose other side is stopped; the caller releases them after."""
     from kforge_bot.evaluate.wire import paired_times, timing  # the rules' one home (torch only once it compares)
 
-    tails = {s: float(getattr(side, "host_tail_ms", 0.0)) for s, side in sides.items()}
+    tails = {s: getattr(side, "host_tail_ms", None) or 0.0 for s, side in sides.items()}
     if turns is not None:
         sides = {s: TurnTaking(side, s, turns) for s, side in sides.items()}  # type: ignore[assignment, misc]
     started = time.monotonic()

@@ -71,10 +71,6 @@ class Target(ABC):
     def __init__(self, index: int = 0) -> None:
         self.index = index
         self._flush_buffer: torch.Tensor | None = None
-        # The last settle's own work, as this process expects it to take (its flush count times its measured
-        # flush, plus any spin); Sample.busy_before_ms is the settle's time beyond it. Two processes can choose
-        # different flush counts for one lead (the count rounds a measured time up).
-        self.settle_expected_ms = 0.0
 
     @classmethod
     @abstractmethod
@@ -104,15 +100,18 @@ class Target(ABC):
         """Measure, before any candidate code exists (the worker's trusted setup), what `settle` measures once per
         process: a call inside a candidate's first sample could otherwise skew it."""
 
-    def settle(self, lead_ms: float = 0.0, mark: Callable[[], None] | None = None) -> None:
+    def settle(self, lead_ms: float = 0.0, mark: Callable[[], None] | None = None) -> float:
         """Ready the device for a timed sample: no warm data in the cache, earlier work finished. `lead_ms`: on an
         asynchronous device, leave it busy for about that long, so the host can queue the sample's calls before
         the device reaches them (ignored where the host clock is the device clock). `mark()` runs once the last
-        sample's work is done, before the settle's work (Timer.mark_settle)."""
+        sample's work is done, before the settle's work (Timer.mark_settle). Returns how long this process
+        expects the settle's own work after the mark to take (Sample.busy_before_ms is the settle's time beyond
+        it); 0 where nothing runs after the mark but the settle itself."""
         if mark is not None:
             mark()
         self.flush_cache()
         self.synchronize()
+        return 0.0
 
     def memory_stats(self) -> dict[str, Any]:
         return {}

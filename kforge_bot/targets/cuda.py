@@ -135,12 +135,11 @@ class CudaTarget(Target):
     def timer(self) -> Timer:
         return CudaEventTimer()
 
-    def settle(self, lead_ms: float = 0.0, mark: Callable[[], None] | None = None) -> None:
+    def settle(self, lead_ms: float = 0.0, mark: Callable[[], None] | None = None) -> float:
         busy_ms = min(MAX_LEAD_MS, max(SETTLE_MS, lead_ms))
         flush_ms = min(busy_ms, MAX_FLUSH_LEAD_MS)
         flushes = max(1, math.ceil(flush_ms / self._flush_ms())) if SETTLE_MS > 0 else 0  # measured once, first
         spin = int((busy_ms - flush_ms) * _spin_cycles_per_ms()) if busy_ms > flush_ms else 0  # likewise
-        self.settle_expected_ms = flushes * self._flush_ms() + (busy_ms - flush_ms if spin else 0.0)
         _device_sync(self.index)  # the last sample's outputs are checked and poisoned: nothing left running
         if _reset_persisting_l2 is not None:
             _reset_persisting_l2()  # before the flush, which then evicts the demoted lines
@@ -150,7 +149,7 @@ class CudaTarget(Target):
             self.flush_cache()
             _device_sync(self.index)
             _sleep(max(PREFILL_CYCLES, int(busy_ms * _spin_cycles_per_ms())))
-            return
+            return 0.0  # the earlier loop's figure, as it was
         if mark is not None:
             # The device busy while the host records the mark and queues the first flush: the settle's length is
             # then the device's alone. Marked on an idle device, it held the host's launch latency too, which
@@ -163,6 +162,8 @@ class CudaTarget(Target):
             _sleep(spin)
         for _ in range(flushes):
             self.flush_cache()
+        # What this process chose: another can round the same lead to one flush more (its own measured flush).
+        return flushes * self._flush_ms() + (busy_ms - flush_ms if spin else 0.0)
 
     def calibrate(self) -> None:
         _spin_cycles_per_ms()

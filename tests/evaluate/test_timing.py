@@ -84,8 +84,9 @@ def test_calls_per_sample_bounds() -> None:
 class LeadRecordingTarget(LaunchBoundTarget):
     leads: list[float] = []
 
-    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> None:
+    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> float:
         LeadRecordingTarget.leads.append(lead_ms)
+        return 0.0
 
 
 # The calls per sample (k >= 2 for these 1 ms calls) come from the median of the warm-up's calls after the first
@@ -161,8 +162,9 @@ class OrderRecordingTarget(LaunchBoundTarget):
         super().__init__()
         self.calls: list[str] = []
 
-    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> None:
+    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> float:
         self.calls.append("settle")
+        return 0.0
 
     def synchronize(self) -> None:
         self.calls.append("synchronize")
@@ -409,8 +411,9 @@ class HiddenWorkTarget(LaunchBoundTarget):
         self.side = "b"
         self.samples = 0
 
-    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> None:
+    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> float:
         self.samples += 1
+        return 0.0
 
     def _hidden(self, when: str) -> float:
         hiding = self.side == "c" and self.when == when and self.samples % self.every == 0
@@ -527,8 +530,8 @@ class HostBoundTarget(LeadRecordingTarget):
 
     launch_s, device_s = 0.020, 0.0005
 
-    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> None:
-        super().settle(lead_ms, mark)
+    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> float:
+        return super().settle(lead_ms, mark)
 
     @classmethod
     def call(cls, inputs: list[Any]) -> list[Any]:
@@ -645,8 +648,8 @@ class FlushCountTarget(LaunchBoundTarget):
         super().__init__()
         self.flushes, self.beside_ms = flushes, beside_ms
 
-    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> None:
-        self.settle_expected_ms = self.flushes * 0.085
+    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> float:
+        return self.flushes * 0.085
 
     def timer(self) -> Timer:
         target = self

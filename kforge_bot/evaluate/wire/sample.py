@@ -22,7 +22,7 @@ class Sample(NamedTuple):
     index: int  # its input set
     host_ms: float  # the host's time to issue the calls
     busy_after_ms: float  # the device's work after the timed region's end (Timer.busy_after_ms, the host's sync)
-    # The settle before the region beyond its own expected work (Timer.settle_ms less Target.settle_expected_ms):
+    # The settle before the region beyond its own expected work (Timer.settle_ms less what Target.settle returned):
     # whatever ran beside it. On an H100 two workers' flush counts for one lead differed by one (85 us) in a
     # quarter of split A/A decisions, and honest heads were rejected (benchmarks/results/gate_hidden_work_h100.md).
     busy_before_ms: float
@@ -33,7 +33,7 @@ def timed_sample(target: Target, fn: Callable[[list[Any]], Any], input_sets: lis
     """Time consecutive calls, one on each input set of `sets` (sample_sets). `kept`: every call's output is
     appended (and so stays allocated until the caller is done with it)."""
     timer = target.timer()
-    target.settle(lead_ms, timer.mark_settle)
+    expected_settle_ms = target.settle(lead_ms, timer.mark_settle)  # a local: no candidate call can change it
     out = None
     k = len(sets)
     timer.start()
@@ -44,7 +44,7 @@ def timed_sample(target: Target, fn: Callable[[list[Any]], Any], input_sets: lis
             kept.append(out)
     host_ms = (_monotonic() - issued) * 1000.0
     elapsed, busy_after = _region_end(target, timer)
-    return Sample(elapsed / k, out, sets[-1], host_ms, busy_after, timer.settle_ms() - target.settle_expected_ms)
+    return Sample(elapsed / k, out, sets[-1], host_ms, busy_after, timer.settle_ms() - expected_settle_ms)
 
 
 def _region_end(target: Target, timer: Timer) -> tuple[float, float]:
