@@ -55,6 +55,7 @@ class RemoteSide:
         # The host's own share of this worker's busy-after figures (wire.sample.calibrate): the first the worker
         # sent, in its setup, before any candidate code existed in it; None until then.
         self.host_tail_ms: float | None = None
+        self.settle_figures: dict[str, float] = {}  # its Target.calibrate figures, sent with the tail
 
     def on_message(self, message: dict[str, Any]) -> None:
         if message.get("phase") == "need_inputs" and self.stager is not None:
@@ -67,6 +68,7 @@ class RemoteSide:
         elif message.get("phase") == "calibrated":
             if self.host_tail_ms is None:
                 self.host_tail_ms = _tail_ms(message.get("host_tail_ms"))
+                self.settle_figures = _figures(message.get("settle"))
         elif message.get("phase") == "side":
             self.worker.waiting_on_parent = True  # silent now by the parent's choice: no stall
             self.answers.put(message)
@@ -103,6 +105,19 @@ def _tail_ms(value: Any) -> float:
     return tail if 0.0 <= tail <= MAX_HOST_TAIL_MS else 0.0
 
 
+def _figures(value: Any) -> dict[str, float]:
+    """A worker's settle figures as numbers (each target checks their sense against its own: targets.cuda)."""
+    if not isinstance(value, dict):
+        return {}
+    figures = {}
+    for key, figure in list(value.items())[:8]:
+        try:
+            figures[str(key)[:40]] = float(figure)
+        except (TypeError, ValueError):
+            continue
+    return figures
+
+
 class TurnTaking:
     """A side that gets the turn (every other side stopped, evaluate.turns) before each request it is asked."""
 
@@ -124,6 +139,8 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
     from kforge_bot.evaluate.wire import paired_times, timing  # the rules' one home (torch only once it compares)
 
     tails = {s: getattr(side, "host_tail_ms", None) or 0.0 for s, side in sides.items()}
+    # Both sides' settles planned from the base worker's figures: the same work before each sample, expected alike.
+    settle = dict(getattr(sides["b"], "settle_figures", None) or {})
     if turns is not None:
         sides = {s: TurnTaking(side, s, turns) for s, side in sides.items()}  # type: ignore[assignment, misc]
     started = time.monotonic()
@@ -145,7 +162,7 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
                                          or timing.launch_bound(per_call)):
         launch, note, k = _graph_decision(sides, sets, k)
     lead = timing.LEAD_FACTOR * longest * k if launch == "eager" else 0.0
-    times = _pairs(sides, settings, settings.timing_budget_s / timed_shapes, k, lead, progress, shape)
+    times = _pairs(sides, settings, settings.timing_budget_s / timed_shapes, k, lead, settle, progress, shape)
     result = {"baseline_ms": times["b"], "candidate_ms": times["c"], "calls_per_sample": k, "mode": launch,
               "mode_note": note, "stop_reason": times["stop_reason"], "per_call_ms": per_call,
               "conditions": {name: summarize(times["readings"][s]) for s, name in SIDES},
@@ -183,7 +200,8 @@ def _graph_decision(sides: dict[str, RemoteSide], sets: int, eager_k: int) -> tu
 
 
 def _pairs(sides: dict[str, RemoteSide], settings: EvalSettings, budget_s: float, k: int, lead: float,
-           progress: Callable[[dict[str, Any]], None] | None, shape: int) -> dict[str, Any]:
+           settle: dict[str, float], progress: Callable[[dict[str, Any]], None] | None,
+           shape: int) -> dict[str, Any]:
     """The timed pairs, in alternating order, with measure_pair's stop rule; every figure as the sides sent it."""
     from kforge_bot.evaluate.wire import timing
 
@@ -193,7 +211,7 @@ def _pairs(sides: dict[str, RemoteSide], settings: EvalSettings, budget_s: float
     pair = 0
     while True:
         for s in ("b", "c") if pair % 2 == 0 else ("c", "b"):
-            figures = sides[s].ask("sample", pair=pair, k=k, lead_ms=lead)
+            figures = sides[s].ask("sample", pair=pair, k=k, lead_ms=lead, settle=settle)
             got[s].append(float(figures["ms"]))
             got["readings"][s].append(figures.get("reading") or {})
             got["after"][s].append(float(figures.get("busy_after_ms") or 0.0))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -96,17 +96,20 @@ class Target(ABC):
             self._flush_buffer = torch.empty(size // 4, dtype=torch.int32, device=self.device)
         self._flush_buffer.fill_(1)
 
-    def calibrate(self) -> None:
+    def calibrate(self) -> dict[str, float]:
         """Measure, before any candidate code exists (the worker's trusted setup), what `settle` measures once per
-        process: a call inside a candidate's first sample could otherwise skew it."""
+        process (a call inside a candidate's first sample could otherwise skew it), and return those figures."""
+        return {}
 
-    def settle(self, lead_ms: float = 0.0, mark: Callable[[], None] | None = None) -> float:
+    def settle(self, lead_ms: float = 0.0, mark: Callable[[], None] | None = None,
+               figures: Mapping[str, float] | None = None) -> float:
         """Ready the device for a timed sample: no warm data in the cache, earlier work finished. `lead_ms`: on an
         asynchronous device, leave it busy for about that long, so the host can queue the sample's calls before
         the device reaches them (ignored where the host clock is the device clock). `mark()` runs once the last
         sample's work is done, before the settle's work (Timer.mark_settle). Returns how long this process
         expects the settle's own work after the mark to take (Sample.busy_before_ms is the settle's time beyond
-        it); 0 where nothing runs after the mark but the settle itself."""
+        it); 0 where nothing runs after the mark but the settle itself. `figures`: another process's `calibrate`
+        figures to plan the settle's work with (base and head in workers of their own run the same)."""
         if mark is not None:
             mark()
         self.flush_cache()

@@ -15,9 +15,11 @@ from kforge_bot.evaluate.wire.result import EvalSettings
 class FakeSide:
     """A side answering the driver's requests with fixed figures, keeping every request it was sent."""
 
-    def __init__(self, ms: float, capture: str = "", busy_after_ms: float = 0.0, host_tail_ms: float = 0.0) -> None:
+    def __init__(self, ms: float, capture: str = "", busy_after_ms: float = 0.0, host_tail_ms: float = 0.0,
+                 settle_figures: dict[str, float] | None = None) -> None:
         self.ms, self.capture_answer, self.busy_after_ms = ms, capture, busy_after_ms
-        self.host_tail_ms = host_tail_ms  # as RemoteSide keeps it from the worker's setup
+        self.host_tail_ms = host_tail_ms  # as RemoteSide keeps them from the worker's setup
+        self.settle_figures = settle_figures or {}
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
     def ask(self, op: str, **args: Any) -> Any:
@@ -49,10 +51,11 @@ def test_every_pair_is_timed_and_each_side_is_asked_only_for_its_own_samples() -
     assert result["stop_reason"] == "reached 6 pairs"
     samples_b = [args["pair"] for op, args in b.requests if op == "sample"]
     assert samples_b == list(range(6))
-    # Every request carries the schedule alone (the pair, calls a sample, the lead): never the other side's figures.
+    # Every request carries the schedule alone (the pair, calls a sample, the lead, the settle's plan): never the
+    # other side's figures.
     for side in (b, c):
         for op, args in side.requests:
-            assert set(args) <= {"warmup_ms", "lead_ms", "pair", "k"}, (op, args)
+            assert set(args) <= {"warmup_ms", "lead_ms", "pair", "k", "settle"}, (op, args)
     # Both sides get one lead.
     assert [a["lead_ms"] for op, a in b.requests if op == "sample"] == \
         [a["lead_ms"] for op, a in c.requests if op == "sample"]
@@ -113,6 +116,17 @@ def test_each_side_is_judged_net_of_its_own_hosts_tail_and_hidden_work_still_sho
                FakeSide(0.3, busy_after_ms=0.545, host_tail_ms=0.045), device="cuda")
 
 
+def test_both_sides_settle_from_the_base_worker_s_figures() -> None:
+    # Each worker measured its own flush (an H100's 256 MB fill: 83.3 and 86.5 us); both samples' settles must run
+    # the same work, so both plan with the base's (targets.cuda.settle_plan checks they are within sense).
+    b = FakeSide(0.3, settle_figures={"flush_ms": 0.0833, "spin_cycles_per_ms": 1.75e6})
+    c = FakeSide(0.3, settle_figures={"flush_ms": 0.0865, "spin_cycles_per_ms": 1.80e6})
+    _drive(b, c, device="cuda")
+    for side in (b, c):
+        sent = [args["settle"] for op, args in side.requests if op == "sample"]
+        assert sent and all(figures == {"flush_ms": 0.0833, "spin_cycles_per_ms": 1.75e6} for figures in sent)
+
+
 class _Worker:
     def __init__(self) -> None:
         self.commands: list[dict[str, Any]] = []
@@ -128,6 +142,12 @@ def test_a_side_keeps_the_first_calibration_its_worker_sent_and_nothing_out_of_s
     # A second one came after setup, when candidate code could have sent it: ignored.
     side.on_message({"phase": "calibrated", "host_tail_ms": 0.9})
     assert side.host_tail_ms == 0.04
+    assert side.settle_figures == {}  # none sent: each side then plans with its own
+    with_figures = pair_driver.RemoteSide("baseline", _Worker(), None)  # type: ignore[arg-type]
+    with_figures.on_message({"phase": "calibrated", "host_tail_ms": 0.04,
+                             "settle": {"flush_ms": 0.0833, "spin_cycles_per_ms": "fast", "x" * 99: 1}})
+    with_figures.on_message({"phase": "calibrated", "host_tail_ms": 0.04, "settle": {"flush_ms": 9.0}})
+    assert with_figures.settle_figures == {"flush_ms": 0.0833, "x" * 40: 1.0}
     for sent in ("lots", -1.0, 50.0, None, float("nan")):
         fresh = pair_driver.RemoteSide("candidate", _Worker(), None)  # type: ignore[arg-type]
         fresh.on_message({"phase": "calibrated", "host_tail_ms": sent})

@@ -84,7 +84,7 @@ def test_calls_per_sample_bounds() -> None:
 class LeadRecordingTarget(LaunchBoundTarget):
     leads: list[float] = []
 
-    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> float:
+    def settle(self, lead_ms: float = 0.0, mark: Any = None, figures: Any = None) -> float:
         LeadRecordingTarget.leads.append(lead_ms)
         return 0.0
 
@@ -162,7 +162,7 @@ class OrderRecordingTarget(LaunchBoundTarget):
         super().__init__()
         self.calls: list[str] = []
 
-    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> float:
+    def settle(self, lead_ms: float = 0.0, mark: Any = None, figures: Any = None) -> float:
         self.calls.append("settle")
         return 0.0
 
@@ -411,7 +411,7 @@ class HiddenWorkTarget(LaunchBoundTarget):
         self.side = "b"
         self.samples = 0
 
-    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> float:
+    def settle(self, lead_ms: float = 0.0, mark: Any = None, figures: Any = None) -> float:
         self.samples += 1
         return 0.0
 
@@ -530,8 +530,8 @@ class HostBoundTarget(LeadRecordingTarget):
 
     launch_s, device_s = 0.020, 0.0005
 
-    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> float:
-        return super().settle(lead_ms, mark)
+    def settle(self, lead_ms: float = 0.0, mark: Any = None, figures: Any = None) -> float:
+        return super().settle(lead_ms, mark, figures)
 
     @classmethod
     def call(cls, inputs: list[Any]) -> list[Any]:
@@ -605,8 +605,9 @@ class SlowHostTarget(LaunchBoundTarget):
         super().__init__()
         self.host_ms, self.calibrated, self.flushes = host_ms, 0, 0
 
-    def calibrate(self) -> None:
+    def calibrate(self) -> dict[str, float]:
         self.calibrated += 1
+        return {"flush_ms": 0.085}
 
     def flush_cache(self) -> None:
         self.flushes += 1
@@ -628,15 +629,16 @@ def test_the_calibration_measures_the_hosts_own_tail_and_the_target_s_figures_on
     # What the parent takes off this worker's busy-after figures (pair_driver): the host's own share, over regions
     # of device work the host waits for as for a sample's.
     target = SlowHostTarget(2.0)
-    tail = sample.calibrate(target)
+    tail, figures = sample.calibrate(target)
     assert 2.0 <= tail < 20.0, tail  # the synchronize's 2 ms, measured on the host (a loaded machine adds to it)
     assert target.calibrated == 1 and target.flushes == sample.HOST_TAIL_REPEATS
+    assert figures == {"flush_ms": 0.085}  # the target's own, which the parent hands to both sides' settles
 
 
 def test_on_the_cpu_nothing_runs_after_a_region_and_nothing_is_flushed_to_find_out() -> None:
     target = SlowHostTarget(2.0)
     target.kind = "cpu"
-    assert sample.calibrate(target) == 0.0
+    assert sample.calibrate(target) == (0.0, {"flush_ms": 0.085})
     assert target.calibrated == 1 and target.flushes == 0
 
 
@@ -648,7 +650,7 @@ class FlushCountTarget(LaunchBoundTarget):
         super().__init__()
         self.flushes, self.beside_ms = flushes, beside_ms
 
-    def settle(self, lead_ms: float = 0.0, mark: Any = None) -> float:
+    def settle(self, lead_ms: float = 0.0, mark: Any = None, figures: Any = None) -> float:
         return self.flushes * 0.085
 
     def timer(self) -> Timer:

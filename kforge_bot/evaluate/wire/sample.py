@@ -8,7 +8,7 @@ wire.timing's (one worker) and evaluate.pair_driver's (base and head in workers 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 from kforge_bot.evaluate.wire.paired_times import upper_quartile
 from kforge_bot.targets.base import Target, Timer
@@ -29,11 +29,14 @@ class Sample(NamedTuple):
 
 
 def timed_sample(target: Target, fn: Callable[[list[Any]], Any], input_sets: list[list[Any]], sets: list[int],
-                 lead_ms: float = 0.0, kept: list[Any] | None = None) -> Sample:
+                 lead_ms: float = 0.0, kept: list[Any] | None = None,
+                 settle_figures: Mapping[str, float] | None = None) -> Sample:
     """Time consecutive calls, one on each input set of `sets` (sample_sets). `kept`: every call's output is
-    appended (and so stays allocated until the caller is done with it)."""
+    appended (and so stays allocated until the caller is done with it). `settle_figures`: the figures the settle
+    plans with (Target.settle), where not this process's own."""
     timer = target.timer()
-    expected_settle_ms = target.settle(lead_ms, timer.mark_settle)  # a local: no candidate call can change it
+    # A local: no candidate call can change it.
+    expected_settle_ms = target.settle(lead_ms, timer.mark_settle, settle_figures)
     out = None
     k = len(sets)
     timer.start()
@@ -62,16 +65,22 @@ def _region_end(target: Target, timer: Timer) -> tuple[float, float]:
 HOST_TAIL_REPEATS = 32
 
 
-def calibrate(target: Target) -> float:
+class Calibration(NamedTuple):
+    host_tail_ms: float
+    settle: dict[str, float]  # Target.calibrate's figures
+
+
+def calibrate(target: Target) -> Calibration:
     """In the worker's trusted setup, before any candidate code exists (none can skew it): the target's own figures
     (Target.calibrate), and the host's own share of a region's busy-after figure (its wake-up, the synchronize, the
     closing event's launch, with nothing left running), an upper quartile over regions of one cache flush. It differs
     from process to process (11-60 us on an H100, steady within one: benchmarks/results/busy_before_split_h100.md):
-    where base and head run in workers of their own, the parent takes each side's figures net of its own
-    (evaluate.pair_driver), or the hidden-work check would compare two processes' hosts."""
-    target.calibrate()
+    where base and head run in workers of their own, the parent takes each side's figures net of its own, and
+    plans both sides' settles with the base's figures (evaluate.pair_driver), or the hidden-work check would
+    compare two processes' hosts and measurements."""
+    figures = target.calibrate()
     if target.kind == "cpu":
-        return 0.0  # the host's clock is the device's: nothing runs after a region
+        return Calibration(0.0, figures)  # the host's clock is the device's: nothing runs after a region
     tails = []
     for _ in range(HOST_TAIL_REPEATS):
         timer = target.timer()
@@ -79,4 +88,4 @@ def calibrate(target: Target) -> float:
         timer.start()
         target.flush_cache()  # device work of its own (no other stream): the host waits for it as for a sample's
         tails.append(_region_end(target, timer)[1])
-    return upper_quartile(tails)
+    return Calibration(upper_quartile(tails), figures)

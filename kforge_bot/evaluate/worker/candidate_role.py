@@ -261,9 +261,10 @@ class CandidateRun:
         self.target = make_target(plan.target)
         device = self.device = self.target.device
         torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
-        host_tail_ms = calibrate_timing(self.target)  # before any candidate code exists
+        calibration = calibrate_timing(self.target)  # before any candidate code exists
         if plan.side:  # the parent judges this worker's samples beside another process's (evaluate.pair_driver)
-            self.channel.send("progress", phase="calibrated", host_tail_ms=host_tail_ms)
+            self.channel.send("progress", phase="calibrated", host_tail_ms=calibration.host_tail_ms,
+                              settle=calibration.settle)
         if self.shipped:
             self._setup_shipped()
             return

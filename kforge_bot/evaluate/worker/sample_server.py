@@ -81,8 +81,9 @@ class SideTimer:
         self.replays.poison_outputs()  # the first sample starts from poison too
         return estimate
 
-    def sample(self, pair: int, k: int, lead_ms: float) -> dict[str, Any]:
-        """One timed sample of `k` calls, as measure_pair times a side's sample, and its figures."""
+    def sample(self, pair: int, k: int, lead_ms: float, settle: dict[str, float] | None = None) -> dict[str, Any]:
+        """One timed sample of `k` calls, as measure_pair times a side's sample, and its figures. `settle`: the
+        figures its settle plans with (the base worker's, which the parent hands to both sides)."""
         self.calls_per_sample = k
         fn: Call = self.replays if self.replays is not None else self.fn
         outs: list[Any] = []
@@ -90,7 +91,7 @@ class SideTimer:
         if self.replays is None and self.fresh_inputs is not None:
             self.fresh_inputs(sorted(set(calls)))
         self.gauge.begin()
-        sample = timed_sample(self.target, fn, self.sets, calls, lead_ms, outs)
+        sample = timed_sample(self.target, fn, self.sets, calls, lead_ms, outs, settle)
         reading = self.gauge.take()
         self.after_sample()
         if self.replays is not None:  # a replayed graph's outputs are its last replay's
@@ -137,5 +138,7 @@ def _answer(timer: SideTimer, op: str, request: dict[str, Any]) -> Any:
     if op == "replayed_estimate":
         return timer.replayed_estimate()
     if op == "sample":
-        return timer.sample(int(request["pair"]), int(request["k"]), float(request["lead_ms"]))
+        settle = request.get("settle")
+        return timer.sample(int(request["pair"]), int(request["k"]), float(request["lead_ms"]),
+                            settle if isinstance(settle, dict) else None)
     raise Stop("rejected", f"the harness sent an unknown request {op[:40]!r}")
