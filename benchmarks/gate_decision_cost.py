@@ -194,8 +194,8 @@ def render_md(runs: list[dict[str, Any]], target: str) -> str:
 
 
 def _busy(result: Any) -> list[dict[str, Any]]:
-    """The hidden-work check's figures of a decision's last run (ms, upper quartiles; host_tail_ms: what was taken
-    off each side's busy-after as its own host's share, split layouts only)."""
+    """The hidden-work check's figures of a decision's last run (ms, upper quartiles; host_tail_ms: the host's own
+    share of a sample's busy-after, measured right after each sample and taken off it; reported in split layouts)."""
     timing = (result.details.get("timing") if result is not None else None) or []
     return [{k: t.get(k) for k in ("busy_before_ms", "busy_after_ms", "host_tail_ms")} for t in timing]
 

@@ -278,7 +278,7 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], settings: E
                           "mode": t.get("mode", "eager"), "mode_note": t.get("mode_note", ""),
                           "busy_after_ms": t.get("busy_after_ms", {}),
                           "busy_before_ms": t.get("busy_before_ms", {}),
-                          "host_tail_ms": t.get("host_tail_ms", {}),  # subtracted from busy_after_ms (split only)
+                          "host_tail_ms": t.get("host_tail_ms", {}),  # taken off each sample's busy-after (split: reported)
                           "per_call_ms": t.get("per_call_ms", {}),
                           "conditions": t.get("conditions", {})})
     result.per_shape = []

@@ -27,7 +27,6 @@ from kforge_bot.evaluate.turns import Turns
 from kforge_bot.evaluate.wire.stats import relative_half_width, speedup_from_pairs
 
 SIDES = (("b", "baseline"), ("c", "candidate"))
-MAX_HOST_TAIL_MS = 1.0  # a host tail longer than this is no host's wake-up: taken as none
 
 
 class SideEnded(Exception):
@@ -52,10 +51,9 @@ class RemoteSide:
         self.stager = stager  # a head's worker with shipped inputs asks for them (evaluate.shipping)
         self.answers: queue.Queue[dict[str, Any]] = queue.Queue()
         self.ended = threading.Event()
-        # The host's own share of this worker's busy-after figures (wire.sample.calibrate): the first the worker
-        # sent, in its setup, before any candidate code existed in it; None until then.
-        self.host_tail_ms: float | None = None
-        self.settle_figures: dict[str, float] = {}  # its Target.calibrate figures, sent with the tail
+        # The worker's Target.calibrate figures: the first it sent, in its setup, before any candidate code existed
+        # in it; None until then.
+        self.settle_figures: dict[str, float] | None = None
 
     def on_message(self, message: dict[str, Any]) -> None:
         if message.get("phase") == "need_inputs" and self.stager is not None:
@@ -66,8 +64,7 @@ class RemoteSide:
                           "refused": f"{type(exc).__name__}: {exc}"[:300]}
             self.worker.command(answer)  # outside any session: the worker waits for it
         elif message.get("phase") == "calibrated":
-            if self.host_tail_ms is None:
-                self.host_tail_ms = _tail_ms(message.get("host_tail_ms"))
+            if self.settle_figures is None:
                 self.settle_figures = _figures(message.get("settle"))
         elif message.get("phase") == "side":
             self.worker.waiting_on_parent = True  # silent now by the parent's choice: no stall
@@ -94,15 +91,6 @@ class RemoteSide:
     def close(self) -> None:
         self.worker.waiting_on_parent = False
         self.worker.command({"op": "close"})
-
-
-def _tail_ms(value: Any) -> float:
-    """A worker's calibrated host tail, within sense: none where it sent something else."""
-    try:
-        tail = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return tail if 0.0 <= tail <= MAX_HOST_TAIL_MS else 0.0
 
 
 def _figures(value: Any) -> dict[str, float]:
@@ -138,7 +126,6 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
     request goes to a side whose other side is stopped; the caller releases them after."""
     from kforge_bot.evaluate.wire import paired_times, timing  # the rules' one home (torch only once it compares)
 
-    tails = {s: getattr(side, "host_tail_ms", None) or 0.0 for s, side in sides.items()}
     # Both sides' settles planned from the base worker's figures: the same work before each sample, expected alike.
     settle = dict(getattr(sides["b"], "settle_figures", None) or {})
     if turns is not None:
@@ -166,10 +153,10 @@ def drive_session(sides: dict[str, RemoteSide], info: dict[str, Any], settings: 
     result = {"baseline_ms": times["b"], "candidate_ms": times["c"], "calls_per_sample": k, "mode": launch,
               "mode_note": note, "stop_reason": times["stop_reason"], "per_call_ms": per_call,
               "conditions": {name: summarize(times["readings"][s]) for s, name in SIDES},
-              # Each side's net of its own host's share (wire.sample.calibrate): two processes' hosts differ.
-              "busy_after_ms": {name: paired_times.upper_quartile([max(0.0, v - tails[s]) for v in times["after"][s]])
-                                for s, name in SIDES},
-              "host_tail_ms": {name: tails[s] for s, name in SIDES},
+              # Each sample's figure is net of its own host's share, measured right after it (wire.sample.host_tail):
+              # two processes' hosts differ.
+              "busy_after_ms": {name: paired_times.upper_quartile(times["after"][s]) for s, name in SIDES},
+              "host_tail_ms": {name: paired_times.upper_quartile(times["tail"][s]) for s, name in SIDES},
               "busy_before_ms": {name: paired_times.upper_quartile(times["before"][s]) for s, name in SIDES}}
     if timed_shapes > 1 and result["stop_reason"].startswith("time budget"):
         result["stop_reason"] += f" (this shape set's share of {settings.timing_budget_s:g} s)"
@@ -206,7 +193,7 @@ def _pairs(sides: dict[str, RemoteSide], settings: EvalSettings, budget_s: float
     from kforge_bot.evaluate.wire import timing
 
     got: dict[str, Any] = {"b": [], "c": [], "readings": {"b": [], "c": []}, "after": {"b": [], "c": []},
-                           "before": {"b": [], "c": []}}
+                           "before": {"b": [], "c": []}, "tail": {"b": [], "c": []}}
     budget_end = time.monotonic() + budget_s
     pair = 0
     while True:
@@ -216,6 +203,7 @@ def _pairs(sides: dict[str, RemoteSide], settings: EvalSettings, budget_s: float
             got["readings"][s].append(figures.get("reading") or {})
             got["after"][s].append(float(figures.get("busy_after_ms") or 0.0))
             got["before"][s].append(float(figures.get("busy_before_ms") or 0.0))
+            got["tail"][s].append(float(figures.get("host_tail_ms") or 0.0))
         pair += 1
         now = time.monotonic()
         if pair >= settings.min_pairs and (pair % 5 == 0 or pair >= settings.max_pairs or now >= budget_end):

@@ -38,7 +38,6 @@ from kforge_bot.evaluate.worker.shape_timing import ShapeTiming
 from kforge_bot.evaluate.wire.shipped import LISTED, form_context
 from kforge_bot.evaluate.worker.inheritance import inherits_forward, inherits_recorded
 from kforge_bot.evaluate.worker.shipped_inputs import ShippedInputs, fetcher
-from kforge_bot.evaluate.wire.sample import calibrate as calibrate_timing
 from kforge_bot.targets import make_target
 
 _clock = time.monotonic  # bound before user code exists
@@ -261,10 +260,9 @@ class CandidateRun:
         self.target = make_target(plan.target)
         device = self.device = self.target.device
         torch.zeros(1, device=device)  # initialise the device before the snapshot: lazy init is not a patch
-        calibration = calibrate_timing(self.target)  # before any candidate code exists
-        if plan.side:  # the parent judges this worker's samples beside another process's (evaluate.pair_driver)
-            self.channel.send("progress", phase="calibrated", host_tail_ms=calibration.host_tail_ms,
-                              settle=calibration.settle)
+        settle_figures = self.target.calibrate()  # before any candidate code exists: none can skew them
+        if plan.side:  # the parent plans both sides' settles from the base's figures (evaluate.pair_driver)
+            self.channel.send("progress", phase="calibrated", settle=settle_figures)
         if self.shipped:
             self._setup_shipped()
             return

@@ -103,7 +103,7 @@ class SideTimer:
         if self.replays is not None:
             self.replays.poison_outputs()
         figures = {"ms": sample.ms, "busy_after_ms": sample.busy_after_ms, "busy_before_ms": sample.busy_before_ms,
-                   "reading": reading}
+                   "host_tail_ms": sample.host_tail_ms, "reading": reading}
         del outs, sample
         if self.refresh is not None:
             self.refresh()
