@@ -5,6 +5,7 @@ is checked on a GPU by tests/test_gpu.py and benchmarks/gate_decision_cost.py, w
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections import OrderedDict, namedtuple
@@ -20,6 +21,7 @@ from kforge_bot.evaluate.wire.shipped import inputs_name, skeleton_name
 from kforge_bot.evaluate.worker.shipped_inputs import fetcher
 from kforge_bot.evaluate.worker.worker_io import Stop
 
+SPLIT = shipped_device.split
 BIG = 1 << 18  # float32 elements: 1 MiB, the smallest value that travels as device memory
 
 
@@ -163,3 +165,21 @@ def _tensors_of(value: object) -> list[torch.Tensor]:
     if isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
         return [t for v in value for t in _tensors_of(v)]
     return []
+
+
+def test_recordings_the_parent_would_hold_past_its_share_of_the_device_stay_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # On an H100, four 10 GB input sets of KernelBench L1 47 held by the parent left no room for the head's copy of
+    # the next. Here a device of 16 MiB: the parent holds at most a quarter, so the first 2 MiB value is handed
+    # over, and one that would take the held bytes past 4 MiB stays a file.
+    from kforge_bot.evaluate.worker.shipped_inputs import Recorder
+
+    monkeypatch.setattr(shipped_device, "split", functools.partial(SPLIT, device_type="cpu"))
+    monkeypatch.setattr(shipped_device, "_device_bytes", lambda device: 16 << 20)
+    exported: list[str] = []
+    recorder = Recorder(tmp_path / "recorded", export=lambda tensors, name: exported.append(name) or True)
+    recorder._save([torch.randn(2 * BIG)], "in-a.pt")
+    recorder._save([torch.randn(3 * BIG)], "in-b.pt")
+    assert exported == ["in-a.pt"] and recorder.held_bytes == 2 << 20
+    assert (tmp_path / "recorded" / "in-b.pt").is_file() and not (tmp_path / "recorded" / "in-a.pt").is_file()
+

@@ -13,7 +13,8 @@ from fakes.kb_linear import MARKED_LINEAR_PROBLEM
 from kforge_bot.evaluate.api import evaluate, ships_inputs
 from kforge_bot.evaluate.shipping import Stager
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.evaluate.wire.shipped import inputs_name, valid_name
+from kforge_bot.evaluate.wire import heldout
+from kforge_bot.evaluate.wire.shipped import LISTED, form_context, init_name, inputs_name, state_name, valid_name
 from kforge_bot.spec import Implementation, load_spec
 
 SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.3, profile=False)
@@ -130,3 +131,19 @@ def test_the_parent_hands_over_only_recorded_files_by_their_names(tmp_path: Path
         assert not valid_name(forged)
         assert stager.answer({"file": forged})["ok"] is False
     assert sorted(p.name for p in inbox.iterdir()) == [name]
+
+
+def test_each_held_out_form_records_under_names_of_its_own() -> None:
+    # A KernelBench file's variant moves module globals, not keywords, and its forms (tried in turn until the
+    # reference runs one) share the variant's seed. Named by the seed alone, a form after a failed one recorded its
+    # inputs and weights under the failed one's names; on an H100 the head then got the first form's tensors in
+    # the second's skeleton (KernelBench L2 1 and 76: "the handed-over tensors do not match").
+    forms = heldout.draw([{}], [1, 2, 3], globals_sizes={"batch_size": 128, "in_features": 8192})[0]
+    assert len(forms) > 1 and len({f.seed for f in forms}) == 1
+    contexts = [form_context(f) for f in forms]
+    assert len(set(contexts)) == len(forms) and LISTED not in contexts
+    seed = forms[0].seed
+    assert len({inputs_name(seed, {}, c) for c in contexts + [LISTED]}) == len(forms) + 1
+    # The head's worker names a form as the reference's did: the form crosses to it as data.
+    assert [form_context(heldout.Variant.from_dict(f.to_dict())) for f in forms] == contexts
+    assert all(valid_name(init_name(c)) and valid_name(state_name(c)) for c in contexts)

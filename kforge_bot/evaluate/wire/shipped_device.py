@@ -29,6 +29,10 @@ from kforge_bot.evaluate.wire.tensorfile import UnreadableTensorFile, tensor_at
 
 MIN_BYTES = 1 << 20  # smaller values stay files: an allocation, an fd and two mappings cost more than the write
 MAX_RECORDED = 128  # recordings one reference's worker hands over this way (each holds an fd in the parent)
+# The device memory the parent may hold as recordings, as a share of the device's: the rest stay files. Held without
+# a bound, four 10 GB input sets of KernelBench L1 47 took 33 GB of an H100's 80 beside the two workers' own, and
+# the head's copy of the next found no room (benchmarks/results/gate_hidden_work_h100.md).
+MAX_HELD_SHARE = 0.25
 
 
 class _Unfit(Exception):
@@ -69,6 +73,20 @@ def split(value: Any, device_type: str = "cuda") -> tuple[Any, list[torch.Tensor
     if not tensors or len(storages) != len(tensors) or sum(_nbytes(t) for t in tensors) < MIN_BYTES:
         return None  # aliased inputs keep their aliasing only through torch.save
     return skeleton, tensors
+
+
+def room_for(tensors: list[torch.Tensor], held_bytes: int) -> bool:
+    """Whether the parent may hold `tensors` as device memory beside the `held_bytes` of recordings it holds
+    already: MAX_HELD_SHARE of their device's memory."""
+    return held_bytes + nbytes(tensors) <= MAX_HELD_SHARE * _device_bytes(tensors[0].device)
+
+
+def nbytes(tensors: list[torch.Tensor]) -> int:
+    return sum(_nbytes(t) for t in tensors)
+
+
+def _device_bytes(device: torch.device) -> int:
+    return int(torch.cuda.get_device_properties(device).total_memory)
 
 
 def refill(skeleton: Any, tensors: list[torch.Tensor]) -> Any:
@@ -118,9 +136,12 @@ def fresh_copy(whole: torch.Tensor, device: int) -> tuple[int, devshare.Exported
 
 
 def whole_value(skeleton: Any, whole: torch.Tensor, header: list[dict[str, Any]]) -> Any:
-    """The recorded value itself, each tensor a copy out of `whole` (the parent's fallback to a file: torch.save
-    would write all of `whole` for each view, and refuses views of one buffer as different dtypes)."""
-    return refill(skeleton, [tensor_at(entry, whole, 0, whole.numel(), align=ALIGN).clone() for entry in header])
+    """The recorded value itself, each tensor a copy out of `whole` in host memory (the parent's fallback to a file,
+    taken where the device has no room for another copy: on an H100 a KernelBench L1 47 input set of 10 GB failed
+    to go either way; torch.save would write all of `whole` for each view, and refuses views of one buffer as
+    different dtypes)."""
+    return refill(skeleton, [tensor_at(entry, whole, 0, whole.numel(), align=ALIGN).to("cpu", copy=True)
+                             for entry in header])
 
 
 # ------------------------------------------------------------------------------------------ the head

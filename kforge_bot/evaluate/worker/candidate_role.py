@@ -231,7 +231,7 @@ class CandidateRun:
                                         variant):
                 yield
             return
-        self.inputs_module.context = form_context(variant.seed)
+        self.inputs_module.context = form_context(variant)
         try:
             yield
         finally:

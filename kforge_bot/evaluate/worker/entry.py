@@ -192,7 +192,7 @@ def reference_heldout(plan: Plan, inputs_module: Any, ref_module: Any, ref_obj: 
         for form in forms:
             case = plan.heldout_case(form)
             if recorder is not None:
-                recorder.context = shipped.form_context(form.seed)
+                recorder.context = shipped.form_context(form)
             try:
                 outputs = _reference_form(plan, form, inputs_module, ref_module, ref_obj, reference, device, slots,
                                           listed_init, recorder)

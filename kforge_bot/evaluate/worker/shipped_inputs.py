@@ -56,6 +56,7 @@ class Recorder:
         self.context = LISTED
         self.export = export  # on a GPU: tensors handed to the parent as device memory (worker_io.export_tensors)
         self.on_device = 0
+        self.held_bytes = 0  # the device memory of the recordings handed over so far (the parent holds them)
         folder.mkdir(parents=True, exist_ok=True)
 
     def install(self, module: types.ModuleType, inputs_symbol: str, init_symbol: str) -> None:
@@ -64,7 +65,7 @@ class Recorder:
             @functools.wraps(inputs)  # the signature stays the callable's (make_inputs reads its `device`)
             def recorded_inputs(**kwargs: Any) -> Any:
                 values = inputs(**kwargs)
-                self._save(values, inputs_name(torch.initial_seed(), kwargs))
+                self._save(values, inputs_name(torch.initial_seed(), kwargs, self.context))
                 return values
 
             setattr(module, inputs_symbol, recorded_inputs)
@@ -92,9 +93,11 @@ class Recorder:
         value = _plain(value)
         if self.export is not None and self.on_device < shipped_device.MAX_RECORDED:
             parts = shipped_device.split(value)
-            if parts is not None and self.export(parts[1], name):  # the tensors never cross the host
+            if parts is not None and shipped_device.room_for(parts[1], self.held_bytes) \
+                    and self.export(parts[1], name):  # the tensors never cross the host
                 torch.save(parts[0], self.folder / skeleton_name(name))
                 self.on_device += 1
+                self.held_bytes += shipped_device.nbytes(parts[1])
                 return
         try:
             if _only_data(value):  # tensors, numbers and their containers: straight to the file (no copy in memory)
@@ -160,7 +163,7 @@ class ShippedInputs(types.ModuleType):
             setattr(self, init_symbol, self._init)
 
     def _inputs(self, **kwargs: Any) -> Any:
-        return self._fetch(inputs_name(torch.initial_seed(), kwargs))  # make_inputs has seeded the generators
+        return self._fetch(inputs_name(torch.initial_seed(), kwargs, self.context))  # make_inputs has seeded the generators
 
     def _init(self) -> Any:
         try:
