@@ -170,12 +170,12 @@ def _tensors_of(value: object) -> list[torch.Tensor]:
 def test_recordings_the_parent_would_hold_past_its_share_of_the_device_stay_files(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # On an H100, four 10 GB input sets of KernelBench L1 47 held by the parent left no room for the head's copy of
-    # the next. Here a device of 16 MiB: the parent holds at most a quarter, so the first 2 MiB value is handed
+    # the next. Here a device of 32 MiB: the parent holds at most an eighth, so the first 2 MiB value is handed
     # over, and one that would take the held bytes past 4 MiB stays a file.
     from kforge_bot.evaluate.worker.shipped_inputs import Recorder
 
     monkeypatch.setattr(shipped_device, "split", functools.partial(SPLIT, device_type="cpu"))
-    monkeypatch.setattr(shipped_device, "_device_bytes", lambda device: 16 << 20)
+    monkeypatch.setattr(shipped_device, "_device_bytes", lambda device: 32 << 20)
     exported: list[str] = []
     recorder = Recorder(tmp_path / "recorded", export=lambda tensors, name: exported.append(name) or True)
     recorder._save([torch.randn(2 * BIG)], "in-a.pt")

@@ -30,9 +30,11 @@ from kforge_bot.evaluate.wire.tensorfile import UnreadableTensorFile, tensor_at
 MIN_BYTES = 1 << 20  # smaller values stay files: an allocation, an fd and two mappings cost more than the write
 MAX_RECORDED = 128  # recordings one reference's worker hands over this way (each holds an fd in the parent)
 # The device memory the parent may hold as recordings, as a share of the device's: the rest stay files. Held without
-# a bound, four 10 GB input sets of KernelBench L1 47 took 33 GB of an H100's 80 beside the two workers' own, and
-# the head's copy of the next found no room (benchmarks/results/gate_hidden_work_h100.md).
-MAX_HELD_SHARE = 0.25
+# a bound, four 8.6 GB input sets of KernelBench L1 47 took 33 GB of an H100's 80 beside the two workers' own, and
+# the head's copy of the next found no room; with a quarter, the copy sent to the head (held until it asks for the
+# next) and the base's fresh inputs for a sample still found none in one run of two
+# (benchmarks/results/gate_hidden_work_h100.md).
+MAX_HELD_SHARE = 0.125
 
 
 class _Unfit(Exception):
