@@ -194,8 +194,8 @@ def _base_failure(result: EvalResult) -> str | None:
 
     Charged to the base, never to the head, and never resolved by running the head alone: a head that could tell
     the comparison from a run of its own would fail only in the comparison and pass alone. The head is not
-    judged (the base and the head share one process, so the head may be what broke the base): an `error` a
-    maintainer looks at, not a pass."""
+    judged (the head shares the device with the base, so the head may be what broke it: the device memory the base
+    ran out of, say): an `error` a maintainer looks at, not a pass."""
     if result.verdict not in ("crash", "timeout") or result.details.get("failed_side") != "baseline":
         return None
     return (f"the base version failed beside the head ({result.reason}); the head could not be compared against "
