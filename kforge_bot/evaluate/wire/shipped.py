@@ -2,8 +2,8 @@
 (Plan.ship_inputs; evaluate.worker.shipped_inputs records and reads them, evaluate.shipping hands them over).
 
 One input set per (seed, keywords, context); the constructor's arguments and the reference's weights per context
-(the listed sizes, or a held-out form's); the fingerprint of the reference's forward. A name the head's worker asks for that is
-not of these forms is refused before any path is made from it.
+(the listed sizes, or a held-out form's); the fingerprint of the reference's forward. A name the head's worker asks
+for that is not of these forms is refused before any path is made from it.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def fresh_copy(whole: torch.Tensor, device: int) -> tuple[int, devshare.Exported
 
 def whole_value(skeleton: Any, whole: torch.Tensor, header: list[dict[str, Any]]) -> Any:
     """The recorded value itself, each tensor a copy out of `whole` in host memory (the parent's fallback to a file,
-    taken where the device has no room for another copy: on an H100 a KernelBench L1 47 input set of 10 GB failed
+    taken where the device has no room for another copy: on an H100 a KernelBench L1 47 input set of 8.6 GB failed
     to go either way; torch.save would write all of `whole` for each view, and refuses views of one buffer as
     different dtypes)."""
     return refill(skeleton, [tensor_at(entry, whole, 0, whole.numel(), align=ALIGN).to("cpu", copy=True)

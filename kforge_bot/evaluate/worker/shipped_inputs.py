@@ -163,7 +163,8 @@ class ShippedInputs(types.ModuleType):
             setattr(self, init_symbol, self._init)
 
     def _inputs(self, **kwargs: Any) -> Any:
-        return self._fetch(inputs_name(torch.initial_seed(), kwargs, self.context))  # make_inputs has seeded the generators
+        # make_inputs has seeded the generators
+        return self._fetch(inputs_name(torch.initial_seed(), kwargs, self.context))
 
     def _init(self) -> Any:
         try:
