@@ -278,8 +278,7 @@ def _attach_timing(result: EvalResult, timing: list[dict[str, Any]], settings: E
                           "mode": t.get("mode", "eager"), "mode_note": t.get("mode_note", ""),
                           "busy_after_ms": t.get("busy_after_ms", {}),
                           "busy_before_ms": t.get("busy_before_ms", {}),
-                          # Taken off each sample's busy-after already; reported where base and head are apart.
-                          "host_tail_ms": t.get("host_tail_ms", {}),
+                          "host_tail_ms": t.get("host_tail_ms", {}),  # already off each sample's busy-after
                           "per_call_ms": t.get("per_call_ms", {}),
                           "conditions": t.get("conditions", {})})
     result.per_shape = []
