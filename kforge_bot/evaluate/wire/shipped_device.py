@@ -72,7 +72,7 @@ def split(value: Any, device_type: str = "cuda") -> tuple[Any, list[torch.Tensor
     except _Unfit:
         return None
     storages = {t.untyped_storage().data_ptr() for t in tensors}
-    if not tensors or len(storages) != len(tensors) or sum(_nbytes(t) for t in tensors) < MIN_BYTES:
+    if not tensors or len(storages) != len(tensors) or nbytes(tensors) < MIN_BYTES:
         return None  # aliased inputs keep their aliasing only through torch.save
     return skeleton, tensors
 
