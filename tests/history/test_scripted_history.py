@@ -35,7 +35,9 @@ def test_track_history_bisect_ack(tmp_path) -> None:
     # suite a run of three commits timed minutes apart drifted past 3% (CI's clean-clone run of 4ed9cff: a third
     # change point, an "improvement"). Small steps against the threshold are test_changes.py's, on scripted series.
     track_policy = tmp_path / "track-policy.yml"  # outside the checkout: the runner's, not a commit's
-    track_policy.write_text((repo / "policy.yml").read_text().replace("cpu: 0.03", "cpu: 0.10"))
+    # A third of the repository's 1.5 s of timing per commit: the steps are far past the threshold.
+    track_policy.write_text((repo / "policy.yml").read_text().replace("cpu: 0.03", "cpu: 0.10")
+                            .replace("timing_budget_s: 1.5", "timing_budget_s: 0.5"))
     tracked = run("track", "--rev", shas[0], "--range", f"{shas[0]}..{shas[-1]}", "--policy", str(track_policy),
                   cwd=repo)
     assert len(tracked["records"]) == 30
@@ -56,9 +58,8 @@ def test_track_history_bisect_ack(tmp_path) -> None:
     bisect_policy = tmp_path / "bisect-policy.yml"  # outside the checkout: the runner's, not a commit's
     bisect_policy.write_text((repo / "policy.yml").read_text().replace("cpu: 0.03", "cpu: 0.20"))
     for good, bad, first in ((shas[0], shas[-1], shas[10]), (shas[10], shas[-1], shas[20])):
-        # Twice the policy's timing per step: a bisection takes few steps.
         result = run("bisect", "--good", good, "--bad", bad, "--kernel", "noisy", "--policy", str(bisect_policy),
-                     "--timing-budget", "3", cwd=repo)["results"][0]
+                     "--timing-budget", "1", cwd=repo)["results"][0]
         assert result["status"] == "found", result
         assert result["first_bad"] == first, result
         assert result["measurements"] <= budget, result
