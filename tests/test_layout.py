@@ -11,10 +11,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "kforge_bot"
 
 # part -> (modules it is made of, imports it must never make)
-BOT = ("kforge_bot.bot",)
+BOT = ("kforge_bot.prbot",)
 OPTIMIZE = ("kforge_bot.optimize",)
 # Everything above the leaves: what runs, measures, searches or talks to a service.
-HARNESS = ("kforge_bot.evaluate", "kforge_bot.scale", "kforge_bot.optimize", "kforge_bot.agents", "kforge_bot.bot",
+HARNESS = ("kforge_bot.evaluate", "kforge_bot.scale", "kforge_bot.optimize", "kforge_bot.agents", "kforge_bot.prbot",
            "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.counters", "kforge_bot.tuner", "kforge_bot.init",
            "kforge_bot.check")
 # The loop and the parts around it (a candidate's way to its record, the starting point, acceptance, profiling).
@@ -108,18 +108,18 @@ def test_no_part_imports_what_it_must_not() -> None:
 
 def test_the_rules_see_the_gate_or_github_reach_up() -> None:
     """The gate never imports the PR bot; github/, below both, imports neither."""
-    assert _forbidden("kforge_bot.gate.render", {"kforge_bot.bot.evidence", "kforge_bot.github.client"}) == \
-        ["kforge_bot.gate.render (gate) imports kforge_bot.bot.evidence"]
-    assert _forbidden("kforge_bot.github.client", {"kforge_bot.gate.report", "kforge_bot.bot.prbot"}) == \
-        ["kforge_bot.github.client (github) imports kforge_bot.bot.prbot",
-         "kforge_bot.github.client (github) imports kforge_bot.gate.report"]
-    assert not _forbidden("kforge_bot.bot.prbot", {"kforge_bot.gate.report", "kforge_bot.github.client"})
+    assert _forbidden("kforge_bot.gate.render", {"kforge_bot.prbot.evidence", "kforge_bot.github.client"}) == \
+        ["kforge_bot.gate.render (gate) imports kforge_bot.prbot.evidence"]
+    assert _forbidden("kforge_bot.github.client", {"kforge_bot.gate.report", "kforge_bot.prbot.pull_request"}) == \
+        ["kforge_bot.github.client (github) imports kforge_bot.gate.report",
+         "kforge_bot.github.client (github) imports kforge_bot.prbot.pull_request"]
+    assert not _forbidden("kforge_bot.prbot.pull_request", {"kforge_bot.gate.report", "kforge_bot.github.client"})
 
 
 def test_the_rules_see_a_forbidden_import(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
-    sample.write_text("def f():\n    from kforge_bot.bot.prbot import outcome_for\n")
-    assert "kforge_bot.bot.prbot" in _imports(sample)  # inside a function too
+    sample.write_text("def f():\n    from kforge_bot.prbot.pull_request import outcome_for\n")
+    assert "kforge_bot.prbot.pull_request" in _imports(sample)  # inside a function too
 
 
 # The wall in evaluate (kforge_bot/evaluate/__init__.py): what only the sandboxed worker loads, what both load (the

@@ -3,7 +3,7 @@
 Reads the Actions environment (GITHUB_EVENT_NAME / _PATH, GITHUB_REPOSITORY, GITHUB_API_URL,
 GITHUB_TOKEN, GITHUB_WORKSPACE, GITHUB_STEP_SUMMARY), decides whether the event may run here (a skip
 prints the reason, puts it in the summary and exits 0), optimizes the kernels the PR changed on this
-runner's target, and publishes follow-up PRs with the evidence (`kforge_bot.bot.prbot`).
+runner's target, and publishes follow-up PRs with the evidence (`kforge_bot.prbot.pull_request`).
 Exit codes: 0 done or skipped, 2 bad input (event, policy, environment) or a GitHub/git error.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 import click
 
 from kforge_bot import gitops
-from kforge_bot.bot import prbot, results
-from kforge_bot.bot.optimize_kernel import optimize_kernel
+from kforge_bot.prbot import pull_request, results
+from kforge_bot.prbot.optimize_kernel import optimize_kernel
 from kforge_bot.github.client import GitHub
 from kforge_bot.commands import examples, json_option, json_refusal, timing_budget_option, write_json
 from kforge_bot.config.policy import load_policy, load_policy_from_base
@@ -69,7 +69,7 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
         refusal = json_refusal(json_path)  # before any work, as --json's own check
         if refusal is not None:
             raise refusal
-    env = prbot.ActionEnv.from_env()
+    env = pull_request.ActionEnv.from_env()
     _ANNOUNCED.clear()
     policy_file = policy_path or os.environ.get("KFORGE_POLICY") or None
 
@@ -89,10 +89,10 @@ def pr(targets: tuple[str, ...], models: tuple[str, ...], iterations: int | None
     def log(message: str) -> None:
         click.echo(f"kforge pr: {message}", err=True)
 
-    options = prbot.Options(targets=targets, iterations=iterations, model=models[0] if models else None,
+    options = pull_request.Options(targets=targets, iterations=iterations, model=models[0] if models else None,
                             models=models if len(models) > 1 else (), publish=not no_publish,
                             timing_budget_s=timing_budget, work_dir=str(work_dir) if work_dir else None)
-    report = prbot.run_pr(env, base_policy, options, gh=gh,
+    report = pull_request.run_pr(env, base_policy, options, gh=gh,
                           optimize=partial(optimize_kernel, announce=_announce_isolation), aggregate_dir=aggregate_dir,
                           log=log)
     write_json(report.to_dict(), json_path)

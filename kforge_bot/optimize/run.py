@@ -54,7 +54,7 @@ class OptimizeOutcome:
         return self.record.best is not None and self.best_source is not None
 
     def how_found(self) -> dict[str, Any]:
-        """The search in brief, in the keys `kforge_bot.bot.evidence.render_how_found` reads."""
+        """The search in brief, in the keys `kforge_bot.prbot.evidence.render_how_found` reads."""
         record = self.record
         start = record.start
         usage = record.usage or {}

@@ -1,5 +1,5 @@
 """`kforge-bot pr` before any work: outside GitHub Actions it is one line naming what is missing, exit 2, and no
-results file (the bot end to end is tests/bot/test_prbot.py)."""
+results file (the bot end to end is tests/prbot/test_prbot.py)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from kforge_bot import gitops
-from kforge_bot.bot import evidence
-from kforge_bot.bot.evidence import KernelEvidence, TargetRow
+from kforge_bot.prbot import evidence
+from kforge_bot.prbot.evidence import KernelEvidence, TargetRow
 from kforge_bot.errors import KforgeError
 from kforge_bot.github import events, trust
 from kforge_bot.github.client import GitHub

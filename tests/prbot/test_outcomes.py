@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kforge_bot.bot import outcomes
+from kforge_bot.prbot import outcomes
 from kforge_bot.evaluate.wire.result import EvalResult
 
 
@@ -16,7 +16,7 @@ def test_qualifies_uses_the_lower_end_of_the_interval():
 
 
 def test_a_result_with_a_shape_set_regression_earns_no_pr_and_its_evidence_shows_each_set():
-    from kforge_bot.bot.evidence import render_pr_body, render_summary
+    from kforge_bot.prbot.evidence import render_pr_body, render_summary
     from kforge_bot.evaluate.wire.shapes import ShapeSpeedup
 
     sets = [ShapeSpeedup(0, {"n": 16}, 0.05, (0.04, 0.06), 0.01, 0.2, 40, threshold=0.05),

@@ -7,9 +7,9 @@ from dataclasses import asdict
 
 import pytest
 
-from kforge_bot.bot import results
-from kforge_bot.bot.evidence import KernelEvidence, TargetRow, WorkloadRow
-from kforge_bot.bot.outcomes import KernelOutcome
+from kforge_bot.prbot import results
+from kforge_bot.prbot.evidence import KernelEvidence, TargetRow, WorkloadRow
+from kforge_bot.prbot.outcomes import KernelOutcome
 from kforge_bot.errors import KforgeError
 
 
@@ -53,7 +53,7 @@ def test_load_results_dir_errors(tmp_path):
 def test_a_pr_that_changed_the_kernels_test_qualifies_on_no_target():
     """Issue 28, class 2: a per-target job that found the PR's change to the kernel's test unapproved (spec-changed)
     blocks the follow-up PR even where another job's candidate would qualify."""
-    from kforge_bot.bot.outcomes import with_spec_note
+    from kforge_bot.prbot.outcomes import with_spec_note
 
     good = _doc("b200", "A", 1.8, 1.7, 1.9)
     blocked = KernelOutcome.from_dict(_doc("arc-b580", "A", 1.5, 1.4, 1.6)["kernels"][0])

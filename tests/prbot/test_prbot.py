@@ -903,7 +903,7 @@ def test_a_kernel_whose_header_alone_changed_is_a_changed_kernel(tmp_path: Path)
     """Attack (issue 28, class 3), the PR bot's path: only the header a kernel's C++ includes changes."""
     from fakes.gate_repos import REF, manifest
 
-    from kforge_bot.bot.prbot import changed_kernels
+    from kforge_bot.prbot.pull_request import changed_kernels
     from kforge_bot.config.policy import load_policy
 
     kernel = ('from torch.utils.cpp_extension import load\n\n\ndef kernel(x, y):\n'
@@ -925,7 +925,7 @@ def test_the_pr_bot_holds_a_kernel_to_mains_tip_and_names_only_the_prs_own_edits
     the tolerance the head still has from its branch point is not the PR's edit (no spec-changed block)."""
     from fakes.gate_repos import PLAIN, REF, entry
 
-    from kforge_bot.bot.prbot import judged
+    from kforge_bot.prbot.pull_request import judged
     from kforge_bot.config.policy import load_policy
     from kforge_bot.spec.kernels import discover
 

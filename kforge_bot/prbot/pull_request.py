@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot import gitops
-from kforge_bot.bot import evidence
-from kforge_bot.bot.outcomes import KernelOutcome, outcome_for, skipped, with_spec_note, with_workloads, workload_row
-from kforge_bot.bot.results import PrReport, aggregate, load_results_dir
+from kforge_bot.prbot import evidence
+from kforge_bot.prbot.outcomes import KernelOutcome, outcome_for, skipped, with_spec_note, with_workloads, workload_row
+from kforge_bot.prbot.results import PrReport, aggregate, load_results_dir
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.plan import material

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kforge_bot.bot import evidence
-from kforge_bot.bot.evidence import TargetRow, WorkloadRow
-from kforge_bot.bot.outcomes import KernelOutcome, workloads_hold_back
+from kforge_bot.prbot import evidence
+from kforge_bot.prbot.evidence import TargetRow, WorkloadRow
+from kforge_bot.prbot.outcomes import KernelOutcome, workloads_hold_back
 from kforge_bot.errors import KforgeError
 from kforge_bot.text import markdown_text
 

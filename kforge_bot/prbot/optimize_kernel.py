@@ -1,4 +1,4 @@
-"""One kernel of a pull request through the optimize loop, for the PR bot (`prbot.run_pr`'s `optimize`)."""
+"""One kernel of a pull request through the optimize loop, for the PR bot (`pull_request.run_pr`'s `optimize`)."""
 
 from __future__ import annotations
 

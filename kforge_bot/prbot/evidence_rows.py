@@ -69,7 +69,7 @@ class WorkloadRow:
 @dataclass(frozen=True)
 class KernelEvidence:
     """The evidence for one kernel, as the follow-up PR, the comment and the summary show it (a `KernelOutcome`,
-    kforge_bot.bot.outcomes, carries it with the candidate and the raw result)."""
+    kforge_bot.prbot.outcomes, carries it with the candidate and the raw result)."""
 
     kernel: str
     file: str

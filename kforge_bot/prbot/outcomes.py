@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kforge_bot.agents.analyst import render_digest
-from kforge_bot.bot.evidence import KernelEvidence, TargetRow, WorkloadRow, fmt_workload_speedup
+from kforge_bot.prbot.evidence import KernelEvidence, TargetRow, WorkloadRow, fmt_workload_speedup
 from kforge_bot.evaluate.wire.shapes import regression_text
 
 

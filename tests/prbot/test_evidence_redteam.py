@@ -1,4 +1,4 @@
-"""Red team: the follow-up PR's title, also its commit's message (kforge_bot/bot/evidence.py::render_title). A
+"""Red team: the follow-up PR's title, also its commit's message (kforge_bot/prbot/evidence.py::render_title). A
 kernel's name is the pull request's writing (letters, digits, '.', '_', '-'), and GitHub links `GH-12` (an issue)
 and a run of 7 to 40 hex digits (a commit) in a title and a commit message: a cross-reference the bot would write on
 an issue the PR's author picks. markdown_text quotes both in bodies (tests/test_text.py); the title carries the
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from kforge_bot.bot import evidence
-from kforge_bot.bot.evidence import KernelEvidence, TargetRow
+from kforge_bot.prbot import evidence
+from kforge_bot.prbot.evidence import KernelEvidence, TargetRow
 
 
 @pytest.mark.parametrize("name", ["GH-1", "deadbeef1"])

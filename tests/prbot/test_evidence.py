@@ -7,8 +7,8 @@ import re
 
 from fakes.markdown import assert_nothing_live
 
-from kforge_bot.bot import evidence
-from kforge_bot.bot.evidence import KernelEvidence, TargetRow, WorkloadRow
+from kforge_bot.prbot import evidence
+from kforge_bot.prbot.evidence import KernelEvidence, TargetRow, WorkloadRow
 
 
 def _rows():
@@ -217,7 +217,7 @@ def test_the_pr_body_shows_the_counters_before_and_after_table_and_its_reading()
 
     from kforge_bot.optimize.counters import section
     from kforge_bot.counters.ncu_parse import parse_raw, summary
-    from kforge_bot.bot.evidence import render_pr_body, render_profile
+    from kforge_bot.prbot.evidence import render_pr_body, render_profile
 
     rows = parse_raw((Path(__file__).parents[1] / "data" / "ncu" / "raw_h200_scale_softmax.csv").read_text())
     counters = {"available": True, "kernels": rows, "summary": summary(rows)}
@@ -233,7 +233,7 @@ def test_the_pr_body_shows_the_counters_before_and_after_table_and_its_reading()
 
 
 def test_a_backward_kernels_evidence_gives_each_direction_and_round_trips() -> None:
-    from kforge_bot.bot.outcomes import target_row
+    from kforge_bot.prbot.outcomes import target_row
     from kforge_bot.evaluate.wire.result import EvalResult
 
     result = EvalResult(verdict="pass", reason="", target="cuda", speedup=1.3, speedup_ci=(1.2, 1.4), details={
@@ -255,7 +255,7 @@ def test_a_backward_kernels_evidence_gives_each_direction_and_round_trips() -> N
 def test_the_pr_body_says_which_baseline_each_figure_is_against():
     from dataclasses import replace
 
-    from kforge_bot.bot.outcomes import target_row
+    from kforge_bot.prbot.outcomes import target_row
     from kforge_bot.evaluate.wire.result import EvalResult
 
     result = EvalResult(verdict="pass", reason="", target="cuda", speedup=2.0, speedup_ci=(1.9, 2.1), details={
