@@ -34,7 +34,7 @@ from kforge_bot.evaluate.api import evaluate  # noqa: E402
 from kforge_bot.evaluate.wire.stats import speedup_from_pairs  # noqa: E402
 from kforge_bot.gate.base_spec import judged_spec  # noqa: E402
 from kforge_bot.gate.measure import gate_settings  # noqa: E402
-from kforge_bot.spec import kernel_implementation, load_spec  # noqa: E402
+from kforge_bot.kernelspec import kernel_implementation, load_spec  # noqa: E402
 
 CAPTURED: list[list[dict[str, Any]]] = []
 _attach = judge._attach_timing

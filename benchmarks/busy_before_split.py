@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 
 
 def main() -> None:

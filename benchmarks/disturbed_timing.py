@@ -48,7 +48,7 @@ from kforge_bot.evaluate.wire.conditions import disturbance  # noqa: E402
 from kforge_bot.evaluate.references import ReferenceStore  # noqa: E402
 from kforge_bot.gate.measure import compare, gate_settings  # noqa: E402
 from kforge_bot.optimize.evaluator import HarnessEvaluator  # noqa: E402
-from kforge_bot.spec import load_spec  # noqa: E402
+from kforge_bot.kernelspec import load_spec  # noqa: E402
 
 KERNEL = "matmul_bias_relu_cpu"
 MANIFEST = REPO / "examples" / "kforge.yaml"

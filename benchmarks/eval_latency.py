@@ -32,7 +32,7 @@ _EVALUATE = r"""
 import json, sys, time
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import load_manifest
+from kforge_bot.kernelspec import load_manifest
 spec = load_manifest(sys.argv[1])[sys.argv[2]]
 settings = EvalSettings(seeds=2, timing_budget_s=2.0, timeout_s=300.0)  # kforge_bot.optimize.run.quick_settings()
 walls = []

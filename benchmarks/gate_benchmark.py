@@ -50,7 +50,7 @@ from kforge_bot.evaluate.api import new_seeds
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.gate.decision import regression_bound
 from kforge_bot.gate.measure import compare, gate_settings
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 
 BASE_EXTRA = 0.1  # rowsum.py's extra fraction of rows read by the baseline
 

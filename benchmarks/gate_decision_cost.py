@@ -48,7 +48,7 @@ from kforge_bot.config.policy import load_policy  # noqa: E402
 from kforge_bot.evaluate.api import evaluate  # noqa: E402
 from kforge_bot.gate.base_spec import judged_spec  # noqa: E402
 from kforge_bot.gate.measure import compare, gate_settings  # noqa: E402
-from kforge_bot.spec import kernel_implementation, load_spec  # noqa: E402
+from kforge_bot.kernelspec import kernel_implementation, load_spec  # noqa: E402
 
 REFERENCE = """\
 import torch

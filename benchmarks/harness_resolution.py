@@ -21,7 +21,7 @@ from pathlib import Path
 from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 
 HERE = Path(__file__).parent
 

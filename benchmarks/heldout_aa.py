@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent))
 from kforge_bot.errors import KforgeError  # noqa: E402
 from kforge_bot.evaluate.api import evaluate  # noqa: E402
 from kforge_bot.evaluate.wire.result import EvalSettings  # noqa: E402
-from kforge_bot.spec import load_spec  # noqa: E402
+from kforge_bot.kernelspec import load_spec  # noqa: E402
 
 
 def expand(root: Path, problems: str) -> list[Path]:

@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from kforge_bot.evaluate.api import evaluate  # noqa: E402
 from kforge_bot.evaluate.wire.result import EvalSettings  # noqa: E402
-from kforge_bot.spec import load_spec  # noqa: E402
+from kforge_bot.kernelspec import load_spec  # noqa: E402
 from kforge_bot.targets import cpu_model  # noqa: E402
 
 PROBLEMS = {

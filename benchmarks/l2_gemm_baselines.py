@@ -62,7 +62,7 @@ def measure(problem: Path, target: str, budget: float, timeout: float, kinds: li
     from kforge_bot.evaluate.baselines import measure_compiled
     from kforge_bot.evaluate.session import EvaluationSession
     from kforge_bot.evaluate.wire.result import EvalSettings
-    from kforge_bot.spec import load_spec
+    from kforge_bot.kernelspec import load_spec
 
     spec = load_spec(problem)
     settings = EvalSettings(timing_budget_s=budget, timeout_s=timeout)

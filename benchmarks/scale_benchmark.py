@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 from kforge_bot.evaluate.wire.result import EvalSettings  # noqa: E402
 from kforge_bot.scale import make_pool  # noqa: E402
 from kforge_bot.scale.devices import discover_devices  # noqa: E402
-from kforge_bot.spec import load_spec  # noqa: E402
+from kforge_bot.kernelspec import load_spec  # noqa: E402
 from kforge_bot.tuner.tunables import apply, current_assignment, find_tunables  # noqa: E402
 
 MANIFEST = REPO / "examples" / "kforge.yaml"

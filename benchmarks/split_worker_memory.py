@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
     from kforge_bot.evaluate.api import evaluate
     from kforge_bot.evaluate.wire.result import EvalSettings
-    from kforge_bot.spec import Implementation, load_spec
+    from kforge_bot.kernelspec import Implementation, load_spec
 
     n = args.mib * 1024 * 1024 // 4
     with tempfile.TemporaryDirectory() as tmp:

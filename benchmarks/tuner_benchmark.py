@@ -40,7 +40,7 @@ from kforge_bot.evaluate.wire.result import EvalSettings  # noqa: E402
 from kforge_bot.hardware import Ceilings, ceilings_for, facts_for, load_ceilings  # noqa: E402
 from kforge_bot.optimize.roofline import roofline_position  # noqa: E402
 from kforge_bot.optimize.run import OptimizeRun, RunConfig, default_cpu_count  # noqa: E402
-from kforge_bot.spec import load_spec  # noqa: E402
+from kforge_bot.kernelspec import load_spec  # noqa: E402
 
 MANIFEST = HERE.parent / "examples" / "kforge.yaml"
 DEFAULT_KERNELS = ("softmax_triton", "rmsnorm_triton", "matmul_bias_relu_triton")

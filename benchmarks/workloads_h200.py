@@ -41,7 +41,7 @@ import torch
 
 from kforge_bot.config.policy import Policy
 from kforge_bot.gate.decision import fmt_change, timing_decision
-from kforge_bot.spec import read_manifest
+from kforge_bot.kernelspec import read_manifest
 from kforge_bot.workloads.measure import Budget, Side, WorkloadMeasurement, measure
 from kforge_bot.workloads.spec import WorkloadSpec, load_workloads
 

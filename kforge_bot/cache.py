@@ -8,7 +8,7 @@ judged by, the evaluation settings, the target (device name, torch version) and 
 temporary checkouts, dates, seeds) goes in, so two runs on the same content share a key.
 
 "Local" means every file under the repository root the kernel can read: what it imports, includes, builds
-and opens, and the whole folder where that cannot be resolved statically (kforge_bot.spec.dependencies, the one
+and opens, and the whole folder where that cannot be resolved statically (kforge_bot.kernelspec.dependencies, the one
 function the gate's "changed" check uses too).
 """
 
@@ -27,7 +27,7 @@ from kforge_bot import HARNESS_VERSION
 from kforge_bot.config import reader
 from kforge_bot.errors import KforgeError
 from kforge_bot.machine.signing import signature
-from kforge_bot.spec.dependencies import local_closure
+from kforge_bot.kernelspec.dependencies import local_closure
 from kforge_bot.targets.fingerprint import TargetFingerprint
 
 def file_digests(paths: Iterable[Path], repo_root: Path) -> dict[str, str]:

@@ -23,7 +23,7 @@ from kforge_bot.config.yamlcheck import Checker, join
 from kforge_bot.errors import KforgeError
 from kforge_bot.machine.cache_dirs import ceilings_dir
 from kforge_bot.machine.signing import sign, signed_here
-from kforge_bot.spec import TARGET_KINDS
+from kforge_bot.kernelspec import TARGET_KINDS
 
 # Precisions a peak or a measured ceiling may be given for (int8 is in TOPS).
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")

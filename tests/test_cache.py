@@ -24,7 +24,7 @@ from kforge_bot.cache import (
 from kforge_bot.config.policy import load_policy
 from kforge_bot.gate.run import run_gate
 from kforge_bot.machine.signing import machine_secret
-from kforge_bot.spec.dependencies import direct_dependencies, local_closure
+from kforge_bot.kernelspec.dependencies import direct_dependencies, local_closure
 from kforge_bot.targets.fingerprint import TargetFingerprint, probe_fingerprint
 
 
@@ -253,7 +253,7 @@ def test_evaluator_cache_is_separated_by_hardware_and_never_stores_a_cached_resu
     from kforge_bot.evaluate.api import evaluate
     from kforge_bot.evaluate.wire.result import EvalSettings
     from kforge_bot.optimize.evaluator import HarnessEvaluator
-    from kforge_bot.spec import load_spec
+    from kforge_bot.kernelspec import load_spec
 
     write(tmp_path / "k", "double.py", DOUBLE)
     write(tmp_path / "k", "kforge.yaml", DOUBLE_MANIFEST)
@@ -324,7 +324,7 @@ def test_a_src_layout_kernels_key_does_not_depend_on_where_the_checkout_is(tmp_p
     """Import roots are absolute paths in the worker's view: the key keeps the manifest's relative ones only."""
     import shutil
 
-    from kforge_bot.spec import load_manifest
+    from kforge_bot.kernelspec import load_manifest
 
     library = Path(__file__).parent / "data" / "library_repo"
     keys = []

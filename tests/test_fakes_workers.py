@@ -12,7 +12,7 @@ from fakes.workers import FakeWorkers, Script
 
 from kforge_bot.evaluate import EvalSettings, ReferenceStore, evaluate
 from kforge_bot.evaluate import sandbox
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 
 QUICK = EvalSettings(timing_budget_s=0.5, isolation="off")
 

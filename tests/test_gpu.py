@@ -15,7 +15,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.plan import DEVICE_SHARE, HOST_SHARE, Fit, Plan, memory_needs
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 pytestmark = pytest.mark.gpu
 

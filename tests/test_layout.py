@@ -34,7 +34,7 @@ RULES = {
                                       "kforge_bot.scale", "openai", "git", "github", *BOT, *OPTIMIZE)),
     # The leaves: read by every part, so they import none of them.
     "leaves": (("kforge_bot.config", "kforge_bot.errors", "kforge_bot.text", "kforge_bot.cache",
-                "kforge_bot.environment", "kforge_bot.spec", "kforge_bot.machine"), HARNESS),
+                "kforge_bot.environment", "kforge_bot.kernelspec", "kforge_bot.machine"), HARNESS),
     "agents": (("kforge_bot.agents",), ("git", "github", "kforge_bot.gitops", "kforge_bot.commands", *BOT)),
     "optimize": (OPTIMIZE, ("kforge_bot.commands", "github", *BOT)),
     # init's reading of a library: text and ast only, nothing that runs code or talks to a service.
@@ -190,7 +190,7 @@ def test_the_wall_rules_see_a_crossing(tmp_path: Path) -> None:
         "kforge_bot.scale.pool"]
     wire_only = tmp_path / "y.py"
     wire_only.write_text("from kforge_bot.evaluate.wire.result import EvalResult\n"
-                         "from kforge_bot.spec import KernelSpec\n")
+                         "from kforge_bot.kernelspec import KernelSpec\n")
     assert not any(_wall_breaches(m, _imports(wire_only)) for m in ("kforge_bot.evaluate.api",
                                                                      "kforge_bot.evaluate.worker.entry",
                                                                      "kforge_bot.evaluate.wire.timing"))
@@ -260,9 +260,9 @@ def test_no_module_uses_another_module_s_private_names() -> None:
 
 def test_the_rule_sees_a_private_use(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
-    sample.write_text("from kforge_bot import gitops\nfrom kforge_bot.spec import _read\n\n"
+    sample.write_text("from kforge_bot import gitops\nfrom kforge_bot.kernelspec import _read\n\n"
                       "def f(repo):\n    return gitops._run(repo, 'status', what='x')\n")
-    assert _private_uses(sample) == ["line 2: from kforge_bot.spec import _read", "line 5: gitops._run"]
+    assert _private_uses(sample) == ["line 2: from kforge_bot.kernelspec import _read", "line 5: gitops._run"]
 
 
 def test_git_runs_only_in_gitops() -> None:
@@ -279,7 +279,8 @@ def test_git_runs_only_in_gitops() -> None:
 
 
 def test_the_package_s_top_holds_few_flat_modules() -> None:
-    """Work belongs in a room by job (evaluate/, spec/, config/, ...); the top keeps the entry points and leaves."""
+    """Work belongs in a room by job (evaluate/, kernelspec/, config/, ...); the top keeps the entry points and
+    leaves."""
     flat = sorted(p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
     assert len(flat) <= 8, flat
 

@@ -21,9 +21,9 @@ from kforge_bot.evaluate.baselines import against_baselines, measure_compiled, r
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.evaluate.session import EvaluationSession
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec, load_spec
-from kforge_bot.spec.comparison import resolve_candidate
-from kforge_bot.spec.kernels import discover
+from kforge_bot.kernelspec import Implementation, KernelSpec, load_spec
+from kforge_bot.kernelspec.comparison import resolve_candidate
+from kforge_bot.kernelspec.kernels import discover
 from kforge_bot.targets import TargetChoice, choose_target
 
 SaveJson = Callable[[dict[str, Any]], None]

@@ -14,7 +14,7 @@ from kforge_bot.config.policy import load_policy_from_base
 from kforge_bot.errors import KforgeError
 from kforge_bot.gate.run import repo_root
 from kforge_bot.history.bisect import BisectResult, bisect as run_bisect, gate_probe
-from kforge_bot.spec.kernels import discover
+from kforge_bot.kernelspec.kernels import discover
 
 
 def render(result: BisectResult) -> list[str]:

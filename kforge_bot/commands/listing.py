@@ -11,7 +11,7 @@ from kforge_bot.config.policy import load_policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.api import import_problems
 from kforge_bot.evaluate.isolation import announcement
-from kforge_bot.spec.kernels import discover
+from kforge_bot.kernelspec.kernels import discover
 
 
 @click.command("list", epilog=examples(

@@ -32,8 +32,8 @@ from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.isolation import announcement
 from kforge_bot.gate.decision import harness_verdict
 from kforge_bot.gate.plan import dependencies
-from kforge_bot.spec import MANIFEST_NAME, has_own_reference, kernel_implementation, load_manifest
-from kforge_bot.spec.kernels import Kernel, discover
+from kforge_bot.kernelspec import MANIFEST_NAME, has_own_reference, kernel_implementation, load_manifest
+from kforge_bot.kernelspec.kernels import Kernel, discover
 from kforge_bot.targets import TargetChoice, choose_target
 
 _POLICY_SUFFIXES = (".yml", ".yaml")

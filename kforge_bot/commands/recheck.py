@@ -19,7 +19,7 @@ import click
 
 from kforge_bot.commands import examples, json_option, target_option, write_json
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import MANIFEST_NAME, KernelSpec, discover_kernels, load_spec
+from kforge_bot.kernelspec import MANIFEST_NAME, KernelSpec, discover_kernels, load_spec
 
 BEFORE_VERSIONS = "before versions were recorded"
 
@@ -101,7 +101,7 @@ def recheck_item(item: Item, target: str, isolation: str) -> dict[str, Any]:
     from kforge_bot.evaluate.api import evaluate
     from kforge_bot.evaluate.judge import harness_version
     from kforge_bot.evaluate.wire.result import EvalSettings
-    from kforge_bot.spec.comparison import resolve_candidate
+    from kforge_bot.kernelspec.comparison import resolve_candidate
 
     candidate, baseline, _ = resolve_candidate(item.spec, item.candidate)
     settings = EvalSettings(measure=False, profile=False, isolation=isolation)

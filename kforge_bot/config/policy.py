@@ -28,8 +28,8 @@ from kforge_bot.config import reader
 from kforge_bot.config.yamlcheck import Checker, join, load_yaml_text
 from kforge_bot.errors import KforgeError
 from kforge_bot.github.actions import Actions
-from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
-from kforge_bot.spec import KERNEL_LANGUAGES
+from kforge_bot.kernelspec import LANGUAGE_ALIASES, TARGET_KINDS
+from kforge_bot.kernelspec import KERNEL_LANGUAGES
 
 # GitHub's author_association values (REST API: issues and pull requests).
 ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR",

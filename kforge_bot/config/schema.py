@@ -10,7 +10,7 @@ from typing import Any
 
 from kforge_bot.config.choices import BASELINE_KINDS, ISOLATION_MODES
 from kforge_bot.config.policy import ASSOCIATIONS, CANDIDATE_LANGUAGES, TARGET_NAME_RE, Policy
-from kforge_bot.spec import LANGUAGE_ALIASES, TARGET_KINDS
+from kforge_bot.kernelspec import LANGUAGE_ALIASES, TARGET_KINDS
 
 
 # Pieces used in several places of the schema.

@@ -30,7 +30,7 @@ from kforge_bot.counters.ncu_metrics import all_metric_names
 from kforge_bot.counters.profiled_run import profiled_argv, profiled_call
 from kforge_bot.counters.profiled_worker import RANGE
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 from kforge_bot.targets import target_kind
 
 NAME, TITLE = "ncu", "Nsight Compute"

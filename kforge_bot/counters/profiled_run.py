@@ -29,7 +29,7 @@ from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import kill_group, sandbox_view
 from kforge_bot.evaluate.scratch import remove_scratch
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 
 MAX_OUTPUT = 16 << 20  # bytes of the tool's output kept: a flood from the profiled process cannot fill memory
 WORKER = "import sys; from kforge_bot.counters.profiled_worker import main; main(sys.argv[1:])"

@@ -45,7 +45,7 @@ def _profile_one_call(request: dict) -> None:
     import torch
 
     from kforge_bot.evaluate.worker import importing, loading
-    from kforge_bot.spec import Implementation, KernelSpec
+    from kforge_bot.kernelspec import Implementation, KernelSpec
     from kforge_bot.targets import make_target
 
     spec = KernelSpec.from_dict(request["spec"])

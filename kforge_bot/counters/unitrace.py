@@ -29,7 +29,7 @@ from kforge_bot.counters import unitrace_parse
 from kforge_bot.counters.profiled_run import profiled_argv, profiled_call
 from kforge_bot.evaluate import bound
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 from kforge_bot.targets import target_kind
 
 NAME, TITLE = "unitrace", "unitrace"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from kforge_bot.doctor.measure import measure, quick_default
-from kforge_bot.spec import TARGET_KINDS
+from kforge_bot.kernelspec import TARGET_KINDS
 
 TARGET_CHOICES = ("auto", *TARGET_KINDS)
 

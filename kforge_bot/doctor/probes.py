@@ -16,7 +16,7 @@ from kforge_bot.counters.counter_tools import tool_for
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.evaluate import bytecode, isolation
 from kforge_bot.evaluate.sandbox import kill_group
-from kforge_bot.spec import TARGET_KINDS, load_spec
+from kforge_bot.kernelspec import TARGET_KINDS, load_spec
 from kforge_bot.text import one_line_tail
 
 # ---------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from kforge_bot.evaluate.shipping import Stager
 from kforge_bot.evaluate.side_workers import merge_timing, run_sides
 from kforge_bot.evaluate.spares import Spare, SpareWorkers
 from kforge_bot.evaluate.static_scan import static_findings
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 from kforge_bot.targets import TargetChoice, choose_target, target_index
 
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from kforge_bot.config.choices import EAGER
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 
 # kind -> torch.compile mode. max-autotune without CUDA graphs: the harness replays both sides from its own CUDA
 # graphs, and the graphs max-autotune would record inside a call cannot be captured into another.

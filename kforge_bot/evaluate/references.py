@@ -21,7 +21,7 @@ from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.wire import shipped
 from kforge_bot.evaluate.sandbox import WorkerOutcome, raise_on_sandbox_failure, run_worker, sandbox_view
 from kforge_bot.evaluate.scratch import remove_scratch, scratch_root
-from kforge_bot.spec import KernelSpec
+from kforge_bot.kernelspec import KernelSpec
 
 Progress = Callable[[dict[str, Any]], None]  # what an evaluation reports as it goes (one name everywhere)
 REFERENCE_TIMEOUT_S = 600.0

@@ -36,7 +36,7 @@ from kforge_bot.evaluate.channel_reader import ChannelLines, LogTail
 from kforge_bot.evaluate.wire import limits, outputs
 from kforge_bot.evaluate.wire.activity import BuildWatch
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 from kforge_bot.targets import target_kind
 
 SCRATCH_CHECK_S = 0.5  # how often a running worker's scratch folder is measured against its limit

@@ -17,7 +17,7 @@ from kforge_bot.evaluate.api import evaluate, new_seeds
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.spares import SpareWorkers
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 from kforge_bot.targets import TargetChoice
 
 EvaluateFn = Callable[..., EvalResult]  # api.evaluate's signature: a test's scripted one, a benchmark's variant

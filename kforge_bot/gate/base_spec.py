@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from kforge_bot.spec import Implementation, KernelSpec, has_own_reference, kernel_implementation
+from kforge_bot.kernelspec import Implementation, KernelSpec, has_own_reference, kernel_implementation
 
 # What a kernel's test is made of, as `spec_changes` names it.
 TEST_PARTS = ("reference", "inputs", "init", "shapes", "tolerance", "seeds", "targets", "outputs", "inplace",

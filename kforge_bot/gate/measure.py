@@ -14,7 +14,7 @@ from kforge_bot.evaluate.session import EvaluateFn, EvaluationSession
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.wire.shapes import regressions
 from kforge_bot.gate.decision import direction_regressions, fmt_change, harness_verdict, result_decision
-from kforge_bot.spec import Implementation, KernelSpec, has_own_reference
+from kforge_bot.kernelspec import Implementation, KernelSpec, has_own_reference
 
 CONFIRM_FACTOR = 3.0
 

@@ -19,16 +19,16 @@ from kforge_bot.gate.base_spec import judged_spec, spec_changes
 from kforge_bot.gate.measure import gate_settings
 from kforge_bot.gate.report import KernelReport
 from kforge_bot.gate.required_targets import required_status
-from kforge_bot.spec import kernel_implementation
-from kforge_bot.spec.dependencies import local_closure
-from kforge_bot.spec.kernels import Kernel
+from kforge_bot.kernelspec import kernel_implementation
+from kforge_bot.kernelspec.dependencies import local_closure
+from kforge_bot.kernelspec.kernels import Kernel
 from kforge_bot.targets import TargetChoice
 from kforge_bot.targets.fingerprint import TargetFingerprint
 
 
 def dependencies(kernel: Kernel, checkout: Path) -> list[Path]:
     """The kernel's, reference's and inputs' files and every file in the checkout they can read
-    (kforge_bot.spec.dependencies)."""
+    (kforge_bot.kernelspec.dependencies)."""
     checkout = checkout.resolve()
     roots = kernel.spec.source_roots if kernel.spec is not None else [checkout]
     return local_closure([checkout / s for s in kernel.sources], roots, checkout)

@@ -12,7 +12,7 @@ from kforge_bot.evaluate.wire.result import EvalResult
 from kforge_bot.evaluate.wire.shapes import geomean_times
 from kforge_bot.gate.decision import GATE_VERDICTS, exit_code, fmt_change, fmt_threshold
 from kforge_bot.gate.measure import Measurement
-from kforge_bot.spec.kernels import Kernel
+from kforge_bot.kernelspec.kernels import Kernel
 
 
 @dataclass

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.hardware import all_runners, get_runner
-from kforge_bot.spec import TARGET_KINDS, KernelSpec
+from kforge_bot.kernelspec import TARGET_KINDS, KernelSpec
 from kforge_bot.targets import TargetChoice, choose_target
 
 

@@ -24,8 +24,8 @@ from kforge_bot.gate.report import GateReport, KernelReport, report_from
 from kforge_bot.gate.required_targets import required_targets
 from kforge_bot.hardware import get_runner
 from kforge_bot.machine.cache_dirs import cache_inside_checkout, user_cache_dir
-from kforge_bot.spec import has_own_reference, kernel_implementation
-from kforge_bot.spec.kernels import Kernel, discover
+from kforge_bot.kernelspec import has_own_reference, kernel_implementation
+from kforge_bot.kernelspec.kernels import Kernel, discover
 from kforge_bot.targets import TargetChoice, choose_target
 from kforge_bot.targets.fingerprint import TargetFingerprint, probe_fingerprint
 from kforge_bot.workloads.gate import gate_workloads

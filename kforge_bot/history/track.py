@@ -24,8 +24,8 @@ from kforge_bot.evaluate.wire.result import EvalResult
 from kforge_bot.gate.decision import harness_verdict
 from kforge_bot.gate.measure import again_if_disturbed, gate_settings
 from kforge_bot.history.runner import Runner
-from kforge_bot.spec import has_own_reference, kernel_implementation
-from kforge_bot.spec.kernels import Kernel, discover
+from kforge_bot.kernelspec import has_own_reference, kernel_implementation
+from kforge_bot.kernelspec.kernels import Kernel, discover
 from kforge_bot.targets import TargetChoice
 
 Log = Callable[[str], None]

@@ -15,7 +15,7 @@ from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.init.scan.from_tests import TestEvidence
 from kforge_bot.init.scan.launchers import Launcher
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 
 
 @dataclass

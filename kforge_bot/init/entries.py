@@ -15,7 +15,7 @@ from kforge_bot.init.scan.from_tests import TestEvidence
 from kforge_bot.init.scan.launchers import Launcher
 from kforge_bot.init.scan.modules import Module
 from kforge_bot.init.scan.vendors import vendor_of, vendor_target
-from kforge_bot.spec import defines
+from kforge_bot.kernelspec import defines
 
 REFERENCE_NAMES = ("reference", "ref", "torch_reference", "reference_impl")
 INPUT_NAMES = ("make_inputs", "get_inputs", "inputs")

@@ -9,8 +9,8 @@ from pathlib import Path
 from kforge_bot.config import reader
 from kforge_bot.errors import KforgeError
 from kforge_bot.init.scan.launchers import is_test_file
-from kforge_bot.spec import MANIFEST_NAME, file_reference
-from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
+from kforge_bot.kernelspec import MANIFEST_NAME, file_reference
+from kforge_bot.kernelspec.dependencies import NO_KERNEL_FOLDERS
 
 # A library's scan also passes over folders that are environments by their usual names (never kernel sources).
 SKIP_DIRS = NO_KERNEL_FOLDERS | {"env", "site-packages"}

@@ -29,7 +29,7 @@ from kforge_bot.init.scan.from_tests import TestEvidence, read_tests
 from kforge_bot.init.scan.launchers import CallGraph, Launcher, Node, is_benchmark_file, is_test_file
 from kforge_bot.init.scan.modules import Library, Module
 from kforge_bot.init.scan.vendors import vendor_of, vendor_target
-from kforge_bot.spec import MAX_MANIFEST_KERNELS, defines, is_kernelbench_source
+from kforge_bot.kernelspec import MAX_MANIFEST_KERNELS, defines, is_kernelbench_source
 
 
 @dataclass

@@ -14,7 +14,7 @@ from kforge_bot.init.entries import REFERENCES_MODULE
 from kforge_bot.init.files import python_files
 from kforge_bot.init.propose import ManifestProposal, propose_library
 from kforge_bot.init.scan.modules import dotted_name
-from kforge_bot.spec import MANIFEST_NAME
+from kforge_bot.kernelspec import MANIFEST_NAME
 from kforge_bot.targets import choose_target
 
 DRAFTS_FOLDER = "kforge_drafts"  # where `--draft` writes each checked draft, one module per kernel

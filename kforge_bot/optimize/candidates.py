@@ -18,7 +18,7 @@ from kforge_bot.optimize.acceptance import accepts, with_baselines
 from kforge_bot.optimize.protocols import Evaluator, Measured, Proposal
 from kforge_bot.optimize.record import IterationRecord
 from kforge_bot.optimize.trajectory import Trajectory, sha256
-from kforge_bot.spec import KernelSpec
+from kforge_bot.kernelspec import KernelSpec
 
 
 @dataclass(eq=False)

@@ -15,7 +15,7 @@ from typing import Any
 from kforge_bot.counters import counter_tools, ncu, ncu_parse
 from kforge_bot.counters.counter_tools import tool_for
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 from kforge_bot.text import code_span
 
 KEEP_KERNELS = 20  # per profiled call in the trajectory: the longest ones (a call can launch hundreds)

@@ -16,7 +16,7 @@ from kforge_bot.evaluate.references import Progress
 from kforge_bot.evaluate.session import EvaluateFn, EvaluationSession
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.optimize.protocols import Measured
-from kforge_bot.spec import Implementation, KernelSpec, candidate_language
+from kforge_bot.kernelspec import Implementation, KernelSpec, candidate_language
 
 
 

@@ -28,8 +28,8 @@ from kforge_bot.optimize.report import ReportFiles
 from kforge_bot.optimize.run import OptimizeOutcome, OptimizeRun, RunConfig, default_cpu_count
 from kforge_bot.optimize.trajectory import TRAJECTORY_FILE, read_events
 from kforge_bot.optimize.tuner_proposer import TunerProposer
-from kforge_bot.spec import KernelSpec, kernel_implementation, load_spec, parse_python
-from kforge_bot.spec.kernels import sibling_references
+from kforge_bot.kernelspec import KernelSpec, kernel_implementation, load_spec, parse_python
+from kforge_bot.kernelspec.kernels import sibling_references
 from kforge_bot.targets import choose_target
 from kforge_bot.workloads.candidate import candidate_end_to_end, find_workload
 from kforge_bot.workloads.gate import WorkloadReport

@@ -25,7 +25,7 @@ from kforge_bot.agents.reply_parser import extract_source
 from kforge_bot.errors import ContextLengthExceeded, LoopControl, MalformedReply, Terminating
 from kforge_bot.optimize.protocols import LLM, Exchange, Interrupted, Proposal, RunView
 from kforge_bot.optimize.record import IterationRecord
-from kforge_bot.spec import KernelSpec
+from kforge_bot.kernelspec import KernelSpec
 
 # What each step of the rule keeps (see the module docstring); step 0 is the whole prompt.
 GENERATOR_TRIMS: tuple[dict[str, Any], ...] = (

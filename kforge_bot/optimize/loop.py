@@ -37,7 +37,7 @@ from kforge_bot.optimize.roofline import WorkloadModel
 from kforge_bot.optimize.starting_point import measure_starting_point
 from kforge_bot.optimize.stops import StopRules, expected_step_s, stop_signal, tokens_spent
 from kforge_bot.optimize.trajectory import Trajectory
-from kforge_bot.spec import KernelSpec
+from kforge_bot.kernelspec import KernelSpec
 
 
 class Loop:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kforge_bot.optimize.counters import DETAILS_FILE, Counters, details_csv
 from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.optimize.trajectory import Trajectory
-from kforge_bot.spec import Implementation
+from kforge_bot.kernelspec import Implementation
 
 
 def profile(counters: Counters | None, trajectory: Trajectory, iteration: int, implementation: Implementation) -> None:

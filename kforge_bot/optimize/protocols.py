@@ -27,7 +27,7 @@ from kforge_bot.evaluate.baselines import CompiledBaseline
 from kforge_bot.evaluate.wire.result import EvalResult
 from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.optimize.record import IterationRecord, RunRecord
-from kforge_bot.spec import Implementation
+from kforge_bot.kernelspec import Implementation
 
 # The two kinds of proposer (the start event records which one a run has, under "mode").
 TUNER = "tuner"

@@ -27,7 +27,7 @@ from kforge_bot.optimize.trajectory import SCHEMA, Trajectory, sha256
 from kforge_bot.optimize.tuner_proposer import TunerProposer
 from kforge_bot.scale import make_pool
 from kforge_bot.scale.compile_ahead import needs_build
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 from kforge_bot.targets.fingerprint import probe_fingerprint
 
 

@@ -11,7 +11,7 @@ from kforge_bot.optimize.hardware_context import hardware_context, hardware_text
 from kforge_bot.optimize.protocols import Evaluator
 from kforge_bot.optimize.roofline import WorkloadModel, workload
 from kforge_bot.optimize.trajectory import Trajectory
-from kforge_bot.spec import KernelSpec
+from kforge_bot.kernelspec import KernelSpec
 from kforge_bot.text import one_line
 
 # inconclusive: correct, its timing (against itself) disturbed: a correct starting point all the same.

@@ -8,7 +8,7 @@ from typing import Any
 from kforge_bot.errors import SearchExhausted
 from kforge_bot.optimize.protocols import TUNER, Exchange, Proposal, RunView
 from kforge_bot.optimize.record import IterationRecord, tuner_score
-from kforge_bot.spec import KernelSpec
+from kforge_bot.kernelspec import KernelSpec
 from kforge_bot.tuner import search as tuner
 from kforge_bot.tuner import tunables
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from kforge_bot.prbot.evidence_rows import (NA, KernelEvidence, TargetRow, WorkloadRow, fmt_roofline, fmt_speedup,
-                                          fmt_workload_speedup)
+                                            fmt_workload_speedup)
 from kforge_bot.prbot.evidence_sections import (details_section, fence, render_baselines, render_correctness,
-                                              render_how_found, render_profile, render_reproduce, render_shapes,
-                                              marker_safe, render_table, render_workloads, target_cell, truncate)
+                                                render_how_found, render_profile, render_reproduce, render_shapes,
+                                                marker_safe, render_table, render_workloads, target_cell, truncate)
 from kforge_bot.text import clip, code_span, fmt_time, markdown_cell, markdown_text
 
 MAX_BODY = 65536

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kforge_bot.prbot.evidence_rows import (NA, KernelEvidence, TargetRow, WorkloadRow, fmt_roofline, fmt_speedup,
-                                          fmt_workload_speedup, rate)
+                                            fmt_workload_speedup, rate)
 from kforge_bot.text import code_span, fmt_time, markdown_cell, markdown_text, three_figures
 
 def fence(text: str, lang: str = "") -> str:

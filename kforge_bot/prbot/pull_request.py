@@ -31,7 +31,7 @@ from kforge_bot.gate.plan import material
 from kforge_bot.github import events, trust
 from kforge_bot.github.actions import Actions
 from kforge_bot.hardware import get_runner
-from kforge_bot.spec import kernel_implementation, kernels
+from kforge_bot.kernelspec import kernel_implementation, kernels
 from kforge_bot.targets import TargetChoice, choose_target
 from kforge_bot.workloads.candidate import follow_up_workloads
 

@@ -32,7 +32,7 @@ def needs_build(source: str) -> bool:
 _PREPARE = r"""
 import json, sys
 from pathlib import Path
-from kforge_bot.spec import Implementation
+from kforge_bot.kernelspec import Implementation
 from kforge_bot.evaluate.wire import limits
 from kforge_bot.evaluate.worker import importing
 work = Path(sys.argv[1])

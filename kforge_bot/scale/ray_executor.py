@@ -86,7 +86,7 @@ class _Actor:
         # In the Ray worker, once Ray has pinned its GPU (as a local slot imports them after pinning its own).
         from kforge_bot.evaluate.api import evaluate
         from kforge_bot.evaluate.wire.result import EvalSettings
-        from kforge_bot.spec import Implementation, KernelSpec
+        from kforge_bot.kernelspec import Implementation, KernelSpec
 
         started = time.monotonic()
         self.busy = True

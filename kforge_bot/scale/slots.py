@@ -63,7 +63,7 @@ def _serve(conn: Any, store: ReferenceStore, spares: SpareWorkers) -> None:
     # In the slot, after _slot_main pinned its device (as every evaluate import in this module).
     from kforge_bot.evaluate.api import evaluate
     from kforge_bot.evaluate.wire.result import EvalSettings
-    from kforge_bot.spec import Implementation, KernelSpec
+    from kforge_bot.kernelspec import Implementation, KernelSpec
 
     while True:
         try:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import TARGET_KINDS
+from kforge_bot.kernelspec import TARGET_KINDS
 
 AUTO_ORDER = ("cuda", "xpu", "mps", "cpu")  # what `auto` picks: the first of these this machine has
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import MANIFEST_NAME, KernelSpec, module_name, read_manifest
-from kforge_bot.spec.kernels import Kernel
+from kforge_bot.kernelspec import MANIFEST_NAME, KernelSpec, module_name, read_manifest
+from kforge_bot.kernelspec.kernels import Kernel
 from kforge_bot.workloads.gate import (Log, WorkloadReport, budget_for, head_kernel_modules, judge_row,
                                        reached_files)
 from kforge_bot.workloads.measure import Side, measure

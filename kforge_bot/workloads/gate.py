@@ -15,10 +15,10 @@ from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.gate.decision import fmt_change, timing_decision
-from kforge_bot.spec import MANIFEST_NAME, module_name, read_manifest
-from kforge_bot.spec.dependencies import local_closure
-from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
-from kforge_bot.spec.kernels import Kernel
+from kforge_bot.kernelspec import MANIFEST_NAME, module_name, read_manifest
+from kforge_bot.kernelspec.dependencies import local_closure
+from kforge_bot.kernelspec.dependencies import NO_KERNEL_FOLDERS
+from kforge_bot.kernelspec.kernels import Kernel
 from kforge_bot.targets import TargetChoice
 from kforge_bot.workloads.measure import Budget, Side, WorkloadMeasurement, measure
 from kforge_bot.workloads.spec import WorkloadSpec, load_workloads

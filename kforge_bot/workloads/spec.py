@@ -28,7 +28,7 @@ from typing import Any
 from kforge_bot.config.reader import is_safe_name
 from kforge_bot.config.yamlcheck import did_you_mean
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import TARGET_KINDS, import_roots_field, module_name
+from kforge_bot.kernelspec import TARGET_KINDS, import_roots_field, module_name
 
 UNITS = ("tokens/s", "samples/s", "ms/step")
 COMPARISONS = ("tokens", "logits")

@@ -255,7 +255,7 @@ def test_kernelbench_contract_asks_for_model_new():
 def test_gpumode_contract_asks_for_custom_kernel_of_data():
     from pathlib import Path
 
-    from kforge_bot.spec import load_spec
+    from kforge_bot.kernelspec import load_spec
 
     spec = load_spec(Path(__file__).parents[1] / "data" / "gpumode" / "scaled_add_py")
     contract = gen.contract_from_spec(spec)

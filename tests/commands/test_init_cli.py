@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from kforge_bot.cli import cli
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import load_manifest, load_manifest_entry
+from kforge_bot.kernelspec import load_manifest, load_manifest_entry
 
 DATA = Path(__file__).parents[1] / "data"
 

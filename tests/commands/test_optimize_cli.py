@@ -328,7 +328,7 @@ def test_resume_judges_an_interrupted_rounds_candidates_without_asking_the_model
     from kforge_bot.evaluate.wire.result import EvalSettings
     from kforge_bot.config.policy import Budgets
     from kforge_bot.optimize.run import OptimizeRun, RunConfig
-    from kforge_bot.spec import load_spec
+    from kforge_bot.kernelspec import load_spec
 
     kinds = variants((kernel_dir / "tiny_mm.py").read_text())
     report = tmp_path / "report"

@@ -252,7 +252,7 @@ def test_policy_schema_command_prints_the_schema():
 
 
 def test_kernel_languages_are_one_vocabulary_with_the_manifests_and_the_old_spelling_still_reads(tmp_path):
-    from kforge_bot.spec import KERNEL_LANGUAGES
+    from kforge_bot.kernelspec import KERNEL_LANGUAGES
 
     path = tmp_path / "p.yml"
     path.write_text("version: 1\nlanguages: [torch, c, pytorch]\n")
@@ -261,7 +261,7 @@ def test_kernel_languages_are_one_vocabulary_with_the_manifests_and_the_old_spel
 
 
 def test_a_manifest_may_still_say_pytorch(tmp_path):
-    from kforge_bot.spec import load_manifest
+    from kforge_bot.kernelspec import load_manifest
 
     (tmp_path / "k.py").write_text("def k(x):\n    return x * 2\n\ndef make(n):\n    import torch\n    return [torch.randn(n)]\n")
     (tmp_path / "kforge.yaml").write_text("version: 1\nkernels:\n  k:\n    file: k.py\n    entry: k\n"
@@ -277,7 +277,7 @@ def test_a_near_miss_of_a_policy_key_is_named() -> None:
 
 def _run_config(path, **flags):  # -> RunConfig: as `kforge-bot optimize --policy PATH` builds it
     from kforge_bot.optimize.run import RunConfig
-    from kforge_bot.spec import load_spec
+    from kforge_bot.kernelspec import load_spec
 
     spec = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")
     return RunConfig.from_policy(pol.load_policy(path), spec, "cpu", command="optimize", quick=path is None, **flags)

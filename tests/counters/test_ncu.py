@@ -12,7 +12,7 @@ from fakes.ncu import fake_ncu, printing_the_recording
 
 from kforge_bot.counters import ncu
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
 SETTINGS = EvalSettings(seeds=1, measure=False, profile=False, timeout_s=60)

@@ -14,7 +14,7 @@ from kforge_bot.counters import ncu, unitrace
 from kforge_bot.counters.counter_tools import tool_for
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.optimize import counters
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
 SETTINGS = EvalSettings(seeds=1, measure=False, profile=False, timeout_s=60)

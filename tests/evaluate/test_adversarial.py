@@ -19,7 +19,7 @@ from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.static_scan import static_findings
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
 CHECK, PROFILED, TIMED = judging_settings(timeout_s=60)

@@ -18,7 +18,7 @@ from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerProcess
 from kforge_bot.gate.base_spec import judged_spec
-from kforge_bot.spec import Implementation, KernelSpec, kernel_implementation, load_manifest, load_spec
+from kforge_bot.kernelspec import Implementation, KernelSpec, kernel_implementation, load_manifest, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
 

@@ -16,7 +16,7 @@ from kforge_bot.evaluate.baselines import (CompiledBaseline, against_baselines, 
                                            compiled_implementation, measure_compiled)
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.evaluate.static_scan import static_findings
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 
 DATA = Path(__file__).parents[1] / "data" / "baselines"
 CHECK = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=240)

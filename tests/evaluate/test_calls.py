@@ -12,7 +12,7 @@ import pytest
 from kforge_bot.evaluate import isolation as sandboxing
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
-from kforge_bot.spec import KernelSpec, load_manifest
+from kforge_bot.kernelspec import KernelSpec, load_manifest
 
 LIBRARY = Path(__file__).parents[1] / "data" / "library_repo"
 

@@ -27,7 +27,7 @@ from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.worker.snapshot import CRITICAL, FunctionSnapshot
 from kforge_bot.evaluate.wire.timing import RepeatCheck
 from kforge_bot.evaluate.worker.worker_io import Stop
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
 # max_pairs ends these runs; the budget only has to let min_pairs through on a loaded 2-core machine (beside two busy

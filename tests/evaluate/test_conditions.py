@@ -18,7 +18,7 @@ import pytest
 from kforge_bot.evaluate.wire import conditions, timing
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 from kforge_bot.targets.cpu import CpuTarget
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"

@@ -23,8 +23,8 @@ from kforge_bot.evaluate.worker import importing, loading
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.wire.result import EvalResult
-from kforge_bot.spec import load_spec
-from kforge_bot.spec.gpumode import candidate_file
+from kforge_bot.kernelspec import load_spec
+from kforge_bot.kernelspec.gpumode import candidate_file
 
 GM = Path(__file__).parents[1] / "data" / "gpumode"
 PROBLEM = GM / "scaled_add_py"

@@ -11,7 +11,7 @@ import torch
 from kforge_bot.evaluate.wire import heldout
 from kforge_bot.evaluate.wire.plan import Fit, Plan
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 
 PROBLEM = Path(__file__).parents[1] / "data" / "adversarial" / "problem.py"
 

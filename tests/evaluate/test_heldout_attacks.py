@@ -14,7 +14,7 @@ import pytest
 
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec, load_spec
+from kforge_bot.kernelspec import Implementation, KernelSpec, load_spec
 
 ROWS, COLS = 64, 1024
 

@@ -27,7 +27,7 @@ import kforge_bot.evaluate.api as api
 from kforge_bot.evaluate import isolation, references, sandbox
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
 SANDBOXED = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60, isolation="required")
@@ -169,7 +169,7 @@ BOT = """
 import json, sys
 import kforge_bot.evaluate.api as api
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 api.static_findings = lambda source: []
 spec = load_spec(sys.argv[1])
 candidate = Implementation(open(sys.argv[2]).read(), "ModelNew", "attack.py", sys.argv[3])

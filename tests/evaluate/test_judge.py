@@ -11,7 +11,7 @@ from kforge_bot.evaluate.judge import _attach_timing, _profile_rejection, _sum_s
 from kforge_bot.evaluate.wire.plan import Plan
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings, TimingStats
 from kforge_bot.evaluate.sandbox import WorkerOutcome
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
 REFERENCE = {"device_name": "cpu (test)", "target_info": {"kind": "cpu"}, "input_bytes": [65536]}

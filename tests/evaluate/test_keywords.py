@@ -15,7 +15,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import isolation as sandboxing
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
-from kforge_bot.spec import KernelSpec, load_manifest
+from kforge_bot.kernelspec import KernelSpec, load_manifest
 
 LIBRARY = Path(__file__).parents[1] / "data" / "library_keywords"
 

@@ -12,7 +12,7 @@ from torch import nn
 
 from kforge_bot.evaluate.worker import loading
 from kforge_bot.evaluate.worker.importing import import_implementation
-from kforge_bot.spec import Implementation
+from kforge_bot.kernelspec import Implementation
 
 
 def _repo(root: Path, value: int) -> Path:

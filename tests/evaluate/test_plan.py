@@ -9,7 +9,7 @@ import pytest
 
 from kforge_bot.evaluate.wire.plan import DoesNotFit, Fit, Plan, fit_plan, memory_needs
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 
 PROBLEM = Path(__file__).parents[1] / "data" / "adversarial" / "problem.py"
 GB = 10**9

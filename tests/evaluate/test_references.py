@@ -8,7 +8,7 @@ from kforge_bot.evaluate.wire.plan import Fit, Plan
 from kforge_bot.evaluate.references import ReferenceStore, _reference_death, reference_fit
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerOutcome
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
 

@@ -17,7 +17,7 @@ from kforge_bot.evaluate.wire.plan import Plan
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.channel_reader import _parse
 from kforge_bot.evaluate.sandbox import WorkerOutcome, run_worker
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
 QUICK = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60)
@@ -302,7 +302,7 @@ def test_a_package_on_the_bots_pythonpath_imports_in_the_sandboxed_worker(tmp_pa
     """A library installed on PYTHONPATH imported in the bot and not in the workers (ModuleNotFoundError):
     the bot's PYTHONPATH folders are shown to workers read-only, as the Python installation's packages are."""
     from kforge_bot.evaluate import isolation
-    from kforge_bot.spec import load_manifest
+    from kforge_bot.kernelspec import load_manifest
 
     if not isolation.probe().available:
         pytest.skip(f"no sandbox on this machine: {isolation.probe().describe()}")

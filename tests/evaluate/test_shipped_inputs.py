@@ -15,7 +15,7 @@ from kforge_bot.evaluate.shipping import Stager
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.wire import heldout
 from kforge_bot.evaluate.wire.shipped import LISTED, form_context, init_name, inputs_name, state_name, valid_name
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.3, profile=False)
 

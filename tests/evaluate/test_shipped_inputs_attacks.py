@@ -13,7 +13,7 @@ from fakes.kb_linear import LINEAR_PROBLEM
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.api import evaluate, ships_inputs
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.3, profile=False)
 needs_sandbox = pytest.mark.skipif(not isolation.probe().available, reason="needs bubblewrap")

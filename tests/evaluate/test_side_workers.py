@@ -12,7 +12,7 @@ from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerOutcome
 from kforge_bot.evaluate.side_workers import base_failure, merge_timing
-from kforge_bot.spec import Implementation
+from kforge_bot.kernelspec import Implementation
 
 SETTINGS = EvalSettings(seeds=1, timing_budget_s=0.3, profile=False)
 

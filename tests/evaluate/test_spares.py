@@ -12,7 +12,7 @@ import pytest
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.spares import SpareWorkers
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 ADV = Path(__file__).parents[1] / "data" / "adversarial"
 QUICK = EvalSettings(seeds=2, measure=False, profile=False, timeout_s=60)

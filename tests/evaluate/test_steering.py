@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 DATA = Path(__file__).parents[1] / "data"
 PROBLEM = DATA / "adversarial" / "problem.py"

@@ -19,7 +19,7 @@ from kforge_bot.evaluate import isolation, pair_driver
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.turns import Turns, descendants, stop_tree
-from kforge_bot.spec import Implementation
+from kforge_bot.kernelspec import Implementation
 
 # The head's helper module arms a 2 ms timer whose handler spins whenever the head's kernel has not been called for a
 # while: between the head's own samples, which is while the base's are timed. Its kernel is the base's, so any speed

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fakes.gitrepos import commit_all, git, write
-from kforge_bot.spec import KernelSpec, load_spec
+from kforge_bot.kernelspec import KernelSpec, load_spec
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # Its sitecustomize turns the timing-disturbance detector off in the processes the suite starts (tests/conftest.py).

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec, load_spec
+from kforge_bot.kernelspec import Implementation, KernelSpec, load_spec
 
 KERNEL = '''"""x * 2, in torch: a kernel whose candidates are cheap to evaluate."""
 import torch

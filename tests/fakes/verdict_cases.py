@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.references import ReferenceStore
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 
 SEEDS = [11, 22]
 Case = tuple[EvalSettings, str, str]  # settings, verdict (a regex: "incorrect|rejected" allows either), reason regex

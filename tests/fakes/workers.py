@@ -32,7 +32,7 @@ from typing import Any
 from kforge_bot.evaluate import sandbox
 from kforge_bot.evaluate.wire.plan import Fit, Plan
 from kforge_bot.evaluate.sandbox import WorkerOutcome
-from kforge_bot.spec import Implementation
+from kforge_bot.kernelspec import Implementation
 
 DIRECTIVE = "# fake-worker:"
 SAMPLE_SPREAD = 0.01  # each timed sample's relative scatter: tight enough for a decision in few pairs

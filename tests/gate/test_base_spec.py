@@ -9,7 +9,7 @@ from fakes.gate_repos import KB, PLAIN, REF, manifest
 from fakes.gitrepos import write
 
 from kforge_bot.gate.base_spec import HEAD_FIELDS, judged_spec, spec_changes
-from kforge_bot.spec import has_own_reference, kernel_implementation, load_kernelbench, load_manifest
+from kforge_bot.kernelspec import has_own_reference, kernel_implementation, load_kernelbench, load_manifest
 
 
 def _specs(tmp: Path, base: dict[str, str], head: dict[str, str]):

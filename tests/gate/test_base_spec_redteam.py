@@ -11,7 +11,7 @@ from fakes.gate_repos import PLAIN, REF, manifest
 from fakes.gitrepos import write
 
 from kforge_bot.gate.base_spec import spec_changes
-from kforge_bot.spec import load_manifest
+from kforge_bot.kernelspec import load_manifest
 
 OWN = PLAIN + "\n\n" + REF.replace("import torch\n\n\n", "")
 FILES = {"k.py": OWN, "kforge.yaml": manifest(["k"]).replace("ref.py", "k.py")}

@@ -13,7 +13,7 @@ from kforge_bot.config.policy import load_policy, parse_policy
 from kforge_bot.gate.plan import Planner, ToMeasure, dependencies, material
 from kforge_bot.gate.report import KernelReport
 from kforge_bot.gate.required_targets import required_targets
-from kforge_bot.spec.kernels import discover
+from kforge_bot.kernelspec.kernels import discover
 from kforge_bot.targets import choose_target
 
 

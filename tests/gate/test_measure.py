@@ -7,7 +7,7 @@ from fakes.gate_repos import tiny_spec_in
 
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.gate.measure import compare, confirmation_settings
-from kforge_bot.spec import Implementation
+from kforge_bot.kernelspec import Implementation
 
 
 @pytest.fixture()

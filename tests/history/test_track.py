@@ -79,7 +79,7 @@ def test_a_disturbed_measurement_is_taken_again_and_never_a_point(tmp_path: Path
     from kforge_bot.config.policy import load_policy
     from kforge_bot.evaluate.wire.result import EvalResult
     from kforge_bot.history.track import measure_kernel
-    from kforge_bot.spec.kernels import discover
+    from kforge_bot.kernelspec.kernels import discover
     from kforge_bot.targets import choose_target
 
     tiny_spec_in(tmp_path)

@@ -17,7 +17,7 @@ from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.optimize.digest import profile_digest
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
 from kforge_bot.optimize.stops import StopRules
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 
 
 
@@ -84,7 +84,7 @@ def test_after_ncu_itself_fails_the_run_stops_paying_for_it(kernel_dir: Path, tm
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A hung or refused ncu costs its limit once, not once per accepted candidate."""
     from kforge_bot.optimize.counters import Counters
-    from kforge_bot.spec import Implementation
+    from kforge_bot.kernelspec import Implementation
 
     monkeypatch.setattr(ncu, "unavailable", lambda target: None)
     calls: list[str] = []

@@ -10,7 +10,7 @@ from typing import Any
 from kforge_bot.targets.fingerprint import TargetFingerprint
 from kforge_bot.evaluate.wire.result import EvalResult, EvalSettings
 from kforge_bot.optimize.evaluator import HarnessEvaluator
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.5, timeout_s=120)
 KB = load_spec(Path(__file__).parents[1] / "data" / "kb" / "softmax.py")

@@ -17,7 +17,7 @@ from kforge_bot.errors import ContextLengthExceeded, LLMUnavailable, MalformedRe
 from kforge_bot.optimize.llm_proposer import LLMProposer
 from kforge_bot.optimize.protocols import Interrupted
 from kforge_bot.optimize.trajectory import Trajectory
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 
 FIXTURE = Path(__file__).parents[1] / "data" / "optimize"
 SPEC = load_spec(FIXTURE / "kforge.yaml")

@@ -24,7 +24,7 @@ from kforge_bot.optimize.run import OptimizeRun, RunConfig
 from kforge_bot.optimize.stops import StopRules
 from kforge_bot.optimize.trajectory import Trajectory, replay, sha256
 from kforge_bot.optimize.tuner_proposer import TunerProposer
-from kforge_bot.spec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, load_spec
 
 FIXTURE = Path(__file__).parents[1] / "data" / "optimize"
 SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.5, timeout_s=120)

@@ -12,7 +12,7 @@ from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.optimize.run import OptimizeRun, RunConfig
 from kforge_bot.optimize.trajectory import read_events
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 
 SETTINGS = EvalSettings(seeds=2, timing_budget_s=0.5, timeout_s=120)
 

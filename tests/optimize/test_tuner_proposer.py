@@ -13,7 +13,7 @@ from test_trajectory import result, start_event
 from kforge_bot.errors import SearchExhausted
 from kforge_bot.optimize.trajectory import Trajectory
 from kforge_bot.optimize.tuner_proposer import TunerProposer
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 
 FIXTURE = Path(__file__).parents[1] / "data" / "optimize"
 REPO = Path(__file__).resolve().parents[2]

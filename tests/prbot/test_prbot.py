@@ -927,7 +927,7 @@ def test_the_pr_bot_holds_a_kernel_to_mains_tip_and_names_only_the_prs_own_edits
 
     from kforge_bot.prbot.pull_request import judged
     from kforge_bot.config.policy import load_policy
-    from kforge_bot.spec.kernels import discover
+    from kforge_bot.kernelspec.kernels import discover
 
     policy = load_policy(None)
     loose = "version: 1\nkernels:\n" + entry("k", extra="    tolerance: {atol: 0.1, rtol: 0.1}\n")

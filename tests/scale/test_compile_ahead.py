@@ -13,7 +13,7 @@ from fakes.pool_kernels import KERNEL, MANIFEST, SETTINGS, spec_in
 from kforge_bot.scale.compile_ahead import needs_build
 from kforge_bot.scale.devices import Device
 from kforge_bot.scale.pool import EvalPool
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 
 
 

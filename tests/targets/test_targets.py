@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import TARGET_KINDS
+from kforge_bot.kernelspec import TARGET_KINDS
 from kforge_bot.targets import (
     AUTO_ORDER,
     available,

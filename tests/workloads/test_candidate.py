@@ -9,7 +9,7 @@ import pytest
 from fakes.gate_repos import cli
 from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import load_spec
+from kforge_bot.kernelspec import load_spec
 from kforge_bot.workloads.candidate import candidate_end_to_end, find_workload
 
 MANIFEST = """\

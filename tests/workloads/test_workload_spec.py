@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import read_manifest
+from kforge_bot.kernelspec import read_manifest
 from kforge_bot.workloads.spec import load_workloads
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

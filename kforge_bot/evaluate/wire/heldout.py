@@ -6,7 +6,7 @@ So each evaluation also checks VARIANTS of the listed shape sets, drawn from its
 
 - every size moved to a nearby odd size (odd is never a multiple of 2, 8, 16 or 128), the batch once smaller
   (variant 0) and once larger (variant 1). A size below MIN_SIZE is a flag, an axis or a kernel width, and keeps
-  its value (the batch excepted). Where the manifest constrains a size (`constraints:`, kforge_bot.spec), the new
+  its value (the batch excepted). Where the manifest constrains a size (`constraints:`, kforge_bot.kernelspec), the new
   size keeps to the constraint: an odd multiple of `multiple_of`, within `min`/`max`, or the listed value (`fixed`);
 - the floating-point inputs scaled, offset and with a heavy tail (a few elements made much larger), so that
   outputs close to the inputs, or to any cheap function of them, are not an accident of `randn`.

@@ -14,7 +14,7 @@ from typing import Any
 from kforge_bot.evaluate.wire import heldout
 from kforge_bot.evaluate.wire.limits import Limits
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.spec import Implementation, KernelSpec
+from kforge_bot.kernelspec import Implementation, KernelSpec
 from kforge_bot.targets import target_kind
 
 

@@ -16,8 +16,8 @@ from typing import Any, Callable
 import torch
 
 from kforge_bot.evaluate.wire.checks import CheckFailure, flatten_outputs
-from kforge_bot.spec import KernelSpec
-from kforge_bot.spec.manifest_fields import name_positions
+from kforge_bot.kernelspec import KernelSpec
+from kforge_bot.kernelspec.manifest_fields import name_positions
 
 _randn = torch.randn
 _Generator = torch.Generator

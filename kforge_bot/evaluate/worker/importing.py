@@ -18,7 +18,7 @@ from typing import Any
 
 from kforge_bot.evaluate.worker import device_import
 from kforge_bot.evaluate.worker.worker_io import short_error
-from kforge_bot.spec import Implementation
+from kforge_bot.kernelspec import Implementation
 
 
 def import_implementation(impl: Implementation, workdir: Path, tag: str,

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from kforge_bot.spec import KernelSpec
+from kforge_bot.kernelspec import KernelSpec
 
 
 def seed_everything(seed: int) -> None:

@@ -12,13 +12,13 @@ from typing import Any
 from kforge_bot.config import reader
 from kforge_bot.config.yamlcheck import did_you_mean
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec.env import check_env
-from kforge_bot.spec.manifest_fields import (backward_field, constraints_field, entry_parameters, kwargs_field,
-                                             positions, selection, tolerances_field)
-from kforge_bot.spec.model import (DEFAULT_SEEDS, KERNEL_LANGUAGES, LANGUAGE_ALIASES, MANIFEST_NAME,
-                                   MAX_MANIFEST_KERNELS, MAX_SHAPE_SETS, TARGET_KINDS, TOP_KEYS, Implementation,
-                                   KernelSpec, ManifestOverCap)
-from kforge_bot.spec.source import defines, parse_python, read_source
+from kforge_bot.kernelspec.env import check_env
+from kforge_bot.kernelspec.manifest_fields import (backward_field, constraints_field, entry_parameters, kwargs_field,
+                                                   positions, selection, tolerances_field)
+from kforge_bot.kernelspec.model import (DEFAULT_SEEDS, KERNEL_LANGUAGES, LANGUAGE_ALIASES, MANIFEST_NAME,
+                                         MAX_MANIFEST_KERNELS, MAX_SHAPE_SETS, TARGET_KINDS, TOP_KEYS, Implementation,
+                                         KernelSpec, ManifestOverCap)
+from kforge_bot.kernelspec.source import defines, parse_python, read_source
 
 
 def find_manifest(start: str | Path) -> Path | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import Implementation, KernelSpec, defines, kernel_implementation
+from kforge_bot.kernelspec import Implementation, KernelSpec, defines, kernel_implementation
 
 
 class Comparison(NamedTuple):

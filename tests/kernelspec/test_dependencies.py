@@ -1,5 +1,5 @@
-"""Every file a kernel can read inside its checkout (kforge_bot.spec.dependencies): imports, includes, build sources
-and flags, files opened by literal path, and the whole folder where a read cannot be resolved statically."""
+"""Every file a kernel can read inside its checkout (kforge_bot.kernelspec.dependencies): imports, includes, build
+sources and flags, files opened by literal path, and the whole folder where a read cannot be resolved statically."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fakes.gitrepos import write
 
-from kforge_bot.spec.dependencies import local_closure
+from kforge_bot.kernelspec.dependencies import local_closure
 
 BUILT = '''
 import os

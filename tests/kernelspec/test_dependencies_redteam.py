@@ -1,5 +1,5 @@
 """Red team: files a kernel loads by a path made at run time through a loader the dependency scan does not know
-(kforge_bot/spec/dependencies.py). Such a file is not in the kernel's closure, so a pull request that changes only
+(kforge_bot/kernelspec/dependencies.py). Such a file is not in the kernel's closure, so a pull request that changes only
 it leaves the kernel "unchanged": the gate does not measure it and the result cache key stays the same."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fakes.gitrepos import write
 
-from kforge_bot.spec.dependencies import local_closure
+from kforge_bot.kernelspec.dependencies import local_closure
 
 LOADERS = {
     # a committed shared library the kernel calls (the compiled kernel itself)

@@ -12,8 +12,8 @@ from fakes.gitrepos import write
 
 from kforge_bot.config.policy import load_policy, parse_policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import load_spec
-from kforge_bot.spec.kernels import discover, sibling_references
+from kforge_bot.kernelspec import load_spec
+from kforge_bot.kernelspec.kernels import discover, sibling_references
 
 DEFAULT = load_policy(None)
 REPO = Path(__file__).resolve().parents[2]

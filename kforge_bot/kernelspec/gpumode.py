@@ -29,8 +29,8 @@ from typing import Any
 
 from kforge_bot.config import reader
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec.model import MAX_SHAPE_SETS, TARGET_KINDS, Implementation, KernelSpec
-from kforge_bot.spec.source import defines, guess_language, parse_python, read_source
+from kforge_bot.kernelspec.model import MAX_SHAPE_SETS, TARGET_KINDS, Implementation, KernelSpec
+from kforge_bot.kernelspec.source import defines, guess_language, parse_python, read_source
 
 TASK_NAME = "task.yml"
 REFERENCE = "reference.py"

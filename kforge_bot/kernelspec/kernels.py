@@ -1,5 +1,5 @@
 """The managed kernels of a repository checkout: every kforge.yaml entry, every KernelBench file and every GPU
-MODE problem folder (task.yml beside reference.py), each loaded through kforge_bot.spec (a kernel that does not
+MODE problem folder (task.yml beside reference.py), each loaded through kforge_bot.kernelspec (a kernel that does not
 load is kept, with its error).
 
 The gate, the PR bot, `check --all`, `list` and the pre-commit hook all find kernels here.
@@ -17,20 +17,20 @@ from kforge_bot.config import reader
 from kforge_bot.config.policy import Policy
 from kforge_bot.config.reader import is_safe_path, real_path
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import (
-    MANIFEST_NAME,
-    KernelSpec,
-    ManifestOverCap,
-    file_reference,
-    find_manifest,
-    is_kernelbench_source,
-    load_kernelbench,
-    load_manifest,
-    load_manifest_entry,
-    read_manifest,
-)
-from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
-from kforge_bot.spec.gpumode import REFERENCE, SUBMISSION, TASK_NAME, is_gpumode_problem, load_gpumode
+from kforge_bot.kernelspec import (
+                                   MANIFEST_NAME,
+                                   KernelSpec,
+                                   ManifestOverCap,
+                                   file_reference,
+                                   find_manifest,
+                                   is_kernelbench_source,
+                                   load_kernelbench,
+                                   load_manifest,
+                                   load_manifest_entry,
+                                   read_manifest,
+                                   )
+from kforge_bot.kernelspec.dependencies import NO_KERNEL_FOLDERS
+from kforge_bot.kernelspec.gpumode import REFERENCE, SUBMISSION, TASK_NAME, is_gpumode_problem, load_gpumode
 
 # A KernelBench file's path, a manifest's and a GPU MODE problem folder's are kernel ids and names: they reach
 # logs, annotations and PR text, so they are held to the reader's safe paths (the characters a kernel name may use,

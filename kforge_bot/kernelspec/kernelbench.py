@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec.model import TARGET_KINDS, Implementation, KernelSpec
-from kforge_bot.spec.source import guess_language, parse_python, read_source, top_level_names
+from kforge_bot.kernelspec.model import TARGET_KINDS, Implementation, KernelSpec
+from kforge_bot.kernelspec.source import guess_language, parse_python, read_source, top_level_names
 
 
 def load_kernelbench(path: str | Path) -> KernelSpec:

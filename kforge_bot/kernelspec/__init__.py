@@ -40,18 +40,18 @@ from pathlib import Path
 
 from kforge_bot.config import reader
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import gpumode
-from kforge_bot.spec.dependencies import NO_KERNEL_FOLDERS
-from kforge_bot.spec.kernelbench import load_kernelbench
-from kforge_bot.spec.manifest import (check_kernel_name, file_reference, find_manifest, import_roots_field, inside,
-                                      load_manifest, load_manifest_entry, module_name, read_manifest)
-from kforge_bot.spec.manifest_fields import BACKWARD_ARG_KINDS, CONSTRAINT_KEYS, entry_parameters
-from kforge_bot.spec.model import (DEFAULT_SEEDS, KERNEL_LANGUAGES, LANGUAGE_ALIASES, MANIFEST_NAME,
-                                   MAX_MANIFEST_KERNELS, MAX_SHAPE_SETS, TARGET_KINDS, TOP_KEYS, Implementation,
-                                   KernelSpec, ManifestOverCap, candidate_language, has_own_reference,
-                                   kernel_implementation)
-from kforge_bot.spec.source import (defines, entry_or_written, guess_language, is_kernelbench_source,
-                                    kernelbench_class, parse_python, read_source, top_level_names)
+from kforge_bot.kernelspec import gpumode
+from kforge_bot.kernelspec.dependencies import NO_KERNEL_FOLDERS
+from kforge_bot.kernelspec.kernelbench import load_kernelbench
+from kforge_bot.kernelspec.manifest import (check_kernel_name, file_reference, find_manifest, import_roots_field,
+                                            inside, load_manifest, load_manifest_entry, module_name, read_manifest)
+from kforge_bot.kernelspec.manifest_fields import BACKWARD_ARG_KINDS, CONSTRAINT_KEYS, entry_parameters
+from kforge_bot.kernelspec.model import (DEFAULT_SEEDS, KERNEL_LANGUAGES, LANGUAGE_ALIASES, MANIFEST_NAME,
+                                         MAX_MANIFEST_KERNELS, MAX_SHAPE_SETS, TARGET_KINDS, TOP_KEYS, Implementation,
+                                         KernelSpec, ManifestOverCap, candidate_language, has_own_reference,
+                                         kernel_implementation)
+from kforge_bot.kernelspec.source import (defines, entry_or_written, guess_language, is_kernelbench_source,
+                                          kernelbench_class, parse_python, read_source, top_level_names)
 
 __all__ = ["BACKWARD_ARG_KINDS", "CONSTRAINT_KEYS", "DEFAULT_SEEDS", "KERNEL_LANGUAGES", "LANGUAGE_ALIASES",
            "MANIFEST_NAME", "MAX_MANIFEST_KERNELS", "MAX_SHAPE_SETS", "TARGET_KINDS", "TOP_KEYS", "Implementation",

@@ -90,7 +90,7 @@ def check_env(value: Any, where: str, manifest: Path, packages: Iterable[str]) -
                 "none: the kernel is in no package (import_roots, or an entry in a module)"
             raise KforgeError(f"{where}.env: {name} is not a setting of the kernel's library (allowed: {allowed})",
                               path=manifest, hint="set only the library's own variables; a library whose settings "
-                                                  "lack its package's prefix is listed in kforge_bot/spec/env.py "
+                                                  "lack its package's prefix is listed in kforge_bot/kernelspec/env.py "
                                                   "(DOCUMENTED_PREFIXES), see " + DOCS)
         text = str(raw).lower() if isinstance(raw, bool) else str(raw)
         if not isinstance(raw, (str, int, float, bool)) or len(text) > MAX_VALUE or not text.isprintable():

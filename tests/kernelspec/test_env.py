@@ -1,4 +1,4 @@
-"""`env:` is an allowlist (kforge_bot/spec/env.py): a library's own settings, never the runtime's. Each name here
+"""`env:` is an allowlist (kforge_bot/kernelspec/env.py): a library's own settings, never the runtime's. Each name here
 is one an attacker with a manifest would reach for; the old blocklist let ATEN_CPU_CAPABILITY, DNNL_MAX_CPU_ISA,
 OPENBLAS_NUM_THREADS, CPATH, GCONV_PATH, BASH_ENV, GIT_SSH_COMMAND, MASTER_ADDR and any unrelated name through."""
 
@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import load_manifest
-from kforge_bot.spec.env import allowed_prefixes, check_env
+from kforge_bot.kernelspec import load_manifest
+from kforge_bot.kernelspec.env import allowed_prefixes, check_env
 
 LIBRARY = Path(__file__).parents[1] / "data" / "library_keywords"
 MANIFEST = Path("repo/kforge.yaml")

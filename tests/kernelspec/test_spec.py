@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import (
-    Implementation,
-    KernelSpec,
-    discover_kernels,
-    find_manifest,
-    is_kernelbench_source,
-    load_kernelbench,
-    load_manifest,
-    load_manifest_entry,
-    load_spec,
-)
+from kforge_bot.kernelspec import (
+                                   Implementation,
+                                   KernelSpec,
+                                   discover_kernels,
+                                   find_manifest,
+                                   is_kernelbench_source,
+                                   load_kernelbench,
+                                   load_manifest,
+                                   load_manifest_entry,
+                                   load_spec,
+                                   )
 
 DATA = Path(__file__).parents[1] / "data"
 KB_SOFTMAX = DATA / "kb" / "softmax.py"
@@ -172,7 +172,7 @@ def test_discover_kernels_finds_manifest_and_kernelbench_files(tmp_path: Path) -
 
 
 def test_one_reading_of_a_file_symbol_reference() -> None:
-    from kforge_bot.spec import file_reference
+    from kforge_bot.kernelspec import file_reference
 
     assert file_reference("kernels/k.py:launch") == ("kernels/k.py", "launch")
     assert file_reference("a:b.py:fn") == ("a:b.py", "fn")
@@ -183,7 +183,7 @@ def test_every_reading_of_a_checkout_skips_the_same_folders(tmp_path: Path) -> N
     """One list of folders that hold no kernel (environments, tools' caches, build outputs): `recheck`'s discovery
     and the gate's skip the same ones."""
     from kforge_bot.config.policy import load_policy
-    from kforge_bot.spec.kernels import discover
+    from kforge_bot.kernelspec.kernels import discover
 
     (tmp_path / "problems").mkdir()
     shutil.copy(KB_SOFTMAX, tmp_path / "problems" / "softmax.py")

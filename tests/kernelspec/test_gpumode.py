@@ -10,9 +10,9 @@ import pytest
 
 from kforge_bot.config.policy import Policy
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import KernelSpec, has_own_reference, kernel_implementation, load_spec
-from kforge_bot.spec.gpumode import is_gpumode_problem, load_gpumode
-from kforge_bot.spec.kernels import discover
+from kforge_bot.kernelspec import KernelSpec, has_own_reference, kernel_implementation, load_spec
+from kforge_bot.kernelspec.gpumode import is_gpumode_problem, load_gpumode
+from kforge_bot.kernelspec.kernels import discover
 
 GM = Path(__file__).parents[1] / "data" / "gpumode"
 PROBLEM = GM / "scaled_add_py"

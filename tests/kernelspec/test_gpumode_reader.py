@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec import load_spec
-from kforge_bot.spec.gpumode import load_gpumode
+from kforge_bot.kernelspec import load_spec
+from kforge_bot.kernelspec.gpumode import load_gpumode
 
 GM = Path(__file__).parents[1] / "data" / "gpumode"
 

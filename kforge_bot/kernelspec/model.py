@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.spec.source import defines, entry_or_written, guess_language, kernelbench_class, read_source
+from kforge_bot.kernelspec.source import defines, entry_or_written, guess_language, kernelbench_class, read_source
 
 MANIFEST_NAME = "kforge.yaml"
 KERNEL_LANGUAGES = ("triton", "cuda", "cpp", "c", "torch", "sycl")  # the one vocabulary: manifests and policies
@@ -115,7 +115,7 @@ class KernelSpec:
     env: dict[str, str] = field(default_factory=dict)  # set in every worker before any import (`env:`)
     import_roots: tuple[str, ...] = ()  # relative to root, as the manifest says them
     entry_file: str = ""  # relative to root: where the entry lives, when not in kernel_file
-    # GPU MODE problems (kforge_bot.spec.gpumode); the defaults are every other format's behaviour.
+    # GPU MODE problems (kforge_bot.kernelspec.gpumode); the defaults are every other format's behaviour.
     timed_shapes: tuple[int, ...] | None = None  # the shape sets that are timed (None: all); the rest are checked only
     seed_kwarg: str | None = None  # the inputs callable's keyword that takes the harness's secret seed
     data_arg: bool = False  # the inputs are one object, passed whole (`custom_kernel(data)`)
