@@ -40,8 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from kforge_bot.evaluate.wire.result import EvalSettings  # noqa: E402
-from kforge_bot.scale import make_pool  # noqa: E402
-from kforge_bot.scale.devices import discover_devices  # noqa: E402
+from kforge_bot.scaleout import make_pool  # noqa: E402
+from kforge_bot.scaleout.devices import discover_devices  # noqa: E402
 from kforge_bot.kernelspec import load_spec  # noqa: E402
 from kforge_bot.tuner.tunables import apply, current_assignment, find_tunables  # noqa: E402
 
@@ -106,7 +106,7 @@ def run_pool(spec: Any, sources: list[str], target: str, workers: int, settings:
     """Evaluate `sources` on a pool of `workers` slots (stops waiting after cap_s), then (`crash_check`) a
     crashing candidate and one more good one on the same pool."""
     from kforge_bot.evaluate.api import new_seeds
-    from kforge_bot.scale.pool import EvalPool
+    from kforge_bot.scaleout.pool import EvalPool
 
     seeds = new_seeds(settings.seed_count(spec.seeds))
     rows: list[dict[str, Any]] = []

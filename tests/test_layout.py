@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "kforge_bot"
 BOT = ("kforge_bot.prbot",)
 OPTIMIZE = ("kforge_bot.optimize",)
 # Everything above the leaves: what runs, measures, searches or talks to a service.
-HARNESS = ("kforge_bot.evaluate", "kforge_bot.scale", "kforge_bot.optimize", "kforge_bot.agents", "kforge_bot.prbot",
+HARNESS = ("kforge_bot.evaluate", "kforge_bot.scaleout", "kforge_bot.optimize", "kforge_bot.agents", "kforge_bot.prbot",
            "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.counters", "kforge_bot.tuner", "kforge_bot.init",
            "kforge_bot.check")
 # The loop and the parts around it (a candidate's way to its record, the starting point, acceptance, profiling).
@@ -23,15 +23,15 @@ LOOP = ("kforge_bot.optimize.loop", "kforge_bot.optimize.candidates", "kforge_bo
 RULES = {
     # The judge: nothing above it, and not the hardware counters either (they run beside it, never in a verdict).
     "evaluate": (("kforge_bot.evaluate",),
-                 ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops", "kforge_bot.scale",
-                  "kforge_bot.counters", "kforge_bot.tuner", *BOT, *OPTIMIZE)),
+                 ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops",
+                  "kforge_bot.scaleout", "kforge_bot.counters", "kforge_bot.tuner", *BOT, *OPTIMIZE)),
     # The counters profile beside the judge: its sandbox and settings, nothing of the loop or the bot.
     "counters": (("kforge_bot.counters",),
-                 ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops", "kforge_bot.scale",
-                  "kforge_bot.tuner", *BOT, *OPTIMIZE)),
+                 ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops",
+                  "kforge_bot.scaleout", "kforge_bot.tuner", *BOT, *OPTIMIZE)),
     # The tuner: a search over a kernel's own parameters, with no model and nothing of the loop.
     "tuner": (("kforge_bot.tuner",), ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.gate", "kforge_bot.gitops",
-                                      "kforge_bot.scale", "openai", "git", "github", *BOT, *OPTIMIZE)),
+                                      "kforge_bot.scaleout", "openai", "git", "github", *BOT, *OPTIMIZE)),
     # The leaves: read by every part, so they import none of them.
     "leaves": (("kforge_bot.config", "kforge_bot.errors", "kforge_bot.text", "kforge_bot.cache",
                 "kforge_bot.environment", "kforge_bot.kernelspec", "kforge_bot.machine"), HARNESS),
@@ -39,10 +39,10 @@ RULES = {
     "optimize": (OPTIMIZE, ("kforge_bot.commands", "github", *BOT)),
     # init's reading of a library: text and ast only, nothing that runs code or talks to a service.
     "init.scan": (("kforge_bot.init.scan",), ("kforge_bot.evaluate", "kforge_bot.agents", "kforge_bot.commands",
-                                            "kforge_bot.optimize", "kforge_bot.scale", "torch", "triton", "git",
+                                            "kforge_bot.optimize", "kforge_bot.scaleout", "torch", "triton", "git",
                                             "github", *BOT)),
     # Workloads measure beside the judge, with its sandbox and statistics: nothing of the loop, the bot or the CLI.
-    "workloads": (("kforge_bot.workloads",), ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.scale",
+    "workloads": (("kforge_bot.workloads",), ("kforge_bot.agents", "kforge_bot.commands", "kforge_bot.scaleout",
                                               "kforge_bot.tuner", "openai", "github", *BOT, *OPTIMIZE)),
     # The gate and the PR bot both stand on github/: the gate never reaches into the bot, GitHub's room into neither.
     "gate": (("kforge_bot.gate",), (*BOT, "kforge_bot.commands")),
@@ -54,7 +54,8 @@ RULES = {
     # The loop knows its partners by their protocols (kforge_bot.optimize.protocols) alone: which proposer and
     # which evaluator a run has is kforge_bot.optimize.run's choice.
     "loop": (LOOP, ("kforge_bot.optimize.tuner_proposer", "kforge_bot.optimize.llm_proposer",
-                    "kforge_bot.optimize.evaluator", "kforge_bot.agents.llm", "kforge_bot.tuner", "kforge_bot.scale")),
+                    "kforge_bot.optimize.evaluator", "kforge_bot.agents.llm", "kforge_bot.tuner",
+                    "kforge_bot.scaleout")),
 }
 
 
@@ -173,21 +174,22 @@ def test_the_wall_rules_see_a_crossing(tmp_path: Path) -> None:
     sample.write_text("from kforge_bot.evaluate.wire import checks\n\ndef f():\n"
                       "    from kforge_bot.evaluate.worker.loading import import_implementation\n"
                       "    from kforge_bot.evaluate import sandbox, EvalResult\n"
-                      "    import kforge_bot.scale.pool\n")
+                      "    import kforge_bot.scaleout.pool\n")
     imported = _imports(sample)
     assert _wall_breaches("kforge_bot.evaluate.judge", imported) == [
         "kforge_bot.evaluate.judge (bot side) imports kforge_bot.evaluate.worker.loading",
         "kforge_bot.evaluate.judge (bot side) imports kforge_bot.evaluate.worker.loading.import_implementation"]
     assert _wall_breaches("kforge_bot.gate.measure", imported)  # every room of the bot, not only evaluate's top
     assert [line.rpartition(" ")[2] for line in _wall_breaches("kforge_bot.evaluate.worker.calls", imported)] == [
-        "kforge_bot.evaluate", "kforge_bot.evaluate.EvalResult", "kforge_bot.evaluate.sandbox", "kforge_bot.scale.pool"]
+        "kforge_bot.evaluate", "kforge_bot.evaluate.EvalResult", "kforge_bot.evaluate.sandbox",
+        "kforge_bot.scaleout.pool"]
     assert _wall_breaches("kforge_bot.workloads.worker", imported) == [
         line.replace("kforge_bot.evaluate.worker.calls", "kforge_bot.workloads.worker")
         for line in _wall_breaches("kforge_bot.evaluate.worker.calls", imported)]
     assert [line.rpartition(" ")[2] for line in _wall_breaches("kforge_bot.evaluate.wire.plan", imported)] == [
         "kforge_bot.evaluate", "kforge_bot.evaluate.EvalResult", "kforge_bot.evaluate.sandbox",
         "kforge_bot.evaluate.worker.loading", "kforge_bot.evaluate.worker.loading.import_implementation",
-        "kforge_bot.scale.pool"]
+        "kforge_bot.scaleout.pool"]
     wire_only = tmp_path / "y.py"
     wire_only.write_text("from kforge_bot.evaluate.wire.result import EvalResult\n"
                          "from kforge_bot.kernelspec import KernelSpec\n")

@@ -23,7 +23,7 @@ from kforge_bot.kernelspec import Implementation, KernelSpec, candidate_language
 class HarnessEvaluator:
     """`evaluate` with one reference store and one seed list for the whole session, timed.
 
-    With a `pool` (kforge_bot.scale: local slots or Ray) evaluations run there, several at once through
+    With a `pool` (kforge_bot.scaleout: local slots or Ray) evaluations run there, several at once through
     `submit`; with a `cache` (kforge_bot.cache.ResultCache) and the target's `fingerprint`, a result measured
     before for the same content on the same hardware is reused and marked `cached`."""
 

@@ -25,8 +25,8 @@ from kforge_bot.optimize.roofline import WorkloadModel
 from kforge_bot.optimize.stops import StopRules, quick_rules
 from kforge_bot.optimize.trajectory import SCHEMA, Trajectory, sha256
 from kforge_bot.optimize.tuner_proposer import TunerProposer
-from kforge_bot.scale import make_pool
-from kforge_bot.scale.compile_ahead import needs_build
+from kforge_bot.scaleout import make_pool
+from kforge_bot.scaleout.compile_ahead import needs_build
 from kforge_bot.kernelspec import Implementation, KernelSpec
 from kforge_bot.targets.fingerprint import probe_fingerprint
 
@@ -92,7 +92,7 @@ class RunConfig:
     workload_model: WorkloadModel | None = None
     cpu_count: int | None = None
     client_factory: Callable[..., Any] | None = None  # tests and embedders: build the LLMClient themselves
-    parallel: int = 1  # candidates per round, evaluated at once (kforge_bot.scale)
+    parallel: int = 1  # candidates per round, evaluated at once (kforge_bot.scaleout)
     beam: int = 1  # correct candidates carried forward as parents
     models: Sequence[str] = ()  # several models take turns writing a round's candidates
     executor: str = "local"  # "local" (a pool of this host's devices) or "ray"

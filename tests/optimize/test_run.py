@@ -59,7 +59,7 @@ def test_a_kernel_that_builds_an_extension_is_evaluated_through_a_pool_even_one_
     """The pool builds the kernel as written once; bare evaluations would rebuild it in every candidate's worker."""
     from fakes.pool_kernels import KERNEL, spec_in
 
-    from kforge_bot.scale.pool import EvalPool
+    from kforge_bot.scaleout.pool import EvalPool
 
     (tmp_path / "builds").mkdir()
     (tmp_path / "plain").mkdir()

@@ -1,7 +1,7 @@
 """Importing an implementation in the worker: its source written under the worker's scratch and imported as a fresh
 module named for its role, with its own copies of its repository's local modules (a base and a head may both say
 `import helper` and mean different files), read from `.py` source only, and its torch extensions built where
-compile-ahead finds them again (kforge_bot.scale.pool). Building its callable and its inputs is
+compile-ahead finds them again (kforge_bot.scaleout.pool). Building its callable and its inputs is
 kforge_bot.evaluate.worker.loading."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _import_implementation(impl: Implementation, workdir: Path, tag: str,
     digest = impl.digest
     extensions_root = os.environ.get("KFORGE_EXTENSIONS_ROOT")
     if extensions_root:
-        # Compile-ahead (kforge_bot.scale.pool): each source builds its torch extensions in its own folder, so a
+        # Compile-ahead (kforge_bot.scaleout.pool): each source builds its torch extensions in its own folder, so a
         # build made earlier in another process (same source, same import order) is found again, not redone.
         os.environ["TORCH_EXTENSIONS_DIR"] = _extensions_dir(Path(extensions_root) / digest, workdir)
     # Names and paths say the role alone, never which source: a kernel that could tell the base's from its own

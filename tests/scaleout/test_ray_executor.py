@@ -31,7 +31,7 @@ def test_without_ray_the_flag_is_a_one_line_error(monkeypatch: pytest.MonkeyPatc
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
-    from kforge_bot.scale import make_pool
+    from kforge_bot.scaleout import make_pool
 
     with pytest.raises(KforgeError, match=r"pip install 'kforge-bot\[ray\]'"):
         make_pool("cpu", executor="ray")
@@ -45,8 +45,8 @@ def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor_and_aborts_at_once
     import ray
 
     from kforge_bot.errors import KforgeError
-    from kforge_bot.scale.orphans import kill_marked, marked_pids
-    from kforge_bot.scale.ray_executor import RayPool
+    from kforge_bot.scaleout.orphans import kill_marked, marked_pids
+    from kforge_bot.scaleout.ray_executor import RayPool
 
     spec = spec_in(tmp_path)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
@@ -117,8 +117,8 @@ def test_ray_pool_on_a_two_node_cluster_survives_a_dead_actor_and_aborts_at_once
 def test_a_ray_actor_starts_the_next_jobs_worker_as_a_local_slot_does(tmp_path: Path) -> None:
     import ray
 
-    from kforge_bot.scale.orphans import kill_marked, marked_pids
-    from kforge_bot.scale.ray_executor import RayPool
+    from kforge_bot.scaleout.orphans import kill_marked, marked_pids
+    from kforge_bot.scaleout.ray_executor import RayPool
 
     spec = spec_in(tmp_path)
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)

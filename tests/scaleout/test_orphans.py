@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kforge_bot.scale.orphans import SLOT_MARK, kill_marked, marked_pids
+from kforge_bot.scaleout.orphans import SLOT_MARK, kill_marked, marked_pids
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="marks are read from /proc (Linux)")
 

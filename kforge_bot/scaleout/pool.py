@@ -37,11 +37,11 @@ from typing import Any
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.scratch import remove_scratch
 from kforge_bot.evaluate.references import REFERENCE_TIMEOUT_S, Progress
-from kforge_bot.scale.compile_ahead import (PREPARE_TIMEOUT_S, candidate_imports, kernel_as_written_steps, needs_build,
-                                            prepare_build)
-from kforge_bot.scale.devices import VISIBILITY, Device, discover_devices
-from kforge_bot.scale.jobs import STOP, Job, drain
-from kforge_bot.scale.slots import Slot
+from kforge_bot.scaleout.compile_ahead import (PREPARE_TIMEOUT_S, candidate_imports, kernel_as_written_steps,
+                                               needs_build, prepare_build)
+from kforge_bot.scaleout.devices import VISIBILITY, Device, discover_devices
+from kforge_bot.scaleout.jobs import STOP, Job, drain
+from kforge_bot.scaleout.slots import Slot
 
 
 class EvalPool:

@@ -7,9 +7,9 @@ import signal
 from pathlib import Path
 from types import SimpleNamespace
 
-from kforge_bot.scale.devices import Device
-from kforge_bot.scale.orphans import SLOT_MARK
-from kforge_bot.scale.slots import Slot, _exit_words
+from kforge_bot.scaleout.devices import Device
+from kforge_bot.scaleout.orphans import SLOT_MARK
+from kforge_bot.scaleout.slots import Slot, _exit_words
 
 
 def _slot(tmp_path: Path, device: Device) -> Slot:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from fakes.pool_kernels import KERNEL, MANIFEST, SETTINGS, spec_in
 
-from kforge_bot.scale.compile_ahead import needs_build
-from kforge_bot.scale.devices import Device
-from kforge_bot.scale.pool import EvalPool
+from kforge_bot.scaleout.compile_ahead import needs_build
+from kforge_bot.scaleout.devices import Device
+from kforge_bot.scaleout.pool import EvalPool
 from kforge_bot.kernelspec import load_spec
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import queue
 from concurrent.futures import Future
 
-from kforge_bot.scale.jobs import STOP, Job, drain
+from kforge_bot.scaleout.jobs import STOP, Job, drain
 
 
 def test_drain_takes_every_waiting_job_and_drops_stop_markers() -> None:

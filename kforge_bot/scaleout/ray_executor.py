@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.scale.devices import VISIBILITY
+from kforge_bot.scaleout.devices import VISIBILITY
 from kforge_bot.evaluate.references import Progress
-from kforge_bot.scale.jobs import STOP, PoolResult, drain
-from kforge_bot.scale.orphans import SLOT_MARK, kill_marked
+from kforge_bot.scaleout.jobs import STOP, PoolResult, drain
+from kforge_bot.scaleout.orphans import SLOT_MARK, kill_marked
 
 
 def import_ray() -> Any:
@@ -105,7 +105,7 @@ class _Actor:
 
 
 class RayPool:
-    """The same interface as kforge_bot.scale.pool.EvalPool (`submit` -> Future[PoolResult]), on Ray.
+    """The same interface as kforge_bot.scaleout.pool.EvalPool (`submit` -> Future[PoolResult]), on Ray.
 
     GPU targets: one actor per GPU of the cluster (or `workers`), each holding one GPU. CPU: `workers`
     actors (default 1), one CPU each. Joins the cluster at `address` (e.g. "ray://head:10001" or

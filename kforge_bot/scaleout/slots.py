@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate.scratch import remove_scratch
-from kforge_bot.scale.devices import VISIBILITY, Device
-from kforge_bot.scale.jobs import STOP, Job, PoolResult
-from kforge_bot.scale.orphans import SLOT_MARK, kill_marked, marked_pids
+from kforge_bot.scaleout.devices import VISIBILITY, Device
+from kforge_bot.scaleout.jobs import STOP, Job, PoolResult
+from kforge_bot.scaleout.orphans import SLOT_MARK, kill_marked, marked_pids
 
 if TYPE_CHECKING:  # the slot imports them itself, after pinning its device
     from kforge_bot.evaluate.references import ReferenceStore

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from kforge_bot.errors import KforgeError
-from kforge_bot.scale import devices as devices_mod
-from kforge_bot.scale.devices import Device, discover_devices
+from kforge_bot.scaleout import devices as devices_mod
+from kforge_bot.scaleout.devices import Device, discover_devices
 
 
 def test_device_discovery(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,9 +15,9 @@ from fakes.pool_kernels import HANG, KERNEL, KILL_SLOT, PINNED, SEGFAULT, SETTIN
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.evaluate import isolation
-from kforge_bot.scale.devices import Device
-from kforge_bot.scale.orphans import kill_marked
-from kforge_bot.scale.pool import EvalPool
+from kforge_bot.scaleout.devices import Device
+from kforge_bot.scaleout.orphans import kill_marked
+from kforge_bot.scaleout.pool import EvalPool
 
 
 @pytest.fixture

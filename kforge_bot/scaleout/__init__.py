@@ -15,9 +15,9 @@ def make_pool(target: str, *, executor: str = "local", workers: int | None = Non
     # Imported here, not at the top: a slot process imports this package (for scale.slots) before it pins its
     # device, and the pools' modules import evaluate's.
     if executor == "ray":
-        from kforge_bot.scale.ray_executor import RayPool
+        from kforge_bot.scaleout.ray_executor import RayPool
 
         return RayPool(target, workers=workers, address=ray_address)
-    from kforge_bot.scale.pool import EvalPool
+    from kforge_bot.scaleout.pool import EvalPool
 
     return EvalPool(target, workers=workers)
