@@ -18,17 +18,17 @@ from kforge_bot.config.policy import Policy
 from kforge_bot.config.reader import is_safe_path, real_path
 from kforge_bot.errors import KforgeError
 from kforge_bot.kernelspec import (
-                                   MANIFEST_NAME,
-                                   KernelSpec,
-                                   ManifestOverCap,
-                                   file_reference,
-                                   find_manifest,
-                                   is_kernelbench_source,
-                                   load_kernelbench,
-                                   load_manifest,
-                                   load_manifest_entry,
-                                   read_manifest,
-                                   )
+    MANIFEST_NAME,
+    KernelSpec,
+    ManifestOverCap,
+    file_reference,
+    find_manifest,
+    is_kernelbench_source,
+    load_kernelbench,
+    load_manifest,
+    load_manifest_entry,
+    read_manifest,
+)
 from kforge_bot.kernelspec.dependencies import NO_KERNEL_FOLDERS
 from kforge_bot.kernelspec.gpumode import REFERENCE, SUBMISSION, TASK_NAME, is_gpumode_problem, load_gpumode
 

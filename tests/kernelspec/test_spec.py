@@ -11,16 +11,16 @@ import pytest
 
 from kforge_bot.errors import KforgeError
 from kforge_bot.kernelspec import (
-                                   Implementation,
-                                   KernelSpec,
-                                   discover_kernels,
-                                   find_manifest,
-                                   is_kernelbench_source,
-                                   load_kernelbench,
-                                   load_manifest,
-                                   load_manifest_entry,
-                                   load_spec,
-                                   )
+    Implementation,
+    KernelSpec,
+    discover_kernels,
+    find_manifest,
+    is_kernelbench_source,
+    load_kernelbench,
+    load_manifest,
+    load_manifest_entry,
+    load_spec,
+)
 
 DATA = Path(__file__).parents[1] / "data"
 KB_SOFTMAX = DATA / "kb" / "softmax.py"
