@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# How many sandboxed workers a command starts (issue 41: the suite's time is mostly their torch imports).
+# KFORGE_BWRAP points at a wrapper that logs each bubblewrap start (a probe or a worker) and then runs bubblewrap.
+#   bash benchmarks/count_worker_starts.sh python -m pytest -q -p no:cacheprovider
+set -euo pipefail
+bwrap=$(command -v bwrap)
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cat > "$dir/bwrap" <<WRAP
+#!/bin/sh
+case "\$1" in --version) ;; *)
+  case "\$*" in *"exit 0"*) echo probe ;; *) echo worker ;; esac >> "$dir/starts" ;; esac
+exec "$bwrap" "\$@"
+WRAP
+chmod 755 "$dir/bwrap"
+status=0
+KFORGE_BWRAP="$dir/bwrap" "$@" || status=$?
+echo "sandbox starts: $(grep -c worker "$dir/starts" 2>/dev/null || true) workers, $(grep -c probe "$dir/starts" 2>/dev/null || true) probes"
+exit $status
