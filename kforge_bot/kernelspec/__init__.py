@@ -23,6 +23,8 @@ Three formats, each in a module of its own (the types they all build are in `mod
            inplace: [q, k]                   # inputs the call writes: compared after the call
            backward: {inputs: [x, w]}        # gradients checked against the reference's autograd, and timed
                                              # (`inplace: [x]` in it: the backward writes x's gradient into x)
+           constraints: {cols: {multiple_of: 256}}  # the sizes held-out variants may take
+           keep_values: [cos, sin]           # inputs whose values held-out variants leave as made
 
    `entry` may also name a callable in another file (`launch/rope.py:rope`) or module
    (`pkg.ops.rope:rope`, or `pkg.ops.rope.rope`): `file` stays what the bot may rewrite, and the launcher imports

@@ -95,7 +95,7 @@ def _implementation(root: Path, rel: str, symbol: str, key: str, manifest: Path,
 
 _KERNEL_KEYS = {"file", "entry", "reference", "inputs", "shapes", "init", "tolerance", "targets", "language", "seeds",
                 "import_roots", "outputs", "inplace", "backward", "constraints", "kwargs", "env",
-                "package_init"}
+                "package_init", "keep_values"}
 
 
 def import_roots_field(value: Any, where: str, root: Path, manifest: Path, boundary: Path) -> tuple[str, ...]:
@@ -262,7 +262,22 @@ def _call_fields(entry: dict[str, Any], where: str, code: _KernelCode, manifest:
                           "the forward and the backward cannot be checked as either", path=manifest,
                           hint="declare it in one of them")
     return {"outputs": outputs, "inplace": inplace, "grad_inputs": grad_inputs, "grad_inplace": grad_inplace,
-            "backward_launcher": backward_launcher}
+            "backward_launcher": backward_launcher, "keep_values": _keep_values(entry, names, where, manifest)}
+
+
+def _keep_values(entry: dict[str, Any], names: list[str] | None, where: str, manifest: Path) -> tuple[int, ...]:
+    """`keep_values: [cos, sin]`: inputs whose values held-out variants leave alone, as positions. Both workers
+    apply them before either has imported the entry, so a name must resolve here, from the entry's source."""
+    if entry.get("keep_values") is None:
+        return ()
+    kept = positions(selection(entry["keep_values"], "keep_values", where, manifest, allow_empty=True), names,
+                     "keep_values", where, manifest)
+    named = [k for k in kept if isinstance(k, str)]
+    if named:
+        raise KforgeError(f"{where}.keep_values: {named[0]!r} cannot be matched to a position: the entry is imported "
+                          "where the manifest points, not defined there, so its parameters cannot be read",
+                          path=manifest, hint="give the inputs' positions instead, e.g. keep_values: [1]")
+    return tuple(int(k) for k in kept)
 
 
 def _shape_fields(entry: dict[str, Any], where: str, manifest: Path) -> dict[str, Any]:

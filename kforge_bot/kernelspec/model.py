@@ -126,6 +126,10 @@ class KernelSpec:
     kernel: Implementation | None = None  # the kernel as written where it is neither (GPU MODE's submission.py)
     # Per size, the domain a kernel is honestly meant for (multiple_of, min, max, fixed): held-out variants keep to it.
     constraints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Inputs (positions in the entry's call) whose values are a structure the kernel may rely on (RoPE's cos and
+    # sin repeat each half): held-out variants and the changed-element checks leave them as the inputs callable made
+    # them (`keep_values:`); their sizes still move.
+    keep_values: tuple[int, ...] = ()
 
     def timed_indices(self) -> tuple[int, ...]:
         """The shape sets that are timed: every one, unless the format times a subset (GPU MODE's benchmarks)."""
@@ -157,7 +161,7 @@ class KernelSpec:
         data = asdict(self)
         data["shape_sets"] = list(self.shape_sets)
         data["targets"] = list(self.targets)
-        for key in ("inplace", "grad_inputs", "grad_inplace", "import_roots"):
+        for key in ("inplace", "grad_inputs", "grad_inplace", "import_roots", "keep_values"):
             data[key] = list(data[key])
         data["outputs"] = None if self.outputs is None else list(self.outputs)
         data["timed_shapes"] = None if self.timed_shapes is None else list(self.timed_shapes)
@@ -173,7 +177,7 @@ class KernelSpec:
             data["kernel"] = Implementation.from_dict(data["kernel"])
         data["shape_sets"] = tuple(data["shape_sets"])
         data["targets"] = tuple(data["targets"])
-        for key in ("inplace", "grad_inputs", "grad_inplace", "import_roots"):
+        for key in ("inplace", "grad_inputs", "grad_inplace", "import_roots", "keep_values"):
             data[key] = tuple(data.get(key) or ())
         data["outputs"] = None if data.get("outputs") is None else tuple(data["outputs"])
         if data.get("timed_shapes") is not None:

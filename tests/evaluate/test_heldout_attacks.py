@@ -177,3 +177,44 @@ def test_a_variant_the_reference_runs_in_no_form_is_skipped_and_reported(tmp_pat
     assert result.verdict == "pass", result.reason  # the listed shape is all the kernel is for
     skipped = result.correctness["heldout"]
     assert len(skipped) == 2 and all("AssertionError" in v["skipped"] for v in skipped), skipped
+
+
+def _half_table_manifest(root: Path, keep: str) -> KernelSpec:
+    """RoPE's contract in small: the table repeats its first half, and the kernel reads that half only (Liger's
+    rope reads cos and sin so). Changing the table's values breaks the contract, not the kernel."""
+    root.mkdir(parents=True)
+    (root / "kernel.py").write_text("import torch\n\n\ndef kernel(x, table):\n"
+                                    "    half = table[:, :table.shape[-1] // 2]\n"
+                                    "    return x * torch.cat((half, half), dim=-1)\n")
+    (root / "reference.py").write_text("def reference(x, table):\n    return x * table\n")
+    (root / "inputs.py").write_text("import torch\n\n\ndef make_inputs(rows, cols):\n"
+                                    "    half = torch.randn(rows, cols // 2)\n"
+                                    "    return [torch.randn(rows, cols), torch.cat((half, half), dim=-1)]\n")
+    (root / "kforge.yaml").write_text(textwrap.dedent(f'''
+        version: 1
+        kernels:
+          rotate:
+            file: kernel.py
+            entry: kernel
+            reference: reference.py:reference
+            inputs: inputs.py:make_inputs
+            shapes: [{{rows: {ROWS}, cols: {COLS}}}]
+            constraints: {{cols: {{multiple_of: 2}}}}
+            targets: [cpu]
+    ''') + keep)
+    return load_spec(root / "kforge.yaml", "rotate")
+
+
+@pytest.mark.slow
+def test_keep_values_leaves_a_table_the_kernel_relies_on_as_its_inputs_made_it(tmp_path: Path) -> None:
+    # Liger-Kernel's rope on an H100 (benchmarks/results/real_libraries_round2_h100.md): incorrect on every held-out
+    # variant, its cos and sin given a heavy tail that no RoPE table has.
+    spec = _half_table_manifest(tmp_path / "changed", "")
+    changed = evaluate(spec, spec.baseline, "cpu", SETTINGS)
+    assert changed.verdict == "incorrect" and "held-out variant" in changed.reason, changed.reason
+    spec = _half_table_manifest(tmp_path / "kept", "    keep_values: [table]\n")
+    kept = evaluate(spec, spec.baseline, "cpu", SETTINGS)
+    assert kept.verdict == "pass", kept.reason
+    checked = kept.correctness["heldout"]  # still checked on moved sizes, with x's values changed
+    assert len(checked) == 2 and not [v for v in checked if "skipped" in v], checked
+    assert all(v["sizes"]["rows"] != ROWS and "inputs x" in v["label"] for v in checked), checked

@@ -285,6 +285,9 @@ MALFORMED = [
      ["kernels.k.tolerance.backward", "atol"]),
     ("package-init-not-bool", {"k": {**GOOD, "package_init": "no"}}, ["kernels.k.package_init", "true or false"]),
     ("inplace-unknown-parameter", {"k": {**GOOD, "inplace": ["y"]}}, ["kernels.k.inplace", "'y'", "has: x"]),
+    ("keep-values-unknown-parameter", {"k": {**GOOD, "keep_values": ["table"]}},
+     ["kernels.k.keep_values", "'table'", "has: x"]),
+    ("keep-values-not-a-name", {"k": {**GOOD, "keep_values": [1.5]}}, ["kernels.k.keep_values", "index"]),
     ("backward-launcher-without-args", {"k": {**GOOD, "backward": {"inputs": [0], "launcher": "back"}}},
      ["kernels.k.backward", "args"]),
     ("backward-arg-malformed", {"k": {**GOOD, "backward": {"inputs": [0], "launcher": "back",
@@ -502,3 +505,22 @@ def test_manifest_constraints_are_validated_with_one_line_errors(tmp_path: Path,
     with pytest.raises(KforgeError) as caught:
         load_spec(tmp_path / "kforge.yaml", "k")
     assert message in str(caught.value) and "kforge.yaml" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_keep_values_are_positions_and_a_name_an_imported_entry_hides_says_to_give_one(tmp_path: Path) -> None:
+    (tmp_path / "k.py").write_text("def rotate(x, table):\n    return x * table\n")
+    (tmp_path / "launch.py").write_text("from k import rotate as launch\n")
+    (tmp_path / "inputs.py").write_text("import torch\n\n\ndef make_inputs():\n"
+                                        "    return [torch.ones(4), torch.ones(4)]\n")
+    manifest = tmp_path / "kforge.yaml"
+    entry = ("version: 1\nkernels:\n"
+             "  k: {{file: k.py, entry: {entry}, inputs: inputs.py:make_inputs, keep_values: {keep}}}\n")
+    manifest.write_text(entry.format(entry="rotate", keep="[table]"))
+    spec = load_spec(manifest, "k")
+    assert spec.keep_values == (1,) and KernelSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    manifest.write_text(entry.format(entry="launch.py:launch", keep="[table]"))  # imported there: no parameters
+    with pytest.raises(KforgeError) as info:
+        load_spec(manifest, "k")
+    _one_line(info, str(manifest.resolve()), "kernels.k.keep_values", "'table'", "keep_values: [1]")
+    manifest.write_text(entry.format(entry="launch.py:launch", keep="[1]"))
+    assert load_spec(manifest, "k").keep_values == (1,)

@@ -27,7 +27,7 @@ import ast
 import contextlib
 import hashlib
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from types import ModuleType
 from typing import Any
@@ -236,6 +236,13 @@ def module_globals(modules: Sequence[ModuleType], variant: Variant | None) -> It
 def shape_of(variant: Variant, listed: Mapping[str, Any]) -> dict[str, Any]:
     """The keywords the inputs callable gets for a variant: its sizes where they are keywords, else the listed."""
     return dict(variant.sizes) if variant.where == "kwargs" else dict(listed)
+
+
+def left_alone(slots: Iterable[int], keep_values: Iterable[int]) -> frozenset[int]:
+    """The inputs whose values no check changes (held-out values, changed elements): output buffers, and the
+    manifest's `keep_values` (a structure the kernel may rely on, such as RoPE's cos and sin tables). Both workers
+    use the same set, so both make the same change."""
+    return frozenset(slots) | frozenset(keep_values)
 
 
 def change_values(inputs: Sequence[Any], values: Values | None, seed: int, skip: frozenset[int] = frozenset()) -> None:

@@ -64,7 +64,8 @@ class CorrectnessCases:
                 del weights
             shape = heldout.shape_of(variant, spec.shape_sets[case.shape])
             inputs = loading.make_inputs(spec, run.inputs_module, shape, case.seed, run.device)
-            heldout.change_values(inputs, variant.values, variant.seed, run.output_slots)
+            heldout.change_values(inputs, variant.values, variant.seed,
+                                  heldout.left_alone(run.output_slots, spec.keep_values))
         run.no_threads_left(f"building for {case.label}")
         run.guard(f"building for {case.label}")
         run.restore_state()

@@ -152,7 +152,7 @@ class _ReferenceCases:
         input_count = len(inputs)
         self.input_bytes[case.shape] = max(self.input_bytes[case.shape], _tensor_bytes(inputs))
         if case.perturbed:
-            checks.perturb_elements(inputs, case.seed, skip=frozenset(self.slots))
+            checks.perturb_elements(inputs, case.seed, skip=heldout.left_alone(self.slots, spec.keep_values))
         if isinstance(ref.call, calls.EntryCall):
             ref.call.bind(inputs, case.seed)  # its upstream gradients: the candidate's worker draws the same
             ref.call.copy_inplace = True
@@ -230,7 +230,7 @@ def _reference_form(plan: Plan, form: heldout.Variant, inputs_module: Any, ref_m
                               module=ref_module)
         inputs = loading.make_inputs(spec, inputs_module, heldout.shape_of(form, spec.shape_sets[form.base]),
                                      form.seed, device)
-        heldout.change_values(inputs, form.values, form.seed, slots)
+        heldout.change_values(inputs, form.values, form.seed, heldout.left_alone(slots, spec.keep_values))
         if isinstance(call, calls.EntryCall):
             call.bind(inputs, form.seed)
             call.copy_inplace = True

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import torch
 
 from kforge_bot.evaluate.worker import calls, loading
-from kforge_bot.evaluate.wire import checks, conditions
+from kforge_bot.evaluate.wire import checks, conditions, heldout
 from kforge_bot.evaluate.wire.graphs import GraphReplays
 from kforge_bot.evaluate.worker.sample_server import SideTimer, serve
 from kforge_bot.evaluate.wire.paired_times import PairedTimes
@@ -309,7 +309,8 @@ class ShapeTiming:
         # must change the answer; the element is put back afterwards.
         for r, changed in enumerate(c for c in self.plan.changed_cases() if c.shape == self.shape):
             undo: list[Any] = []
-            checks.perturb_elements(self.sets[r], changed.seed, undo, skip=self.run.output_slots)
+            checks.perturb_elements(self.sets[r], changed.seed, undo,
+                                   skip=heldout.left_alone(self.run.output_slots, self.plan.spec.keep_values))
             self._call_and_save(r, changed.label, changed.cand_file)
             checks.undo_perturbation(undo)
 
