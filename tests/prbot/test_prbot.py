@@ -486,7 +486,9 @@ class Actions:
         summary = base / tag / "summary.md"
         ctx = {**ctx, "steps": {}, "runner": {"temp": str(temp)}}
         git(base, "clone", "-q", str(w.origin), str(workspace))
-        env_base = {"PATH": os.environ["PATH"], "HOME": str(base / tag), "LANG": "C.UTF-8",
+        # actions/setup-python puts its Python first on PATH: here the test's own (its venv, activated or not)
+        path = os.pathsep.join((str(Path(sys.executable).parent), os.environ["PATH"]))
+        env_base = {"PATH": path, "HOME": str(base / tag), "LANG": "C.UTF-8",
                     "PYTHONPATH": os.pathsep.join((str(QUIET_MACHINE), str(ROOT))), "GIT_CONFIG_NOSYSTEM": "1",
                     "GIT_TERMINAL_PROMPT": "0",
                     "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": ctx["github"]["event_name"],
