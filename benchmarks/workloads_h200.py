@@ -172,7 +172,10 @@ def row(label: str, m: WorkloadMeasurement, threshold: float | None = None) -> d
             "seconds": round(m.wall_s, 1), "boot_s": round(m.boot_s, 1), "calls_per_sample": m.calls_per_sample,
             "contains_1": bool(ci and ci[0] <= 1.0 <= ci[1]),
             "decision": decision, "noise_floor": m.noise_floor, "stop": m.stop, "note": m.reason,
-            "warmup_ms": m.warmup_ms}
+            "warmup_ms": m.warmup_ms, "process_ratios": m.process_ratios,
+            # the pairs themselves: which pair of processes, base's and head's ms a call (the H100's first run of
+            # this design kept none, and its A/A could not be taken apart)
+            "pairs_ms": [[k, round(b, 4), round(h, 4)] for k, b, h in zip(m.pair_process, m.base_ms, m.head_ms)]}
 
 
 def show(r: dict) -> None:
@@ -194,6 +197,7 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=20.0,
                     help="seconds per measurement, its processes' start included")
     ap.add_argument("--sample-s", type=float, default=0.25, help="seconds of calls a sample runs at least")
+    ap.add_argument("--processes", type=int, default=3, help="pairs of processes a measurement spreads over")
     ap.add_argument("--slowdown", type=float, default=0.02)
     ap.add_argument("--threshold", type=float, default=0.01, help="the slowdown runs' gate.workloads threshold")
     ap.add_argument("--device", default="cuda", choices=sorted(RMSNORM_MODULE),
@@ -206,7 +210,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     settings = Policy().eval_settings("gate")
     budget = Budget(precision=args.precision, min_pairs=args.min_pairs, max_pairs=args.max_pairs,
-                    budget_s=args.budget_s, sample_s=args.sample_s)
+                    budget_s=args.budget_s, sample_s=args.sample_s, processes=args.processes)
     all_specs = specs()
     spec = all_specs[args.workload]
     device = args.device

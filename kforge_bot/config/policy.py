@@ -294,7 +294,7 @@ def _parse_gate(ck: Checker, raw: Any, base: Gate) -> Gate:
 
 def _parse_workload_gate(ck: Checker, raw: Any) -> WorkloadGate:
     w = ck.mapping(raw, "gate.workloads",
-                   allowed=("threshold", "precision", "min_pairs", "max_pairs", "budget_s", "sample_s"))
+                   allowed=("threshold", "precision", "min_pairs", "max_pairs", "budget_s", "sample_s", "processes"))
     kw: dict[str, Any] = {}
     if "threshold" in w:
         kw["threshold"] = {**DEFAULT_THRESHOLDS, **_threshold(ck, w["threshold"], "gate.workloads.threshold")}
@@ -310,6 +310,8 @@ def _parse_workload_gate(ck: Checker, raw: Any) -> WorkloadGate:
     if "sample_s" in w:
         kw["sample_s"] = ck.number(w["sample_s"], "gate.workloads.sample_s", minimum=0, exclusive_minimum=True,
                                    maximum=60)
+    if "processes" in w:
+        kw["processes"] = ck.integer(w["processes"], "gate.workloads.processes", minimum=1, maximum=16)
     made = WorkloadGate(**kw)
     if made.max_pairs < made.min_pairs:
         ck.fail("gate.workloads.max_pairs", f"{made.max_pairs} is below min_pairs ({made.min_pairs})")

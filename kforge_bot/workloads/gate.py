@@ -180,7 +180,7 @@ def budget_for(policy: Policy, kind: str) -> Budget:
     """How hard the policy's `gate.workloads` looks on a target kind."""
     gate = policy.gate.workloads
     return Budget(confidence=policy.gate.confidence, precision=gate.precision_for(kind), min_pairs=gate.min_pairs,
-                  max_pairs=gate.max_pairs, budget_s=gate.budget_s, sample_s=gate.sample_s)
+                  max_pairs=gate.max_pairs, budget_s=gate.budget_s, sample_s=gate.sample_s, processes=gate.processes)
 
 
 def verdict(m: WorkloadMeasurement, threshold: float, kernel_rows: list[Any], used: list[str]) -> tuple[str, str]:

@@ -1,11 +1,17 @@
-"""Base against head, end to end: each side in its own fresh sandboxed process (kforge_bot.workloads.worker), both
-started together and warmed up (compilation, caches: untimed, reported), then timed in samples that alternate
-between them in pairs (base then head, head then base, ...), until the interval of the paired ratio is as narrow as
-the policy asks, the pairs run out or the budget ends. A sample is many calls back to back (at least
-`budget.sample_s` of them, the same count on both sides), timed by the parent from its command to the process's
-answer, so a fresh process's first moments and the clock's resolution fall outside the figure. The statistics are
-the harness's (kforge_bot.evaluate.wire.stats): the median of the per-pair ratios base/head and its distribution-free
-interval."""
+"""Base against head, end to end: each side in fresh sandboxed processes (kforge_bot.workloads.worker), several pairs
+of them (`budget.processes`: a base's and a head's each) started together and warmed up (compilation, caches:
+untimed, reported), then timed in samples that alternate between the two of a pair (base then head, head then
+base, ...), the pairs of processes taking turns, until the interval is as narrow as the policy asks, the pairs run
+out or the budget ends. A sample is many calls back to back (at least `budget.sample_s` of them, the same count on
+both sides), timed by the parent from its command to the process's answer, so a fresh process's first moments and
+the clock's resolution fall outside the figure.
+
+Why several processes a side: one process can run the same code persistently faster or slower than another (on
+an H100 two processes of one program, each timed in 38 pairs, differed by 18% with an interval of +-7%:
+benchmarks/results/workloads_h100.md). Pairs within one pair of processes cannot see that, so the interval is over
+the pairs of processes: each one's median per-pair ratio base/head, and a Student t interval of their logarithms
+(kforge_bot.evaluate.wire.stats). With one pair of processes it is the median of the per-pair ratios and its
+distribution-free interval, blind to a process's own speed."""
 
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ from kforge_bot.evaluate.wire.limits import limits_for
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.evaluate.sandbox import WorkerProcess, kill_group, python_path_folders, raise_on_sandbox_failure
 from kforge_bot.evaluate.scratch import remove_scratch, scratch_root
-from kforge_bot.evaluate.wire.stats import relative_half_width, speedup_from_pairs
+from kforge_bot.evaluate.wire.stats import ratio_of_processes, relative_half_width, speedup_from_pairs
 from kforge_bot.targets import target_kind
 from kforge_bot.workloads.compare import mismatch
 from kforge_bot.workloads.spec import WorkloadSpec
@@ -70,6 +76,7 @@ class Budget:
     max_pairs: int = 40
     budget_s: float = 300.0
     sample_s: float = 0.5
+    processes: int = 3  # pairs of processes (a base's and a head's); the interval is over them where more than one
 
 
 @dataclass
@@ -91,6 +98,8 @@ class WorkloadMeasurement:
     setup_s: dict[str, float] = field(default_factory=dict)  # building the inputs (the model), untimed
     boot_s: float = 0.0  # from the processes' start to both being warm
     wall_s: float = 0.0
+    pair_process: list[int] = field(default_factory=list)  # which pair of processes timed each pair of samples
+    process_ratios: list[float] = field(default_factory=list)  # each pair of processes' median ratio base/head
 
     @property
     def pairs(self) -> int:
@@ -102,7 +111,8 @@ class WorkloadMeasurement:
                 "speedup": self.speedup, "speedup_ci": list(self.speedup_ci) if self.speedup_ci else None,
                 "half_width": self.half_width, "noise_floor": self.noise_floor, "stop": self.stop,
                 "calls_per_sample": self.calls_per_sample, "warmup_ms": self.warmup_ms, "setup_s": self.setup_s,
-                "boot_s": round(self.boot_s, 3), "wall_s": round(self.wall_s, 3)}
+                "boot_s": round(self.boot_s, 3), "wall_s": round(self.wall_s, 3), "pair_process": self.pair_process,
+                "process_ratios": [round(r, 5) for r in self.process_ratios]}
 
 
 def request_for(side: Side, kind: str, settings: EvalSettings, process: WorkloadProcess) -> dict[str, Any]:
@@ -213,103 +223,120 @@ MAX_CALLS_PER_SAMPLE = 100_000
 
 def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: Budget,
             log: Log | None = None, judge_outputs: bool = True) -> WorkloadMeasurement:
-    """Both sides' processes, started together and warmed up, then samples alternating in pairs (base first, then
-    head first) until the interval of the paired ratio is `budget.precision` wide on each side, or `max_pairs`, or
-    `budget_s`. The first pair is untimed: it settles the interleaving and sets the calls a sample runs (the slower
-    side's for `sample_s`, the same on both sides). The head's output (its first call's) is compared with the
-    base's; a mismatch ends the measurement (`incorrect`). `judge_outputs` False (two implementations that round
-    differently, timed against each other): a mismatch is noted, not a verdict."""
+    """`budget.processes` pairs of processes, started together and warmed up, then samples alternating in pairs
+    (base first, then head first), the pairs of processes taking turns, until the interval is `budget.precision`
+    wide on each side, or `max_pairs`, or `budget_s`. Each pair of processes' first pair is untimed: it settles the
+    interleaving and, with the others', sets the calls a sample runs (the slowest process's for `sample_s`, the same
+    everywhere). Each head's output (its first call's) is compared with its base's; a mismatch ends the measurement
+    (`incorrect`). `judge_outputs` False (two implementations that round differently, timed against each other): a
+    mismatch is noted, not a verdict."""
     say = log or (lambda _msg: None)
     started = time.monotonic()
     m = WorkloadMeasurement(status="ok")
-    sides = _start(base, head, kind, settings, settings.timeout_s + budget.budget_s + 60)
+    procs = _start(base, head, kind, settings, settings.timeout_s + budget.budget_s + 60, max(1, budget.processes))
     try:
         ready = [_answer(running.wait("ready", started + settings.timeout_s), i, settings.timeout_s)
-                 for i, running in enumerate(sides)]
+                 for i, running in enumerate(procs)]
         m.boot_s = time.monotonic() - started
         m.warmup_ms = {name: [round(float(t), 3) for t in r["warmup_ms"]] for name, r in zip(("base", "head"), ready)}
         m.setup_s = {name: float(r.get("setup_s", 0.0)) for name, r in zip(("base", "head"), ready)}
         outputs = [r.get("output") for r in ready]
-        wrong = mismatch(outputs[0], outputs[1], base.spec.compare) if all(outputs) else \
-            "no output came back to compare"
+        wrong = _first_mismatch(outputs, base.spec.compare)
         if wrong and judge_outputs:
-            _close(sides)
+            _close(procs)
             m.status, m.reason, m.wall_s = "incorrect", wrong, time.monotonic() - started
             return m
         m.reason = f"outputs differ, not judged: {wrong}" if wrong else ""
-        # The settling pair: its calls from the warm-up's last call (both sides warmed together, so a guess).
+        # The settling pairs: their calls from the warm-up's last call (all warmed together, so a guess).
         guess = max(float(r["warmup_ms"][-1]) for r in ready)
         least = base.spec.repeats
         settle = calls_for(budget.sample_s, guess, least)
         times = [_answer(running.sample(settle, settings.timeout_s), i, settings.timeout_s)
-                 for i, running in enumerate(sides)]
+                 for i, running in enumerate(procs)]
         m.calls_per_sample = calls = calls_for(budget.sample_s, max(times), least)
-        say(f"warm: {calls} calls a sample (base {times[0]:.3f} ms, head {times[1]:.3f} ms a call)")
-        _timed_pairs(m, sides, calls, budget, settings.timeout_s, started, say)
+        say(f"warm: {len(procs) // 2} pair(s) of processes, {calls} calls a sample (base {times[0]:.3f} ms, head "
+            f"{times[1]:.3f} ms a call)")
+        _timed_pairs(m, procs, calls, budget, settings.timeout_s, started, say)
     except _NoAnswer as gone:
-        _close(sides)
-        whose = "the base" if gone.side == 0 else "the head"
-        m.status, m.reason = "error", f"{whose} failed: {sides[gone.side].failure(gone.waited_s)}"
+        _close(procs)
+        whose = "the base" if gone.process % 2 == 0 else "the head"
+        m.status, m.reason = "error", f"{whose} failed: {procs[gone.process].failure(gone.waited_s)}"
         m.wall_s = time.monotonic() - started
         return m
     except BaseException:
-        _close(sides)
+        _close(procs)
         raise
-    _close(sides)
+    _close(procs)
     m.wall_s = time.monotonic() - started
     return m
 
 
-class _NoAnswer(Exception):
-    """Side `side` (0 the base, 1 the head) gave no answer within `waited_s`: the measurement ends in an error."""
+def _first_mismatch(outputs: list[Any], compare: Any) -> str:
+    """How the first head's output differs from its base's (outputs: base, head, base, head, ...); "" where none."""
+    for k in range(0, len(outputs) - 1, 2):
+        wrong = mismatch(outputs[k], outputs[k + 1], compare) if outputs[k] and outputs[k + 1] else \
+            "no output came back to compare"
+        if wrong:
+            return wrong
+    return ""
 
-    def __init__(self, side: int, waited_s: float) -> None:
-        super().__init__(side, waited_s)
-        self.side, self.waited_s = side, waited_s
+
+class _NoAnswer(Exception):
+    """Process `process` (even: a base's, odd: a head's) gave no answer within `waited_s`: the measurement ends in
+    an error."""
+
+    def __init__(self, process: int, waited_s: float) -> None:
+        super().__init__(process, waited_s)
+        self.process, self.waited_s = process, waited_s
 
 
 _Answer = TypeVar("_Answer")
 
 
-def _answer(answer: _Answer | None, side: int, waited_s: float) -> _Answer:
+def _answer(answer: _Answer | None, process: int, waited_s: float) -> _Answer:
     if answer is None:
-        raise _NoAnswer(side, waited_s)
+        raise _NoAnswer(process, waited_s)
     return answer
 
 
-def _start(base: Side, head: Side, kind: str, settings: EvalSettings, life_s: float) -> list[Running]:
-    """Both sides' processes, started together; where the second cannot start, the first is stopped."""
-    sides: list[Running] = []
+def _start(base: Side, head: Side, kind: str, settings: EvalSettings, life_s: float, pairs: int) -> list[Running]:
+    """`pairs` pairs of processes, base then head, started together; where one cannot start, those started are
+    stopped."""
+    procs: list[Running] = []
     try:
-        for side in (base, head):
-            sides.append(Running(side, kind, settings, life_s))
+        for _ in range(pairs):
+            for side in (base, head):
+                procs.append(Running(side, kind, settings, life_s))
     except BaseException:
-        _close(sides)
+        _close(procs)
         raise
-    return sides
+    return procs
 
 
-def _close(sides: list[Running]) -> None:
-    for running in sides:
+def _close(procs: list[Running]) -> None:
+    for running in procs:
         running.close()
 
 
-def _timed_pairs(m: WorkloadMeasurement, sides: list[Running], calls: int, budget: Budget, timeout_s: float,
+def _timed_pairs(m: WorkloadMeasurement, procs: list[Running], calls: int, budget: Budget, timeout_s: float,
                  started: float, say: Log) -> None:
-    """Timed pairs, alternating which side goes first, until the interval is narrow enough, the pairs run out or
-    the budget ends (`m.stop` says which)."""
-    order = [0, 1]
+    """Timed pairs, the pairs of processes taking turns and each alternating which side goes first, until the
+    interval is narrow enough, the pairs run out or the budget ends (`m.stop` says which)."""
+    pairs = len(procs) // 2
+    orders = [[0, 1] for _ in range(pairs)]
     while True:
+        k = m.pairs % pairs
         pair_started = time.monotonic()
         times = [0.0, 0.0]
-        for i in order:
-            times[i] = _answer(sides[i].sample(calls, timeout_s), i, timeout_s)
-        order.reverse()
+        for i in orders[k]:
+            times[i] = _answer(procs[2 * k + i].sample(calls, timeout_s), 2 * k + i, timeout_s)
+        orders[k].reverse()
         m.base_ms.append(times[0])
         m.head_ms.append(times[1])
+        m.pair_process.append(k)
         now = time.monotonic()
-        say(f"pair {m.pairs}: base {times[0]:.3f} ms, head {times[1]:.3f} ms a call")
-        _summarize(m, budget.confidence)
+        say(f"pair {m.pairs} (processes {k + 1}): base {times[0]:.3f} ms, head {times[1]:.3f} ms a call")
+        summarize(m, budget.confidence)
         if m.pairs >= budget.min_pairs and m.half_width is not None and m.half_width <= budget.precision:
             m.stop = f"interval within {budget.precision:.2%}"
         elif m.pairs >= budget.max_pairs:
@@ -320,8 +347,17 @@ def _timed_pairs(m: WorkloadMeasurement, sides: list[Running], calls: int, budge
             return
 
 
-def _summarize(m: WorkloadMeasurement, confidence: float) -> None:
-    speedup, ci = speedup_from_pairs(m.base_ms, m.head_ms, confidence)
+def summarize(m: WorkloadMeasurement, confidence: float) -> None:
+    """The measurement's speedup, interval and noise floor from its pairs so far (in place)."""
+    by_process: dict[int, tuple[list[float], list[float]]] = {}
+    for k, b, h in zip(m.pair_process, m.base_ms, m.head_ms):
+        by_process.setdefault(k, ([], []))[0].append(b)
+        by_process[k][1].append(h)
+    m.process_ratios = [speedup_from_pairs(b, h, confidence)[0] for b, h in by_process.values()]
+    if len(by_process) > 1:  # the interval over the pairs of processes: their own speeds count
+        speedup, ci = ratio_of_processes(m.process_ratios, confidence)
+    else:
+        speedup, ci = speedup_from_pairs(m.base_ms, m.head_ms, confidence)
     m.speedup = speedup
     m.speedup_ci = ci if math.isfinite(ci[0]) and math.isfinite(ci[1]) else None
     m.half_width = relative_half_width(ci, speedup) if m.speedup_ci else None

@@ -204,3 +204,18 @@ def test_systematic_floor_covers_a_between_run_offset_the_within_run_interval_mi
     assert widen(raw_slow, systematic_floor(1))[1] < 1.0
     # Short kernels timed several calls per sample get the wider floor.
     assert systematic_floor(4) > systematic_floor(1)
+
+
+def test_t_quantiles_are_the_tables_and_the_interval_of_runs_is_t_on_the_log_scale() -> None:
+    from kforge_bot.evaluate.wire.stats import ratio_of_processes, t_quantile
+
+    # Student's t, two-sided: the printed tables' values at 95% and 99%
+    for df, t95, t99 in ((1, 12.706, 63.657), (2, 4.303, 9.925), (4, 2.776, 4.604), (30, 2.042, 2.750)):
+        assert abs(t_quantile(0.95, df) - t95) < 1e-3 and abs(t_quantile(0.99, df) - t99) < 1e-3
+    center, (low, high) = ratio_of_processes([0.9, 1.0, 1.1])
+    logs = [math.log(r) for r in (0.9, 1.0, 1.1)]
+    assert abs(center - math.exp(sum(logs) / 3)) < 1e-12
+    assert abs(math.log(high) - math.log(center) - 4.303 * statistics.stdev(logs) / math.sqrt(3)) < 1e-3
+    assert abs(math.log(center) - math.log(low) - (math.log(high) - math.log(center))) < 1e-12
+    with pytest.raises(ValueError):
+        ratio_of_processes([1.0])

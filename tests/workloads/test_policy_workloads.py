@@ -16,15 +16,15 @@ def test_defaults_are_the_gate_thresholds_and_a_quarter_of_them_for_the_precisio
     w = Policy().gate.workloads
     assert w.threshold == DEFAULT_THRESHOLDS
     assert w.precision_for("cuda") == 0.005 and w.precision_for("cpu") == 0.005
-    assert (w.min_pairs, w.max_pairs) == (6, 40)
+    assert (w.min_pairs, w.max_pairs, w.processes) == (6, 40, 3)
 
 
 def test_a_policy_sets_them_and_they_round_trip(tmp_path: Path) -> None:
     policy = parse_policy({"gate": {"workloads": {"threshold": {"cuda": 0.01}, "precision": 0.002, "max_pairs": 20,
-                                                  "budget_s": 60}}}, "p.yml")
+                                                  "budget_s": 60, "processes": 5}}}, "p.yml")
     w = policy.gate.workloads
     assert w.threshold_for("cuda") == 0.01 and w.threshold_for("cpu") == DEFAULT_THRESHOLDS["cpu"]
-    assert w.precision_for("cuda") == 0.002 and w.max_pairs == 20 and w.budget_s == 60
+    assert w.precision_for("cuda") == 0.002 and w.max_pairs == 20 and w.budget_s == 60 and w.processes == 5
     path = tmp_path / "p.yml"
     path.write_text(yaml.safe_dump(policy.to_dict()))
     assert load_policy(path).gate.workloads == w
@@ -37,6 +37,7 @@ def test_a_policy_sets_them_and_they_round_trip(tmp_path: Path) -> None:
     ({"precision": 0}, "gate.workloads.precision"),
     ({"min_pairs": 10, "max_pairs": 8}, "gate.workloads.max_pairs: 8 is below min_pairs (10)"),
     ({"pairs": 3}, "gate.workloads"),
+    ({"processes": 0}, "gate.workloads.processes"),
 ])
 def test_bad_values_are_one_line_errors(raw: dict, message: str) -> None:
     with pytest.raises(KforgeError) as raised:

@@ -9,6 +9,7 @@ distribution-free interval for a median), so no normality is assumed and single 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 
 from kforge_bot.evaluate.wire.result import TimingStats
@@ -112,6 +113,45 @@ def speedup_from_pairs(baseline_ms: Sequence[float], candidate_ms: Sequence[floa
         raise ValueError("no positive time pairs")
     median, low, high = median_ci(ratios, confidence)
     return median, (low, high)
+
+
+def ratio_of_processes(ratios: Sequence[float], confidence: float = 0.95) -> tuple[float, tuple[float, float]]:
+    """The geometric mean of independent runs' ratios (each a fresh pair of processes) and its Student t interval
+    on the log scale: the runs' spread, a process's own speed included, is what the interval is made of."""
+    logs = [math.log(r) for r in ratios if r > 0]
+    if len(logs) < 2:
+        raise ValueError("need two positive ratios at least")
+    mean = statistics.fmean(logs)
+    half = t_quantile(confidence, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), (math.exp(mean - half), math.exp(mean + half))
+
+
+def t_quantile(confidence: float, df: int) -> float:
+    """t such that P(|T| < t) = `confidence` for Student's t with `df` degrees of freedom (closed forms of the
+    distribution for whole degrees, Abramowitz and Stegun 26.7.3-4, solved by bisection)."""
+    if df < 1 or not 0 < confidence < 1:
+        raise ValueError("need df >= 1 and 0 < confidence < 1")
+
+    def inside(t: float) -> float:  # P(|T| < t)
+        theta = math.atan(t / math.sqrt(df))
+        c2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+        if df % 2 == 0:
+            for k in range(1, df // 2):
+                term *= c2 * (2 * k - 1) / (2 * k)
+                total += term
+            return math.sin(theta) * total
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            total += term
+        return 2 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0))
+
+    low, high = 0.0, 1.0
+    while inside(high) < confidence:
+        high *= 2
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if inside(mid) < confidence else (low, mid)
+    return (low + high) / 2
 
 
 def relative_half_width(ci: tuple[float, float], center: float) -> float:
