@@ -197,7 +197,7 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=20.0,
                     help="seconds per measurement, its processes' start included")
     ap.add_argument("--sample-s", type=float, default=0.25, help="seconds of calls a sample runs at least")
-    ap.add_argument("--processes", type=int, default=3, help="pairs of processes a measurement spreads over")
+    ap.add_argument("--processes", type=int, default=3, help="rounds, each on a fresh pair of processes")
     ap.add_argument("--slowdown", type=float, default=0.02)
     ap.add_argument("--threshold", type=float, default=0.01, help="the slowdown runs' gate.workloads threshold")
     ap.add_argument("--device", default="cuda", choices=sorted(RMSNORM_MODULE),

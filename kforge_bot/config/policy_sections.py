@@ -75,8 +75,8 @@ class GateRule:
 class WorkloadGate:
     """`gate.workloads`: how the gate judges a workload (kforge_bot.workloads): its own threshold per target kind,
     the interval's half-width it measures to (None: a quarter of the threshold, 0.1% to 0.5%), the sample pairs it
-    may spend, the seconds, how long one sample's calls run at least, and the pairs of processes they are spread
-    over."""
+    may spend, the seconds, how long one sample's calls run at least, and the rounds (each a fresh pair of
+    processes) they are spread over."""
 
     threshold: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     precision: float | None = None
@@ -84,7 +84,7 @@ class WorkloadGate:
     max_pairs: int = 40
     budget_s: float = 300.0
     sample_s: float = 0.5  # many calls a sample: a fresh process's first moments and the clock's grain stay out
-    processes: int = 3  # pairs of processes (a base's, a head's): the interval is over them, a process's own speed
+    processes: int = 3  # rounds, each a fresh pair of processes: the interval is over them, a process's own speed
 
     def threshold_for(self, kind: str) -> float:
         return self.threshold[kind]

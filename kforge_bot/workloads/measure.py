@@ -1,17 +1,17 @@
-"""Base against head, end to end: each side in fresh sandboxed processes (kforge_bot.workloads.worker), several pairs
-of them (`budget.processes`: a base's and a head's each) started together and warmed up (compilation, caches:
-untimed, reported), then timed in samples that alternate between the two of a pair (base then head, head then
-base, ...), the pairs of processes taking turns, until the interval is as narrow as the policy asks, the pairs run
-out or the budget ends. A sample is many calls back to back (at least `budget.sample_s` of them, the same count on
-both sides), timed by the parent from its command to the process's answer, so a fresh process's first moments and
-the clock's resolution fall outside the figure.
+"""Base against head, end to end, in rounds (`budget.processes`): each round a fresh pair of sandboxed processes
+(kforge_bot.workloads.worker), the base's kernels in one and the head's in the other, started together and warmed
+up (compilation, caches: untimed, reported), then timed in samples that alternate between them in pairs (base then
+head, head then base, ...). Rounds follow one another until the interval is as narrow as the policy asks, the pairs
+run out or the budget ends. A sample is many calls back to back (at least `budget.sample_s` of them, the same count
+on both sides and in every round), timed by the parent from its command to the process's answer, so a fresh
+process's first moments and the clock's resolution fall outside the figure.
 
-Why several processes a side: one process can run the same code persistently faster or slower than another (on
-an H100 two processes of one program, each timed in 38 pairs, differed by 18% with an interval of +-7%:
-benchmarks/results/workloads_h100.md). Pairs within one pair of processes cannot see that, so the interval is over
-the pairs of processes: each one's median per-pair ratio base/head, and a Student t interval of their logarithms
-(kforge_bot.evaluate.wire.stats). With one pair of processes it is the median of the per-pair ratios and its
-distribution-free interval, blind to a process's own speed."""
+Why rounds: one process can run the same code persistently faster or slower than another (on an H100 two processes
+of one program, timed in 38 pairs, differed by 18% with an interval of +-7%: benchmarks/results/workloads_h100.md).
+Pairs within one pair of processes cannot see that, so the interval is over the rounds: each one's median per-pair
+ratio base/head, and a Student t interval of their logarithms (kforge_bot.evaluate.wire.stats). One round after
+another keeps two processes alive at a time (a model's memory twice). With one round it is the median of the
+per-pair ratios and its distribution-free interval, blind to a process's own speed."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ class Budget:
     max_pairs: int = 40
     budget_s: float = 300.0
     sample_s: float = 0.5
-    processes: int = 3  # pairs of processes (a base's and a head's); the interval is over them where more than one
+    processes: int = 3  # rounds, each a fresh pair of processes (a base's, a head's): the interval is over them
 
 
 @dataclass
@@ -96,10 +96,10 @@ class WorkloadMeasurement:
     calls_per_sample: int = 0
     warmup_ms: dict[str, list[float]] = field(default_factory=dict)  # each side's warm-up calls, untimed
     setup_s: dict[str, float] = field(default_factory=dict)  # building the inputs (the model), untimed
-    boot_s: float = 0.0  # from the processes' start to both being warm
+    boot_s: float = 0.0  # from the processes' start to both being warm, over every round
     wall_s: float = 0.0
-    pair_process: list[int] = field(default_factory=list)  # which pair of processes timed each pair of samples
-    process_ratios: list[float] = field(default_factory=list)  # each pair of processes' median ratio base/head
+    pair_process: list[int] = field(default_factory=list)  # the round (its pair of processes) of each pair of samples
+    process_ratios: list[float] = field(default_factory=list)  # each round's median ratio base/head
 
     @property
     def pairs(self) -> int:
@@ -223,67 +223,71 @@ MAX_CALLS_PER_SAMPLE = 100_000
 
 def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: Budget,
             log: Log | None = None, judge_outputs: bool = True) -> WorkloadMeasurement:
-    """`budget.processes` pairs of processes, started together and warmed up, then samples alternating in pairs
-    (base first, then head first), the pairs of processes taking turns, until the interval is `budget.precision`
-    wide on each side, or `max_pairs`, or `budget_s`. Each pair of processes' first pair is untimed: it settles the
-    interleaving and, with the others', sets the calls a sample runs (the slowest process's for `sample_s`, the same
-    everywhere). Each head's output (its first call's) is compared with its base's; a mismatch ends the measurement
-    (`incorrect`). `judge_outputs` False (two implementations that round differently, timed against each other): a
-    mismatch is noted, not a verdict."""
+    """`budget.processes` rounds, one after another, each with a fresh pair of processes (never more than two alive:
+    a model's memory twice, not six times), started together and warmed up, then samples alternating in pairs (base
+    first, then head first). Every round gets its share of `max_pairs` and `budget_s`; from the second round on,
+    the measurement stops once the interval is `budget.precision` wide on each side (after `min_pairs`). The first
+    round's first pair is untimed: it settles the interleaving and sets the calls a sample runs (the slower side's
+    for `sample_s`, the same in every round). Each round's head output (its first call's) is compared with its
+    base's; a mismatch ends the measurement (`incorrect`). `judge_outputs` False (two implementations that round
+    differently, timed against each other): a mismatch is noted, not a verdict."""
     say = log or (lambda _msg: None)
     started = time.monotonic()
     m = WorkloadMeasurement(status="ok")
-    procs = _start(base, head, kind, settings, settings.timeout_s + budget.budget_s + 60, max(1, budget.processes))
-    try:
-        ready = [_answer(running.wait("ready", started + settings.timeout_s), i, settings.timeout_s)
-                 for i, running in enumerate(procs)]
-        m.boot_s = time.monotonic() - started
-        m.warmup_ms = {name: [round(float(t), 3) for t in r["warmup_ms"]] for name, r in zip(("base", "head"), ready)}
-        m.setup_s = {name: float(r.get("setup_s", 0.0)) for name, r in zip(("base", "head"), ready)}
-        outputs = [r.get("output") for r in ready]
-        wrong = _first_mismatch(outputs, base.spec.compare)
-        if wrong and judge_outputs:
+    rounds = max(1, budget.processes)
+    for k in range(rounds):
+        procs = _start(base, head, kind, settings, settings.timeout_s + budget.budget_s + 60)
+        try:
+            done = _round(m, k, rounds, procs, base, budget, settings, started, judge_outputs, say)
+        except _NoAnswer as gone:
             _close(procs)
-            m.status, m.reason, m.wall_s = "incorrect", wrong, time.monotonic() - started
+            whose = "the base" if gone.process == 0 else "the head"
+            m.status, m.reason = "error", f"{whose} failed: {procs[gone.process].failure(gone.waited_s)}"
+            m.wall_s = time.monotonic() - started
             return m
-        m.reason = f"outputs differ, not judged: {wrong}" if wrong else ""
-        # The settling pairs: their calls from the warm-up's last call (all warmed together, so a guess).
-        guess = max(float(r["warmup_ms"][-1]) for r in ready)
-        least = base.spec.repeats
-        settle = calls_for(budget.sample_s, guess, least)
-        times = [_answer(running.sample(settle, settings.timeout_s), i, settings.timeout_s)
-                 for i, running in enumerate(procs)]
-        m.calls_per_sample = calls = calls_for(budget.sample_s, max(times), least)
-        say(f"warm: {len(procs) // 2} pair(s) of processes, {calls} calls a sample (base {times[0]:.3f} ms, head "
-            f"{times[1]:.3f} ms a call)")
-        _timed_pairs(m, procs, calls, budget, settings.timeout_s, started, say)
-    except _NoAnswer as gone:
+        except BaseException:
+            _close(procs)
+            raise
         _close(procs)
-        whose = "the base" if gone.process % 2 == 0 else "the head"
-        m.status, m.reason = "error", f"{whose} failed: {procs[gone.process].failure(gone.waited_s)}"
-        m.wall_s = time.monotonic() - started
-        return m
-    except BaseException:
-        _close(procs)
-        raise
-    _close(procs)
+        if done:
+            break
+    m.stop = m.stop or f"{rounds} rounds"
     m.wall_s = time.monotonic() - started
     return m
 
 
-def _first_mismatch(outputs: list[Any], compare: Any) -> str:
-    """How the first head's output differs from its base's (outputs: base, head, base, head, ...); "" where none."""
-    for k in range(0, len(outputs) - 1, 2):
-        wrong = mismatch(outputs[k], outputs[k + 1], compare) if outputs[k] and outputs[k + 1] else \
-            "no output came back to compare"
-        if wrong:
-            return wrong
-    return ""
+def _round(m: WorkloadMeasurement, k: int, rounds: int, procs: list[Running], base: Side, budget: Budget,
+           settings: EvalSettings, started: float, judge_outputs: bool, say: Log) -> bool:
+    """Round `k` on its pair of processes: warm, (the first round) settle, then its pairs. True: the measurement
+    ends here (an incorrect head, the interval narrow enough, or the pairs or the budget spent)."""
+    round_started = time.monotonic()
+    ready = [_answer(running.wait("ready", round_started + settings.timeout_s), i, settings.timeout_s)
+             for i, running in enumerate(procs)]
+    m.boot_s += time.monotonic() - round_started
+    if k == 0:
+        m.warmup_ms = {name: [round(float(t), 3) for t in r["warmup_ms"]] for name, r in zip(("base", "head"), ready)}
+        m.setup_s = {name: float(r.get("setup_s", 0.0)) for name, r in zip(("base", "head"), ready)}
+    outputs = [r.get("output") for r in ready]
+    wrong = mismatch(outputs[0], outputs[1], base.spec.compare) if all(outputs) else "no output came back to compare"
+    if wrong and judge_outputs:
+        m.status, m.reason = "incorrect", wrong
+        return True
+    m.reason = m.reason or (f"outputs differ, not judged: {wrong}" if wrong else "")
+    if k == 0:  # the settling pair: its calls from the warm-up's last call (both warmed together, so a guess)
+        guess = max(float(r["warmup_ms"][-1]) for r in ready)
+        settle = calls_for(budget.sample_s, guess, base.spec.repeats)
+        times = [_answer(running.sample(settle, settings.timeout_s), i, settings.timeout_s)
+                 for i, running in enumerate(procs)]
+        m.calls_per_sample = calls_for(budget.sample_s, max(times), base.spec.repeats)
+        say(f"warm: {m.calls_per_sample} calls a sample (base {times[0]:.3f} ms, head {times[1]:.3f} ms a call)")
+    last = min(budget.max_pairs, math.ceil(budget.max_pairs * (k + 1) / rounds))
+    until = started + budget.budget_s * (k + 1) / rounds
+    return _timed_pairs(m, k, procs, last, until, budget, settings.timeout_s, started, say)
 
 
 class _NoAnswer(Exception):
-    """Process `process` (even: a base's, odd: a head's) gave no answer within `waited_s`: the measurement ends in
-    an error."""
+    """Process `process` (0: the base's, 1: the head's) gave no answer within `waited_s`: the measurement ends in an
+    error."""
 
     def __init__(self, process: int, waited_s: float) -> None:
         super().__init__(process, waited_s)
@@ -299,14 +303,12 @@ def _answer(answer: _Answer | None, process: int, waited_s: float) -> _Answer:
     return answer
 
 
-def _start(base: Side, head: Side, kind: str, settings: EvalSettings, life_s: float, pairs: int) -> list[Running]:
-    """`pairs` pairs of processes, base then head, started together; where one cannot start, those started are
-    stopped."""
+def _start(base: Side, head: Side, kind: str, settings: EvalSettings, life_s: float) -> list[Running]:
+    """Both sides' processes, started together; where the second cannot start, the first is stopped."""
     procs: list[Running] = []
     try:
-        for _ in range(pairs):
-            for side in (base, head):
-                procs.append(Running(side, kind, settings, life_s))
+        for side in (base, head):
+            procs.append(Running(side, kind, settings, life_s))
     except BaseException:
         _close(procs)
         raise
@@ -318,33 +320,36 @@ def _close(procs: list[Running]) -> None:
         running.close()
 
 
-def _timed_pairs(m: WorkloadMeasurement, procs: list[Running], calls: int, budget: Budget, timeout_s: float,
-                 started: float, say: Log) -> None:
-    """Timed pairs, the pairs of processes taking turns and each alternating which side goes first, until the
-    interval is narrow enough, the pairs run out or the budget ends (`m.stop` says which)."""
-    pairs = len(procs) // 2
-    orders = [[0, 1] for _ in range(pairs)]
+def _timed_pairs(m: WorkloadMeasurement, k: int, procs: list[Running], last: int, until: float, budget: Budget,
+                 timeout_s: float, started: float, say: Log) -> bool:
+    """Round `k`'s timed pairs, alternating which side goes first, until the measurement has `last` pairs or the
+    round's time (`until`) is up; True where the whole measurement stops (`m.stop` says why): the interval narrow
+    enough (over two rounds at least, where there are several), `max_pairs`, or `budget_s`."""
+    order = [0, 1]
     while True:
-        k = m.pairs % pairs
         pair_started = time.monotonic()
         times = [0.0, 0.0]
-        for i in orders[k]:
-            times[i] = _answer(procs[2 * k + i].sample(calls, timeout_s), 2 * k + i, timeout_s)
-        orders[k].reverse()
+        for i in order:
+            times[i] = _answer(procs[i].sample(m.calls_per_sample, timeout_s), i, timeout_s)
+        order.reverse()
         m.base_ms.append(times[0])
         m.head_ms.append(times[1])
         m.pair_process.append(k)
         now = time.monotonic()
-        say(f"pair {m.pairs} (processes {k + 1}): base {times[0]:.3f} ms, head {times[1]:.3f} ms a call")
+        say(f"pair {m.pairs} (round {k + 1}): base {times[0]:.3f} ms, head {times[1]:.3f} ms a call")
         summarize(m, budget.confidence)
-        if m.pairs >= budget.min_pairs and m.half_width is not None and m.half_width <= budget.precision:
+        rounds_seen = len(set(m.pair_process))
+        if m.pairs >= budget.min_pairs and m.half_width is not None and m.half_width <= budget.precision and \
+                (rounds_seen > 1 or budget.processes <= 1):
             m.stop = f"interval within {budget.precision:.2%}"
         elif m.pairs >= budget.max_pairs:
             m.stop = f"{budget.max_pairs} pairs"
         elif now - started + (now - pair_started) > budget.budget_s:
             m.stop = f"budget of {budget.budget_s:g} s"
         if m.stop:
-            return
+            return True
+        if m.pairs >= last or now + (now - pair_started) > until:
+            return False
 
 
 def summarize(m: WorkloadMeasurement, confidence: float) -> None:
@@ -354,7 +359,7 @@ def summarize(m: WorkloadMeasurement, confidence: float) -> None:
         by_process.setdefault(k, ([], []))[0].append(b)
         by_process[k][1].append(h)
     m.process_ratios = [speedup_from_pairs(b, h, confidence)[0] for b, h in by_process.values()]
-    if len(by_process) > 1:  # the interval over the pairs of processes: their own speeds count
+    if len(by_process) > 1:  # the interval over the rounds: each pair of processes' own speed counts
         speedup, ci = ratio_of_processes(m.process_ratios, confidence)
     else:
         speedup, ci = speedup_from_pairs(m.base_ms, m.head_ms, confidence)
