@@ -162,16 +162,28 @@ def _correctness_summary(plan: Plan, records: list[dict[str, Any]], via: set[str
         "max_rel_norm_error": worst_rel,
         "tolerance": plan.spec.tolerance or "by dtype",
         **({"backward_tolerance": plan.spec.backward_tolerance} if plan.spec.backward_tolerance else {}),
-        "checks": ["shape and dtype", "NaN/Inf", "elementwise atol/rtol", "relative norm", "non-constant",
-                   "inputs unchanged", "no aliasing", "plain tensors", "same buffers new values",
-                   "earlier outputs not overwritten", "timed outputs", "elements of each timed input set changed",
-                   "values moved between timed buffers"],
+        "checks": _checks_made(plan),
         "records": records,
         "heldout": heldout_summary(plan),
     }
     if failure:
         summary["status"], summary["reason"] = failure.split("|", 1)
     return summary
+
+
+def _checks_made(plan: Plan) -> list[str]:
+    """The checks this evaluation's plan made: those after timing only where it timed (a run that checked nothing
+    claims nothing)."""
+    made = ["shape and dtype", "NaN/Inf", "elementwise atol/rtol", "relative norm", "non-constant",
+            "inputs unchanged", "no aliasing", "plain tensors"]
+    if any(c.reuse_file for c in plan.correctness_cases()):
+        made += ["same buffers new values", "earlier outputs not overwritten"]
+    for cases, check in ((plan.timing_cases(), "timed outputs"),
+                         (plan.changed_cases(), "elements of each timed input set changed"),
+                         (plan.moved_cases(), "values moved between timed buffers")):
+        if cases:
+            made.append(check)
+    return made
 
 
 def heldout_summary(plan: Plan) -> list[dict[str, Any]]:
