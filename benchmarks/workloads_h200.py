@@ -13,10 +13,13 @@ Phases (--phases, comma-separated):
   whole workload by --slowdown (no sleeps), judged at --threshold by the gate's rule
   (kforge_bot.gate.decision.timing_decision): caught when `regression`.
 
-Prints a table and writes --out/workloads_h200.json. No measurement starts after --max-seconds. On the device
-(22 measurements of about 10-20 s each, the calibration and the imports; no measurement starts after 420 s, so
-about 7.5 minutes at most):
-  PYTHONPATH=$PWD bash -c '. benchmarks/device_sandbox.sh; timeout 560 python3 benchmarks/workloads_h200.py --out $OUT'
+Prints a table and writes --out/workloads_h200.json. No measurement starts after --max-seconds. Each measurement
+runs three rounds, each on a fresh pair of processes (about 5 s to start on an H100), so 45 s each by default; the
+A/A and the slowdown runs in calls of their own, on a prefill large enough to keep the GPU busy (at batch 4 and
+prompt 512 the H100 waited on the host's launches, benchmarks/results/workloads_h100.md), each about 8 minutes:
+  PYTHONPATH=$PWD bash -c '. benchmarks/device_sandbox.sh; timeout 560 python3 benchmarks/workloads_h200.py \
+      --phases aa --runs 10 --workload-args "{\"batch\": 16, \"prompt\": 2048}" --max-seconds 420 --out $OUT'
+  (the same with --phases slowdown, and --phases triton for eager against Triton)
 On this CPU (a smoke of the script and the CPU's own figures: tinylm_decode_cpu, eager kernels):
   python benchmarks/workloads_h200.py --device cpu --workload tinylm_decode_cpu --phases aa,slowdown --out /tmp/w
 """
@@ -190,11 +193,14 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--phases", default="triton,aa,slowdown")
     ap.add_argument("--workload", default="tinylm_prefill", help="the A/A and slowdown runs' workload")
+    ap.add_argument("--workload-args", default="{}",
+                    help='JSON over that workload\'s args, e.g. \'{"batch": 16, "prompt": 2048}\': a prefill that keeps '
+                         "the GPU busy rather than waiting on the host's launches")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--precision", type=float, default=0.005)
     ap.add_argument("--min-pairs", type=int, default=8)
     ap.add_argument("--max-pairs", type=int, default=40)
-    ap.add_argument("--budget-s", type=float, default=20.0,
+    ap.add_argument("--budget-s", type=float, default=45.0,
                     help="seconds per measurement, its processes' start included")
     ap.add_argument("--sample-s", type=float, default=0.25, help="seconds of calls a sample runs at least")
     ap.add_argument("--processes", type=int, default=3, help="rounds, each on a fresh pair of processes")
@@ -213,6 +219,7 @@ def main() -> int:
                     budget_s=args.budget_s, sample_s=args.sample_s, processes=args.processes)
     all_specs = specs()
     spec = all_specs[args.workload]
+    spec = replace(spec, args={**spec.args, **json.loads(args.workload_args)})
     device = args.device
     if device == "cpu":
         torch.set_num_threads(1)  # as the workloads' processes do (a busy machine's threads wait on each other)

@@ -251,7 +251,8 @@ def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: B
         _close(procs)
         if done:
             break
-    m.stop = m.stop or f"{rounds} rounds"
+    if m.status == "ok" and not m.stop:  # every round ran its share short of the pairs and the budget
+        m.stop = f"{rounds} rounds"
     m.wall_s = time.monotonic() - started
     return m
 
