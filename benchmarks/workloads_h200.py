@@ -175,7 +175,7 @@ def row(label: str, m: WorkloadMeasurement, threshold: float | None = None) -> d
             "seconds": round(m.wall_s, 1), "boot_s": round(m.boot_s, 1), "calls_per_sample": m.calls_per_sample,
             "contains_1": bool(ci and ci[0] <= 1.0 <= ci[1]),
             "decision": decision, "noise_floor": m.noise_floor, "stop": m.stop, "note": m.reason,
-            "warmup_ms": m.warmup_ms, "process_ratios": m.process_ratios, "host_share": m.host_share,
+            "warmup_ms": m.warmup_ms, "process_ratios": m.process_ratios,
             # the pairs themselves: which pair of processes, base's and head's ms a call (the H100's first run of
             # this design kept none, and its A/A could not be taken apart)
             "pairs_ms": [[k, round(b, 4), round(h, 4)] for k, b, h in zip(m.pair_process, m.base_ms, m.head_ms)]}
@@ -184,9 +184,8 @@ def row(label: str, m: WorkloadMeasurement, threshold: float | None = None) -> d
 def show(r: dict) -> None:
     hw = f"{r['half_width']:.3%}" if r["half_width"] is not None else "n/a"
     nf = f"{r['noise_floor']:.3%}" if r["noise_floor"] is not None else "n/a"
-    host = "/".join(f"{v:.2f}" for v in r["host_share"].values()) or "n/a"
     print(f"{r['run']:<34} {r['status']:<9} {r['change']:<30} hw {hw:<8} pairs {r['pairs']:<3} {r['seconds']:>6} s "
-          f"(boot {r['boot_s']} s, {r['calls_per_sample']} calls a sample) noise {nf:<8} host {host} {r['decision']} "
+          f"(boot {r['boot_s']} s, {r['calls_per_sample']} calls a sample) noise {nf:<8} {r['decision']} "
           f"{r['note'][:80]}", flush=True)
 
 

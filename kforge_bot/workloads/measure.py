@@ -99,7 +99,6 @@ class WorkloadMeasurement:
     boot_s: float = 0.0  # from the processes' start to both being warm, over every round
     wall_s: float = 0.0
     pair_process: list[int] = field(default_factory=list)  # the round (its pair of processes) of each pair of samples
-    host_share: dict[str, float] = field(default_factory=dict)  # per side, the median share of a sample spent issuing
     process_ratios: list[float] = field(default_factory=list)  # each round's median ratio base/head
 
     @property
@@ -113,8 +112,7 @@ class WorkloadMeasurement:
                 "half_width": self.half_width, "noise_floor": self.noise_floor, "stop": self.stop,
                 "calls_per_sample": self.calls_per_sample, "warmup_ms": self.warmup_ms, "setup_s": self.setup_s,
                 "boot_s": round(self.boot_s, 3), "wall_s": round(self.wall_s, 3), "pair_process": self.pair_process,
-                "process_ratios": [round(r, 5) for r in self.process_ratios],
-                "host_share": {k: round(v, 3) for k, v in self.host_share.items()}}
+                "process_ratios": [round(r, 5) for r in self.process_ratios]}
 
 
 def request_for(side: Side, kind: str, settings: EvalSettings, process: WorkloadProcess) -> dict[str, Any]:
@@ -147,9 +145,6 @@ class Running:
         self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.outcome: Any = None
         self.silent = False  # a wait passed its deadline without the message
-        # Per sample, the share of its time the process took to issue the calls (as it reports: a note, never a
-        # figure the verdict uses): near 1 on a GPU, the device waited on the host's launches.
-        self.host_shares: list[float] = []
         self.process.send(request_for(side, kind, settings, self.process), more=True)
         self.thread = threading.Thread(target=self._run, args=(life_s,), daemon=True)
         self.thread.start()
@@ -185,12 +180,7 @@ class Running:
         except OSError:
             return None
         answer = self.wait("sample", time.monotonic() + timeout_s)
-        if answer is None:
-            return None
-        own, issued = answer.get("own_ms"), answer.get("issue_ms")
-        if isinstance(own, (int, float)) and isinstance(issued, (int, float)) and own > 0:
-            self.host_shares.append(min(max(float(issued) / float(own), 0.0), 1.0))
-        return (time.perf_counter() - started) * 1e3 / calls
+        return None if answer is None else (time.perf_counter() - started) * 1e3 / calls
 
     def command(self, line: str) -> None:
         self.process.command(line)
@@ -245,7 +235,6 @@ def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: B
     started = time.monotonic()
     m = WorkloadMeasurement(status="ok")
     rounds = max(1, budget.processes)
-    shares: list[tuple[str, list[float]]] = []
     for k in range(rounds):
         procs = _start(base, head, kind, settings, settings.timeout_s + budget.budget_s + 60)
         try:
@@ -260,15 +249,10 @@ def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: B
             _close(procs)
             raise
         _close(procs)
-        shares.extend(zip(("base", "head"), (p.host_shares for p in procs)))
         if done:
             break
     if m.status == "ok" and not m.stop:  # every round ran its share short of the pairs and the budget
         m.stop = f"{rounds} rounds"
-    for side in ("base", "head"):
-        values = [v for name, got in shares if name == side for v in got]
-        if values:
-            m.host_share[side] = statistics.median(values)
     m.wall_s = time.monotonic() - started
     return m
 

@@ -121,5 +121,3 @@ def test_three_rounds_each_on_a_fresh_pair_of_processes_give_a_ratio_each(tmp_pa
     assert m.pair_process == [0, 0, 1, 1, 2, 2] and len(m.process_ratios) == 3 and m.stop == "6 pairs"
     assert m.speedup_ci is not None and m.speedup_ci[0] < m.speedup < m.speedup_ci[1]
     assert m.to_dict()["process_ratios"] and m.to_dict()["pair_process"] == m.pair_process
-    # on the CPU the calls are the whole sample: the host's share is all of it (on a GPU, below 1 where it queues)
-    assert set(m.host_share) == {"base", "head"} and all(0.9 < v <= 1.0 for v in m.host_share.values())
