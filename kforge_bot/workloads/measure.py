@@ -226,11 +226,11 @@ def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: B
     """`budget.processes` rounds, one after another, each with a fresh pair of processes (never more than two alive:
     a model's memory twice, not six times), started together and warmed up, then samples alternating in pairs (base
     first, then head first). Every round gets its share of `max_pairs` and `budget_s`; from the second round on,
-    the measurement stops once the interval is `budget.precision` wide on each side (after `min_pairs`). The first
-    round's first pair is untimed: it settles the interleaving and sets the calls a sample runs (the slower side's
-    for `sample_s`, the same in every round). Each round's head output (its first call's) is compared with its
-    base's; a mismatch ends the measurement (`incorrect`). `judge_outputs` False (two implementations that round
-    differently, timed against each other): a mismatch is noted, not a verdict."""
+    the measurement stops once the interval is `budget.precision` wide on each side (after `min_pairs`). Each
+    round's first pair is untimed: it settles the interleaving (and the first round's sets the calls a sample runs:
+    the slower side's for `sample_s`, the same in every round). Each round's head output (its first call's) is
+    compared with its base's; a mismatch ends the measurement (`incorrect`). `judge_outputs` False (two
+    implementations that round differently, timed against each other): a mismatch is noted, not a verdict."""
     say = log or (lambda _msg: None)
     started = time.monotonic()
     m = WorkloadMeasurement(status="ok")
@@ -259,7 +259,7 @@ def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: B
 
 def _round(m: WorkloadMeasurement, k: int, rounds: int, procs: list[Running], base: Side, budget: Budget,
            settings: EvalSettings, started: float, judge_outputs: bool, say: Log) -> bool:
-    """Round `k` on its pair of processes: warm, (the first round) settle, then its pairs. True: the measurement
+    """Round `k` on its pair of processes: warm, settle, then its pairs. True: the measurement
     ends here (an incorrect head, the interval narrow enough, or the pairs or the budget spent)."""
     round_started = time.monotonic()
     ready = [_answer(running.wait("ready", round_started + settings.timeout_s), i, settings.timeout_s)
@@ -274,11 +274,13 @@ def _round(m: WorkloadMeasurement, k: int, rounds: int, procs: list[Running], ba
         m.status, m.reason = "incorrect", wrong
         return True
     m.reason = m.reason or (f"outputs differ, not judged: {wrong}" if wrong else "")
-    if k == 0:  # the settling pair: its calls from the warm-up's last call (both warmed together, so a guess)
-        guess = max(float(r["warmup_ms"][-1]) for r in ready)
-        settle = calls_for(budget.sample_s, guess, base.spec.repeats)
-        times = [_answer(running.sample(settle, settings.timeout_s), i, settings.timeout_s)
-                 for i, running in enumerate(procs)]
+    # The settling pair, untimed in every round; the first round's sets the calls a sample runs (its own calls from
+    # the warm-up's last call: both warmed together, so a guess).
+    guess = max(float(r["warmup_ms"][-1]) for r in ready)
+    settle = m.calls_per_sample or calls_for(budget.sample_s, guess, base.spec.repeats)
+    times = [_answer(running.sample(settle, settings.timeout_s), i, settings.timeout_s)
+             for i, running in enumerate(procs)]
+    if k == 0:
         m.calls_per_sample = calls_for(budget.sample_s, max(times), base.spec.repeats)
         say(f"warm: {m.calls_per_sample} calls a sample (base {times[0]:.3f} ms, head {times[1]:.3f} ms a call)")
     last = min(budget.max_pairs, math.ceil(budget.max_pairs * (k + 1) / rounds))
