@@ -253,6 +253,10 @@ def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: B
             break
     if m.status == "ok" and not m.stop:  # every round ran its share short of the pairs and the budget
         m.stop = f"{rounds} rounds"
+    if m.status == "ok" and rounds > 1 and len(set(m.pair_process)) < 2:
+        # One pair of processes' interval is blind to a process's own speed: none rather than a confident one.
+        m.speedup_ci, m.half_width = None, None
+        m.stop += "; one round only"
     m.wall_s = time.monotonic() - started
     return m
 

@@ -121,3 +121,13 @@ def test_three_rounds_each_on_a_fresh_pair_of_processes_give_a_ratio_each(tmp_pa
     assert m.pair_process == [0, 0, 1, 1, 2, 2] and len(m.process_ratios) == 3 and m.stop == "6 pairs"
     assert m.speedup_ci is not None and m.speedup_ci[0] < m.speedup < m.speedup_ci[1]
     assert m.to_dict()["process_ratios"] and m.to_dict()["pair_process"] == m.pair_process
+
+
+@pytest.mark.slow
+def test_a_budget_spent_in_the_first_round_gives_no_interval_rather_than_a_blind_one(tmp_path: Path) -> None:
+    head, spec = workload(tmp_path, "def tokens(n):\n    return list(range(n))\n")
+    budget = Budget(precision=1e-6, min_pairs=2, max_pairs=40, budget_s=0.5, sample_s=0.05, processes=3)
+    m = measure(Side("base", spec), Side("head", spec, {"kern": str(head / "kern.py")}, (str(head),)), "cpu",
+                SETTINGS, budget)
+    assert m.status == "ok" and set(m.pair_process) == {0}, (m.pair_process, m.reason)
+    assert m.speedup_ci is None and m.half_width is None and m.stop.endswith("one round only"), m.stop
