@@ -4,6 +4,8 @@ Baseline and candidate are timed in alternating pairs, so each pair shares the m
 moment and slow drift cancels in the ratio. The speedup is the median of the per-pair ratios
 baseline/candidate; its confidence interval comes from order statistics of those ratios (the
 distribution-free interval for a median), so no normality is assumed and single outliers cannot move it.
+Across a few independent runs (a workload's rounds, each on a fresh pair of processes) there are too few ratios for
+that: `ratio_of_processes` takes their logarithms as normal and gives a Student t interval.
 """
 
 from __future__ import annotations
