@@ -12,16 +12,19 @@ from kforge_bot.evaluate.wire.plan import Case, Plan
 
 
 def compare_all(plan: Plan, ref_outputs: dict[str, list[Any]], timed: bool,
-                 shared: outputs.SharedOutputs | None = None, saved: Any = None) -> dict[str, Any]:
+                 shared: outputs.SharedOutputs | None = None, saved: Any = None,
+                 nothing_to_change: bool = False) -> dict[str, Any]:
     """Every case's outputs against the reference's. `saved` is the worker's word, over its nonce channel, on
     what it saved: each file's digest (None: handed over as device memory). The files lie in the worker's
     scratch, which the candidate's code can write, so a file must be one the worker saved, still hold what it
-    wrote, and not have gone missing."""
+    wrote, and not have gone missing. `nothing_to_change`: the reference's word that the changed-elements cases had
+    no input to change (the check is then not claimed)."""
     comparison = _Comparison(plan, ref_outputs, shared, saved)
     # In this order, up to the first failure; after timing, only where the candidate was timed.
     failure = (comparison.correctness_cases() or comparison.heldout_cases() or comparison.timed_outputs()
                or (comparison.after_timing() if timed else None))
-    return _correctness_summary(plan, comparison.records, comparison.via, failure)
+    return _correctness_summary(plan, comparison.records, comparison.via, failure,
+                                _checks_made(plan, timed, nothing_to_change))
 
 
 class _Comparison:
@@ -148,7 +151,7 @@ def _output_name(plan: Plan, index: int, count: int) -> str:
 
 
 def _correctness_summary(plan: Plan, records: list[dict[str, Any]], via: set[str],
-                         failure: str | None) -> dict[str, Any]:
+                         failure: str | None, checks: list[str]) -> dict[str, Any]:
     worst_abs = max((o.get("max_abs", 0.0) for r in records for o in r["outputs"]), default=0.0)
     worst_rel = max((o.get("rel_norm", 0.0) for r in records for o in r["outputs"]), default=0.0)
     summary: dict[str, Any] = {
@@ -162,7 +165,7 @@ def _correctness_summary(plan: Plan, records: list[dict[str, Any]], via: set[str
         "max_rel_norm_error": worst_rel,
         "tolerance": plan.spec.tolerance or "by dtype",
         **({"backward_tolerance": plan.spec.backward_tolerance} if plan.spec.backward_tolerance else {}),
-        "checks": _checks_made(plan),
+        "checks": checks,
         "records": records,
         "heldout": heldout_summary(plan),
     }
@@ -171,17 +174,17 @@ def _correctness_summary(plan: Plan, records: list[dict[str, Any]], via: set[str
     return summary
 
 
-def _checks_made(plan: Plan) -> list[str]:
-    """The checks this evaluation's plan made: those after timing only where it timed (a run that checked nothing
-    claims nothing)."""
+def _checks_made(plan: Plan, timed: bool = True, nothing_to_change: bool = False) -> list[str]:
+    """The checks this evaluation made: those after timing only where the candidate was timed, and the changed
+    elements only where an input could be changed (a run that checked nothing claims nothing)."""
     made = ["shape and dtype", "NaN/Inf", "elementwise atol/rtol", "relative norm", "non-constant",
             "inputs unchanged", "no aliasing", "plain tensors"]
     if any(c.reuse_file for c in plan.correctness_cases()):
         made += ["same buffers new values", "earlier outputs not overwritten"]
-    for cases, check in ((plan.timing_cases(), "timed outputs"),
-                         (plan.changed_cases(), "elements of each timed input set changed"),
+    changed = [] if nothing_to_change else plan.changed_cases()
+    for cases, check in ((plan.timing_cases(), "timed outputs"), (changed, "elements of each timed input set changed"),
                          (plan.moved_cases(), "values moved between timed buffers")):
-        if cases:
+        if cases and timed:
             made.append(check)
     return made
 

@@ -37,7 +37,7 @@ def judge(plan: Plan, outcome: WorkerOutcome, ref_outputs: dict[str, list[Any]],
         base.verdict, base.reason = "rejected", f"the candidate's output channel carried {outcome.shared.rejected}"
         return base
     correctness = compare_all(plan, ref_outputs, timed=bool(message.get("timing")), shared=outcome.shared,
-                              saved=message.get("saved"))
+                              saved=message.get("saved"), nothing_to_change=bool(ref_result.get("nothing_to_change")))
     base.correctness = correctness
     if not correctness["ok"]:
         base.verdict, base.reason = correctness["status"], correctness["reason"]

@@ -26,3 +26,10 @@ def test_an_untimed_check_claims_no_check_after_timing_and_one_seed_no_refilled_
     assert not untimed & AFTER_TIMING and "same buffers new values" in untimed
     one_seed = set(_checks_made(_plan(EvalSettings(measure=False), [1])))
     assert "same buffers new values" not in one_seed and "inputs unchanged" in one_seed
+
+
+def test_no_check_after_timing_is_claimed_where_none_ran_and_no_changed_elements_where_nothing_could_change() -> None:
+    plan = _plan(EvalSettings(), [1, 2])
+    assert not set(_checks_made(plan, timed=False)) & AFTER_TIMING  # the candidate was never timed
+    kept = set(_checks_made(plan, timed=True, nothing_to_change=True))  # every float input kept, or none at all
+    assert "elements of each timed input set changed" not in kept and "timed outputs" in kept

@@ -218,3 +218,12 @@ def test_keep_values_leaves_a_table_the_kernel_relies_on_as_its_inputs_made_it(t
     checked = kept.correctness["heldout"]  # still checked on moved sizes, with x's values changed
     assert len(checked) == 2 and not [v for v in checked if "skipped" in v], checked
     assert all(v["sizes"]["rows"] != ROWS and "inputs x" in v["label"] for v in checked), checked
+
+
+@pytest.mark.slow
+def test_a_timed_kernel_whose_every_input_is_kept_does_not_claim_the_changed_elements_check(tmp_path: Path) -> None:
+    spec = _half_table_manifest(tmp_path / "all", "    keep_values: [x, table]\n")
+    timed = evaluate(spec, spec.baseline, "cpu", EvalSettings(seeds=2, timing_budget_s=0.3, profile=False))
+    assert timed.verdict == "pass", timed.reason
+    checks = timed.correctness["checks"]
+    assert "timed outputs" in checks and "elements of each timed input set changed" not in checks, checks

@@ -99,7 +99,7 @@ def run_reference(plan: Plan, channel: Channel, workdir: Path) -> None:
     # The slowest case (inputs made, the call, the outputs saved) sets how long a candidate's case may run.
     channel.send("result", status="ok", device_name=target.device_name(), fit=fit.to_dict(),
                  target_info=target.describe(), input_bytes=cases.input_bytes, output_bytes=cases.output_bytes,
-                 slowest_case_s=cases.slowest, phases=phases)
+                 slowest_case_s=cases.slowest, phases=phases, nothing_to_change=cases.nothing_to_change)
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,9 @@ class _ReferenceCases:
         self.done: set[str] = set()
         self.slots: set[int] = set()
         self.probed = False  # whether the inputs were probed for output buffers the reference never reads (once)
+        # A changed-elements case whose inputs had nothing to change (no floating-point input that is neither an
+        # output buffer nor kept, `keep_values`): the check after timing then changed nothing, and says so.
+        self.nothing_to_change = False
 
     def compute(self, case: Any) -> None:
         spec, ref, device = self.plan.spec, self.ref, self.device
@@ -151,8 +154,9 @@ class _ReferenceCases:
         inputs = loading.make_inputs(spec, ref.inputs_module, spec.shape_sets[case.shape], case.seed, device)
         input_count = len(inputs)
         self.input_bytes[case.shape] = max(self.input_bytes[case.shape], _tensor_bytes(inputs))
-        if case.perturbed:
-            checks.perturb_elements(inputs, case.seed, skip=heldout.left_alone(self.slots, spec.keep_values))
+        if case.perturbed and not checks.perturb_elements(inputs, case.seed,
+                                                          skip=heldout.left_alone(self.slots, spec.keep_values)):
+            self.nothing_to_change = True
         if isinstance(ref.call, calls.EntryCall):
             ref.call.bind(inputs, case.seed)  # its upstream gradients: the candidate's worker draws the same
             ref.call.copy_inplace = True
