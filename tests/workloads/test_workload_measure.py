@@ -111,12 +111,17 @@ def test_the_interval_is_over_rounds_so_a_process_s_own_speed_widens_it() -> Non
     assert one.speedup_ci is not None and one.speedup_ci[1] < 0.85
 
 
+def a_a_in_rounds(tmp_path: Path, max_pairs: int, budget_s: float) -> WorkloadMeasurement:
+    """The same kernel on both sides, in three rounds, measured until `max_pairs` or `budget_s`."""
+    head, spec = workload(tmp_path, "def tokens(n):\n    return list(range(n))\n")
+    budget = Budget(precision=1e-6, min_pairs=2, max_pairs=max_pairs, budget_s=budget_s, sample_s=0.05, processes=3)
+    return measure(Side("base", spec), Side("head", spec, {"kern": str(head / "kern.py")}, (str(head),)), "cpu",
+                   SETTINGS, budget)
+
+
 @pytest.mark.slow
 def test_three_rounds_each_on_a_fresh_pair_of_processes_give_a_ratio_each(tmp_path: Path) -> None:
-    head, spec = workload(tmp_path, "def tokens(n):\n    return list(range(n))\n")
-    budget = Budget(precision=1e-6, min_pairs=6, max_pairs=6, budget_s=120, sample_s=0.05, processes=3)
-    m = measure(Side("base", spec), Side("head", spec, {"kern": str(head / "kern.py")}, (str(head),)), "cpu",
-                SETTINGS, budget)
+    m = a_a_in_rounds(tmp_path, max_pairs=6, budget_s=120)
     assert m.status == "ok" and m.pairs == 6, m.reason
     assert m.pair_process == [0, 0, 1, 1, 2, 2] and len(m.process_ratios) == 3 and m.stop == "6 pairs"
     assert m.speedup_ci is not None and m.speedup_ci[0] < m.speedup < m.speedup_ci[1]
@@ -125,9 +130,6 @@ def test_three_rounds_each_on_a_fresh_pair_of_processes_give_a_ratio_each(tmp_pa
 
 @pytest.mark.slow
 def test_a_budget_spent_in_the_first_round_gives_no_interval_rather_than_a_blind_one(tmp_path: Path) -> None:
-    head, spec = workload(tmp_path, "def tokens(n):\n    return list(range(n))\n")
-    budget = Budget(precision=1e-6, min_pairs=2, max_pairs=40, budget_s=0.5, sample_s=0.05, processes=3)
-    m = measure(Side("base", spec), Side("head", spec, {"kern": str(head / "kern.py")}, (str(head),)), "cpu",
-                SETTINGS, budget)
+    m = a_a_in_rounds(tmp_path, max_pairs=40, budget_s=0.5)
     assert m.status == "ok" and set(m.pair_process) == {0}, (m.pair_process, m.reason)
     assert m.speedup_ci is None and m.half_width is None and m.stop.endswith("one round only"), m.stop
