@@ -254,9 +254,7 @@ def measure(base: Side, head: Side, kind: str, settings: EvalSettings, budget: B
     if m.status == "ok" and not m.stop:  # every round ran its share short of the pairs and the budget
         m.stop = f"{rounds} rounds"
     if m.status == "ok" and rounds > 1 and len(set(m.pair_process)) < 2:
-        # One pair of processes' interval is blind to a process's own speed: none rather than a confident one.
-        m.speedup_ci, m.half_width = None, None
-        m.stop += "; one round only"
+        m.stop += "; one round only"  # and so no interval (summarize)
     m.wall_s = time.monotonic() - started
     return m
 
@@ -344,10 +342,8 @@ def _timed_pairs(m: WorkloadMeasurement, k: int, procs: list[Running], last: int
         m.pair_process.append(k)
         now = time.monotonic()
         say(f"pair {m.pairs} (round {k + 1}): base {times[0]:.3f} ms, head {times[1]:.3f} ms a call")
-        summarize(m, budget.confidence)
-        rounds_seen = len(set(m.pair_process))
-        if m.pairs >= budget.min_pairs and m.half_width is not None and m.half_width <= budget.precision and \
-                (rounds_seen > 1 or budget.processes <= 1):
+        summarize(m, budget.confidence, budget.processes)
+        if m.pairs >= budget.min_pairs and m.half_width is not None and m.half_width <= budget.precision:
             m.stop = f"interval within {budget.precision:.2%}"
         elif m.pairs >= budget.max_pairs:
             m.stop = f"{budget.max_pairs} pairs"
@@ -359,8 +355,10 @@ def _timed_pairs(m: WorkloadMeasurement, k: int, procs: list[Running], last: int
             return False
 
 
-def summarize(m: WorkloadMeasurement, confidence: float) -> None:
-    """The measurement's speedup, interval and noise floor from its pairs so far (in place)."""
+def summarize(m: WorkloadMeasurement, confidence: float, rounds: int = 1) -> None:
+    """The measurement's speedup, interval and noise floor from its pairs so far (in place). Of `rounds` asked
+    for, more than one and only one run yet: no interval, since one pair of processes' is blind to a process's own
+    speed."""
     by_process: dict[int, tuple[list[float], list[float]]] = {}
     for k, b, h in zip(m.pair_process, m.base_ms, m.head_ms):
         by_process.setdefault(k, ([], []))[0].append(b)
@@ -370,6 +368,8 @@ def summarize(m: WorkloadMeasurement, confidence: float) -> None:
         speedup, ci = ratio_of_processes(m.process_ratios, confidence)
     else:
         speedup, ci = speedup_from_pairs(m.base_ms, m.head_ms, confidence)
+        if rounds > 1:
+            ci = (-math.inf, math.inf)
     m.speedup = speedup
     m.speedup_ci = ci if math.isfinite(ci[0]) and math.isfinite(ci[1]) else None
     m.half_width = relative_half_width(ci, speedup) if m.speedup_ci else None
