@@ -193,7 +193,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--phases", default="triton,aa,slowdown")
     ap.add_argument("--workload", default="tinylm_prefill", help="the A/A and slowdown runs' workload")
-    ap.add_argument("--workload-args", default="{}",
+    ap.add_argument("--workload-args", type=json.loads, default={},
                     help='JSON over that workload\'s args, e.g. \'{"batch": 16, "prompt": 2048}\': a prefill that keeps '
                          "the GPU busy rather than waiting on the host's launches")
     ap.add_argument("--runs", type=int, default=10)
@@ -219,7 +219,7 @@ def main() -> int:
                     budget_s=args.budget_s, sample_s=args.sample_s, processes=args.processes)
     all_specs = specs()
     spec = all_specs[args.workload]
-    spec = replace(spec, args={**spec.args, **json.loads(args.workload_args)})
+    spec = replace(spec, args={**spec.args, **args.workload_args})
     device = args.device
     if device == "cpu":
         torch.set_num_threads(1)  # as the workloads' processes do (a busy machine's threads wait on each other)
