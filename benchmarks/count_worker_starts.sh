@@ -2,6 +2,7 @@
 # How many sandboxed workers a command starts (issue 41: the suite's time is mostly their torch imports).
 # KFORGE_BWRAP points at a wrapper that logs each bubblewrap start (a probe or a worker) and then runs bubblewrap.
 #   bash benchmarks/count_worker_starts.sh python -m pytest -q -p no:cacheprovider
+# PER_TEST=file.tsv with a pytest command: a line per test too (its workers, its seconds; worker_starts_plugin.py).
 set -euo pipefail
 bwrap=$(command -v bwrap)
 dir=$(mktemp -d)
@@ -13,7 +14,14 @@ case "\$1" in --version) ;; *)
 exec "$bwrap" "\$@"
 WRAP
 chmod 755 "$dir/bwrap"
+plugin=()
+if [ -n "${PER_TEST:-}" ]; then
+  : > "$PER_TEST"
+  export KFORGE_STARTS_LOG="$dir/starts" KFORGE_STARTS_PER_TEST=$(realpath "$PER_TEST")
+  export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+  plugin=(-p worker_starts_plugin)
+fi
 status=0
-KFORGE_BWRAP="$dir/bwrap" "$@" || status=$?
+KFORGE_BWRAP="$dir/bwrap" "$@" "${plugin[@]}" || status=$?
 echo "sandbox starts: $(grep -c worker "$dir/starts" 2>/dev/null || true) workers, $(grep -c probe "$dir/starts" 2>/dev/null || true) probes"
 exit $status
