@@ -8,8 +8,8 @@
 #   history-lib needs the library's history (a stripped copy has none): a shallow bare clone, e.g.
 #     git clone --bare --depth 150 --single-branch --no-tags file://<Liger-Kernel git dir> .libs/Liger-Kernel-hist.git
 #   with at least HLIB_COMMITS first-parent commits touching src/ (git -C it log --first-parent --oneline -- src),
-#   passed as LIB_DIR=.libs/Liger-Kernel-hist.git; and ruptures for Python 3.12 in .whl/:
-#     pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 ruptures scipy numpy -d .whl
+#   passed as LIB_DIR=.libs/Liger-Kernel-hist.git; and ruptures and GitPython (the image has neither) for Python 3.12 in .whl/:
+#     pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 ruptures scipy numpy gitpython -d .whl
 #                    [gpumode] (gpu-mode/reference-kernels in .gpumode/) [l2-baselines] (KernelBench in .kb/; 8 GPUs)
 #                    [heldout] (KernelBench L1+L2 A/A with held-out variants, one shard per GPU; KernelBench in .kb/)
 # Two GPUs: run two step lists side by side, e.g. CUDA_VISIBLE_DEVICES=1 OUT=$OUT/gpu1 bash benchmarks/run_h200.sh tuner &
