@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: the GPU test group and the GPU benchmarks, results under $OUT (or ./gpu-out).
 # Usage on the H200: PYTHONPATH=$PWD bash benchmarks/run_h200.sh [probe] [sandbox] [tests] [accept] [softmax] [agreement] [throughput] [aa-placement]
-#                    [output-probe] [eager-lead] [sweep] [l3-agreement]
+#                    [output-probe] [eager-lead] [sweep] [l3-agreement] [busy-split] (honest heads that only add host work)
 #                    [harness|harness-short] [tuner]
 #                    [gate|gate-slowdown|gate-spin] [scale] [parallel] [library] [libraries2]   (accept: KB_PROBLEMS=1/40,2/12 KB_MAX_S=300, KernelBench in .kb/)
 #                    [history-lib] [history-aa] (issue 43; Liger-Kernel in .libs/, ruptures in .whl/)
@@ -50,6 +50,8 @@ for step in $steps; do
     ncu-optimize) KFORGE_GPU_RESULTS=$out/gpu_e2e.jsonl timeout 300 python3 -m pytest -m gpu tests/test_gpu_cli.py -k counters -v --tb=short -p no:cacheprovider 2>&1 | tail -30; tail -3 "$out/gpu_e2e.jsonl" ;;
     probe-ncu) timeout ${NCU_PROBE_TIMEOUT:-150} python3 benchmarks/ncu_probe.py --out /tmp/ncu-probe 2>&1 | grep -v "^ *head:" ;;  # its CSVs stay on the machine: 8 files come back
     softmax) timeout 120 bash benchmarks/softmax_wall.sh ;;
+    busy-split) timeout ${BUSY_TIMEOUT:-400} python3 benchmarks/busy_before_split.py --heads "${BUSY_HEADS:-aa,guard,host20,host60}" \
+               --rows 8192 --cols 4096 --layouts split --profile off --repeats "${BUSY_REPEATS:-3}" 2>&1 | grep -v "^\[" ;;  # the hidden-work check on short kernels (issue 43's bisect)
     output-probe) timeout 150 python3 benchmarks/output_path_probe.py --json "$out/output_path_probe.json" ;;
     eager-lead) timeout 150 python3 benchmarks/eager_lead.py --json "$out/eager_lead.json" ;;
     throughput) timeout 300 python3 benchmarks/optimize_throughput.py --kernelbench .kb --problem "${KB_TP:-2/12}" \
