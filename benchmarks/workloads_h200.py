@@ -14,11 +14,12 @@ Phases (--phases, comma-separated):
   (kforge_bot.gate.decision.timing_decision): caught when `regression`.
 
 Prints a table and writes --out/workloads_h200.json. No measurement starts after --max-seconds. Each measurement
-runs three rounds, each on a fresh pair of processes (about 5 s to start on an H100), so 45 s each by default; the
-A/A and the slowdown runs in calls of their own, on a prefill large enough to keep the GPU busy (at batch 4 and
-prompt 512 the H100 waited on the host's launches, benchmarks/results/workloads_h100.md), each about 8 minutes:
+runs three rounds, each on a fresh pair of processes (about 5 s to start on an H100), 48-51 s each on the larger
+prefill below; the A/A and the slowdown runs in calls of their own, on a prefill large enough to keep the GPU busy
+(at batch 4 and prompt 512 the H100 waited on the host's launches, benchmarks/results/workloads_h100.md), each about
+9 minutes:
   PYTHONPATH=$PWD bash -c '. benchmarks/device_sandbox.sh; timeout 560 python3 benchmarks/workloads_h200.py \
-      --phases aa --runs 10 --workload-args "{\"batch\": 16, \"prompt\": 2048}" --max-seconds 420 --out $OUT'
+      --phases aa --runs 10 --workload-args "{\"batch\": 16, \"prompt\": 2048}" --max-seconds 480 --out $OUT'
   (the same with --phases slowdown, and --phases triton for eager against Triton)
 On this CPU (a smoke of the script and the CPU's own figures: tinylm_decode_cpu, eager kernels):
   python benchmarks/workloads_h200.py --device cpu --workload tinylm_decode_cpu --phases aa,slowdown --out /tmp/w
@@ -83,6 +84,9 @@ def eager(spec: WorkloadSpec) -> WorkloadSpec:
 # ops on the CPU (a smoke run of this script where Triton does not run).
 RMSNORM_MODULE = {"cuda": ("rmsnorm", EXAMPLES / "triton" / "rmsnorm.py"),
                   "cpu": ("tinylm.ops_eager", EXAMPLES / "tinylm" / "ops_eager.py")}
+
+
+CALIBRATION_SAMPLE_S = 0.08  # seconds of calls in each of the calibration's samples
 
 
 def slow_source(device: str, extra: int, fraction: float) -> str:
@@ -153,14 +157,21 @@ def calibrate(spec: WorkloadSpec, device: str, slowdown: float) -> tuple[int, fl
         inputs[0].ops = ops
         for _ in range(3):
             entry(*inputs)
-    per_pass = max(paired_slowdown(entry, inputs, fast, one, device), 0.002)
+    # Samples of about CALIBRATION_SAMPLE_S: 6 calls of a 15 ms prefill, 1 of a 266 ms one (at a fixed 5 calls, the
+    # two calibrations of the larger prefill took 80 s of a device call's 10 minutes).
+    sync(device)
+    start = time.perf_counter()
+    entry(*inputs)
+    sync(device)
+    calls = max(1, math.ceil(CALIBRATION_SAMPLE_S / max(time.perf_counter() - start, 1e-6)))
+    per_pass = max(paired_slowdown(entry, inputs, fast, one, device, calls=calls), 0.002)
     passes = min(slowdown / per_pass, 20.0)
     extra, fraction = int(passes), passes - int(passes)
     chosen = ops_with(extra, fraction)
     inputs[0].ops = chosen
     for _ in range(3):
         entry(*inputs)
-    got = paired_slowdown(entry, inputs, fast, chosen, device)
+    got = paired_slowdown(entry, inputs, fast, chosen, device, calls=calls)
     del inputs
     if device == "cuda":
         torch.cuda.empty_cache()
