@@ -157,8 +157,8 @@ def calibrate(spec: WorkloadSpec, device: str, slowdown: float) -> tuple[int, fl
         inputs[0].ops = ops
         for _ in range(3):
             entry(*inputs)
-    # Samples of about CALIBRATION_SAMPLE_S: 6 calls of a 15 ms prefill, 1 of a 266 ms one (at a fixed 5 calls, the
-    # two calibrations of the larger prefill took 80 s of a device call's 10 minutes).
+    # Samples of about CALIBRATION_SAMPLE_S however long a call takes: at a fixed 5 calls a sample, a large prefill's
+    # calibration would take more than a minute of a device call's ten.
     sync(device)
     start = time.perf_counter()
     entry(*inputs)
