@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from kforge_bot.evaluate.api import evaluate
 from kforge_bot.evaluate.wire.result import EvalSettings
-from kforge_bot.kernelspec import Implementation, load_spec
+from kforge_bot.kernelspec import Implementation, KernelSpec, load_spec
 
 ENTRY = "def rmsnorm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:\n"
 LAUNCH = "    _rmsnorm_kernel[(triton.cdiv(n_rows, ROWS_PER_PROGRAM),)]("
@@ -39,7 +39,7 @@ def head_source(base: str, head: str) -> str:
     if head == "warps2":
         changed = base.replace("NUM_WARPS = 1\n", "NUM_WARPS = 2\n")
     elif head == "guard":
-        guarded = "    with torch.cuda.device(x.device):\n        _rmsnorm_kernel[(triton.cdiv(n_rows, ROWS_PER_PROGRAM),)]("
+        guarded = "    with torch.cuda.device(x.device):\n    " + LAUNCH
         changed = base.replace(LAUNCH, guarded)
         # The launch's continuation lines move one level in with it.
         head_at = changed.index(guarded) + len(guarded)
@@ -79,7 +79,7 @@ def main() -> None:
                     judge(spec, base, name, head, layout == "one", profile == "on", args.budget)
 
 
-def judge(spec, base: Implementation, name: str, head: Implementation, one_worker: bool, profile: bool,
+def judge(spec: KernelSpec, base: Implementation, name: str, head: Implementation, one_worker: bool, profile: bool,
           budget: float) -> None:
     settings = EvalSettings(seeds=1, timing_budget_s=budget, profile=profile)
     started = time.monotonic()
