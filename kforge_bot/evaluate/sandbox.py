@@ -31,9 +31,9 @@ from typing import Any, Callable
 
 from kforge_bot.environment import scrubbed_environment
 from kforge_bot.errors import KforgeError
-from kforge_bot.evaluate import bytecode, isolation
+from kforge_bot.evaluate import bytecode, forked, isolation
 from kforge_bot.evaluate.channel_reader import ChannelLines, LogTail
-from kforge_bot.evaluate.wire import limits, outputs
+from kforge_bot.evaluate.wire import forking, limits, outputs
 from kforge_bot.evaluate.wire.activity import BuildWatch
 from kforge_bot.evaluate.wire.result import EvalSettings
 from kforge_bot.kernelspec import Implementation, KernelSpec
@@ -69,7 +69,7 @@ class WorkerOutcome:
         if not self.sandboxed or self.messages:
             return None
         first = next((ln for ln in self.log_tail.splitlines() if ln.strip()), "")
-        return first if first.startswith("bwrap: ") else None
+        return first if first.startswith(("bwrap: ", "kforge-sandbox: ")) else None
 
     @property
     def result(self) -> dict[str, Any] | None:
@@ -138,11 +138,17 @@ class WorkerProcess:
         self.spawned_at = time.monotonic()
         self.request_sent_at: float | None = None
         try:
-            self.proc = subprocess.Popen(
-                [*argv, channel_arg, *self._warm_args(role, warm, hold_device)], stdin=subprocess.PIPE,
-                stdout=log_write, stderr=subprocess.STDOUT,
-                pass_fds=passed, env=env, cwd=str(workdir), start_new_session=True,
-            )
+            self.proc: subprocess.Popen[bytes] | forked.ForkedProcess | None = None
+            if view is not None and forked.usable(self.entry_module, view, warm):
+                self.proc = forked.fork_worker([forking.channel_argument(theirs is not None),
+                                                *self._warm_args(role, warm, hold_device)], env, view, log_write,
+                                               passed)
+            if self.proc is None:
+                self.proc = subprocess.Popen(
+                    [*argv, channel_arg, *self._warm_args(role, warm, hold_device)], stdin=subprocess.PIPE,
+                    stdout=log_write, stderr=subprocess.STDOUT,
+                    pass_fds=passed, env=env, cwd=str(workdir), start_new_session=True,
+                )
         except BaseException:
             os.close(self._read_fd)
             os.close(log_read)
@@ -204,6 +210,8 @@ class WorkerProcess:
                   "worker_waited_for_request_s": round(max(0.0, self.request_sent_at - ready), 3)}
         if "released_at" in clocks:
             phases["held_off_device_s"] = round(released - imported, 3)
+        if clocks.get("forked"):
+            phases["forked"] = True  # from the forkserver (evaluate.forked): it imported nothing itself
         try:  # the boot's parts: sandbox and interpreter, torch's import, the harness's modules
             began, torch_at = float(clocks["began_at"]), float(clocks["torch_at"])
             phases.update(interpreter_s=round(began - self.spawned_at, 3), torch_import_s=round(torch_at - began, 3),

@@ -72,8 +72,11 @@ class _Actor:
             time.sleep(0.1)
 
     def close_spares(self) -> None:
-        """End the idle worker started for the next job (the pool is closing)."""
+        """End the idle worker started for the next job, and the forkserver (the pool is closing)."""
+        from kforge_bot.evaluate import forked
+
         self.spares.close()
+        forked.close_all()
 
     def where(self) -> dict[str, Any]:
         import ray  # optional: see import_ray

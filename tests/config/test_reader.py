@@ -39,6 +39,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kforge_bot.evaluate.wire.activity", "open"): "/proc/<pid> files of the worker processes the bot started",
     ("kforge_bot.evaluate.wire.timing", "conditions.NvmlClocks.open"): "NVML's handle to the GPU: no file",
     ("kforge_bot.evaluate.worker.sample_server", "conditions.NvmlClocks.open"): "NVML's handle to the GPU: no file",
+    ("kforge_bot.evaluate.forked", "os.fdopen"): "the write end of a pipe the bot made for its forked worker's stdin",
+    ("kforge_bot.evaluate.worker.forkserver", "os.fdopen"): "the read end of a pipe the forkserver made for its probe",
+    ("kforge_bot.evaluate.worker.own_sandbox", "open"):
+        "/proc/self/uid_map, gid_map and setgroups of the process making its own sandbox (written, not read)",
+    ("kforge_bot.evaluate.worker.own_sandbox", "os.open"):
+        "creates an empty file in the new root's own tmpfs as a mount point for a bound file (written, not read)",
     ("kforge_bot.evaluate.turns", "open"): "/proc/PID/task/TID/children and stat of the bot's own worker processes",
     ("kforge_bot.evaluate.bytecode", "(directory / 'primed.json').read_text"):
         "the bot's own bytecode cache folder (outside any checkout)",

@@ -398,8 +398,9 @@ def test_a_sandbox_that_cannot_start_is_the_bots_error_not_a_verdict(repo: Path,
 
     for module in (api, references):  # the candidate's worker and the reference's
         monkeypatch.setattr(module, "sandbox_view", broken)
-    with pytest.raises(KforgeError, match="the sandbox could not start a worker: bwrap: Can't find source path "
-                                          "/nonexistent/kforge-test"):
+    # bwrap's words, or the forkserver's sandbox's (evaluate.forked) where the worker was forked
+    with pytest.raises(KforgeError, match="the sandbox could not start a worker: (bwrap: Can't find source path|"
+                                          "kforge-sandbox: cannot bind) /nonexistent/kforge-test"):
         _judge("", repo, SANDBOXED)
 
 
@@ -548,3 +549,66 @@ def test_exhaustion_ends_in_a_verdict_and_the_next_evaluation_goes_on(repo: Path
     assert result.verdict in verdicts and any(r in result.reason for r in reasons), (result.verdict, result.reason)
     honest = _judge("", repo, SANDBOXED)
     assert honest.verdict == "pass", honest.reason
+
+
+# Where a worker is forked from the forkserver (evaluate.forked, on the CPU) rather than started by bwrap, its
+# sandbox is made by the child itself (evaluate.worker.own_sandbox): three ways out that bwrap's own start never
+# offered. Run against a build without its guard, the first two escaped: the forkserver's socket left open in the
+# child, and .git uncovered with the second user namespace and the capability drop taken out. The init's memory is
+# out of reach twice over (the worker has no capability in the init's user namespace, which the kernel's ptrace
+# rule asks of a process in another; and the init is not dumpable): without the second guard it still failed.
+FORKSERVER_SOCKET = '''
+import socket, stat
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        is_socket = stat.S_ISSOCK(os.fstat(int(fd)).st_mode)
+    except OSError:
+        continue
+    if is_socket and socket.socket(fileno=os.dup(int(fd))).type == socket.SOCK_SEQPACKET:
+        raise RuntimeError(f"ESCAPED: the forkserver's socket at fd {fd}")
+'''
+
+UNCOVER_GIT = '''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+git = {git!r}
+libc.umount2(git.encode(), 0)
+libc.umount2(git.encode(), 2)  # MNT_DETACH
+child = os.fork()  # a new user namespace is refused to a threaded process: try it in a child of one thread
+if child == 0:
+    if libc.unshare(0x10000000 | 0x20000) == 0:  # CLONE_NEWUSER | CLONE_NEWNS: every capability, in there
+        libc.umount2(git.encode(), 2)
+    try:
+        os._exit(7 if b"ghp_isolation_test_token" in open(git + "/config", "rb").read() else 0)
+    except OSError:
+        os._exit(0)
+if os.waitpid(child, 0)[1] >> 8 == 7:
+    raise RuntimeError("ESCAPED: .git uncovered in a user namespace of its own")
+try:
+    if b"ghp_isolation_test_token" in open(git + "/config", "rb").read():
+        raise RuntimeError("ESCAPED: .git uncovered")
+except OSError:
+    pass
+'''
+
+INIT_MEMORY = '''
+try:
+    regions = [line.split()[0] for line in open("/proc/1/maps") if line.split()[1].startswith("rw")]
+    with open("/proc/1/mem", "rb") as mem:
+        start = int(regions[0].split("-")[0], 16)
+        mem.seek(start)
+        if mem.read(64):
+            raise RuntimeError("ESCAPED: read the memory of the sandbox's init, which holds its mounts")
+except (OSError, IndexError, ValueError):
+    pass
+'''
+
+
+@pytest.mark.slow
+def test_a_forked_worker_cannot_reach_the_forkserver_uncover_git_or_touch_its_init(repo: Path) -> None:
+    for attack in (FORKSERVER_SOCKET, UNCOVER_GIT.format(git=str(repo / ".git")), INIT_MEMORY):
+        result = _judge(attack, repo, SANDBOXED)
+        assert result.verdict == "pass", result.reason
+        assert result.details["phases"]["candidate_worker"]["boot"]["torch_import_s"] == 0.0  # it was forked
+    # Unsandboxed, .git is simply there to read.
+    assert _escaped(_judge(UNCOVER_GIT.format(git=str(repo / ".git")), repo, UNSANDBOXED))

@@ -60,6 +60,16 @@ STARTED = _clock()
 BOOT: dict[str, float] = {"began_at": _BEGAN, "torch_at": _TORCH_AT, "imported_at": STARTED}
 
 
+def forked() -> None:
+    """In a worker forked from the forkserver (evaluate.worker.forkserver), which imported all this once: its own
+    start is now, and it imported nothing (torch's import took no time of its own)."""
+    global STARTED
+    STARTED = _clock()
+    BOOT.update(began_at=STARTED, torch_at=STARTED, imported_at=STARTED, forked=1.0)
+    BOOT.pop("released_at", None)
+    BOOT.pop("ready_at", None)
+
+
 # ------------------------------------------------------------------------------------------ reference
 
 

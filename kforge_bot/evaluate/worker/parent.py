@@ -16,8 +16,9 @@ import sys
 PR_SET_PDEATHSIG = 1  # prctl's option (linux/prctl.h)
 
 
-def die_with_parent() -> bool:
-    """SIGKILL to this process when its parent ends. False where the system has no such setting."""
+def die_with_parent(enabled: bool = True) -> bool:
+    """SIGKILL to this process when its parent ends (`enabled`; else no signal at all). False where the system has
+    no such setting."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -25,5 +26,5 @@ def die_with_parent() -> bool:
     except (OSError, AttributeError):
         return False
     prctl.restype = ctypes.c_int
-    return prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0), ctypes.c_ulong(0),
+    return prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL if enabled else 0), ctypes.c_ulong(0), ctypes.c_ulong(0),
                  ctypes.c_ulong(0)) == 0
