@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # How many sandboxed workers a command starts (issue 41: the suite's time is mostly their torch imports).
 # KFORGE_BWRAP points at a wrapper that logs each bubblewrap start (a probe or a worker) and then runs bubblewrap.
+# A KFORGE_BWRAP of the caller's turns the forkserver off (evaluate.forked): every worker counted here starts afresh.
 #   bash benchmarks/count_worker_starts.sh python -m pytest -q -p no:cacheprovider
 # PER_TEST=file.tsv with a pytest command: a line per test too (its workers, its seconds; worker_starts_plugin.py).
 set -euo pipefail

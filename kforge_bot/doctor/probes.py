@@ -14,7 +14,7 @@ from typing import Any
 
 from kforge_bot.counters.counter_tools import tool_for
 from kforge_bot.environment import scrubbed_environment
-from kforge_bot.evaluate import bytecode, isolation
+from kforge_bot.evaluate import bytecode, forked, isolation
 from kforge_bot.evaluate.sandbox import kill_group
 from kforge_bot.kernelspec import TARGET_KINDS, load_spec
 from kforge_bot.text import one_line_tail
@@ -186,6 +186,17 @@ print("KFORGE_SANDBOX_OK", torch.__version__)
 """
 
 
+def _worker_start(view: isolation.View, env: dict[str, str]) -> str:
+    """How evaluations will start their workers here: forked from the forkserver (its own probe sandbox made), or
+    afresh in bubblewrap, and why."""
+    if not forked.usable(forked.ENTRY, view, view.devices):
+        return "workers start afresh in bubblewrap (the forkserver is for sandboxed CPU workers)"
+    server = forked.server_for(env, view.bytecode)
+    if server is None:
+        return "workers start afresh in bubblewrap (the forkserver's own sandbox failed: see above)"
+    return "workers are forked from the forkserver, which imported torch once (evaluate.forked)"
+
+
 def probe_sandbox(kind: str, timeout: float = 180.0) -> dict[str, Any]:
     """Whether workers can be sandboxed here, and whether torch (and the device) work inside the sandbox."""
     status = isolation.probe()
@@ -207,7 +218,8 @@ def probe_sandbox(kind: str, timeout: float = 180.0) -> dict[str, Any]:
     if rc == 0 and "KFORGE_SANDBOX_OK" in text:
         out["ok"] = True
         out["message"] = f"{status.tool}: torch" + (f" and the {kind} device" if kind in ("cuda", "xpu") else "") + \
-            f" work inside the sandbox ({out['seconds']} s; torch's bytecode: {compiled.source})"
+            f" work inside the sandbox ({out['seconds']} s; torch's bytecode: {compiled.source}); " + \
+            _worker_start(view, env)
     else:
         out["message"] = f"{status.tool} starts, but torch{' or the device' if kind != 'cpu' else ''} fails inside " \
                          f"it (exit status {rc}): {one_line_tail(text, 300)}"

@@ -4,7 +4,7 @@ interpreter started by bubblewrap: the same sandbox, without a second of a core 
 One forkserver per environment (a worker's environment less what its own view sets: its HOME, TMPDIR and caches),
 started on the first sandboxed worker that may use one and kept for the bot's life; its socket's end is its end.
 Used only where bubblewrap itself works (the view is bwrap's argument list, read by the forkserver's child), for
-the worker's own entry, on the CPU (on a GPU it is not yet measured: KFORGE_FORKSERVER=1 asks for it there). Not
+the harness's and a workload's workers (wire.forking.ENTRIES), on the CPU (on a GPU it is not yet measured: KFORGE_FORKSERVER=1 asks for it there). Not
 with a `KFORGE_BWRAP` of the caller's choosing (a wrapper that logs or refuses starts: that is what runs), nor
 with KFORGE_FORKSERVER=0. A forkserver whose own probe sandbox fails says why once, and workers start with
 bubblewrap.
@@ -26,7 +26,7 @@ from typing import IO
 from kforge_bot.evaluate import isolation
 from kforge_bot.evaluate.wire import forking
 
-ENTRY = "kforge_bot.evaluate.worker.entry"
+ENTRY = forking.ENTRIES[0]  # the harness's worker
 START_TIMEOUT_S = 120.0  # the forkserver imports torch before it answers its first message
 # What isolation.environment sets from a worker's own view: the forkserver's environment is the rest.
 _VIEW_KEYS = ("HOME", "TMPDIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH", "TORCH_EXTENSIONS_DIR",
@@ -36,7 +36,7 @@ _VIEW_KEYS = ("HOME", "TMPDIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR", "CUDA_CACH
 def usable(entry_module: str, view: isolation.View | None, warm: str | None) -> bool:
     """Whether a worker of `entry_module` with `view` may be forked rather than started afresh."""
     wanted = os.environ.get("KFORGE_FORKSERVER", "")
-    if view is None or entry_module != ENTRY or wanted == "0" or os.environ.get("KFORGE_BWRAP"):
+    if view is None or entry_module not in forking.ENTRIES or wanted == "0" or os.environ.get("KFORGE_BWRAP"):
         return False
     if not sys.platform.startswith("linux"):
         return False
@@ -132,9 +132,10 @@ class Forkserver:
                 self.socket.settimeout(None)
         return "" if answer.get("ready") else str(answer.get("problem") or "the forkserver did not start")
 
-    def fork(self, bwrap: list[str], env: dict[str, str], argv: list[str], fds: list[int]) -> tuple[int, int]:
+    def fork(self, entry: str, bwrap: list[str], env: dict[str, str], argv: list[str],
+             fds: list[int]) -> tuple[int, int]:
         """(the worker's pid, its status pipe's read end); raises OSError where the forkserver is gone."""
-        message = json.dumps({"bwrap": bwrap, "env": env, "argv": argv}).encode()
+        message = json.dumps({"entry": entry, "bwrap": bwrap, "env": env, "argv": argv}).encode()
         with self.lock:
             socket.send_fds(self.socket, [message], fds)
             self.socket.settimeout(START_TIMEOUT_S)
@@ -184,7 +185,7 @@ def close_all() -> None:
             _servers.popitem()[1].close()
 
 
-def fork_worker(argv_tail: list[str], env: dict[str, str], view: isolation.View, stdout_fd: int,
+def fork_worker(entry: str, argv_tail: list[str], env: dict[str, str], view: isolation.View, stdout_fd: int,
                 channel_fds: tuple[int, ...]) -> ForkedProcess | None:
     """A worker forked into `view`'s sandbox, its stdout and stderr to `stdout_fd`, its result channel (and outputs
     socket) at the numbers forking.channel_argument names; None where no forkserver can start it."""
@@ -194,7 +195,7 @@ def fork_worker(argv_tail: list[str], env: dict[str, str], view: isolation.View,
     stdin_r, stdin_w = os.pipe()
     bwrap = isolation.command([sys.executable], view)
     try:
-        pid, status_fd = server.fork(bwrap, env, argv_tail, [stdin_r, stdout_fd, stdout_fd, *channel_fds])
+        pid, status_fd = server.fork(entry, bwrap, env, argv_tail, [stdin_r, stdout_fd, stdout_fd, *channel_fds])
     except (OSError, ValueError, KeyError):
         os.close(stdin_w)
         return None

@@ -61,3 +61,5 @@ def test_the_sandbox_probe_runs_torch_with_the_bytecode_workers_will_have(worker
     assert result["ok"], result["message"]
     assert result["bytecode"] == {"source": "kforge-bot cache", "directory": str(workers_use_bytecode_cache)}
     assert "torch's bytecode: kforge-bot cache" in result["message"]
+    # How evaluations will start their workers: here, forked from the forkserver (evaluate.forked).
+    assert "workers are forked from the forkserver" in result["message"]

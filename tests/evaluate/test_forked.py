@@ -29,7 +29,8 @@ def test_only_sandboxed_cpu_workers_of_the_worker_entry_are_forked(monkeypatch: 
     cpu, cuda = isolation.View(scratch=tmp_path), isolation.View(scratch=tmp_path, devices="cuda")
     assert forked.usable(forked.ENTRY, cpu, "cpu")
     assert not forked.usable(forked.ENTRY, None, "cpu")  # unsandboxed: a plain process
-    assert not forked.usable("kforge_bot.workloads.worker", cpu, "cpu")
+    assert forked.usable("kforge_bot.workloads.worker", cpu, "cpu")  # a workload's run too
+    assert not forked.usable("kforge_bot.evaluate.worker.imports", cpu, "cpu")  # nothing else
     assert not forked.usable(forked.ENTRY, cuda, "cuda:0")  # not yet measured on a GPU
     monkeypatch.setenv("KFORGE_FORKSERVER", "1")
     assert forked.usable(forked.ENTRY, cuda, "cuda:0")

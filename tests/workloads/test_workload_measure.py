@@ -130,6 +130,7 @@ def test_three_rounds_each_on_a_fresh_pair_of_processes_give_a_ratio_each(tmp_pa
 
 @pytest.mark.slow
 def test_a_budget_spent_in_the_first_round_gives_no_interval_rather_than_a_blind_one(tmp_path: Path) -> None:
-    m = a_a_in_rounds(tmp_path, max_pairs=40, budget_s=0.5)
+    # A budget shorter than any pair of processes takes to start (10 ms; a forked pair, evaluate.forked, about 30)
+    m = a_a_in_rounds(tmp_path, max_pairs=40, budget_s=0.01)
     assert m.status == "ok" and set(m.pair_process) == {0}, (m.pair_process, m.reason)
     assert m.speedup_ci is None and m.half_width is None and m.stop.endswith("one round only"), m.stop

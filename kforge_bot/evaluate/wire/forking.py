@@ -2,7 +2,7 @@
 
 The bot's first message is bwrap's argument list for a probe's view, {"probe": [...]}, and the forkserver answers
 {"ready": bool, "problem": str} once it has made and ended that sandbox. Then each start is {"bwrap": [...],
-"env": {...}, "argv": [...]} with the worker's pipes as file descriptors (CHILD_FDS' order: stdin, stdout, stderr,
+"env": {...}, "argv": [...], "entry": one of ENTRIES} with the worker's pipes as file descriptors (CHILD_FDS' order: stdin, stdout, stderr,
 the result channel, and the outputs socket where it has one), answered {"pid": N} with the read end of a pipe on
 which the child's wait status arrives (`encode_status`) when it ends.
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+# The workers a forkserver imports and may become: the harness's, and a workload's run (kforge_bot.workloads).
+ENTRIES = ("kforge_bot.evaluate.worker.entry", "kforge_bot.workloads.worker")
 CHILD_FDS = (0, 1, 2, 3, 4)  # where a forked worker finds its pipes: the result channel is always fd 3
 MAX_MESSAGE = 1 << 20  # bwrap's argument list for a view with many folders: a few kilobytes
 MAX_FDS = len(CHILD_FDS)

@@ -15,6 +15,7 @@ Run as `python -c "from kforge_bot.evaluate.worker.forkserver import main; main(
 from __future__ import annotations
 
 import fcntl
+import importlib
 import json
 import os
 import selectors
@@ -33,6 +34,8 @@ def main() -> None:
     # entry's import asked for SIGKILL when the thread that started this process ends: a pool's thread may have,
     # and this process outlives it. It ends with its socket instead (the bot closed it, or the bot is gone).
     die_with_parent(enabled=False)
+    for name in forking.ENTRIES:  # each worker this process may become, imported once (the harness's is already)
+        importlib.import_module(name)
     control = socket.socket(fileno=int(sys.argv[1]))
     first = control.recv(forking.MAX_MESSAGE)
     problem = _try_once(json.loads(first)["probe"]) if first else "the bot sent nothing"
@@ -139,8 +142,10 @@ def _become_worker(request: dict[str, Any]) -> None:
     sys.pycache_prefix = os.environ.get("PYTHONPYCACHEPREFIX") or None
     tempfile.tempdir = None  # read TMPDIR again
     sys.argv = ["-c", *request["argv"]]
-    entry.forked()
-    entry.main(request["argv"])
+    worker = sys.modules[forking.ENTRIES[forking.ENTRIES.index(request["entry"])]]  # imported by main, before all
+    if worker is entry:
+        entry.forked()
+    worker.main(request["argv"])
 
 
 def _try_once(args: list[str]) -> str:
