@@ -186,12 +186,12 @@ print("KFORGE_SANDBOX_OK", torch.__version__)
 """
 
 
-def _worker_start(view: isolation.View, env: dict[str, str]) -> str:
+def _worker_start(view: isolation.View, base_env: dict[str, str]) -> str:
     """How evaluations will start their workers here: forked from the forkserver (its own probe sandbox made), or
     afresh in bubblewrap, and why."""
     if not forked.usable(forked.ENTRY, view, view.devices):
         return "workers start afresh in bubblewrap (the forkserver is for sandboxed CPU workers)"
-    server = forked.server_for(env, view.bytecode)
+    server = forked.server_for(base_env, view.bytecode)
     if server is None:
         return "workers start afresh in bubblewrap (the forkserver's own sandbox failed: see above)"
     return "workers are forked from the forkserver, which imported torch once (evaluate.forked)"
@@ -219,7 +219,7 @@ def probe_sandbox(kind: str, timeout: float = 180.0) -> dict[str, Any]:
         out["ok"] = True
         out["message"] = f"{status.tool}: torch" + (f" and the {kind} device" if kind in ("cuda", "xpu") else "") + \
             f" work inside the sandbox ({out['seconds']} s; torch's bytecode: {compiled.source}); " + \
-            _worker_start(view, env)
+            _worker_start(view, scrubbed_environment())
     else:
         out["message"] = f"{status.tool} starts, but torch{' or the device' if kind != 'cpu' else ''} fails inside " \
                          f"it (exit status {rc}): {one_line_tail(text, 300)}"

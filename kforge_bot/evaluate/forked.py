@@ -1,13 +1,13 @@
 """Workers forked from a process that imported torch once (evaluate.worker.forkserver), in place of a fresh
 interpreter started by bubblewrap: the same sandbox, without a second of a core spent importing torch again.
 
-One forkserver per environment (a worker's environment less what its own view sets: its HOME, TMPDIR and caches),
-started on the first sandboxed worker that may use one and kept for the bot's life; its socket's end is its end.
-Used only where bubblewrap itself works (the view is bwrap's argument list, read by the forkserver's child), for
-the harness's and a workload's workers (wire.forking.ENTRIES), on the CPU (on a GPU it is not yet measured: KFORGE_FORKSERVER=1 asks for it there). Not
-with a `KFORGE_BWRAP` of the caller's choosing (a wrapper that logs or refuses starts: that is what runs), nor
-with KFORGE_FORKSERVER=0. A forkserver whose own probe sandbox fails says why once, and workers start with
-bubblewrap.
+One forkserver per workers' environment (as it is before a worker's view adds its HOME, TMPDIR and caches: the
+environment torch was imported in), started on the first sandboxed worker that may use one and kept for the
+bot's life; its socket's end is its end. Used only where bubblewrap itself works (the view is bwrap's argument
+list, read by the forkserver's child), for the harness's and a workload's workers (wire.forking.ENTRIES), on the
+CPU (on a GPU it is not yet measured: KFORGE_FORKSERVER=1 asks for it there). Not with a `KFORGE_BWRAP` of the
+caller's choosing (a wrapper that logs or refuses starts: that is what runs), nor with KFORGE_FORKSERVER=0. A
+forkserver whose own probe sandbox fails says why once, and workers start with bubblewrap.
 """
 
 from __future__ import annotations
@@ -28,9 +28,6 @@ from kforge_bot.evaluate.wire import forking
 
 ENTRY = forking.ENTRIES[0]  # the harness's worker
 START_TIMEOUT_S = 120.0  # the forkserver imports torch before it answers its first message
-# What isolation.environment sets from a worker's own view: the forkserver's environment is the rest.
-_VIEW_KEYS = ("HOME", "TMPDIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH", "TORCH_EXTENSIONS_DIR",
-              "KFORGE_EXTENSIONS_PRIVATE", "TORCHINDUCTOR_CACHE_DIR", "PYTHONPYCACHEPREFIX")
 
 
 def usable(entry_module: str, view: isolation.View | None, warm: str | None) -> bool:
@@ -159,8 +156,9 @@ _servers_lock = threading.Lock()
 
 
 def server_for(env: dict[str, str], bytecode: Path | None) -> Forkserver | None:
-    """The forkserver for workers of environment `env`, started on first use; None where it cannot sandbox."""
-    key = tuple(sorted((k, v) for k, v in env.items() if k not in _VIEW_KEYS)) + (("", str(bytecode)),)
+    """The forkserver for workers of environment `env` (before their views': isolation.environment), started on
+    first use; None where it cannot sandbox."""
+    key = tuple(sorted(env.items())) + (("", str(bytecode)),)
     with _servers_lock:
         server = _servers.pop(key, None)
         if server is not None and not server.problem and server.proc.poll() is not None:
@@ -169,7 +167,7 @@ def server_for(env: dict[str, str], bytecode: Path | None) -> Forkserver | None:
             idle = [k for k, s in _servers.items() if s.live <= 0 or s.problem or s.proc.poll() is not None]
             for old in idle[:max(0, len(_servers) + 1 - MAX_SERVERS)]:
                 _servers.pop(old).close()
-            server = Forkserver({k: v for k, v in env.items() if k not in _VIEW_KEYS}, bytecode)
+            server = Forkserver(env, bytecode)
             if server.problem:
                 print(f"kforge-bot: workers start with bubblewrap: {server.problem}", file=sys.stderr)
         _servers[key] = server
@@ -185,14 +183,16 @@ def close_all() -> None:
             _servers.popitem()[1].close()
 
 
-def fork_worker(entry: str, argv_tail: list[str], env: dict[str, str], view: isolation.View, stdout_fd: int,
+def fork_worker(entry: str, argv_tail: list[str], base_env: dict[str, str], view: isolation.View, stdout_fd: int,
                 channel_fds: tuple[int, ...]) -> ForkedProcess | None:
-    """A worker forked into `view`'s sandbox, its stdout and stderr to `stdout_fd`, its result channel (and outputs
-    socket) at the numbers forking.channel_argument names; None where no forkserver can start it."""
-    server = server_for(env, view.bytecode)
+    """A worker forked into `view`'s sandbox with `base_env` as its view makes it (isolation.environment), its stdout
+    and stderr to `stdout_fd`, its result channel (and outputs socket) at the numbers forking.channel_argument
+    names; None where no forkserver can start it."""
+    server = server_for(base_env, view.bytecode)
     if server is None:
         return None
     stdin_r, stdin_w = os.pipe()
+    env = isolation.environment(base_env, view)
     bwrap = isolation.command([sys.executable], view)
     try:
         pid, status_fd = server.fork(entry, bwrap, env, argv_tail, [stdin_r, stdout_fd, stdout_fd, *channel_fds])

@@ -121,6 +121,7 @@ class WorkerProcess:
         # Not `-m`: the worker module would be __main__, reachable from user code under that name.
         argv = [sys.executable, "-c", f"import sys; from {self.entry_module} import main; main(sys.argv[1:])"]
         self.sandboxed = view is not None
+        base_env = env  # as torch is imported in (a forkserver's, evaluate.forked), before the view's own folders
         if view is not None:
             env = isolation.environment(env, view)
             argv = isolation.command(argv, view)
@@ -141,7 +142,7 @@ class WorkerProcess:
             self.proc: subprocess.Popen[bytes] | forked.ForkedProcess | None = None
             if view is not None and forked.usable(self.entry_module, view, warm):
                 arguments = [forking.channel_argument(theirs is not None), *self._warm_args(role, warm, hold_device)]
-                self.proc = forked.fork_worker(self.entry_module, arguments, env, view, log_write, passed)
+                self.proc = forked.fork_worker(self.entry_module, arguments, base_env, view, log_write, passed)
             if self.proc is None:
                 self.proc = subprocess.Popen(
                     [*argv, channel_arg, *self._warm_args(role, warm, hold_device)], stdin=subprocess.PIPE,

@@ -2,9 +2,9 @@
 
 The bot's first message is bwrap's argument list for a probe's view, {"probe": [...]}, and the forkserver answers
 {"ready": bool, "problem": str} once it has made and ended that sandbox. Then each start is {"bwrap": [...],
-"env": {...}, "argv": [...], "entry": one of ENTRIES} with the worker's pipes as file descriptors (CHILD_FDS' order: stdin, stdout, stderr,
-the result channel, and the outputs socket where it has one), answered {"pid": N} with the read end of a pipe on
-which the child's wait status arrives (`encode_status`) when it ends.
+"env": {...}, "argv": [...], "entry": one of ENTRIES} with the worker's pipes as file descriptors (CHILD_FDS'
+order: stdin, stdout, stderr, the result channel, and the outputs socket where it has one), answered {"pid": N}
+with the read end of a pipe on which the child's wait status arrives (`encode_status`) when it ends.
 """
 
 from __future__ import annotations

@@ -10,8 +10,10 @@ forked stays outside, waits, and exits with the worker's status (128 + N for a f
 What a worker cannot do inside that it could not do inside bubblewrap: it has no capabilities (bounding set,
 ambient and effective sets emptied, no_new_privs set), so it cannot unmount what hides a `.git`; every mount it
 sees was made in a user namespace above a second one it is moved into, so the kernel locks them too.
-An option this reader does not know, or a system call that fails, raises `SandboxError`: the forkserver then
-refuses to start workers and the bot starts them with bubblewrap, never unsandboxed.
+An option this reader does not know, or a system call that fails, raises `SandboxError`. In the forkserver's own
+probe, it then starts no worker and the bot starts them with bubblewrap; in one worker's start, that worker ends
+with the error as its one line (`kforge-sandbox: ...`), which the bot reports as its own failure, never the
+candidate's, as it does bwrap's.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from kforge_bot.evaluate.worker.parent import die_with_parent
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND = 2, 4, 8, 4096
 MS_REC, MS_PRIVATE = 16384, 1 << 18
 MNT_DETACH = 2
 AT_FDCWD, AT_RECURSIVE = -100, 0x8000
