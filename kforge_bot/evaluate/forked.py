@@ -6,7 +6,8 @@ environment torch was imported in), started on the first sandboxed worker that m
 bot's life; its socket's end is its end. Used only where bubblewrap itself works (the view is bwrap's argument
 list, read by the forkserver's child), for the harness's and a workload's workers (wire.forking.ENTRIES), on the
 CPU (on a GPU it is not yet measured: KFORGE_FORKSERVER=1 asks for it there). Not with a `KFORGE_BWRAP` of the
-caller's choosing (a wrapper that logs or refuses starts: that is what runs), nor with KFORGE_FORKSERVER=0. A
+caller's choosing (a wrapper that logs or refuses starts: that is what runs) unless KFORGE_FORKSERVER=1 asks, nor
+with KFORGE_FORKSERVER=0. A
 forkserver whose own probe sandbox fails says why once, and workers start with bubblewrap.
 """
 
@@ -33,12 +34,12 @@ START_TIMEOUT_S = 120.0  # the forkserver imports torch before it answers its fi
 def usable(entry_module: str, view: isolation.View | None, warm: str | None) -> bool:
     """Whether a worker of `entry_module` with `view` may be forked rather than started afresh."""
     wanted = os.environ.get("KFORGE_FORKSERVER", "")
-    if view is None or entry_module not in forking.ENTRIES or wanted == "0" or os.environ.get("KFORGE_BWRAP"):
+    if view is None or entry_module not in forking.ENTRIES or wanted == "0" or not sys.platform.startswith("linux"):
         return False
-    if not sys.platform.startswith("linux"):
-        return False
+    if wanted == "1":  # asked for: on a GPU too, and beside a carried bwrap (the device image's)
+        return True
     on_cpu = view.devices == "cpu" and not (warm or "").startswith(("cuda", "xpu"))
-    return on_cpu or wanted == "1"
+    return on_cpu and not os.environ.get("KFORGE_BWRAP")
 
 
 class ForkedProcess:

@@ -39,6 +39,8 @@ def test_only_sandboxed_cpu_workers_of_the_worker_entry_are_forked(monkeypatch: 
     monkeypatch.delenv("KFORGE_FORKSERVER")
     monkeypatch.setenv("KFORGE_BWRAP", "/usr/bin/bwrap")  # a wrapper of the caller's: that is what runs
     assert not forked.usable(forked.ENTRY, cpu, "cpu")
+    monkeypatch.setenv("KFORGE_FORKSERVER", "1")  # unless asked for (a carried bwrap, as on the device image)
+    assert forked.usable(forked.ENTRY, cpu, "cpu")
 
 
 def test_a_wait_status_travels_as_subprocess_reports_it() -> None:
