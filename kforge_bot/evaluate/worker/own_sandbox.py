@@ -165,6 +165,9 @@ def enter(args: list[str]) -> None:
     (bwrap's argument list). The processes around it never return: they exit with the worker's status. Raises
     SandboxError before anything is shared with the worker's code."""
     layout = read_arguments(args)
+    # Each source as the host resolves it, while this process still sees the host's tree: under /oldroot, an
+    # absolute link on the way would resolve against the new root's.
+    layout.steps = [("bind", os.path.realpath(s[1]), *s[2:]) if s[0] == "bind" else s for s in layout.steps]
     uid, gid = os.getuid(), os.getgid()
     os.setsid()  # --new-session: no terminal to push keystrokes into; one process group for the bot to kill
     _own_user_namespace(uid, gid, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
