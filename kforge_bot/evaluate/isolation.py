@@ -271,6 +271,9 @@ def command(argv: list[str], view: View, bwrap: str | None = None) -> list[str]:
     inbox = inbox_folder(Path(view.scratch).resolve())
     inbox.mkdir(exist_ok=True)
     args += ["--ro-bind", str(inbox), str(inbox)]  # over the scratch's own bind: the worker reads, only the bot writes
+    # The sandbox's own root and /dev are tmpfs mounts outside the scratch, whose size nobody watches: read-only once
+    # made (a red-team pass wrote into both; /dev/shm, /tmp and /run are the scratch's folders, bound above).
+    args += ["--remount-ro", "/", "--remount-ro", "/dev"]
     args += ["--chdir", str(Path(view.scratch).resolve()), "--"]
     return args + list(argv)
 

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from kforge_bot.evaluate.wire import limits
+from kforge_bot.evaluate.worker.syscall_filter import forbid_keyrings
 from kforge_bot.evaluate.worker.worker_io import Channel, close_stdin, read_control_line, short_error
 
 _exit = os._exit  # bound before user code exists
@@ -113,6 +114,7 @@ def run(request: dict[str, Any], channel: Channel) -> None:
 
 def main(argv: list[str]) -> int:
     fd = int(argv[0].partition(":")[0])
+    forbid_keyrings()  # before any user code (evaluate.worker.syscall_filter)
     nonce = sys.stdin.readline().strip()
     channel = Channel(fd, nonce)
     request = json.loads(sys.stdin.readline())

@@ -612,3 +612,46 @@ def test_a_forked_worker_cannot_reach_the_forkserver_uncover_git_or_touch_its_in
         assert result.details["phases"]["candidate_worker"]["boot"]["torch_import_s"] == 0.0  # it was forked
     # Unsandboxed, .git is simply there to read.
     assert _escaped(_judge(UNCOVER_GIT.format(git=str(repo / ".git")), repo, UNSANDBOXED))
+
+
+# The kernel's keyrings are walled by no view: a red-team pass (twenty-ninth session) left a key in the bot's shared
+# session keyring from one evaluation and read it from the next, bubblewrap's workers and forked ones alike. Every
+# worker now fails the keyring system calls (evaluate.worker.syscall_filter; the attack works without it:
+# tests/evaluate/test_syscall_filter.py), sandboxed or not.
+KEYRING = '''
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+add_key = {"x86_64": 248, "aarch64": 217}.get(platform.machine(), -1)
+if libc.syscall(add_key, b"user", b"kforge-planted", b"x", ctypes.c_size_t(1), ctypes.c_long(-3)) > 0:
+    raise RuntimeError("ESCAPED: a key left in the session keyring for a later worker")
+'''
+
+
+@pytest.mark.slow
+def test_a_candidate_cannot_leave_a_key_for_a_later_worker(repo: Path) -> None:
+    for settings in (SANDBOXED, UNSANDBOXED):
+        result = _judge(KEYRING, repo, settings)
+        assert result.verdict == "pass", result.reason
+
+
+# The sandbox's root and /dev were writable tmpfs mounts outside the scratch folder, unwatched (red team, twenty-ninth
+# session): a way past the scratch limit. Read-only now, in bubblewrap's sandbox and in a forked worker's.
+WRITE_ROOT = '''
+for path in ("/planted", "/dev/planted", "/usr/planted"):
+    try:
+        with open(path, "w") as handle:
+            handle.write("x")
+    except OSError:
+        continue
+    raise RuntimeError(f"ESCAPED: wrote {path}, outside the scratch folder")
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("forkserver", ["", "0"], ids=["forked", "bubblewrap"])
+def test_a_candidate_cannot_write_the_sandboxs_own_root_or_dev(repo: Path, forkserver: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KFORGE_FORKSERVER", forkserver)
+    result = _judge(WRITE_ROOT, repo, SANDBOXED)
+    assert result.verdict == "pass", result.reason

@@ -42,6 +42,7 @@ from kforge_bot.evaluate.worker import calls, importing, loading  # noqa: E402
 from kforge_bot.evaluate.wire import checks, heldout, limits  # noqa: E402
 from kforge_bot.evaluate.wire import shipped  # noqa: E402
 from kforge_bot.evaluate.worker.heap import hold_freed_memory  # noqa: E402
+from kforge_bot.evaluate.worker.syscall_filter import forbid_keyrings  # noqa: E402
 from kforge_bot.evaluate.worker.shipped_inputs import Recorder  # noqa: E402
 from kforge_bot.evaluate.worker.candidate_role import run_candidate  # noqa: E402
 from kforge_bot.evaluate.wire.outputs import make_sink  # noqa: E402
@@ -340,6 +341,7 @@ def main(argv: list[str]) -> int:
     # "RESULT_FD" or "RESULT_FD:OUTPUT_FD" (a socket for outputs handed over as device memory).
     result_fd, _, output_fd = argv[0].partition(":")
     fd = int(result_fd)
+    forbid_keyrings()  # before any user code: the kernel's keyrings are shared beyond any sandbox's walls
     hold_freed_memory()  # before any timed call: what one sample frees, the next reuses without page faults
     if len(argv) > 2:
         if argv[3:] == ["hold"]:  # started during someone's timed run: touch the device only once that is over
