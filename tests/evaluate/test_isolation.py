@@ -655,3 +655,18 @@ def test_a_candidate_cannot_write_the_sandboxs_own_root_or_dev(repo: Path, forks
     monkeypatch.setenv("KFORGE_FORKSERVER", forkserver)
     result = _judge(WRITE_ROOT, repo, SANDBOXED)
     assert result.verdict == "pass", result.reason
+
+
+# The sandbox's init (pid 1) is the forked worker's parent: in the red team's pass a SIGINT to it raised Python's
+# KeyboardInterrupt there and ended the worker's own sandbox (bwrap's init ignores it, as the kernel has a namespace's
+# init ignore what it has no handler for). It only hurt the candidate, but the two paths should agree.
+INTERRUPT_INIT = '''
+os.kill(1, signal.SIGINT)
+time.sleep(0.5)
+'''
+
+
+@pytest.mark.slow
+def test_a_signal_to_the_sandboxs_init_changes_nothing(repo: Path) -> None:
+    result = _judge(INTERRUPT_INIT, repo, SANDBOXED)
+    assert result.verdict == "pass", result.reason

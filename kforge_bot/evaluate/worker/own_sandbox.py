@@ -23,6 +23,7 @@ import errno
 import fcntl
 import os
 import platform
+import signal
 import socket
 import struct
 from dataclasses import dataclass, field
@@ -176,6 +177,9 @@ def enter(args: list[str]) -> None:
     if init:
         _, status = os.waitpid(init, 0)
         os._exit(_status_code(status))
+    # The namespace's init: no handler of Python's (SIGINT's raised KeyboardInterrupt), so that, as for bwrap's
+    # init, the kernel drops every signal a process inside sends it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         _dies_with_parent()
         # Not dumpable: the worker below may not read or write this process's memory (/proc/1/mem), though the
@@ -191,6 +195,7 @@ def enter(args: list[str]) -> None:
     worker = os.fork()
     if worker:
         _reap_until(worker)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the worker's, as a fresh interpreter has it
     _dies_with_parent()
     # Dumpable again (fork kept the init's setting): a process that is not cannot write its own uid_map.
     _check(_libc.prctl(PR_SET_DUMPABLE, ctypes.c_ulong(1), 0, 0, 0), "prctl DUMPABLE")
