@@ -184,17 +184,17 @@ def close_all() -> None:
             _servers.popitem()[1].close()
 
 
-def fork_worker(entry: str, argv_tail: list[str], base_env: dict[str, str], view: isolation.View, stdout_fd: int,
+def fork_worker(entry: str, argv_tail: list[str], base_env: dict[str, str], env: dict[str, str],
+                bwrap: list[str], bytecode: Path | None, stdout_fd: int,
                 channel_fds: tuple[int, ...]) -> ForkedProcess | None:
-    """A worker forked into `view`'s sandbox with `base_env` as its view makes it (isolation.environment), its stdout
-    and stderr to `stdout_fd`, its result channel (and outputs socket) at the numbers forking.channel_argument
-    names; None where no forkserver can start it."""
-    server = server_for(base_env, view.bytecode)
+    """A worker forked into the sandbox `bwrap` (bubblewrap's command for its view: isolation.command) with `env`
+    (`base_env` as its view made it: isolation.environment), its stdout and stderr to `stdout_fd`, its result
+    channel (and outputs socket) at the numbers forking.channel_argument names; None where no forkserver can start
+    it."""
+    server = server_for(base_env, bytecode)
     if server is None:
         return None
     stdin_r, stdin_w = os.pipe()
-    env = isolation.environment(base_env, view)
-    bwrap = isolation.command([sys.executable], view)
     try:
         pid, status_fd = server.fork(entry, bwrap, env, argv_tail, [stdin_r, stdout_fd, stdout_fd, *channel_fds])
     except (OSError, ValueError, KeyError):

@@ -142,7 +142,8 @@ class WorkerProcess:
             self.proc: subprocess.Popen[bytes] | forked.ForkedProcess | None = None
             if view is not None and forked.usable(self.entry_module, view, warm):
                 arguments = [forking.channel_argument(theirs is not None), *self._warm_args(role, warm, hold_device)]
-                self.proc = forked.fork_worker(self.entry_module, arguments, base_env, view, log_write, passed)
+                self.proc = forked.fork_worker(self.entry_module, arguments, base_env, env, argv, view.bytecode,
+                                               log_write, passed)
             if self.proc is None:
                 self.proc = subprocess.Popen(
                     [*argv, channel_arg, *self._warm_args(role, warm, hold_device)], stdin=subprocess.PIPE,

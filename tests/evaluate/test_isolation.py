@@ -637,15 +637,7 @@ def test_a_candidate_cannot_leave_a_key_for_a_later_worker(repo: Path) -> None:
 
 # The sandbox's root and /dev were writable tmpfs mounts outside the scratch folder, unwatched (red team, twenty-ninth
 # session): a way past the scratch limit. Read-only now, in bubblewrap's sandbox and in a forked worker's.
-WRITE_ROOT = '''
-for path in ("/planted", "/dev/planted", "/usr/planted"):
-    try:
-        with open(path, "w") as handle:
-            handle.write("x")
-    except OSError:
-        continue
-    raise RuntimeError(f"ESCAPED: wrote {path}, outside the scratch folder")
-'''
+WRITE_ROOT = WRITE_OUTSIDE.format(targets=["/planted", "/dev/planted", "/usr/planted"])
 
 
 @pytest.mark.slow

@@ -113,8 +113,9 @@ def _child(request: dict[str, Any], fds: list[int], control: socket.socket,
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        if not die_with_parent():
-            raise own_sandbox.SandboxError("could not ask for SIGKILL when the forkserver ends (prctl)")
+        if request["entry"] not in forking.ENTRIES:
+            raise own_sandbox.SandboxError(f"no worker {request['entry']!r} here")
+        own_sandbox.dies_with_parent()
         selector, wake_r, wake_w = own  # this process's own: closed as objects, so nothing closes them again later
         selector.close()
         control.close()
@@ -127,8 +128,7 @@ def _child(request: dict[str, Any], fds: list[int], control: socket.socket,
         os.closerange(forking.CHILD_FDS[len(fds) - 1] + 1, os.sysconf("SC_OPEN_MAX"))
         own_sandbox.enter(request["bwrap"])
     except BaseException as exc:  # noqa: BLE001 - nothing of this process may run on in the child
-        os.write(2, f"kforge-sandbox: {exc}\n".encode())
-        os._exit(1)
+        own_sandbox.give_up(exc)
     _become_worker(request)
     os._exit(0)  # pragma: no cover - the worker's main ends the process itself
 
@@ -142,7 +142,7 @@ def _become_worker(request: dict[str, Any]) -> None:
     sys.pycache_prefix = os.environ.get("PYTHONPYCACHEPREFIX") or None
     tempfile.tempdir = None  # read TMPDIR again
     sys.argv = ["-c", *request["argv"]]
-    worker = sys.modules[forking.ENTRIES[forking.ENTRIES.index(request["entry"])]]  # imported by main, before all
+    worker = sys.modules[request["entry"]]  # one of ENTRIES (checked in _child), imported by main before any request
     if worker is entry:
         entry.forked()
     worker.main(request["argv"])
@@ -159,8 +159,7 @@ def _try_once(args: list[str]) -> str:
             own_sandbox.enter(args)
             os._exit(0 if not os.path.exists("/oldroot") else 3)
         except BaseException as exc:  # noqa: BLE001 - nothing of this process may run on in the child
-            os.write(2, f"kforge-sandbox: {exc}\n".encode())
-            os._exit(2)
+            own_sandbox.give_up(exc)
     os.close(write)
     with os.fdopen(read, "rb") as said:
         text = said.read(4096).decode(errors="replace").strip()

@@ -27,6 +27,7 @@ import signal
 import socket
 import struct
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from kforge_bot.evaluate.worker.parent import die_with_parent
 
@@ -151,9 +152,17 @@ def _own_user_namespace(uid: int, gid: int, more: int = 0) -> None:
     _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
 
 
-def _dies_with_parent() -> None:
+def dies_with_parent() -> None:
+    """SIGKILL to this process when its parent ends, or SandboxError."""
     if not die_with_parent():
         raise SandboxError("could not ask for SIGKILL when the parent ends (prctl)")
+
+
+def give_up(error: BaseException) -> NoReturn:
+    """End a forked child whose sandbox could not be made: the one line the bot reports (sandbox.WorkerOutcome's
+    sandbox_failure), and nothing more of the forkserver's code run."""
+    os.write(2, f"kforge-sandbox: {error}\n".encode())
+    os._exit(1)
 
 
 def _status_code(status: int) -> int:
@@ -181,7 +190,7 @@ def enter(args: list[str]) -> None:
     # init, the kernel drops every signal a process inside sends it.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
-        _dies_with_parent()
+        dies_with_parent()
         # Not dumpable: the worker below may not read or write this process's memory (/proc/1/mem), though the
         # same user: this process holds every capability over the mounts that hide .git and the credentials.
         _check(_libc.prctl(PR_SET_DUMPABLE, ctypes.c_ulong(0), 0, 0, 0), "prctl DUMPABLE")
@@ -190,13 +199,12 @@ def enter(args: list[str]) -> None:
             _check(_libc.sethostname(_b(layout.hostname), ctypes.c_size_t(len(layout.hostname))), "sethostname")
         _loopback_up()
     except (SandboxError, OSError) as exc:
-        os.write(2, f"kforge-sandbox: {exc}\n".encode())
-        os._exit(1)
+        give_up(exc)
     worker = os.fork()
     if worker:
         _reap_until(worker)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # the worker's, as a fresh interpreter has it
-    _dies_with_parent()
+    dies_with_parent()
     # Dumpable again (fork kept the init's setting): a process that is not cannot write its own uid_map.
     _check(_libc.prctl(PR_SET_DUMPABLE, ctypes.c_ulong(1), 0, 0, 0), "prctl DUMPABLE")
     # A second user namespace: every mount made above is locked for it (it can unmount none of them), and
